@@ -1,0 +1,59 @@
+"""Content keys: tasks that share a key share one artifact.
+
+Keys are computed at planning time from the inputs only (see docs/design.md), so the DAG
+expands over unique keys without checkpoints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from .catalog import EnvSpec
+
+#: Bump when the build recipe changes in a way that must rebuild every environment.
+BUILD_FORMAT = 1
+
+_SLUG = re.compile(r"[^a-z0-9_.-]+")
+
+
+def slug(name: str) -> str:
+    """A filesystem- and wildcard-safe short name: lowercase, [a-z0-9_.-], <= 40 chars."""
+    s = _SLUG.sub("-", name.lower()).strip("-.")
+    return s[:40].rstrip("-.") or "x"
+
+
+def canonical_json(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def source_id(source: str) -> str:
+    """Id of a mirror (one bare clone per source repository)."""
+    return f"{slug(source.rstrip('/').split('/')[-1].removesuffix('.git'))}-{hashlib.sha256(source.encode()).hexdigest()[:8]}"
+
+
+def repo_key(source: str, commit: str) -> str:
+    name = source.rstrip("/").split("/")[-1].removesuffix(".git")
+    h = hashlib.sha256(f"{source}\n{commit}".encode()).hexdigest()[:8]
+    return f"repo-{slug(name)}-{commit[:12]}-{h}"
+
+
+def env_canonical(spec: EnvSpec) -> dict[str, Any]:
+    """What an environment is: the fields that change the built venv, nothing else."""
+    return {
+        "build_format": BUILD_FORMAT,
+        "python": spec.python,
+        "source": spec.source,
+        "commit": spec.commit,
+        "requirements": sorted(spec.requirements),
+        "requirements_files": list(spec.requirements_files),
+        "pre_install": list(spec.pre_install),
+        "install": list(spec.install),
+    }
+
+
+def env_key(spec: EnvSpec) -> str:
+    h = hashlib.sha256(canonical_json(env_canonical(spec)).encode()).hexdigest()[:16]
+    return f"env-{slug(spec.name)}-{h}"
