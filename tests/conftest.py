@@ -1,0 +1,4 @@
+"""Shared pytest set-up. Topic fixtures live in tests/fixtures/<topic>.py; register them here."""
+
+pytest_plugins: list[str] = [
+]
