@@ -1,4 +1,5 @@
 """Shared pytest set-up. Topic fixtures live in tests/fixtures/<topic>.py; register them here."""
 
 pytest_plugins: list[str] = [
+    "tests.fixtures.runtime",
 ]

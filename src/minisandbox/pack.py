@@ -1,0 +1,136 @@
+"""Deterministic archives of a built tree (a venv or a repository snapshot).
+
+Why deterministic: the archive's sha256 is recorded in the manifest and is the node cache
+key, so packing the same tree twice must give the same bytes (sorted members, mtime 0,
+uid/gid 0, numeric owners, no atime/ctime headers). Members are relative (`./bin/python`)
+and are extracted into an empty directory that becomes the content of the mount path.
+
+Two formats:
+* ``tar.zst`` (default): GNU tar piped into multi-threaded zstd; packs a 400 MB venv in
+  ~1.6 s instead of ~43 s (REFERENCE section 4).
+* ``tar.gz``: Python ``tarfile`` gzip level 9, the published method's format, kept so that
+  stores in that format can be produced and read (and benchmarked against).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import subprocess
+import tarfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import zstandard
+
+FORMATS = ("tar.zst", "tar.gz")
+CHUNK = 1 << 20
+
+
+class PackError(RuntimeError):
+    """Packing failed; the message names the tree and what to do."""
+
+
+@dataclass(frozen=True)
+class PackStats:
+    files: int  # members that are not directories (files, symlinks, hardlinks)
+    raw_bytes: int  # sum of regular file sizes (each inode counted once)
+
+
+def file_digest(path: Path) -> tuple[str, int]:
+    """Streaming sha256 and size of a file (1 MiB chunks, constant memory)."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
+def tree_stats(src: Path) -> PackStats:
+    """Count non-directory entries and regular-file bytes (hardlinked inodes once)."""
+    files = 0
+    raw = 0
+    seen: set[tuple[int, int]] = set()
+    for root, dirs, names in os.walk(src):
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            files += 1
+            st = os.lstat(os.path.join(root, name))
+            if not os.path.islink(os.path.join(root, name)) and (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                raw += st.st_size
+    return PackStats(files=files, raw_bytes=raw)
+
+
+def _gnu_tar() -> str:
+    tar = shutil.which("tar")
+    if not tar:
+        raise PackError("GNU tar not found on PATH: install it (apt-get install tar)")
+    return tar
+
+
+def _pack_zst(src: Path, fileobj, level: int) -> None:
+    argv = [
+        _gnu_tar(), "--create", "--file=-", f"--directory={src}",
+        "--format=gnu", "--sort=name", "--mtime=@0",
+        "--owner=0", "--group=0", "--numeric-owner",
+        "--no-acls", "--no-xattrs", "--no-selinux",
+        ".",
+    ]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    cctx = zstandard.ZstdCompressor(level=level, threads=-1)
+    try:
+        cctx.copy_stream(proc.stdout, fileobj, read_size=CHUNK, write_size=CHUNK)
+    finally:
+        proc.stdout.close()
+        err = proc.stderr.read().decode(errors="replace").strip()
+        proc.stderr.close()
+        rc = proc.wait()
+    if rc != 0:
+        raise PackError(f"tar of {src} failed (exit {rc}): {err.splitlines()[-1] if err else ''}")
+
+
+def _normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.mtime = 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.pax_headers = {}
+    return info
+
+
+def _pack_gz(src: Path, fileobj) -> None:
+    # gzip header mtime 0 and no file name, so the bytes depend on the tree only.
+    with gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=fileobj, mtime=0) as gz:
+        with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
+            # tarfile.add sorts directory listings, so members come out in name order.
+            tar.add(str(src), arcname=".", recursive=True, filter=_normalise)
+
+
+def pack_tree(src: Path, out: Path, fmt: str = "tar.zst", level: int = 3) -> PackStats:
+    """Archive the *contents* of `src` to `out` (atomically: temp file, then rename)."""
+    src = Path(src)
+    out = Path(out)
+    if fmt not in FORMATS:
+        raise PackError(f"unknown archive format {fmt!r} for {out}: use one of {', '.join(FORMATS)}")
+    if not src.is_dir():
+        raise PackError(f"cannot pack {src}: not a directory (was the build step run?)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f"{out.name}.tmp-{uuid.uuid4().hex}")
+    try:
+        with open(tmp, "wb") as f:
+            if fmt == "tar.zst":
+                _pack_zst(src, f, level)
+            else:
+                _pack_gz(src, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tree_stats(src)

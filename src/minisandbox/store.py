@@ -1,0 +1,294 @@
+"""The artifact store: one fsspec URL root (local directory, file://, s3://bucket/prefix).
+
+Why atomic writes: a reader that sees an object must be able to rely on it (manifests are
+written after their archive, the index last; docs/design.md). Every write goes to
+`<rel>.tmp-<uuid>`, is verified (size; sha256 for local stores, where it is cheap), then
+moved into place. On S3 the move is a server-side copy + delete, so a partial object is
+never visible at `<rel>`.
+
+Endpoints and credentials come from the standard places: for S3 the AWS environment
+variables / config files (`AWS_ENDPOINT_URL` for moto or MinIO, `AWS_DEFAULT_REGION`,
+`AWS_ACCESS_KEY_ID`, ...) or `FSSPEC_S3_*` variables. Transient errors are retried with
+exponential backoff; the final error names the store URL and what to check.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import uuid
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import fsspec
+import fsspec.core
+from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from .pack import file_digest
+
+T = TypeVar("T")
+
+#: Default number of attempts for one store operation (1 + retries).
+DEFAULT_ATTEMPTS = int(os.environ.get("MINISANDBOX_STORE_ATTEMPTS", "4"))
+
+
+class StoreError(RuntimeError):
+    """A store operation failed for good; the message names the URL and what to do."""
+
+
+class NotInStore(StoreError, FileNotFoundError):
+    """The object does not exist in the store (not transient: never retried)."""
+
+
+class StoreIntegrityError(StoreError):
+    """An uploaded object did not verify (size or sha256) and was not moved into place."""
+
+
+_PERMANENT = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError,
+              FileExistsError, StoreError, ValueError, TypeError, KeyError)
+_TRANSIENT_ERRNOS = {errno.EIO, errno.EAGAIN, errno.ECONNRESET, errno.ECONNREFUSED, errno.ETIMEDOUT,
+                     errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EPIPE, errno.ECONNABORTED, errno.EBUSY}
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Network-ish failures worth another attempt; missing objects and bad input are not."""
+    if isinstance(exc, StoreIntegrityError):
+        return True  # a short or damaged upload: the next attempt starts from scratch
+    if isinstance(exc, _PERMANENT):
+        return False
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return True
+    mod = type(exc).__module__ or ""
+    if mod.startswith(("botocore", "aiobotocore", "aiohttp", "urllib3", "requests")):
+        return True
+    if isinstance(exc, OSError):
+        # s3fs maps many service errors to OSError without errno; treat unknown as transient.
+        return exc.errno is None or exc.errno in _TRANSIENT_ERRNOS
+    return False
+
+
+def _storage_options(protocol: str) -> dict[str, Any]:
+    """Explicit endpoint for S3 from the environment, so fsspec's instance cache is keyed on it."""
+    if protocol in ("s3", "s3a"):
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint:
+            return {"endpoint_url": endpoint}
+    return {}
+
+
+class Store:
+    """Atomic, verified, retried file operations on an fsspec URL root."""
+
+    def __init__(self, url: str | os.PathLike[str], *, attempts: int | None = None,
+                 backoff: float = 0.2, **storage_options: Any) -> None:
+        url = os.fspath(url)
+        self._url = url.rstrip("/") or url
+        protocol = fsspec.core.split_protocol(self._url)[0] or "file"
+        options = {**_storage_options(protocol), **storage_options}
+        try:
+            self.fs, root = fsspec.core.url_to_fs(self._url, **options)
+        except ImportError as exc:
+            raise StoreError(f"store {self._url}: {exc}; install the filesystem package "
+                             f"(for s3://: pip install s3fs)") from exc
+        self.root = root.rstrip("/") if root != "/" else root
+        self.local = "file" in _protocols(self.fs)
+        self.attempts = attempts if attempts is not None else DEFAULT_ATTEMPTS
+        self.backoff = backoff
+
+    # -- naming ---------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return self._url
+
+    def __repr__(self) -> str:
+        return f"Store({self._url!r})"
+
+    def path(self, rel: str) -> str:
+        """Filesystem path of `rel` (the URL root joined with a relative key)."""
+        rel = rel.lstrip("/")
+        if not rel:
+            return self.root
+        if any(part in ("..", ".") for part in rel.split("/")):
+            raise StoreError(f"store key {rel!r} must not contain '.' or '..' components")
+        return f"{self.root}/{rel}"
+
+    def url_of(self, rel: str) -> str:
+        return f"{self._url}/{rel.lstrip('/')}"
+
+    # -- retry plumbing -------------------------------------------------------------------
+    def _hint(self) -> str:
+        if self.local:
+            return "check the path exists and is readable, or pass --store URL"
+        return "check AWS_ENDPOINT_URL / AWS_DEFAULT_REGION / credentials and that the bucket exists"
+
+    def _call(self, what: str, rel: str, fn: Callable[[], T]) -> T:
+        try:
+            for attempt in Retrying(
+                stop=stop_after_attempt(max(1, self.attempts)),
+                wait=wait_exponential(multiplier=self.backoff, max=5),
+                retry=retry_if_exception(is_transient),
+                reraise=True,
+            ):
+                with attempt:
+                    return fn()
+        except RetryError as exc:  # pragma: no cover - reraise=True makes this rare
+            raise StoreError(f"store {self._url} unreachable during {what} {rel}: {exc}; {self._hint()}") from exc
+        except FileNotFoundError as exc:
+            if isinstance(exc, StoreError):
+                raise
+            raise NotInStore(self._missing_message(rel)) from exc
+        except StoreError:
+            raise
+        except Exception as exc:
+            if is_transient(exc):
+                raise StoreError(f"store {self._url} unreachable ({what} {rel}, {self.attempts} attempts): "
+                                 f"{type(exc).__name__}: {_one_line(exc)}; {self._hint()}") from exc
+            raise StoreError(f"store {self._url}: {what} {rel} failed: {type(exc).__name__}: "
+                             f"{_one_line(exc)}; {self._hint()}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _missing_message(self, rel: str) -> str:
+        if self.local and not os.path.isdir(self.root):
+            return (f"store {self._url} does not exist (no directory {self.root}); "
+                    f"publish one first or pass --store URL")
+        return f"{self.url_of(rel)} not found in store {self._url}"
+
+    # -- reads ----------------------------------------------------------------------------
+    def exists(self, rel: str) -> bool:
+        return self._call("exists", rel, lambda: bool(self.fs.exists(self.path(rel))))
+
+    def size(self, rel: str) -> int:
+        return int(self._call("size", rel, lambda: self.fs.size(self.path(rel))))
+
+    def ls(self, rel: str = "") -> list[str]:
+        """Names (relative to the store root) directly under `rel`; [] if it does not exist."""
+        def run() -> list[str]:
+            p = self.path(rel)
+            if not self.fs.exists(p):
+                return []
+            prefix = self.root.rstrip("/") + "/"
+            out = []
+            for name in self.fs.ls(p, detail=False):
+                name = name.rstrip("/")
+                out.append(name[len(prefix):] if name.startswith(prefix) else name)
+            return sorted(out)
+        return self._call("ls", rel, run)
+
+    def read_bytes(self, rel: str) -> bytes:
+        return self._call("read", rel, lambda: self.fs.cat_file(self.path(rel)))
+
+    def read_text(self, rel: str) -> str:
+        return self.read_bytes(rel).decode("utf-8")
+
+    def open(self, rel: str, mode: str = "rb", **kwargs: Any):
+        """Open an object for streaming (no retry: callers retry the whole transfer)."""
+        try:
+            return self.fs.open(self.path(rel), mode, **kwargs)
+        except FileNotFoundError as exc:
+            raise NotInStore(self._missing_message(rel)) from exc
+
+    def get_file(self, rel: str, local: Path) -> None:
+        """Download `rel` to `local` (the caller verifies and places it atomically)."""
+        local = Path(local)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        self._call("get", rel, lambda: self.fs.get_file(self.path(rel), str(local)))
+
+    # -- writes ---------------------------------------------------------------------------
+    def _tmp(self, rel: str) -> str:
+        return f"{self.path(rel)}.tmp-{uuid.uuid4().hex}"
+
+    def _ensure_parent(self, path: str) -> None:
+        if self.local:
+            self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+
+    def _place(self, tmp: str, rel: str) -> None:
+        dest = self.path(rel)
+        if self.local:
+            os.replace(tmp, dest)  # atomic rename, overwrites
+        else:
+            self.fs.mv(tmp, dest)
+
+    def _discard(self, tmp: str) -> None:
+        try:
+            self.fs.rm_file(tmp)
+        except Exception:
+            pass
+
+    def put_file(self, local: Path, rel: str, *, sha256: str | None = None) -> None:
+        """Upload atomically: tmp object, verify size (and sha256 when local), move into place."""
+        local = Path(local)
+        want_size = local.stat().st_size
+        if sha256 is None and self.local:
+            sha256, _ = file_digest(local)
+
+        def run() -> None:
+            tmp = self._tmp(rel)
+            self._ensure_parent(tmp)
+            try:
+                self.fs.put_file(str(local), tmp)
+                got = int(self.fs.size(tmp))
+                if got != want_size:
+                    raise StoreIntegrityError(f"upload of {local} to {self.url_of(rel)}: size {got} != {want_size}; "
+                                              f"retry the publish step (store full or connection cut?)")
+                if self.local and sha256:
+                    got_sha, _ = file_digest(Path(tmp))
+                    if got_sha != sha256:
+                        raise StoreIntegrityError(f"upload of {local} to {self.url_of(rel)}: sha256 {got_sha} != "
+                                                  f"{sha256}; the local file changed during upload, rebuild it")
+                self._place(tmp, rel)
+            except BaseException:
+                self._discard(tmp)
+                raise
+        self._call("put", rel, run)
+
+    def put_bytes(self, rel: str, data: bytes) -> None:
+        want = hashlib.sha256(data).hexdigest()
+
+        def run() -> None:
+            tmp = self._tmp(rel)
+            self._ensure_parent(tmp)
+            try:
+                self.fs.pipe_file(tmp, data)
+                got = int(self.fs.size(tmp))
+                if got != len(data):
+                    raise StoreIntegrityError(f"write of {self.url_of(rel)}: size {got} != {len(data)}; retry")
+                if self.local and hashlib.sha256(Path(tmp).read_bytes()).hexdigest() != want:
+                    raise StoreIntegrityError(f"write of {self.url_of(rel)}: sha256 mismatch; retry")
+                self._place(tmp, rel)
+            except BaseException:
+                self._discard(tmp)
+                raise
+        self._call("put", rel, run)
+
+    def put_text(self, rel: str, text: str) -> None:
+        self.put_bytes(rel, text.encode("utf-8"))
+
+    def delete(self, rel: str, *, recursive: bool = False) -> None:
+        """Remove an object (or a prefix with recursive=True); missing is not an error."""
+        def run() -> None:
+            p = self.path(rel)
+            if self.fs.exists(p):
+                self.fs.rm(p, recursive=recursive)
+        self._call("delete", rel, run)
+
+
+def _protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
+    proto = fs.protocol
+    return (proto,) if isinstance(proto, str) else tuple(proto)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else repr(exc)
+
+
+def open_store(store: "Store | str | os.PathLike[str] | None" = None) -> Store:
+    """A Store from a URL, an existing Store, or None (the default config's store)."""
+    if isinstance(store, Store):
+        return store
+    if store is None:
+        from .paths import default_store
+
+        store = default_store()
+    return Store(store)
