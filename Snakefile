@@ -1,0 +1,25 @@
+# minisandbox: task records -> unique repo snapshots and environments -> published store.
+# The DAG expands over unique keys (never over tasks); rules are thin and call the
+# `minisandbox` package. See docs/design.md and docs/pipeline.md.
+from pathlib import Path
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/repos.smk"
+include: "workflow/rules/envs.smk"
+include: "workflow/rules/publish.smk"
+if config["validate"]:
+    include: "workflow/rules/validate.smk"
+include: "workflow/rules/index.smk"
+
+
+rule all:
+    input:
+        f"{W}/index.json",
+    default_target: True

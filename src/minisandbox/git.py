@@ -1,0 +1,109 @@
+"""Mirror and snapshot: source repositories in, leak-free single-commit trees out.
+
+One bare mirror per source (reused for all its commits). A snapshot is the commit's tree
+committed afresh into a new repository with no other history, refs or tags, so an agent
+cannot read a later fix from `git log`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+#: Fixed identity and dates: snapshots of the same tree are bit-identical commits.
+SNAPSHOT_ENV = {
+    "GIT_AUTHOR_NAME": "minisandbox",
+    "GIT_AUTHOR_EMAIL": "snapshot@minisandbox.invalid",
+    "GIT_COMMITTER_NAME": "minisandbox",
+    "GIT_COMMITTER_EMAIL": "snapshot@minisandbox.invalid",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_TERMINAL_PROMPT": "0",
+}
+
+
+class GitError(RuntimeError):
+    pass
+
+
+def _git(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    full_env = {**os.environ, **SNAPSHOT_ENV, **(env or {})}
+    proc = subprocess.run(
+        ["git", "-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        msg = (proc.stderr or proc.stdout).strip().splitlines()
+        raise GitError(f"git {' '.join(args[:2])} failed: {msg[-1] if msg else 'no output'}")
+    return proc.stdout
+
+
+def resolve_source(source: str, workdir: Path) -> str:
+    """A git URL stays as is; a local path is made absolute against the workflow's workdir."""
+    if "://" in source or source.startswith("git@"):
+        return source
+    path = Path(source)
+    return str(path if path.is_absolute() else (workdir / path).resolve())
+
+
+def has_commit(mirror: Path, commit: str) -> bool:
+    try:
+        _git("--git-dir", str(mirror), "cat-file", "-e", f"{commit}^{{commit}}")
+        return True
+    except GitError:
+        return False
+
+
+def ensure_mirror(source: str, mirror: Path) -> None:
+    """Clone `source` as a bare mirror, or fetch into an existing one. Atomic: a failed
+    clone leaves no half mirror behind."""
+    mirror = Path(mirror)
+    if (mirror / "HEAD").exists():
+        _git("--git-dir", str(mirror), "fetch", "--prune", "--tags", "origin", "+refs/*:refs/*")
+        return
+    mirror.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=mirror.parent, prefix=f".{mirror.name}."))
+    try:
+        _git("clone", "--mirror", "--quiet", source, str(tmp / "m.git"))
+        os.replace(tmp / "m.git", mirror)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def make_snapshot(mirror: Path, commit: str, dest: Path, *, source: str | None = None) -> str:
+    """Write `commit`'s tree to `dest` as a fresh single-commit repository; return its hash.
+
+    Fetches the commit into the mirror first if it is missing (a mirror made earlier for
+    another commit). `dest` is replaced atomically.
+    """
+    mirror, dest = Path(mirror), Path(dest)
+    if not has_commit(mirror, commit) and source:
+        _git("--git-dir", str(mirror), "fetch", "--quiet", source, commit)
+    if not has_commit(mirror, commit):
+        raise GitError(f"commit {commit} not found in {source or mirror}; check the spec's commit")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}."))
+    try:
+        tree = tmp / "tree"
+        tree.mkdir()
+        index = tmp / "index"
+        env = {"GIT_INDEX_FILE": str(index)}
+        _git("--git-dir", str(mirror), "--work-tree", str(tree), "read-tree", commit, env=env)
+        _git("--git-dir", str(mirror), "--work-tree", str(tree), "checkout-index", "-a", "-f", env=env)
+        _git("init", "--quiet", "-b", "main", cwd=tree)
+        _git("add", "-A", "-f", cwd=tree)
+        _git("commit", "--quiet", "--no-verify", "--allow-empty", "-m", f"snapshot of {commit}", cwd=tree)
+        head = _git("rev-parse", "HEAD", cwd=tree).strip()
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(tree, dest)
+        return head
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

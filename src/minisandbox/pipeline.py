@@ -1,0 +1,273 @@
+"""The pipeline steps the Snakemake rules call, one function per rule.
+
+Each step reads the JSON spec of its key (written at planning time), reads its upstream
+status, does its work and writes its own status. A failure anywhere is recorded and
+passed on, never raised to Snakemake: the index reports it and the other keys go on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from .catalog import EnvSpec
+from .manifest import artifact_path, log_path, make_manifest, manifest_path
+from .stage import StageStatus, first_failure, one_line, read_status, write_json_atomic, write_status
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return json.loads(Path(path).read_text())
+
+
+def _guard(stage: str, key: str, status_out: Path, log: Path | None, fn: Callable[[], dict[str, Any]]) -> StageStatus:
+    """Run one step; turn any exception into a failed status with a one-line error."""
+    try:
+        data = fn()
+        st = StageStatus(ok=True, stage=stage, key=key, log=str(log) if log else None, data=data or {})
+    except Exception as exc:  # recorded, not raised: one bad key must not stop the others
+        if log is not None:
+            with Path(log).open("a") as fh:
+                fh.write(f"\n# {stage} failed\n{traceback.format_exc()}")
+        st = StageStatus(ok=False, stage=stage, key=key, error=f"{stage}: {one_line(str(exc))}", log=str(log) if log else None)
+    write_status(status_out, st)
+    return st
+
+
+def _failed_upstream(stage: str, key: str, status_out: Path, *upstream: Path) -> bool:
+    bad = first_failure(*upstream)
+    if bad is None:
+        return False
+    write_status(status_out, StageStatus(ok=False, stage=stage, key=key, error=bad.error, log=bad.log))
+    return True
+
+
+# -- mirror / snapshot ------------------------------------------------------------------
+
+
+def step_mirror(source_spec: Path, mirror_dir: Path, status_out: Path, log: Path) -> StageStatus:
+    from .git import ensure_mirror
+
+    spec = _load(source_spec)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"# mirror {spec['source']}\n")
+
+    def work() -> dict[str, Any]:
+        ensure_mirror(spec["source"], mirror_dir)
+        return {"source": spec["source"], "mirror": str(mirror_dir)}
+
+    return _guard("mirror", spec["source_id"], status_out, log, work)
+
+
+def step_snapshot(repo_spec: Path, mirror_dir: Path, mirror_status: Path, out_dir: Path, status_out: Path) -> StageStatus:
+    from .git import make_snapshot
+
+    spec = _load(repo_spec)
+    key = spec["key"]
+    if _failed_upstream("snapshot", key, status_out, mirror_status):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        return read_status(status_out)
+
+    def work() -> dict[str, Any]:
+        head = make_snapshot(mirror_dir, spec["commit"], out_dir, source=spec["source"])
+        return {"commit": spec["commit"], "snapshot_commit": head, "source": spec["source"]}
+
+    st = _guard("snapshot", key, status_out, None, work)
+    out_dir.mkdir(parents=True, exist_ok=True)  # the declared output exists even on failure
+    return st
+
+
+# -- resolve / build --------------------------------------------------------------------
+
+
+def step_resolve(env_spec: Path, repo_dir: Path, repo_status: Path, lock_out: Path, log: Path) -> StageStatus:
+    from .resolve import resolve
+
+    spec_entry = _load(env_spec)
+    key = spec_entry["key"]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("")
+    if _failed_upstream("resolve", key, lock_out, repo_status):
+        return read_status(lock_out)
+    spec = EnvSpec.from_dict(spec_entry["spec"])
+
+    def work() -> dict[str, Any]:
+        lock = resolve(spec, repo_dir, log)
+        return {"lock": lock.text, "no_deps": lock.no_deps, "lock_sha256": lock.sha256}
+
+    return _guard("resolve", key, lock_out, log, work)
+
+
+def step_build(env_spec: Path, lock_status: Path, repo_dir: Path, out_dir: Path, status_out: Path, log: Path, timeout: float) -> StageStatus:
+    from .build import build_env
+    from .resolve import Lock
+
+    spec_entry = _load(env_spec)
+    key = spec_entry["key"]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    if _failed_upstream("build", key, status_out, lock_status):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        return read_status(status_out)
+    spec = EnvSpec.from_dict(spec_entry["spec"])
+    lock_data = read_status(lock_status).data
+    lock = Lock(text=lock_data["lock"], no_deps=lock_data["no_deps"])
+
+    def work() -> dict[str, Any]:
+        res = build_env(spec, lock, repo_dir, out_dir, log, timeout=timeout)
+        return {"interpreter": res.interpreter, "raw_bytes": res.raw_bytes, "lock_sha256": lock.sha256}
+
+    st = _guard("build", key, status_out, log, work)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return st
+
+
+# -- pack / checksum / publish ----------------------------------------------------------
+
+
+def step_pack(key: str, tree: Path, upstream: Path, archive: Path, status_out: Path, fmt: str, level: int) -> StageStatus:
+    from .pack import pack_tree
+
+    if _failed_upstream("pack", key, status_out, upstream):
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        archive.write_bytes(b"")  # placeholder for the declared output; never published
+        return read_status(status_out)
+
+    def work() -> dict[str, Any]:
+        stats = pack_tree(tree, archive, fmt=fmt, level=level)
+        return {"files": stats.files, "raw_bytes": stats.raw_bytes, "format": fmt}
+
+    st = _guard("pack", key, status_out, None, work)
+    if not st.ok and not archive.exists():
+        archive.write_bytes(b"")
+    return st
+
+
+def step_checksum(kind: str, key_spec: Path, archive: Path, pack_status: Path, upstream: Path, manifest_out: Path) -> StageStatus:
+    """Manifest for a packed artifact; `upstream` is the snapshot (repo) or build (env) status."""
+    entry = _load(key_spec)
+    key = entry["key"]
+    if _failed_upstream("checksum", key, manifest_out, pack_status):
+        return read_status(manifest_out)
+    pack = read_status(pack_status).data
+    up = read_status(upstream).data
+    if kind == "env":
+        extra = {"interpreter": up["interpreter"], "lock_sha256": up["lock_sha256"]}
+        spec = entry["canonical"]
+    else:
+        extra = {"commit": entry["commit"], "source": entry["source"], "snapshot_commit": up["snapshot_commit"]}
+        spec = {"source": entry["source"], "commit": entry["commit"]}
+
+    def work() -> dict[str, Any]:
+        return make_manifest(
+            kind=kind, key=key, fmt=pack["format"], archive=archive,
+            files=pack["files"], raw_bytes=pack["raw_bytes"], spec=spec, extra=extra,
+        )
+
+    return _guard("checksum", key, manifest_out, None, work)
+
+
+def step_publish(store_url: str, kind: str, key: str, manifest_status: Path, archive: Path, log: Path | None, receipt_out: Path) -> StageStatus:
+    """Archive first, then its manifest: a visible manifest always has a complete archive."""
+    from .store import Store
+
+    st = read_status(manifest_status)
+    store = Store(store_url)
+
+    def upload_log() -> str | None:
+        if log is not None and Path(log).exists():
+            store.put_file(Path(log), log_path(kind, key))
+            return log_path(kind, key)
+        return None
+
+    if not st.ok:
+        def failed() -> dict[str, Any]:
+            return {"status": "failed", "error": st.error, "log": upload_log(), "store": store_url}
+
+        res = _guard("publish", key, receipt_out, None, failed)
+        return res
+
+    def work() -> dict[str, Any]:
+        manifest = st.data
+        store.put_file(archive, artifact_path(kind, key, manifest["format"]), sha256=manifest["sha256"])
+        store.put_text(manifest_path(kind, key), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        return {"status": "ok", "manifest": manifest, "log": upload_log(), "store": store_url}
+
+    return _guard("publish", key, receipt_out, None, work)
+
+
+# -- index --------------------------------------------------------------------------------
+
+
+def _entry_from_receipt(receipt: Path, spec_name: str | None = None) -> dict[str, Any]:
+    st = read_status(receipt)
+    if st.ok and st.data.get("status") == "ok":
+        entry = {"status": "ok", "error": None, "manifest": st.data["manifest"], "log": st.data.get("log")}
+    else:
+        error = st.data.get("error") if st.ok else st.error
+        entry = {"status": "failed", "error": error, "manifest": None, "log": st.data.get("log") if st.ok else None}
+    if spec_name is not None:
+        entry["spec_name"] = spec_name
+    return entry
+
+
+def step_index(
+    store_url: str, plan_path: Path, receipts_dir: Path, validation_files: list[Path], receipt_out: Path, report_out: Path
+) -> dict[str, Any]:
+    from .index import build_index, load_jsonl, publish_index
+    from .plan import Plan
+    from .store import Store
+
+    plan = Plan.from_dict(_load(plan_path))
+    envs = {
+        k: _entry_from_receipt(receipts_dir / "env" / f"{k}.json", v["spec"]["name"]) for k, v in plan.envs.items()
+    }
+    repos = {k: _entry_from_receipt(receipts_dir / "repo" / f"{k}.json") for k in plan.repos}
+    validation: dict[str, dict[str, Any]] = {}
+    for vf in validation_files:
+        data = _load(vf)
+        for iid, res in data.get("tasks", {}).items():
+            validation[iid] = res
+    catalog, shards = build_index(load_jsonl(Path(plan.tasks_file)), envs, repos, plan.invalid, validation or None)
+    publish_index(Store(store_url), catalog, shards)
+    report = {
+        "store": store_url,
+        "counts": catalog["counts"],
+        "failed_envs": {k: e["error"] for k, e in envs.items() if e["status"] != "ok"},
+        "failed_repos": {k: e["error"] for k, e in repos.items() if e["status"] != "ok"},
+        "invalid_records": plan.invalid,
+    }
+    write_json_atomic(report_out, report)
+    write_json_atomic(receipt_out, {"store": store_url, "counts": catalog["counts"], "generated": catalog["generated"]})
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """Human summary printed at the end of a run."""
+    c = report["counts"]
+    lines = [
+        f"minisandbox: published to {report['store']}",
+        f"  tasks: {c.get('tasks', 0)} ({c.get('tasks_ready', 0)} ready, "
+        f"{c.get('tasks_env_failed', 0)} env-failed, {c.get('tasks_repo_failed', 0)} repo-failed)",
+        f"  environments: {c.get('envs_ok', 0)} ok, {c.get('envs_failed', 0)} failed; "
+        f"repos: {c.get('repos_ok', 0)} ok, {c.get('repos_failed', 0)} failed",
+        f"  invalid records: {c.get('invalid_records', 0)}",
+    ]
+    vkeys = sorted(k for k in c if k.startswith("validation_"))
+    if vkeys:
+        lines.append("  validation: " + ", ".join(f"{k.removeprefix('validation_')} {c[k]}" for k in vkeys))
+    for k, err in report["failed_envs"].items():
+        lines.append(f"  FAILED env {k}: {err}")
+    for k, err in report["failed_repos"].items():
+        lines.append(f"  FAILED repo {k}: {err}")
+    for rec in report["invalid_records"]:
+        lines.append(f"  INVALID {rec['file']}:{rec['line']} {rec.get('instance_id') or ''} field {rec['field']}: {rec['error']}")
+    return "\n".join(lines)
+
+
+def clear_dir(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)
+    os.makedirs(path, exist_ok=True)

@@ -1,0 +1,165 @@
+"""Planning: task records -> unique repo snapshots and environment keys.
+
+The DAG expands over keys, never over tasks (50k per-task jobs take ~90 s just to plan).
+The plan is cached by the content of its inputs, so the many Snakefile parses of one run
+(and of every cluster job) read a small JSON instead of re-reading 50k records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from . import __version__
+from .catalog import Catalog, EnvSpec, spec_for, task_commit
+from .keys import env_canonical, env_key, repo_key, source_id
+from .records import InvalidRecord, read_tasks
+from .stage import write_json_atomic
+
+PLAN_SCHEMA = 1
+
+
+@dataclass
+class Plan:
+    """What the workflow builds. Small: one entry per source, repo and environment."""
+
+    sources: dict[str, str] = field(default_factory=dict)  # source_id -> source url/path
+    repos: dict[str, dict[str, Any]] = field(default_factory=dict)  # repo_key -> {source, source_id, commit}
+    envs: dict[str, dict[str, Any]] = field(default_factory=dict)  # env_key -> {spec, canonical, repo_key}
+    invalid: list[dict[str, Any]] = field(default_factory=list)
+    n_tasks: int = 0
+    tasks_file: str = ""  # JSONL of {instance_id, env_key, repo_key, spec_name, record}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": PLAN_SCHEMA,
+            "sources": self.sources,
+            "repos": self.repos,
+            "envs": self.envs,
+            "invalid": self.invalid,
+            "n_tasks": self.n_tasks,
+            "tasks_file": self.tasks_file,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Plan":
+        return cls(
+            sources=d["sources"],
+            repos=d["repos"],
+            envs=d["envs"],
+            invalid=d["invalid"],
+            n_tasks=d["n_tasks"],
+            tasks_file=d["tasks_file"],
+        )
+
+
+def _fingerprint(task_files: list[Path], catalog_files: list[Path], workdir: Path) -> str:
+    """Inputs' identity: task files by path/size/mtime (cheap at 50k), catalogs by content."""
+    h = hashlib.sha256(f"{PLAN_SCHEMA}:{__version__}:{workdir}".encode())
+    for p in task_files:
+        st = p.stat()
+        h.update(f"T:{p.resolve()}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    for p in catalog_files:
+        h.update(f"C:{p}\n".encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _source_for(spec: EnvSpec, workdir: Path) -> str:
+    from .git import resolve_source
+
+    return resolve_source(spec.source, workdir)
+
+
+def build_plan(task_files: Iterable[str | Path], catalog: Catalog, workdir: Path, tasks_out: Path) -> Plan:
+    """Expand tasks into unique keys; write the per-task mapping to `tasks_out` (JSONL)."""
+    ingested = read_tasks(task_files)
+    plan = Plan(invalid=[r.to_dict() for r in ingested.invalid], tasks_file=str(tasks_out))
+    tasks_out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = tasks_out.with_name(tasks_out.name + f".tmp{os.getpid()}")
+    with tmp.open("w") as out:
+        for rec in ingested.records:
+            try:
+                spec = spec_for(catalog, rec)
+            except KeyError as exc:
+                field_name = "repo" if rec.format == "swesmith" else "version"
+                plan.invalid.append(
+                    InvalidRecord("<catalog>", 0, field_name, str(exc).strip("'\""), rec.instance_id).to_dict()
+                )
+                continue
+            # Keys use the declared source (stable across checkouts); jobs use the resolved one.
+            src = _source_for(spec, workdir)
+            sid = source_id(spec.source)
+            plan.sources[sid] = src
+            build_repo = repo_key(spec.source, str(spec.commit))
+            plan.repos.setdefault(build_repo, {"source": src, "source_id": sid, "commit": spec.commit})
+            commit = task_commit(spec, rec)
+            rkey = repo_key(spec.source, commit)
+            plan.repos.setdefault(rkey, {"source": src, "source_id": sid, "commit": commit})
+            ekey = env_key(spec)
+            if ekey not in plan.envs:
+                plan.envs[ekey] = {
+                    "spec": spec.to_dict(),
+                    "canonical": env_canonical(spec),
+                    "repo_key": build_repo,
+                }
+            out.write(
+                json.dumps(
+                    {
+                        "instance_id": rec.instance_id,
+                        "env_key": ekey,
+                        "repo_key": rkey,
+                        "spec_name": spec.name,
+                        "record": rec.to_dict(),
+                    },
+                    sort_keys=True,
+                )
+                + "\n"
+            )
+            plan.n_tasks += 1
+    os.replace(tmp, tasks_out)
+    return plan
+
+
+def load_or_build_plan(
+    task_files: Iterable[str | Path], catalog_files: Iterable[str | Path], workdir: Path, plan_dir: Path
+) -> Plan:
+    """Cached plan for these inputs (content-addressed under `plan_dir`)."""
+    task_paths = [Path(p) for p in task_files]
+    catalog_paths = [Path(p) for p in catalog_files]
+    for p in task_paths:
+        if not p.exists():
+            raise FileNotFoundError(f"task file {p} does not exist; check --config tasks=...")
+    fp = _fingerprint(task_paths, catalog_paths, workdir)
+    plan_path = plan_dir / fp / "plan.json"
+    if plan_path.exists():
+        return Plan.from_dict(json.loads(plan_path.read_text()))
+    catalog = Catalog.load(catalog_paths)
+    plan = build_plan(task_paths, catalog, workdir, plan_dir / fp / "tasks.jsonl")
+    write_json_atomic(plan_path, plan.to_dict())
+    return plan
+
+
+def write_key_specs(plan: Plan, spec_dir: Path) -> None:
+    """One immutable JSON per key (content never changes for a key), written once.
+
+    Rules take these files as inputs instead of the plan, so adding tasks never touches
+    the inputs of an existing environment's jobs.
+    """
+    for kind, entries in (("env", plan.envs), ("repo", plan.repos)):
+        d = spec_dir / kind
+        d.mkdir(parents=True, exist_ok=True)
+        for key, entry in entries.items():
+            path = d / f"{key}.json"
+            if not path.exists():
+                write_json_atomic(path, {"key": key, **entry})
+    d = spec_dir / "source"
+    d.mkdir(parents=True, exist_ok=True)
+    for sid, src in plan.sources.items():
+        path = d / f"{sid}.json"
+        if not path.exists():
+            write_json_atomic(path, {"source_id": sid, "source": src})

@@ -1,0 +1,45 @@
+# Config validation and planning (parse time). The plan is cached by its inputs' content,
+# so every parse of a run (and of every cluster job) reads one small JSON.
+from minisandbox.keys import slug  # noqa: F401  (keeps the package import explicit)
+from minisandbox.plan import load_or_build_plan, write_key_specs
+from minisandbox.manifest import FORMATS
+
+validate(config, "../schemas/config.schema.yaml")
+
+
+def _as_list(value):
+    """`--config tasks=a.jsonl,b.jsonl` or a YAML list."""
+    if isinstance(value, str):
+        return [v for v in value.split(",") if v]
+    return list(value)
+
+
+W = config["workdir"].rstrip("/")
+STORE = config["store"]
+FMT = config["format"]
+EXT = FORMATS[FMT].lstrip(".")
+TASK_FILES = _as_list(config["tasks"])
+CATALOG_FILES = _as_list(config["catalog"])
+BUNDLED_DIR = "results/bundled/repos"
+BUNDLED_DONE = "results/bundled/repos.json"
+
+if config["bundled"]:
+    # Bundled repos are created by a rule, but their path must be known now to plan.
+    Path(BUNDLED_DIR).mkdir(parents=True, exist_ok=True)
+
+PLAN = load_or_build_plan(TASK_FILES, CATALOG_FILES, Path.cwd(), Path(f"{W}/plan"))
+PLAN_FILE = str(Path(PLAN.tasks_file).with_name("plan.json"))
+write_key_specs(PLAN, Path(f"{W}/specs"))
+
+ENV_KEYS = sorted(PLAN.envs)
+REPO_KEYS = sorted(PLAN.repos)
+_BUNDLED_ABS = str(Path(BUNDLED_DIR).resolve())
+
+wildcard_constraints:
+    env_key="env-[^/]+",
+    repo_key="repo-[^/]+",
+    key="(env|repo)-[^/]+",
+    kind="env|repo",
+    sid="[^/]+",
+
+localrules: bundled, index
