@@ -1,5 +1,6 @@
 """Shared pytest set-up. Topic fixtures live in tests/fixtures/<topic>.py; register them here."""
 
 pytest_plugins: list[str] = [
+    "tests.fixtures.sandbox",
     "tests.fixtures.runtime",
 ]

@@ -1,0 +1,885 @@
+"""Private-root runner: a fresh tmpfs root with the host system read-only, plus binds.
+
+Why a helper process: setting up namespaces needs a single-threaded process (user
+namespaces refuse threaded callers, and forking a threaded Python then running Python code
+in the child can deadlock). So the caller starts this file as a script
+(``python -I -S rootfs.py --init FD SPEC``, ~20 ms); it unshares the namespaces, forks the
+*init* process (pid 1 of a new pid namespace), which builds the root, pivots into it and
+then serves requests over a SOCK_SEQPACKET control socket: spawn a payload, kill a
+process tree, open a file. Every payload is spawned by init with all capabilities dropped
+(bounding set too), locked securebits and no_new_privs, so it cannot remount, mknod or
+escape even when it runs as uid 0.
+
+Lifetime is bound to the control socket: when the caller closes it (or dies), init kills
+every process of the namespace and exits; the kernel then tears down the mount namespace
+and with it every mount (the root and its scratch space live in tmpfs, so nothing is left
+on the host).
+
+This module imports only the standard library: it runs as a script under ``-I -S``.
+"""
+
+from __future__ import annotations
+
+import array
+import ctypes
+import errno
+import fcntl  # noqa: F401  (imported before pivot_root: the stdlib is not visible after it)
+import json
+import os
+import platform
+import resource  # noqa: F401  (same reason)
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+# ---------------------------------------------------------------------------- constants
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_NOATIME = 1024
+MS_NODIRATIME = 2048
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+MS_RELATIME = 1 << 21
+MS_STRICTATIME = 1 << 24
+MNT_DETACH = 2
+
+AT_FDCWD = -100
+AT_RECURSIVE = 0x8000
+MOUNT_ATTR_RDONLY = 0x1
+
+PR_SET_PDEATHSIG = 1
+PR_CAPBSET_DROP = 24
+PR_SET_SECUREBITS = 28
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+# SECBIT_NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED, NO_CAP_AMBIENT_RAISE and their locks.
+SECUREBITS_LOCKED_DOWN = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+_SYSCALLS = {
+    "x86_64": {"pivot_root": 155, "capset": 126, "mount_setattr": 442},
+    "aarch64": {"pivot_root": 41, "capset": 91, "mount_setattr": 442},
+}
+
+#: Host system directories bound read-only into every private root (symlinks of a
+#: merged-/usr system are recreated as symlinks).
+SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
+
+#: Files under /etc hidden from the payload (a uid-0 payload could read them otherwise).
+ETC_MASKS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssh")
+
+#: /proc entries made read-only (as container runtimes do): a uid-0 payload without
+#: capabilities could otherwise still write root-owned sysctls of the host.
+PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+
+DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+
+#: Candidate host directories to mount the scratch tmpfs on (private mount ns only).
+_BASE_CANDIDATES = ("/mnt", "/media", "/srv", "/boot", "/run", "/var/empty", "/opt")
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A host path bound into the private root."""
+
+    source: str  # host path (file or dir)
+    target: str  # absolute path inside the private root
+    readonly: bool = True
+
+
+class SandboxError(RuntimeError):
+    """Setting up or talking to a private root failed (one line, says what to do)."""
+
+
+# ---------------------------------------------------------------------------- syscalls
+
+_libc = None
+
+
+def _lib():
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                ctypes.c_ulong, ctypes.c_char_p]
+        _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        _libc.unshare.argtypes = [ctypes.c_int]
+        _libc.sethostname.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong,
+                                ctypes.c_ulong, ctypes.c_ulong]
+    return _libc
+
+
+def _check(ret: int, what: str) -> int:
+    if ret < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return ret
+
+
+def _b(s: str | None) -> bytes | None:
+    return None if s is None else os.fsencode(s)
+
+
+def _nr(name: str) -> int:
+    table = _SYSCALLS.get(platform.machine())
+    if table is None:
+        raise SandboxError(f"unsupported architecture {platform.machine()}: add syscall numbers to rootfs._SYSCALLS")
+    return table[name]
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    _check(_lib().mount(_b(source), _b(target), _b(fstype), flags, _b(data)),
+           f"mount {fstype or source} at {target}")
+
+
+def umount2(target: str, flags: int) -> None:
+    _check(_lib().umount2(_b(target), flags), f"umount {target}")
+
+
+def unshare(flags: int) -> None:
+    _check(_lib().unshare(flags), "unshare")
+
+
+def pivot_root(new_root: str, put_old: str) -> None:
+    _check(_lib().syscall(_nr("pivot_root"), _b(new_root), _b(put_old)), "pivot_root")
+
+
+def prctl(option: int, a2: int = 0, a3: int = 0, a4: int = 0, a5: int = 0) -> int:
+    return _check(_lib().prctl(option, a2, a3, a4, a5), f"prctl({option})")
+
+
+def make_readonly(path: str, recursive: bool = True) -> None:
+    """Make the mount at `path` (and below) read-only, keeping its other flags.
+
+    mount_setattr changes only the read-only bit, so locked flags of mounts inherited
+    into a user namespace (nosuid, nodev, atime) never make it fail; old kernels fall
+    back to a bind remount that repeats the flags statvfs reports.
+    """
+    class MountAttr(ctypes.Structure):
+        _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                    ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+    attr = MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
+    ret = _lib().syscall(_nr("mount_setattr"), AT_FDCWD, _b(path),
+                         AT_RECURSIVE if recursive else 0, ctypes.byref(attr), ctypes.sizeof(attr))
+    if ret == 0:
+        return
+    if ctypes.get_errno() != errno.ENOSYS:
+        _check(ret, f"make {path} read-only")
+    st = os.statvfs(path)
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY
+    for st_flag, ms_flag in ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV),
+                             (os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, MS_NOATIME),
+                             (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME)):
+        if st.f_flag & st_flag:
+            flags |= ms_flag
+    mount(None, path, None, flags)
+
+
+def drop_privileges() -> None:
+    """Drop every capability for good: locked securebits, empty bounding and ambient
+    sets, no_new_privs, then an all-zero capset. After this even uid 0 cannot remount,
+    mknod, load modules, change namespaces or regain capabilities by exec."""
+    prctl(PR_SET_SECUREBITS, SECUREBITS_LOCKED_DOWN)
+    last = int(open("/proc/sys/kernel/cap_last_cap").read())
+    for cap in range(last + 1):
+        prctl(PR_CAPBSET_DROP, cap)
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    hdr = Header(LINUX_CAPABILITY_VERSION_3, 0)
+    data = (Data * 2)()
+    _check(_lib().syscall(_nr("capset"), ctypes.byref(hdr), ctypes.byref(data)), "capset")
+
+
+def _loopback_up() -> None:
+    """Bring `lo` up in a fresh network namespace (it starts down)."""
+    SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ifr = struct.pack("16sH14s", b"lo", 0, b"")
+        flags = struct.unpack("16sH14s", fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, ifr))[1]
+        fcntl.ioctl(s.fileno(), SIOCSIFFLAGS, struct.pack("16sH14s", b"lo", flags | IFF_UP, b""))
+
+
+# ---------------------------------------------------------------------------- root setup (init side)
+
+def _mkdirs(path: str) -> None:
+    try:
+        os.makedirs(path, exist_ok=True)
+    except FileExistsError:
+        pass
+
+
+def _touch(path: str) -> None:
+    _mkdirs(os.path.dirname(path))
+    if not os.path.lexists(path):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+
+
+def _pick_base(spec: dict) -> str:
+    """A host directory to mount the scratch tmpfs on, that hides no bind source."""
+    sources = [b[0] for b in spec.get("binds", [])] + [o[0] for o in spec.get("overlays", [])]
+    sources += [o[2] for o in spec.get("overlays", []) if o[2]]
+    for cand in _BASE_CANDIDATES:
+        if not os.path.isdir(cand) or os.path.islink(cand):
+            continue
+        real = os.path.realpath(cand)
+        if any(os.path.realpath(s) == real or os.path.realpath(s).startswith(real + "/") for s in sources):
+            continue
+        return cand
+    raise SandboxError("no free host directory to mount the private root on (all of "
+                       f"{', '.join(_BASE_CANDIDATES)} hold bind sources): move the sources")
+
+
+def _bind_into(root: str, source: str, target: str, readonly: bool) -> None:
+    dest = root + target
+    if not os.path.lexists(source):
+        raise SandboxError(f"bind source {source} does not exist (for {target}): restore it first")
+    if os.path.isdir(source):
+        _mkdirs(dest)
+    else:
+        _touch(dest)
+    mount(source, dest, None, MS_BIND | MS_REC)
+    if readonly:
+        make_readonly(dest)
+
+
+def _escape_overlay(path: str) -> str:
+    return path.replace("\\", "\\\\").replace(",", "\\,").replace(":", "\\:")
+
+
+def _overlay_into(root: str, scratch: str, n: int, lower: str, target: str, upper_base: str | None,
+                  userxattr: bool, force_copy: bool) -> str:
+    """Mount `lower` at `target` writable: an overlay (upper in scratch tmpfs or in
+    `upper_base` on disk), or a private copy where overlays are unavailable. Returns the
+    method used."""
+    dest = root + target
+    if not os.path.isdir(lower):
+        raise SandboxError(f"layer {lower} is not a directory (for {target}): restore it first")
+    _mkdirs(dest)
+    base = upper_base or os.path.join(scratch, f"layer{n}")
+    upper, work = os.path.join(base, "upper"), os.path.join(base, "work")
+    _mkdirs(upper)
+    _mkdirs(work)
+    if not force_copy:
+        opts = f"lowerdir={_escape_overlay(lower)},upperdir={_escape_overlay(upper)},workdir={_escape_overlay(work)}"
+        if userxattr:
+            opts += ",userxattr"
+        try:
+            mount("overlay", dest, "overlay", MS_NOSUID | MS_NODEV, opts)
+            return "overlay"
+        except OSError:
+            pass
+    copy = os.path.join(base, "copy")
+    proc = subprocess.run(["cp", "-a", "--", lower, copy], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise SandboxError(f"copy fallback of layer {lower} failed: {proc.stderr.strip()[:200]}")
+    mount(copy, dest, None, MS_BIND | MS_REC)
+    return "copy"
+
+
+def _setup_dev(root: str) -> None:
+    dev = root + "/dev"
+    _mkdirs(dev)
+    mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
+    for name in DEV_NODES:
+        if os.path.exists("/dev/" + name):
+            _touch(f"{dev}/{name}")
+            mount("/dev/" + name, f"{dev}/{name}", None, MS_BIND)
+    _mkdirs(dev + "/pts")
+    mount("devpts", dev + "/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
+    os.symlink("pts/ptmx", dev + "/ptmx")
+    _mkdirs(dev + "/shm")
+    mount("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    for name, dest in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                       ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(dest, f"{dev}/{name}")
+
+
+def _setup_root(spec: dict) -> dict:
+    """Build the private root and pivot into it (runs as pid 1 of the new pid ns)."""
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    base = _pick_base(spec)
+    mount("tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    root, scratch = base + "/root", base + "/scratch"
+    os.mkdir(root, 0o755)
+    os.mkdir(scratch, 0o700)
+    mount(root, root, None, MS_BIND | MS_REC)
+
+    for name in spec.get("system_dirs", SYSTEM_DIRS):
+        host = "/" + name
+        if os.path.islink(host):
+            os.symlink(os.readlink(host), f"{root}/{name}")
+        elif os.path.isdir(host):
+            _bind_into(root, host, host, True)
+    for mask in ETC_MASKS:
+        dest = root + mask
+        if os.path.isdir(mask) and not os.path.islink(mask):
+            mount("tmpfs", dest, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "mode=0755,size=4k")
+        elif os.path.isfile(mask):
+            mount("/dev/null", dest, None, MS_BIND)
+
+    _mkdirs(root + "/proc")
+    mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for entry in PROC_READONLY:
+        path = f"{root}/proc/{entry}"
+        if os.path.exists(path):
+            mount(path, path, None, MS_BIND | MS_REC)
+            make_readonly(path)
+    _setup_dev(root)
+    tmp_opts = "mode=1777" + (f",size={spec['tmp_size']}" if spec.get("tmp_size") else "")
+    for path, opts in (("/tmp", tmp_opts), ("/root", "mode=0700")):
+        _mkdirs(root + path)
+        mount("tmpfs", root + path, "tmpfs", MS_NOSUID | MS_NODEV, opts)
+    os.symlink("/tmp", _prep(root + "/var/tmp"))
+
+    # Writable layers and binds, parents first so nested targets land in their parents.
+    items = [("overlay", i, o) for i, o in enumerate(spec.get("overlays", []))]
+    items += [("bind", i, b) for i, b in enumerate(spec.get("binds", []))]
+    items.sort(key=lambda it: it[2][1].rstrip("/").count("/"))
+    methods = {}
+    for kind, i, item in items:
+        if kind == "overlay":
+            lower, target, upper_base = item
+            methods[target] = _overlay_into(root, scratch, i, lower, target, upper_base,
+                                            bool(spec.get("rootless")), bool(spec.get("force_copy")))
+        else:
+            source, target, readonly = item
+            _bind_into(root, source, target, readonly)
+    for target, content, mode in spec.get("files", []):
+        dest = root + target
+        _mkdirs(os.path.dirname(dest))
+        with open(dest, "w") as fh:
+            fh.write(content)
+        os.chmod(dest, mode)
+
+    os.chdir(root)
+    pivot_root(".", ".")
+    umount2(".", MNT_DETACH)
+    os.chdir("/")
+    make_readonly("/", recursive=False)
+    make_readonly("/dev", recursive=False)
+    return {"layers": methods}
+
+
+def _prep(path: str) -> str:
+    _mkdirs(os.path.dirname(path))
+    return path
+
+
+# ---------------------------------------------------------------------------- init server
+
+def _send(sock: socket.socket, msg: dict, fds: list[int] | None = None) -> None:
+    data = json.dumps(msg).encode()
+    if fds:
+        sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+    else:
+        sock.send(data)
+
+
+def _recv(sock: socket.socket, maxfds: int = 8) -> tuple[dict | None, list[int]]:
+    fds = array.array("i")
+    data, anc, flags, _ = sock.recvmsg(1 << 20, socket.CMSG_LEN(maxfds * fds.itemsize))
+    for level, typ, cdata in anc:
+        if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+            fds.frombytes(cdata[: len(cdata) - (len(cdata) % fds.itemsize)])
+    if not data:
+        for fd in fds:
+            os.close(fd)
+        return None, []
+    return json.loads(data), list(fds)
+
+
+def _proc_table() -> dict[int, tuple[int, int]]:
+    """pid -> (ppid, session) for every process visible in /proc (the sandbox's own)."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2:].split()
+        table[int(name)] = (int(fields[1]), int(fields[3]))
+    return table
+
+
+def _kill_tree(pid: int, sig: int, children_only: bool) -> None:
+    """Signal `pid`'s session and all its descendants (orphans re-parented to init stay
+    in the session), or only the descendants when `children_only`."""
+    table = _proc_table()
+    targets = set()
+    frontier = [pid]
+    while frontier:
+        p = frontier.pop()
+        for child, (ppid, _sid) in table.items():
+            if ppid == p and child not in targets:
+                targets.add(child)
+                frontier.append(child)
+    if not children_only:
+        targets.add(pid)
+        targets.update(p for p, (_pp, sid) in table.items() if sid == pid and p != 1)
+    targets.discard(1)
+    targets.discard(os.getpid())
+    for p in targets:
+        try:
+            os.kill(p, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _reset_signals() -> None:
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGHUP,
+                signal.SIGQUIT, signal.SIGCHLD, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)
+
+
+def _apply_rlimits(limits: dict) -> None:
+    for name, value in (limits or {}).items():
+        resource.setrlimit(getattr(resource, name), (int(value), int(value)))
+
+
+def _child_exec(req: dict, fds: list[int], sock_fd: int) -> None:
+    """In the forked child of init: become the payload (never returns)."""
+    try:
+        _reset_signals()
+        os.setsid()
+        for i, fd in enumerate(fds[:3]):
+            os.dup2(fd, i, inheritable=True)
+        os.closerange(3, 65536)
+        try:
+            os.chdir(req.get("cwd") or "/")
+        except OSError as exc:
+            os.write(2, f"minisandbox: cannot enter {req.get('cwd')}: {exc.strerror}\n".encode())
+            os._exit(126)
+        os.umask(req.get("umask", 0o022))
+        _apply_rlimits(req.get("rlimits"))
+        if req.get("drop", True):
+            drop_privileges()
+        argv = req["argv"]
+        env = req.get("env") or {}
+        try:
+            os.execvpe(argv[0], argv, env)
+        except OSError as exc:
+            os.write(2, f"minisandbox: cannot run {argv[0]}: {exc.strerror}\n".encode())
+            os._exit(127)
+    except BaseException as exc:  # never fall back into the init loop
+        try:
+            os.write(2, f"minisandbox: payload set-up failed: {exc}\n".encode())
+        finally:
+            os._exit(126)
+
+
+def _child_open(req: dict, sock: socket.socket) -> None:
+    """In a forked child of init: open a file with the payload's privileges, send it."""
+    try:
+        drop_privileges()
+        path = req["path"]
+        if req.get("makedirs"):
+            _mkdirs(os.path.dirname(path))
+        fd = os.open(path, req.get("flags", os.O_RDONLY) | os.O_CLOEXEC, req.get("mode", 0o644))
+        _send(sock, {"re": req["seq"], "ok": True}, [fd])
+        os._exit(0)
+    except BaseException as exc:
+        try:
+            err = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            _send(sock, {"re": req["seq"], "ok": False, "error": f"{req.get('path')}: {err}"})
+        finally:
+            os._exit(1)
+
+
+def _serve(sock: socket.socket) -> None:
+    """init's loop: spawn/kill/open requests in, exit events out, reap every zombie."""
+    rfd, wfd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wfd)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    children: dict[int, int] = {}  # pid -> command id
+    running = True
+    while running:
+        try:
+            ready, _, _ = select.select([sock, rfd], [], [], 5.0)
+        except InterruptedError:
+            ready = []
+        if rfd in ready:
+            try:
+                while os.read(rfd, 512):
+                    pass
+            except BlockingIOError:
+                pass
+        while True:  # reap
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            cid = children.pop(pid, None)
+            if cid is not None:
+                _send(sock, {"ev": "exit", "id": cid, "status": status})
+        if sock not in ready:
+            continue
+        try:
+            req, fds = _recv(sock)
+        except (ConnectionResetError, OSError):
+            req, fds = None, []
+        if req is None:
+            break
+        op = req.get("op")
+        try:
+            if op == "spawn":
+                pid = os.fork()
+                if pid == 0:
+                    _child_exec(req, fds, sock.fileno())
+                children[pid] = req["id"]
+                _send(sock, {"re": req["seq"], "ok": True, "pid": pid})
+            elif op == "kill":
+                pid = next((p for p, c in children.items() if c == req["id"]), None)
+                if pid is not None:
+                    _kill_tree(pid, req.get("sig", signal.SIGKILL), bool(req.get("children_only")))
+                _send(sock, {"re": req["seq"], "ok": True, "found": pid is not None})
+            elif op == "open":
+                if os.fork() == 0:
+                    _child_open(req, sock)
+            elif op == "ping":
+                _send(sock, {"re": req["seq"], "ok": True})
+            elif op == "shutdown":
+                running = False
+                _send(sock, {"re": req["seq"], "ok": True})
+            else:
+                _send(sock, {"re": req.get("seq"), "ok": False, "error": f"unknown op {op!r}"})
+        except OSError as exc:
+            _send(sock, {"re": req.get("seq"), "ok": False, "error": str(exc)})
+        finally:
+            for fd in fds:
+                os.close(fd)
+    # Kill everything in the namespace (pid 1 is spared by kill(-1)), reap, exit.
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+
+
+def _init_main(sock_fd: int, spec: dict) -> None:
+    """Entry of the helper process: unshare, fork init, wait for it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sock = socket.socket(fileno=sock_fd)
+    try:
+        for procs in spec.get("cgroup_procs", []):
+            with open(procs, "w") as fh:
+                fh.write(str(os.getpid()))
+        flags = CLONE_NEWNS | CLONE_NEWPID
+        if spec.get("rootless"):
+            flags |= CLONE_NEWUSER
+        if spec.get("network", "host") == "none":
+            flags |= CLONE_NEWNET
+        if spec.get("ipc", True):
+            flags |= CLONE_NEWIPC
+        if spec.get("uts", True):
+            flags |= CLONE_NEWUTS
+        uid, gid = os.geteuid(), os.getegid()
+        unshare(flags)
+        if spec.get("rootless"):
+            with open("/proc/self/setgroups", "w") as fh:
+                fh.write("deny")
+            with open("/proc/self/uid_map", "w") as fh:
+                fh.write(f"0 {uid} 1")
+            with open("/proc/self/gid_map", "w") as fh:
+                fh.write(f"0 {gid} 1")
+    except Exception as exc:
+        _send(sock, {"ev": "error", "error": _describe(exc, spec)})
+        sys.exit(1)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # getppid() is 0 here: parent is outside the pid ns
+            if spec.get("network", "host") == "none":
+                _loopback_up()
+            if spec.get("uts", True):
+                name = _b(spec.get("hostname", "sandbox"))
+                _check(_lib().sethostname(name, len(name)), "sethostname")
+            info = _setup_root(spec)
+        except Exception as exc:
+            _send(sock, {"ev": "error", "error": _describe(exc, spec)})
+            os._exit(1)
+        _send(sock, {"ev": "ready", **info})
+        try:
+            _serve(sock)
+        finally:
+            os._exit(0)
+    sock.close()
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
+def _describe(exc: BaseException, spec: dict) -> str:
+    text = str(exc) if isinstance(exc, SandboxError) else f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, OSError) and exc.errno in (errno.EPERM, errno.EACCES, errno.ENOSPC):
+        if spec.get("rootless"):
+            text += " (rootless: check that user namespaces are enabled, `sysctl user.max_user_namespaces` > 0)"
+        else:
+            text += " (needs root; pass rootless=True to use a user namespace)"
+    return text
+
+
+# ---------------------------------------------------------------------------- caller side
+
+def _fd_of(stream, default: int) -> tuple[int, bool]:
+    """(fd, opened_here) for a stdio argument: None inherits, DEVNULL, int or file."""
+    if stream is None:
+        return default, False
+    if stream == subprocess.DEVNULL:
+        return os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC), True
+    if isinstance(stream, int):
+        return stream, False
+    return stream.fileno(), False
+
+
+class PrivateRoot:
+    """A running init process holding the namespaces; spawn payloads into it.
+
+    Thread-safe: one lock guards the control socket; replies and exit events are routed
+    by sequence number and command id.
+    """
+
+    def __init__(self, spec: dict, *, ready_timeout: float = 60.0) -> None:
+        spec = dict(spec)
+        if spec.get("rootless") is None:
+            spec["rootless"] = os.geteuid() != 0
+        self.spec = spec
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._next_id = 0
+        self._replies: dict[int, tuple[dict, list[int]]] = {}
+        self._exits: dict[int, int] = {}
+        self._closed = False
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._sock = parent
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-B", os.path.abspath(__file__), "--init",
+                 str(child.fileno()), json.dumps(spec)],
+                pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, env={}, cwd="/",
+                start_new_session=True)
+        finally:
+            child.close()
+        msg = self._wait_event(ready_timeout)
+        if msg.get("ev") != "ready":
+            self._reap()
+            raise SandboxError(f"private root set-up failed: {msg.get('error', msg)}")
+        self.info = msg
+
+    # -- plumbing
+    def _wait_event(self, timeout: float) -> dict:
+        ready, _, _ = select.select([self._sock], [], [], timeout)
+        if not ready:
+            self._reap(kill=True)
+            raise SandboxError(f"private root did not start within {timeout:.0f} s")
+        msg, fds = _recv(self._sock)
+        for fd in fds:
+            os.close(fd)
+        if msg is None:
+            code = self._reap()
+            return {"ev": "error", "error": f"helper exited with status {code} before it was ready"}
+        return msg
+
+    def _pump(self, timeout: float | None) -> bool:
+        """Receive one message (caller holds the lock). False on timeout."""
+        ready, _, _ = select.select([self._sock], [], [], timeout)
+        if not ready:
+            return False
+        msg, fds = _recv(self._sock)
+        if msg is None:
+            self._closed = True
+            raise SandboxError("sandbox init process is gone (killed or out of memory)")
+        if "re" in msg:
+            self._replies[msg["re"]] = (msg, fds)
+        elif msg.get("ev") == "exit":
+            self._exits[msg["id"]] = msg["status"]
+        return True
+
+    def _request(self, msg: dict, fds: list[int] | None = None, timeout: float = 30.0) -> tuple[dict, list[int]]:
+        with self._lock:
+            if self._closed:
+                raise SandboxError("sandbox is closed")
+            self._seq += 1
+            seq = msg["seq"] = self._seq
+            _send(self._sock, msg, fds)
+            deadline = time.monotonic() + timeout
+            while seq not in self._replies:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._pump(left):
+                    raise SandboxError(f"sandbox init did not answer {msg.get('op')} within {timeout:.0f} s")
+            reply, rfds = self._replies.pop(seq)
+        if not reply.get("ok"):
+            for fd in rfds:
+                os.close(fd)
+            raise OSError(reply.get("error", "request failed"))
+        return reply, rfds
+
+    # -- API
+    def spawn(self, argv: list[str], *, env: dict[str, str], cwd: str = "/", stdin=None, stdout=None,
+              stderr=None, rlimits: dict | None = None, drop: bool = True) -> int:
+        """Start `argv` inside (new session, privileges dropped); returns a command id."""
+        opened = []
+        fds = []
+        for stream, default in ((stdin, 0), (stdout, 1), (stderr, 2)):
+            fd, mine = _fd_of(stream, default)
+            fds.append(fd)
+            if mine:
+                opened.append(fd)
+        try:
+            with self._lock:
+                self._next_id += 1
+                cid = self._next_id
+            self._request({"op": "spawn", "id": cid, "argv": list(argv), "env": dict(env), "cwd": cwd,
+                           "rlimits": rlimits or {}, "drop": drop}, fds)
+        finally:
+            for fd in opened:
+                os.close(fd)
+        return cid
+
+    def poll(self, cid: int) -> int | None:
+        with self._lock:
+            while cid not in self._exits and not self._closed and self._pump(0):
+                pass
+            status = self._exits.get(cid)
+        return None if status is None else os.waitstatus_to_exitcode(status)
+
+    def wait(self, cid: int, timeout: float | None = None) -> int:
+        """Exit code of command `cid` (negative signal number if killed); raises
+        TimeoutError after `timeout` seconds (the command keeps running)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if cid in self._exits:
+                    return os.waitstatus_to_exitcode(self._exits.pop(cid))
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"command {cid} still running after {timeout} s")
+                self._pump(min(left, 0.5) if left is not None else 0.5)
+
+    def kill(self, cid: int, sig: int = signal.SIGKILL, *, children_only: bool = False) -> bool:
+        """Signal a command's whole process tree (or only its descendants)."""
+        reply, _ = self._request({"op": "kill", "id": cid, "sig": int(sig), "children_only": children_only})
+        return bool(reply.get("found"))
+
+    def open(self, path: str, flags: int = os.O_RDONLY, mode: int = 0o644, *, makedirs: bool = False) -> int:
+        """Open a path inside the root with the payload's privileges; returns an fd."""
+        _, fds = self._request({"op": "open", "path": path, "flags": flags, "mode": mode, "makedirs": makedirs})
+        return fds[0]
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Kill every process inside and wait for the namespaces to be torn down."""
+        if getattr(self, "_sock", None) is None:
+            return
+        try:
+            self._sock.close()  # EOF: init kills everything and exits
+        finally:
+            self._closed = True
+            self._reap(timeout=timeout)
+
+    def _reap(self, kill: bool = False, timeout: float = 10.0) -> int | None:
+        proc = getattr(self, "proc", None)
+        if proc is None:
+            return None
+        if kill:
+            proc.kill()
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait()
+
+    def __enter__(self) -> "PrivateRoot":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if not self._closed:
+                self.close()
+        except Exception:
+            pass
+
+
+def build_spec(binds: list[Bind], *, network: str = "host", rootless: bool | None = None,
+               overlays: list[tuple[str, str, str | None]] | None = None,
+               files: list[tuple[str, str, int]] | None = None, **extra) -> dict:
+    """The JSON spec the helper understands (see _setup_root)."""
+    if network not in ("host", "none"):
+        raise ValueError(f"network must be 'host' or 'none', not {network!r}")
+    for b in binds:
+        if not b.target.startswith("/"):
+            raise ValueError(f"bind target {b.target!r} must be absolute")
+    spec = {"binds": [[os.path.abspath(b.source), b.target, bool(b.readonly)] for b in binds],
+            "overlays": [list(o) for o in (overlays or [])],
+            "files": [list(f) for f in (files or [])],
+            "network": network, "rootless": rootless}
+    spec.update(extra)
+    return spec
+
+
+def run(binds: list[Bind], argv: list[str], *, env: dict[str, str], cwd: str = "/",
+        network: str = "host", rootless: bool | None = None, stdout=None, stderr=None,
+        timeout: float | None = None) -> int:
+    """Run `argv` in a private root (host system read-only + `binds`); return its exit
+    code (negative signal number if killed). On `timeout` the whole namespace is killed
+    and subprocess.TimeoutExpired is raised. stdin is /dev/null."""
+    with PrivateRoot(build_spec(binds, network=network, rootless=rootless)) as root:
+        cid = root.spawn(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
+        try:
+            return root.wait(cid, timeout)
+        except TimeoutError:
+            root.kill(cid)
+            raise subprocess.TimeoutExpired(argv, timeout) from None
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--init":
+        _init_main(int(sys.argv[2]), json.loads(sys.argv[3]))
+    else:
+        print("usage: rootfs.py --init FD SPEC_JSON (internal helper of minisandbox.rootfs)", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,144 @@
+"""minisandbox.rootfs: the private-root runner, as root and rootless (real namespaces)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import textwrap
+
+import pytest
+
+from minisandbox import interpreters, rootfs
+from tests.fixtures.sandbox import run_json_as_user
+
+ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+def _run(binds, script, tmp_path, **kw) -> tuple[int, str]:
+    out = tmp_path / "out.txt"
+    with open(out, "w") as fh:
+        rc = rootfs.run(binds, ["sh", "-c", script], env=ENV, stdout=fh, stderr=fh, **kw)
+    return rc, out.read_text()
+
+
+@pytest.mark.root
+def test_binds_system_dirs_readonly_and_writable_targets(as_root, tmp_path):
+    repo, venv = tmp_path / "repo", tmp_path / "venv"
+    repo.mkdir()
+    venv.mkdir()
+    (repo / "a.txt").write_text("hello\n")
+    binds = [rootfs.Bind(str(repo), "/testbed", False), rootfs.Bind(str(venv), "/opt/miniconda3/envs/testbed", False)]
+    rc, out = _run(binds, "cat /testbed/a.txt; echo new > /testbed/b.txt; mkdir /opt/miniconda3/envs/testbed/bin;"
+                          " touch /usr/evil 2>/dev/null || echo usr-ro; ls /; pwd", tmp_path, cwd="/testbed")
+    assert rc == 0, out
+    assert "hello" in out and "usr-ro" in out and out.strip().endswith("/testbed")
+    assert sorted(out.split("usr-ro\n")[1].split()[:-1]) == ["bin", "dev", "etc", "lib", "lib64", "opt", "proc",
+                                                              "root", "sbin", "testbed", "tmp", "usr", "var"]
+    assert (repo / "b.txt").read_text() == "new\n"
+    assert (venv / "bin").is_dir()
+    assert not os.path.exists("/usr/evil")
+
+
+@pytest.mark.root
+def test_readonly_bind_and_exit_code(as_root, tmp_path):
+    src = tmp_path / "ro"
+    src.mkdir()
+    rc, out = _run([rootfs.Bind(str(src), "/data")], "touch /data/x 2>&1; exit 7", tmp_path)
+    assert rc == 7
+    assert "Read-only file system" in out
+    assert list(src.iterdir()) == []
+
+
+@pytest.mark.root
+def test_payload_has_no_capabilities_and_cannot_remount(as_root, tmp_path):
+    rc, out = _run([], "grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status; mount -o remount,rw /usr 2>&1;"
+                       " mknod /tmp/disk b 8 0 2>&1; echo 1 > /proc/sys/vm/overcommit_memory 2>&1; echo end",
+                   tmp_path)
+    assert rc == 0
+    assert out.count("0000000000000000") == 3, out
+    assert "permission denied" in out.lower() and "Operation not permitted" in out
+    assert "Read-only file system" in out
+
+
+@pytest.mark.root
+def test_network_none_has_only_loopback(as_root, tmp_path):
+    rc, out = _run([], "cat /proc/net/dev | tail -n +3 | cut -d: -f1", tmp_path, network="none")
+    assert rc == 0 and out.split() == ["lo"]
+    rc, out = _run([], "cat /proc/net/dev | tail -n +3 | wc -l", tmp_path, network="host")
+    assert rc == 0 and int(out) >= 1
+
+
+@pytest.mark.root
+def test_timeout_raises_and_kills(as_root, tmp_path):
+    marker = tmp_path / "m"
+    with pytest.raises(subprocess.TimeoutExpired):
+        rootfs.run([rootfs.Bind(str(tmp_path), "/w", False)], ["sh", "-c", "sleep 30; touch /w/m"],
+                   env=ENV, timeout=0.5)
+    assert not marker.exists()
+
+
+@pytest.mark.root
+def test_missing_bind_source_is_one_line_error(as_root, tmp_path):
+    with pytest.raises(rootfs.SandboxError, match="bind source .*does-not-exist does not exist"):
+        rootfs.run([rootfs.Bind(str(tmp_path / "does-not-exist"), "/x")], ["true"], env=ENV)
+
+
+@pytest.mark.root
+def test_venv_built_at_canonical_path_with_pyenv_interpreter(as_root, tmp_path):
+    interp = interpreters.find_interpreter("3.10")
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    binds = [rootfs.Bind(str(venv), "/opt/miniconda3/envs/testbed", False),
+             *interpreters.interpreter_binds(interp.version, interp.prefix)]
+    rc, out = _run(binds, f"{interp.executable} -m venv --without-pip /opt/miniconda3/envs/testbed && "
+                          "/opt/miniconda3/envs/testbed/bin/python -c 'import sys; print(sys.prefix, sys.version_info[:2])'",
+                   tmp_path)
+    assert rc == 0, out
+    assert "/opt/miniconda3/envs/testbed (3, 10)" in out
+    assert f"home = {interp.prefix}/bin" in (venv / "pyvenv.cfg").read_text()
+
+
+@pytest.mark.rootless
+def test_rootless_run(shared_tmp):
+    work = shared_tmp / "w"
+    code = textwrap.dedent(f"""
+        import json, subprocess
+        from minisandbox import rootfs
+        import os
+        os.mkdir({str(work)!r})
+        out = {str(shared_tmp)!r} + "/out"
+        with open(out, "w") as fh:
+            rc = rootfs.run([rootfs.Bind({str(work)!r}, "/testbed", False)],
+                ["sh", "-c", "id -u; echo hi > /testbed/f; touch /usr/x 2>&1; mount -o remount,rw /usr 2>&1;"
+                             "grep CapEff /proc/self/status; cat /proc/net/dev | tail -n +3 | cut -d: -f1"],
+                env={{"PATH": "/usr/bin:/bin"}}, network="none", stdout=fh, stderr=fh)
+        print(json.dumps({{"rc": rc, "out": open(out).read(), "file": open({str(work)!r} + "/f").read(),
+                          "owner": os.stat({str(work)!r} + "/f").st_uid, "me": os.getuid()}}))
+    """)
+    res = run_json_as_user(code)
+    assert res["rc"] == 0, res
+    out = res["out"]
+    assert out.splitlines()[0] == "0"  # root inside the user namespace ...
+    assert res["owner"] == res["me"] != 0  # ... that is the unprivileged user outside
+    assert res["file"] == "hi\n"
+    assert "Read-only file system" in out and "permission denied" in out.lower()
+    assert "CapEff:\t0000000000000000" in out
+    assert out.split()[-1] == "lo"
+
+
+def test_interpreter_lookup_errors_name_version():
+    with pytest.raises(interpreters.InterpreterNotFound, match=r"no CPython 3\.1\.99 .*have:"):
+        interpreters.find_interpreter("3.1.99")
+    with pytest.raises(ValueError):
+        interpreters.find_prefix("3.10")
+
+
+def test_find_interpreter_picks_newest_patch():
+    found = interpreters.available()
+    assert found, "no interpreter found at all"
+    minor = found[0].version.rsplit(".", 1)[0]
+    best = interpreters.find_interpreter(minor)
+    assert best.version == max((i.version for i in found if i.version.startswith(minor + ".")),
+                               key=lambda v: tuple(map(int, v.split("."))))
+    assert interpreters.find_prefix(best.version) == best.prefix
+    assert os.access(best.executable, os.X_OK)
