@@ -1,0 +1,287 @@
+"""Grading: from one evaluation log to a SWE-bench-format report, with no false positives.
+
+The semantics are SWE-bench's (a test passes if PASSED or XFAIL; resolved = every
+FAIL_TO_PASS and every PASS_TO_PASS test passes) with the holes a reward must not have
+closed (see docs/grading.md):
+
+* an empty FAIL_TO_PASS list is never resolved (SWE-bench scores it 1.0);
+* a test missing from the log fails, for both lists (SWE-smith assumes a missing test
+  passed); SKIPPED and XPASS are failures too (SWE-bench keeps a SKIPPED P2P test and
+  silently drops an XPASS F2P test from the ratio);
+* ids match exactly; the only alias is the official SWE-smith truncation (an id cut at
+  its first space), which must match *every* full id it could stand for;
+* the script markers carry a per-run nonce, the test output is the text between the first
+  start and the last end marker, and anything a test prints cannot turn a failure into a
+  pass (worst status wins in `minisandbox.logparsers`).
+
+Every unresolved report says why (`Reason`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Iterable, Mapping
+
+from .logparsers import StatusMap, TestStatus, get_parser
+
+FAIL_TO_PASS = "FAIL_TO_PASS"
+PASS_TO_PASS = "PASS_TO_PASS"
+FAIL_TO_FAIL = "FAIL_TO_FAIL"
+PASS_TO_FAIL = "PASS_TO_FAIL"
+
+PASS_STATUSES = frozenset({TestStatus.PASSED.value, TestStatus.XFAIL.value})
+
+# Script markers (SWE-bench's words; the eval script appends the run's nonce).
+START_TEST_OUTPUT = ">>>>> Start Test Output"
+END_TEST_OUTPUT = ">>>>> End Test Output"
+APPLY_PATCH_PASS = ">>>>> Applied Patch"
+APPLY_PATCH_FAIL = ">>>>> Patch Apply Failed"
+RESET_FAILED = ">>>>> Reset Failed"
+TESTS_TIMEOUT = ">>>>> Tests Timed Out"
+TEST_EXIT_CODE = ">>>>> Test Exit Code"
+
+
+class Reason(str, Enum):
+    """Why an instance is (not) resolved; `resolved` only when it is."""
+
+    RESOLVED = "resolved"
+    EMPTY_PATCH = "empty-patch"
+    PATCH_APPLY_FAILED = "patch-apply-failed"
+    TEST_SETUP_FAILED = "test-setup-failed"  # restoring test files / applying the test patch failed
+    TIMEOUT = "timeout"
+    EMPTY_F2P = "empty-f2p"
+    UNPARSEABLE_LOG = "unparseable-log"
+    TESTS_FAILED = "tests-failed"
+    ERROR = "error"  # the evaluation itself failed (sandbox could not start, ...)
+
+
+def is_pass(status: str | None) -> bool:
+    return status in PASS_STATUSES
+
+
+def lookup(test_id: str, status_map: Mapping[str, str]) -> str | None:
+    """The status of `test_id`, exact match only, or None when the log lacks it.
+
+    Compatibility with ids produced by the official SWE-smith parser, which cuts at the
+    first space (`t.py::test_p[a b]` -> `t.py::test_p[a`): when `test_id` has no space
+    and is not in the map, it stands for every full id whose first word it is; it then
+    takes the worst status among them (so it passes only if all of them pass).
+    """
+    if test_id in status_map:
+        return status_map[test_id]
+    if " " in test_id:
+        return None
+    matches = [s for k, s in status_map.items() if " " in k and k.split(" ", 1)[0] == test_id]
+    if not matches:
+        return None
+    if all(is_pass(s) for s in matches):
+        return matches[0] if len(set(matches)) == 1 else TestStatus.PASSED.value
+    return next(s for s in matches if not is_pass(s))
+
+
+def split_results(tests: Iterable[str], status_map: Mapping[str, str]) -> dict[str, list[str]]:
+    """`{"success": [...], "failure": [...]}`: every test lands in exactly one list."""
+    out: dict[str, list[str]] = {"success": [], "failure": []}
+    for t in tests:
+        out["success" if is_pass(lookup(t, status_map)) else "failure"].append(t)
+    return out
+
+
+def tests_status(
+    f2p: Iterable[str],
+    p2p: Iterable[str],
+    status_map: Mapping[str, str],
+    f2f: Iterable[str] = (),
+    p2f: Iterable[str] = (),
+) -> dict[str, dict[str, list[str]]]:
+    """SWE-bench's `tests_status` block."""
+    return {
+        FAIL_TO_PASS: split_results(f2p, status_map),
+        PASS_TO_PASS: split_results(p2p, status_map),
+        FAIL_TO_FAIL: split_results(f2f, status_map),
+        PASS_TO_FAIL: split_results(p2f, status_map),
+    }
+
+
+@dataclass
+class LogCheck:
+    """What the eval script's markers say about one run."""
+
+    patch_applied: bool | None = None  # None: no patch step in this run
+    setup_failed: bool = False
+    timed_out: bool = False
+    test_output: str | None = None  # text between the markers; None when absent
+    exit_code: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _marker_lines(log: str, marker: str, nonce: str | None) -> list[int]:
+    """Indices of lines that are exactly `marker` (+ ` nonce` when the run has one)."""
+    want = f"{marker} {nonce}" if nonce else marker
+    return [i for i, line in enumerate(log.splitlines()) if line.rstrip() == want]
+
+
+def check_log(log: str, nonce: str | None = None, *, expect_patch: bool = True) -> LogCheck:
+    """Read the script markers. Only markers carrying this run's nonce count, so a test
+    cannot forge them without knowing the nonce; the test output is the text between the
+    first start marker and the last end marker (the script prints both itself)."""
+    lines = log.splitlines()
+    chk = LogCheck()
+    starts = _marker_lines(log, START_TEST_OUTPUT, nonce)
+    ends = _marker_lines(log, END_TEST_OUTPUT, nonce)
+    first_start = starts[0] if starts else len(lines)
+    before = "\n".join(lines[:first_start])
+    if expect_patch:
+        if _marker_lines(before, APPLY_PATCH_FAIL, nonce):
+            chk.patch_applied = False
+        elif _marker_lines(before, APPLY_PATCH_PASS, nonce):
+            chk.patch_applied = True
+        else:
+            chk.patch_applied = False
+            chk.notes.append("no patch-applied marker")
+    if _marker_lines(before, RESET_FAILED, nonce):
+        chk.setup_failed = True
+    if starts and ends and ends[-1] > first_start:
+        chk.test_output = "\n".join(lines[first_start + 1 : ends[-1]])
+        after = lines[ends[-1] + 1 :]
+        tail = "\n".join(after)
+        if _marker_lines(tail, TESTS_TIMEOUT, nonce):
+            chk.timed_out = True
+        prefix = TEST_EXIT_CODE + " "
+        for line in after:
+            if line.startswith(prefix):
+                word = line[len(prefix) :].split(" ", 1)[0]
+                if word.lstrip("-").isdigit():
+                    chk.exit_code = int(word)
+    elif starts:
+        chk.notes.append("test output has no end marker")
+    return chk
+
+
+def make_report(
+    instance_id: str,
+    model_patch: str | None,
+    log: str,
+    *,
+    fail_to_pass: list[str],
+    pass_to_pass: list[str],
+    log_parser: str,
+    nonce: str | None = None,
+    timed_out: bool = False,
+    error: str | None = None,
+    apply_patch: bool = True,
+) -> dict[str, Any]:
+    """One instance's report in SWE-bench's format, `{instance_id: {...}}`, plus `reason`
+    (a `Reason` value) and `status_map` (per-test statuses, for fidelity checks).
+
+    `timed_out` is the executor's own verdict (the whole script overran), which counts
+    in addition to the script's timeout marker. `apply_patch=False` grades a run that
+    had no patch step (validation's "before" run).
+    """
+    entry: dict[str, Any] = {
+        "patch_is_None": model_patch is None,
+        "patch_exists": bool(model_patch and model_patch.strip()),
+        "patch_successfully_applied": False,
+        "resolved": False,
+    }
+    report = {instance_id: entry}
+
+    def done(reason: Reason, status_map: StatusMap | None = None) -> dict[str, Any]:
+        entry["reason"] = reason.value
+        entry["tests_status"] = tests_status(fail_to_pass, pass_to_pass, status_map or {})
+        entry["status_map"] = dict(status_map or {})
+        return report
+
+    if error:
+        entry["error"] = error
+        return done(Reason.ERROR)
+    if apply_patch and not entry["patch_exists"]:
+        return done(Reason.EMPTY_PATCH)
+    chk = check_log(log, nonce, expect_patch=apply_patch)
+    if apply_patch and not chk.patch_applied:
+        return done(Reason.PATCH_APPLY_FAILED)
+    entry["patch_successfully_applied"] = bool(apply_patch)
+    if chk.setup_failed:
+        return done(Reason.TEST_SETUP_FAILED)
+    if timed_out or chk.timed_out:
+        status_map = get_parser(log_parser)(chk.test_output) if chk.test_output else {}
+        return done(Reason.TIMEOUT, status_map)
+    if chk.test_output is None:
+        return done(Reason.UNPARSEABLE_LOG)
+    status_map = get_parser(log_parser)(chk.test_output)
+    if not status_map:
+        return done(Reason.UNPARSEABLE_LOG)
+    done(Reason.TESTS_FAILED, status_map)
+    if not fail_to_pass:
+        entry["reason"] = Reason.EMPTY_F2P.value
+        return report
+    ts = entry["tests_status"]
+    if not ts[FAIL_TO_PASS]["failure"] and not ts[PASS_TO_PASS]["failure"]:
+        entry["resolved"] = True
+        entry["reason"] = Reason.RESOLVED.value
+    return report
+
+
+def swebench_view(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The report without our extra keys (byte-compatible with SWE-bench consumers)."""
+    keep = ("patch_is_None", "patch_exists", "patch_successfully_applied", "resolved", "tests_status")
+    return {iid: {k: v[k] for k in keep if k in v} for iid, v in report.items()}
+
+
+def make_run_summary(
+    dataset_ids: Iterable[str],
+    predictions: Mapping[str, Mapping[str, Any]],
+    reports: Mapping[str, Mapping[str, Any] | None],
+) -> dict[str, Any]:
+    """SWE-bench's run report (`swebench.harness.reporting.make_run_report`, schema 2),
+    plus `reasons` (count per `Reason`).
+
+    `reports[iid]` is the instance's `{iid: {...}}` report, or None when its evaluation
+    did not produce one (an error).
+    """
+    dataset = list(dict.fromkeys(dataset_ids))
+    ids = set(dataset)
+    completed, resolved, unresolved, errors, incomplete, empty = (set() for _ in range(6))
+    reasons: dict[str, int] = {}
+    for iid in dataset:
+        if iid not in predictions:
+            incomplete.add(iid)
+            continue
+        if predictions[iid].get("model_patch") in ("", None):
+            empty.add(iid)
+            reasons[Reason.EMPTY_PATCH.value] = reasons.get(Reason.EMPTY_PATCH.value, 0) + 1
+            continue
+        rep = reports.get(iid)
+        entry = rep.get(iid) if rep else None
+        if not entry or entry.get("reason") == Reason.ERROR.value:
+            errors.add(iid)
+            reasons[Reason.ERROR.value] = reasons.get(Reason.ERROR.value, 0) + 1
+            continue
+        completed.add(iid)
+        reason = entry.get("reason", Reason.RESOLVED.value if entry["resolved"] else Reason.TESTS_FAILED.value)
+        reasons[reason] = reasons.get(reason, 0) + 1
+        (resolved if entry["resolved"] else unresolved).add(iid)
+    return {
+        "total_instances": len(dataset),
+        "submitted_instances": len(set(predictions) & ids),
+        "completed_instances": len(completed),
+        "resolved_instances": len(resolved),
+        "unresolved_instances": len(unresolved),
+        "empty_patch_instances": len(empty),
+        "error_instances": len(errors),
+        "completed_ids": sorted(completed),
+        "incomplete_ids": sorted(incomplete),
+        "empty_patch_ids": sorted(empty),
+        "submitted_ids": sorted(set(predictions) & ids),
+        "resolved_ids": sorted(resolved),
+        "unresolved_ids": sorted(unresolved),
+        "error_ids": sorted(errors),
+        "reasons": dict(sorted(reasons.items())),
+        "schema_version": 2,
+    }
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
