@@ -7,7 +7,8 @@ from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
-configfile: "config/config.yaml"
+# Defaults from the checkout; --configfile / --config override them.
+configfile: str(Path(workflow.basedir) / "config" / "config.yaml")
 
 
 include: "workflow/rules/common.smk"

@@ -17,6 +17,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock
+
 from . import rootfs
 from .catalog import EnvSpec
 from .conda_shim import write_shim
@@ -77,6 +79,20 @@ def build_script(spec: EnvSpec, lock: Lock, python_exe: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Host settings a build needs to reach the package index: proxies, CA bundles, index URLs.
+PASSTHROUGH_PREFIXES = ("PIP_", "UV_", "SSL_CERT_")
+PASSTHROUGH_NAMES = {"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+                     "http_proxy", "https_proxy", "no_proxy", "ALL_PROXY", "all_proxy"}
+
+
+def passthrough_env(host: os._Environ | dict[str, str], fixed: dict[str, str]) -> dict[str, str]:
+    """Index/proxy/certificate settings from the host; our own build settings win."""
+    return {
+        k: v for k, v in host.items()
+        if k not in fixed and (k in PASSTHROUGH_NAMES or k.startswith(PASSTHROUGH_PREFIXES))
+    }
+
+
 def tree_bytes(root: Path) -> int:
     total = 0
     for dirpath, _dirs, files in os.walk(root):
@@ -134,25 +150,24 @@ def build_env(
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
             "PIP_NO_INPUT": "1",
         }
-        for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
-                      "PIP_INDEX_URL", "UV_INDEX_URL", "PIP_EXTRA_INDEX_URL", "UV_EXTRA_INDEX_URL"):
-            if proxy in os.environ:
-                env[proxy] = os.environ[proxy]
+        env.update(passthrough_env(os.environ, env))
         with log.open("a") as fh:
             fh.write(f"# build {spec.name} with {interp.executable} ({interp.version})\n")
             fh.flush()
             try:
                 rc = rootfs.run(
                     binds, ["/bin/bash", f"{BUILD_DIR}/build.sh"], env=env, cwd=REPO_PATH,
-                    network="host", stdout=fh, stderr=subprocess.STDOUT, timeout=timeout,
+                    network="host", stdout=fh, stderr=fh, timeout=timeout,
                 )
             except subprocess.TimeoutExpired:
                 raise BuildError(f"build of {spec.name} timed out after {timeout:.0f} s") from None
         if rc != 0:
             raise BuildError(f"build of {spec.name} failed (exit {rc}): {one_line(log.read_text())}")
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(venv, out_dir)
+        # Two builds of one key may finish together: the move into place is serialised.
+        with FileLock(str(out_dir) + ".lock"):
+            if out_dir.exists():
+                shutil.rmtree(out_dir)
+            os.replace(venv, out_dir)
         return BuildResult(
             venv=out_dir,
             interpreter={"version": interp.version, "prefix": interp.prefix},

@@ -64,7 +64,7 @@ def has_commit(mirror: Path, commit: str) -> bool:
 def ensure_mirror(source: str, mirror: Path) -> None:
     """Clone `source` as a bare mirror, or fetch into an existing one. Atomic: a failed
     clone leaves no half mirror behind."""
-    mirror = Path(mirror)
+    mirror = Path(mirror).absolute()
     if (mirror / "HEAD").exists():
         _git("--git-dir", str(mirror), "fetch", "--prune", "--tags", "origin", "+refs/*:refs/*")
         return
@@ -83,7 +83,8 @@ def make_snapshot(mirror: Path, commit: str, dest: Path, *, source: str | None =
     Fetches the commit into the mirror first if it is missing (a mirror made earlier for
     another commit). `dest` is replaced atomically.
     """
-    mirror, dest = Path(mirror), Path(dest)
+    # Absolute paths: git resolves GIT_INDEX_FILE relative to the work tree, not our cwd.
+    mirror, dest = Path(mirror).absolute(), Path(dest).absolute()
     if not has_commit(mirror, commit) and source:
         _git("--git-dir", str(mirror), "fetch", "--quiet", source, commit)
     if not has_commit(mirror, commit):

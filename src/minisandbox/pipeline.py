@@ -8,8 +8,6 @@ passed on, never raised to Snakemake: the index reports it and the other keys go
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import traceback
 from pathlib import Path
 from typing import Any, Callable
@@ -49,13 +47,13 @@ def _failed_upstream(stage: str, key: str, status_out: Path, *upstream: Path) ->
 
 
 def step_mirror(source_spec: Path, mirror_dir: Path, status_out: Path, log: Path) -> StageStatus:
-    from .git import ensure_mirror
-
     spec = _load(source_spec)
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(f"# mirror {spec['source']}\n")
 
     def work() -> dict[str, Any]:
+        from .git import ensure_mirror
+
         ensure_mirror(spec["source"], mirror_dir)
         return {"source": spec["source"], "mirror": str(mirror_dir)}
 
@@ -63,8 +61,6 @@ def step_mirror(source_spec: Path, mirror_dir: Path, status_out: Path, log: Path
 
 
 def step_snapshot(repo_spec: Path, mirror_dir: Path, mirror_status: Path, out_dir: Path, status_out: Path) -> StageStatus:
-    from .git import make_snapshot
-
     spec = _load(repo_spec)
     key = spec["key"]
     if _failed_upstream("snapshot", key, status_out, mirror_status):
@@ -72,6 +68,8 @@ def step_snapshot(repo_spec: Path, mirror_dir: Path, mirror_status: Path, out_di
         return read_status(status_out)
 
     def work() -> dict[str, Any]:
+        from .git import make_snapshot
+
         head = make_snapshot(mirror_dir, spec["commit"], out_dir, source=spec["source"])
         return {"commit": spec["commit"], "snapshot_commit": head, "source": spec["source"]}
 
@@ -84,8 +82,6 @@ def step_snapshot(repo_spec: Path, mirror_dir: Path, mirror_status: Path, out_di
 
 
 def step_resolve(env_spec: Path, repo_dir: Path, repo_status: Path, lock_out: Path, log: Path) -> StageStatus:
-    from .resolve import resolve
-
     spec_entry = _load(env_spec)
     key = spec_entry["key"]
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -95,6 +91,8 @@ def step_resolve(env_spec: Path, repo_dir: Path, repo_status: Path, lock_out: Pa
     spec = EnvSpec.from_dict(spec_entry["spec"])
 
     def work() -> dict[str, Any]:
+        from .resolve import resolve
+
         lock = resolve(spec, repo_dir, log)
         return {"lock": lock.text, "no_deps": lock.no_deps, "lock_sha256": lock.sha256}
 
@@ -102,9 +100,6 @@ def step_resolve(env_spec: Path, repo_dir: Path, repo_status: Path, lock_out: Pa
 
 
 def step_build(env_spec: Path, lock_status: Path, repo_dir: Path, out_dir: Path, status_out: Path, log: Path, timeout: float) -> StageStatus:
-    from .build import build_env
-    from .resolve import Lock
-
     spec_entry = _load(env_spec)
     key = spec_entry["key"]
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -113,9 +108,11 @@ def step_build(env_spec: Path, lock_status: Path, repo_dir: Path, out_dir: Path,
         return read_status(status_out)
     spec = EnvSpec.from_dict(spec_entry["spec"])
     lock_data = read_status(lock_status).data
-    lock = Lock(text=lock_data["lock"], no_deps=lock_data["no_deps"])
-
     def work() -> dict[str, Any]:
+        from .build import build_env
+        from .resolve import Lock
+
+        lock = Lock(text=lock_data["lock"], no_deps=lock_data["no_deps"])
         res = build_env(spec, lock, repo_dir, out_dir, log, timeout=timeout)
         return {"interpreter": res.interpreter, "raw_bytes": res.raw_bytes, "lock_sha256": lock.sha256}
 
@@ -128,14 +125,14 @@ def step_build(env_spec: Path, lock_status: Path, repo_dir: Path, out_dir: Path,
 
 
 def step_pack(key: str, tree: Path, upstream: Path, archive: Path, status_out: Path, fmt: str, level: int) -> StageStatus:
-    from .pack import pack_tree
-
     if _failed_upstream("pack", key, status_out, upstream):
         archive.parent.mkdir(parents=True, exist_ok=True)
         archive.write_bytes(b"")  # placeholder for the declared output; never published
         return read_status(status_out)
 
     def work() -> dict[str, Any]:
+        from .pack import pack_tree
+
         stats = pack_tree(tree, archive, fmt=fmt, level=level)
         return {"files": stats.files, "raw_bytes": stats.raw_bytes, "format": fmt}
 
@@ -265,9 +262,3 @@ def format_report(report: dict[str, Any]) -> str:
     for rec in report["invalid_records"]:
         lines.append(f"  INVALID {rec['file']}:{rec['line']} {rec.get('instance_id') or ''} field {rec['field']}: {rec['error']}")
     return "\n".join(lines)
-
-
-def clear_dir(path: Path) -> None:
-    if path.exists():
-        shutil.rmtree(path)
-    os.makedirs(path, exist_ok=True)
