@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import yaml
 
@@ -19,6 +19,15 @@ DEFAULT_TEST_CMD = (
     "source /opt/miniconda3/bin/activate; conda activate testbed; "
     "pytest --disable-warnings --color=no --tb=no --verbose"
 )
+
+
+KINDS = ("swesmith", "swebench", "bundled")
+REQUIRED = ("name", "kind", "source", "python")
+_LIST_FIELDS = ("requirements", "requirements_files", "pre_install", "install")
+
+
+class CatalogError(ValueError):
+    """A catalog file or spec is unusable; the message is one line naming file and spec."""
 
 
 @dataclass(frozen=True)
@@ -39,24 +48,51 @@ class EnvSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, origin: str = "") -> "EnvSpec":
-        known = {f for f in cls.__dataclass_fields__ if f != "extra"}
-        missing = [k for k in ("name", "kind", "source", "python") if not data.get(k)]
+        """Validate one YAML entry. Unknown keys (and an `extra:` mapping) go to `extra`."""
+        where = f"{origin}: " if origin else ""
+        if not isinstance(data, dict):
+            raise CatalogError(f"{where}spec entry must be a mapping, got {type(data).__name__}")
+        who = f"{where}spec {data.get('name', '?')!r}"
+        missing = [k for k in REQUIRED if data.get(k) in (None, "")]
         if missing:
-            raise ValueError(f"{origin}: spec {data.get('name', '?')!r} lacks {', '.join(missing)}")
+            raise CatalogError(f"{who} lacks {', '.join(missing)}; add it to the spec")
+        known = {f for f in cls.__dataclass_fields__ if f != "extra"}
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if key not in known:
                 continue
-            if key in ("requirements", "requirements_files", "pre_install", "install"):
-                value = tuple(value or ())
+            if key in _LIST_FIELDS:
+                value = [] if value is None else value
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise CatalogError(f"{who}: {key} must be a list of strings")
+                value = tuple(value)
+            elif key in ("name", "kind", "source", "test_cmd", "log_parser") and not isinstance(value, str):
+                raise CatalogError(f"{who}: {key} must be a string, got {type(value).__name__}")
             kwargs[key] = value
-        kwargs["python"] = str(kwargs["python"])
-        kwargs["extra"] = {k: v for k, v in data.items() if k not in known}
+        if kwargs["kind"] not in KINDS:
+            raise CatalogError(f"{who}: kind {kwargs['kind']!r} is not one of {', '.join(KINDS)}")
+        python = kwargs["python"]
+        if isinstance(python, float):  # `python: 3.10` in YAML is the float 3.1
+            raise CatalogError(f"{who}: python must be a quoted string such as \"3.10\", got the number {python}")
+        kwargs["python"] = str(python)
+        commit = kwargs.get("commit")
+        if commit is not None and not isinstance(commit, str):
+            raise CatalogError(f"{who}: commit must be a string or null, got {type(commit).__name__}")
+        timeout = kwargs.get("timeout", cls.timeout)
+        if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
+            raise CatalogError(f"{who}: timeout must be a positive integer (seconds), got {timeout!r}")
+        extra = data.get("extra") or {}
+        if not isinstance(extra, dict):
+            raise CatalogError(f"{who}: extra must be a mapping")
+        kwargs["extra"] = {
+            **{k: v for k, v in data.items() if k not in known and k != "extra"},
+            **extra,
+        }
         return cls(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for k in ("requirements", "requirements_files", "pre_install", "install"):
+        for k in _LIST_FIELDS:
             d[k] = list(d[k])
         return d
 
@@ -67,33 +103,62 @@ class EnvSpec:
 class Catalog:
     """All specs by name, loaded from one or more YAML files."""
 
-    def __init__(self, specs: Iterable[EnvSpec]):
+    def __init__(self, specs: Iterable[EnvSpec], origins: dict[str, str] | None = None):
         self.specs: dict[str, EnvSpec] = {}
+        self.origins: dict[str, str] = {}
         for s in specs:
+            origin = (origins or {}).get(s.name, "")
             if s.name in self.specs:
-                raise ValueError(f"duplicate environment spec {s.name!r} in catalog")
+                raise CatalogError(
+                    f"duplicate environment spec {s.name!r} in catalog; rename or remove one"
+                )
             self.specs[s.name] = s
+            self.origins[s.name] = origin
 
     @classmethod
     def load(cls, paths: Iterable[str | Path]) -> "Catalog":
-        specs: list[EnvSpec] = []
+        """Read catalog files in order; any problem is a one-line CatalogError (or
+        FileNotFoundError for a missing file) naming the file and the spec."""
+        cat = cls([])
         for p in paths:
             path = Path(p)
-            if not path.exists():
+            if not path.is_file():
                 raise FileNotFoundError(f"catalog file {path} does not exist; check --config catalog=...")
-            data = yaml.safe_load(path.read_text()) or {}
-            for entry in data.get("specs", []):
-                specs.append(EnvSpec.from_dict(entry, origin=str(path)))
-        return cls(specs)
+            try:
+                data = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
+            except yaml.YAMLError as exc:
+                mark = getattr(exc, "problem_mark", None)
+                line = f" at line {mark.line + 1}" if mark is not None else ""
+                problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+                raise CatalogError(f"{path}: invalid YAML{line}: {problem}; fix the file") from None
+            data = {} if data is None else data
+            if not isinstance(data, dict) or not isinstance(data.get("specs", []), list):
+                raise CatalogError(f"{path}: expected a mapping with a 'specs' list")
+            for pos, entry in enumerate(data.get("specs") or [], 1):
+                spec = EnvSpec.from_dict(entry, origin=f"{path} (spec #{pos})")
+                if spec.name in cat.specs:
+                    raise CatalogError(
+                        f"{path}: duplicate environment spec {spec.name!r} (also in {cat.origins[spec.name]}); "
+                        "rename or remove one"
+                    )
+                cat.specs[spec.name] = spec
+                cat.origins[spec.name] = str(path)
+        return cat
 
     def __len__(self) -> int:
         return len(self.specs)
 
-    def __contains__(self, name: str) -> bool:
+    def __contains__(self, name: object) -> bool:
         return name in self.specs
 
     def __getitem__(self, name: str) -> EnvSpec:
         return self.specs[name]
+
+    def __iter__(self) -> Iterator[EnvSpec]:
+        return iter(self.specs.values())
+
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def spec_name_for(record: TaskRecord) -> str:

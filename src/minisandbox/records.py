@@ -90,9 +90,14 @@ class Ingested:
     invalid: list[InvalidRecord] = field(default_factory=list)
 
 
+#: Keys only SWE-bench records carry: any one of them makes a record SWE-bench, so a
+#: SWE-bench record that lacks `base_commit` is reported as such, not misread as SWE-smith.
+SWEBENCH_ONLY = ("base_commit", "version", "environment_setup_commit", "test_patch")
+
+
 def detect_format(raw: dict[str, Any]) -> Format:
-    """SWE-bench records carry `base_commit`; SWE-smith records do not."""
-    return "swebench" if "base_commit" in raw else "swesmith"
+    """SWE-bench records carry `base_commit` (and version, ...); SWE-smith records do not."""
+    return "swebench" if any(k in raw for k in SWEBENCH_ONLY) else "swesmith"
 
 
 def _test_list(raw: dict[str, Any], name: str) -> list[str]:
@@ -155,10 +160,14 @@ def normalize(raw: Any) -> TaskRecord:
     if not _COMMIT.match(base_commit):
         raise RecordError("base_commit", f"not a git commit: {base_commit!r}")
     version = raw.get("version")
-    if isinstance(version, (int, float)):
-        version = str(version)
-    if not isinstance(version, str) or not version:
+    if version is None or version == "":
         raise RecordError("version", "missing")
+    if isinstance(version, float):  # 3.10 parsed as a number is 3.1: refuse to guess
+        raise RecordError("version", f"must be a string such as \"3.10\", got the number {version}")
+    if isinstance(version, int) and not isinstance(version, bool):
+        version = str(version)
+    if not isinstance(version, str):
+        raise RecordError("version", f"must be a string, got {type(version).__name__}")
     setup = _text(raw, "environment_setup_commit", required=False) or base_commit
     if not _COMMIT.match(setup):
         raise RecordError("environment_setup_commit", f"not a git commit: {setup!r}")
@@ -171,54 +180,90 @@ def normalize(raw: Any) -> TaskRecord:
     )
 
 
-def _iter_raw(path: Path) -> Iterator[tuple[int, Any]]:
-    """Yield (line or position, raw record or a JSON error marker) from one task file."""
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson"):
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    yield lineno, json.loads(line)
-                except json.JSONDecodeError as exc:
-                    yield lineno, RecordError("<json>", f"invalid JSON: {exc.msg} (column {exc.colno})")
-    elif suffix == ".json":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            yield exc.lineno, RecordError("<json>", f"invalid JSON: {exc.msg}; fix the file and rerun")
-            return
-        if isinstance(data, dict):
-            data = [data]
-        if not isinstance(data, list):
-            yield 1, RecordError("<json>", "top level must be a list of records")
-            return
-        yield from enumerate(data, 1)
-    elif suffix == ".parquet":
-        import pyarrow.parquet as pq
+def _iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    with path.open("rb") as fh:
+        for lineno, raw_line in enumerate(fh, 1):
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield lineno, RecordError("<json>", f"not UTF-8 text (byte {exc.start})")
+                continue
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield lineno, RecordError("<json>", f"invalid JSON: {exc.msg} (column {exc.colno})")
 
-        table = pq.read_table(path)
-        for pos, row in enumerate(table.to_pylist(), 1):
+
+def _iter_json(path: Path) -> Iterator[tuple[int, Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        yield 0, RecordError("<file>", f"not UTF-8 text (byte {exc.start}); fix the file and rerun")
+        return
+    except json.JSONDecodeError as exc:
+        yield exc.lineno, RecordError("<json>", f"invalid JSON: {exc.msg}; fix the file and rerun")
+        return
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        yield 1, RecordError("<json>", "top level must be a list of records")
+        return
+    yield from enumerate(data, 1)
+
+
+def _iter_parquet(path: Path) -> Iterator[tuple[int, Any]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        yield 0, RecordError("<file>", f"unreadable Parquet file: {str(exc).splitlines()[0]}")
+        return
+    pos = 0
+    for batch in pf.iter_batches(batch_size=1024):  # bounded memory for large task sets
+        for row in batch.to_pylist():
+            pos += 1
             yield pos, row
-    else:
-        raise ValueError(f"{path}: unsupported task file type {suffix!r}; use .jsonl, .json or .parquet")
+
+
+_READERS = {".jsonl": _iter_jsonl, ".ndjson": _iter_jsonl, ".json": _iter_json, ".parquet": _iter_parquet}
+
+
+def _iter_raw(path: Path) -> Iterator[tuple[int, Any]]:
+    """Yield (line or position, raw record or a RecordError marker) from one task file.
+
+    File-level problems (missing, unsupported type, unreadable) are one marker at line 0.
+    """
+    if not path.is_file():
+        yield 0, RecordError("<file>", "task file does not exist; check --config tasks=...")
+        return
+    reader = _READERS.get(path.suffix.lower())
+    if reader is None:
+        yield 0, RecordError(
+            "<file>", f"unsupported task file type {path.suffix!r}; use .jsonl, .json or .parquet"
+        )
+        return
+    yield from reader(path)
 
 
 def read_tasks(paths: Iterable[str | Path]) -> Ingested:
-    """Read task files; bad records are collected in `.invalid`, duplicates too."""
+    """Read task files; bad records, bad files and duplicates are collected in `.invalid`.
+
+    Nothing here is fatal: one broken line or file never hides the other records.
+    """
     out = Ingested()
     seen: dict[str, str] = {}
     for p in paths:
         path = Path(p)
-        if not path.exists():
-            raise FileNotFoundError(f"task file {path} does not exist; check --config tasks=...")
         for line, raw in _iter_raw(path):
-            iid = raw.get("instance_id", "") if isinstance(raw, dict) else ""
-            iid = iid if isinstance(iid, str) else ""
             if isinstance(raw, RecordError):
                 out.invalid.append(InvalidRecord(str(path), line, raw.field, str(raw)))
                 continue
+            iid = raw.get("instance_id", "") if isinstance(raw, dict) else ""
+            iid = iid if isinstance(iid, str) else ""
             try:
                 rec = normalize(raw)
             except RecordError as exc:

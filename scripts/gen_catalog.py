@@ -1,0 +1,550 @@
+#!/usr/bin/env python3
+"""Generate the SWE-smith and SWE-bench environment-spec catalogs under config/catalog/.
+
+    python scripts/gen_catalog.py --shared ../shared/data --out config/catalog
+    python scripts/gen_catalog.py --check     # exit 1 if the committed catalog is stale
+
+Only this script reads the shared data directory; the project reads the committed YAML.
+The output is deterministic (sorted specs, fixed field order, no timestamps): running it
+twice gives the same bytes, and the header records a digest of every input file.
+
+Inputs (see docs/catalog.md):
+* `swesmith_python_profiles.json`: the 133 SWE-smith Python profiles (swesmith 0.0.9).
+* `swesmith-envs/<name>/sweenv_<name>.yml`: the conda export each official image was
+  created from; its `pip:` section gives the exact pins. `setup_env.sh` is the script the
+  image ran (its steps after the env is activated are the install commands).
+* `swebench_python_specs.json`: SWE-bench's MAP_REPO_VERSION_TO_SPECS for Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_SHARED = ROOT.parent / "shared" / "data"
+DEFAULT_OUT = ROOT / "config" / "catalog"
+
+ACTIVATE = "source /opt/miniconda3/bin/activate; conda activate testbed; "
+SWEBENCH_TIMEOUT = 1800  # SWE-bench harness default per-instance timeout (seconds)
+
+#: Field order in the YAML (docs/design.md "Environment specs"); `extra` is informational.
+FIELDS = (
+    "name", "kind", "source", "commit", "python", "requirements", "requirements_files",
+    "pre_install", "install", "test_cmd", "log_parser", "timeout", "extra",
+)
+
+# --------------------------------------------------------------------------------------
+# Facts copied from upstream, so the generator needs no network.
+# --------------------------------------------------------------------------------------
+
+#: SWE-bench 4.x `swebench/harness/log_parsers/python.py` MAP_REPO_TO_PARSER_PY, expressed
+#: as minisandbox.logparsers names (parse_log_flask = parse_log_pytest, etc.). Repos not
+#: listed fall back to "pytest".
+SWEBENCH_PARSERS = {
+    "astropy/astropy": "pytest_v2",
+    "django/django": "django",
+    "marshmallow-code/marshmallow": "pytest",
+    "matplotlib/matplotlib": "matplotlib",
+    "mwaskom/seaborn": "seaborn",
+    "pallets/flask": "pytest",
+    "psf/requests": "pytest_options",
+    "pvlib/pvlib-python": "pytest",
+    "pydata/xarray": "pytest",
+    "pydicom/pydicom": "pytest_options",
+    "pylint-dev/astroid": "pytest",
+    "pylint-dev/pylint": "pytest_options",
+    "pytest-dev/pytest": "pytest",
+    "pyvista/pyvista": "pytest",
+    "scikit-learn/scikit-learn": "pytest_v2",
+    "sqlfluff/sqlfluff": "pytest",
+    "sphinx-doc/sphinx": "pytest_v2",
+    "sympy/sympy": "sympy",
+}
+
+#: SWE-bench 4.x constants/python.py MAP_REPO_TO_REQS_PATHS: candidate paths, the harness
+#: uses the first that exists at the environment_setup_commit.
+SWEBENCH_REQS_PATHS = {
+    "dbt-labs/dbt-core": ["dev-requirements.txt", "dev_requirements.txt"],
+    "django/django": ["tests/requirements/py3.txt"],
+    "matplotlib/matplotlib": ["requirements/dev/dev-requirements.txt", "requirements/testing/travis_all.txt"],
+    "pallets/flask": ["requirements/dev.txt"],
+    "pylint-dev/pylint": ["requirements_test.txt"],
+    "pyvista/pyvista": ["requirements_test.txt", "requirements.txt"],
+    "sqlfluff/sqlfluff": ["requirements_dev.txt"],
+    "sympy/sympy": ["requirements-dev.txt", "requirements-test.txt"],
+}
+
+#: SWE-bench 4.x MAP_REPO_TO_ENV_YML_PATHS (same first-existing rule).
+SWEBENCH_ENV_YML_PATHS = {
+    "matplotlib/matplotlib": ["environment.yml"],
+    "pydata/xarray": ["ci/requirements/environment.yml", "environment.yml"],
+}
+
+#: SWE-bench repos that are not git repositories (seq2seq benchmarks): no spec.
+SWEBENCH_NOT_GIT = {"swe-bench/humaneval"}
+
+#: Distribution names that differ from the repository name (the project's own package
+#: must not be pinned: it is installed from the snapshot by the install commands).
+OWN_DIST_ALIASES = {
+    "facebookresearch__hydra.0f03eb60": ("hydra-core",),
+}
+
+#: Pins that cannot be installed on the profile's interpreter. The official image created
+#: the env with the exported interpreter, then ran `conda install python=<profile>`, so the
+#: tests run on the profile's version; these exports were made on a newer Python and a few
+#: pins require it (checked with `uv pip compile --python-version 3.10`). The install
+#: commands (`pip install -U -r requirements-dev.txt`) install a compatible version.
+PIN_DROPS = {
+    "Project-MONAI__MONAI.a09c1f08": {
+        "numcodecs": "requires Python>=3.11; the profile runs on 3.10",
+        "zarr": "requires Python>=3.11; the profile runs on 3.10",
+    },
+}
+
+#: Conda packages every exported env has (the Miniconda python base); others are recorded.
+BASE_CONDA = frozenset(
+    """_libgcc_mutex _openmp_mutex bzip2 ca-certificates expat ld_impl_linux-64 libffi libgcc
+    libgcc-ng libgomp libmpdec libstdcxx libstdcxx-ng libuuid libxcb libzlib ncurses openssl
+    pip pthread-stubs python readline setuptools sqlite tk tzdata wheel xz zlib""".split()
+)
+
+_EXACT_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?==([^\s;@]+)$")
+_CONDA_EQ = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)=([^=<>!~\s]+)$")
+_REQ_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
+_APT_INSTALL = re.compile(r"apt-get\s+(?:-\S+\s+)*install\s+([^&;|]*)")
+
+
+class InputError(RuntimeError):
+    """The shared data is not what the generator expects; the message names the file."""
+
+
+# --------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------
+
+
+def canon(name: str) -> str:
+    """Distribution name compared loosely: case, '-', '_' and '.' do not matter."""
+    return re.sub(r"[-_.]+", "", name).lower()
+
+
+def own_names(profile: dict[str, Any]) -> set[str]:
+    """Names under which the profile's own project may appear in its pip export."""
+    repo = str(profile["repo"])
+    names = {repo, repo.removeprefix("python-"), repo.removesuffix("-python")}
+    names.update(OWN_DIST_ALIASES.get(profile["name"], ()))
+    return {canon(n) for n in names if n}
+
+
+def is_system_command(cmd: str) -> bool:
+    """Commands that change the host system (packages, locales, /etc): not part of a venv."""
+    return bool(re.search(r"\bapt-get\b|\blocale-gen\b|>\s*/etc/", cmd))
+
+
+def apt_packages(cmd: str) -> list[str]:
+    """Package names from `apt-get install ...` (options dropped)."""
+    out: list[str] = []
+    for match in _APT_INSTALL.finditer(cmd):
+        out += [t for t in shlex.split(match.group(1)) if not t.startswith("-")]
+    return out
+
+
+def split_system(commands: Iterable[str]) -> tuple[list[str], list[str], list[str]]:
+    """(commands kept, system commands moved out, apt packages those need)."""
+    kept: list[str] = []
+    system: list[str] = []
+    packages: list[str] = []
+    for cmd in commands:
+        if is_system_command(cmd):
+            system.append(cmd)
+            packages += [p for p in apt_packages(cmd) if p not in packages]
+        else:
+            kept.append(cmd)
+    return kept, system, packages
+
+
+def version_key(version: str) -> tuple[Any, ...]:
+    """Natural order for versions like '0.20' < '2022.03' < 'v5.3'."""
+    parts = re.findall(r"\d+|[A-Za-z]+", version)
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts)
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def tree_digest(root: Path) -> tuple[str, int]:
+    """sha256 over (relative path, content digest) of every file under root; file count."""
+    h = hashlib.sha256()
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    for p in files:
+        h.update(f"{p.relative_to(root).as_posix()}\0{sha256_file(p)}\n".encode())
+    return h.hexdigest(), len(files)
+
+
+def _load_yaml(path: Path) -> Any:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: invalid YAML ({str(exc).splitlines()[0]})") from None
+
+
+def _load_json(path: Path) -> Any:
+    if not path.is_file():
+        raise InputError(f"{path} does not exist; pass --shared DIR with the shared data directory")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+
+
+# --------------------------------------------------------------------------------------
+# SWE-smith
+# --------------------------------------------------------------------------------------
+
+
+def read_env_export(path: Path) -> tuple[str, list[str], list[str]]:
+    """(conda python version, conda packages 'name==version', pip lines) of a conda export."""
+    data = _load_yaml(path)
+    if not isinstance(data, dict) or not isinstance(data.get("dependencies"), list):
+        raise InputError(f"{path}: not a conda environment export (no dependencies list)")
+    python = ""
+    conda: list[str] = []
+    pip: list[str] = []
+    for dep in data["dependencies"]:
+        if isinstance(dep, dict):
+            pip += [str(x).strip() for x in dep.get("pip") or []]
+        elif isinstance(dep, str):
+            name, _, rest = dep.partition("=")
+            version = rest.split("=", 1)[0]
+            if name == "python":
+                python = version
+            elif name not in BASE_CONDA:
+                conda.append(f"{name}=={version}")
+    if not python:
+        raise InputError(f"{path}: no python=<version> among the conda dependencies")
+    return python, conda, pip
+
+
+def install_steps(script: Path) -> list[str] | None:
+    """The commands setup_env.sh runs after activating the env (None if the file is absent)."""
+    if not script.is_file():
+        return None
+    text = script.read_text(encoding="utf-8")
+    _, sep, tail = text.partition("\nEOF_59812759871\n")
+    if not sep:
+        raise InputError(f"{script}: no environment heredoc (EOF_59812759871) found")
+    lines = [line for line in tail.splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if line.startswith('echo "Current environment'):
+            return lines[i + 1:]
+    raise InputError(f"{script}: no 'echo \"Current environment' line after the env creation")
+
+
+def filter_pins(profile: dict[str, Any], pip_lines: list[str]) -> tuple[list[str], list[str]]:
+    """(exact pins kept, 'line: reason' dropped). Keeps only `name==version` lines."""
+    own = own_names(profile)
+    drops = PIN_DROPS.get(profile["name"], {})
+    kept: list[str] = []
+    dropped: list[str] = []
+    for line in pip_lines:
+        if not line or line.startswith("#"):
+            continue
+        lowered = line.lower()
+        if line.startswith("-e") or "git+" in lowered or "file://" in lowered or " @ " in line:
+            dropped.append(f"{line}: editable/VCS/local install (the project itself)")
+            continue
+        match = _EXACT_PIN.match(line)
+        if not match:
+            dropped.append(f"{line}: not an exact pin")
+            continue
+        name = match.group(1)
+        if canon(name) in own:
+            dropped.append(f"{line}: the project itself (installed from the snapshot)")
+        elif name.lower() in drops:
+            dropped.append(f"{line}: {drops[name.lower()]}")
+        else:
+            kept.append(line)
+    return sorted(kept, key=str.lower), dropped
+
+
+def swesmith_log_parser(profile: dict[str, Any]) -> str:
+    """pytest, except profiles whose test command runs unittest (tornado, python-slugify)."""
+    cmd = str(profile["test_cmd"])
+    return "pytest" if "pytest" in cmd else "unittest"
+
+
+def swesmith_spec(profile: dict[str, Any], envs: Path) -> dict[str, Any]:
+    name = profile["name"]
+    env_dir = envs / name
+    yml = env_dir / f"sweenv_{name}.yml"
+    if not yml.is_file():
+        raise InputError(f"{yml} does not exist: profile {name} has no environment export")
+    python_conda, conda_pkgs, pip_lines = read_env_export(yml)
+    pins, dropped = filter_pins(profile, pip_lines)
+    profile_install = [str(c) for c in profile["install_cmds"]]
+    script_install = install_steps(env_dir / "setup_env.sh")
+    install = script_install if script_install is not None else profile_install
+    install, system_cmds, system_pkgs = split_system(install)
+
+    extra: dict[str, Any] = {
+        "mirror": profile.get("mirror_name", f"swesmith/{name}"),
+        "image_name": profile.get("image_name", ""),
+        "python_conda": python_conda,
+    }
+    if not python_conda.startswith(f"{profile['python_version']}."):
+        extra["python_note"] = (
+            f"the export ran on {python_conda}; the image then ran `conda install "
+            f"python={profile['python_version']}`, so tests run on {profile['python_version']}"
+        )
+    if conda_pkgs:
+        extra["conda_packages"] = sorted(conda_pkgs, key=str.lower)
+    if dropped:
+        extra["dropped_pins"] = dropped
+    if system_cmds:
+        extra["system_commands"] = system_cmds
+    if system_pkgs:
+        extra["system_packages"] = system_pkgs
+    if script_install is not None and script_install != profile_install:
+        extra["profile_install_cmds"] = profile_install
+    if profile.get("overridden_methods"):
+        extra["swesmith_overrides"] = list(profile["overridden_methods"])
+    return {
+        "name": name,
+        "kind": "swesmith",
+        "source": f"https://github.com/{profile['owner']}/{profile['repo']}.git",
+        "commit": profile["commit"],
+        "python": str(profile["python_version"]),
+        "requirements": pins,
+        "requirements_files": [],
+        "pre_install": [],
+        "install": install,
+        "test_cmd": str(profile["test_cmd"]),
+        "log_parser": swesmith_log_parser(profile),
+        "timeout": int(profile["timeout"]),
+        "extra": extra,
+    }
+
+
+def swesmith_specs(shared: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    path = shared / "swesmith_python_profiles.json"
+    data = _load_json(path)
+    profiles = data.get("python_profiles") if isinstance(data, dict) else None
+    if not isinstance(profiles, list):
+        raise InputError(f"{path}: expected an object with a 'python_profiles' list")
+    envs = shared / "swesmith-envs"
+    if not envs.is_dir():
+        raise InputError(f"{envs} does not exist; it holds the sweenv_<name>.yml exports")
+    specs = [swesmith_spec(p, envs) for p in profiles]
+    specs.sort(key=lambda s: s["name"].lower())
+    env_digest, env_files = tree_digest(envs)
+    meta = (data.get("_meta") or {}) if isinstance(data, dict) else {}
+    inputs = {
+        "swesmith_python_profiles.json": f"sha256:{sha256_file(path)}",
+        "swesmith-envs/": f"{env_files} files, sha256:{env_digest}",
+        "profiles source": meta.get("source", "unknown"),
+    }
+    return specs, inputs
+
+
+# --------------------------------------------------------------------------------------
+# SWE-bench
+# --------------------------------------------------------------------------------------
+
+
+def conda_to_pip(spec: str) -> str:
+    """`numpy=1.19` (conda: 1.19.*) -> `numpy==1.19.*`; pip-style specs pass through."""
+    match = _CONDA_EQ.match(spec)
+    return f"{match.group(1)}=={match.group(2)}.*" if match else spec
+
+
+def swebench_requirements(raw: dict[str, Any]) -> tuple[list[str], str | None]:
+    """(requirements, 'requirements.txt' | 'environment.yml' | None) from packages/pip_packages."""
+    files_kind = None
+    packages = str(raw.get("packages") or "").strip()
+    conda: list[str] = []
+    if packages in ("requirements.txt", "environment.yml"):
+        files_kind = packages
+    elif packages:
+        conda = [conda_to_pip(p) for p in shlex.split(packages)]
+    pip = [str(p).strip() for p in raw.get("pip_packages") or [] if str(p).strip()]
+    # The harness installs the conda list first, then `pip install <pip_packages>`: a
+    # versioned pip entry replaces the conda one; a bare name keeps what is installed.
+    by_name: dict[str, str] = {}
+    for req in conda + pip:
+        key = canon(_REQ_NAME.match(req).group(0)) if _REQ_NAME.match(req) else req
+        if key not in by_name or req != _REQ_NAME.match(req).group(0):
+            by_name[key] = req
+    return list(by_name.values()), files_kind
+
+
+def swebench_spec(repo: str, version: str, raw: dict[str, Any]) -> dict[str, Any]:
+    reqs, files_kind = swebench_requirements(raw)
+    req_files: list[str] = []
+    extra: dict[str, Any] = {}
+    if files_kind:
+        table = SWEBENCH_REQS_PATHS if files_kind == "requirements.txt" else SWEBENCH_ENV_YML_PATHS
+        if repo not in table:
+            raise InputError(f"SWE-bench spec {repo}@{version}: packages={files_kind} but no known path for {repo}")
+        candidates = table[repo]
+        req_files = [candidates[0]]
+        if len(candidates) > 1:
+            extra["requirements_files_alternatives"] = list(candidates[1:])
+        if files_kind == "environment.yml":
+            extra["requirements_files_format"] = "conda environment.yml"
+    if raw.get("packages"):
+        extra["swebench_packages"] = str(raw["packages"])
+    pre_install, system_pre, pkgs_pre = split_system(str(c) for c in raw.get("pre_install") or [])
+    eval_cmds, system_eval, pkgs_eval = split_system(str(c) for c in raw.get("eval_commands") or [])
+    system_cmds = system_pre + system_eval
+    if system_cmds:
+        extra["system_commands"] = system_cmds
+    if pkgs_pre + pkgs_eval:
+        extra["system_packages"] = list(dict.fromkeys(pkgs_pre + pkgs_eval))
+    install = [str(raw["install"])] if raw.get("install") else []
+    if install:
+        # The harness reruns the install right before the tests (picks up the model patch
+        # for non-editable installs such as `python setup.py install`).
+        extra["eval_install"] = install[0]
+    for key in ("execute_test_as_nonroot", "no_use_env", "nano_cpus"):
+        if key in raw:
+            extra[key] = raw[key]
+    test_cmd = ACTIVATE + "".join(f"{c}; " for c in eval_cmds) + str(raw["test_cmd"])
+    return {
+        "name": f"{repo}@{version}",
+        "kind": "swebench",
+        "source": f"https://github.com/{repo}.git",
+        "commit": None,
+        "python": str(raw["python"]),
+        "requirements": reqs,
+        "requirements_files": req_files,
+        "pre_install": pre_install,
+        "install": install,
+        "test_cmd": test_cmd,
+        "log_parser": SWEBENCH_PARSERS.get(repo, "pytest"),
+        "timeout": SWEBENCH_TIMEOUT,
+        "extra": extra,
+    }
+
+
+def swebench_specs(shared: Path) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
+    path = shared / "swebench_python_specs.json"
+    data = _load_json(path)
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected an object repo -> version -> spec")
+    specs: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    for repo in sorted(data, key=str.lower):
+        if repo.startswith("_"):
+            continue
+        versions = data[repo]
+        for version in sorted(versions, key=version_key):
+            raw = versions[version]
+            name = f"{repo}@{version}"
+            if repo in SWEBENCH_NOT_GIT:
+                skipped.append(f"{name}: not a git repository")
+            elif not raw.get("test_cmd"):
+                skipped.append(f"{name}: no test_cmd (the harness cannot run it)")
+            elif not raw.get("python"):
+                skipped.append(f"{name}: no python version")
+            else:
+                specs.append(swebench_spec(repo, version, raw))
+    inputs = {"swebench_python_specs.json": f"sha256:{sha256_file(path)}"}
+    return specs, inputs, skipped
+
+
+# --------------------------------------------------------------------------------------
+# Output
+# --------------------------------------------------------------------------------------
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, lists indented under their key, long lines never folded."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:  # noqa: D102
+        super().increase_indent(flow, False)
+
+
+def render(specs: list[dict[str, Any]], *, title: str, inputs: dict[str, str], notes: list[str]) -> str:
+    ordered = [{k: s[k] for k in FIELDS if k in s and (k != "extra" or s[k])} for s in specs]
+    body = yaml.dump(
+        {"specs": ordered}, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+        allow_unicode=True, width=1 << 16,
+    )
+    header = [
+        f"# {title}",
+        "# Generated by scripts/gen_catalog.py; do not edit by hand. Regenerate with:",
+        "#   python scripts/gen_catalog.py --shared ../shared/data --out config/catalog",
+        "# Inputs:",
+        *(f"#   {k}: {v}" for k, v in inputs.items()),
+        f"# Specs: {len(specs)}",
+        *(f"# {n}" for n in notes),
+    ]
+    return "\n".join(header) + "\n" + body
+
+
+def generate(shared: Path) -> dict[str, str]:
+    """File name -> YAML text, for every generated catalog."""
+    smith, smith_inputs = swesmith_specs(shared)
+    bench, bench_inputs, skipped = swebench_specs(shared)
+    return {
+        "swesmith.yaml": render(
+            smith, title="SWE-smith environment specs (one per Python profile).", inputs=smith_inputs,
+            notes=[],
+        ),
+        "swebench.yaml": render(
+            bench, title="SWE-bench environment specs (one per repo@version; commit = the task's "
+            "environment_setup_commit).", inputs=bench_inputs,
+            notes=["Skipped:", *(f"  {s}" for s in skipped)] if skipped else [],
+        ),
+    }
+
+
+def _count(text: str) -> int:
+    return len(re.findall(r"^  - name: ", text, flags=re.MULTILINE))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED, help=f"shared data dir (default {DEFAULT_SHARED})")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output dir (default {DEFAULT_OUT})")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if --out is stale")
+    args = parser.parse_args(argv)
+    try:
+        outputs = generate(args.shared)
+    except InputError as exc:
+        print(f"gen_catalog: {exc}", file=sys.stderr)
+        return 2
+    stale = []
+    for name, text in outputs.items():
+        path = args.out / name
+        current = path.read_text(encoding="utf-8") if path.is_file() else None
+        if current == text:
+            print(f"{path}: up to date ({_count(text)} specs)")
+            continue
+        if args.check:
+            stale.append(str(path))
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+        print(f"{path}: written ({_count(text)} specs)")
+    if stale:
+        print(f"gen_catalog: stale: {', '.join(stale)}; rerun without --check", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
