@@ -4,6 +4,15 @@ from minisandbox.keys import slug  # noqa: F401  (keeps the package import expli
 from minisandbox.plan import load_or_build_plan, write_key_specs
 from minisandbox.manifest import FORMATS
 
+
+def _coerce_bools(cfg, keys=("bundled", "validate")):
+    """`--config validate=true` arrives as a string; the schema wants a boolean."""
+    for k in keys:
+        if isinstance(cfg.get(k), str) and cfg[k].lower() in ("true", "false", "1", "0", "yes", "no"):
+            cfg[k] = cfg[k].lower() in ("true", "1", "yes")
+
+
+_coerce_bools(config)
 validate(config, "../schemas/config.schema.yaml")
 
 

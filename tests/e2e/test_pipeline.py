@@ -1,0 +1,145 @@
+"""End to end: the real Snakemake workflow on local git repos, a real uv build in a mount
+namespace, a real local store. One workspace per test module keeps the suite fast."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from minisandbox import index as idx
+from minisandbox import rootfs
+from minisandbox.interpreters import find_prefix
+from minisandbox.pack import file_digest
+from minisandbox.paths import REPO_PATH, VENV_PATH
+from minisandbox.restore import extract
+from minisandbox.store import Store
+from tests.fixtures.pipeline import jobs_in
+
+pytestmark = [pytest.mark.slow, pytest.mark.root]
+
+
+@pytest.fixture
+def built(pipeline_workspace):
+    ws = pipeline_workspace
+    proc = ws.snakemake()
+    return ws, proc
+
+
+def _catalog(ws) -> dict:
+    return idx.read_catalog(Store(str(ws.store)))
+
+
+def test_full_run_publishes_verified_artifacts_and_index(built):
+    ws, proc = built
+    store = Store(str(ws.store))
+    cat = _catalog(ws)
+    # one good env, one broken env (recorded, not fatal), one repo snapshot shared by both
+    statuses = {e["spec_name"]: e["status"] for e in cat["envs"].values()}
+    assert statuses == {"tiny__calc.good": "ok", "tiny__calc.broken": "failed"}
+    assert len(cat["repos"]) == 1
+    broken = next(e for e in cat["envs"].values() if e["status"] == "failed")
+    assert "exit" in broken["error"] and broken["log"]
+    assert "exit 3" in store.read_text(broken["log"])  # the failed build's log is published
+    # every ok artifact: archive present, digest and size as in its manifest
+    for kind in ("envs", "repos"):
+        for key, entry in cat[kind].items():
+            if entry["status"] != "ok":
+                continue
+            m = entry["manifest"]
+            local = ws.path / "dl" / m["artifact"]
+            local.parent.mkdir(exist_ok=True)
+            store.get_file(f"artifacts/{m['kind']}/{m['artifact']}", local)
+            assert file_digest(local) == (m["sha256"], m["size"])
+            assert json.loads(store.read_text(f"artifacts/{m['kind']}/{key}.manifest.json")) == m
+    # tasks: 2 ready, 1 env-failed; the malformed record is reported, not dropped
+    assert idx.lookup(store, "tiny__calc.good.sub__aaaa0001")["status"] == "ready"
+    assert idx.lookup(store, "tiny__calc.broken.sub__bbbb0001")["status"] == "env-failed"
+    assert cat["counts"]["tasks"] == 3 and cat["counts"]["tasks_ready"] == 2
+    assert [r["line"] for r in cat["invalid_records"]] == [4]
+    assert cat["invalid_records"][0]["field"] == "patch"
+    assert "INVALID" in proc.stdout + proc.stderr
+    # nothing half-written is visible
+    assert not [p for p in ws.store.rglob("*") if ".tmp" in p.name]
+
+
+def test_snapshot_has_no_later_history(built):
+    ws, _ = built
+    snap = next((ws.path / "work" / "repos").glob("repo-*[!n]"))
+    log = subprocess.run(["git", "log", "--all", "--oneline"], cwd=snap, capture_output=True, text=True).stdout
+    assert len(log.splitlines()) == 1
+    assert subprocess.run(["git", "tag"], cwd=snap, capture_output=True, text=True).stdout == ""
+    assert not (snap / "NEWS").exists()  # file of the later commit
+
+
+def test_rerun_runs_zero_jobs(built):
+    ws, _ = built
+    proc = ws.snakemake("-n")
+    assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-2000:]
+
+
+def test_spec_change_rebuilds_only_that_env_and_index(built):
+    ws, _ = built
+    ws.specs[0]["install"] = ["python -m pip install -e .", "echo changed"]
+    ws.write_catalog()
+    proc = ws.snakemake("-n")
+    jobs = jobs_in(proc.stdout + proc.stderr)
+    assert jobs.get("build") == 1 and jobs.get("resolve") == 1 and jobs.get("index") == 1, jobs
+    assert "snapshot" not in jobs and "mirror" not in jobs and "pack_repo" not in jobs, jobs
+    ws.snakemake()
+    cat = _catalog(ws)
+    ok = [e for e in cat["envs"].values() if e["status"] == "ok"]
+    assert len(ok) == 1 and ok[0]["manifest"]["spec"]["install"][-1] == "echo changed"
+
+
+def test_restored_elsewhere_runs_repo_tests(built, tmp_path):
+    """Unpack both artifacts under an unrelated host path, bind them at the canonical paths
+    and run the project's test suite: the venv works without relocation."""
+    ws, _ = built
+    store = Store(str(ws.store))
+    entry = idx.lookup(store, "tiny__calc.good.sub__aaaa0001")
+    cat = _catalog(ws)
+    layers = {}
+    for kind, key in (("env", entry["env_key"]), ("repo", entry["repo_key"])):
+        m = cat[f"{kind}s"][key]["manifest"]
+        archive = tmp_path / m["artifact"]
+        store.get_file(f"artifacts/{kind}/{m['artifact']}", archive)
+        dest = tmp_path / "elsewhere" / kind
+        dest.mkdir(parents=True)
+        extract(archive, m["format"], dest)
+        layers[m["mount_path"]] = dest
+    interp = cat["envs"][entry["env_key"]]["manifest"]["interpreter"]
+    # The original build tree is gone: nothing can silently fall back to it.
+    assert not (ws.path / "work" / "envs" / entry["env_key"]).exists()
+    out = tmp_path / "out.txt"
+    with out.open("w") as fh:
+        rc = rootfs.run(
+            [
+                rootfs.Bind(str(layers[REPO_PATH]), REPO_PATH, readonly=False),
+                rootfs.Bind(str(layers[VENV_PATH]), VENV_PATH, readonly=False),
+                rootfs.Bind(find_prefix(interp["version"]), interp["prefix"], readonly=True),
+                rootfs.Bind(str(write_activate(tmp_path)), "/opt/miniconda3/bin", readonly=True),
+            ],
+            ["/bin/bash", "-c",
+             "source /opt/miniconda3/bin/activate; conda activate testbed; "
+             "python -c 'import sys, tinycalc; print(sys.prefix, tinycalc.__file__)'; "
+             "pytest --disable-warnings --color=no --tb=no --verbose"],
+            env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"}, cwd=REPO_PATH, network="none",
+            stdout=fh, stderr=fh,
+        )
+    text = out.read_text()
+    assert rc == 0, text
+    assert f"{VENV_PATH} {REPO_PATH}/tinycalc/__init__.py" in text
+    assert "4 passed" in text
+
+
+def write_activate(tmp_path: Path) -> Path:
+    from minisandbox.conda_shim import write_shim
+
+    d = tmp_path / "conda-bin"
+    write_shim(d)
+    return d
