@@ -595,10 +595,14 @@ def _serve(sock: socket.socket) -> None:
             break
 
 
-def _init_main(sock_fd: int, spec: dict) -> None:
-    """Entry of the helper process: unshare, fork init, wait for it."""
+def _init_main(sock_fd: int) -> None:
+    """Entry of the helper process: read the spec, unshare, fork init, wait for it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=sock_fd)
+    first, _ = _recv(sock)
+    if first is None:
+        sys.exit(1)
+    spec = first["spec"]
     try:
         for procs in spec.get("cgroup_procs", []):
             with open(procs, "w") as fh:
@@ -697,12 +701,12 @@ class PrivateRoot:
         self._sock = parent
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-B", os.path.abspath(__file__), "--init",
-                 str(child.fileno()), json.dumps(spec)],
+                [sys.executable, "-I", "-S", "-B", os.path.abspath(__file__), "--init", str(child.fileno())],
                 pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, env={}, cwd="/",
                 start_new_session=True)
         finally:
             child.close()
+        _send(parent, {"spec": spec})
         msg = self._wait_event(ready_timeout)
         if msg.get("ev") != "ready":
             self._reap()
@@ -778,6 +782,10 @@ class PrivateRoot:
             for fd in opened:
                 os.close(fd)
         return cid
+
+    def fileno(self) -> int:
+        """The control socket, for select(): readable when init has news (an exit)."""
+        return self._sock.fileno()
 
     def poll(self, cid: int) -> int | None:
         with self._lock:
@@ -878,8 +886,9 @@ def run(binds: list[Bind], argv: list[str], *, env: dict[str, str], cwd: str = "
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--init":
-        _init_main(int(sys.argv[2]), json.loads(sys.argv[3]))
+    if len(sys.argv) == 3 and sys.argv[1] == "--init":
+        _init_main(int(sys.argv[2]))
     else:
-        print("usage: rootfs.py --init FD SPEC_JSON (internal helper of minisandbox.rootfs)", file=sys.stderr)
+        print("usage: rootfs.py --init FD (internal helper of minisandbox.rootfs; reads its spec from FD)",
+              file=sys.stderr)
         sys.exit(2)

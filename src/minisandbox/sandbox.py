@@ -1,0 +1,465 @@
+"""A task sandbox built from restored layers: namespaces, overlays, limits, sessions, diff.
+
+What it is (issue 4): new mount, pid, ipc, uts and (by default) network namespaces; a
+private tmpfs root entered with pivot_root holding the host system read-only, the base
+interpreter read-only at its recorded prefix, and each writable layer (repo at /testbed,
+venv at /opt/miniconda3/envs/testbed) as a per-sandbox overlay over the shared, read-only
+restored tree (a private copy where overlays are unavailable). Every payload runs with
+all capabilities dropped and no_new_privs. See minisandbox.rootfs for the mechanics.
+
+Why overlays with the upper layer in the sandbox's tmpfs by default: the shared layer is
+never written, creating one costs ~1 ms, and a crashed controller can leave nothing
+behind on disk (the tmpfs dies with the namespace). Pass `scratch_dir` to put upper
+layers on disk instead (large installs inside a sandbox).
+
+Start state and `diff()`: the start state is the repo's working tree (tracked and
+untracked, minus ignored files) captured just before the first command runs; a caller
+that prepares the task first (for example applies the SWE-smith bug patch) calls
+`mark_start()` afterwards to move the start state there. `diff()` is the binary git diff
+from the start state to the current tree, computed with a temporary index, so HEAD, the
+repo's index and its history are never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shlex
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from minisandbox import rootfs
+from minisandbox.conda_shim import ACTIVATE
+from minisandbox.interpreters import interpreter_binds
+from minisandbox.limits import LimitGroup, Limits
+from minisandbox.paths import CONDA_ROOT, REPO_PATH, VENV_PATH
+
+DEFAULT_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "TERM": "dumb",
+    "USER": "root",
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    "PIP_NO_INPUT": "1",
+}
+
+CONDA_SCRIPT = f"""#!/bin/sh
+# minisandbox conda shim: only `conda run -n ENV CMD...` works as a command; for
+# `conda activate ENV` source {CONDA_ROOT}/bin/activate first (it defines a conda function).
+if [ "$1" = run ]; then
+  shift; env=testbed
+  while [ $# -gt 0 ]; do
+    case "$1" in -n|--name) env="$2"; shift 2 ;; --no-capture-output|--live-stream) shift ;; *) break ;; esac
+  done
+  PATH="{CONDA_ROOT}/envs/$env/bin:$PATH" VIRTUAL_ENV="{CONDA_ROOT}/envs/$env" CONDA_DEFAULT_ENV="$env" exec "$@"
+fi
+echo "conda (minisandbox shim): run 'source {CONDA_ROOT}/bin/activate' first, then 'conda $*'" >&2
+exit 1
+"""
+
+GIT = "git -c safe.directory='*' -c core.quotepath=off"
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A restored, read-only tree and where it appears inside the sandbox."""
+
+    lower: str  # host directory (shared cache: never modified)
+    mount_path: str  # e.g. /testbed or /opt/miniconda3/envs/testbed
+    writable: bool = True  # per-sandbox overlay (True) or read-only bind (False)
+
+
+@dataclass
+class ExecResult:
+    output: str  # stdout and stderr, interleaved as written
+    returncode: int  # negative signal number when killed
+    timed_out: bool = False
+    truncated: bool = False
+
+
+@dataclass
+class SandboxConfig:
+    """Options of a sandbox (all optional)."""
+
+    network: str = "none"  # "none": loopback only (downloads fail fast); "host": share
+    rootless: bool | None = None  # None: rootless when not euid 0
+    limits: Limits | None = None
+    scratch_dir: str | None = None  # on-disk upper layers (default: tmpfs in the sandbox)
+    copy_layers: bool = False  # force the copy fallback instead of overlays
+    binds: list[rootfs.Bind] = field(default_factory=list)  # extra binds
+    env: dict[str, str] = field(default_factory=dict)  # added to DEFAULT_ENV
+    repo_path: str = REPO_PATH
+    hostname: str = "sandbox"
+    tmp_size: str | None = None  # size= of the private /tmp tmpfs, e.g. "1g"
+    max_output: int = 8 << 20  # bytes kept from one command's output
+
+
+class Sandbox:
+    """One task's sandbox. Use as a context manager or call close()."""
+
+    def __init__(self, layers: list[Layer], *, interpreter: tuple[str, str] | None = None,
+                 config: SandboxConfig | None = None, **options) -> None:
+        """`interpreter`: (full version, recorded prefix) from the env manifest; a local
+        interpreter of that version is bound read-only at the recorded prefix.
+        `options` are SandboxConfig fields (network=..., limits=..., ...)."""
+        self.config = config or SandboxConfig(**options)
+        if config and options:
+            raise TypeError("pass either config= or keyword options, not both")
+        cfg = self.config
+        self.id = uuid.uuid4().hex[:12]
+        self.layers = list(layers)
+        self.env = {**DEFAULT_ENV, **cfg.env}
+        self._sessions: dict[str, object] = {}
+        self._lock = threading.Lock()
+        self._start_tree: str | None = None
+        self._upper_dirs: list[str] = []
+        self._closed = False
+        self._root: rootfs.PrivateRoot | None = None
+        self.limits = LimitGroup(cfg.limits) if cfg.limits else None
+        try:
+            binds = list(cfg.binds)
+            if interpreter is not None:
+                binds += interpreter_binds(interpreter[0], interpreter[1])
+            overlays = []
+            for n, layer in enumerate(self.layers):
+                if not os.path.isdir(layer.lower):
+                    raise rootfs.SandboxError(f"layer {layer.lower} (for {layer.mount_path}) is not a directory: "
+                                              "restore the task's layers first")
+                if layer.writable:
+                    _check_owner(layer, cfg.rootless)
+                    upper = None
+                    if cfg.scratch_dir:
+                        upper = os.path.join(cfg.scratch_dir, f"sandbox-{self.id}", f"layer{n}")
+                        os.makedirs(upper)
+                        self._upper_dirs.append(os.path.dirname(upper))
+                    overlays.append((os.path.abspath(layer.lower), layer.mount_path, upper))
+                else:
+                    binds.append(rootfs.Bind(layer.lower, layer.mount_path, True))
+            files = [(f"{CONDA_ROOT}/bin/activate", ACTIVATE, 0o755),
+                     (f"{CONDA_ROOT}/etc/profile.d/conda.sh", ACTIVATE, 0o644),
+                     (f"{CONDA_ROOT}/bin/conda", CONDA_SCRIPT, 0o755)]
+            extra = {"hostname": cfg.hostname, "force_copy": cfg.copy_layers}
+            if cfg.tmp_size:
+                extra["tmp_size"] = cfg.tmp_size
+            if self.limits:
+                extra["cgroup_procs"] = self.limits.procs_files
+            spec = rootfs.build_spec(binds, network=cfg.network, rootless=cfg.rootless, overlays=overlays,
+                                     files=files, **extra)
+            self._root = rootfs.PrivateRoot(spec)
+        except BaseException:
+            self._cleanup_host()
+            raise
+        self.layer_methods: dict[str, str] = self._root.info.get("layers", {})
+
+    # -- introspection
+    @property
+    def rootless(self) -> bool:
+        return bool(self._root and self._root.spec.get("rootless"))
+
+    @property
+    def limits_mode(self) -> dict[str, str]:
+        """How each limit is enforced, e.g. {"memory": "cgroup v1", "cpu_seconds": "rlimit ..."}."""
+        return dict(self.limits.mode) if self.limits else {}
+
+    @property
+    def rlimits(self) -> dict[str, int]:
+        return dict(self.limits.rlimits) if self.limits else {}
+
+    def _live(self) -> rootfs.PrivateRoot:
+        if self._closed or self._root is None:
+            raise rootfs.SandboxError(f"sandbox {self.id} is closed")
+        return self._root
+
+    # -- processes
+    def spawn(self, argv: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
+              stdin=None, stdout=None, stderr=None) -> int:
+        """Start a process inside; returns its command id (see wait/kill)."""
+        self._ensure_start()
+        return self._live().spawn(argv, env={**self.env, **(env or {})}, cwd=cwd or self._default_cwd(),
+                                  stdin=stdin, stdout=stdout, stderr=stderr, rlimits=self.rlimits)
+
+    def wait(self, cid: int, timeout: float | None = None) -> int:
+        return self._live().wait(cid, timeout)
+
+    def kill(self, cid: int, sig: int = signal.SIGKILL, *, children_only: bool = False) -> bool:
+        return self._live().kill(cid, sig, children_only=children_only)
+
+    def _default_cwd(self) -> str:
+        return self.config.repo_path if any(l.mount_path == self.config.repo_path for l in self.layers) else "/"
+
+    def run(self, argv: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
+            timeout: float | None = None, input: bytes | None = None, _mark: bool = True) -> ExecResult:
+        """Run argv to completion; stdout+stderr captured. On timeout the whole process
+        tree is killed and `timed_out` is set."""
+        if _mark:
+            self._ensure_start()
+        root = self._live()
+        rfd, wfd = os.pipe2(os.O_CLOEXEC)
+        in_r = in_w = None
+        if input is not None:
+            in_r, in_w = os.pipe2(os.O_CLOEXEC)
+        try:
+            cid = root.spawn(argv, env={**self.env, **(env or {})}, cwd=cwd or self._default_cwd(),
+                             stdin=in_r if in_r is not None else subprocess.DEVNULL, stdout=wfd, stderr=wfd,
+                             rlimits=self.rlimits)
+        except BaseException:
+            for fd in (rfd, wfd, in_r, in_w):
+                if fd is not None:
+                    os.close(fd)
+            raise
+        os.close(wfd)
+        if in_r is not None:
+            os.close(in_r)
+            threading.Thread(target=_feed, args=(in_w, input), daemon=True).start()
+        try:
+            return _collect(root, cid, rfd, timeout, self.config.max_output)
+        finally:
+            os.close(rfd)
+
+    def execute(self, command: str, *, cwd: str | None = None, timeout: float | None = None,
+                env: dict[str, str] | None = None) -> ExecResult:
+        """One-shot `bash -c command` (a fresh shell: no state carried over)."""
+        return self.run(["bash", "-c", command], cwd=cwd, timeout=timeout, env=env)
+
+    # -- files
+    def read_file(self, path: str) -> bytes:
+        """Contents of a file inside the sandbox (opened with the payload's privileges)."""
+        fd = self._live().open(path, os.O_RDONLY)
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read()
+
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        """Create or replace a file inside the sandbox (parent directories created)."""
+        self._ensure_start()
+        if isinstance(data, str):
+            data = data.encode()
+        fd = self._live().open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, makedirs=True)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+
+    def upload(self, source: str, target: str) -> None:
+        """Copy a host file or directory tree to `target` inside the sandbox."""
+        if os.path.isdir(source):
+            self._ensure_start()
+            res = self.run(["mkdir", "-p", target], _mark=False)
+            if res.returncode != 0:
+                raise rootfs.SandboxError(f"upload {source}: cannot create {target}: {res.output.strip()}")
+            root = self._live()
+            rfd, wfd = os.pipe2(os.O_CLOEXEC)
+            out_r, out_w = os.pipe2(os.O_CLOEXEC)
+            try:
+                cid = root.spawn(["tar", "-x", "--no-same-owner", "-f", "-", "-C", target], env=self.env, cwd="/",
+                                 stdin=rfd, stdout=out_w, stderr=out_w, rlimits=self.rlimits)
+            finally:
+                os.close(rfd)
+                os.close(out_w)
+            tar = subprocess.Popen(["tar", "-c", "-f", "-", "-C", source, "."], stdout=wfd, stderr=subprocess.PIPE)
+            os.close(wfd)
+            _, err = tar.communicate()
+            res = _collect(root, cid, out_r, 600, 1 << 16)
+            os.close(out_r)
+            if tar.returncode != 0 or res.returncode != 0:
+                raise rootfs.SandboxError(f"upload {source} -> {target} failed: {(err.decode() + res.output).strip()[:300]}")
+        else:
+            with open(source, "rb") as fh:
+                data = fh.read()
+            self.write_file(target, data, os.stat(source).st_mode & 0o777)
+
+    # -- diff
+    def _git_tree(self) -> str:
+        repo = self.config.repo_path
+        script = (
+            f"set -e; cd {shlex.quote(repo)}; "
+            f"if [ -e .git ]; then gd=$({GIT} rev-parse --git-dir); else gd=/tmp/.minisandbox-start.git; "
+            f"  export GIT_DIR=$gd GIT_WORK_TREE={shlex.quote(repo)}; [ -d $gd ] || git init -q; fi; "
+            "export GIT_INDEX_FILE=$(mktemp /tmp/.minisandbox-index.XXXXXX); "
+            "trap 'rm -f $GIT_INDEX_FILE' EXIT; "
+            "[ -f $gd/index ] && cp $gd/index $GIT_INDEX_FILE || rm -f $GIT_INDEX_FILE; "
+            f"{GIT} add -A . && {GIT} write-tree"
+        )
+        res = self.run(["bash", "-c", script], cwd="/", timeout=600, _mark=False,
+                       env={"GIT_AUTHOR_NAME": "minisandbox", "GIT_COMMITTER_NAME": "minisandbox",
+                            "GIT_AUTHOR_EMAIL": "minisandbox@localhost", "GIT_COMMITTER_EMAIL": "minisandbox@localhost"})
+        tree = res.output.strip().splitlines()[-1] if res.output.strip() else ""
+        if res.returncode != 0 or len(tree) not in (40, 64):
+            raise rootfs.SandboxError(f"git snapshot of {self.config.repo_path} failed ({res.returncode}): "
+                                      f"{res.output.strip()[-300:]}")
+        return tree
+
+    def mark_start(self) -> str:
+        """Record the repo's current tree as the start state for diff(); returns its hash."""
+        self._start_tree = self._git_tree()
+        return self._start_tree
+
+    def _ensure_start(self) -> None:
+        if self._start_tree is None and not self._closed and any(
+                l.mount_path == self.config.repo_path and l.writable for l in self.layers):
+            with self._lock:
+                if self._start_tree is None:
+                    self._start_tree = self._git_tree()
+
+    def diff(self) -> str:
+        """The repo's changes since the start state, as a binary git patch (untracked files
+        included, ignored files not)."""
+        self._ensure_start()
+        now = self._git_tree()
+        if now == self._start_tree:
+            return ""
+        res = self.run(["bash", "-c", f"cd {shlex.quote(self.config.repo_path)}; "
+                        f"if [ ! -e .git ]; then export GIT_DIR=/tmp/.minisandbox-start.git "
+                        f"GIT_WORK_TREE={shlex.quote(self.config.repo_path)}; fi; "
+                        f"{GIT} diff --binary --no-color --no-ext-diff --no-renames {self._start_tree} {now}"],
+                       cwd="/", timeout=600, _mark=False)
+        if res.returncode != 0:
+            raise rootfs.SandboxError(f"git diff in {self.config.repo_path} failed: {res.output.strip()[-300:]}")
+        return res.output
+
+    # -- sessions
+    def session(self, name: str = "default", **kw):
+        """The named persistent bash session (created on first use)."""
+        from minisandbox.shell import ShellSession
+
+        with self._lock:
+            sess = self._sessions.get(name)
+            if sess is None or not sess.alive:
+                self._live()
+                self._lock.release()
+                try:
+                    sess = ShellSession(self, name, **kw)
+                finally:
+                    self._lock.acquire()
+                self._sessions[name] = sess
+            return sess
+
+    def create_session(self, name: str = "default", **kw):
+        return self.session(name, **kw)
+
+    def run_in_session(self, command: str, name: str = "default", timeout: float | None = None) -> ExecResult:
+        return self.session(name).run(command, timeout=timeout)
+
+    def interrupt_session(self, name: str = "default") -> None:
+        if name in self._sessions:
+            self._sessions[name].interrupt()
+
+    def close_session(self, name: str = "default") -> None:
+        sess = self._sessions.pop(name, None)
+        if sess is not None:
+            sess.close()
+
+    @property
+    def sessions(self) -> list[str]:
+        return sorted(self._sessions)
+
+    # -- lifetime
+    @property
+    def alive(self) -> bool:
+        return not self._closed and self._root is not None and self._root.proc.poll() is None
+
+    def close(self) -> None:
+        """Kill every process, tear down the namespaces (all mounts go with them), remove
+        the cgroups and any on-disk upper layers."""
+        if self._closed:
+            return
+        self._closed = True
+        for sess in list(self._sessions.values()):
+            sess.detach()
+        self._sessions.clear()
+        try:
+            if self._root is not None:
+                self._root.close()
+        finally:
+            self._cleanup_host()
+
+    def _cleanup_host(self) -> None:
+        try:
+            if self.limits:
+                self.limits.close()
+        finally:
+            import shutil
+
+            for d in self._upper_dirs:
+                shutil.rmtree(d, ignore_errors=True)
+            self._upper_dirs = []
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _check_owner(layer: Layer, rootless: bool | None) -> None:
+    """A rootless sandbox maps only the runner's uid and gid: files of other owners appear
+    as nobody, and the overlay cannot copy them up (EOVERFLOW) - fail early instead."""
+    if rootless is False or (rootless is None and os.geteuid() == 0):
+        return
+    st = os.stat(layer.lower)
+    if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+        raise rootfs.SandboxError(
+            f"layer {layer.lower} is owned by {st.st_uid}:{st.st_gid}, but a rootless sandbox can only write "
+            f"layers owned by its user ({os.geteuid()}:{os.getegid()}): restore the layers as this user")
+
+
+def _feed(fd: int, data: bytes) -> None:
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def _collect(root: rootfs.PrivateRoot, cid: int, rfd: int, timeout: float | None, max_output: int) -> ExecResult:
+    """Read a command's output until it exits (or times out: kill its tree). Background
+    processes that keep the pipe open do not block: after the exit only what is already
+    buffered is read (for at most 20 ms)."""
+    chunks: list[bytes] = []
+    size = 0
+    timed_out = False
+    deadline = None if timeout is None else time.monotonic() + timeout
+    code: int | None = None
+    eof = False
+    drain_end = 0.0
+    while True:
+        if code is None:
+            code = root.poll(cid)
+            if code is not None:
+                drain_end = time.monotonic() + 0.02
+        now = time.monotonic()
+        if code is not None and (eof or now >= drain_end):
+            break
+        if code is None and deadline is not None and now >= deadline:
+            timed_out = True
+            root.kill(cid, signal.SIGKILL)
+            code = root.wait(cid, 30)
+            drain_end = time.monotonic() + 0.02
+            continue
+        watch = [] if eof else [rfd]
+        if code is None:
+            watch.append(root.fileno())
+            wait = 0.5 if deadline is None else max(0.0, min(0.5, deadline - now))
+        else:
+            wait = 0.0
+        ready, _, _ = select.select(watch, [], [], wait) if watch else ([], [], time.sleep(wait))
+        if rfd in ready:
+            data = os.read(rfd, 1 << 16)
+            if not data:
+                eof = True
+                continue
+            if size < max_output:
+                chunks.append(data[: max_output - size])
+            size += len(data)
+        elif code is not None:
+            break  # exited and nothing more buffered
+    return ExecResult(b"".join(chunks).decode("utf-8", "replace"), code, timed_out, size > max_output)

@@ -1,0 +1,196 @@
+"""Persistent bash sessions inside a sandbox: cwd and environment carry over.
+
+How: one long-lived `bash` per session reads commands from a pipe. Each command is sent
+as a quoted here-document and run with `eval` (so a syntax error fails that command, not
+the session) with stdin from /dev/null (so a command that reads stdin cannot swallow the
+next ones), followed by a `printf` of a per-session random marker and the exit code. The
+reader returns everything before the marker.
+
+Interrupt and timeout: SIGINT to the running command's processes (bash's descendants, not
+bash), then SIGKILL after a grace period; bash survives, so the session keeps its state. A
+command that loops inside bash itself (a shell `while true` without children) cannot be
+interrupted that way: the session is then restarted (`restarted` is set in the result).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import select
+import signal
+import threading
+import time
+from dataclasses import dataclass
+
+from minisandbox.sandbox import ExecResult, Sandbox
+
+
+class SessionError(RuntimeError):
+    """The session's shell is gone."""
+
+
+@dataclass
+class SessionResult(ExecResult):
+    restarted: bool = False  # the shell had to be replaced (state lost)
+
+
+class ShellSession:
+    def __init__(self, sandbox: Sandbox, name: str, *, cwd: str | None = None,
+                 env: dict[str, str] | None = None, startup: str | None = None) -> None:
+        self.sandbox = sandbox
+        self.name = name
+        self._cwd, self._env, self._startup = cwd, env, startup
+        self._lock = threading.Lock()
+        self._busy = threading.Event()
+        self._start()
+
+    def _start(self) -> None:
+        self._marker = f"__MINISANDBOX_{secrets.token_hex(8)}__"
+        in_r, self._in = os.pipe2(os.O_CLOEXEC)
+        self._out, out_w = os.pipe2(os.O_CLOEXEC)
+        try:
+            self._cid = self.sandbox.spawn(["bash", "--norc", "--noprofile"], cwd=self._cwd, env=self._env,
+                                           stdin=in_r, stdout=out_w, stderr=out_w)
+        finally:
+            os.close(in_r)
+            os.close(out_w)
+        self._buf = b""
+        self._dead = False
+        self._exit_code: int | None = None
+        if self._startup:
+            res = self._run(self._startup, 60)
+            if res.returncode != 0:
+                raise SessionError(f"session {self.name}: start-up command failed ({res.returncode}): "
+                                   f"{res.output.strip()[-300:]}")
+
+    @property
+    def alive(self) -> bool:
+        return not self._dead and self.sandbox.alive
+
+    def run(self, command: str, timeout: float | None = None) -> SessionResult:
+        """Run `command` in this session; output is stdout+stderr interleaved."""
+        with self._lock:
+            if self._dead:
+                raise SessionError(f"session {self.name} has exited (code {self._exit_code}); create it again")
+            return self._run(command, timeout)
+
+    def _run(self, command: str, timeout: float | None) -> SessionResult:
+        eof_tag = f"__MINISANDBOX_EOF_{secrets.token_hex(8)}__"
+        script = (f"eval \"$(cat <<'{eof_tag}'\n{command}\n{eof_tag}\n)\" < /dev/null\n"
+                  f"printf '\\n{self._marker}%d\\n' \"$?\"\n")
+        self._busy.set()
+        try:
+            os.write(self._in, script.encode())
+        except BrokenPipeError:
+            self._dead = True
+            raise SessionError(f"session {self.name} has exited; create it again") from None
+        try:
+            return self._read_result(timeout)
+        finally:
+            self._busy.clear()
+
+    def _read_result(self, timeout: float | None) -> SessionResult:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        timed_out = restarted = False
+        marker = ("\n" + self._marker).encode()
+        max_out = self.sandbox.config.max_output
+        kept = bytearray()
+        truncated = False
+        while True:
+            idx = self._buf.find(marker)
+            if idx >= 0:
+                end = self._buf.find(b"\n", idx + len(marker))
+                if end >= 0:
+                    out = self._buf[:idx]
+                    code = int(self._buf[idx + len(marker):end])
+                    self._buf = self._buf[end + 1:]
+                    kept += out[: max(0, max_out - len(kept))]
+                    truncated = truncated or len(out) > max_out
+                    return SessionResult(kept.decode("utf-8", "replace"), code, timed_out, truncated, restarted)
+            # keep only what might be the start of a marker in the buffer
+            if len(self._buf) > len(marker) + 32:
+                cut = len(self._buf) - len(marker) - 32
+                if len(kept) < max_out:
+                    kept += self._buf[:cut][: max_out - len(kept)]
+                else:
+                    truncated = True
+                self._buf = self._buf[cut:]
+            now = time.monotonic()
+            if deadline is not None and now >= deadline and not timed_out:
+                timed_out = True
+                if not self._stop_command():
+                    restarted = True
+                    out = (bytes(kept) + self._buf).decode("utf-8", "replace")
+                    self._restart()
+                    return SessionResult(out, -signal.SIGKILL, True, truncated, True)
+                deadline = None
+                continue
+            wait = 0.5 if deadline is None else max(0.0, min(0.5, deadline - now))
+            ready, _, _ = select.select([self._out], [], [], wait)
+            if ready:
+                data = os.read(self._out, 1 << 16)
+                if not data:
+                    self._dead = True
+                    self._exit_code = self.sandbox.wait(self._cid, 10)
+                    out = (bytes(kept) + self._buf).decode("utf-8", "replace")
+                    return SessionResult(out, self._exit_code, timed_out, truncated, False)
+                self._buf += data
+            else:
+                code = self.sandbox._live().poll(self._cid)
+                if code is not None:  # bash exited (`exit`), a background job holds the pipe
+                    self._dead = True
+                    self._exit_code = code
+                    out = (bytes(kept) + self._buf).decode("utf-8", "replace")
+                    return SessionResult(out, code, timed_out, truncated, False)
+
+    def _stop_command(self, grace: float = 1.0) -> bool:
+        """SIGINT then SIGKILL the running command (bash's descendants); True when the
+        marker came back, i.e. bash is alive and idle again."""
+        for sig in (signal.SIGINT, signal.SIGKILL):
+            self.sandbox.kill(self._cid, sig, children_only=True)
+            end = time.monotonic() + grace
+            while time.monotonic() < end:
+                if ("\n" + self._marker).encode() in self._buf:
+                    return True
+                ready, _, _ = select.select([self._out], [], [], 0.05)
+                if ready:
+                    data = os.read(self._out, 1 << 16)
+                    if not data:
+                        return False
+                    self._buf += data
+        return ("\n" + self._marker).encode() in self._buf
+
+    def interrupt(self) -> None:
+        """Interrupt the running command (like Ctrl-C); the session stays usable. Safe to
+        call from another thread while run() is blocked."""
+        if self._busy.is_set():
+            self.sandbox.kill(self._cid, signal.SIGINT, children_only=True)
+
+    def _restart(self) -> None:
+        self._kill()
+        self._start()
+
+    def _kill(self) -> None:
+        try:
+            self.sandbox.kill(self._cid, signal.SIGKILL)
+            self.sandbox.wait(self._cid, 10)
+        except Exception:
+            pass
+        self.detach()
+
+    def detach(self) -> None:
+        """Close our pipe ends (the sandbox is closing and kills the shell)."""
+        for fd in (getattr(self, "_in", None), getattr(self, "_out", None)):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._in = self._out = None
+        self._dead = True
+
+    def close(self) -> None:
+        """End the session (kills its shell and everything it started)."""
+        with self._lock:
+            if not self._dead:
+                self._kill()
