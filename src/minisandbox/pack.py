@@ -83,7 +83,7 @@ def _pack_zst(src: Path, fileobj, level: int) -> None:
     ]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
-    cctx = zstandard.ZstdCompressor(level=level, threads=-1)
+    cctx = zstandard.ZstdCompressor(level=level, threads=-1, write_checksum=True)  # detects bit rot
     try:
         cctx.copy_stream(proc.stdout, fileobj, read_size=CHUNK, write_size=CHUNK)
     finally:

@@ -141,6 +141,8 @@ class Store:
         except StoreError:
             raise
         except Exception as exc:
+            if type(exc).__module__.startswith("minisandbox."):
+                raise  # our own errors (e.g. an unsafe archive met while streaming) keep their type
             if is_transient(exc):
                 raise StoreError(f"store {self._url} unreachable ({what} {rel}, {self.attempts} attempts): "
                                  f"{type(exc).__name__}: {_one_line(exc)}; {self._hint()}") from exc

@@ -1,0 +1,470 @@
+"""Node-local, content-addressed cache of restored layers, with leases and LRU GC.
+
+Layout under the cache root (`minisandbox.paths.cache_dir()`):
+
+    layers/<sha256>/          read-only layer: the unpacked archive whose sha256 this is
+    layers/<sha256>.json      metadata (key, kind, bytes); its mtime is the last use (LRU)
+    layers/.tmp-<sha256>-*/   unpack in progress (or left by a killed process)
+    archives/<sha256>         verified archive files, only for `fetch_archive` (images, tools)
+    tmp/                      downloads in progress
+    locks/<sha256>.lock       one cross-process lock per digest
+    leases/<sha256>/<id>.json live uses of a layer: GC never removes a leased layer
+    budget/                   the node's I/O budget (minisandbox.iobudget)
+
+Why stream: the archive is read from the store once, hashed, decompressed, checked and
+unpacked in one pass into a temporary layer dir; only when the sha256 and size match the
+manifest is it renamed into place. A corrupt or truncated download is discarded and fetched
+once more, then the error names the artifact. Processes that want the same digest at the
+same time serialise on its lock: exactly one downloads, the others find the layer ready.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Iterable, Iterator
+
+from filelock import FileLock, Timeout
+
+from . import restore
+from .iobudget import IOBudget
+from .store import Store, StoreError, is_transient
+
+CHUNK = 1 << 20
+
+
+class CacheError(RuntimeError):
+    """A cache operation failed; the message names the artifact and what to do."""
+
+
+class ArtifactCorruptError(CacheError):
+    """The store's copy does not match its manifest (twice)."""
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """What the cache needs from a manifest to fetch and verify one archive."""
+
+    store_url: str
+    rel: str  # path in the store, e.g. artifacts/env/<key>.tar.zst
+    sha256: str
+    size: int
+    fmt: str
+    key: str
+    kind: str
+
+    @classmethod
+    def from_manifest(cls, store: Store, manifest: dict[str, Any]) -> "Artifact":
+        try:
+            kind = manifest["kind"]
+            return cls(store.url, f"artifacts/{kind}/{manifest['artifact']}", manifest["sha256"],
+                       int(manifest["size"]), manifest.get("format", "tar.zst"), manifest["key"], kind)
+        except KeyError as exc:
+            raise CacheError(f"manifest of {manifest.get('key', '?')} in {store.url} lacks {exc}; "
+                             f"re-run the publish step") from None
+
+    @property
+    def label(self) -> str:
+        return f"{self.store_url}/{self.rel}"
+
+
+@dataclass
+class LayerResult:
+    path: Path
+    digest: str
+    downloaded: bool  # this call transferred the artifact from the store
+    attempts: int = 0  # downloads made by this call (2 = one corrupt copy discarded)
+    waited_budget: float = 0.0
+    seconds: float = 0.0
+
+
+@dataclass
+class Entry:
+    digest: str
+    key: str
+    kind: str
+    layer_bytes: int
+    archive_bytes: int
+    last_used: float
+    leases: int
+    path: Path
+
+
+@dataclass
+class GcReport:
+    removed: list[Entry] = field(default_factory=list)
+    freed: int = 0
+    total_before: int = 0
+    total_after: int = 0
+    kept_leased: int = 0
+    stale_removed: int = 0
+
+
+class _HashingReader:
+    """File-like wrapper that hashes and counts every byte read through it."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self._f = f
+        self.sha = hashlib.sha256()
+        self.size = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._f.read(n)
+        self.sha.update(data)
+        self.size += len(data)
+        return data
+
+    def drain(self) -> None:
+        while self.read(CHUNK):
+            pass
+
+
+def _proc_start(pid: int) -> str | None:
+    """Kernel start time of `pid` (clock ticks since boot), to tell a live lease holder from a
+    recycled pid; None if the process does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return data.rsplit(b")", 1)[1].split()[19].decode()
+
+
+class Lease:
+    """Marks layers as in use by a live process; GC skips them. Release when the sandbox ends."""
+
+    def __init__(self, files: list[Path]) -> None:
+        self.files = files
+        self.released = False
+
+    def release(self) -> None:
+        for f in self.files:
+            with contextlib.suppress(FileNotFoundError):
+                f.unlink()
+        self.released = True
+
+    def transfer(self, pid: int) -> None:
+        """Re-point the lease to another live process (e.g. the long-lived sandbox)."""
+        start = _proc_start(pid)
+        if start is None:
+            raise CacheError(f"cannot transfer lease to pid {pid}: no such process")
+        for f in self.files:
+            data = json.loads(f.read_text())
+            data.update(pid=pid, start=start)
+            _write_json(f, data)
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    tmp.write_text(json.dumps(data, sort_keys=True))
+    os.replace(tmp, path)
+
+
+class Cache:
+    """The node cache at `root` (default `minisandbox.paths.cache_dir()`)."""
+
+    def __init__(self, root: Path | None = None, budget: IOBudget | None = None) -> None:
+        if root is None:
+            from .paths import cache_dir
+
+            root = cache_dir()
+        self.root = Path(root)
+        self.layers = self.root / "layers"
+        self.archives = self.root / "archives"
+        self.tmp = self.root / "tmp"
+        self.locks = self.root / "locks"
+        self.leases = self.root / "leases"
+        for d in (self.layers, self.archives, self.tmp, self.locks, self.leases):
+            d.mkdir(parents=True, exist_ok=True)
+        self.budget = budget if budget is not None else IOBudget(directory=self.root / "budget")
+
+    # -- locks and leases -----------------------------------------------------------------
+    def lock(self, digest: str) -> FileLock:
+        return FileLock(str(self.locks / f"{digest}.lock"), thread_local=False, is_singleton=False)
+
+    def _lease_one(self, digest: str, owner: str) -> Path:
+        d = self.leases / digest
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / f"{uuid.uuid4().hex}.json"
+        pid = os.getpid()
+        _write_json(path, {"pid": pid, "start": _proc_start(pid), "owner": owner, "created": time.time()})
+        return path
+
+    def live_leases(self, digest: str) -> list[Path]:
+        """Lease files of `digest` whose process is alive; stale ones are removed."""
+        live = []
+        d = self.leases / digest
+        if not d.is_dir():
+            return live
+        for f in d.glob("*.json"):
+            try:
+                data = json.loads(f.read_text())
+            except (FileNotFoundError, json.JSONDecodeError):
+                continue  # being written or just released
+            if data.get("pid") and _proc_start(int(data["pid"])) == data.get("start"):
+                live.append(f)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    f.unlink()
+        return live
+
+    # -- the main path --------------------------------------------------------------------
+    def layer(self, store: Store, artifact: Artifact, *, ticket: float | None = None,
+              owner: str = "") -> tuple[LayerResult, Path]:
+        """Make the artifact's layer exist on this node and lease it.
+
+        Returns (result, lease file). Holding the digest lock from the check to the lease
+        means GC cannot remove the layer in between."""
+        t0 = time.monotonic()
+        digest = artifact.sha256
+        with self.lock(digest):
+            final = self.layers / digest
+            result = LayerResult(final, digest, downloaded=False)
+            if not final.is_dir():
+                with self.budget.acquire(ticket) as slot:
+                    result.waited_budget = slot.waited
+                    attempts, nbytes = self._stream_into_layer(store, artifact)
+                result.downloaded = True
+                result.attempts = attempts
+                _write_json(self.layers / f"{digest}.json", {
+                    "digest": digest, "key": artifact.key, "kind": artifact.kind, "format": artifact.fmt,
+                    "artifact": artifact.rel, "store": artifact.store_url, "archive_bytes": artifact.size,
+                    "layer_bytes": nbytes, "created": time.time()})
+            else:
+                self._touch(digest)
+            lease = self._lease_one(digest, owner)
+        result.seconds = time.monotonic() - t0
+        return result, lease
+
+    def _touch(self, digest: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.utime(self.layers / f"{digest}.json")
+
+    def _stream_into_layer(self, store: Store, artifact: Artifact) -> tuple[int, int]:
+        """Download + verify + unpack in one pass; one more try if the copy is corrupt."""
+        problems: list[str] = []
+        for attempt in (1, 2):
+            def fill(tmp: Path) -> int:
+                return self._stream_once(store, artifact, tmp)
+
+            try:
+                _, nbytes = restore.ensure_layer(self.layers, artifact.sha256, fill)
+                return attempt, int(nbytes or 0)
+            except _Corrupt as exc:
+                problems.append(str(exc))
+                continue
+        raise ArtifactCorruptError(
+            f"artifact {artifact.label} ({artifact.key}) is corrupt: {problems[-1]} on {len(problems)} downloads; "
+            f"the store copy does not match its manifest: re-publish {artifact.key} (or remove it from the store)")
+
+    def _stream_once(self, store: Store, artifact: Artifact, tmp: Path) -> int:
+        def transfer() -> int:
+            # A fresh temp dir for each transient retry: start from empty.
+            for child in tmp.iterdir():
+                restore.remove_tree(child)
+            with store.open(artifact.rel, "rb", block_size=CHUNK) as raw:
+                reader = _HashingReader(raw)
+                error: BaseException | None = None
+                nbytes = 0
+                try:
+                    nbytes = restore.extract_fileobj(reader, artifact.fmt, tmp, artifact.label)
+                except (restore.RestoreError, restore.UnsafeArchiveError) as exc:
+                    error = exc
+                reader.drain()  # hash every byte, so a bad copy is told from a bad archive
+            got_sha, got_size = reader.sha.hexdigest(), reader.size
+            if got_size != artifact.size or got_sha != artifact.sha256:
+                raise _Corrupt(f"got size {got_size} sha256 {got_sha[:12]}..., manifest says size "
+                               f"{artifact.size} sha256 {artifact.sha256[:12]}...")
+            if error is not None:
+                raise error  # the published archive itself is bad: not retried
+            return nbytes
+
+        return store._call("download", artifact.rel, transfer)
+
+    # -- archives (for images and tools that want the file itself) ------------------------
+    def fetch_archive(self, store: Store, artifact: Artifact) -> tuple[Path, bool]:
+        """Download to tmp/, verify sha256 and size, place at archives/<sha256>. One more try
+        for a corrupt copy. Returns (path, downloaded now)."""
+        final = self.archives / artifact.sha256
+        with self.lock(artifact.sha256):
+            if final.is_file():
+                return final, False
+            problems = []
+            for _ in (1, 2):
+                part = self.tmp / f"{artifact.sha256}.{uuid.uuid4().hex[:8]}.part"
+                try:
+                    def transfer() -> tuple[str, int]:
+                        with store.open(artifact.rel, "rb", block_size=CHUNK) as raw, open(part, "wb") as out:
+                            reader = _HashingReader(raw)
+                            while chunk := reader.read(CHUNK):
+                                out.write(chunk)
+                        return reader.sha.hexdigest(), reader.size
+                    sha, size = store._call("download", artifact.rel, transfer)
+                    if sha == artifact.sha256 and size == artifact.size:
+                        os.replace(part, final)
+                        return final, True
+                    problems.append(f"got size {size} sha256 {sha[:12]}...")
+                finally:
+                    part.unlink(missing_ok=True)
+            raise ArtifactCorruptError(f"artifact {artifact.label} ({artifact.key}) is corrupt: {problems[-1]}, "
+                                       f"manifest says size {artifact.size} sha256 {artifact.sha256[:12]}...; "
+                                       f"re-publish {artifact.key}")
+
+    # -- listing and GC -------------------------------------------------------------------
+    def entries(self) -> list[Entry]:
+        out = []
+        digests = ({p.stem for p in self.layers.glob("*.json")}
+                   | {p.name for p in self.layers.iterdir() if len(p.name) == 64 and p.is_dir()}
+                   | {p.name for p in self.archives.iterdir() if len(p.name) == 64})
+        for digest in sorted(digests):
+            meta_path = self.layers / f"{digest}.json"
+            try:
+                meta = json.loads(meta_path.read_text())
+                last = meta_path.stat().st_mtime
+            except (FileNotFoundError, json.JSONDecodeError):
+                meta, last = {}, 0.0
+            layer = self.layers / digest
+            archive = self.archives / digest
+            archive_bytes = archive.stat().st_size if archive.is_file() else 0
+            if archive.is_file():
+                last = max(last, archive.stat().st_mtime)
+            layer_bytes = 0
+            if layer.is_dir():
+                layer_bytes = int(meta["layer_bytes"]) if "layer_bytes" in meta else _du(layer)
+            out.append(Entry(digest, meta.get("key", "?"), meta.get("kind", "?"), layer_bytes, archive_bytes, last,
+                             len(self.live_leases(digest)), layer))
+        return out
+
+    def _remove_stale_tmp(self) -> int:
+        """Remove `.tmp-` layers and partial downloads whose digest lock is free (dead writers)."""
+        n = 0
+        for tmp in list(self.layers.glob(".tmp-*")) + list(self.layers.glob(".trash-*")):
+            digest = tmp.name.split("-")[1] if tmp.name.startswith(".tmp-") else None
+            if digest:
+                lock = self.lock(digest)
+                try:
+                    lock.acquire(timeout=0)
+                except Timeout:
+                    continue
+                try:
+                    restore.remove_tree(tmp)
+                finally:
+                    lock.release()
+            else:
+                restore.remove_tree(tmp)
+            n += 1
+        for part in self.tmp.glob("*.part"):
+            lock = self.lock(part.name.split(".")[0])
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                continue
+            try:
+                part.unlink(missing_ok=True)
+                n += 1
+            finally:
+                lock.release()
+        return n
+
+    def gc(self, max_bytes: int | None = None) -> GcReport:
+        """Evict least-recently-used unleased layers until the cache holds <= max_bytes.
+
+        A layer with a live lease is never removed (its archive file may be). Stale leases
+        and dead temporary dirs are always cleaned."""
+        report = GcReport(stale_removed=self._remove_stale_tmp())
+        entries = self.entries()
+        total = sum(e.layer_bytes + e.archive_bytes for e in entries)
+        report.total_before = total
+        if max_bytes is not None:
+            candidates = sorted((e for e in entries if e.leases == 0), key=lambda e: e.last_used)
+            for e in candidates:
+                if total <= max_bytes:
+                    break
+                freed = self._evict(e, whole=True)
+                if freed is not None:
+                    total -= freed
+                    report.freed += freed
+                    report.removed.append(e)
+            for e in sorted((e for e in entries if e.leases and e.archive_bytes), key=lambda e: e.last_used):
+                if total <= max_bytes:
+                    break
+                freed = self._evict(e, whole=False)  # keep the leased layer, drop its archive
+                if freed:
+                    total -= freed
+                    report.freed += freed
+        report.kept_leased = sum(1 for e in self.entries() if e.leases)
+        report.total_after = total
+        return report
+
+    def _evict(self, e: Entry, *, whole: bool) -> int | None:
+        lock = self.lock(e.digest)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            return None  # being fetched right now: in use
+        try:
+            freed = 0
+            if whole:
+                if self.live_leases(e.digest):
+                    return None
+                layer = self.layers / e.digest
+                if layer.is_dir():
+                    trash = self.layers / f".trash-{uuid.uuid4().hex[:12]}"
+                    os.rename(layer, trash)  # atomic: the layer disappears whole
+                    (self.layers / f"{e.digest}.json").unlink(missing_ok=True)
+                    freed += e.layer_bytes
+                else:
+                    (self.layers / f"{e.digest}.json").unlink(missing_ok=True)
+            archive = self.archives / e.digest
+            if archive.is_file():
+                archive.unlink()
+                freed += e.archive_bytes
+        finally:
+            lock.release()
+        if whole:
+            for trash in self.layers.glob(".trash-*"):
+                restore.remove_tree(trash)
+        return freed
+
+
+class _Corrupt(StoreError):
+    """Download did not match the manifest (permanent for the retry loop of one transfer)."""
+
+
+def _du(path: Path) -> int:
+    """Bytes under `path` (for a layer whose metadata was lost when its writer died)."""
+    total = 0
+    for root, dirs, files in os.walk(path):
+        for name in files + dirs:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
+def total_bytes(entries: Iterable[Entry]) -> int:
+    return sum(e.layer_bytes + e.archive_bytes for e in entries)
+
+
+@contextlib.contextmanager
+def leased(cache: Cache, files: list[Path]) -> Iterator[Lease]:
+    lease = Lease(files)
+    try:
+        yield lease
+    finally:
+        lease.release()
+
+
+__all__ = ["Artifact", "ArtifactCorruptError", "Cache", "CacheError", "Entry", "GcReport", "Lease",
+           "LayerResult", "is_transient"]

@@ -1,0 +1,145 @@
+"""Node runtime: resolve a task id in a published store to leased, ready layer directories.
+
+Why: hundreds of sandboxes per node need their environment within seconds. The first use
+of an artifact on a node streams it from the store into the content-addressed cache
+(bounded by disk/network speed and the node's I/O budget); every further sandbox of that
+environment only takes a lock, writes a lease and gets the paths (milliseconds). Sandboxes
+mount the layers read-only as overlay lowers at their canonical paths (docs/design.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .cache import Artifact, Cache, LayerResult, Lease
+from .iobudget import IOBudget
+from .paths import REPO_PATH, VENV_PATH
+from .store import NotInStore, Store, open_store
+
+
+class TaskNotReady(RuntimeError):
+    """The task exists but its environment or repository failed to build."""
+
+
+class StoreIndexMissing(RuntimeError):
+    """The store has no index: not a published store (or the wrong URL)."""
+
+
+@dataclass
+class PreparedTask:
+    """Everything a sandbox needs for one task. Release the lease when the sandbox ends."""
+
+    instance_id: str
+    task: dict[str, Any]  # the index shard entry (env_key, repo_key, status, record, ...)
+    env_manifest: dict[str, Any]
+    repo_manifest: dict[str, Any]
+    layers: dict[str, Path]  # canonical mount path -> read-only layer dir
+    interpreter: dict[str, str]  # {"version": "3.10.13", "prefix": "/root/.pyenv/versions/3.10.13"}
+    lease: Lease
+    store_url: str
+    results: list[LayerResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def record(self) -> dict[str, Any]:
+        return self.task.get("record", {})
+
+    @property
+    def downloaded(self) -> bool:
+        return any(r.downloaded for r in self.results)
+
+    def release(self) -> None:
+        self.lease.release()
+
+    def __enter__(self) -> "PreparedTask":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _manifest(store: Store, kind: str, key: str) -> dict[str, Any]:
+    rel = f"artifacts/{kind}/{key}.manifest.json"
+    try:
+        return json.loads(store.read_text(rel))
+    except NotInStore:
+        raise NotInStore(f"{kind} manifest {store.url_of(rel)} is missing although the index lists it; "
+                         f"re-run the publish step for {key}") from None
+
+
+def lookup_task(store: Store, instance_id: str) -> dict[str, Any]:
+    """The task's index entry, with one-line errors for a missing index or unknown id."""
+    from .index import CATALOG, lookup
+
+    if not store.exists(CATALOG):
+        raise StoreIndexMissing(f"no index at {store.url_of(CATALOG)}: is {store.url} a published store? "
+                                f"Build one with `snakemake --cores N` or pass --store URL")
+    entry = lookup(store, instance_id)
+    status = entry.get("status", "ready")
+    if status != "ready":
+        key = entry.get("env_key") if status == "env-failed" else entry.get("repo_key")
+        kind = "env" if status == "env-failed" else "repo"
+        raise TaskNotReady(f"task {instance_id} is not ready in {store.url}: {status} "
+                                   f"(build log: {store.url_of(f'logs/{kind}/{key}.log')})")
+    return entry
+
+
+def prepare(task_id: str, store: Store | str | os.PathLike[str] | None = None, *, cache: Cache | None = None,
+            budget: IOBudget | None = None, ticket: float | None = None, owner: str = "") -> PreparedTask:
+    """Resolve `task_id`, make its repo and env layers ready on this node and lease them.
+
+    `store`: Store, URL or None (`minisandbox.paths.default_store()`). `ticket`: priority
+    in the I/O budget queue (default: now; older first)."""
+    t0 = time.monotonic()
+    st = open_store(store)
+    if cache is None:
+        cache = Cache(budget=budget)
+    ticket = time.time() if ticket is None else ticket
+    entry = lookup_task(st, task_id)
+    repo_m = _manifest(st, "repo", entry["repo_key"])
+    env_m = _manifest(st, "env", entry["env_key"])
+    lease_files: list[Path] = []
+    results: list[LayerResult] = []
+    layers: dict[str, Path] = {}
+    try:
+        for manifest, default_path in ((repo_m, REPO_PATH), (env_m, VENV_PATH)):
+            result, lease_file = cache.layer(st, Artifact.from_manifest(st, manifest), ticket=ticket,
+                                             owner=owner or task_id)
+            lease_files.append(lease_file)
+            results.append(result)
+            layers[manifest.get("mount_path") or default_path] = result.path
+    except BaseException:
+        Lease(lease_files).release()
+        raise
+    return PreparedTask(
+        instance_id=task_id, task=entry, env_manifest=env_m, repo_manifest=repo_m, layers=layers,
+        interpreter=dict(env_m.get("interpreter") or {}), lease=Lease(lease_files), store_url=st.url,
+        results=results, seconds=time.monotonic() - t0)
+
+
+def fetch(task_ids: Iterable[str], store: Store | str | None = None, *, cache: Cache | None = None,
+          workers: int | None = None) -> list[PreparedTask | BaseException]:
+    """Warm this node's cache for several tasks (leases released at once). Results are in
+    input order: a PreparedTask or the exception that task raised."""
+    ids = list(task_ids)
+    st = open_store(store)
+    cache = cache or Cache()
+    n = workers or max(1, min(len(ids), cache.budget.slots or 4))
+    ticket = time.time()  # one batch: served in input order by the budget
+
+    def one(i: int) -> PreparedTask | BaseException:
+        try:
+            prepared = prepare(ids[i], st, cache=cache, ticket=ticket + i * 1e-6)
+        except Exception as exc:  # reported per task; the others go on
+            return exc
+        prepared.release()
+        return prepared
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        return list(pool.map(one, range(len(ids))))
