@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -215,3 +216,61 @@ def test_f2p_fail_with_the_bug_and_pass_with_the_gold_patch(
     subprocess.run(["git", "-C", str(work), "apply", "-R", "-"], input=rec.patch.encode(), check=True)
     gold = _run_suite(work, venv)
     assert all(gold.get(t) == "PASSED" for t in rec.fail_to_pass + rec.pass_to_pass), rec.instance_id
+
+
+def test_docs_name_the_current_pins(catalog: Catalog) -> None:
+    doc = (project_root() / "docs" / "bundled.md").read_text()
+    for spec in catalog.specs.values():
+        assert f"`{spec.name}`" in doc and (spec.commit is None or spec.commit in doc), spec.name
+
+
+# ---------------------------------------------------------------- the generator's labelling logic
+
+
+@pytest.fixture(scope="module")
+def gen():
+    import importlib.util
+
+    path = project_root() / "scripts" / "make_bundled_tasks.py"
+    spec = importlib.util.spec_from_file_location("make_bundled_tasks", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)
+
+
+def test_generator_parses_verbose_ids_with_spaces_and_reasons(gen) -> None:
+    log = (
+        "t.py::test_a[x y-X Y] PASSED                                    [ 25%]\n"
+        "t.py::C::test_b FAILED [ 50%]\n"
+        "t.py::test_c SKIPPED (no network)                               [ 75%]\n"
+        "t.py::test_d ERROR [100%]\n"
+        "FAILED t.py::C::test_b - assert 1 == 2\n"
+    )
+    assert gen.parse_verbose(log) == {
+        "t.py::test_a[x y-X Y]": "PASSED", "t.py::C::test_b": "FAILED",
+        "t.py::test_c": "SKIPPED", "t.py::test_d": "ERROR",
+    }
+
+
+def test_generator_labels_with_the_swesmith_rule(gen) -> None:
+    clean = {"a": "PASSED", "b": "PASSED", "c": "PASSED", "d": "PASSED", "e": "FAILED", "f": "SKIPPED"}
+    buggy = {"a": "FAILED", "c": "ERROR", "d": "PASSED", "e": "PASSED", "f": "FAILED"}
+    assert gen.label(clean, buggy) == (["a", "b"], ["d"])  # b missing -> F2P; c ERROR -> neither
+
+
+def test_generator_removes_whole_test_functions(gen, tmp_path: Path) -> None:
+    (tmp_path / "t.py").write_text(
+        "import pytest\n\n\n@pytest.mark.parametrize('x', [1, 2])\ndef test_p(x):\n    assert x\n\n\n"
+        "class TestC:\n    def test_m(self):\n        pass\n\n    def test_keep(self):\n        pass\n\n\n"
+        "def test_other():\n    pass\n"
+    )
+    assert gen.remove_tests(tmp_path, ["t.py::test_p[1]", "t.py::TestC::test_m"]) == ["t.py"]
+    left = (tmp_path / "t.py").read_text()
+    assert "test_p" not in left and "parametrize" not in left and "test_m" not in left
+    assert "def test_keep" in left and "def test_other" in left
+    compile(left, "t.py", "exec")
