@@ -1,0 +1,320 @@
+"""The bash script that evaluates one patch inside a fresh sandbox.
+
+Steps (each prints a marker carrying the run's nonce, read by `minisandbox.grading`):
+
+1. write the candidate patch, the test patch and the reference test files into a private
+   work directory (base64, so no content can end a heredoc early);
+2. back up the test infrastructure that exists before the patch (every `conftest.py`,
+   pytest/tox/setup config file, `sitecustomize.py`, plus the protected files the patch
+   names) and drop a time stamp;
+3. apply the candidate patch: `git apply -v`, then `patch --batch --fuzz=5 -p1` only if a
+   dry run applies every hunk (SWE-bench also tries `git apply --reject`, which can leave a
+   half-applied patch behind: we never do);
+4. anti-tamper: every path the patch named or wrote (newer than the stamp) that is
+   protected (`is_protected`) is put back as it was: restored from the backup, or deleted
+   when the patch created it; `.pyc`/`.pyo` files the patch wrote are deleted;
+5. restore the reference test files (SWE-smith: every file of FAIL_TO_PASS and PASS_TO_PASS
+   from the clean snapshot; SWE-bench: the files the test patch touches, at the base
+   commit) and apply the test patch;
+6. run the test command between the markers under `timeout`, then print the exit code and,
+   on overrun, the timeout marker.
+"""
+
+from __future__ import annotations
+
+import base64
+import posixpath
+import re
+import secrets
+import shlex
+from dataclasses import dataclass, field
+
+from .grading import (
+    APPLY_PATCH_FAIL,
+    APPLY_PATCH_PASS,
+    END_TEST_OUTPUT,
+    RESET_FAILED,
+    START_TEST_OUTPUT,
+    TEST_EXIT_CODE,
+    TESTS_TIMEOUT,
+)
+from .paths import REPO_PATH
+
+#: File names that configure pytest or run code at interpreter start-up.
+INFRA_NAMES = (
+    "conftest.py",
+    "pytest.ini",
+    ".pytest.ini",
+    "pytest.toml",
+    ".pytest.toml",
+    "tox.ini",
+    "setup.cfg",
+    "pyproject.toml",
+    "sitecustomize.py",
+    "usercustomize.py",
+)
+#: Directory names whose content is test code (not `test/` or `testing/`: Django and
+#: sympy ship library code there).
+TEST_DIRS = ("tests",)
+#: SWE-bench's non-test extensions (files in a test patch that are not test modules).
+NON_TEST_EXTS = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
+
+_ACTIVATE = re.compile(
+    r"^\s*source\s+/opt/miniconda3/bin/activate\s*(?:;|&&)\s*conda\s+activate\s+testbed\s*(?:;|&&)\s*"
+)
+
+
+def is_protected(path: str) -> bool:
+    """True for paths a candidate patch may not change: test infrastructure, test modules,
+    files under a `tests/` directory, and compiled bytecode."""
+    while path.startswith("./"):
+        path = path[2:]
+    parts = path.split("/")
+    name = parts[-1]
+    if name in INFRA_NAMES or name.endswith((".pyc", ".pyo")):
+        return True
+    if name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py") or name == "tests.py"):
+        return True
+    return any(p in TEST_DIRS for p in parts[:-1])
+
+
+_DIFF_GIT = re.compile(r'^diff --git (?:"?a/(.+?)"?) (?:"?b/(.+?)"?)$')
+_FILE_HDR = re.compile(r"^(?:---|\+\+\+) (?:\"?[ab]/)?(.+?)\"?(?:\t.*)?$")
+_RENAME = re.compile(r"^(?:rename|copy) (?:from|to) (.+)$")
+
+
+def _unquote(path: str) -> str:
+    if "\\" in path:
+        try:
+            return path.encode("latin-1").decode("unicode_escape").encode("latin-1").decode("utf-8")
+        except (UnicodeDecodeError, UnicodeEncodeError):
+            return path
+    return path
+
+
+def patch_paths(patch: str) -> list[str]:
+    """Every repo-relative path a unified/git diff names (old and new sides, renames,
+    copies), without `/dev/null`. Used to know what to back up and to revert; the script
+    also catches files written but not named here (time stamp)."""
+    out: list[str] = []
+    for line in patch.splitlines():
+        for rx in (_DIFF_GIT, _RENAME):
+            m = rx.match(line)
+            if m:
+                out.extend(g for g in m.groups() if g)
+                break
+        else:
+            if line.startswith(("--- ", "+++ ")):
+                m = _FILE_HDR.match(line)
+                if m and m.group(1) != "/dev/null":
+                    out.append(m.group(1))
+    seen: dict[str, None] = {}
+    for p in out:
+        p = _unquote(p.strip())
+        if p and p != "/dev/null":
+            seen[p] = None
+    return list(seen)
+
+
+def modified_and_new_files(patch: str) -> tuple[list[str], list[str]]:
+    """(files the patch changes that exist before it, files it creates) - SWE-bench's
+    get_modified_files / get_new_files."""
+    modified: list[str] = []
+    new: list[str] = []
+    old_path: str | None = None
+    for line in patch.splitlines():
+        if line.startswith("--- "):
+            m = _FILE_HDR.match(line)
+            old_path = m.group(1) if m else None
+        elif line.startswith("+++ ") and old_path is not None:
+            m = _FILE_HDR.match(line)
+            new_path = m.group(1) if m else None
+            if old_path == "/dev/null" and new_path:
+                new.append(_unquote(new_path))
+            elif old_path != "/dev/null":
+                modified.append(_unquote(old_path))
+            old_path = None
+    return list(dict.fromkeys(modified)), list(dict.fromkeys(new))
+
+
+def test_files_of(test_ids: list[str]) -> list[str]:
+    """Unique file paths of pytest node ids (`path::name` -> `path`), in order."""
+    out: dict[str, None] = {}
+    for t in test_ids:
+        if "::" in t:
+            out[t.split("::", 1)[0]] = None
+    return list(out)
+
+
+def swebench_test_directives(test_patch: str, repo: str) -> list[str]:
+    """SWE-bench's `get_test_directives`: test files of the test patch (Django: modules)."""
+    files = re.findall(r"^diff --git a/.* b/(.*)$", test_patch, flags=re.M)
+    files = [f for f in files if not any(f.endswith(ext) for ext in NON_TEST_EXTS)]
+    if repo != "django/django":
+        return files
+    out = []
+    for f in files:
+        name = posixpath.basename(f)
+        if not (name == "tests.py" or name.startswith("test_") or "/tests/" in f or "/test_" in f):
+            continue
+        f = f[: -len(".py")] if f.endswith(".py") else f
+        f = f[len("tests/") :] if f.startswith("tests/") else f
+        out.append(f.replace("/", "."))
+    return out
+
+
+def strip_conda_activation(test_cmd: str) -> str:
+    """Drop the `source .../activate; conda activate testbed;` prefix (host-venv runs)."""
+    return _ACTIVATE.sub("", test_cmd)
+
+
+@dataclass
+class EvalScript:
+    """Everything one evaluation run needs; `render()` gives the bash text."""
+
+    test_cmd: str
+    timeout: int
+    patch: str | None = None  # candidate patch; None = run the task state as is
+    reverse: bool = False  # apply `patch` in reverse (SWE-smith gold = reverse of the bug)
+    test_args: list[str] = field(default_factory=list)
+    reference_files: dict[str, bytes | None] = field(default_factory=dict)  # None = must not exist
+    test_patch: str = ""
+    repo_dir: str = REPO_PATH
+    prelude: str = ""  # shell lines run first (host-venv runs put the venv on PATH here)
+    nonce: str = field(default_factory=lambda: secrets.token_hex(8))
+    protect: bool = True  # anti-tamper step; on for every grading run
+    setup_patch: str = ""  # task start state from a clean snapshot (SWE-smith: the bug patch)
+    setup_remove: list[str] = field(default_factory=list)  # ... and the F2P test files removed
+
+    def marker(self, text: str) -> str:
+        return f"{text} {self.nonce}"
+
+    def full_test_cmd(self) -> str:
+        args = " ".join(shlex.quote(a) for a in self.test_args)
+        return f"{self.test_cmd} {args}".rstrip()
+
+    def render(self) -> str:
+        q = shlex.quote
+        lines = [
+            "#!/bin/bash",
+            "# minisandbox evaluation script (generated; see minisandbox.evalscript)",
+            "set -uo pipefail",
+            "umask 022",
+            self.prelude,
+            f"cd {q(self.repo_dir)} || {{ echo {q(self.marker(RESET_FAILED))}; exit 3; }}",
+            'W=$(mktemp -d "${TMPDIR:-/tmp}/ms-eval.XXXXXXXX") || exit 3',
+            "export GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0",
+            'git config --global --add safe.directory "$PWD" >/dev/null 2>&1 || true',
+            _b64_file("$W/model.patch", (self.patch or "").encode()),
+            _b64_file("$W/test.patch", self.test_patch.encode()),
+        ]
+        if self.setup_patch.strip():
+            lines += [
+                _b64_file("$W/setup.patch", self.setup_patch.encode()),
+                'git apply "$W/setup.patch" || patch --batch -p1 --no-backup-if-mismatch -r - -i "$W/setup.patch" || '
+                f"{{ echo {q(self.marker(RESET_FAILED))} task set-up patch did not apply; exit 3; }}",
+            ]
+        for path in self.setup_remove:
+            lines.append(f"rm -rf -- {q(path)}")
+        names = " -o ".join(f"-name {q(n)}" for n in INFRA_NAMES)
+        protected_named = [p for p in patch_paths(self.patch or "") if is_protected(p)]
+        lines += [
+            # 2. back up existing infrastructure and the protected files the patch names
+            f"find . -path ./.git -prune -o \\( {names} \\) ! -type d -print0 > \"$W/backup.list\"",
+        ]
+        for p in protected_named:
+            lines.append(f"[ -e {q(p)} ] && ! [ -d {q(p)} ] && printf '%s\\0' {q('./' + p)} >> \"$W/backup.list\"")
+        lines += [
+            'tar --null -T "$W/backup.list" -cf "$W/backup.tar" 2>/dev/null || tar -cf "$W/backup.tar" -T /dev/null',
+            'touch "$W/stamp"; sleep 0.05',
+        ]
+        if self.patch is not None:
+            rev = " -R" if self.reverse else ""
+            lines += [
+                # 3. apply: git apply, else an all-or-nothing fuzzy patch
+                f'if git apply -v{rev} "$W/model.patch"; then',
+                f"  echo {q(self.marker(APPLY_PATCH_PASS))}",
+                f'elif patch --batch --fuzz=5 -p1{rev} --dry-run -i "$W/model.patch" >/dev/null 2>&1 && '
+                f'patch --batch --fuzz=5 -p1{rev} --no-backup-if-mismatch -r - -i "$W/model.patch"; then',
+                f"  echo {q(self.marker(APPLY_PATCH_PASS))}",
+                "else",
+                f"  echo {q(self.marker(APPLY_PATCH_FAIL))}",
+                "  exit 1",
+                "fi",
+            ]
+            if self.protect:
+                lines += self._revert_lines(patch_paths(self.patch))
+        lines += self._reference_lines()
+        if self.test_patch.strip():
+            lines += [
+                'if ! git apply -v "$W/test.patch"; then',
+                f"  echo {q(self.marker(RESET_FAILED))} test patch did not apply",
+                "  exit 3",
+                "fi",
+            ]
+        lines += [
+            f"echo {q(self.marker(START_TEST_OUTPUT))}",
+            "SECONDS=0",
+            f"timeout -k 10 {int(self.timeout)} bash -c {q(self.full_test_cmd())} < /dev/null 2>&1",
+            "rc=$?",
+            "elapsed=$SECONDS",
+            f"echo; echo {q(self.marker(END_TEST_OUTPUT))}",  # a killed run may end mid-line
+            f'if [ $rc -eq 124 ] || {{ [ $rc -eq 137 ] && [ $elapsed -ge {int(self.timeout)} ]; }}; then '
+            f"echo {q(self.marker(TESTS_TIMEOUT))}; fi",
+            f'echo "{TEST_EXIT_CODE} $rc {self.nonce}"',
+            'rm -rf "$W"',
+            "exit 0",
+        ]
+        return "\n".join(line for line in lines if line) + "\n"
+
+    def _revert_lines(self, named: list[str]) -> list[str]:
+        """Anti-tamper: put back every protected path the patch named or wrote."""
+        lines = [
+            # everything written since the stamp, plus what the patch names
+            'find . -path ./.git -prune -o -newer "$W/stamp" ! -type d -print0 > "$W/changed.list"',
+        ]
+        for p in named:
+            lines.append(f"printf '%s\\0' {shlex.quote('./' + p)} >> \"$W/changed.list\"")
+        protected_case = " | ".join(
+            [f"*/{n}" for n in INFRA_NAMES]
+            + ["*.pyc", "*.pyo", "*/test_*.py", "*_test.py", "*/tests.py"]
+            + [f"*/{d}/*" for d in TEST_DIRS]
+        )
+        lines += [
+            "tar -tf \"$W/backup.tar\" > \"$W/backup.names\" 2>/dev/null || : > \"$W/backup.names\"",
+            "reverted=0",
+            'while IFS= read -r -d "" p; do',
+            '  case "$p" in',
+            f"    {protected_case})",
+            '      rm -rf -- "$p"',
+            '      if grep -Fxq -- "$p" "$W/backup.names" || grep -Fxq -- "${p#./}" "$W/backup.names"; then',
+            '        tar -xf "$W/backup.tar" -- "$p" 2>/dev/null || tar -xf "$W/backup.tar" -- "${p#./}"',
+            "      fi",
+            '      echo "minisandbox: reverted protected path ${p#./}"; reverted=$((reverted+1));;',
+            "  esac",
+            'done < <(sort -zu "$W/changed.list")',
+        ]
+        return lines
+
+    def _reference_lines(self) -> list[str]:
+        lines: list[str] = []
+        q = shlex.quote
+        fail = f"{{ echo {q(self.marker(RESET_FAILED))} {{}}; exit 3; }}"
+        for path, content in sorted(self.reference_files.items()):
+            if path.startswith("/") or ".." in path.split("/"):
+                raise ValueError(f"reference file {path!r} is not a repo-relative path; fix the task's test list")
+            lines.append(f"rm -rf -- {q(path)}")
+            if content is None:
+                continue
+            parent = posixpath.dirname(path)
+            if parent:
+                lines.append(f"mkdir -p -- {q(parent)} || " + fail.replace("{}", q("mkdir " + parent)))
+            lines.append(_b64_file(q(path), content, on_error=fail.replace("{}", q("write " + path))))
+        return lines
+
+
+def _b64_file(target: str, content: bytes, on_error: str = "exit 3") -> str:
+    """A command that writes `content` to `target` from a base64 heredoc."""
+    data = base64.encodebytes(content).decode("ascii")
+    tag = "MS_EOF_" + secrets.token_hex(6)
+    return f"base64 -d > {target} <<'{tag}' || {on_error}\n{data}{tag}"

@@ -1,0 +1,424 @@
+"""Evaluate candidate patches: one fresh environment per evaluation, never the agent's.
+
+An `Executor` runs the generated eval script (`minisandbox.evalscript`) in a fresh copy of
+the task's environment and returns the output; grading (`minisandbox.grading`) turns the
+output into a SWE-bench report. Two executors exist:
+
+* `SandboxExecutor` - the production path: a new `minisandbox.sandbox` per evaluation,
+  built from the restored layers of the published store (`minisandbox.runtime.prepare`);
+* `HostVenvExecutor` - a plain venv on the host plus a fresh copy of the repo; no
+  isolation, used as the reference side of the fidelity comparison and where no
+  namespaces are available.
+
+`run_eval` evaluates a predictions file in parallel (a worker limit), writes a report per
+instance and a SWE-bench run summary, resumes from existing reports and prints progress.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Protocol
+
+from filelock import FileLock
+
+from .catalog import EnvSpec
+from .evalscript import (
+    EvalScript,
+    modified_and_new_files,
+    strip_conda_activation,
+    swebench_test_directives,
+    test_files_of,
+)
+from .grading import Reason, dumps, make_report, make_run_summary
+from .records import TaskRecord
+
+
+@dataclass
+class ExecResult:
+    """What one script run produced (stdout and stderr interleaved)."""
+
+    output: str
+    exit_code: int
+    timed_out: bool = False
+    seconds: float = 0.0
+
+
+class Executor(Protocol):
+    """Runs an eval script in a fresh environment holding one task's environment.
+
+    `prepares_task_state`: True when the environment already starts in the task's start
+    state (SWE-smith: bug applied, FAIL_TO_PASS test files removed); otherwise the script
+    sets it up from the clean snapshot first.
+    """
+
+    prepares_task_state: bool
+
+    def reference_dir(self, record: TaskRecord) -> Path:
+        """A host directory holding the clean snapshot (SWE-smith: the profile commit;
+        SWE-bench: the base commit): the reference test files are read from it."""
+        ...
+
+    def execute(self, record: TaskRecord, script: EvalScript, timeout: float) -> ExecResult:
+        """Run `script` (fill in repo_dir/prelude as this environment needs) in a fresh
+        environment; give up after `timeout` seconds (timed_out=True)."""
+        ...
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def _read_reference(ref: Path, rel: str) -> bytes | None:
+    path = ref / rel
+    if path.is_symlink() or not path.is_file():
+        return None
+    return path.read_bytes()
+
+
+def plan_script(
+    record: TaskRecord,
+    spec: EnvSpec,
+    patch: str | None,
+    reference: Path,
+    *,
+    reverse: bool = False,
+    setup_task_state: bool = False,
+) -> EvalScript:
+    """The eval script for `patch` on `record` (patch None: the task state, untouched).
+
+    SWE-smith/bundled: the reference test files are every file named by FAIL_TO_PASS and
+    PASS_TO_PASS, taken from the clean snapshot, and the test command runs those files.
+    SWE-bench: the files the test patch changes are reset to the base commit, files it
+    creates are removed, then the test patch is applied; the command runs its directives.
+    """
+    tests = list(record.fail_to_pass) + list(record.pass_to_pass)
+    script = EvalScript(test_cmd=spec.test_cmd, timeout=int(spec.timeout), patch=patch, reverse=reverse)
+    eval_commands = spec.extra.get("eval_commands") or []
+    if eval_commands:
+        script.prelude = "\n".join(str(c) for c in eval_commands)
+    if record.format == "swebench":
+        modified, new = modified_and_new_files(record.test_patch)
+        script.reference_files = {m: _read_reference(reference, m) for m in modified}
+        script.reference_files.update({n: None for n in new})
+        script.test_patch = record.test_patch
+        script.test_args = swebench_test_directives(record.test_patch, record.repo)
+    else:
+        files = test_files_of(tests)
+        script.reference_files = {f: _read_reference(reference, f) for f in files}
+        if tests and all("::" in t for t in tests):
+            script.test_args = files
+        if setup_task_state:
+            script.setup_patch = record.patch
+            script.setup_remove = test_files_of(list(record.fail_to_pass))
+    return script
+
+
+# --------------------------------------------------------------------------- one evaluation
+
+
+@dataclass
+class Evaluation:
+    """One graded run: the report, the raw output and the script that produced it."""
+
+    instance_id: str
+    report: dict[str, Any]
+    output: str
+    script: str
+    seconds: float
+
+    @property
+    def entry(self) -> dict[str, Any]:
+        return self.report[self.instance_id]
+
+    @property
+    def resolved(self) -> bool:
+        return bool(self.entry["resolved"])
+
+    @property
+    def reason(self) -> str:
+        return str(self.entry["reason"])
+
+    @property
+    def status_map(self) -> dict[str, str]:
+        return dict(self.entry.get("status_map") or {})
+
+
+def evaluate(
+    record: TaskRecord,
+    spec: EnvSpec,
+    patch: str | None,
+    executor: Executor,
+    *,
+    reverse: bool = False,
+    apply_patch: bool = True,
+) -> Evaluation:
+    """Evaluate `patch` for `record` in a fresh environment from `executor`.
+
+    `apply_patch=False` runs the task state itself (validation's "before" run; `patch`
+    is ignored). An empty or missing patch is reported without running anything.
+    """
+    iid = record.instance_id
+    if apply_patch and not (patch and patch.strip()):
+        rep = make_report(iid, patch, "", fail_to_pass=record.fail_to_pass, pass_to_pass=record.pass_to_pass,
+                          log_parser=spec.log_parser)
+        return Evaluation(iid, rep, "", "", 0.0)
+    t0 = time.monotonic()
+    try:
+        reference = executor.reference_dir(record)
+        script = plan_script(
+            record, spec, patch if apply_patch else None, reference, reverse=reverse,
+            setup_task_state=not executor.prepares_task_state,
+        )
+        # the script's own timeout guards the tests; this one guards set-up and a stuck sandbox
+        result = executor.execute(record, script, timeout=script.timeout + 120)
+        text = script.render()
+    except Exception as exc:  # a broken environment must not stop the other evaluations
+        rep = make_report(iid, patch, "", fail_to_pass=record.fail_to_pass, pass_to_pass=record.pass_to_pass,
+                          log_parser=spec.log_parser, error=f"{type(exc).__name__}: {exc}", apply_patch=apply_patch)
+        return Evaluation(iid, rep, "", "", time.monotonic() - t0)
+    rep = make_report(
+        iid, patch, result.output, fail_to_pass=record.fail_to_pass, pass_to_pass=record.pass_to_pass,
+        log_parser=spec.log_parser, nonce=script.nonce, timed_out=result.timed_out, apply_patch=apply_patch,
+    )
+    return Evaluation(iid, rep, result.output, text, time.monotonic() - t0)
+
+
+# --------------------------------------------------------------------------- host executor
+
+
+def _run_bash(script: str, *, cwd: str, env: dict[str, str], timeout: float) -> ExecResult:
+    """Run a bash script in its own process group; kill the whole group on overrun."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        ["/bin/bash", "-s"], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(script.encode(), timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        out, _ = proc.communicate()
+        timed_out = True
+    return ExecResult(out.decode(errors="replace"), proc.returncode, timed_out, time.monotonic() - t0)
+
+
+@dataclass
+class HostVenvExecutor:
+    """A plain venv on the host; each evaluation gets a fresh copy of the clean snapshot
+    at `testbed` (the path the venv's editable install points to), so evaluations of one
+    executor run one at a time. No isolation: the reference side of fidelity checks."""
+
+    snapshot: Path  # clean tree (profile commit / base commit), never modified
+    venv: Path
+    testbed: Path
+    prepares_task_state: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def reference_dir(self, record: TaskRecord) -> Path:
+        return self.snapshot
+
+    def execute(self, record: TaskRecord, script: EvalScript, timeout: float) -> ExecResult:
+        with self._lock:
+            if self.testbed.exists():
+                shutil.rmtree(self.testbed)
+            shutil.copytree(self.snapshot, self.testbed, symlinks=True)
+            script.repo_dir = str(self.testbed)
+            script.test_cmd = strip_conda_activation(script.test_cmd)
+            venv_bin = self.venv / "bin"
+            script.prelude = "\n".join(
+                x for x in (f'export VIRTUAL_ENV={self.venv} PATH="{venv_bin}:$PATH"', script.prelude) if x
+            )
+            env = {
+                "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
+                "HOME": os.environ.get("HOME", "/root"),
+                "LANG": "C.UTF-8",
+                "TMPDIR": tempfile.gettempdir(),
+                "PYTHONDONTWRITEBYTECODE": "1",
+            }
+            return _run_bash(script.render(), cwd=str(self.testbed), env=env, timeout=timeout)
+
+
+def make_host_venv(spec: EnvSpec, snapshot: Path, workdir: Path, *, log: Path | None = None) -> HostVenvExecutor:
+    """Build a plain host venv for `spec` the way the build does (uv venv --seed, exact
+    pins, the spec's install commands) against `workdir/testbed`; reuse it if present."""
+    from .interpreters import find_interpreter
+    from .resolve import uv_bin
+
+    workdir = Path(workdir)
+    venv, testbed = workdir / "venv", workdir / "testbed"
+    done = workdir / ".ready"
+    workdir.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(workdir / ".lock")):
+        if not done.exists():
+            shutil.rmtree(venv, ignore_errors=True)
+            shutil.rmtree(testbed, ignore_errors=True)
+            shutil.copytree(snapshot, testbed, symlinks=True)
+            interp = find_interpreter(spec.python)
+            uv = uv_bin()
+            lines = ["set -euo pipefail", f"{uv} venv --seed --python {interp.executable} {venv}",
+                     f"source {venv}/bin/activate",
+                     f"python -c 'import setuptools, wheel' 2>/dev/null || {uv} pip install --quiet setuptools wheel",
+                     f"cd {testbed}"]
+            lines += list(spec.pre_install)
+            if spec.requirements:
+                lines.append(f"{uv} pip install " + " ".join(f"'{r}'" for r in spec.requirements))
+            lines += list(spec.install)
+            env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", UV_NO_PROGRESS="1")
+            env.pop("VIRTUAL_ENV", None)
+            res = _run_bash("\n".join(lines) + "\n", cwd=str(testbed), env=env, timeout=1800)
+            if log is not None:
+                log.write_text(res.output)
+            if res.exit_code != 0:
+                tail = res.output.strip().splitlines()[-1:] or ["?"]
+                raise RuntimeError(f"host venv for {spec.name} failed (exit {res.exit_code}): {tail[0]}")
+            done.write_text("ok\n")
+    return HostVenvExecutor(snapshot=Path(snapshot), venv=venv, testbed=testbed)
+
+
+# --------------------------------------------------------------------------- batch evaluation
+
+
+def load_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
+    """SWE-bench predictions: JSONL (or a JSON list/dict) of `instance_id, model_patch,
+    model_name_or_path`. A later line for the same instance replaces an earlier one."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    items: list[Any]
+    if path.suffix == ".json":
+        data = json.loads(text)
+        items = list(data.values()) if isinstance(data, dict) else list(data)
+    else:
+        items = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    items.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{n}: invalid JSON ({exc.msg}); fix the predictions file") from None
+    out: dict[str, dict[str, Any]] = {}
+    for n, item in enumerate(items, 1):
+        if not isinstance(item, dict) or not isinstance(item.get("instance_id"), str):
+            raise ValueError(f"{path}: prediction {n} has no instance_id; expected SWE-bench predictions format")
+        item.setdefault("model_name_or_path", "model")
+        out[item["instance_id"]] = item
+    return out
+
+
+def _safe(name: str) -> str:
+    return name.replace("/", "__")
+
+
+def instance_dir(out: Path, model: str, instance_id: str) -> Path:
+    return out / _safe(model) / instance_id
+
+
+def read_existing_report(path: Path, instance_id: str) -> dict[str, Any] | None:
+    """A finished report from an earlier run (resume), or None if absent or unreadable."""
+    try:
+        rep = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    entry = rep.get(instance_id) if isinstance(rep, dict) else None
+    if not isinstance(entry, dict) or "resolved" not in entry or entry.get("reason") == Reason.ERROR.value:
+        return None  # errors are retried on resume
+    return rep
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@dataclass
+class EvalTarget:
+    """What `run_eval` needs per instance: the record, its spec and an executor."""
+
+    record: TaskRecord
+    spec: EnvSpec
+    executor: Executor
+
+
+def run_eval(
+    predictions: dict[str, dict[str, Any]],
+    targets: dict[str, EvalTarget | Exception],
+    out: Path,
+    *,
+    run_id: str = "minisandbox",
+    workers: int = 2,
+    resume: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[dict[str, Any], Path]:
+    """Evaluate every prediction whose instance has a target; returns (summary, its path).
+
+    Per instance `out/<model>/<instance_id>/` gets `report.json` (SWE-bench format plus
+    `reason`), `test_output.txt` and `eval.sh`. `targets[iid]` may be an exception (the
+    task or its environment could not be prepared): the instance is reported as an error.
+    """
+    out = Path(out)
+    progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    todo: list[str] = []
+    reports: dict[str, dict[str, Any] | None] = {}
+    for iid, pred in predictions.items():
+        if iid not in targets:
+            continue
+        d = instance_dir(out, pred["model_name_or_path"], iid)
+        existing = read_existing_report(d / "report.json", iid) if resume else None
+        if existing is not None:
+            reports[iid] = existing
+        else:
+            todo.append(iid)
+    total = len(todo)
+    if reports:
+        progress(f"resuming: {len(reports)} instance(s) already evaluated, {total} to go")
+    counter = {"done": 0, "resolved": 0}
+    lock = threading.Lock()
+
+    def one(iid: str) -> tuple[str, dict[str, Any] | None]:
+        pred = predictions[iid]
+        d = instance_dir(out, pred["model_name_or_path"], iid)
+        d.mkdir(parents=True, exist_ok=True)
+        target = targets[iid]
+        if isinstance(target, Exception):
+            rep = make_report(iid, pred.get("model_patch"), "", fail_to_pass=[], pass_to_pass=[],
+                              log_parser="pytest", error=str(target))
+            ev = Evaluation(iid, rep, "", "", 0.0)
+        else:
+            ev = evaluate(target.record, target.spec, pred.get("model_patch"), target.executor)
+        (d / "test_output.txt").write_text(ev.output, encoding="utf-8")
+        if ev.script:
+            (d / "eval.sh").write_text(ev.script, encoding="utf-8")
+        _write_atomic(d / "report.json", dumps(ev.report))
+        with lock:
+            counter["done"] += 1
+            counter["resolved"] += int(ev.resolved)
+            progress(f"[{counter['done']}/{total}] {iid}: {ev.reason} ({ev.seconds:.1f} s; "
+                     f"{counter['resolved']} resolved so far)")
+        return iid, ev.report
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for fut in as_completed([pool.submit(one, iid) for iid in todo]):
+            iid, rep = fut.result()
+            reports[iid] = rep
+    dataset = [iid for iid in targets]
+    summary = make_run_summary(dataset, {k: v for k, v in predictions.items() if k in targets}, reports)
+    models = sorted({p["model_name_or_path"] for p in predictions.values()}) or ["model"]
+    path = out / f"{_safe(models[0])}.{run_id}.json"
+    out.mkdir(parents=True, exist_ok=True)
+    _write_atomic(path, dumps(summary))
+    return summary, path
+
+
+def iter_records(records: Iterable[TaskRecord], ids: Iterable[str]) -> list[TaskRecord]:
+    wanted = set(ids)
+    return [r for r in records if r.instance_id in wanted]

@@ -1,0 +1,210 @@
+"""Evaluation end to end on a real local pytest project with the host-venv executor:
+the eval script really runs (git apply, patch, timeout, pytest), only the sandbox is
+replaced by a plain venv (the sandbox path is covered in tests/e2e/test_eval_sandbox.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from minisandbox.evalscript import (
+    EvalScript,
+    is_protected,
+    modified_and_new_files,
+    patch_paths,
+    strip_conda_activation,
+    swebench_test_directives,
+    test_files_of as files_of,
+)
+from minisandbox.evaluate import HostVenvExecutor, evaluate, load_predictions, plan_script, run_eval, EvalTarget
+
+
+@pytest.fixture
+def host(eval_project, tmp_path):
+    def make(snapshot=None):
+        return HostVenvExecutor(snapshot=snapshot or eval_project.clean, venv=eval_project.venv,
+                                testbed=tmp_path / "testbed")
+    return make
+
+
+def smith(eval_project, host, patch_name, *, record=None, **kw):
+    rec = record or eval_project.swesmith
+    patch = eval_project.patches[patch_name] if patch_name else None
+    return evaluate(rec, eval_project.spec, patch, host(), **kw)
+
+
+def test_gold_resolves_and_no_patch_does_not(eval_project, host):
+    ev = smith(eval_project, host, "gold")
+    assert ev.resolved and ev.reason == "resolved", ev.output
+    assert ev.status_map["tests/test_calc.py::test_add_cases[two [plus] two]"] == "PASSED"
+    before = smith(eval_project, host, None, apply_patch=False)
+    assert not before.resolved
+    assert before.entry["tests_status"]["FAIL_TO_PASS"]["failure"] == eval_project.swesmith.fail_to_pass
+    assert before.entry["tests_status"]["PASS_TO_PASS"]["failure"] == []
+    # SWE-smith gold is the reverse of the bug patch
+    rev = smith(eval_project, host, "bug", reverse=True)
+    assert rev.resolved, rev.output
+
+
+def test_patch_that_does_not_apply(eval_project, host):
+    ev = smith(eval_project, host, "not_applying")
+    assert not ev.resolved and ev.reason == "patch-apply-failed"
+    assert ev.entry["patch_successfully_applied"] is False
+
+
+def test_fuzzy_fallback_applies_all_or_nothing(eval_project, host):
+    ev = smith(eval_project, host, "gold_fuzzy")
+    assert ev.resolved, ev.output
+    assert "patch --batch" not in ev.output  # the command itself is not echoed ...
+    assert "Hunk #1 succeeded" in ev.output or "patching file calc.py" in ev.output  # ... GNU patch ran
+
+
+@pytest.mark.parametrize(
+    "name", ["conftest_plant", "tests_conftest_plant", "test_file_edit", "pyproject_plugin", "sitecustomize"]
+)
+def test_tampering_patches_are_not_rewarded(eval_project, host, name):
+    ev = smith(eval_project, host, name)
+    assert not ev.resolved, ev.output
+    assert ev.reason == "tests-failed"
+    assert "minisandbox: reverted protected path" in ev.output
+    fails = ev.entry["tests_status"]["FAIL_TO_PASS"]["failure"]
+    assert "tests/test_calc.py::test_add" in fails
+
+
+def test_tampering_does_not_work_without_the_guard(eval_project, host):
+    """The adversarial patches are real: with the anti-tamper step off they do force passes."""
+    rec, spec = eval_project.swesmith, eval_project.spec
+    ex = host()
+    for name in ("conftest_plant", "pyproject_plugin"):
+        script = plan_script(rec, spec, eval_project.patches[name], ex.reference_dir(rec), setup_task_state=True)
+        script.protect = False
+        res = ex.execute(rec, script, timeout=120)
+        from minisandbox.grading import make_report
+
+        rep = make_report(rec.instance_id, "x", res.output, fail_to_pass=rec.fail_to_pass,
+                          pass_to_pass=rec.pass_to_pass, log_parser="pytest", nonce=script.nonce)
+        assert rep[rec.instance_id]["resolved"] is True, (name, res.output)
+
+
+def test_legit_fix_with_an_extra_conftest_still_resolves(eval_project, host):
+    ev = smith(eval_project, host, "gold_plus_conftest")
+    assert ev.resolved, ev.output
+
+
+def test_breaking_a_p2p_test_is_not_resolved(eval_project, host):
+    ev = smith(eval_project, host, "break_p2p")
+    assert not ev.resolved and ev.reason == "tests-failed"
+    assert ev.entry["tests_status"]["PASS_TO_PASS"]["failure"] == ["tests/test_other.py::test_sub"]
+
+
+def test_hanging_test_times_out(eval_project, host):
+    spec = eval_project.spec.__class__(**{**eval_project.spec.to_dict(), "timeout": 3})
+    ev = evaluate(eval_project.swesmith, spec, eval_project.patches["hang"], host())
+    assert not ev.resolved and ev.reason == "timeout"
+    assert ev.seconds < 60
+
+
+def test_empty_f2p_list(eval_project, host):
+    rec = eval_project.record(fail_to_pass=[])
+    ev = evaluate(rec, eval_project.spec, eval_project.patches["gold"], host())
+    assert not ev.resolved and ev.reason == "empty-f2p"
+
+
+def test_empty_patch_is_not_run(eval_project, host):
+    ev = evaluate(eval_project.swesmith, eval_project.spec, "", host())
+    assert ev.reason == "empty-patch" and ev.output == ""
+
+
+def test_swebench_record_with_test_patch(eval_project, host):
+    rec = eval_project.swebench
+    ex = host(eval_project.buggy_base)
+    gold = evaluate(rec, eval_project.spec, rec.patch, ex)
+    assert gold.resolved, gold.output
+    none = evaluate(rec, eval_project.spec, None, ex, apply_patch=False)
+    assert not none.resolved and none.entry["tests_status"]["PASS_TO_PASS"]["failure"] == []
+    assert set(none.entry["tests_status"]["FAIL_TO_PASS"]["failure"]) == set(rec.fail_to_pass)
+    tamper = evaluate(rec, eval_project.spec, eval_project.patches["test_file_edit"], ex)
+    assert not tamper.resolved and tamper.reason == "tests-failed"
+
+
+def test_run_eval_parallel_resume_and_summary(eval_project, tmp_path):
+    rec = eval_project.swesmith
+    recs = {
+        "a": eval_project.record(instance_id="calc__calc.00000000.a__1"),
+        "b": eval_project.record(instance_id="calc__calc.00000000.b__2"),
+        "c": eval_project.record(instance_id="calc__calc.00000000.c__3"),
+    }
+    preds_file = tmp_path / "preds.jsonl"
+    lines = [
+        {"instance_id": recs["a"].instance_id, "model_patch": eval_project.patches["gold"], "model_name_or_path": "m/x"},
+        {"instance_id": recs["b"].instance_id, "model_patch": eval_project.patches["conftest_plant"],
+         "model_name_or_path": "m/x"},
+        {"instance_id": recs["c"].instance_id, "model_patch": "", "model_name_or_path": "m/x"},
+    ]
+    preds_file.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    preds = load_predictions(preds_file)
+    targets = {
+        r.instance_id: EvalTarget(r, eval_project.spec, HostVenvExecutor(
+            eval_project.clean, eval_project.venv, tmp_path / f"tb-{k}"))
+        for k, r in recs.items()
+    }
+    seen: list[str] = []
+    out = tmp_path / "out"
+    summary, path = run_eval(preds, targets, out, run_id="r1", workers=2, progress=seen.append)
+    assert path == out / "m__x.r1.json" and json.loads(path.read_text()) == summary
+    assert summary["resolved_ids"] == [recs["a"].instance_id]
+    assert summary["unresolved_ids"] == [recs["b"].instance_id]
+    assert summary["empty_patch_ids"] == [recs["c"].instance_id]
+    assert summary["reasons"] == {"empty-patch": 1, "resolved": 1, "tests-failed": 1}
+    assert len([s for s in seen if s.startswith("[")]) == 3
+    rep = json.loads((out / "m__x" / recs["a"].instance_id / "report.json").read_text())
+    assert rep[recs["a"].instance_id]["resolved"] is True
+    assert (out / "m__x" / recs["a"].instance_id / "eval.sh").exists()
+    # resume: nothing is run again
+    seen.clear()
+    summary2, _ = run_eval(preds, targets, out, run_id="r1", workers=2, progress=seen.append)
+    assert summary2 == summary
+    assert seen and seen[0].startswith("resuming: 3 instance(s)") and not any(s.startswith("[") for s in seen)
+    del rec
+
+
+# ---------------------------------------------------------------- pure helpers
+
+
+def test_patch_paths_and_new_files(eval_project):
+    p = eval_project.patches
+    assert patch_paths(p["conftest_plant"]) == ["conftest.py"]
+    assert modified_and_new_files(p["test_patch"]) == ([], ["tests/test_calc.py"])
+    assert modified_and_new_files(p["gold"]) == (["calc.py"], [])
+    rename = "diff --git a/x.py b/tests/conftest.py\nsimilarity index 100%\nrename from x.py\nrename to tests/conftest.py\n"
+    assert set(patch_paths(rename)) == {"x.py", "tests/conftest.py"}
+
+
+def test_is_protected():
+    for p in ("conftest.py", "a/b/conftest.py", "tests/helpers.py", "pkg/tests/data.json", "test_x.py",
+              "pkg/x_test.py", "setup.cfg", "tox.ini", "pytest.ini", "pyproject.toml", "sitecustomize.py",
+              "./conftest.py", "x/__pycache__/y.cpython-310.pyc", ".pytest.ini"):
+        assert is_protected(p), p
+    for p in ("calc.py", "django/test/testcases.py", "sympy/testing/pytest.py", "src/pkg/core.py", "testing.py"):
+        assert not is_protected(p), p
+
+
+def test_test_directives_and_files():
+    tp = "diff --git a/tests/test_a.py b/tests/test_a.py\ndiff --git a/tests/data.json b/tests/data.json\n"
+    assert swebench_test_directives(tp, "o/r") == ["tests/test_a.py"]
+    dj = "diff --git a/tests/admin_views/tests.py b/tests/admin_views/tests.py\n"
+    assert swebench_test_directives(dj, "django/django") == ["admin_views.tests"]
+    assert files_of(["a.py::t", "a.py::u[x y]", "b.py::C::t", "no_colons"]) == ["a.py", "b.py"]
+    assert strip_conda_activation(
+        "source /opt/miniconda3/bin/activate; conda activate testbed; pytest -x") == "pytest -x"
+
+
+def test_script_embeds_content_safely():
+    s = EvalScript(test_cmd="true", timeout=5, patch="EOF\n'EOF'\n$(rm -rf /)\n",
+                   reference_files={"tests/a b.py": b"x = '$(boom)'\n", "tests/gone.py": None})
+    text = s.render()
+    assert "$(rm -rf /)" not in text and "$(boom)" not in text  # all content is base64
+    assert f">>>>> Start Test Output {s.nonce}" in text
+    with pytest.raises(ValueError, match="not a repo-relative path"):
+        EvalScript(test_cmd="true", timeout=5, reference_files={"../x": b""}).render()
