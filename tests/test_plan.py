@@ -1,0 +1,91 @@
+"""Planning expands tasks into unique keys, reports unmatched tasks, and caches itself."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from minisandbox.catalog import Catalog
+from minisandbox.plan import build_plan, load_or_build_plan, write_key_specs
+from tests.fixtures.pipeline import BUG_PATCH, spec, task
+
+C1 = "a" * 40
+C2 = "b" * 40
+
+
+def _swebench(iid: str, base: str, version: str = "1.0") -> dict:
+    return {
+        "instance_id": iid, "repo": "acme/widget", "base_commit": base, "version": version,
+        "environment_setup_commit": C1, "patch": BUG_PATCH, "test_patch": "",
+        "FAIL_TO_PASS": json.dumps(["t::a"]), "PASS_TO_PASS": "[]",
+    }
+
+
+def _catalog(tmp: Path) -> Path:
+    specs = [
+        spec("acme__lib.aaaaaaaa", "https://example.invalid/acme/lib.git", C1),
+        {**spec("acme/widget@1.0", "https://example.invalid/acme/widget.git", C1), "commit": None, "kind": "swebench"},
+    ]
+    p = tmp / "cat.yaml"
+    p.write_text(yaml.safe_dump({"specs": specs}))
+    return p
+
+
+def _tasks(tmp: Path, records: list[dict]) -> Path:
+    p = tmp / "tasks.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return p
+
+
+def test_tasks_sharing_a_profile_share_one_env_and_repo(tmp_path):
+    recs = [task(f"acme__lib.aaaaaaaa.x__{i:08d}", "acme__lib.aaaaaaaa") for i in range(50)]
+    plan = build_plan([_tasks(tmp_path, recs)], Catalog.load([_catalog(tmp_path)]), tmp_path, tmp_path / "t.jsonl")
+    assert plan.n_tasks == 50 and len(plan.envs) == 1 and len(plan.repos) == 1 and len(plan.sources) == 1
+    lines = (tmp_path / "t.jsonl").read_text().splitlines()
+    assert len(lines) == 50 and len({json.loads(x)["env_key"] for x in lines}) == 1
+
+
+def test_swebench_tasks_share_env_but_not_snapshot(tmp_path):
+    recs = [_swebench("acme__widget-1", C1), _swebench("acme__widget-2", C2)]
+    plan = build_plan([_tasks(tmp_path, recs)], Catalog.load([_catalog(tmp_path)]), tmp_path, tmp_path / "t.jsonl")
+    assert len(plan.envs) == 1
+    # base commits C1 (== env setup commit) and C2: two snapshots
+    assert sorted(r["commit"] for r in plan.repos.values()) == [C1, C2]
+    (env,) = plan.envs.values()
+    assert plan.repos[env["repo_key"]]["commit"] == C1
+
+
+def test_task_without_spec_is_reported_not_dropped(tmp_path):
+    recs = [task("nope__x.12345678.a__00000001", "nope__x.12345678"), _swebench("acme__widget-9", C1, version="9.9")]
+    plan = build_plan([_tasks(tmp_path, recs)], Catalog.load([_catalog(tmp_path)]), tmp_path, tmp_path / "t.jsonl")
+    assert plan.n_tasks == 0
+    assert {(r["instance_id"], r["field"]) for r in plan.invalid} == {
+        ("nope__x.12345678.a__00000001", "repo"), ("acme__widget-9", "version"),
+    }
+    assert all("no environment spec" in r["error"] for r in plan.invalid)
+
+
+def test_plan_is_cached_by_input_content(tmp_path):
+    tasks = _tasks(tmp_path, [task("acme__lib.aaaaaaaa.x__00000001", "acme__lib.aaaaaaaa")])
+    cat = _catalog(tmp_path)
+    p1 = load_or_build_plan([tasks], [cat], tmp_path, tmp_path / "plans")
+    p2 = load_or_build_plan([tasks], [cat], tmp_path, tmp_path / "plans")
+    assert p1.tasks_file == p2.tasks_file
+    assert len(list((tmp_path / "plans").iterdir())) == 1
+    # a catalog change is a new plan
+    cat.write_text(cat.read_text().replace("python -m pip install -e .", "python -m pip install ."))
+    p3 = load_or_build_plan([tasks], [cat], tmp_path, tmp_path / "plans")
+    assert p3.tasks_file != p1.tasks_file and set(p3.envs) != set(p1.envs)
+
+
+def test_key_spec_files_are_write_once(tmp_path):
+    tasks = _tasks(tmp_path, [task("acme__lib.aaaaaaaa.x__00000001", "acme__lib.aaaaaaaa")])
+    plan = load_or_build_plan([tasks], [_catalog(tmp_path)], tmp_path, tmp_path / "plans")
+    write_key_specs(plan, tmp_path / "specs")
+    (env_file,) = (tmp_path / "specs" / "env").iterdir()
+    before = env_file.stat().st_mtime_ns
+    write_key_specs(plan, tmp_path / "specs")
+    assert env_file.stat().st_mtime_ns == before  # untouched: no spurious reruns
+    assert json.loads(env_file.read_text())["spec"]["name"] == "acme__lib.aaaaaaaa"
