@@ -30,6 +30,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 import uuid
 import zlib
 from pathlib import Path
@@ -408,5 +409,13 @@ def remove_tree(path: Path) -> None:
 
     if path.is_symlink() or path.is_file():
         path.unlink(missing_ok=True)
-    elif path.exists():
-        shutil.rmtree(path, onerror=onerror)
+        return
+    for attempt in range(5):  # a dying writer (orphaned tar) may still add entries briefly
+        try:
+            if path.exists():
+                shutil.rmtree(path, onerror=onerror)
+            return
+        except OSError:
+            if attempt == 4:
+                raise
+            time.sleep(0.1 * (attempt + 1))
