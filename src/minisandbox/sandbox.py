@@ -39,7 +39,7 @@ from minisandbox.limits import LimitGroup, Limits
 from minisandbox.paths import CONDA_ROOT, REPO_PATH, VENV_PATH
 
 DEFAULT_ENV = {
-    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "PATH": f"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:{CONDA_ROOT}/bin",
     "HOME": "/root",
     "LANG": "C.UTF-8",
     "LC_ALL": "C.UTF-8",

@@ -1,0 +1,230 @@
+"""minisandbox.sandbox: overlays over shared layers, one-shot commands, files, diff, shim,
+limits and clean close (real namespaces, as root; rootless variants are in
+tests/e2e/test_isolation.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from minisandbox import rootfs
+from minisandbox.interpreters import find_interpreter, interpreter_binds
+from minisandbox.limits import Limits
+from minisandbox.paths import VENV_PATH
+from minisandbox.sandbox import Layer, Sandbox
+
+pytestmark = pytest.mark.root
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+
+
+def make_repo(path: Path) -> Path:
+    """A real git repo with a tracked file, a .gitignore and one commit."""
+    path.mkdir(parents=True)
+    (path / "pkg").mkdir()
+    (path / "pkg" / "mod.py").write_text("def f():\n    return 1\n")
+    (path / ".gitignore").write_text("*.pyc\n__pycache__/\n")
+    env = {**os.environ, **GIT_ENV}
+    subprocess.run(["git", "init", "-q", str(path)], check=True, env=env)
+    subprocess.run(["git", "-C", str(path), "add", "-A"], check=True, env=env)
+    subprocess.run(["git", "-C", str(path), "commit", "-qm", "init"], check=True, env=env)
+    return path
+
+
+def tree_digest(path: Path) -> str:
+    """Digest of names, modes and contents of a tree (to prove it was not modified)."""
+    h = hashlib.sha256()
+    for root, dirs, files in sorted(os.walk(path)):
+        dirs.sort()
+        for name in sorted(files + dirs):
+            p = Path(root) / name
+            st = p.lstat()
+            h.update(f"{p.relative_to(path)} {st.st_mode} {st.st_size}\n".encode())
+            if p.is_file() and not p.is_symlink():
+                h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture
+def repo(as_root, tmp_path):
+    return make_repo(tmp_path / "repo")
+
+
+@pytest.mark.parametrize("copy", [False, True], ids=["overlay", "copy-fallback"])
+def test_writes_never_reach_the_shared_layer(repo, copy):
+    before = tree_digest(repo)
+    with Sandbox([Layer(str(repo), "/testbed")], copy_layers=copy) as sb:
+        assert sb.layer_methods == {"/testbed": "copy" if copy else "overlay"}
+        res = sb.execute("echo changed >> pkg/mod.py && rm .gitignore && mkdir new && echo x > new/f && git status --short")
+        assert res.returncode == 0, res.output
+        assert "M pkg/mod.py" in res.output and "?? new/" in res.output
+        assert sb.read_file("/testbed/pkg/mod.py").endswith(b"changed\n")
+    assert tree_digest(repo) == before
+
+
+def test_execute_output_exit_code_cwd_and_env(repo):
+    with Sandbox([Layer(str(repo), "/testbed")], env={"FOO": "bar"}) as sb:
+        res = sb.execute("pwd; echo $FOO; echo err >&2; exit 3")
+        assert (res.output, res.returncode, res.timed_out) == ("/testbed\nbar\nerr\n", 3, False)
+        assert sb.execute("pwd", cwd="/tmp").output == "/tmp\n"
+        assert sb.execute("kill -9 $$").returncode == -9
+        assert sb.execute("exec /nonexistent-binary").returncode == 127
+
+
+def test_timeout_kills_the_whole_tree(repo):
+    with Sandbox([Layer(str(repo), "/testbed")]) as sb:
+        start = time.monotonic()
+        res = sb.execute("(sleep 3; touch /tmp/child-survived) & sleep 30", timeout=0.5)
+        assert res.timed_out and res.returncode == -9
+        assert time.monotonic() - start < 5
+        time.sleep(3.5)
+        assert sb.execute("ls /tmp").output == ""
+        assert "sleep" not in sb.execute("ps ax -o comm").output
+
+
+def test_background_output_does_not_block(repo):
+    with Sandbox([Layer(str(repo), "/testbed")]) as sb:
+        start = time.monotonic()
+        res = sb.execute("sleep 20 & echo started")
+        assert res.output == "started\n" and res.returncode == 0
+        assert time.monotonic() - start < 2
+
+
+def test_files_upload_and_stdin(repo, tmp_path):
+    src = tmp_path / "upload"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "data.txt").write_text("payload\n")
+    (tmp_path / "single.sh").write_text("echo single\n")
+    (tmp_path / "single.sh").chmod(0o755)
+    with Sandbox([Layer(str(repo), "/testbed")]) as sb:
+        sb.write_file("/testbed/deep/dir/new.py", "x = 1\n")
+        assert sb.read_file("/testbed/deep/dir/new.py") == b"x = 1\n"
+        sb.upload(str(src), "/tmp/up")
+        assert sb.read_file("/tmp/up/sub/data.txt") == b"payload\n"
+        sb.upload(str(tmp_path / "single.sh"), "/tmp/single.sh")
+        assert sb.execute("/tmp/single.sh").output == "single\n"
+        assert sb.run(["cat"], input=b"from stdin").output == "from stdin"
+        with pytest.raises(OSError, match="/nope/file"):
+            sb.read_file("/nope/file")
+        with pytest.raises(OSError, match="Read-only file system"):
+            sb.write_file("/usr/evil", "x")
+    assert not os.path.exists("/usr/evil")
+
+
+def test_diff_since_start_includes_untracked_not_ignored(repo):
+    with Sandbox([Layer(str(repo), "/testbed")]) as sb:
+        assert sb.diff() == ""
+        sb.execute("sed -i 's/return 1/return 2/' pkg/mod.py; echo new > added.txt; touch pkg/mod.pyc")
+        d = sb.diff()
+        assert "-    return 1\n+    return 2" in d
+        assert "diff --git a/added.txt b/added.txt\nnew file mode 100644" in d
+        assert ".pyc" not in d
+        assert sb.execute("git status --short").output.splitlines() == [" M pkg/mod.py", "?? added.txt"]
+        # the patch applies to the original tree and reproduces the change
+        check = sb.execute("git stash -u -q && git apply --check - <<'EOF'\n" + d + "EOF\n")
+        assert check.returncode == 0, check.output
+
+
+def test_mark_start_moves_the_start_state(repo):
+    with Sandbox([Layer(str(repo), "/testbed")]) as sb:
+        sb.execute("echo 'BUG = True' >> pkg/mod.py")  # e.g. the task's bug patch
+        sb.mark_start()
+        assert sb.diff() == ""
+        sb.write_file("/testbed/fix.txt", "fix\n")
+        d = sb.diff()
+        assert "fix.txt" in d and "BUG" not in d
+
+
+def test_diff_without_git_dir(tmp_path, as_root):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "a.txt").write_text("a\n")
+    with Sandbox([Layer(str(plain), "/testbed")]) as sb:
+        sb.execute("echo b >> a.txt")
+        d = sb.diff()
+        assert "+b" in d and "a/a.txt" in d
+        assert not (plain / ".git").exists()
+
+
+@pytest.fixture(scope="module")
+def venv_layer(tmp_path_factory):
+    """A real venv built at the canonical path through rootfs.run (the build's way)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    interp = find_interpreter("3.10")
+    venv = tmp_path_factory.mktemp("venvlayer") / "venv"
+    venv.mkdir()
+    rc = rootfs.run([rootfs.Bind(str(venv), VENV_PATH, False), *interpreter_binds(interp.version, interp.prefix)],
+                    [interp.executable, "-m", "venv", "--without-pip", VENV_PATH], env={"PATH": "/usr/bin:/bin"})
+    assert rc == 0
+    return venv, interp
+
+
+def test_conda_activate_shim_runs_the_venv(repo, venv_layer):
+    venv, interp = venv_layer
+    with Sandbox([Layer(str(repo), "/testbed"), Layer(str(venv), VENV_PATH)],
+                 interpreter=(interp.version, interp.prefix)) as sb:
+        res = sb.execute("source /opt/miniconda3/bin/activate; conda activate testbed; "
+                         "python -c 'import sys; print(sys.prefix, sys.version_info[:2])'; "
+                         "echo $VIRTUAL_ENV $CONDA_DEFAULT_ENV; which python")
+        assert res.returncode == 0, res.output
+        assert res.output.splitlines() == [f"{VENV_PATH} (3, 10)", f"{VENV_PATH} testbed", f"{VENV_PATH}/bin/python"]
+        res = sb.execute("conda run -n testbed python -c 'import sys; print(sys.prefix)'")
+        assert res.output.strip() == VENV_PATH
+
+
+def test_limits_are_applied_and_reported(repo):
+    with Sandbox([Layer(str(repo), "/testbed")],
+                 limits=Limits(memory_bytes=512 << 20, pids=128, cpu_seconds=30, file_size_bytes=1 << 20)) as sb:
+        mode = sb.limits_mode
+        assert mode["cpu_seconds"].startswith("rlimit") and mode["file_size_bytes"].startswith("rlimit")
+        assert set(mode) == {"memory", "pids", "cpu_seconds", "file_size_bytes"}
+        out = sb.execute("ulimit -t; ulimit -f").output.split()
+        assert out == ["30", str((1 << 20) // 1024)]
+        big = sb.execute("head -c 2000000 /dev/zero > /tmp/big; echo $?; stat -c %s /tmp/big")
+        assert big.output.split()[-1] == str(1 << 20)
+        if mode["pids"].startswith("cgroup"):
+            cg = next(d for d in sb.limits.dirs if "/pids/" in d or "pids.max" in os.listdir(d))
+            assert Path(cg, "pids.max").read_text().strip() == "128"
+            dirs = list(sb.limits.dirs)
+    if mode["pids"].startswith("cgroup"):
+        assert not any(os.path.exists(d) for d in dirs)
+
+
+def _host_mounts() -> set[str]:
+    return {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
+
+
+def test_close_leaves_no_processes_mounts_or_dirs(repo, tmp_path):
+    mounts_before = _host_mounts()
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    sb = Sandbox([Layer(str(repo), "/testbed")], scratch_dir=str(scratch))
+    assert list(scratch.iterdir())  # on-disk upper layer
+    sb.execute("sleep 1000 & sleep 1001 &")
+    s = sb.session("x")
+    s.run("sleep 1002 &")
+    helper = sb._root.proc.pid
+    sb.close()
+    assert sb._root.proc.poll() is not None
+    time.sleep(0.1)
+    leftovers = [p for p in os.listdir("/proc") if p.isdigit() and Path(f"/proc/{p}/cmdline").exists()
+                 and any(x in Path(f"/proc/{p}/cmdline").read_bytes() for x in (b"sleep\x001000", b"sleep\x001001", b"sleep\x001002"))]
+    assert leftovers == []
+    assert not Path(f"/proc/{helper}").exists()
+    assert _host_mounts() == mounts_before
+    assert list(scratch.iterdir()) == []
+    with pytest.raises(rootfs.SandboxError, match="closed"):
+        sb.execute("true")
+
+
+def test_missing_layer_and_bad_interpreter_are_one_line_errors(tmp_path, as_root):
+    with pytest.raises(rootfs.SandboxError, match="restore the task's layers first"):
+        Sandbox([Layer(str(tmp_path / "missing"), "/testbed")])
+    with pytest.raises(LookupError, match="no CPython 3.1.99"):
+        Sandbox([], interpreter=("3.1.99", "/opt/python/3.1.99"))
