@@ -2,7 +2,8 @@
 
 A malformed record never stops the others: it becomes an `InvalidRecord` naming the
 file, the line (1-based; for JSON arrays and Parquet the record's position) and the
-field, and the run report lists it.
+field, and the run report lists it. A file that cannot be read at all (missing,
+unsupported type, not Parquet) is one `InvalidRecord` at line 0, field `<file>`.
 """
 
 from __future__ import annotations
