@@ -77,9 +77,10 @@ def test_tampering_does_not_work_without_the_guard(eval_project, host):
     rec, spec = eval_project.swesmith, eval_project.spec
     ex = host()
     for name in ("conftest_plant", "pyproject_plugin"):
-        script = plan_script(rec, spec, eval_project.patches[name], ex.reference_dir(rec), setup_task_state=True)
+        script = plan_script(rec, spec, eval_project.patches[name], eval_project.clean, setup_task_state=True)
         script.protect = False
-        res = ex.execute(rec, script, timeout=120)
+        with ex.open(rec) as env:
+            res = env.execute(script, timeout=120)
         from minisandbox.grading import make_report
 
         rep = make_report(rec.instance_id, "x", res.output, fail_to_pass=rec.fail_to_pass,

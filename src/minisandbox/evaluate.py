@@ -16,6 +16,7 @@ instance and a SWE-bench run summary, resumes from existing reports and prints p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -27,7 +28,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, ContextManager, Iterable, Iterator, Protocol
 
 from filelock import FileLock
 
@@ -53,24 +54,28 @@ class ExecResult:
     seconds: float = 0.0
 
 
+class Environment(Protocol):
+    """One fresh environment for one evaluation (opened by an `Executor`)."""
+
+    reference_dir: Path  # host dir with the clean snapshot (SWE-smith: profile commit; SWE-bench: base commit)
+
+    def execute(self, script: EvalScript, timeout: float) -> ExecResult:
+        """Run `script` (after filling in repo_dir/prelude as this environment needs);
+        give up after `timeout` seconds (timed_out=True)."""
+        ...
+
+
 class Executor(Protocol):
-    """Runs an eval script in a fresh environment holding one task's environment.
+    """Opens a fresh environment holding one task's repo and venv.
 
     `prepares_task_state`: True when the environment already starts in the task's start
-    state (SWE-smith: bug applied, FAIL_TO_PASS test files removed); otherwise the script
-    sets it up from the clean snapshot first.
+    state (SWE-smith: bug applied, FAIL_TO_PASS test files removed); otherwise the eval
+    script sets it up from the clean snapshot first.
     """
 
     prepares_task_state: bool
 
-    def reference_dir(self, record: TaskRecord) -> Path:
-        """A host directory holding the clean snapshot (SWE-smith: the profile commit;
-        SWE-bench: the base commit): the reference test files are read from it."""
-        ...
-
-    def execute(self, record: TaskRecord, script: EvalScript, timeout: float) -> ExecResult:
-        """Run `script` (fill in repo_dir/prelude as this environment needs) in a fresh
-        environment; give up after `timeout` seconds (timed_out=True)."""
+    def open(self, record: TaskRecord) -> ContextManager[Environment]:
         ...
 
 
@@ -111,6 +116,10 @@ def plan_script(
         script.reference_files.update({n: None for n in new})
         script.test_patch = record.test_patch
         script.test_args = swebench_test_directives(record.test_patch, record.repo)
+        # SWE-bench's own P2P tests live in the test patch's files; records whose lists
+        # name other files (e.g. labelled over the whole suite) get those files run too
+        if tests and all("::" in t for t in tests):
+            script.test_args += [f for f in test_files_of(tests) if f not in script.test_args]
     else:
         files = test_files_of(tests)
         script.reference_files = {f: _read_reference(reference, f) for f in files}
@@ -173,14 +182,14 @@ def evaluate(
         return Evaluation(iid, rep, "", "", 0.0)
     t0 = time.monotonic()
     try:
-        reference = executor.reference_dir(record)
-        script = plan_script(
-            record, spec, patch if apply_patch else None, reference, reverse=reverse,
-            setup_task_state=not executor.prepares_task_state,
-        )
-        # the script's own timeout guards the tests; this one guards set-up and a stuck sandbox
-        result = executor.execute(record, script, timeout=script.timeout + 120)
-        text = script.render()
+        with executor.open(record) as env:
+            script = plan_script(
+                record, spec, patch if apply_patch else None, env.reference_dir, reverse=reverse,
+                setup_task_state=not executor.prepares_task_state,
+            )
+            # the script's own timeout guards the tests; this one guards set-up and a stuck sandbox
+            result = env.execute(script, timeout=script.timeout + 120)
+            text = script.render()
     except Exception as exc:  # a broken environment must not stop the other evaluations
         rep = make_report(iid, patch, "", fail_to_pass=record.fail_to_pass, pass_to_pass=record.pass_to_pass,
                           log_parser=spec.log_parser, error=f"{type(exc).__name__}: {exc}", apply_patch=apply_patch)
@@ -213,6 +222,28 @@ def _run_bash(script: str, *, cwd: str, env: dict[str, str], timeout: float) -> 
 
 
 @dataclass
+class _HostEnv:
+    reference_dir: Path
+    venv: Path
+    testbed: Path
+
+    def execute(self, script: EvalScript, timeout: float) -> ExecResult:
+        script.repo_dir = str(self.testbed)
+        script.test_cmd = strip_conda_activation(script.test_cmd)
+        venv_bin = self.venv / "bin"
+        script.prelude = "\n".join(
+            x for x in (f'export VIRTUAL_ENV={self.venv} PATH="{venv_bin}:$PATH"', script.prelude) if x
+        )
+        env = {
+            "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": os.environ.get("HOME", "/root"),
+            "LANG": "C.UTF-8",
+            "TMPDIR": tempfile.gettempdir(),
+        }
+        return _run_bash(script.render(), cwd=str(self.testbed), env=env, timeout=timeout)
+
+
+@dataclass
 class HostVenvExecutor:
     """A plain venv on the host; each evaluation gets a fresh copy of the clean snapshot
     at `testbed` (the path the venv's editable install points to), so evaluations of one
@@ -224,28 +255,93 @@ class HostVenvExecutor:
     prepares_task_state: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def reference_dir(self, record: TaskRecord) -> Path:
-        return self.snapshot
-
-    def execute(self, record: TaskRecord, script: EvalScript, timeout: float) -> ExecResult:
+    @contextlib.contextmanager
+    def open(self, record: TaskRecord) -> Iterator[_HostEnv]:
         with self._lock:
             if self.testbed.exists():
                 shutil.rmtree(self.testbed)
             shutil.copytree(self.snapshot, self.testbed, symlinks=True)
-            script.repo_dir = str(self.testbed)
-            script.test_cmd = strip_conda_activation(script.test_cmd)
-            venv_bin = self.venv / "bin"
-            script.prelude = "\n".join(
-                x for x in (f'export VIRTUAL_ENV={self.venv} PATH="{venv_bin}:$PATH"', script.prelude) if x
-            )
-            env = {
-                "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
-                "HOME": os.environ.get("HOME", "/root"),
-                "LANG": "C.UTF-8",
-                "TMPDIR": tempfile.gettempdir(),
-                "PYTHONDONTWRITEBYTECODE": "1",
-            }
-            return _run_bash(script.render(), cwd=str(self.testbed), env=env, timeout=timeout)
+            yield _HostEnv(Path(self.snapshot), Path(self.venv), Path(self.testbed))
+
+
+# --------------------------------------------------------------------------- sandbox executor
+
+
+@dataclass
+class _SandboxEnv:
+    reference_dir: Path
+    layers: dict[str, Path]
+    interpreter: dict[str, str]
+    options: dict[str, Any]
+
+    def execute(self, script: EvalScript, timeout: float) -> ExecResult:
+        from .sandbox import Layer, Sandbox
+
+        layers = [Layer(str(path), mount) for mount, path in self.layers.items()]
+        interp = (self.interpreter["version"], self.interpreter["prefix"]) if self.interpreter else None
+        t0 = time.monotonic()
+        with Sandbox(layers, interpreter=interp, **self.options) as sb:
+            # the script goes in on stdin, so it is never a file a test could read
+            res = sb.run(["bash", "-s"], input=script.render().encode(), timeout=timeout)
+        return ExecResult(res.output, res.returncode, res.timed_out, time.monotonic() - t0)
+
+
+@dataclass
+class SandboxExecutor:
+    """A new `minisandbox.sandbox.Sandbox` per evaluation over the task's restored layers
+    (`minisandbox.runtime.prepare`: the store's index names the task's env and repo).
+    Network: none. `options` are SandboxConfig fields (limits=..., scratch_dir=...)."""
+
+    store: str | None = None
+    cache: Any = None  # minisandbox.cache.Cache
+    options: dict[str, Any] = field(default_factory=lambda: {"network": "none"})
+    prepares_task_state: bool = False
+
+    @contextlib.contextmanager
+    def open(self, record: TaskRecord) -> Iterator[_SandboxEnv]:
+        from .paths import REPO_PATH
+        from .runtime import prepare
+
+        with prepare(record.instance_id, self.store, cache=self.cache) as pt:
+            yield _SandboxEnv(Path(pt.layers[REPO_PATH]), dict(pt.layers), dict(pt.interpreter), dict(self.options))
+
+
+@dataclass
+class LayerExecutor:
+    """Like `SandboxExecutor`, for a known (env manifest, repo manifest) pair instead of an
+    index lookup: validation runs before the index is published."""
+
+    store: str
+    env_manifest: dict[str, Any]
+    repo_manifests: dict[str, dict[str, Any]]  # repo_key -> manifest
+    repo_key_of: dict[str, str]  # instance_id -> repo_key
+    cache: Any = None
+    options: dict[str, Any] = field(default_factory=lambda: {"network": "none"})
+    prepares_task_state: bool = False
+
+    @contextlib.contextmanager
+    def open(self, record: TaskRecord) -> Iterator[_SandboxEnv]:
+        from .cache import Artifact, Cache, Lease
+        from .paths import REPO_PATH, VENV_PATH
+        from .store import open_store
+
+        st = open_store(self.store)
+        cache = self.cache or Cache()
+        repo_m = self.repo_manifests[self.repo_key_of[record.instance_id]]
+        leases: list[Path] = []
+        layers: dict[str, Path] = {}
+        try:
+            for manifest, default in ((repo_m, REPO_PATH), (self.env_manifest, VENV_PATH)):
+                result, lease = cache.layer(st, Artifact.from_manifest(st, manifest), owner=record.instance_id)
+                leases.append(lease)
+                layers[manifest.get("mount_path") or default] = result.path
+            yield _SandboxEnv(Path(layers[REPO_PATH]), layers, dict(self.env_manifest.get("interpreter") or {}),
+                              dict(self.options))
+        finally:
+            Lease(leases).release()
+
+
+# --------------------------------------------------------------------------- host venv set-up
 
 
 def make_host_venv(spec: EnvSpec, snapshot: Path, workdir: Path, *, log: Path | None = None) -> HostVenvExecutor:
