@@ -13,7 +13,8 @@ script:
    bug; ERROR with the bug -> neither; P2P = passes at both, sampled to at most P2P_MAX);
 4. SWE-bench form: makes a base commit = main + bug + the test functions that catch it
    removed; `test_patch` restores them, `patch` (gold) fixes the source; F2P/P2P come
-   from running base+test_patch (before) and base+test_patch+patch (after);
+   from running the test patch's files (as the SWE-bench harness does) at base+test_patch
+   (before) and base+test_patch+patch (after);
 5. writes config/bundled/{repos.yaml,patches/,tasks.jsonl,tasks_swebench.jsonl,
    invalid_tasks.jsonl} and config/catalog/bundled.yaml.
 
@@ -259,9 +260,10 @@ def make_venv(project: Project, workdir: Path, venv: Path) -> None:
     )
 
 
-def run_suite(workdir: Path, venv: Path) -> dict[str, str]:
+def run_suite(workdir: Path, venv: Path, paths: list[str] = []) -> dict[str, str]:
+    """Run the suite (or only `paths`, as SWE-bench runs only the test patch's files)."""
     proc = subprocess.run(
-        [str(venv / "bin" / "pytest"), *PYTEST_ARGS], cwd=workdir, capture_output=True, text=True, timeout=600
+        [str(venv / "bin" / "pytest"), *PYTEST_ARGS, *paths], cwd=workdir, capture_output=True, text=True, timeout=600
     )
     results = parse_verbose(proc.stdout)
     if not results:
@@ -408,9 +410,10 @@ def swebench_tasks(project: Project, refs: dict[str, str], workdir: Path, venv: 
         test_patch = git(workdir, "diff", base, main, "--", *test_files, raw=True)
         reset(workdir, base)
         git(workdir, "apply", "-", input=test_patch.encode())
-        before = run_suite(workdir, venv)
+        # like the SWE-bench harness: only the test files the test patch touches are run
+        before = run_suite(workdir, venv, test_files)
         git(workdir, "apply", "-", input=patch.encode())
-        after = run_suite(workdir, venv)
+        after = run_suite(workdir, venv, test_files)
         f2p = sorted(t for t, s in after.items() if s == "PASSED" and before.get(t) in (None, "FAILED"))
         p2p = sorted(t for t, s in after.items() if s == "PASSED" and before.get(t) == "PASSED")
         if not f2p or not p2p:

@@ -274,3 +274,31 @@ def test_generator_removes_whole_test_functions(gen, tmp_path: Path) -> None:
     assert "test_p" not in left and "parametrize" not in left and "test_m" not in left
     assert "def test_keep" in left and "def test_other" in left
     compile(left, "t.py", "exec")
+
+
+@pytest.mark.slow
+def test_every_task_gold_resolves_and_task_state_does_not(
+    repos: dict[str, Path], catalog: Catalog, tmp_path: Path
+) -> None:
+    """The project's grader (minisandbox.evaluate, host venvs built like the pipeline's):
+    each bundled task is resolved by its gold patch and not by its untouched start state."""
+    if not shutil.which("uv"):
+        pytest.skip("needs uv")
+    from minisandbox.evaluate import evaluate, make_host_venv
+
+    failures = []
+    for rec in read_tasks([SWESMITH, SWEBENCH]).records:
+        spec = spec_for(catalog, rec)
+        commit = task_commit(spec, rec)
+        repo = _repo_for(repos, spec.source)
+        snap = tmp_path / "snap" / f"{repo.name}-{commit[:12]}"
+        if not snap.exists():
+            snap.mkdir(parents=True)
+            archive = subprocess.run(["git", "-C", str(repo), "archive", commit], capture_output=True, check=True)
+            subprocess.run(["tar", "-x", "-C", str(snap)], input=archive.stdout, check=True)
+        executor = make_host_venv(spec, snap, tmp_path / "venv" / f"{repo.name}-{spec.python}-{commit[:12]}")
+        gold = evaluate(rec, spec, rec.patch, executor, reverse=rec.format == "swesmith")
+        start = evaluate(rec, spec, None, executor, apply_patch=False)
+        if not gold.resolved or start.resolved:
+            failures.append(f"{rec.instance_id}: gold {gold.reason}, start state {start.reason}")
+    assert failures == []
