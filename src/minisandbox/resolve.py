@@ -1,9 +1,10 @@
 """Resolve an environment's dependency input to a fully pinned lock with uv.
 
-Exact pin lists (the SWE-smith official exports) are already a lock: they are kept as
-they are and installed with --no-deps, because re-resolving a frozen environment can
-only move it away from the reference image. Anything else goes through
-`uv pip compile` for the spec's interpreter version.
+Exact pin lists that are complete freezes (the SWE-smith official exports, the bundled
+specs) are already a lock: they are kept as they are and installed with --no-deps,
+because re-resolving a frozen environment can only move it away from the reference
+image. SWE-bench pin lists are partial (e.g. only `tox==...` for sphinx), so they and
+anything else go through `uv pip compile` for the spec's interpreter version.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def is_exact(requirements: tuple[str, ...] | list[str]) -> bool:
 def resolve(spec: EnvSpec, repo_dir: Path, log: Path) -> Lock:
     """Lock for `spec`; `repo_dir` is the build commit's snapshot (for requirements files)."""
     reqs = [r.strip() for r in spec.requirements if r.strip()]
-    if not spec.requirements_files and is_exact(reqs):
+    if spec.kind != "swebench" and not spec.requirements_files and is_exact(reqs):
         text = "".join(f"{r}\n" for r in sorted(reqs, key=str.lower))
         log.write_text(f"{len(reqs)} exact pins: kept as the lock (installed with --no-deps)\n")
         return Lock(text=text, no_deps=True)

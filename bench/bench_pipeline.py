@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Pipeline benchmark (issue 2): planning cost at SWE-smith scale, and the bundled build.
+
+Prints two tables:
+1. `snakemake -n` wall time and peak RSS for synthetic SWE-smith-shaped task sets
+   (5k and 50k tasks over the 133 real profiles; 50k tasks over 5k environments), cold
+   (plan cache empty: reads every record) and warm (cached plan), with the baseline
+   measured in the same run: the same 5k tasks planned as one Snakemake job per task.
+   Target: 50k tasks over 133 environments plans in <= 5 s.
+2. For the bundled set (run `snakemake --cores 2` first, or pass --build): build time
+   per environment and raw venv bytes vs packed bytes.
+
+Usage: python bench/bench_pipeline.py [--repeats 3] [--build] [--skip-baseline]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+from tabulate import tabulate
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from minisandbox.catalog import Catalog  # noqa: E402
+
+PATCH = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
+
+
+def synth_tasks(path: Path, n: int, profiles: list[str]) -> None:
+    with path.open("w") as fh:
+        for i in range(n):
+            prof = profiles[i % len(profiles)]
+            fh.write(json.dumps({
+                "instance_id": f"{prof}.bench__{i:08x}", "repo": f"swesmith/{prof}", "patch": PATCH,
+                "FAIL_TO_PASS": [f"tests/test_x.py::test_{i}"], "PASS_TO_PASS": ["tests/test_x.py::test_ok"],
+                "image_name": "", "problem_statement": "bench",
+            }) + "\n")
+
+
+def synth_catalog(path: Path, n_envs: int) -> list[str]:
+    specs = [{
+        "name": f"bench__repo{i}.{i:08x}", "kind": "swesmith", "source": f"https://example.invalid/bench/repo{i}.git",
+        "commit": f"{i:040x}", "python": "3.10", "requirements": ["pytest==8.3.3"],
+    } for i in range(n_envs)]
+    path.write_text(yaml.safe_dump({"specs": specs}))
+    return [s["name"] for s in specs]
+
+
+def dry_run(workdir: Path, tasks: Path, catalog: Path, *, snakefile: Path) -> tuple[float, float, int]:
+    """Wall seconds, peak RSS MB, number of planned jobs of one `snakemake -n`."""
+    cmd = [
+        sys.executable, "-m", "snakemake", "-n", "--snakefile", str(snakefile), "--directory", str(workdir),
+        "--cores", "1", "--quiet", "rules",
+        "--config", f"tasks={tasks}", f"catalog={catalog}", "store=store", "workdir=work", "bundled=false",
+    ]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"snakemake -n failed:\n{proc.stderr[-3000:]}")
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # high-water mark so far
+    total = 0
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "total" and parts[1].isdigit():
+            total = int(parts[1])
+    return wall, rss, total
+
+
+PER_TASK_SNAKEFILE = """
+import json
+TASKS = [json.loads(l)["instance_id"] for l in open(config["tasks"])]
+rule all:
+    input: expand("out/{t}.done", t=TASKS)
+rule per_task:
+    output: "out/{t}.done"
+    shell: "touch {output}"
+"""
+
+
+def planning_table(repeats: int, skip_baseline: bool) -> list[list]:
+    real = Catalog.load([ROOT / "config/catalog/swesmith.yaml"])
+    profiles = sorted(real.specs)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="msb-bench-") as tmp:
+        tmp = Path(tmp)
+        synth_cat = tmp / "synth.yaml"
+        synth_names = synth_catalog(synth_cat, 5000)
+        cases = [
+            ("5k tasks / 133 envs", 5000, profiles, ROOT / "config/catalog/swesmith.yaml"),
+            ("50k tasks / 133 envs", 50000, profiles, ROOT / "config/catalog/swesmith.yaml"),
+            ("50k tasks / 5k envs", 50000, synth_names, synth_cat),
+        ]
+        baseline_5k = None
+        if not skip_baseline:
+            sf = tmp / "PerTask.smk"
+            sf.write_text(PER_TASK_SNAKEFILE)
+            tasks = tmp / "base5k.jsonl"
+            synth_tasks(tasks, 5000, profiles)
+            walls = []
+            for r in range(repeats):
+                wd = tmp / f"base-{r}"
+                wd.mkdir()
+                cmd = [sys.executable, "-m", "snakemake", "-n", "-s", str(sf), "-d", str(wd), "--cores", "1",
+                       "--quiet", "rules", "--config", f"tasks={tasks}"]
+                t0 = time.perf_counter()
+                subprocess.run(cmd, capture_output=True, check=True)
+                walls.append(time.perf_counter() - t0)
+            baseline_5k = statistics.median(walls)
+            rows.append(["baseline: 5k tasks, one job per task", "-", f"{baseline_5k:.2f}", "-", "-", "5001", "1.00"])
+        for name, n, profs, cat in cases:
+            tasks = tmp / f"{n}-{len(profs)}.jsonl"
+            synth_tasks(tasks, n, profs)
+            cold, warm, rss, jobs = [], [], 0.0, 0
+            for r in range(repeats):
+                wd = tmp / f"wd-{n}-{len(profs)}-{r}"
+                wd.mkdir()
+                w, m, jobs = dry_run(wd, tasks, cat, snakefile=ROOT / "Snakefile")
+                cold.append(w)
+                w2, m2, _ = dry_run(wd, tasks, cat, snakefile=ROOT / "Snakefile")
+                warm.append(w2)
+                rss = max(rss, m, m2)
+            ratio = f"{baseline_5k / statistics.median(cold):.1f}x faster" if baseline_5k and n == 5000 else "-"
+            rows.append([name, len(profs), f"{statistics.median(cold):.2f}", f"{statistics.median(warm):.2f}",
+                         f"{rss:.0f}", jobs, ratio])
+    return rows
+
+
+def bundled_table(build: bool) -> list[list]:
+    if build:
+        subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "-F", "--quiet"], cwd=ROOT, check=True)
+    report = ROOT / "results/store/index/catalog.json"
+    if not report.exists():
+        return []
+    cat = json.loads(report.read_text())
+    rows = []
+    for key, e in sorted(cat["envs"].items()):
+        if e["status"] != "ok":
+            continue
+        m = e["manifest"]
+        log = ROOT / "results/work/logs/build" / f"{key}.log"
+        secs = "-"
+        bench_file = ROOT / ".snakemake"  # build seconds come from the status file timestamps
+        status = ROOT / "results/work/envs" / f"{key}.status.json"
+        lock = ROOT / "results/work/locks" / f"{key}.json"
+        if status.exists() and lock.exists():
+            secs = f"{status.stat().st_mtime - lock.stat().st_mtime:.1f}"
+        del log, bench_file
+        rows.append([e["spec_name"], secs, f"{m['raw_bytes'] / 1e6:.1f}", f"{m['size'] / 1e6:.1f}",
+                     f"{m['raw_bytes'] / max(m['size'], 1):.1f}x", m["files"]])
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--build", action="store_true", help="rebuild the bundled set first (-F)")
+    ap.add_argument("--skip-baseline", action="store_true")
+    ap.add_argument("--skip-planning", action="store_true")
+    a = ap.parse_args()
+    if not a.skip_planning:
+        rows = planning_table(a.repeats, a.skip_baseline)
+        print(f"\nPlanning (`snakemake -n`, median of {a.repeats}; target: 50k/133 <= 5 s cold)")
+        print(tabulate(rows, headers=["task set", "envs", "cold s", "warm s", "peak RSS MB", "jobs", "vs baseline"]))
+    rows = bundled_table(a.build)
+    if rows:
+        print("\nBundled set: build time (resolve done -> build done) and packing")
+        print(tabulate(rows, headers=["environment", "build s", "raw MB", "packed MB", "ratio", "files"]))
+    else:
+        print("\n(no bundled store at results/store: run `snakemake --cores 2` or pass --build)")
+
+
+if __name__ == "__main__":
+    main()

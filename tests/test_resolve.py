@@ -1,0 +1,34 @@
+"""Locks: complete freezes are kept verbatim; partial pins are resolved by uv."""
+
+from __future__ import annotations
+
+import pytest
+
+from minisandbox.catalog import EnvSpec
+from minisandbox.resolve import ResolveError, is_exact, resolve
+
+
+def _spec(**kw) -> EnvSpec:
+    base = dict(name="x", kind="swesmith", source="s", commit="c" * 40, python="3.11",
+                requirements=("pytest==8.3.3", "pluggy==1.5.0"))
+    base.update(kw)
+    return EnvSpec.from_dict(base)
+
+
+def test_exact_freeze_is_the_lock(tmp_path):
+    lock = resolve(_spec(), tmp_path, tmp_path / "log")
+    assert lock.no_deps and lock.text == "pluggy==1.5.0\npytest==8.3.3\n"
+    assert is_exact(["a==1", "b[x]==2.0"]) and not is_exact(["a>=1"])
+
+
+@pytest.mark.slow
+def test_partial_pins_are_resolved_with_uv(tmp_path):
+    """SWE-bench pin lists are partial: uv must add the dependencies (needs PyPI)."""
+    lock = resolve(_spec(kind="swebench", requirements=("pytest==8.3.3",)), tmp_path, tmp_path / "log")
+    names = {line.split("==")[0].lower() for line in lock.text.splitlines() if "==" in line}
+    assert {"pytest", "pluggy", "iniconfig", "packaging"} <= names
+
+
+def test_missing_requirements_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ResolveError, match="requirements.txt not found"):
+        resolve(_spec(requirements_files=("requirements.txt",)), tmp_path, tmp_path / "log")
