@@ -10,7 +10,7 @@ from minisandbox.resolve import ResolveError, is_exact, resolve
 
 def _spec(**kw) -> EnvSpec:
     base = dict(name="x", kind="swesmith", source="s", commit="c" * 40, python="3.11",
-                requirements=("pytest==8.3.3", "pluggy==1.5.0"))
+                requirements=["pytest==8.3.3", "pluggy==1.5.0"])
     base.update(kw)
     return EnvSpec.from_dict(base)
 
@@ -24,11 +24,11 @@ def test_exact_freeze_is_the_lock(tmp_path):
 @pytest.mark.slow
 def test_partial_pins_are_resolved_with_uv(tmp_path):
     """SWE-bench pin lists are partial: uv must add the dependencies (needs PyPI)."""
-    lock = resolve(_spec(kind="swebench", requirements=("pytest==8.3.3",)), tmp_path, tmp_path / "log")
+    lock = resolve(_spec(kind="swebench", requirements=["pytest==8.3.3"]), tmp_path, tmp_path / "log")
     names = {line.split("==")[0].lower() for line in lock.text.splitlines() if "==" in line}
     assert {"pytest", "pluggy", "iniconfig", "packaging"} <= names
 
 
 def test_missing_requirements_file_is_a_clear_error(tmp_path):
     with pytest.raises(ResolveError, match="requirements.txt not found"):
-        resolve(_spec(requirements_files=("requirements.txt",)), tmp_path, tmp_path / "log")
+        resolve(_spec(requirements_files=["requirements.txt"]), tmp_path, tmp_path / "log")
