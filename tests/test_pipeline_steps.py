@@ -1,0 +1,66 @@
+"""Pipeline steps: failures flow downstream as results; concurrent publishers never
+corrupt an artifact."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+from pathlib import Path
+
+from minisandbox import pipeline
+from minisandbox.pack import file_digest
+from minisandbox.stage import StageStatus, read_status, write_status
+
+
+def _tree(root: Path) -> Path:
+    (root / "pkg").mkdir(parents=True)
+    for i in range(50):
+        (root / "pkg" / f"m{i}.py").write_text(f"X = {i}\n" * 200)
+    return root
+
+
+def _spec_file(tmp: Path) -> Path:
+    p = tmp / "spec.json"
+    p.write_text(json.dumps({"key": "repo-x-1", "source": "s", "commit": "c" * 40, "source_id": "x"}))
+    return p
+
+
+def test_failure_flows_to_publish_and_log_is_published(tmp_path):
+    up = tmp_path / "build.json"
+    log = tmp_path / "build.log"
+    log.write_text("pip says no\n")
+    write_status(up, StageStatus(ok=False, stage="build", key="env-x", error="build: exit 3", log=str(log)))
+    archive = tmp_path / "a.tar.zst"
+    st = pipeline.step_pack("env-x", tmp_path / "nonexistent", up, archive, tmp_path / "pack.json", "tar.zst", 3)
+    assert not st.ok and st.error == "build: exit 3" and archive.read_bytes() == b""
+    m = pipeline.step_checksum("env", _spec_file(tmp_path), archive, tmp_path / "pack.json", up, tmp_path / "m.json")
+    assert not m.ok and m.error == "build: exit 3"
+    store = tmp_path / "store"
+    r = pipeline.step_publish(str(store), "env", "env-x", tmp_path / "m.json", archive, log, tmp_path / "r.json")
+    assert r.ok and r.data["status"] == "failed" and r.data["error"] == "build: exit 3"
+    assert (store / "logs/env/env-x.log").read_text() == "pip says no\n"
+    assert not (store / "artifacts").exists()  # nothing of a failed build is published
+
+
+def _publish(args: tuple[str, str, str, str]) -> str:
+    store, manifest, archive, receipt = args
+    st = pipeline.step_publish(store, "repo", "repo-x-1", Path(manifest), Path(archive), None, Path(receipt))
+    return st.data.get("status", st.error or "")
+
+
+def test_concurrent_publishers_of_one_key(tmp_path):
+    tree = _tree(tmp_path / "tree")
+    up = tmp_path / "snap.json"
+    write_status(up, StageStatus(ok=True, stage="snapshot", key="repo-x-1", data={"snapshot_commit": "d" * 40}))
+    archive = tmp_path / "a.tar.zst"
+    assert pipeline.step_pack("repo-x-1", tree, up, archive, tmp_path / "pack.json", "tar.zst", 3).ok
+    assert pipeline.step_checksum("repo", _spec_file(tmp_path), archive, tmp_path / "pack.json", up, tmp_path / "m.json").ok
+    store = tmp_path / "store"
+    jobs = [(str(store), str(tmp_path / "m.json"), str(archive), str(tmp_path / f"r{i}.json")) for i in range(6)]
+    with mp.get_context("spawn").Pool(6) as pool:
+        results = pool.map(_publish, jobs)
+    assert results == ["ok"] * 6
+    manifest = read_status(tmp_path / "m.json").data
+    published = store / "artifacts/repo" / manifest["artifact"]
+    assert file_digest(published) == (manifest["sha256"], manifest["size"])
+    assert not [p for p in store.rglob("*") if ".tmp" in p.name]
