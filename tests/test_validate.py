@@ -1,0 +1,82 @@
+"""Validation statuses: pure classification plus real before/gold runs on the host venv."""
+
+from __future__ import annotations
+
+import json
+
+from minisandbox.evaluate import Evaluation, HostVenvExecutor
+from minisandbox.records import TaskRecord
+from minisandbox.validate import STATUSES, classify, validate_env, validated_ids, write_result
+
+REC = TaskRecord(instance_id="x__y.1.a__b", format="swesmith", repo="swesmith/x__y.1", patch="diff --git a/a b/a\n",
+                 fail_to_pass=["t.py::f"], pass_to_pass=["t.py::p"])
+
+
+def ev(reason: str, sm: dict[str, str], **extra) -> Evaluation:
+    entry = {"resolved": reason == "resolved", "reason": reason, "status_map": sm, **extra}
+    return Evaluation(REC.instance_id, {REC.instance_id: entry}, "", "", 0.1)
+
+
+GOOD_BEFORE = {"t.py::f": "FAILED", "t.py::p": "PASSED"}
+GOOD_GOLD = {"t.py::f": "PASSED", "t.py::p": "PASSED"}
+
+
+def status(before, gold, rec=REC):
+    return classify(rec, before, gold)
+
+
+def test_valid():
+    r = status([ev("tests-failed", GOOD_BEFORE)], [ev("resolved", GOOD_GOLD)])
+    assert r["status"] == "valid" and r["detail"] == {} and len(r["runs"]) == 2
+
+
+def test_env_broken_names_the_tests():
+    r = status([ev("tests-failed", {"t.py::f": "PASSED", "t.py::p": "PASSED"})], [ev("resolved", GOOD_GOLD)])
+    assert r["status"] == "env-broken" and r["detail"] == {"f2p_passing_without_patch": ["t.py::f"]}
+    r = status([ev("tests-failed", {"t.py::f": "FAILED", "t.py::p": "ERROR"})], [ev("resolved", GOOD_GOLD)])
+    assert r["detail"] == {"p2p_failing_without_patch": ["t.py::p"]}
+    r = status([ev("tests-failed", GOOD_BEFORE)], [ev("tests-failed", {"t.py::f": "FAILED", "t.py::p": "PASSED"})])
+    assert r["status"] == "env-broken" and r["detail"] == {"f2p_failing_with_gold": ["t.py::f"]}
+    r = status([ev("tests-failed", GOOD_BEFORE)], [ev("patch-apply-failed", {})])
+    assert r["status"] == "env-broken" and "does not apply" in r["reason"]
+    r = status([ev("error", {}, error="no such layer")], [ev("resolved", GOOD_GOLD)])
+    assert r["status"] == "env-broken" and "no such layer" in r["reason"]
+
+
+def test_empty_f2p_is_env_broken():
+    rec = TaskRecord(**{**REC.to_dict(), "fail_to_pass": []})
+    assert status([ev("tests-failed", GOOD_BEFORE)], [ev("empty-f2p", GOOD_GOLD)], rec)["reason"] == "empty-f2p"
+
+
+def test_timeout_and_flaky():
+    r = status([ev("timeout", {})], [ev("resolved", GOOD_GOLD)])
+    assert r["status"] == "timeout"
+    flip = {"t.py::f": "PASSED", "t.py::p": "FAILED"}
+    r = status([ev("tests-failed", GOOD_BEFORE)] * 2, [ev("resolved", GOOD_GOLD), ev("tests-failed", flip)])
+    assert r["status"] == "flaky" and r["detail"]["flaky_tests"] == ["t.py::p"]
+
+
+def test_validate_env_on_real_runs(eval_project, tmp_path):
+    ex = HostVenvExecutor(eval_project.clean, eval_project.venv, tmp_path / "tb")
+    good = eval_project.swesmith
+    broken = eval_project.record(instance_id="calc__calc.00000000.wrong__1",
+                                 fail_to_pass=good.fail_to_pass + ["tests/test_other.py::test_sub"])
+    empty = eval_project.record(instance_id="calc__calc.00000000.empty__1", fail_to_pass=[])
+    res = validate_env("env-calc", eval_project.spec, [good, broken, empty], ex, repeats=2, workers=2,
+                       log_dir=tmp_path / "logs")
+    assert res.tasks[good.instance_id]["status"] == "valid", res.tasks[good.instance_id]
+    b = res.tasks[broken.instance_id]
+    assert b["status"] == "env-broken" and b["detail"] == {"f2p_passing_without_patch": ["tests/test_other.py::test_sub"]}
+    assert res.tasks[empty.instance_id]["status"] == "env-broken"
+    runs = res.tasks[good.instance_id]["runs"]
+    assert [r["phase"] for r in runs] == ["before", "before", "gold", "gold"]
+    assert "Start Test Output" in open(runs[2]["log"]).read()
+    out = tmp_path / "v" / "env-calc.json"
+    write_result(res, out)
+    data = json.loads(out.read_text())
+    assert data["counts"] == {"valid": 1, "env-broken": 2, "flaky": 0, "timeout": 0}
+    assert set(data["counts"]) == set(STATUSES)
+    assert validated_ids([out]) == [good.instance_id] == data["valid_ids"]
+    # an environment that failed to build: nothing runs, every task is env-broken
+    res = validate_env("env-calc", eval_project.spec, [good], None, env_error="build failed")
+    assert res.tasks[good.instance_id]["status"] == "env-broken" and "build failed" in res.tasks[good.instance_id]["reason"]

@@ -1,0 +1,35 @@
+# validate: one job per environment (never per task). For every task of the environment,
+# in fresh sandboxes over the published layers: no patch -> F2P fail, P2P pass; gold patch
+# -> all pass. Writes per-task statuses (valid, env-broken, flaky, timeout) that the index
+# rule merges, run logs, and the list of valid tasks. See docs/grading.md.
+
+
+rule validate:
+    input:
+        plan=PLAN_FILE,
+        env=f"{W}/published/env/{{env_key}}.json",
+        # SWE-bench tasks of one env start from several base commits: wait for all repos
+        repos=expand(f"{W}/published/repo/{{key}}.json", key=REPO_KEYS),
+    output:
+        f"{W}/validation/{{env_key}}.json",
+    params:
+        store=STORE,
+        logs=lambda wc: f"{W}/validation/logs/{wc.env_key}",
+        repeats=config["validate_repeats"],
+    threads: 2
+    shell:
+        "minisandbox validate --plan {input.plan} --env-key {wildcards.env_key} --receipts {W}/published"
+        " --store {params.store} --out {output} --logs {params.logs} --repeats {params.repeats}"
+        " --workers {threads}"
+
+
+rule validated_tasks:
+    input:
+        plan=PLAN_FILE,
+        validation=expand(f"{W}/validation/{{key}}.json", key=ENV_KEYS),
+    output:
+        "results/validated_tasks.jsonl",
+    params:
+        tasks=PLAN.tasks_file,
+    shell:
+        "minisandbox validated-tasks --validation {input.validation} --tasks {params.tasks} --out {output}"
