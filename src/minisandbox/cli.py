@@ -10,6 +10,7 @@ import sys
 COMMAND_MODULES = [
     "minisandbox.cli_pipeline",  # plan, mirror, snapshot, resolve, build, pack, checksum, publish, index
     "minisandbox.cli_runtime",  # fetch, cache ls|gc
+    "minisandbox.cli_eval",  # eval, validate, validated-tasks
 ]
 
 
