@@ -81,6 +81,7 @@ def build_plan(task_files: Iterable[str | Path], catalog: Catalog, workdir: Path
     plan = Plan(invalid=[r.to_dict() for r in ingested.invalid], tasks_file=str(tasks_out))
     tasks_out.parent.mkdir(parents=True, exist_ok=True)
     tmp = tasks_out.with_name(tasks_out.name + f".tmp{os.getpid()}")
+    env_keys: dict[tuple[str, str | None], str] = {}  # hashing a spec once, not once per task
     with tmp.open("w") as out:
         for rec in ingested.records:
             try:
@@ -100,7 +101,7 @@ def build_plan(task_files: Iterable[str | Path], catalog: Catalog, workdir: Path
             commit = task_commit(spec, rec)
             rkey = repo_key(spec.source, commit)
             plan.repos.setdefault(rkey, {"source": src, "source_id": sid, "commit": commit})
-            ekey = env_key(spec)
+            ekey = env_keys.get((spec.name, spec.commit)) or env_keys.setdefault((spec.name, spec.commit), env_key(spec))
             if ekey not in plan.envs:
                 plan.envs[ekey] = {
                     "spec": spec.to_dict(),

@@ -54,7 +54,8 @@ class TaskRecord:
         return self.repo.split("/", 1)[1] if "/" in self.repo else self.repo
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Shallow on purpose: dataclasses.asdict deep-copies and dominated 50k-task planning.
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TaskRecord":
