@@ -318,3 +318,82 @@ def _b64_file(target: str, content: bytes, on_error: str = "exit 3") -> str:
     data = base64.encodebytes(content).decode("ascii")
     tag = "MS_EOF_" + secrets.token_hex(6)
     return f"base64 -d > {target} <<'{tag}' || {on_error}\n{data}{tag}"
+
+
+_HUNK = re.compile(r"^@@ -(\d+(?:,\d+)?) \+(\d+(?:,\d+)?) @@(.*)$")
+
+
+def reverse_patch(patch: str) -> str:
+    """The inverse of a unified/git diff as text (what `git apply -R` applies), so a
+    SWE-smith gold patch (the bug reversed) can be written as a plain prediction."""
+    out: list[str] = []
+    lines = patch.splitlines(keepends=True)
+    minus: list[str] = []  # pending change block: removed lines first, then added ones
+    plus: list[str] = []
+    last: list[str] | None = None
+
+    def flush() -> None:
+        nonlocal last
+        out.extend(minus)
+        out.extend(plus)
+        minus.clear()
+        plus.clear()
+        last = None
+
+    i = 0
+    in_hunk = False
+    while i < len(lines):
+        line = lines[i]
+        body = line.rstrip("\n")
+        nl = line[len(body):]
+        if in_hunk and body[:1] == "+":
+            minus.append("-" + line[1:])
+            last = minus
+        elif in_hunk and body[:1] == "-" and not (body.startswith("--- ") and i + 1 < len(lines)
+                                                  and lines[i + 1].startswith("+++ ")):
+            plus.append("+" + line[1:])
+            last = plus
+        elif in_hunk and body[:1] == "\\" and last is not None:
+            last.append(line)  # "\ No newline at end of file" stays with its line
+        elif in_hunk and body[:1] in (" ", "\\") or (in_hunk and body == ""):
+            flush()
+            out.append(line)
+        else:
+            flush()
+            in_hunk = False
+            if body.startswith("diff --git "):
+                m = _DIFF_GIT.match(body)
+                out.append(f"diff --git a/{m.group(2)} b/{m.group(1)}{nl}" if m else line)
+            elif body.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+                nxt = lines[i + 1]
+                old, new = body[4:], nxt.rstrip("\n")[4:]
+
+                def side(path: str, prefix: str) -> str:
+                    if path.startswith(("a/", "b/")):
+                        return prefix + path[2:]
+                    return path
+
+                out.append(f"--- {side(new, 'a/')}{nl}")
+                out.append(f"+++ {side(old, 'b/')}{nxt[len(nxt.rstrip(chr(10))):]}")
+                i += 1
+            elif body.startswith("@@ "):
+                m = _HUNK.match(body)
+                out.append(f"@@ -{m.group(2)} +{m.group(1)} @@{m.group(3)}{nl}" if m else line)
+                in_hunk = bool(m)
+            else:
+                for a, b in (("new file mode ", "deleted file mode "), ("rename from ", "rename to "),
+                             ("copy from ", "copy to "), ("old mode ", "new mode ")):
+                    if body.startswith(a):
+                        line = b + line[len(a):]
+                        break
+                    if body.startswith(b):
+                        line = a + line[len(b):]
+                        break
+                else:
+                    m = re.match(r"^index ([0-9a-f]+)\.\.([0-9a-f]+)(.*)$", body)
+                    if m:
+                        line = f"index {m.group(2)}..{m.group(1)}{m.group(3)}{nl}"
+                out.append(line)
+        i += 1
+    flush()
+    return "".join(out)
