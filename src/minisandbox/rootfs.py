@@ -41,6 +41,7 @@ from dataclasses import dataclass
 # ---------------------------------------------------------------------------- constants
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
@@ -607,7 +608,7 @@ def _init_main(sock_fd: int) -> None:
         for procs in spec.get("cgroup_procs", []):
             with open(procs, "w") as fh:
                 fh.write(str(os.getpid()))
-        flags = CLONE_NEWNS | CLONE_NEWPID
+        flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWCGROUP  # after joining the limit cgroups
         if spec.get("rootless"):
             flags |= CLONE_NEWUSER
         if spec.get("network", "host") == "none":

@@ -381,10 +381,8 @@ class Sandbox:
             if self.limits:
                 self.limits.close()
         finally:
-            import shutil
-
             for d in self._upper_dirs:
-                shutil.rmtree(d, ignore_errors=True)
+                _rmtree(d)
             self._upper_dirs = []
 
     def __enter__(self) -> "Sandbox":
@@ -410,6 +408,25 @@ def _check_owner(layer: Layer, rootless: bool | None) -> None:
         raise rootfs.SandboxError(
             f"layer {layer.lower} is owned by {st.st_uid}:{st.st_gid}, but a rootless sandbox can only write "
             f"layers owned by its user ({os.geteuid()}:{os.getegid()}): restore the layers as this user")
+
+
+def _rmtree(path: str) -> None:
+    """Remove an on-disk upper layer. overlayfs leaves a mode-000 `work/work` directory that
+    an unprivileged owner can only remove after making it accessible again."""
+    import shutil
+
+    def onerror(func, p, _exc):  # noqa: ANN001 - shutil's callback signature
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            if os.path.isdir(p) and not os.path.islink(p):
+                os.chmod(p, 0o700)
+                shutil.rmtree(p, onerror=onerror)
+            else:
+                func(p)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=onerror)
 
 
 def _feed(fd: int, data: bytes) -> None:

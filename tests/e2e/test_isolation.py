@@ -1,0 +1,348 @@
+"""Real escape attempts from inside a sandbox, as root and again rootless (as the
+unprivileged user `msbtest`). Each attempt runs in a fresh Python process (root: this
+interpreter; rootless: Debian's python3 via runuser) that builds the sandbox from a real
+git repo layer and reports what happened as JSON; the host side is checked from here."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.sandbox import SRC, TEST_USER, run_as_user
+
+pytestmark = pytest.mark.slow
+
+MODES = [pytest.param("root", marks=pytest.mark.root), pytest.param("rootless", marks=pytest.mark.rootless)]
+
+PRELUDE = """
+import json, os, sys, time
+from minisandbox.sandbox import Sandbox, Layer
+from minisandbox.limits import Limits
+P = json.loads(sys.argv[1])
+out = {}
+"""
+
+
+CHROOT_ESCAPE = """
+import os
+os.makedirs("/tmp/jail", exist_ok=True)
+try:
+    os.chroot("/tmp/jail")
+    for _ in range(64):
+        os.chdir("..")
+    os.chroot(".")
+    print("ESCAPED", os.listdir("/"))
+except OSError as e:
+    print("blocked", e.errno, e.strerror)
+"""
+
+# 192.0.2.1 is TEST-NET-1 (RFC 5737): never routed, so even a broken sandbox reaches no host.
+NET_PROBE = """
+import socket, sys, time
+res = []
+for host, port in (("127.0.0.1", int(sys.argv[1])), ("192.0.2.1", 80)):
+    t = time.monotonic()
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+        res.append("connected")
+    except OSError as e:
+        res.append(type(e).__name__ + ":" + str(e.errno))
+    res.append(round(time.monotonic() - t, 2))
+try:
+    socket.getaddrinfo("pypi.org", 443)
+    res.append("resolved")
+except OSError:
+    res.append("dns-failed")
+print(res)
+"""
+
+
+# Forks sleeping children until the kernel says no; kills them; prints count and errno.
+FLOOD = """
+import os, time
+pids, err = [], None
+for _ in range(1000):
+    try:
+        pid = os.fork()
+    except OSError as e:
+        err = e.errno
+        break
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    pids.append(pid)
+for p in pids:
+    os.kill(p, 9)
+print(len(pids), err)
+"""
+
+
+@pytest.fixture
+def world(request, tmp_path):
+    """A layer dir (real git repo) owned by the user the sandbox runs as, plus a host
+    secret outside it. Yields a `probe(body, **params) -> dict` runner."""
+    mode = request.param if hasattr(request, "param") else "root"
+    if os.geteuid() != 0:
+        pytest.skip("isolation tests start as root (rootless mode switches to the test user)")
+    if mode == "rootless":
+        request.getfixturevalue("rootless_user")
+    base = Path(tempfile.mkdtemp(prefix="msb-iso-", dir="/tmp"))
+    repo = base / "repo"
+    repo.mkdir()
+    (repo / "code.py").write_text("VALUE = 1\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(f"git init -q && git add -A && git commit -qm init", shell=True, cwd=repo, check=True, env=env)
+    secret = base / "secret.txt"
+    secret.write_text("host secret\n")
+    if mode == "rootless":
+        subprocess.run(["chown", "-R", f"{TEST_USER}:{TEST_USER}", str(base)], check=True)
+
+    def probe(body: str, timeout: float = 300, **params) -> dict:
+        params = {"repo": str(repo), "secret": str(secret), "base": str(base), **params}
+        code = PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
+        if mode == "root":
+            proc = subprocess.run([sys.executable, "-c", code, json.dumps(params)], capture_output=True, text=True,
+                                  timeout=timeout, env={**os.environ, "PYTHONPATH": SRC}, cwd="/tmp")
+        else:
+            proc = run_as_user(code + "\n", timeout=timeout, args=[json.dumps(params)])
+        assert proc.returncode == 0, f"probe failed ({mode}): {proc.stderr[-3000:]}"
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    probe.mode = mode
+    probe.repo = repo
+    probe.secret = secret
+    yield probe
+    subprocess.run(["rm", "-rf", str(base)])
+
+
+def _sh(res: dict) -> str:
+    return res["output"]
+
+
+@pytest.mark.parametrize("world", MODES, indirect=True)
+def test_cannot_read_or_write_outside(world):
+    out = world("""
+        with Sandbox([Layer(P["repo"], "/testbed")]) as sb:
+            r = sb.execute("cat " + P["secret"] + "; ls /root; ls /work; cat /etc/shadow; ls /;"
+                           "touch /etc/evil /usr/evil /evil " + P["base"] + "/evil; echo done")
+            out = {"output": r.output}
+    """)
+    text = out["output"]
+    assert "host secret" not in text
+    assert "No such file or directory" in text
+    assert sorted(text.split("done")[0].split("\n")) != []
+    assert "Read-only file system" in text
+    assert not Path("/etc/evil").exists() and not Path("/usr/evil").exists() and not Path("/evil").exists()
+    assert not (Path(world.secret).parent / "evil").exists()
+    root_listing = [l for l in text.splitlines() if l in ("bin", "dev", "etc", "lib", "lib64", "opt", "proc", "root",
+                                                          "sbin", "testbed", "tmp", "usr", "var", "work", "home")]
+    assert "work" not in root_listing and "home" not in root_listing and "testbed" in root_listing
+
+
+@pytest.mark.parametrize("world", MODES, indirect=True)
+def test_read_only_layer_and_remount(world):
+    before = (world.repo / "code.py").read_text()
+    out = world("""
+        with Sandbox([Layer(P["repo"], "/testbed", writable=False)]) as sb:
+            r = sb.execute("echo x >> /testbed/code.py; mount -o remount,rw /testbed; mount -o remount,rw /usr;"
+                           "mount -o remount,rw /; mount -t tmpfs none /testbed; umount /usr;"
+                           "unshare -Urm sh -c 'mount -o remount,rw /usr && touch /usr/evil' ; echo rc=$?")
+            out = {"output": r.output}
+    """)
+    text = out["output"]
+    assert (world.repo / "code.py").read_text() == before
+    assert text.count("Read-only file system") >= 1
+    assert "permission denied" in text.lower()
+    assert not Path("/usr/evil").exists()
+    assert "rc=0" not in text
+
+
+@pytest.mark.parametrize("world", MODES, indirect=True)
+def test_chroot_escape(world):
+    out = world("""
+        with Sandbox([Layer(P["repo"], "/testbed")]) as sb:
+            r = sb.run(["python3", "-c", P["escape"]])
+            s = sb.execute("chroot / /bin/true; echo rc=$?; nsenter -t 1 -m -p true; echo ns=$?")
+            out = {"output": r.output + s.output}
+    """, escape=CHROOT_ESCAPE)
+    text = out["output"]
+    assert "ESCAPED" not in text
+    assert "blocked 1 Operation not permitted" in text
+    assert "rc=0" not in text and "ns=0" not in text
+
+
+@pytest.mark.parametrize("world", MODES, indirect=True)
+def test_host_processes_invisible_and_unsignalable(world):
+    # a host process of the very uid the sandbox runs as: the most exposed target
+    argv = ["sleep", "300"]
+    host = (subprocess.Popen(argv) if world.mode == "root"
+            else subprocess.Popen(["runuser", "-u", TEST_USER, "--", *argv]))
+    time.sleep(0.2)
+    target = host.pid if world.mode == "root" else int(
+        subprocess.run(["pgrep", "-P", str(host.pid)], capture_output=True, text=True).stdout.split()[0])
+    try:
+        out = world("""
+            with Sandbox([Layer(P["repo"], "/testbed")]) as sb:
+                r = sb.execute(f"ls /proc | grep -c '^[0-9]'; ls -d /proc/{P['pid']} ; kill -9 {P['pid']}; echo kill=$?;"
+                               "kill -9 -1; echo killall=$?")
+                alive = sb.execute("echo alive").output
+                out = {"output": r.output, "alive": alive}
+        """, pid=target)
+        text = out["output"]
+        assert int(text.splitlines()[0]) < 10  # only the sandbox's own processes
+        assert "No such file or directory" in text and "kill=1" in text
+        time.sleep(0.2)
+        assert Path(f"/proc/{target}").exists(), "host process was killed from inside the sandbox"
+        assert os.waitpid(host.pid, os.WNOHANG) == (0, 0)
+    finally:
+        host.kill()
+        subprocess.run(["pkill", "-KILL", "-P", str(host.pid)])
+        host.wait()
+
+
+@pytest.mark.parametrize("world", MODES, indirect=True)
+def test_network_none_fails_fast_and_host_option_shares(world):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    try:
+        out = world("""
+            for net in ("none", "host"):
+                with Sandbox([Layer(P["repo"], "/testbed")], network=net) as sb:
+                    r = sb.run(["python3", "-c", P["probe"], str(P["port"])], timeout=60)
+                    out[net] = r.output.strip()
+                    out[net + "_ifaces"] = sb.execute("tail -n +3 /proc/net/dev | cut -d: -f1").output.split()
+        """, port=port, probe=NET_PROBE)
+    finally:
+        server.close()
+    none = eval(out["none"])  # noqa: S307 - list literal printed by our probe
+    assert none[0] == "ConnectionRefusedError:111"  # the sandbox's own, empty loopback
+    assert none[2].startswith("OSError:101") and none[3] < 1.0  # no route: fails at once
+    assert none[4] == "dns-failed"
+    assert out["none_ifaces"] == ["lo"]
+    host = eval(out["host"])  # noqa: S307
+    assert host[0] == "connected"  # shared host network reaches the host's listener
+
+
+@pytest.mark.parametrize("world", MODES, indirect=True)
+def test_sandboxes_cannot_see_each_other(world):
+    out = world("""
+        with Sandbox([Layer(P["repo"], "/testbed")]) as a, Sandbox([Layer(P["repo"], "/testbed")]) as b:
+            a.execute("echo a > /testbed/a_only; echo a > /tmp/a_tmp; echo a > /dev/shm/a_shm; sleep 777 &")
+            r = b.execute("ls /testbed /tmp /dev/shm; ps ax -o args | grep -v grep")
+            peek = b.execute("cat /testbed/a_only /tmp/a_tmp /dev/shm/a_shm")
+            out = {"output": r.output, "peek": peek.output, "a": a.execute("cat /testbed/a_only /tmp/a_tmp").output}
+    """)
+    text = out["output"]
+    assert out["a"] == "a\na\n"
+    assert "a_only" not in text and "a_tmp" not in text and "a_shm" not in text
+    assert out["peek"].count("No such file or directory") == 3
+    assert "sleep 777" not in text
+    assert not (world.repo / "a_only").exists()
+
+
+@pytest.mark.parametrize("world", MODES, indirect=True)
+def test_mknod_disk_device(world):
+    out = world("""
+        with Sandbox([Layer(P["repo"], "/testbed")]) as sb:
+            r = sb.execute("find /dev -type b | wc -l; mknod /tmp/vda b 253 0; echo rc=$?; mknod /testbed/null c 1 3;"
+                           "echo rc2=$?; python3 -c 'import os; os.mknod(\\"/dev/shm/sda\\", 0o600 | 0o060000, os.makedev(8, 0))'")
+            out = {"output": r.output}
+    """)
+    text = out["output"]
+    assert text.splitlines()[0] == "0"
+    assert "rc=1" in text and "rc2=1" in text
+    assert text.count("Operation not permitted") >= 3
+
+
+@pytest.mark.parametrize("world", MODES, indirect=True)
+def test_process_flood_contained(world):
+    out = world("""
+        with Sandbox([Layer(P["repo"], "/testbed")], limits=Limits(pids=64)) as sb:
+            r = sb.run(["python3", "-c", P["flood"]], timeout=120)
+            after = sb.execute("echo ok")
+            out = {"output": r.output, "after": after.output, "mode": sb.limits_mode["pids"]}
+    """, flood=FLOOD)
+    started, err = out["output"].split()
+    assert 0 < int(started) < 64 and err == "11", out  # EAGAIN well before 1000
+    assert out["after"] == "ok\n"
+    assert out["mode"] == ("cgroup v1" if world.mode == "root" and Path("/sys/fs/cgroup/pids").is_dir()
+                           else out["mode"])
+
+
+@pytest.mark.parametrize("world", MODES, indirect=True)
+def test_memory_hog_contained(world):
+    out = world("""
+        hog = "x = bytearray(b'x') * (1536 << 20); print('allocated', len(x))"
+        with Sandbox([Layer(P["repo"], "/testbed")], limits=Limits(memory_bytes=256 << 20)) as sb:
+            r = sb.run(["python3", "-c", hog], timeout=120)
+            ok = sb.execute("echo still-alive")
+            out = {"rc": r.returncode, "output": r.output, "ok": ok.output, "mode": sb.limits_mode["memory"]}
+    """)
+    assert out["rc"] != 0 and "allocated" not in out["output"], out
+    assert out["ok"] == "still-alive\n"
+    assert ("MemoryError" in out["output"]) or out["rc"] == -9
+
+
+@pytest.mark.parametrize("world", MODES, indirect=True)
+def test_background_processes_killed_on_close(world):
+    out = world("""
+        sb = Sandbox([Layer(P["repo"], "/testbed")])
+        sb.execute("nohup sleep 4242 >/dev/null 2>&1 & setsid sh -c 'sleep 4243 & :' &")
+        sb.session().run("(trap '' TERM HUP; sleep 4244) &")
+        time.sleep(0.3)
+        seen = sb.execute("ps ax -o args").output
+        sb.close()
+        out = {"seen": seen}
+    """)
+    assert "sleep 4242" in out["seen"] and "sleep 4243" in out["seen"] and "sleep 4244" in out["seen"]
+    time.sleep(0.2)
+    left = subprocess.run(["pgrep", "-f", "sleep 424[234]"], capture_output=True, text=True).stdout.split()
+    assert left == []
+
+
+def _host_state() -> tuple[int, int, set[str]]:
+    mounts = len(Path("/proc/self/mountinfo").read_text().splitlines())
+    procs = 0  # orphaned sandbox helpers (others' live sandboxes have live parents)
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and b"rootfs.py" in Path(f"/proc/{p}/cmdline").read_bytes():
+                stat = Path(f"/proc/{p}/stat").read_text()
+                procs += int(stat[stat.rindex(")") + 2:].split()[1]) == 1
+        except OSError:
+            pass
+    cgroups = {str(p) for c in ("pids", "memory") for p in Path("/sys/fs/cgroup", c).rglob("minisandbox-*")}
+    return mounts, procs, cgroups
+
+
+@pytest.mark.parametrize("world", MODES, indirect=True)
+def test_thousand_open_close_cycles_leave_nothing(world, tmp_path):
+    before = _host_state()
+    out = world("""
+        import tempfile
+        scratch = tempfile.mkdtemp(dir=P["base"])
+        t = time.monotonic()
+        for i in range(1000):
+            with Sandbox([Layer(P["repo"], "/testbed")], limits=Limits(pids=256, memory_bytes=1 << 30),
+                         scratch_dir=scratch if i % 2 else None) as sb:
+                if i % 100 == 0:
+                    assert sb.execute("sleep 1000 & echo $((1 + 1))").output == "2\\n"
+        out = {"seconds": time.monotonic() - t, "scratch": os.listdir(scratch),
+               "fds": len(os.listdir("/proc/self/fd"))}
+    """, timeout=900)
+    after = _host_state()
+    assert out["scratch"] == [] and out["fds"] < 20
+    assert after == before, (before, after)
+    assert subprocess.run(["pgrep", "-f", "sleep 1000"], capture_output=True).stdout == b""
