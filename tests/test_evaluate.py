@@ -209,3 +209,16 @@ def test_script_embeds_content_safely():
     assert f">>>>> Start Test Output {s.nonce}" in text
     with pytest.raises(ValueError, match="not a repo-relative path"):
         EvalScript(test_cmd="true", timeout=5, reference_files={"../x": b""}).render()
+
+
+def test_reverse_patch_roundtrip_and_apply(eval_project, tmp_path):
+    from minisandbox.evalscript import reverse_patch
+
+    p = eval_project.patches
+    assert reverse_patch(p["bug"]) == p["gold"]
+    assert reverse_patch(reverse_patch(p["test_patch"])) == p["test_patch"]
+    assert "deleted file mode" in reverse_patch(p["test_patch"])
+    # the reversed bug, applied as a plain prediction, resolves the SWE-smith task
+    ex = HostVenvExecutor(eval_project.clean, eval_project.venv, tmp_path / "tb")
+    ev = evaluate(eval_project.swesmith, eval_project.spec, reverse_patch(eval_project.swesmith.patch), ex)
+    assert ev.resolved, ev.output
