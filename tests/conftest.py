@@ -5,4 +5,5 @@ pytest_plugins: list[str] = [
     "tests.fixtures.sandbox",
     "tests.fixtures.runtime",
     "tests.fixtures.evaluation",
+    "tests.fixtures.integrations",
 ]
