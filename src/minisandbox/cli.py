@@ -11,6 +11,7 @@ COMMAND_MODULES = [
     "minisandbox.cli_pipeline",  # plan, mirror, snapshot, resolve, build, pack, checksum, publish, index
     "minisandbox.cli_runtime",  # fetch, cache ls|gc
     "minisandbox.cli_eval",  # eval, validate, validated-tasks
+    "minisandbox.cli_sandbox",  # run, shell, sandbox-exec
 ]
 
 

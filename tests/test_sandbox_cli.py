@@ -1,0 +1,81 @@
+"""`minisandbox run | shell | sandbox-exec` through the real command line (as root)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minisandbox import interpreters
+from tests.fixtures.runtime import build_store, write_index
+from tests.fixtures.sandbox import SRC
+from tests.test_sandbox import make_repo
+
+pytestmark = pytest.mark.root
+
+
+def cli(*args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "minisandbox.cli", *args], capture_output=True, text=True,
+                          input=input, timeout=timeout, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC}, cwd="/")
+
+
+def test_sandbox_exec_layer_diff_and_exit_code(as_root, tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    res = cli("sandbox-exec", "--layer", f"{repo}:/testbed", "--diff", "--",
+              "pwd; echo extra >> pkg/mod.py; exit 5")
+    assert res.returncode == 5, res.stderr
+    assert res.stdout.startswith("/testbed\n")
+    assert "+extra" in res.stdout and "diff --git a/pkg/mod.py" in res.stdout
+    assert "extra" not in (repo / "pkg" / "mod.py").read_text()
+
+
+def test_sandbox_exec_timeout_and_argv(as_root):
+    res = cli("sandbox-exec", "--timeout", "0.5", "--", "sleep", "30")
+    assert res.returncode == 124 and "timed out" in res.stderr
+    res = cli("sandbox-exec", "--", "printf", "%s|", "a b", "c")
+    assert res.stdout == "a b|c|"
+
+
+def test_sandbox_exec_read_only_layer_and_bad_layer(as_root, tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    res = cli("sandbox-exec", "--layer", f"{repo}:/data:ro", "--", "touch /data/x")
+    assert res.returncode == 1 and "Read-only file system" in res.stderr
+    res = cli("sandbox-exec", "--layer", "nocolon", "--", "true")
+    assert res.returncode == 2 and "DIR:MOUNTPATH" in res.stderr
+
+
+def test_session_on_stdin_keeps_state(as_root, tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    res = cli("sandbox-exec", "--layer", f"{repo}:/testbed", input="cd pkg\nexport A=7\npwd; echo $A\nexit 3\n")
+    assert res.stdout == "/testbed/pkg\n7\n"
+    assert res.returncode == 3
+
+
+def test_run_and_shell_for_a_task_in_a_store(as_root, tmp_path):
+    info = build_store(tmp_path / "store", tmp_path / "work", n_envs=1, n_tasks=1)
+    # the fixture's env names an interpreter this machine lacks: record the local system one
+    local = next((i for i in interpreters.available() if i.prefix == "/usr"), None)
+    if local is None:
+        pytest.skip("no system python under /usr")
+    mpath = tmp_path / "store" / "artifacts" / "env" / f"{info['envs'][0]['key']}.manifest.json"
+    manifest = json.loads(mpath.read_text())
+    manifest["interpreter"] = {"version": local.version, "prefix": "/usr"}
+    mpath.write_text(json.dumps(manifest))
+    for t in info["tasks"]:
+        t["record"].update({"patch": "", "fail_to_pass": [], "pass_to_pass": []})
+    write_index(info["store"], info["tasks"])
+    tid = info["tasks"][0]["instance_id"]
+    common = ["--store", str(tmp_path / "store"), "--cache", str(tmp_path / "cache")]
+    res = cli("run", *common, "--diff", tid, "--",
+              "ls /testbed /opt/miniconda3/envs/testbed; echo new > /testbed/new.txt")
+    assert res.returncode == 0, res.stderr
+    assert "README.md" in res.stdout and "pyvenv.cfg" in res.stdout
+    assert "diff --git a/new.txt b/new.txt" in res.stdout
+    res = cli("shell", *common, tid, input="cd src\npwd\nexit 0\n")
+    assert res.returncode == 0 and res.stdout == "/testbed/src\n", res.stderr
+    res = cli("run", *common, "demo__proj.broken", "--", "true")
+    assert res.returncode == 1 and "demo__proj.broken" in res.stderr and len(res.stderr.splitlines()) == 1
+    assert not list(Path(tmp_path / "work").glob("**/new.txt"))
