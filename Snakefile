@@ -23,4 +23,5 @@ include: "workflow/rules/index.smk"
 rule all:
     input:
         f"{W}/index.json",
+        ["results/validated_tasks.jsonl"] if config["validate"] else [],
     default_target: True
