@@ -72,6 +72,7 @@ class TaskSandbox:
     record: TaskRecord
     setup_seconds: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
+    cache: Cache | None = None  # the node cache the layers came from (grading reuses it)
 
     @property
     def task_id(self) -> str:
@@ -132,7 +133,8 @@ def open_task(task_id: str, store: str | os.PathLike[str] | None = None, *,
     `minisandbox_io` resource bounds it). `sandbox_options`: SandboxConfig fields
     (network defaults to "none", limits=..., scratch_dir=...)."""
     t0 = time.monotonic()
-    prepared = prepare(task_id, store, cache=make_cache(cache, io_slots))
+    node_cache = make_cache(cache, io_slots)
+    prepared = prepare(task_id, store, cache=node_cache)
     try:
         record = TaskRecord.from_dict(prepared.record)
         options = {"network": "none", **sandbox_options}
@@ -159,7 +161,7 @@ def open_task(task_id: str, store: str | os.PathLike[str] | None = None, *,
         prepared.release()
         raise
     return TaskSandbox(prepared, sandbox, record, time.monotonic() - t0,
-                       {"downloaded": prepared.downloaded, "prepare_seconds": prepared.seconds})
+                       {"downloaded": prepared.downloaded, "prepare_seconds": prepared.seconds}, node_cache)
 
 
 def load_catalog(catalog: Any = None):
