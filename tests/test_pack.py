@@ -80,3 +80,20 @@ def test_pack_errors_name_the_tree(tmp_path: Path) -> None:
     with pytest.raises(PackError, match="unknown archive format"):
         pack_tree(tmp_path, tmp_path / "x.zip", "zip")
     assert not list(tmp_path.glob("x.*"))
+
+
+def test_pack_image_is_deterministic(tmp_path: Path) -> None:
+    import shutil
+
+    if not shutil.which("mksquashfs"):
+        pytest.skip("squashfs-tools not installed (apt-get install squashfs-tools)")
+    from minisandbox.pack import pack_image
+
+    tree = make_tree(tmp_path / "tree")
+    a, b = tmp_path / "a.squashfs", tmp_path / "b.squashfs"
+    stats = pack_image(tree, a)
+    os.utime(tree / "bin" / "tool")
+    pack_image(tree, b)
+    assert a.read_bytes() == b.read_bytes() and a.read_bytes()[:4] == b"hsqs"
+    assert stats.files == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.squashfs", "b.squashfs", "tree"]

@@ -69,6 +69,19 @@ class Artifact:
             raise CacheError(f"manifest of {manifest.get('key', '?')} in {store.url} lacks {exc}; "
                              f"re-run the publish step") from None
 
+    @classmethod
+    def image_from_manifest(cls, store: Store, manifest: dict[str, Any]) -> "Artifact | None":
+        """The manifest's optional filesystem image (`"image": {format, artifact, sha256, size}`)."""
+        img = manifest.get("image")
+        if not img:
+            return None
+        try:
+            return cls(store.url, f"artifacts/{manifest['kind']}/{img['artifact']}", img["sha256"], int(img["size"]),
+                       img.get("format", "squashfs"), manifest["key"], manifest["kind"])
+        except KeyError as exc:
+            raise CacheError(f"image entry of {manifest.get('key', '?')} in {store.url} lacks {exc}; "
+                             f"re-run the publish step") from None
+
     @property
     def label(self) -> str:
         return f"{self.store_url}/{self.rel}"
@@ -248,6 +261,38 @@ class Cache:
         result.seconds = time.monotonic() - t0
         return result, lease
 
+    def image_layer(self, store: Store, image: Artifact, *, ticket: float | None = None,
+                    owner: str = "") -> tuple[LayerResult, Path]:
+        """Like `layer`, for a filesystem image: download + verify the image file once, then
+        loop-mount it read-only at layers/<sha256> (root only). A mountpoint counts as ready
+        only while mounted, so a crash between mkdir and mount is simply redone."""
+        t0 = time.monotonic()
+        digest = image.sha256
+        with self.lock(digest):
+            final = self.layers / digest
+            result = LayerResult(final, digest, downloaded=False)
+            if not restore.is_mounted(final):
+                with self.budget.acquire(ticket) as slot:
+                    result.waited_budget = slot.waited
+                    path, result.downloaded = self._fetch_archive_locked(store, image)
+                    result.attempts = 1 if result.downloaded else 0
+                    final.mkdir(parents=True, exist_ok=True)
+                    try:
+                        restore.mount_image(path, final, image.fmt)
+                    except BaseException:
+                        with contextlib.suppress(OSError):
+                            final.rmdir()
+                        raise
+                _write_json(self.layers / f"{digest}.json", {
+                    "digest": digest, "key": image.key, "kind": image.kind, "format": image.fmt,
+                    "artifact": image.rel, "store": image.store_url, "archive_bytes": image.size,
+                    "layer_bytes": 0, "image": True, "created": time.time()})
+            else:
+                self._touch(digest)
+            lease = self._lease_one(digest, owner)
+        result.seconds = time.monotonic() - t0
+        return result, lease
+
     def _touch(self, digest: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.utime(self.layers / f"{digest}.json")
@@ -297,30 +342,33 @@ class Cache:
     def fetch_archive(self, store: Store, artifact: Artifact) -> tuple[Path, bool]:
         """Download to tmp/, verify sha256 and size, place at archives/<sha256>. One more try
         for a corrupt copy. Returns (path, downloaded now)."""
-        final = self.archives / artifact.sha256
         with self.lock(artifact.sha256):
-            if final.is_file():
-                return final, False
-            problems = []
-            for _ in (1, 2):
-                part = self.tmp / f"{artifact.sha256}.{uuid.uuid4().hex[:8]}.part"
-                try:
-                    def transfer() -> tuple[str, int]:
-                        with store.open(artifact.rel, "rb", block_size=CHUNK) as raw, open(part, "wb") as out:
-                            reader = _HashingReader(raw)
-                            while chunk := reader.read(CHUNK):
-                                out.write(chunk)
-                        return reader.sha.hexdigest(), reader.size
-                    sha, size = store._call("download", artifact.rel, transfer)
-                    if sha == artifact.sha256 and size == artifact.size:
-                        os.replace(part, final)
-                        return final, True
-                    problems.append(f"got size {size} sha256 {sha[:12]}...")
-                finally:
-                    part.unlink(missing_ok=True)
-            raise ArtifactCorruptError(f"artifact {artifact.label} ({artifact.key}) is corrupt: {problems[-1]}, "
-                                       f"manifest says size {artifact.size} sha256 {artifact.sha256[:12]}...; "
-                                       f"re-publish {artifact.key}")
+            return self._fetch_archive_locked(store, artifact)
+
+    def _fetch_archive_locked(self, store: Store, artifact: Artifact) -> tuple[Path, bool]:
+        final = self.archives / artifact.sha256
+        if final.is_file():
+            return final, False
+        problems = []
+        for _ in (1, 2):
+            part = self.tmp / f"{artifact.sha256}.{uuid.uuid4().hex[:8]}.part"
+            try:
+                def transfer() -> tuple[str, int]:
+                    with store.open(artifact.rel, "rb", block_size=CHUNK) as raw, open(part, "wb") as out:
+                        reader = _HashingReader(raw)
+                        while chunk := reader.read(CHUNK):
+                            out.write(chunk)
+                    return reader.sha.hexdigest(), reader.size
+                sha, size = store._call("download", artifact.rel, transfer)
+                if sha == artifact.sha256 and size == artifact.size:
+                    os.replace(part, final)
+                    return final, True
+                problems.append(f"got size {size} sha256 {sha[:12]}...")
+            finally:
+                part.unlink(missing_ok=True)
+        raise ArtifactCorruptError(f"artifact {artifact.label} ({artifact.key}) is corrupt: {problems[-1]} on "
+                                   f"2 downloads, manifest says size {artifact.size} sha256 {artifact.sha256[:12]}...; "
+                                   f"re-publish {artifact.key} (or remove it from the store)")
 
     # -- listing and GC -------------------------------------------------------------------
     def entries(self) -> list[Entry]:
@@ -341,7 +389,7 @@ class Cache:
             if archive.is_file():
                 last = max(last, archive.stat().st_mtime)
             layer_bytes = 0
-            if layer.is_dir():
+            if layer.is_dir() and not restore.is_mounted(layer):
                 layer_bytes = int(meta["layer_bytes"]) if "layer_bytes" in meta else _du(layer)
             out.append(Entry(digest, meta.get("key", "?"), meta.get("kind", "?"), layer_bytes, archive_bytes, last,
                              len(self.live_leases(digest)), layer))
@@ -397,7 +445,8 @@ class Cache:
                     total -= freed
                     report.freed += freed
                     report.removed.append(e)
-            for e in sorted((e for e in entries if e.leases and e.archive_bytes), key=lambda e: e.last_used):
+            for e in sorted((e for e in entries if e.leases and e.archive_bytes and not restore.is_mounted(e.path)),
+                            key=lambda e: e.last_used):
                 if total <= max_bytes:
                     break
                 freed = self._evict(e, whole=False)  # keep the leased layer, drop its archive
@@ -420,7 +469,12 @@ class Cache:
                 if self.live_leases(e.digest):
                     return None
                 layer = self.layers / e.digest
-                if layer.is_dir():
+                if restore.is_mounted(layer):
+                    if not restore.unmount(layer):
+                        return None  # busy: still used by a sandbox without a lease
+                    layer.rmdir()
+                    (self.layers / f"{e.digest}.json").unlink(missing_ok=True)
+                elif layer.is_dir():
                     trash = self.layers / f".trash-{uuid.uuid4().hex[:12]}"
                     os.rename(layer, trash)  # atomic: the layer disappears whole
                     (self.layers / f"{e.digest}.json").unlink(missing_ok=True)

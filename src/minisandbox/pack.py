@@ -27,6 +27,8 @@ from pathlib import Path
 import zstandard
 
 FORMATS = ("tar.zst", "tar.gz")
+#: Read-only filesystem images a root node can loop-mount instead of unpacking.
+IMAGE_FORMATS = ("squashfs",)
 CHUNK = 1 << 20
 
 
@@ -128,6 +130,40 @@ def pack_tree(src: Path, out: Path, fmt: str = "tar.zst", level: int = 3) -> Pac
             else:
                 _pack_gz(src, f)
             f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tree_stats(src)
+
+
+def pack_image(src: Path, out: Path, fmt: str = "squashfs", level: int = 3) -> PackStats:
+    """A deterministic read-only filesystem image of `src` (squashfs, zstd), atomically.
+
+    Why: a root node can loop-mount the image as the layer in ~20 ms instead of unpacking
+    thousands of files (REFERENCE section 4: 0.025 s vs 1.2 s for 400 MB). mksquashfs 4.5
+    builds reproducible images; times are pinned to 0, owners to root, no xattrs."""
+    src = Path(src)
+    out = Path(out)
+    if fmt not in IMAGE_FORMATS:
+        raise PackError(f"unknown image format {fmt!r} for {out}: use one of {', '.join(IMAGE_FORMATS)}")
+    if not src.is_dir():
+        raise PackError(f"cannot pack {src}: not a directory (was the build step run?)")
+    exe = shutil.which("mksquashfs")
+    if not exe:
+        raise PackError(f"cannot build {out}: mksquashfs not found; install squashfs-tools (apt-get install squashfs-tools)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f"{out.name}.tmp-{uuid.uuid4().hex}")
+    argv = [exe, str(src), str(tmp), "-noappend", "-comp", "zstd", "-Xcompression-level", str(level),
+            "-no-xattrs", "-all-root", "-mkfs-time", "0", "-all-time", "0", "-reproducible",
+            "-quiet", "-no-progress"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode != 0:
+            err = (proc.stderr or proc.stdout).strip().splitlines()
+            raise PackError(f"mksquashfs of {src} failed (exit {proc.returncode}): {err[-1] if err else ''}")
+        with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, out)
     except BaseException:

@@ -20,6 +20,7 @@ from typing import Any, Iterable
 from .cache import Artifact, Cache, LayerResult, Lease
 from .iobudget import IOBudget
 from .paths import REPO_PATH, VENV_PATH
+from .restore import RestoreError
 from .store import NotInStore, Store, open_store
 
 
@@ -90,17 +91,36 @@ def lookup_task(store: Store, instance_id: str) -> dict[str, Any]:
     return entry
 
 
+def use_images(setting: bool | None = None) -> bool:
+    """Mount filesystem images instead of unpacking? `setting` or $MINISANDBOX_IMAGES
+    (`auto` default: when root can loop-mount squashfs; `0`/`never`; `1`/`always`)."""
+    if setting is not None:
+        return setting
+    value = os.environ.get("MINISANDBOX_IMAGES", "auto").strip().lower()
+    if value in ("0", "no", "never", "false", "off"):
+        return False
+    if value in ("1", "yes", "always", "true", "on"):
+        return True
+    from .restore import can_mount_images
+
+    return can_mount_images()
+
+
 def prepare(task_id: str, store: Store | str | os.PathLike[str] | None = None, *, cache: Cache | None = None,
-            budget: IOBudget | None = None, ticket: float | None = None, owner: str = "") -> PreparedTask:
+            budget: IOBudget | None = None, ticket: float | None = None, owner: str = "",
+            images: bool | None = None) -> PreparedTask:
     """Resolve `task_id`, make its repo and env layers ready on this node and lease them.
 
     `store`: Store, URL or None (`minisandbox.paths.default_store()`). `ticket`: priority
-    in the I/O budget queue (default: now; older first)."""
+    in the I/O budget queue (default: now; older first). `images`: mount the manifests'
+    squashfs images instead of unpacking (default: `use_images()`); artifacts without an
+    image are unpacked."""
     t0 = time.monotonic()
     st = open_store(store)
     if cache is None:
         cache = Cache(budget=budget)
     ticket = time.time() if ticket is None else ticket
+    mount = use_images(images)
     entry = lookup_task(st, task_id)
     repo_m = _manifest(st, "repo", entry["repo_key"])
     env_m = _manifest(st, "env", entry["env_key"])
@@ -109,8 +129,18 @@ def prepare(task_id: str, store: Store | str | os.PathLike[str] | None = None, *
     layers: dict[str, Path] = {}
     try:
         for manifest, default_path in ((repo_m, REPO_PATH), (env_m, VENV_PATH)):
-            result, lease_file = cache.layer(st, Artifact.from_manifest(st, manifest), ticket=ticket,
-                                             owner=owner or task_id)
+            image = Artifact.image_from_manifest(st, manifest) if mount else None
+            result = None
+            if image is not None:
+                try:
+                    result, lease_file = cache.image_layer(st, image, ticket=ticket, owner=owner or task_id)
+                except RestoreError:
+                    if images:  # explicitly asked for images: do not hide the failure
+                        raise
+                    # auto mode and the mount failed here (no loop devices?): unpack instead
+            if result is None:
+                result, lease_file = cache.layer(st, Artifact.from_manifest(st, manifest), ticket=ticket,
+                                                 owner=owner or task_id)
             lease_files.append(lease_file)
             results.append(result)
             layers[manifest.get("mount_path") or default_path] = result.path
