@@ -485,6 +485,9 @@ class Cache:
             if archive.is_file():
                 archive.unlink()
                 freed += e.archive_bytes
+            if whole:
+                with contextlib.suppress(OSError):
+                    (self.leases / e.digest).rmdir()  # empty once no lease is left
         finally:
             lock.release()
         if whole:

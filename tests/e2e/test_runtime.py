@@ -206,3 +206,18 @@ def test_prepare_from_s3_store(store_s3: str, tmp_path: Path) -> None:
         assert p.downloaded and (p.layers[REPO_PATH] / "README.md").read_text() == "# demo0\n"
     with prepare(info["tasks"][1]["instance_id"], "s3://minisandbox-test/store", cache=cache) as p:
         assert [r.downloaded for r in p.results] == [True, False]  # shared env already on the node
+
+
+def test_fetch_threads_share_downloads(tmp_path: Path) -> None:
+    from minisandbox.runtime import fetch
+
+    info = build_store(tmp_path / "store", tmp_path / "work", n_envs=1, n_tasks=2, payload=2 << 20)
+    cache = Cache(tmp_path / "cache", budget=IOBudget(2, tmp_path / "cache" / "budget"))
+    a, b = info["tasks"][0]["instance_id"], info["tasks"][1]["instance_id"]
+    results = fetch([a, b, a, b, a, b, "missing__task.1"], info["url"], cache=cache, workers=7)
+    assert isinstance(results[-1], KeyError)
+    done = results[:-1]
+    assert all(not isinstance(r, BaseException) for r in done)
+    downloads = sum(r.downloaded for p in done for r in p.results)
+    assert downloads == 3  # repo a, repo b, the shared env: once each
+    assert not any(cache.live_leases(r.digest) for p in done for r in p.results)  # fetch releases
