@@ -145,9 +145,11 @@ def test_diff_without_git_dir(tmp_path, as_root):
     plain.mkdir()
     (plain / "a.txt").write_text("a\n")
     with Sandbox([Layer(str(plain), "/testbed")]) as sb:
-        sb.execute("echo b >> a.txt")
+        sb.execute("echo b >> a.txt; mkdir -p __pycache__ .pytest_cache; touch __pycache__/a.cpython-311.pyc"
+                   " .pytest_cache/x")
         d = sb.diff()
         assert "+b" in d and "a/a.txt" in d
+        assert "pycache" not in d and "pytest_cache" not in d  # by-products, though nothing ignores them
         assert not (plain / ".git").exists()
 
 

@@ -98,6 +98,8 @@ class SandboxConfig:
     hostname: str = "sandbox"
     tmp_size: str | None = None  # size= of the private /tmp tmpfs, e.g. "1g"
     max_output: int = 8 << 20  # bytes kept from one command's output
+    #: untracked build/test by-products left out of diff() even when the repo does not ignore them
+    diff_excludes: tuple[str, ...] = ("**/__pycache__/**", "**/*.py[co]", "**/.pytest_cache/**")
 
 
 class Sandbox:
@@ -274,6 +276,7 @@ class Sandbox:
     # -- diff
     def _git_tree(self) -> str:
         repo = self.config.repo_path
+        excludes = " ".join(shlex.quote(f":(exclude,glob){p}") for p in self.config.diff_excludes)
         script = (
             f"set -e; cd {shlex.quote(repo)}; "
             f"if [ -e .git ]; then gd=$({GIT} rev-parse --git-dir); else gd=/tmp/.minisandbox-start.git; "
@@ -281,7 +284,7 @@ class Sandbox:
             "export GIT_INDEX_FILE=$(mktemp /tmp/.minisandbox-index.XXXXXX); "
             "trap 'rm -f $GIT_INDEX_FILE' EXIT; "
             "[ -f $gd/index ] && cp $gd/index $GIT_INDEX_FILE || rm -f $GIT_INDEX_FILE; "
-            f"{GIT} add -A . && {GIT} write-tree"
+            f"{GIT} add -A -- . {excludes} && {GIT} write-tree"
         )
         res = self.run(["bash", "-c", script], cwd="/", timeout=600, _mark=False,
                        env={"GIT_AUTHOR_NAME": "minisandbox", "GIT_COMMITTER_NAME": "minisandbox",
