@@ -20,7 +20,7 @@ from .keys import env_canonical, env_key, repo_key, source_id
 from .records import InvalidRecord, read_tasks
 from .stage import write_json_atomic
 
-PLAN_SCHEMA = 1
+PLAN_SCHEMA = 2
 
 
 @dataclass
@@ -33,6 +33,7 @@ class Plan:
     invalid: list[dict[str, Any]] = field(default_factory=list)
     n_tasks: int = 0
     tasks_file: str = ""  # JSONL of {instance_id, env_key, repo_key, spec_name, record}
+    env_tasks: dict[str, str] = field(default_factory=dict)  # env_key -> digest of its task ids
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -43,6 +44,7 @@ class Plan:
             "invalid": self.invalid,
             "n_tasks": self.n_tasks,
             "tasks_file": self.tasks_file,
+            "env_tasks": self.env_tasks,
         }
 
     @classmethod
@@ -54,6 +56,7 @@ class Plan:
             invalid=d["invalid"],
             n_tasks=d["n_tasks"],
             tasks_file=d["tasks_file"],
+            env_tasks=d.get("env_tasks", {}),
         )
 
 
@@ -82,6 +85,7 @@ def build_plan(task_files: Iterable[str | Path], catalog: Catalog, workdir: Path
     tasks_out.parent.mkdir(parents=True, exist_ok=True)
     tmp = tasks_out.with_name(tasks_out.name + f".tmp{os.getpid()}")
     env_keys: dict[tuple[str, str | None], str] = {}  # hashing a spec once, not once per task
+    env_ids: dict[str, list[str]] = {}
     with tmp.open("w") as out:
         for rec in ingested.records:
             try:
@@ -108,6 +112,7 @@ def build_plan(task_files: Iterable[str | Path], catalog: Catalog, workdir: Path
                     "canonical": env_canonical(spec),
                     "repo_key": build_repo,
                 }
+            env_ids.setdefault(ekey, []).append(rec.instance_id)
             out.write(
                 json.dumps(
                     {
@@ -123,6 +128,9 @@ def build_plan(task_files: Iterable[str | Path], catalog: Catalog, workdir: Path
             )
             plan.n_tasks += 1
     os.replace(tmp, tasks_out)
+    plan.env_tasks = {
+        k: hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest() for k, ids in sorted(env_ids.items())
+    }
     return plan
 
 
@@ -145,6 +153,13 @@ def load_or_build_plan(
     return plan
 
 
+def write_current(plan: Plan, path: Path) -> None:
+    """A stable path to the current plan (for rule params: a path that never changes)."""
+    doc = plan.to_dict()
+    if not path.exists() or json.loads(path.read_text()) != doc:
+        write_json_atomic(path, doc)
+
+
 def write_key_specs(plan: Plan, spec_dir: Path) -> None:
     """One immutable JSON per key (content never changes for a key), written once.
 
@@ -158,6 +173,15 @@ def write_key_specs(plan: Plan, spec_dir: Path) -> None:
             path = d / f"{key}.json"
             if not path.exists():
                 write_json_atomic(path, {"key": key, **entry})
+    # Per-environment task-set digests: rewritten only when that environment's tasks change,
+    # so per-environment jobs (validation) rerun for exactly those environments.
+    d = spec_dir / "env-tasks"
+    d.mkdir(parents=True, exist_ok=True)
+    for key, digest in plan.env_tasks.items():
+        path = d / f"{key}.json"
+        doc = {"env_key": key, "tasks_sha256": digest}
+        if not path.exists() or json.loads(path.read_text()) != doc:
+            write_json_atomic(path, doc)
     d = spec_dir / "source"
     d.mkdir(parents=True, exist_ok=True)
     for sid, src in plan.sources.items():

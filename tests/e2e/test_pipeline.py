@@ -143,3 +143,18 @@ def write_activate(tmp_path: Path) -> Path:
     d = tmp_path / "conda-bin"
     write_shim(d)
     return d
+
+
+def test_adding_tasks_for_built_envs_rebuilds_only_the_index(built):
+    ws, _ = built
+    from tests.fixtures.pipeline import task
+
+    with ws.tasks.open("a") as fh:
+        for i in range(20):
+            fh.write(json.dumps(task(f"tiny__calc.good.new__cccc{i:04d}", "tiny__calc.good")) + "\n")
+    proc = ws.snakemake("-n")
+    jobs = jobs_in(proc.stdout + proc.stderr)
+    assert jobs == {"index": 1, "all": 1, "total": 2}, jobs
+    ws.snakemake()
+    assert _catalog(ws)["counts"]["tasks"] == 23
+    assert idx.lookup(Store(str(ws.store)), "tiny__calc.good.new__cccc0007")["status"] == "ready"

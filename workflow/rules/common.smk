@@ -1,7 +1,7 @@
 # Config validation and planning (parse time). The plan is cached by its inputs' content,
 # so every parse of a run (and of every cluster job) reads one small JSON.
 from minisandbox.keys import slug  # noqa: F401  (keeps the package import explicit)
-from minisandbox.plan import load_or_build_plan, write_key_specs
+from minisandbox.plan import load_or_build_plan, write_current, write_key_specs
 from minisandbox.manifest import FORMATS
 
 
@@ -39,6 +39,10 @@ if config["bundled"]:
 PLAN = load_or_build_plan(TASK_FILES, CATALOG_FILES, Path.cwd(), Path(f"{W}/plan"))
 PLAN_FILE = str(Path(PLAN.tasks_file).with_name("plan.json"))
 write_key_specs(PLAN, Path(f"{W}/specs"))
+# Same content as PLAN_FILE at a path that never changes: per-key rules take it as a param,
+# so adding tasks reruns only the jobs whose own inputs changed.
+CURRENT_PLAN = f"{W}/plan/current.json"
+write_current(PLAN, Path(CURRENT_PLAN))
 
 ENV_KEYS = sorted(PLAN.envs)
 REPO_KEYS = sorted(PLAN.repos)

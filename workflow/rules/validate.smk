@@ -6,19 +6,20 @@
 
 rule validate:
     input:
-        plan=PLAN_FILE,
+        tasks=f"{W}/specs/env-tasks/{{env_key}}.json",
         env=f"{W}/published/env/{{env_key}}.json",
         # SWE-bench tasks of one env start from several base commits: wait for all repos
         repos=expand(f"{W}/published/repo/{{key}}.json", key=REPO_KEYS),
     output:
         f"{W}/validation/{{env_key}}.json",
     params:
+        plan=CURRENT_PLAN,
         store=STORE,
         logs=lambda wc: f"{W}/validation/logs/{wc.env_key}",
         repeats=config["validate_repeats"],
     threads: 2
     shell:
-        "minisandbox validate --plan {input.plan} --env-key {wildcards.env_key} --receipts {W}/published"
+        "minisandbox validate --plan {params.plan} --env-key {wildcards.env_key} --receipts {W}/published"
         " --store {params.store} --out {output} --logs {params.logs} --repeats {params.repeats}"
         " --workers {threads}"
 
