@@ -1,0 +1,67 @@
+"""Fast checks of the integration glue that need no sandbox or store."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from minisandbox.integrations.task import _setup_script, make_cache
+from minisandbox.records import TaskRecord
+
+BUG = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+
+
+def record(**over) -> TaskRecord:
+    base = dict(instance_id="o__r.abc.x__1", format="swesmith", repo="swesmith/o__r.abc", patch=BUG,
+                fail_to_pass=["tests/test_m.py::test_x", "tests/test_n.py::test_y[a b]"],
+                pass_to_pass=["tests/test_keep.py::test_z"])
+    base.update(over)
+    return TaskRecord(**base)
+
+
+def test_swesmith_start_state_applies_the_bug_removes_f2p_files_and_reinits_git() -> None:
+    script = _setup_script(record())
+    assert "apply" in script and "/tmp/.minisandbox-task.patch" in script
+    assert "rm -rf -- tests/test_m.py" in script and "rm -rf -- tests/test_n.py" in script
+    assert "test_keep.py" not in script  # P2P files stay
+    assert script.index("rm -rf .git") < script.index("git init") < script.index("commit")
+
+
+def test_swebench_starts_from_the_snapshot_as_published() -> None:
+    assert _setup_script(record(format="swebench", base_commit="a" * 40, test_patch=BUG)) is None
+
+
+def test_make_cache_budget(tmp_path: Path) -> None:
+    assert make_cache(tmp_path / "c", io_slots=0).budget.slots == 0  # Ray bounds unpacks
+    c = make_cache(tmp_path / "d", io_slots=3)
+    assert c.budget.slots == 3 and c.root == tmp_path / "d"
+    assert make_cache(c) is c
+
+
+def test_swerex_syntax_check_and_unstarted_deployment() -> None:
+    pytest.importorskip("swerex")
+    from swerex.exceptions import BashIncorrectSyntaxError, DeploymentNotStartedError
+
+    from minisandbox.integrations.swerex import MinisandboxDeployment, check_bash_syntax
+
+    check_bash_syntax("for i in 1 2; do echo $i; done\ncat <<'E'\nx\nE")
+    with pytest.raises(BashIncorrectSyntaxError):
+        check_bash_syntax("if true; then")
+    d = MinisandboxDeployment("any__task.1", store="/nonexistent")
+    assert not asyncio.run(d.is_alive())
+    with pytest.raises(DeploymentNotStartedError):
+        d.runtime
+    asyncio.run(d.stop())  # stopping an unstarted deployment is fine
+
+
+def test_ray_cluster_needs_ray_initialised() -> None:
+    ray = pytest.importorskip("ray")
+    from minisandbox.integrations.ray import node_resources, RolloutCluster
+
+    assert node_resources(2, msb_node_a=1) == {"minisandbox_io": 2.0, "msb_node_a": 1.0}
+    if ray.is_initialized():
+        pytest.skip("a Ray session is already up in this process")
+    with pytest.raises(RuntimeError, match="ray.init"):
+        RolloutCluster("/nonexistent")
