@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from minisandbox import interpreters
-from tests.fixtures.runtime import build_store, write_index
+from tests.fixtures.runtime import build_store, publish_tree, write_index
 from tests.fixtures.sandbox import SRC
 from tests.test_sandbox import make_repo
 
@@ -64,16 +64,27 @@ def test_run_and_shell_for_a_task_in_a_store(as_root, tmp_path):
     manifest = json.loads(mpath.read_text())
     manifest["interpreter"] = {"version": local.version, "prefix": "/usr"}
     mpath.write_text(json.dumps(manifest))
+    bug = ("diff --git a/src/mod.py b/src/mod.py\n--- a/src/mod.py\n+++ b/src/mod.py\n"
+           "@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2\n")
     for t in info["tasks"]:
-        t["record"].update({"patch": "", "fail_to_pass": [], "pass_to_pass": []})
+        t["record"].update({"patch": bug, "fail_to_pass": [], "pass_to_pass": []})
+        if t["status"] == "ready":  # snapshots are git repositories: republish the fixture's tree as one
+            tree = tmp_path / "work" / t["repo_key"]
+            subprocess.run("git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm snap",
+                           shell=True, cwd=tree, check=True)
+            (tmp_path / "repub").mkdir(exist_ok=True)
+            publish_tree(info["store"], "repo", t["repo_key"], tree, tmp_path / "repub", "tar.zst",
+                         {"commit": "0" * 40, "source": "local"})
     write_index(info["store"], info["tasks"])
     tid = info["tasks"][0]["instance_id"]
     common = ["--store", str(tmp_path / "store"), "--cache", str(tmp_path / "cache")]
     res = cli("run", *common, "--diff", tid, "--",
-              "ls /testbed /opt/miniconda3/envs/testbed; echo new > /testbed/new.txt")
+              "ls /testbed /opt/miniconda3/envs/testbed; cat /testbed/src/mod.py; echo new > /testbed/new.txt")
     assert res.returncode == 0, res.stderr
     assert "README.md" in res.stdout and "pyvenv.cfg" in res.stdout
+    assert "return 2" in res.stdout  # the task's start state: its bug patch applied ...
     assert "diff --git a/new.txt b/new.txt" in res.stdout
+    assert "src/mod.py" not in res.stdout.split("diff --git")[1]  # ... and not part of the agent's diff
     res = cli("shell", *common, tid, input="cd src\npwd\nexit 0\n")
     assert res.returncode == 0 and res.stdout == "/testbed/src\n", res.stderr
     res = cli("run", *common, "demo__proj.broken", "--", "true")
