@@ -205,7 +205,7 @@ class Cache:
 
     # -- locks and leases -----------------------------------------------------------------
     def lock(self, digest: str) -> FileLock:
-        return FileLock(str(self.locks / f"{digest}.lock"), thread_local=False, is_singleton=False)
+        return FileLock(str(self.locks / f"{digest}.lock"))
 
     def _lease_one(self, digest: str, owner: str) -> Path:
         d = self.leases / digest

@@ -99,7 +99,7 @@ class IOBudget:
 
     # -- internals ------------------------------------------------------------------------
     def _slot_lock(self, i: int) -> FileLock:
-        return FileLock(str(self.directory / f"slot-{i}.lock"), thread_local=False, is_singleton=False)
+        return FileLock(str(self.directory / f"slot-{i}.lock"))
 
     def _try_slots(self) -> FileLock | None:
         order = list(range(self.slots))
@@ -120,7 +120,7 @@ class IOBudget:
             if got is not None:
                 return got
         name = f"{ticket:020.6f}-{os.getpid()}-{uuid.uuid4().hex[:8]}.wait"
-        me = FileLock(str(self.queue / name), thread_local=False, is_singleton=False)
+        me = FileLock(str(self.queue / name))
         me.acquire()  # held while we wait: a live waiter's file cannot be locked by others
         try:
             while True:
@@ -153,7 +153,7 @@ class IOBudget:
         return True
 
     def _alive(self, name: str) -> bool:
-        probe = FileLock(str(self.queue / name), thread_local=False, is_singleton=False)
+        probe = FileLock(str(self.queue / name))
         try:
             probe.acquire(timeout=0)
         except Timeout:
