@@ -1,0 +1,125 @@
+"""End to end: the bundled tasks built and published by the real workflow, validated per
+environment in sandboxes, then graded with `minisandbox eval` in fresh sandboxes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minisandbox.evalscript import reverse_patch
+from minisandbox.records import read_tasks
+
+pytestmark = [pytest.mark.slow, pytest.mark.root]
+
+
+@pytest.fixture(scope="module")
+def store(bundled_eval_store):
+    if os.geteuid() != 0:
+        pytest.skip("sandboxes as root")
+    return bundled_eval_store
+
+
+def records(store):
+    return read_tasks(store.tasks).records
+
+
+def test_validation_stage_marks_every_bundled_task_valid(store):
+    files = sorted((store.workdir / "validation").glob("env-*.json"))
+    assert len(files) == 4  # one job per environment, not per task
+    statuses: dict[str, str] = {}
+    for f in files:
+        data = json.loads(f.read_text())
+        assert data["repeats"] == 2
+        for iid, t in data["tasks"].items():
+            statuses[iid] = t["status"]
+            assert len(t["runs"]) == 4 and all((store.path / r["log"]).exists() for r in t["runs"])
+    ids = {r.instance_id for r in records(store)}
+    assert set(statuses) == ids
+    assert set(statuses.values()) == {"valid"}, statuses
+    report = json.loads((store.path / "results" / "report.json").read_text())
+    assert report["counts"]["validation_valid"] == len(ids)
+    valid = [json.loads(x) for x in (store.path / "results" / "validated_tasks.jsonl").read_text().splitlines()]
+    assert {v["instance_id"] for v in valid} == ids
+    # the validated list is itself a valid task file
+    assert len(read_tasks([store.path / "results" / "validated_tasks.jsonl"]).records) == len(ids)
+
+
+def _eval(store, preds: list[dict], out: Path, *extra: str) -> subprocess.CompletedProcess:
+    pf = out.parent / f"{out.name}.preds.jsonl"
+    pf.write_text("".join(json.dumps(p) + "\n" for p in preds))
+    cmd = [sys.executable, "-m", "minisandbox.cli", "eval", "--store", str(store.store), "--predictions", str(pf),
+           "--catalog", str(store.catalog), "--out", str(out), "--run-id", "e2e", "--workers", "2", *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=store.path, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_eval_gold_and_adversarial_predictions(store, tmp_path):
+    recs = records(store)
+    smith = [r for r in recs if r.format == "swesmith"]
+    bench = [r for r in recs if r.format == "swebench"]
+    assert smith and bench
+    preds = []
+    for r in recs:  # gold for every task: SWE-smith gold is the bug patch reversed
+        gold = reverse_patch(r.patch) if r.format == "swesmith" else r.patch
+        preds.append({"instance_id": r.instance_id, "model_patch": gold, "model_name_or_path": "gold"})
+    out = tmp_path / "gold"
+    proc = _eval(store, preds, out)
+    summary = json.loads((out / "gold.e2e.json").read_text())
+    assert summary["resolved_instances"] == len(recs), (summary, proc.stderr[-3000:])
+    assert summary["error_ids"] == [] and summary["schema_version"] == 2
+    assert proc.stderr.count("resolved so far") == len(recs)  # progress lines
+
+    # adversarial predictions on one SWE-smith task
+    target = smith[0]
+    f2p_file = target.fail_to_pass[0].split("::")[0]
+    plant = (
+        "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n+++ b/conftest.py\n"
+        "@@ -0,0 +1,7 @@\n+import pytest\n+\n+\n+@pytest.hookimpl(hookwrapper=True)\n"
+        "+def pytest_runtest_makereport(item, call):\n+    outcome = yield\n+    outcome.get_result().outcome = 'passed'\n"
+    )
+    skip_all = (  # a test file (missing in the task state) that only skips: restored from the reference
+        f"diff --git a/{f2p_file} b/{f2p_file}\nnew file mode 100644\n--- /dev/null\n+++ b/{f2p_file}\n"
+        "@@ -0,0 +1,2 @@\n+import pytest\n+pytestmark = pytest.mark.skip\n"
+    )
+    bad = "diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n"
+    adv = [
+        {"instance_id": target.instance_id, "model_patch": plant, "model_name_or_path": "adv"},
+    ]
+    out2 = tmp_path / "adv"
+    _eval(store, adv, out2)
+    rep = json.loads((out2 / "adv" / target.instance_id / "report.json").read_text())[target.instance_id]
+    assert rep["resolved"] is False and rep["reason"] == "tests-failed"
+    assert "reverted protected path conftest.py" in (out2 / "adv" / target.instance_id / "test_output.txt").read_text()
+
+    for name, patch, reason in (("skip", skip_all, "tests-failed"), ("bad", bad, "patch-apply-failed"),
+                                ("empty", "", "empty-patch")):
+        o = tmp_path / name
+        _eval(store, [{"instance_id": target.instance_id, "model_patch": patch, "model_name_or_path": name}], o)
+        s = json.loads((o / f"{name}.e2e.json").read_text())
+        assert s["resolved_instances"] == 0, (name, s)
+        if name != "empty":
+            r = json.loads((o / name / target.instance_id / "report.json").read_text())[target.instance_id]
+            assert r["reason"] == reason, (name, r["reason"])
+        else:
+            assert s["empty_patch_ids"] == [target.instance_id]
+
+    # resume: the gold run is not evaluated again
+    proc = _eval(store, preds, out)
+    assert "resuming: %d instance(s)" % len(recs) in proc.stderr
+    assert "resolved so far" not in proc.stderr
+
+
+def test_eval_with_task_files(store, tmp_path):
+    """With --tasks the records come from the given files (otherwise from the index)."""
+    r = next(r for r in records(store) if r.format == "swebench")
+    out = tmp_path / "idx"
+    _eval(store, [{"instance_id": r.instance_id, "model_patch": r.patch, "model_name_or_path": "m"}], out,
+          "--tasks", *map(str, store.tasks))
+    s = json.loads((out / "m.e2e.json").read_text())
+    assert s["resolved_ids"] == [r.instance_id]
