@@ -52,7 +52,7 @@ def _task_sandbox(args: argparse.Namespace) -> Iterator:
     """The task's sandbox in its start state (minisandbox.integrations.task when present,
     else the bare restored layers from minisandbox.runtime)."""
     try:
-        from minisandbox.integrations.task import open_task
+        from minisandbox.task import open_task
     except ImportError:
         open_task = None
     if open_task is not None:

@@ -53,6 +53,10 @@ def file_digest(path: Path) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
+#: Top-level names that are never part of a tree: Snakemake's marker in directory outputs.
+TOP_LEVEL_EXCLUDES = (".snakemake_timestamp",)
+
+
 def tree_stats(src: Path) -> PackStats:
     """Count non-directory entries and regular-file bytes (hardlinked inodes once)."""
     files = 0
@@ -60,6 +64,8 @@ def tree_stats(src: Path) -> PackStats:
     seen: set[tuple[int, int]] = set()
     for root, dirs, names in os.walk(src):
         for name in names + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            if root == str(src) and name in TOP_LEVEL_EXCLUDES:
+                continue
             files += 1
             st = os.lstat(os.path.join(root, name))
             if not os.path.islink(os.path.join(root, name)) and (st.st_dev, st.st_ino) not in seen:
@@ -81,6 +87,7 @@ def _pack_zst(src: Path, fileobj, level: int) -> None:
         "--format=gnu", "--sort=name", "--mtime=@0",
         "--owner=0", "--group=0", "--numeric-owner",
         "--no-acls", "--no-xattrs", "--no-selinux",
+        "--anchored", *(f"--exclude=./{name}" for name in TOP_LEVEL_EXCLUDES),
         ".",
     ]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -97,7 +104,9 @@ def _pack_zst(src: Path, fileobj, level: int) -> None:
         raise PackError(f"tar of {src} failed (exit {rc}): {err.splitlines()[-1] if err else ''}")
 
 
-def _normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
+def _normalise(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    if info.name in {f"./{name}" for name in TOP_LEVEL_EXCLUDES}:
+        return None
     info.mtime = 0
     info.uid = info.gid = 0
     info.uname = info.gname = ""
