@@ -113,12 +113,11 @@ class MinisandboxEnvironment:
                              "extra": {"exit_status": "Submitted", "submission": submission}})
 
     def get_template_vars(self, **kwargs: Any) -> dict[str, Any]:
-        from minisweagent.utils.serialize import recursive_merge
-
         task = {"task_id": self.config.task_id}
         if self.task is not None:
             task["problem_statement"] = self.task.record.problem_statement
-        return recursive_merge(self.config.model_dump(), platform.uname()._asdict(), task, kwargs)
+        # 1.x has no recursive_merge; the values here are flat, so a plain merge matches it
+        return {**self.config.model_dump(), **platform.uname()._asdict(), **task, **kwargs}
 
     def serialize(self) -> dict[str, Any]:
         return {"info": {"config": {
