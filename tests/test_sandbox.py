@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -230,3 +231,39 @@ def test_missing_layer_and_bad_interpreter_are_one_line_errors(tmp_path, as_root
         Sandbox([Layer(str(tmp_path / "missing"), "/testbed")])
     with pytest.raises(LookupError, match="no CPython 3.1.99"):
         Sandbox([], interpreter=("3.1.99", "/opt/python/3.1.99"))
+
+
+def test_controller_crash_kills_its_sandboxes(repo):
+    """Sandboxes live exactly as long as their control sockets: SIGKILL the controlling
+    process and every process inside every one of its sandboxes goes too."""
+    code = (f"import os, signal\nfrom minisandbox.sandbox import Sandbox, Layer\n"
+            f"boxes = [Sandbox([Layer({str(repo)!r}, '/testbed')]) for _ in range(3)]\n"
+            f"for b in boxes: b.execute('setsid sleep 5151 > /dev/null 2>&1 &')\n"
+            f"print('ready', flush=True)\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(Path(rootfs.__file__).parents[1])})
+    assert proc.stdout == "ready\n" and proc.returncode == -9, proc.stderr
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        left = subprocess.run(["pgrep", "-f", "sleep 5151"], capture_output=True, text=True).stdout.split()
+        if not left:
+            break
+        time.sleep(0.1)
+    assert left == []
+
+
+def test_forked_caller_gets_its_own_fork_server(repo):
+    with Sandbox([Layer(str(repo), "/testbed")]) as sb:
+        sb.execute("true")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a multiprocessing-style forked worker
+        try:
+            with Sandbox([Layer(str(repo), "/testbed")]) as sb:
+                ok = sb.execute("cat pkg/mod.py").output == "def f():\n    return 1\n"
+            os.write(w, b"ok" if ok else b"bad")
+        finally:
+            os._exit(0)
+    os.close(w)
+    assert os.read(r, 10) == b"ok"
+    os.waitpid(pid, 0)

@@ -623,11 +623,13 @@ def _start_sandbox(sock: socket.socket, spec: dict) -> None:
                 fh.write(f"0 {uid} 1")
             with open("/proc/self/gid_map", "w") as fh:
                 fh.write(f"0 {gid} 1")
+        order_r, order_w = os.pipe()
         pid = os.fork()
     except Exception as exc:
         _send(sock, {"ev": "error", "error": _describe(exc, spec)})
         os._exit(1)
     if pid == 0:
+        os.close(order_w)
         try:
             if spec.get("network", "host") == "none":
                 _loopback_up()
@@ -641,6 +643,8 @@ def _start_sandbox(sock: socket.socket, spec: dict) -> None:
         except Exception as exc:
             _send(sock, {"ev": "error", "error": _describe(exc, spec)})
             os._exit(1)
+        os.read(order_r, 1)  # EOF once the starter has reported our pid: "pid" precedes "ready"
+        os.close(order_r)
         _send(sock, {"ev": "ready", **info})
         try:
             _serve(sock)
@@ -651,6 +655,7 @@ def _start_sandbox(sock: socket.socket, spec: dict) -> None:
     try:
         _send(sock, {"ev": "pid", "pid": pid})
     finally:
+        os.close(order_w)
         os._exit(0)
 
 
@@ -799,6 +804,8 @@ class PrivateRoot:
             raise SandboxError("sandbox init process is gone (killed or out of memory)")
         if "re" in msg:
             self._replies[msg["re"]] = (msg, fds)
+        elif msg.get("ev") == "pid" and self.proc is None:
+            self.proc = _InitProcess(msg["pid"])
         elif msg.get("ev") == "exit":
             self._exits[msg["id"]] = msg["status"]
         return True

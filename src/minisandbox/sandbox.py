@@ -362,7 +362,9 @@ class Sandbox:
     # -- lifetime
     @property
     def alive(self) -> bool:
-        return not self._closed and self._root is not None and self._root.proc.poll() is None
+        root = self._root
+        return not self._closed and root is not None and not root._closed and (
+            root.proc is None or root.proc.poll() is None)
 
     def close(self) -> None:
         """Kill every process, tear down the namespaces (all mounts go with them), remove
