@@ -168,7 +168,7 @@ def _interactive(sb) -> int:
             continue
         result: dict = {}
 
-        def work() -> None:
+        def work(result: dict = result, line: str = line) -> None:
             try:
                 result["r"] = session.run(line)
             except Exception as exc:  # reported below

@@ -36,7 +36,7 @@ from minisandbox import rootfs
 from minisandbox.conda_shim import ACTIVATE
 from minisandbox.interpreters import interpreter_binds
 from minisandbox.limits import LimitGroup, Limits
-from minisandbox.paths import CONDA_ROOT, REPO_PATH, VENV_PATH
+from minisandbox.paths import CONDA_ROOT, REPO_PATH
 
 DEFAULT_ENV = {
     "PATH": f"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:{CONDA_ROOT}/bin",
@@ -193,7 +193,7 @@ class Sandbox:
         return self._live().kill(cid, sig, children_only=children_only)
 
     def _default_cwd(self) -> str:
-        return self.config.repo_path if any(l.mount_path == self.config.repo_path for l in self.layers) else "/"
+        return self.config.repo_path if any(layer.mount_path == self.config.repo_path for layer in self.layers) else "/"
 
     def run(self, argv: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
             timeout: float | None = None, input: bytes | None = None, _mark: bool = True) -> ExecResult:
@@ -302,7 +302,7 @@ class Sandbox:
 
     def _ensure_start(self) -> None:
         if self._start_tree is None and not self._closed and any(
-                l.mount_path == self.config.repo_path and l.writable for l in self.layers):
+                layer.mount_path == self.config.repo_path and layer.writable for layer in self.layers):
             with self._lock:
                 if self._start_tree is None:
                     self._start_tree = self._git_tree()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -102,7 +101,7 @@ def world(request, tmp_path):
     (repo / "code.py").write_text("VALUE = 1\n")
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t"}
-    subprocess.run(f"git init -q && git add -A && git commit -qm init", shell=True, cwd=repo, check=True, env=env)
+    subprocess.run("git init -q && git add -A && git commit -qm init", shell=True, cwd=repo, check=True, env=env)
     secret = base / "secret.txt"
     secret.write_text("host secret\n")
     if mode == "rootless":
@@ -145,7 +144,7 @@ def test_cannot_read_or_write_outside(world):
     assert "Read-only file system" in text
     assert not Path("/etc/evil").exists() and not Path("/usr/evil").exists() and not Path("/evil").exists()
     assert not (Path(world.secret).parent / "evil").exists()
-    root_listing = [l for l in text.splitlines() if l in ("bin", "dev", "etc", "lib", "lib64", "opt", "proc", "root",
+    root_listing = [x for x in text.splitlines() if x in ("bin", "dev", "etc", "lib", "lib64", "opt", "proc", "root",
                                                           "sbin", "testbed", "tmp", "usr", "var", "work", "home")]
     assert "work" not in root_listing and "home" not in root_listing and "testbed" in root_listing
 

@@ -18,15 +18,13 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from minisandbox import rootfs
 from minisandbox.interpreters import available, find_interpreter, interpreter_binds
 from minisandbox.paths import VENV_PATH
-from tests.fixtures.sandbox import TEST_USER, run_as_user
+from tests.fixtures.sandbox import run_as_user
 
 pytestmark = pytest.mark.slow
 
