@@ -267,3 +267,41 @@ def test_forked_caller_gets_its_own_fork_server(repo):
     os.close(w)
     assert os.read(r, 10) == b"ok"
     os.waitpid(pid, 0)
+
+
+@pytest.mark.rootless
+def test_rootless_sandbox_features(shared_tmp, rootless_user):
+    """Overlay, files, diff, sessions and rlimits as the unprivileged test user."""
+    from tests.fixtures.sandbox import run_json_as_user
+
+    repo = make_repo(shared_tmp / "repo")
+    subprocess.run(["chown", "-R", f"{rootless_user.pw_uid}:{rootless_user.pw_gid}", str(repo)], check=True)
+    before = tree_digest(repo)
+    res = run_json_as_user(f"""
+import json
+from minisandbox.sandbox import Sandbox, Layer
+from minisandbox.limits import Limits
+with Sandbox([Layer({str(repo)!r}, "/testbed")], limits=Limits(pids=200, memory_bytes=2 << 30)) as sb:
+    s = sb.session()
+    s.run("cd pkg && export K=v")
+    sess = s.run("pwd; echo $K").output
+    sb.write_file("/testbed/new.txt", "n\\n")
+    sb.execute("echo more >> pkg/mod.py")
+    print(json.dumps({{"sess": sess, "diff": sb.diff(), "mode": sb.limits_mode, "rootless": sb.rootless,
+                      "layers": sb.layer_methods, "ulimit": sb.execute("ulimit -u").output}}))
+""")
+    assert res["rootless"] is True and res["layers"] == {"/testbed": "overlay"}
+    assert res["sess"] == "/testbed/pkg\nv\n"
+    assert "+more" in res["diff"] and "new.txt" in res["diff"]
+    assert res["mode"]["pids"].startswith("rlimit") and res["ulimit"].strip() == "200"
+    assert tree_digest(repo) == before
+
+
+@pytest.mark.rootless
+def test_rootless_refuses_layers_of_other_owners(shared_tmp, rootless_user):
+    from tests.fixtures.sandbox import run_as_user
+
+    repo = make_repo(shared_tmp / "rootowned")  # owned by root, readable by all
+    proc = run_as_user(f"from minisandbox.sandbox import Sandbox, Layer\nSandbox([Layer({str(repo)!r}, '/testbed')])")
+    assert proc.returncode != 0
+    assert "can only write layers owned by its user" in proc.stderr.strip().splitlines()[-1]

@@ -277,8 +277,8 @@ def test_process_flood_contained(world):
     started, err = out["output"].split()
     assert 0 < int(started) < 64 and err == "11", out  # EAGAIN well before 1000
     assert out["after"] == "ok\n"
-    assert out["mode"] == ("cgroup v1" if world.mode == "root" and Path("/sys/fs/cgroup/pids").is_dir()
-                           else out["mode"])
+    if world.mode == "root" and os.access("/sys/fs/cgroup/pids", os.W_OK):
+        assert out["mode"].startswith("cgroup"), out  # a real per-sandbox cgroup, not an rlimit
 
 
 @pytest.mark.parametrize("world", MODES, indirect=True)
