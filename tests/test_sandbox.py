@@ -305,3 +305,13 @@ def test_rootless_refuses_layers_of_other_owners(shared_tmp, rootless_user):
     proc = run_as_user(f"from minisandbox.sandbox import Sandbox, Layer\nSandbox([Layer({str(repo)!r}, '/testbed')])")
     assert proc.returncode != 0
     assert "can only write layers owned by its user" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_large_commands_and_environments(repo):
+    """Requests larger than a socket message (an inline patch, a big env) still work."""
+    big = "x" * 500_000
+    env_value = "y" * 100_000  # one environment string may not exceed 128 KiB (kernel limit)
+    with Sandbox([Layer(str(repo), "/testbed")], env={"BIG": env_value}) as sb:
+        res = sb.execute(f"cat > /tmp/p <<'EOF'\n{big}\nEOF\nwc -c < /tmp/p; echo ${{#BIG}}")
+        assert res.output.split() == [str(len(big) + 1), str(len(env_value))]
+        assert sb.session().run(f"echo {big} | wc -c").output.strip() == str(len(big) + 1)

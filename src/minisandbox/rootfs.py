@@ -398,17 +398,35 @@ def _prep(path: str) -> str:
 
 # ---------------------------------------------------------------------------- init server
 
+#: Messages above this size travel in a memfd (a SEQPACKET message must fit the socket
+#: buffer, ~200 KB by default; a command line with an inline patch can be larger).
+_INLINE_MAX = 32 << 10
+
+
 def _send(sock: socket.socket, msg: dict, fds: list[int] | None = None) -> None:
     data = json.dumps(msg).encode()
-    if fds:
-        sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
-    else:
-        sock.send(data)
+    fds = list(fds or [])
+    big = None
+    if len(data) > _INLINE_MAX:
+        big = os.memfd_create("minisandbox-msg", os.MFD_CLOEXEC)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(big, view):]
+        fds.append(big)
+        data = json.dumps({"_memfd": True}).encode()
+    try:
+        if fds:
+            sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        else:
+            sock.send(data)
+    finally:
+        if big is not None:
+            os.close(big)
 
 
 def _recv(sock: socket.socket, maxfds: int = 8) -> tuple[dict | None, list[int]]:
     fds = array.array("i")
-    data, anc, flags, _ = sock.recvmsg(1 << 20, socket.CMSG_LEN(maxfds * fds.itemsize))
+    data, anc, flags, _ = sock.recvmsg(1 << 16, socket.CMSG_LEN((maxfds + 1) * fds.itemsize))
     for level, typ, cdata in anc:
         if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
             fds.frombytes(cdata[: len(cdata) - (len(cdata) % fds.itemsize)])
@@ -416,7 +434,17 @@ def _recv(sock: socket.socket, maxfds: int = 8) -> tuple[dict | None, list[int]]
         for fd in fds:
             os.close(fd)
         return None, []
-    return json.loads(data), list(fds)
+    msg = json.loads(data)
+    out = list(fds)
+    if msg.get("_memfd") and out:
+        big = out.pop()
+        try:
+            os.lseek(big, 0, os.SEEK_SET)
+            with os.fdopen(big, "rb", closefd=False) as fh:
+                msg = json.loads(fh.read())
+        finally:
+            os.close(big)
+    return msg, out
 
 
 def _proc_table() -> dict[int, tuple[int, int]]:

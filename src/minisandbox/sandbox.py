@@ -226,7 +226,11 @@ class Sandbox:
 
     def execute(self, command: str, *, cwd: str | None = None, timeout: float | None = None,
                 env: dict[str, str] | None = None) -> ExecResult:
-        """One-shot `bash -c command` (a fresh shell: no state carried over)."""
+        """One-shot `bash -c command` (a fresh shell: no state carried over). Commands
+        beyond the kernel's 128 KiB limit for one argument go in through stdin."""
+        if len(command.encode()) > 100_000:
+            return self.run(["bash", "-c", 'eval "$(cat)" < /dev/null'], cwd=cwd, timeout=timeout, env=env,
+                            input=command.encode())
         return self.run(["bash", "-c", command], cwd=cwd, timeout=timeout, env=env)
 
     # -- files

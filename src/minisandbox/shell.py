@@ -80,7 +80,9 @@ class ShellSession:
                   f"printf '\\n{self._marker}%d\\n' \"$?\"\n")
         self._busy.set()
         try:
-            os.write(self._in, script.encode())
+            view = memoryview(script.encode())
+            while view:
+                view = view[os.write(self._in, view):]
         except BrokenPipeError:
             self._dead = True
             raise SessionError(f"session {self.name} has exited; create it again") from None

@@ -1,107 +1,209 @@
-"""A task's sandbox in its start state, as an agent sees it.
+"""A task's sandbox in its start state, and grading of what an agent left in it.
 
-SWE-smith: the profile snapshot with the bug patch applied and the FAIL_TO_PASS test files
-removed (as in the official task branches). SWE-bench: the base-commit snapshot as is.
+`minisandbox run/shell` and every integration (SWE-ReX, mini-swe-agent, Ray rollouts)
+need the same three steps, so they live here once:
 
-The start state is committed as the repository's only commit (no parent, no reflog, the
-clean snapshot's now-unreachable objects pruned), so neither `git diff`, `git log`,
-`git reflog` nor `git fsck --lost-found` shows the bug or the fix. Grading never uses
-this session: it starts a fresh sandbox (minisandbox.evaluate).
+1. `open_task`: resolve the task in a published store (`minisandbox.runtime.prepare`:
+   node cache, I/O budget, lease), start a `Sandbox` over its layers with the task's venv
+   first on PATH (as `conda activate testbed` in the SWE-bench images does), and put the
+   repo in the task's start state.
+2. The agent works in the sandbox.
+3. `TaskSandbox.patch()` is the agent's change since the start state, and `grade()`
+   evaluates it in a *fresh* sandbox (`minisandbox.evaluate`), never in the agent's.
+
+Start state (docs/design.md "Task records"): SWE-bench tasks start from the snapshot as
+published. SWE-smith tasks get the bug patch applied and the FAIL_TO_PASS test files
+removed; the repo's git metadata is then replaced by one fresh root commit of that
+state, so `git diff` inside the sandbox shows exactly the agent's edits and neither the
+history nor dangling objects hold the clean (fixed) tree.
 """
 
 from __future__ import annotations
 
-import base64
-import contextlib
+import os
 import shlex
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from .cache import Cache
 from .evalscript import test_files_of
-from .paths import REPO_PATH
+from .iobudget import IOBudget
+from .paths import REPO_PATH, VENV_PATH, cache_dir
 from .records import TaskRecord
+from .runtime import PreparedTask, prepare
+from .sandbox import DEFAULT_ENV, ExecResult, Layer, Sandbox
 
-#: Fixed identity/date: the start commit of a task is the same on every node.
-START_ENV = (
-    "GIT_AUTHOR_NAME=minisandbox GIT_AUTHOR_EMAIL=task@minisandbox.invalid "
-    "GIT_COMMITTER_NAME=minisandbox GIT_COMMITTER_EMAIL=task@minisandbox.invalid "
-    "GIT_AUTHOR_DATE=2000-01-01T00:00:00+0000 GIT_COMMITTER_DATE=2000-01-01T00:00:00+0000 "
-    "GIT_CONFIG_NOSYSTEM=1"
-)
+#: Environment of every command: the task's venv is active, like in the SWE-bench images.
+AGENT_ENV = {
+    "PATH": f"{VENV_PATH}/bin:{DEFAULT_ENV['PATH']}",
+    "VIRTUAL_ENV": VENV_PATH,
+    "CONDA_DEFAULT_ENV": "testbed",
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+}
+
+_GIT_ID = {"GIT_AUTHOR_NAME": "minisandbox", "GIT_AUTHOR_EMAIL": "minisandbox@localhost",
+           "GIT_COMMITTER_NAME": "minisandbox", "GIT_COMMITTER_EMAIL": "minisandbox@localhost",
+           "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000"}
 
 
-class TaskStartError(RuntimeError):
-    pass
+class TaskSetupError(RuntimeError):
+    """The task's start state could not be created in its sandbox."""
 
 
-def start_script(record: TaskRecord, repo: str = REPO_PATH) -> str:
-    """Bash that turns a clean snapshot into the task's start state (run inside the sandbox)."""
-    q = shlex.quote
-    lines = ["set -euo pipefail", f"cd {q(repo)}", "git config --global --add safe.directory '*' 2>/dev/null || true"]
-    if record.format == "swesmith":
-        bug = base64.b64encode(record.patch.encode()).decode()
-        lines += [
-            f"echo {bug} | base64 -d > /tmp/.msb-bug.patch",
-            "git apply /tmp/.msb-bug.patch || { echo 'minisandbox: the task patch does not apply to its snapshot' >&2; exit 3; }",
-            "rm -f /tmp/.msb-bug.patch",
-        ]
-        for path in test_files_of(list(record.fail_to_pass)):
-            lines.append(f"rm -rf -- {q(path)}")
-        lines += [
-            # One parentless commit for the start state; nothing left that reaches the old tree.
-            "git add -A -f",
-            f"c=$(env {START_ENV} git commit-tree \"$(git write-tree)\" -m 'task start state')",
-            "git -c core.logAllRefUpdates=false update-ref HEAD \"$c\"",
-            "rm -rf .git/logs",
-            "git -c gc.auto=0 prune --expire=now",
-        ]
-    return "\n".join(lines) + "\n"
+def make_cache(cache: Cache | str | os.PathLike[str] | None = None, io_slots: int | None = None) -> Cache:
+    """A Cache from a Cache, a directory or None ($MINISANDBOX_CACHE); `io_slots=0` means
+    the caller bounds unpacks itself (Ray's `minisandbox_io` resource)."""
+    if isinstance(cache, Cache):
+        return cache
+    root = Path(cache) if cache is not None else cache_dir()
+    budget = IOBudget.unlimited() if io_slots == 0 else IOBudget(io_slots, root / "budget")
+    return Cache(root, budget=budget)
 
 
 @dataclass
-class TaskSession:
-    """An open task: its record, index entry and sandbox. Close it (or use `with`)."""
+class TaskSandbox:
+    """One task's sandbox and the lease on its layers; close() ends both."""
 
-    task_id: str
+    prepared: PreparedTask
+    sandbox: Sandbox
     record: TaskRecord
-    entry: dict[str, Any]
-    sandbox: Any
-    _stack: contextlib.ExitStack = field(repr=False, default_factory=contextlib.ExitStack)
+    setup_seconds: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+    cache: Cache | None = None  # the node cache the layers came from (grading reuses it)
+
+    @property
+    def task_id(self) -> str:
+        return self.prepared.instance_id
+
+    def execute(self, command: str, *, cwd: str | None = None, timeout: float | None = None,
+                env: dict[str, str] | None = None) -> ExecResult:
+        """A fresh `bash -c command` in the sandbox (no state carried over)."""
+        return self.sandbox.execute(command, cwd=cwd or REPO_PATH, timeout=timeout, env=env)
+
+    def patch(self) -> str:
+        """The agent's changes since the start state (binary git diff, new files included)."""
+        return self.sandbox.diff()
 
     def close(self) -> None:
-        self._stack.close()
+        try:
+            self.sandbox.close()
+        finally:
+            self.prepared.release()
 
-    def __enter__(self) -> "TaskSession":
+    def __enter__(self) -> "TaskSandbox":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def open_task(task_id: str, store: Any = None, *, cache: Any = None, **sandbox_options: Any) -> TaskSession:
-    """Fetch (node cache, I/O budget), open a sandbox and put it in the task's start state."""
-    from .cache import Cache
-    from .runtime import prepare
-    from .sandbox import Layer, Sandbox
+def _setup_script(record: TaskRecord) -> str | None:
+    """Shell commands turning the published snapshot into the task's start state (None:
+    the snapshot already is it)."""
+    if record.format == "swebench":
+        return None
+    q = shlex.quote
+    lines = ["set -eu", f"cd {REPO_PATH}"]
+    if record.patch.strip():
+        lines.append("git -c safe.directory='*' apply --whitespace=nowarn /tmp/.minisandbox-task.patch "
+                     "|| patch --batch -p1 --no-backup-if-mismatch -r - -i /tmp/.minisandbox-task.patch")
+    for path in test_files_of(list(record.fail_to_pass)):
+        lines.append(f"rm -rf -- {q(path)}")
+    lines += [
+        "rm -f /tmp/.minisandbox-task.patch",
+        # one fresh root commit: no history, no objects of the clean tree
+        "rm -rf .git",
+        "git init -q -b main 2>/dev/null || git init -q",
+        "git -c safe.directory='*' add -A",
+        "git -c safe.directory='*' -c commit.gpgsign=false commit -q --no-verify -m 'Initial commit'",
+    ]
+    return "\n".join(lines) + "\n"
 
-    if isinstance(cache, str):
-        from pathlib import Path
 
-        cache = Cache(Path(cache))
-    stack = contextlib.ExitStack()
+def open_task(task_id: str, store: str | os.PathLike[str] | None = None, *,
+              cache: Cache | str | os.PathLike[str] | None = None, io_slots: int | None = None,
+              env: dict[str, str] | None = None, **sandbox_options: Any) -> TaskSandbox:
+    """Prepare `task_id` from `store` on this node and open its sandbox in the start state.
+
+    `cache`: a Cache or cache directory (default $MINISANDBOX_CACHE). `io_slots`: the
+    node's I/O budget (default $MINISANDBOX_IO_SLOTS; 0 = unbounded here, e.g. when Ray's
+    `minisandbox_io` resource bounds it). `sandbox_options`: SandboxConfig fields
+    (network defaults to "none", limits=..., scratch_dir=...)."""
+    t0 = time.monotonic()
+    node_cache = make_cache(cache, io_slots)
+    prepared = prepare(task_id, store, cache=node_cache)
     try:
-        pt = stack.enter_context(prepare(task_id, store, cache=cache))
-        interp = pt.interpreter
-        sb = stack.enter_context(
-            Sandbox([Layer(str(p), m) for m, p in pt.layers.items()],
-                    interpreter=(interp["version"], interp["prefix"]) if interp else None, **sandbox_options)
-        )
-        record = TaskRecord.from_dict(pt.record)
-        res = sb.run(["bash", "-c", start_script(record)], cwd="/", timeout=300, _mark=False)
-        if res.returncode != 0:
-            raise TaskStartError(f"task {task_id}: start state failed (exit {res.returncode}): {res.output.strip()[-300:]}")
-        sb.mark_start()
-        return TaskSession(task_id, record, pt.task, sb, stack)
+        record = TaskRecord.from_dict(prepared.record)
+        options = {"network": "none", **sandbox_options}
+        options["env"] = {**AGENT_ENV, **options.get("env", {}), **(env or {})}
+        interp = prepared.interpreter
+        sandbox = Sandbox([Layer(str(path), mount) for mount, path in prepared.layers.items()],
+                          interpreter=(interp["version"], interp["prefix"]) if interp else None, **options)
     except BaseException:
-        stack.close()
+        prepared.release()
         raise
+    try:
+        script = _setup_script(record)
+        if script is not None:
+            if record.patch.strip():
+                sandbox.write_file("/tmp/.minisandbox-task.patch", record.patch)
+            res = sandbox.run(["bash", "-c", script], cwd="/", timeout=600, env=_GIT_ID, _mark=False)
+            if res.returncode != 0:
+                raise TaskSetupError(f"task {task_id}: setting up the start state in {REPO_PATH} failed "
+                                     f"({res.returncode}): {res.output.strip()[-300:]}; check the task's patch "
+                                     f"against its snapshot in {prepared.store_url}")
+        sandbox.mark_start()
+    except BaseException:
+        sandbox.close()
+        prepared.release()
+        raise
+    return TaskSandbox(prepared, sandbox, record, time.monotonic() - t0,
+                       {"downloaded": prepared.downloaded, "prepare_seconds": prepared.seconds}, node_cache)
+
+
+def load_catalog(catalog: Any = None):
+    """A `minisandbox.catalog.Catalog` from a Catalog, one path, several paths, or None
+    (the catalogs config/config.yaml names)."""
+    from .catalog import Catalog
+    from .cli_eval import _default_catalogs
+
+    if isinstance(catalog, Catalog):
+        return catalog
+    if catalog is None:
+        paths = _default_catalogs()
+        if not paths:
+            raise ValueError("no environment catalog found; pass catalog=config/catalog/<name>.yaml")
+    elif isinstance(catalog, (str, os.PathLike)):
+        paths = [catalog]
+    else:
+        paths = list(catalog)
+    return Catalog.load(paths)
+
+
+def grade(task_id: str, patch: str, store: str | os.PathLike[str] | None = None, *, catalog: Any = None,
+          cache: Cache | str | os.PathLike[str] | None = None, io_slots: int | None = None,
+          record: TaskRecord | None = None):
+    """Grade `patch` (relative to the task's start state) in a fresh sandbox; returns a
+    `minisandbox.evaluate.Evaluation` (`.resolved`, `.reason`, `.report`)."""
+    from .catalog import spec_for
+    from .evaluate import SandboxExecutor, evaluate
+    from .runtime import lookup_task
+    from .store import open_store
+
+    st = open_store(store)
+    if record is None:
+        record = TaskRecord.from_dict(lookup_task(st, task_id)["record"])
+    spec = spec_for(load_catalog(catalog), record)
+    executor = SandboxExecutor(store=st.url, cache=make_cache(cache, io_slots))
+    return evaluate(record, spec, patch, executor)
+
+
+def task_ids(store: str | os.PathLike[str] | None = None, *, status: str = "ready") -> list[str]:
+    """Instance ids of a published store's index with `status` ("ready"), sorted."""
+    from .index import iter_tasks
+    from .store import open_store
+
+    return sorted(e["instance_id"] for e in iter_tasks(open_store(store)) if e.get("status", "ready") == status)
