@@ -281,6 +281,57 @@ def test_process_flood_contained(world):
         assert out["mode"].startswith("cgroup"), out  # a real per-sandbox cgroup, not an rlimit
 
 
+def _ns_members(ns: str) -> int:
+    n = 0
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                n += os.readlink(f"/proc/{p}/ns/pid") == ns
+            except OSError:
+                pass
+    return n
+
+
+@pytest.mark.parametrize("world", MODES, indirect=True)
+def test_fork_bomb_contained(world):
+    """A real bash fork bomb for 3 s under pids=48: the sandbox never holds more than 48
+    processes (sampled from the host), the host keeps working, close kills it all."""
+    import threading
+
+    result = {}
+    pidfile = Path(world.secret).parent / "initpid"
+
+    def run():
+        result["out"] = world("""
+            with Sandbox([Layer(P["repo"], "/testbed")], limits=Limits(pids=48)) as sb:
+                open(P["pidfile"], "w").write(str(sb._root.proc.pid))
+                r = sb.execute("bomb() { bomb | bomb & }; bomb; sleep 10", timeout=3)
+                out = {"timed_out": r.timed_out, "mode": sb.limits_mode["pids"]}
+                time.sleep(0.5)
+                out["after"] = sb.execute("echo alive", timeout=30).output
+        """, pidfile=str(pidfile))
+
+    t = threading.Thread(target=run)
+    t.start()
+    peak, ns = 0, None
+    while t.is_alive():
+        if ns is None and pidfile.exists() and pidfile.read_text():
+            try:
+                ns = os.readlink(f"/proc/{pidfile.read_text()}/ns/pid")
+            except OSError:
+                pass
+        if ns:
+            peak = max(peak, _ns_members(ns))
+            assert subprocess.run(["true"]).returncode == 0  # the host can still fork
+        time.sleep(0.05)
+    t.join()
+    out = result["out"]
+    assert out["timed_out"] and out["after"] == "alive\n", out
+    assert ns is not None and 5 < peak <= 48, (peak, out)
+    if ns:
+        assert _ns_members(ns) == 0
+
+
 @pytest.mark.parametrize("world", MODES, indirect=True)
 def test_memory_hog_contained(world):
     out = world("""
