@@ -12,7 +12,7 @@
 # Environment knobs (defaults in brackets):
 #   SLURM_UP_CPUS       CPUs advertised by the node [16]; more than the real cores so
 #                       many small jobs run at once (SlurmdParameters=config_overrides)
-#   SLURM_UP_MEM_MB     memory advertised by the node, MB [16000]
+#   SLURM_UP_MEM_MB     memory advertised by the node, MB [32000]
 #   SLURM_UP_ACCOUNTING 1 = run MariaDB + slurmdbd [1]
 #   SLURM_UP_NO_INSTALL 1 = never call apt-get; fail if packages are missing [0]
 #
@@ -20,7 +20,7 @@
 set -euo pipefail
 
 CPUS="${SLURM_UP_CPUS:-16}"
-MEM_MB="${SLURM_UP_MEM_MB:-16000}"
+MEM_MB="${SLURM_UP_MEM_MB:-32000}"
 ACCOUNTING="${SLURM_UP_ACCOUNTING:-1}"
 NO_INSTALL="${SLURM_UP_NO_INSTALL:-0}"
 CLUSTER=minisandbox
