@@ -23,12 +23,12 @@ from tabulate import tabulate
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from minisandbox.catalog import Catalog, spec_for  # noqa: E402
-from minisandbox.evaluate import SandboxExecutor, evaluate, make_host_venv  # noqa: E402
-from minisandbox.paths import REPO_PATH  # noqa: E402
-from minisandbox.records import read_tasks  # noqa: E402
-from minisandbox.runtime import prepare  # noqa: E402
-from minisandbox.validate import gold_run  # noqa: E402
+from minisandbox.catalog import Catalog, spec_for
+from minisandbox.evaluate import SandboxExecutor, evaluate, make_host_venv
+from minisandbox.paths import REPO_PATH
+from minisandbox.records import read_tasks
+from minisandbox.runtime import prepare
+from minisandbox.validate import gold_run
 
 
 def main() -> int:

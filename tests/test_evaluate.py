@@ -15,9 +15,18 @@ from minisandbox.evalscript import (
     patch_paths,
     strip_conda_activation,
     swebench_test_directives,
+)
+from minisandbox.evalscript import (
     test_files_of as files_of,
 )
-from minisandbox.evaluate import HostVenvExecutor, evaluate, load_predictions, plan_script, run_eval, EvalTarget
+from minisandbox.evaluate import (
+    EvalTarget,
+    HostVenvExecutor,
+    evaluate,
+    load_predictions,
+    plan_script,
+    run_eval,
+)
 
 
 @pytest.fixture

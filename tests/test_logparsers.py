@@ -106,6 +106,7 @@ def run_pytest(root: Path, *args: str) -> str:
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
     return proc.stdout + proc.stderr
 
@@ -216,7 +217,8 @@ def test_real_unittest_output_parses(tmp_path):
         )
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "unittest", "-v", "test_u"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "unittest", "-v", "test_u"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        check=False,
     )
     got = get_parser("unittest")(proc.stderr)
     ok = [k for k, v in got.items() if k.startswith("test_ok") and v == "PASSED"]

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from minisandbox.evaluate import Evaluation, HostVenvExecutor
 from minisandbox.records import TaskRecord
-from minisandbox.validate import STATUSES, classify, validate_env, validated_ids, write_result
+from minisandbox.validate import (
+    STATUSES,
+    classify,
+    validate_env,
+    validated_ids,
+    write_result,
+)
 
 REC = TaskRecord(instance_id="x__y.1.a__b", format="swesmith", repo="swesmith/x__y.1", patch="diff --git a/a b/a\n",
                  fail_to_pass=["t.py::f"], pass_to_pass=["t.py::p"])
@@ -70,7 +77,7 @@ def test_validate_env_on_real_runs(eval_project, tmp_path):
     assert res.tasks[empty.instance_id]["status"] == "env-broken"
     runs = res.tasks[good.instance_id]["runs"]
     assert [r["phase"] for r in runs] == ["before", "before", "gold", "gold"]
-    assert "Start Test Output" in open(runs[2]["log"]).read()
+    assert "Start Test Output" in Path(runs[2]["log"]).read_text()
     out = tmp_path / "v" / "env-calc.json"
     write_result(res, out)
     data = json.loads(out.read_text())

@@ -148,7 +148,7 @@ def test_files_of(test_ids: list[str]) -> list[str]:
 
 def swebench_test_directives(test_patch: str, repo: str) -> list[str]:
     """SWE-bench's `get_test_directives`: test files of the test patch (Django: modules)."""
-    files = re.findall(r"^diff --git a/.* b/(.*)$", test_patch, flags=re.M)
+    files = re.findall(r"^diff --git a/.* b/(.*)$", test_patch, flags=re.MULTILINE)
     files = [f for f in files if not any(f.endswith(ext) for ext in NON_TEST_EXTS)]
     if repo != "django/django":
         return files
@@ -157,8 +157,8 @@ def swebench_test_directives(test_patch: str, repo: str) -> list[str]:
         name = posixpath.basename(f)
         if not (name == "tests.py" or name.startswith("test_") or "/tests/" in f or "/test_" in f):
             continue
-        f = f[: -len(".py")] if f.endswith(".py") else f
-        f = f[len("tests/") :] if f.startswith("tests/") else f
+        f = f.removesuffix(".py")
+        f = f.removeprefix("tests/")
         out.append(f.replace("/", "."))
     return out
 
@@ -211,8 +211,11 @@ class EvalScript:
         if self.setup_patch.strip():
             lines += [
                 _b64_file("$W/setup.patch", self.setup_patch.encode()),
-                'git apply "$W/setup.patch" || patch --batch -p1 --no-backup-if-mismatch -r - -i "$W/setup.patch" || '
-                f"{{ echo {q(self.marker(RESET_FAILED))} task set-up patch did not apply; exit 3; }}",
+                (
+                    'git apply "$W/setup.patch" < /dev/null || '
+                    'patch --batch -p1 --no-backup-if-mismatch -r - -i "$W/setup.patch" < /dev/null || '
+                    f"{{ echo {q(self.marker(RESET_FAILED))} task set-up patch did not apply; exit 3; }}"
+                ),
             ]
         for path in self.setup_remove:
             lines.append(f"rm -rf -- {q(path)}")
@@ -232,10 +235,12 @@ class EvalScript:
             rev = " -R" if self.reverse else ""
             lines += [
                 # 3. apply: git apply, else an all-or-nothing fuzzy patch
-                f'if git apply -v{rev} "$W/model.patch"; then',
+                f'if git apply -v{rev} "$W/model.patch" < /dev/null; then',
                 f"  echo {q(self.marker(APPLY_PATCH_PASS))}",
-                f'elif patch --batch --fuzz=5 -p1{rev} --dry-run -i "$W/model.patch" >/dev/null 2>&1 && '
-                f'patch --batch --fuzz=5 -p1{rev} --no-backup-if-mismatch -r - -i "$W/model.patch"; then',
+                (
+                    f'elif patch --batch --fuzz=5 -p1{rev} --dry-run -i "$W/model.patch" < /dev/null >/dev/null 2>&1 && '
+                    f'patch --batch --fuzz=5 -p1{rev} --no-backup-if-mismatch -r - -i "$W/model.patch" < /dev/null; then'
+                ),
                 f"  echo {q(self.marker(APPLY_PATCH_PASS))}",
                 "else",
                 f"  echo {q(self.marker(APPLY_PATCH_FAIL))}",
@@ -247,7 +252,7 @@ class EvalScript:
         lines += self._reference_lines()
         if self.test_patch.strip():
             lines += [
-                'if ! git apply -v "$W/test.patch"; then',
+                'if ! git apply -v "$W/test.patch" < /dev/null; then',
                 f"  echo {q(self.marker(RESET_FAILED))} test patch did not apply",
                 "  exit 3",
                 "fi",
@@ -259,8 +264,10 @@ class EvalScript:
             "rc=$?",
             "elapsed=$SECONDS",
             f"echo; echo {q(self.marker(END_TEST_OUTPUT))}",  # a killed run may end mid-line
-            f'if [ $rc -eq 124 ] || {{ [ $rc -eq 137 ] && [ $elapsed -ge {int(self.timeout)} ]; }}; then '
-            f"echo {q(self.marker(TESTS_TIMEOUT))}; fi",
+            (
+                f'if [ $rc -eq 124 ] || {{ [ $rc -eq 137 ] && [ $elapsed -ge {int(self.timeout)} ]; }}; then '
+                f"echo {q(self.marker(TESTS_TIMEOUT))}; fi"
+            ),
             f'echo "{TEST_EXIT_CODE} $rc {self.nonce}"',
             'rm -rf "$W"',
             "exit 0",

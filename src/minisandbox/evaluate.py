@@ -25,10 +25,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Iterable, Iterator, Protocol
+from typing import Any, Protocol
 
 from filelock import FileLock
 
@@ -75,7 +77,7 @@ class Executor(Protocol):
 
     prepares_task_state: bool
 
-    def open(self, record: TaskRecord) -> ContextManager[Environment]:
+    def open(self, record: TaskRecord) -> AbstractContextManager[Environment]:
         ...
 
 

@@ -20,9 +20,10 @@ Every unresolved report says why (`Reason`).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .logparsers import StatusMap, TestStatus, get_parser
 

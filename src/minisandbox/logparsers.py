@@ -19,8 +19,8 @@ that matter for a reward signal:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from enum import Enum
-from typing import Callable
 
 
 class TestStatus(str, Enum):
@@ -202,9 +202,9 @@ _UNITTEST_SUFFIXES = (
 )
 _UNITTEST_HEADER = re.compile(r"^(FAIL|ERROR): (.+)$")
 _DJANGO_INTERRUPTED = (
-    re.compile(r"^(.*?) \.\.\. Testing against Django installed in (?s:.*?) silenced\)\.\nok$", re.M),
-    re.compile(r"^(.*?) \.\.\. Internal Server Error: /(.*)/\nok$", re.M),
-    re.compile(r"^(.*?) \.\.\. System check identified no issues \(0 silenced\)\nok$", re.M),
+    re.compile(r"^(.*?) \.\.\. Testing against Django installed in (?s:.*?) silenced\)\.\nok$", re.MULTILINE),
+    re.compile(r"^(.*?) \.\.\. Internal Server Error: /(.*)/\nok$", re.MULTILINE),
+    re.compile(r"^(.*?) \.\.\. System check identified no issues \(0 silenced\)\nok$", re.MULTILINE),
 )
 
 

@@ -27,14 +27,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .catalog import EnvSpec
 from .evaluate import Evaluation, Executor, evaluate
-from .grading import FAIL_TO_PASS, PASS_TO_PASS, Reason, is_pass, lookup
+from .grading import Reason, is_pass, lookup
 from .records import TaskRecord
 
 STATUSES = ("valid", "env-broken", "flaky", "timeout")
