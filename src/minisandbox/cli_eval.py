@@ -67,14 +67,16 @@ def cmd_eval(a: argparse.Namespace) -> int:
             print(f"minisandbox eval: skipping invalid record {bad}", file=sys.stderr)
         records = {r.instance_id: r for r in ing.records}
     else:  # the records the store's index holds
-        from .runtime import lookup_task
+        from .runtime import StoreIndexMissing, lookup_task
         from .store import open_store
 
         st = open_store(a.store)
         for iid in preds:
             try:
                 records[iid] = TaskRecord.from_dict(lookup_task(st, iid)["record"])
-            except Exception as exc:  # reported per instance below
+            except StoreIndexMissing:
+                raise
+            except Exception as exc:  # noqa: BLE001 - reported per instance, the others go on
                 print(f"minisandbox eval: {iid}: {exc}", file=sys.stderr)
     executor = SandboxExecutor(store=a.store)
     targets: dict[str, Any] = {}

@@ -123,3 +123,29 @@ def test_eval_with_task_files(store, tmp_path):
           "--tasks", *map(str, store.tasks))
     s = json.loads((out / "m.e2e.json").read_text())
     assert s["resolved_ids"] == [r.instance_id]
+
+
+def test_hanging_patch_times_out_in_the_sandbox(store, tmp_path):
+    """A patch whose import never returns: the spec's timeout ends the run, not resolved."""
+    import dataclasses
+    import difflib
+    import shutil
+
+    from minisandbox.catalog import Catalog, spec_for
+    from minisandbox.evaluate import SandboxExecutor, evaluate
+    from minisandbox.paths import REPO_PATH
+    from minisandbox.runtime import prepare
+
+    rec = next(r for r in records(store) if r.instance_id.startswith("jpvanhal__inflection"))
+    spec = dataclasses.replace(spec_for(Catalog.load([store.catalog]), rec), timeout=5)
+    with prepare(rec.instance_id, str(store.store)) as pt:
+        work = tmp_path / "state"
+        shutil.copytree(pt.layers[REPO_PATH], work, symlinks=True)
+    subprocess.run(["git", "apply", "-"], input=rec.patch, text=True, cwd=work, check=True)
+    rel = "inflection/__init__.py"
+    before = (work / rel).read_text().splitlines(keepends=True)
+    after = [*before, "import time\n", "time.sleep(3600)\n"]
+    hang = f"diff --git a/{rel} b/{rel}\n" + "".join(difflib.unified_diff(before, after, f"a/{rel}", f"b/{rel}"))
+    ev = evaluate(rec, spec, hang, SandboxExecutor(store=str(store.store)))
+    assert ev.reason == "timeout" and not ev.resolved, ev.output[-2000:]
+    assert ev.seconds < 60
