@@ -159,6 +159,11 @@ class Evaluation:
         return str(self.entry["reason"])
 
     @property
+    def reward(self) -> float:
+        """The RL reward: 1.0 only when resolved (no partial credit, see docs/grading.md)."""
+        return 1.0 if self.resolved else 0.0
+
+    @property
     def status_map(self) -> dict[str, str]:
         return dict(self.entry.get("status_map") or {})
 
