@@ -142,3 +142,24 @@ def test_find_interpreter_picks_newest_patch():
                                key=lambda v: tuple(map(int, v.split("."))))
     assert interpreters.find_prefix(best.version) == best.prefix
     assert os.access(best.executable, os.X_OK)
+
+
+@pytest.mark.rootless
+def test_rootless_interpreter_lookup(rootless_user):
+    """An unprivileged user cannot read /root/.pyenv (mode 0700 here): the lookup says so
+    and still finds the system interpreters."""
+    res = run_json_as_user(textwrap.dedent("""
+        import json
+        from minisandbox import interpreters
+        out = {"have": [i.prefix for i in interpreters.available()]}
+        try:
+            interpreters.find_interpreter("3.1.99")
+        except LookupError as e:
+            out["error"] = str(e)
+        print(json.dumps(out))
+    """))
+    assert "/usr" in res["have"]
+    assert res["error"].startswith("no CPython 3.1.99 on this machine (have: ")
+    if not os.access("/root", os.X_OK, effective_ids=False) or (os.stat("/root").st_mode & 0o001) == 0:
+        assert "unreadable: /root/.pyenv/versions" in res["error"]
+        assert not any(p.startswith("/root/") for p in res["have"])

@@ -110,15 +110,16 @@ class Sandbox:
         """`interpreter`: (full version, recorded prefix) from the env manifest; a local
         interpreter of that version is bound read-only at the recorded prefix.
         `options` are SandboxConfig fields (network=..., limits=..., ...)."""
-        self.config = config or SandboxConfig(**options)
         if config and options:
             raise TypeError("pass either config= or keyword options, not both")
+        self.config = config or SandboxConfig(**options)
         cfg = self.config
         self.id = uuid.uuid4().hex[:12]
         self.layers = list(layers)
         self.env = {**DEFAULT_ENV, **cfg.env}
         self._sessions: dict[str, object] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # start state
+        self._sessions_lock = threading.Lock()
         self._start_tree: str | None = None
         self._upper_dirs: list[str] = []
         self._closed = False
@@ -332,15 +333,11 @@ class Sandbox:
         """The named persistent bash session (created on first use)."""
         from minisandbox.shell import ShellSession
 
-        with self._lock:
+        with self._sessions_lock:
             sess = self._sessions.get(name)
             if sess is None or not sess.alive:
                 self._live()
-                self._lock.release()
-                try:
-                    sess = ShellSession(self, name, **kw)
-                finally:
-                    self._lock.acquire()
+                sess = ShellSession(self, name, **kw)
                 self._sessions[name] = sess
             return sess
 
