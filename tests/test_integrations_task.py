@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox.integrations.task import _setup_script, make_cache
+from minisandbox.task import _setup_script, make_cache
 from minisandbox.records import TaskRecord
 
 BUG = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"

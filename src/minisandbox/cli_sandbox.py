@@ -49,33 +49,14 @@ def _options(args: argparse.Namespace) -> dict:
 
 @contextlib.contextmanager
 def _task_sandbox(args: argparse.Namespace) -> Iterator:
-    """The task's sandbox in its start state (minisandbox.integrations.task when present,
-    else the bare restored layers from minisandbox.runtime)."""
+    """The task's sandbox in its start state (minisandbox.task)."""
+    from minisandbox.task import open_task
+
+    ts = open_task(args.task_id, args.store, cache=args.cache, **_options(args))
     try:
-        from minisandbox.task import open_task
-    except ImportError:
-        open_task = None
-    if open_task is not None:
-        ts = open_task(args.task_id, args.store, cache=args.cache, **_options(args))
-        try:
-            yield ts.sandbox
-        finally:
-            ts.close()
-        return
-    from minisandbox.runtime import prepare
-    from minisandbox.sandbox import Layer, Sandbox
-
-    cache = None
-    if args.cache:
-        from minisandbox.cache import Cache
-        from pathlib import Path
-
-        cache = Cache(Path(args.cache))
-    with prepare(args.task_id, args.store, cache=cache) as pt:
-        interp = pt.interpreter
-        with Sandbox([Layer(str(p), m) for m, p in pt.layers.items()],
-                     interpreter=(interp["version"], interp["prefix"]) if interp else None, **_options(args)) as sb:
-            yield sb
+        yield ts.sandbox
+    finally:
+        ts.close()
 
 
 def _parse_layer(text: str):

@@ -22,8 +22,8 @@ def test_swesmith_start_state_is_leak_free(bundled_eval_store, tmp_path):
     with open_task(rec["instance_id"], str(bundled_eval_store.store), cache=str(tmp_path / "cache")) as ts:
         sb = ts.sandbox
         out = sb.run(["bash", "-c", "cd /testbed; git log --all --oneline | wc -l; git status --porcelain | wc -l;"
-                      " git reflog 2>/dev/null | wc -l; git fsck --lost-found 2>&1 | grep -c 'dangling commit' || true"])
-        assert out.output.split() == ["1", "0", "0", "0"], out.output
+                      " git rev-list --all --reflog | wc -l; git fsck --lost-found 2>&1 | grep -c 'dangling commit' || true"])
+        assert out.output.split() == ["1", "0", "1", "0"], out.output  # one commit, however you look
         for f in evalscript.test_files_of(rec["FAIL_TO_PASS"]):
             assert sb.run(["test", "-e", f"/testbed/{f}"]).returncode == 1  # F2P test files removed
         # the bug is in the tree: its reverse (the gold patch) applies cleanly

@@ -6,12 +6,12 @@
   dotted path in its config (pip install 'minisandbox[minisweagent]');
 * `minisandbox.integrations.ray` - rollouts across a Ray cluster: a sandbox pool per node,
   the I/O budget as the `minisandbox_io` resource (pip install 'minisandbox[ray]');
-* `minisandbox.integrations.task` - what they share: a task's sandbox in its start state
+* `minisandbox.task` - what they share: a task's sandbox in its start state
   (`open_task`) and grading in a fresh sandbox (`grade`).
 
 The tool-specific modules import their tool; this package and `task` do not.
 """
 
-from .task import TaskSandbox, grade, open_task, task_ids
+from ..task import TaskSandbox, grade, open_task, task_ids
 
 __all__ = ["TaskSandbox", "grade", "open_task", "task_ids"]

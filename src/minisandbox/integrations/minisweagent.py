@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..paths import REPO_PATH
-from .task import TaskSandbox, grade, open_task
+from ..task import TaskSandbox, grade, open_task
 
 __all__ = ["MinisandboxEnvironment", "MinisandboxEnvironmentConfig"]
 

@@ -39,7 +39,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ..iobudget import RAY_RESOURCE
-from .task import TaskSandbox, grade, make_cache, open_task
+from ..task import TaskSandbox, grade, make_cache, open_task
 
 __all__ = ["RAY_RESOURCE", "RolloutCluster", "SandboxPool", "ScriptedPolicy", "minisandbox_nodes",
            "node_resources"]
@@ -235,7 +235,7 @@ class RolloutCluster:
         if not ray.is_initialized():
             raise RuntimeError("Ray is not initialised; call ray.init(address=...) before RolloutCluster")
         if self.catalog is not None:
-            from .task import load_catalog
+            from ..task import load_catalog
 
             self.catalog = load_catalog(self.catalog)  # loaded once, shipped to every pool
         self.nodes = self.nodes or minisandbox_nodes()

@@ -83,7 +83,7 @@ from swerex.runtime.abstract import (
 
 from ..cache import Cache
 from ..sandbox import Sandbox
-from .task import TaskSandbox, open_task
+from ..task import TaskSandbox, open_task
 
 __all__ = ["MinisandboxDeployment", "MinisandboxRuntime"]
 
