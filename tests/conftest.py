@@ -6,4 +6,5 @@ pytest_plugins: list[str] = [
     "tests.fixtures.runtime",
     "tests.fixtures.evaluation",
     "tests.fixtures.integrations",
+    "tests.fixtures.s3",
 ]

@@ -12,6 +12,7 @@ COMMAND_MODULES = [
     "minisandbox.cli_runtime",  # fetch, cache ls|gc
     "minisandbox.cli_eval",  # eval, validate, validated-tasks
     "minisandbox.cli_sandbox",  # run, shell, sandbox-exec
+    "minisandbox.cli_storage",  # push, pull, verify
 ]
 
 

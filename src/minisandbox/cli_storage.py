@@ -1,0 +1,84 @@
+"""Store commands: `minisandbox push SRC DST`, `pull SRC DST`, `verify STORE`.
+
+push and pull are the same verified, resumable mirror (`minisandbox.sync.mirror`); the
+two names only say which way the data goes (local -> object storage to publish, object
+storage -> local to prefetch a node or a cluster's shared disk). Any two store URLs work:
+local directories, file://, s3://bucket/prefix (endpoint and credentials from the AWS
+environment variables / config files, e.g. AWS_ENDPOINT_URL for MinIO or moto).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def cmd_mirror(a: argparse.Namespace) -> int:
+    from .sync import mirror
+
+    def progress(key: str, status: str) -> None:
+        if a.verbose:
+            print(f"{status}\t{key}", file=sys.stderr)
+
+    report = mirror(a.src, a.dst, workers=a.workers, on_artifact=progress)
+    if a.json:
+        print(json.dumps({"src": report.src, "dst": report.dst, "copied": report.copied,
+                          "skipped": report.skipped, "files": report.files, "bytes": report.bytes,
+                          "seconds": round(report.seconds, 3)}, indent=1))
+    else:
+        print(f"{a.command} {report.src} -> {report.dst}: {len(report.copied)} artifacts copied, "
+              f"{len(report.skipped)} already there, {report.files} objects written, {_mb(report.bytes)} "
+              f"in {report.seconds:.1f}s ({report.mb_per_s:.1f} MB/s)")
+    return 0
+
+
+def cmd_verify(a: argparse.Namespace) -> int:
+    from .store import Store
+    from .sync import verify
+
+    report = verify(a.store, quick=a.quick, workers=a.workers)
+    store = Store(a.store)
+    if a.json:
+        print(json.dumps({"store": report.store, "ok": report.ok, "artifacts": report.artifacts,
+                          "blobs": report.blobs, "tasks": report.tasks, "bytes": report.bytes,
+                          "problems": [p.__dict__ for p in report.problems]}, indent=1))
+    else:
+        for p in report.problems:
+            print(p.line(store))
+        missing = sum(1 for p in report.problems if p.what == "missing")
+        corrupt = sum(1 for p in report.problems if p.what == "corrupt")
+        other = len(report.problems) - missing - corrupt
+        checked = "sizes" if a.quick else "sha256"
+        verdict = "OK" if report.ok else f"FAILED: {missing} missing, {corrupt} corrupt, {other} other"
+        print(f"verify {report.store}: {report.artifacts} artifacts ({report.blobs} files, {checked} checked, "
+              f"{_mb(report.bytes)} read), {report.tasks} tasks: {verdict}")
+    return 0 if report.ok else 1
+
+
+def register(sub) -> None:
+    for name, text in (("push", "Publish a store to another location (e.g. local -> s3://bucket/prefix)."),
+                       ("pull", "Fetch a published store from another location (e.g. s3://... -> local).")):
+        p = sub.add_parser(name, help=text, description=text + " Every archive is checked against its "
+                           "manifest's sha256; an interrupted run resumes where it stopped (complete "
+                           "artifacts are skipped); the index is written last.")
+        p.add_argument("src", metavar="SRC", help="source store URL")
+        p.add_argument("dst", metavar="DST", help="destination store URL")
+        p.add_argument("--workers", type=int, default=4, help="parallel transfers (default 4)")
+        p.add_argument("--json", action="store_true", help="print the report as JSON")
+        p.add_argument("-v", "--verbose", action="store_true", help="one line per artifact on stderr")
+        p.set_defaults(func=cmd_mirror)
+
+    v = sub.add_parser("verify", help="Check every artifact of a store against its index (exit 1 on problems).",
+                       description="Reads the index, then checks each archive/image (present, size, sha256), "
+                                   "each manifest (present, equal to the index), logs and index shards. "
+                                   "Prints one line per missing or corrupt object.")
+    v.add_argument("store", metavar="STORE", help="store URL (local dir, file://, s3://bucket/prefix)")
+    v.add_argument("--quick", action="store_true", help="compare sizes only (no download on S3)")
+    v.add_argument("--workers", type=int, default=4, help="parallel checks (default 4)")
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.set_defaults(func=cmd_verify)

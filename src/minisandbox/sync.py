@@ -1,0 +1,410 @@
+"""Mirror a published store between locations, and verify a store against its index.
+
+Why: stores are built on one machine (or a cluster's shared disk) and read on training
+nodes from object storage, or the other way round. `mirror(src, dst)` copies everything
+the index names (archives, images, manifests, logs, index shards, catalog last), each
+archive checked against its manifest's sha256 on the way, so a damaged source is never
+propagated. It is resumable: an artifact whose manifest on `dst` equals the source's and
+whose archive has the recorded size is skipped, and every write goes through
+`Store.put_*` (temp object, verify, move), so an interrupted mirror leaves only
+complete artifacts and invisible temp objects. Rerunning it copies just the rest; the
+destination's index is written last, so readers see the new set only when it is whole.
+
+`verify(store)` checks every artifact the index names (present, size, sha256 against its
+manifest, manifest equal to the catalog's copy), the logs and shards the index refers to,
+and that ready tasks point at good artifacts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from .index import CATALOG, SHARDS, read_catalog, shard_path
+from .manifest import manifest_path
+from .pack import file_digest
+from .store import NotInStore, Store, open_store
+
+CHUNK = 1 << 20
+
+
+class SyncError(RuntimeError):
+    """A mirror could not complete; the message names the object and what to do."""
+
+
+@dataclass(frozen=True)
+class Blob:
+    """One archive or image the index promises, with the digest it must have."""
+
+    rel: str
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A published artifact: its blobs (archive, optional image) and its manifest file."""
+
+    kind: str
+    key: str
+    manifest_rel: str
+    manifest: dict[str, Any]
+    blobs: tuple[Blob, ...]
+
+
+@dataclass
+class SyncReport:
+    """What one mirror run did (for the CLI summary and for tests)."""
+
+    src: str
+    dst: str
+    copied: list[str] = field(default_factory=list)    # artifact keys transferred
+    skipped: list[str] = field(default_factory=list)   # already complete at dst
+    files: int = 0                                     # objects written (incl. index)
+    bytes: int = 0                                     # archive/image bytes transferred
+    seconds: float = 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes / 1e6 / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One defect `verify` found: `what` is missing | corrupt | size | mismatch | inconsistent."""
+
+    what: str
+    rel: str
+    detail: str
+
+    def line(self, store: Store) -> str:
+        return f"{self.what}: {store.url_of(self.rel)}: {self.detail}"
+
+
+@dataclass
+class VerifyReport:
+    store: str
+    artifacts: int = 0
+    blobs: int = 0
+    bytes: int = 0
+    tasks: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+# ------------------------------------------------------------------------ the index's view
+def artifacts_of(catalog: dict[str, Any]) -> list[Artifact]:
+    """Every published artifact the catalog names (failed keys have none)."""
+    out: list[Artifact] = []
+    for section, kind in (("repos", "repo"), ("envs", "env")):
+        for key, entry in sorted(catalog.get(section, {}).items()):
+            m = entry.get("manifest")
+            if entry.get("status") != "ok" or not m:
+                continue
+            blobs = [Blob(f"artifacts/{kind}/{m['artifact']}", m["sha256"], int(m["size"]))]
+            img = m.get("image")
+            if img:
+                blobs.append(Blob(f"artifacts/{kind}/{img['artifact']}", img["sha256"], int(img["size"])))
+            out.append(Artifact(kind, key, manifest_path(kind, key), m, tuple(blobs)))
+    return out
+
+
+def logs_of(catalog: dict[str, Any]) -> list[str]:
+    """Store paths of the build logs the catalog refers to (failed builds have them too)."""
+    logs = set()
+    for section in ("envs", "repos"):
+        for entry in catalog.get(section, {}).values():
+            if entry.get("log"):
+                logs.add(entry["log"])
+    return sorted(logs)
+
+
+def _fresh(store: Store) -> Store:
+    """Drop fsspec's listing cache: another process may have written since (s3fs caches)."""
+    try:
+        store.fs.invalidate_cache()
+    except Exception:
+        pass
+    return store
+
+
+# ------------------------------------------------------------------------ mirror
+def _copy_blob(src: Store, dst: Store, blob: Blob, tmpdir: Path) -> int:
+    """Copy one archive/image, refusing it if its sha256 or size differs from the manifest."""
+    if src.local:
+        local = Path(src.path(blob.rel))
+        if not local.exists():
+            raise SyncError(f"{src.url_of(blob.rel)} is missing but the index names it; "
+                            f"run `minisandbox verify {src.url}` and re-publish that key")
+    else:
+        local = tmpdir / f"{threading.get_ident()}-{Path(blob.rel).name}"
+        try:
+            src.get_file(blob.rel, local)
+        except NotInStore as exc:
+            raise SyncError(f"{src.url_of(blob.rel)} is missing but the index names it; "
+                            f"run `minisandbox verify {src.url}` and re-publish that key") from exc
+    try:
+        sha, size = file_digest(local)
+        if sha != blob.sha256 or size != blob.size:
+            raise SyncError(f"{src.url_of(blob.rel)} does not match its manifest (sha256 {sha[:12]}.. size {size}, "
+                            f"want {blob.sha256[:12]}.. size {blob.size}); not copied: the source is damaged, "
+                            f"re-publish that key, then rerun")
+        dst.put_file(local, blob.rel, sha256=blob.sha256)
+        return size
+    finally:
+        if not src.local:
+            local.unlink(missing_ok=True)
+
+
+def _complete_at(dst: Store, art: Artifact, manifest_bytes: bytes) -> bool:
+    """Already mirrored: same manifest bytes and every blob present with its recorded size.
+    Manifests are written after their blobs, so a manifest implies finished uploads."""
+    try:
+        if dst.read_bytes(art.manifest_rel) != manifest_bytes:
+            return False
+        return all(dst.size(b.rel) == b.size for b in art.blobs)
+    except NotInStore:
+        return False
+
+
+def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
+           on_artifact: Callable[[str, str], None] | None = None) -> SyncReport:
+    """Copy the published store `src` to `dst` (any two fsspec URLs); resumable, verified.
+
+    `on_artifact(key, "copied"|"skipped")` is called after each artifact (progress; tests
+    use it to interrupt a run). Raises SyncError naming the first artifact that failed;
+    everything copied before stays valid at `dst`, and the index there is untouched.
+    """
+    src, dst = _fresh(open_store(src)), _fresh(open_store(dst))
+    if src.url.rstrip("/") == dst.url.rstrip("/"):
+        raise SyncError(f"source and destination are the same store {src.url}")
+    t0 = time.perf_counter()
+    try:
+        catalog_bytes = src.read_bytes(CATALOG)
+    except NotInStore as exc:
+        raise SyncError(f"{src.url_of(CATALOG)} not found: {src.url} is not a published store "
+                        f"(build it with snakemake, or check the URL)") from exc
+    catalog = json.loads(catalog_bytes)
+    report = SyncReport(src.url, dst.url)
+    lock = threading.Lock()
+
+    with tempfile.TemporaryDirectory(prefix="minisandbox-sync-") as tmp:
+        tmpdir = Path(tmp)
+
+        def one(art: Artifact) -> None:
+            try:
+                manifest_bytes = src.read_bytes(art.manifest_rel)
+            except NotInStore as exc:
+                raise SyncError(f"{src.url_of(art.manifest_rel)} is missing but the index names {art.key}; "
+                                f"run `minisandbox verify {src.url}` and re-publish that key") from exc
+            if json.loads(manifest_bytes).get("sha256") != art.manifest["sha256"]:
+                raise SyncError(f"{src.url_of(art.manifest_rel)} disagrees with {src.url_of(CATALOG)} "
+                                f"about {art.key}; re-run the index step on the source")
+            if _complete_at(dst, art, manifest_bytes):
+                status, n, files = "skipped", 0, 0
+            else:
+                n = sum(_copy_blob(src, dst, b, tmpdir) for b in art.blobs)
+                dst.put_bytes(art.manifest_rel, manifest_bytes)  # after its blobs
+                status, files = "copied", len(art.blobs) + 1
+            with lock:
+                (report.copied if status == "copied" else report.skipped).append(art.key)
+                report.bytes += n
+                report.files += files
+            if on_artifact:
+                on_artifact(art.key, status)
+
+        _run_all(one, artifacts_of(catalog), workers)
+
+        def one_log(rel: str) -> None:
+            try:
+                data = src.read_bytes(rel)
+            except NotInStore:
+                return  # verify reports it; a missing log must not block the artifacts
+            try:
+                if dst.size(rel) == len(data):
+                    return
+            except NotInStore:
+                pass
+            dst.put_bytes(rel, data)
+            with lock:
+                report.files += 1
+
+        _run_all(one_log, logs_of(catalog), workers)
+
+        # Index last: shards, then the catalog (readers trust shards once they see it).
+        # A missing shard reads as empty (minisandbox.index.iter_shard), so empty shards are
+        # only written where `dst` holds a stale non-empty one; equal shards are skipped.
+        src_sizes, dst_sizes = _shard_sizes(src), _shard_sizes(dst)
+
+        def one_shard(rel: str) -> None:
+            data = src.read_bytes(rel) if src_sizes.get(rel) else b""
+            have = dst_sizes.get(rel)
+            if not data and not have:
+                return
+            if have == len(data) and dst.read_bytes(rel) == data:
+                return
+            dst.put_bytes(rel, data)
+            with lock:
+                report.files += 1
+
+        nshards = int(catalog.get("shards", SHARDS))
+        _run_all(one_shard, [shard_path(f"{i:02x}") for i in range(nshards)], max(workers, 8))
+        dst.put_bytes(CATALOG, catalog_bytes)
+        report.files += 1
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _shard_sizes(store: Store) -> dict[str, int]:
+    """Store-relative shard path -> size, from one listing (no request per shard)."""
+    rel_dir = shard_path("00").rsplit("/", 1)[0]
+    try:
+        entries = store.fs.ls(store.path(rel_dir), detail=True)
+    except FileNotFoundError:
+        return {}
+    return {f"{rel_dir}/{e['name'].rstrip('/').rsplit('/', 1)[-1]}": int(e.get("size") or 0)
+            for e in entries if e.get("type") != "directory"}
+
+
+def _run_all(fn: Callable[[Any], None], items: Iterable[Any], workers: int) -> None:
+    """Run fn over items on a thread pool; the first error stops new work and is raised."""
+    items = list(items)
+    if workers <= 1 or len(items) <= 1:
+        for it in items:
+            fn(it)
+        return
+    stop = threading.Event()
+
+    def guarded(it: Any) -> None:
+        if stop.is_set():
+            return
+        try:
+            fn(it)
+        except BaseException:
+            stop.set()
+            raise
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(guarded, it) for it in items]
+        errors = [f.exception() for f in futures if f.exception() is not None]
+    if errors:
+        raise errors[0]
+
+
+# ------------------------------------------------------------------------ verify
+def _stream_digest(store: Store, rel: str) -> tuple[str, int]:
+    """sha256 and size of a store object, streamed (constant memory, no temp file)."""
+    if store.local:
+        return file_digest(Path(store.path(rel)))
+    h = hashlib.sha256()
+    size = 0
+    with store.open(rel, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
+def _verify_artifact(store: Store, art: Artifact, quick: bool) -> tuple[list[Problem], int]:
+    problems: list[Problem] = []
+    nbytes = 0
+    try:
+        published = json.loads(store.read_bytes(art.manifest_rel))
+        if published.get("sha256") != art.manifest["sha256"] or published.get("size") != art.manifest["size"]:
+            problems.append(Problem("mismatch", art.manifest_rel,
+                                    f"manifest of {art.key} differs from the index; re-run the index step"))
+    except NotInStore:
+        problems.append(Problem("missing", art.manifest_rel, f"manifest of {art.kind} {art.key}; re-publish it"))
+    except ValueError:
+        problems.append(Problem("corrupt", art.manifest_rel, f"manifest of {art.key} is not JSON; re-publish it"))
+    for blob in art.blobs:
+        try:
+            if quick:
+                size, sha = store.size(blob.rel), blob.sha256
+            else:
+                sha, size = _stream_digest(store, blob.rel)
+                nbytes += size
+        except (NotInStore, FileNotFoundError):
+            problems.append(Problem("missing", blob.rel, f"archive of {art.kind} {art.key}; re-publish it "
+                                                         f"(or push/pull it again from a good copy)"))
+            continue
+        if size != blob.size:
+            problems.append(Problem("corrupt", blob.rel, f"size {size} != {blob.size} in the index; "
+                                                         f"re-publish {art.key} or copy it again"))
+        elif sha != blob.sha256:
+            problems.append(Problem("corrupt", blob.rel, f"sha256 {sha[:16]}.. != {blob.sha256[:16]}.. in the "
+                                                         f"index; re-publish {art.key} or copy it again"))
+    return problems, nbytes
+
+
+def _iter_shard_lines(store: Store, rel: str) -> Iterator[dict[str, Any]]:
+    for n, line in enumerate(store.read_text(rel).splitlines(), 1):
+        if line.strip():
+            try:
+                yield json.loads(line)
+            except ValueError:
+                yield {"__bad_line__": n}
+
+
+def verify(store: Store | str, *, quick: bool = False, workers: int = 4) -> VerifyReport:
+    """Check every artifact, log and shard the index names. `quick`: sizes only, no digests."""
+    store = _fresh(open_store(store))
+    catalog = read_catalog(store)
+    report = VerifyReport(store.url)
+    arts = artifacts_of(catalog)
+    report.artifacts = len(arts)
+    report.blobs = sum(len(a.blobs) for a in arts)
+    lock = threading.Lock()
+
+    def one(art: Artifact) -> None:
+        problems, nbytes = _verify_artifact(store, art, quick)
+        with lock:
+            report.problems.extend(problems)
+            report.bytes += nbytes
+
+    _run_all(one, arts, workers)
+
+    for rel in logs_of(catalog):
+        if not store.exists(rel):
+            report.problems.append(Problem("missing", rel, "build log named by the index; re-run publish for that key"))
+
+    ok = {("env", k) for k, e in catalog.get("envs", {}).items() if e.get("status") == "ok"}
+    ok |= {("repo", k) for k, e in catalog.get("repos", {}).items() if e.get("status") == "ok"}
+    sizes = _shard_sizes(store)
+    absent = []
+    for i in range(int(catalog.get("shards", SHARDS))):
+        rel = shard_path(f"{i:02x}")
+        if rel not in sizes:
+            absent.append(rel)  # reads as empty: a problem only if tasks went missing
+            continue
+        entries = list(_iter_shard_lines(store, rel)) if sizes[rel] else []
+        for e in entries:
+            if "__bad_line__" in e:
+                report.problems.append(Problem("corrupt", rel, f"line {e['__bad_line__']} is not JSON; "
+                                                               f"re-run the index step"))
+                continue
+            report.tasks += 1
+            if e.get("status") == "ready":
+                for kind in ("env", "repo"):
+                    if (kind, e.get(f"{kind}_key")) not in ok:
+                        report.problems.append(Problem(
+                            "inconsistent", rel, f"task {e.get('instance_id')} is ready but its {kind} "
+                                                 f"{e.get(f'{kind}_key')} is not published ok; re-run the index step"))
+    counted = (catalog.get("counts") or {}).get("tasks")
+    if counted is not None and counted != report.tasks:
+        report.problems.append(Problem(
+            "inconsistent", CATALOG, f"the index shards hold {report.tasks} tasks but the catalog counts "
+                                     f"{counted}; a shard is missing or damaged: re-run the index step"))
+        report.problems.extend(Problem("missing", rel, "index shard (the task count is short)") for rel in absent)
+    report.problems.sort(key=lambda p: (p.rel, p.what))
+    return report

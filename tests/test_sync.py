@@ -1,0 +1,197 @@
+"""push / pull / verify: mirrors between local directories and a real S3 (moto_server),
+digest checks, resuming after an interruption, and verify's report of damaged stores."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from minisandbox.cli import main
+from minisandbox.index import CATALOG, lookup
+from minisandbox.manifest import artifact_path, manifest_path
+from minisandbox.store import Store
+from minisandbox.sync import SyncError, artifacts_of, mirror, verify
+from tests.fixtures.s3 import S3, publish_synthetic_store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> dict:
+    return publish_synthetic_store(str(tmp_path / "src"), tmp_path / "work")
+
+
+def all_keys(info: dict) -> set[str]:
+    return set(info["envs"]) | set(info["repos"])
+
+
+def test_local_mirror_copies_everything_then_nothing(src: dict, tmp_path: Path) -> None:
+    dst = str(tmp_path / "dst")
+    first = mirror(src["store"], dst)
+    assert set(first.copied) == all_keys(src) and first.skipped == []
+    assert first.bytes == sum(m["size"] for m in [*src["envs"].values(), *src["repos"].values()])
+    report = verify(dst)
+    assert report.ok, report.problems
+    assert report.artifacts == len(all_keys(src)) and report.tasks == len(src["tasks"])
+    # failed env's log travels too; the index is byte-identical
+    assert Store(dst).read_text("logs/env/env-broken-ffffffffffffffff.log").startswith("ERROR")
+    assert Store(dst).read_bytes(CATALOG) == src["store"].read_bytes(CATALOG)
+    second = mirror(src["store"], dst)
+    assert second.copied == [] and set(second.skipped) == all_keys(src) and second.bytes == 0
+
+
+@pytest.mark.s3
+def test_push_to_s3_and_pull_back(src: dict, s3: S3, tmp_path: Path, capsys) -> None:
+    url = s3.url("stores/v1")
+    assert main(["push", src["store"].url, url]) == 0
+    out = capsys.readouterr().out
+    assert f"{len(all_keys(src))} artifacts copied, 0 already there" in out
+    # what landed in the bucket: every archive with the manifest's exact size
+    fs = s3.fs()
+    for key, m in src["envs"].items():
+        assert fs.size(f"{s3.bucket}/stores/v1/{artifact_path('env', key, 'tar.zst')}") == m["size"]
+    assert not [p for p in fs.find(f"{s3.bucket}/stores/v1") if ".tmp-" in p]
+    assert main(["verify", url]) == 0
+    assert "OK" in capsys.readouterr().out
+
+    local = str(tmp_path / "node")
+    assert main(["pull", url, local]) == 0
+    for kind, metas in (("env", src["envs"]), ("repo", src["repos"])):
+        for key, m in metas.items():
+            rel = artifact_path(kind, key, "tar.zst")
+            assert Path(local, rel).read_bytes() == Path(src["store"].path(rel)).read_bytes()
+    tid = src["tasks"][0]["instance_id"]
+    assert lookup(Store(local), tid)["repo_key"] == src["tasks"][0]["repo_key"]
+    assert verify(local).ok
+
+
+class Interrupt(Exception):
+    pass
+
+
+@pytest.mark.s3
+def test_interrupted_push_resumes_with_only_the_missing_artifacts(src: dict, s3: S3) -> None:
+    url = s3.url()
+    done: list[str] = []
+
+    def stop_after_two(key: str, status: str) -> None:
+        done.append(key)
+        if len(done) == 2:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        mirror(src["store"], url, workers=1, on_artifact=stop_after_two)
+    dst = Store(url)
+    assert not dst.exists(CATALOG), "the index must only appear when the mirror is complete"
+    resumed = mirror(src["store"], url, workers=2)
+    assert sorted(resumed.skipped) == sorted(done)
+    assert set(resumed.copied) == all_keys(src) - set(done)
+    assert verify(url).ok
+
+
+@pytest.mark.s3
+def test_killed_push_process_resumes(s3: S3, tmp_path: Path) -> None:
+    """A real `minisandbox push` process killed with SIGKILL mid-transfer, then rerun."""
+    info = publish_synthetic_store(str(tmp_path / "src"), tmp_path / "work", n_envs=4, n_repos=4,
+                                   payload=3_000_000, failed_env=False)
+    url = s3.url()
+    env = {**os.environ, **s3.env(), "PYTHONPATH": str(ROOT / "src")}
+    cmd = [sys.executable, "-m", "minisandbox.cli", "push", info["store"].url, url, "--workers", "1", "--json"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    fs = s3.fs()
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        fs.invalidate_cache()
+        if fs.exists(f"{s3.bucket}/store/artifacts") and any(
+                p.endswith(".manifest.json") for p in fs.find(f"{s3.bucket}/store/artifacts")):
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert len(report["skipped"]) >= 1, "the first push had placed at least one artifact"
+    assert sorted(report["copied"] + report["skipped"]) == sorted(all_keys(info))
+    assert verify(url).ok
+
+
+def test_verify_reports_missing_and_corrupt_artifacts(src: dict, capsys) -> None:
+    store = src["store"]
+    env_key = sorted(src["envs"])[0]
+    repo_key = sorted(src["repos"])[1]
+    corrupt = Path(store.path(artifact_path("env", env_key, "tar.zst")))
+    data = bytearray(corrupt.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, different bytes: only a digest check sees it
+    corrupt.write_bytes(bytes(data))
+    Path(store.path(artifact_path("repo", repo_key, "tar.zst"))).unlink()
+
+    assert main(["verify", store.url]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("corrupt:") and env_key in line and "sha256" in line for line in out), out
+    assert any(line.startswith("missing:") and repo_key in line for line in out), out
+    assert out[-1].endswith("FAILED: 1 missing, 1 corrupt, 0 other")
+
+    # --quick (sizes only) sees the missing archive but not the same-size corruption
+    assert main(["verify", "--quick", "--json", store.url]) == 1
+    problems = json.loads(capsys.readouterr().out)["problems"]
+    assert [(p["what"], repo_key in p["rel"]) for p in problems] == [("missing", True)]
+
+
+@pytest.mark.s3
+def test_verify_on_s3_finds_a_corrupt_object(src: dict, s3: S3, capsys) -> None:
+    url = s3.url()
+    mirror(src["store"], url)
+    key = sorted(src["repos"])[0]
+    rel = f"{s3.bucket}/store/{artifact_path('repo', key, 'tar.zst')}"
+    fs = s3.fs()
+    blob = bytearray(fs.cat_file(rel))
+    blob[10] ^= 0x01
+    fs.pipe_file(rel, bytes(blob))
+    fs.rm_file(f"{s3.bucket}/store/{manifest_path('env', sorted(src['envs'])[0])}")
+    assert main(["verify", url]) == 1
+    out = capsys.readouterr().out
+    assert f"corrupt: {url}/{artifact_path('repo', key, 'tar.zst')}" in out
+    assert f"missing: {url}/{manifest_path('env', sorted(src['envs'])[0])}" in out
+
+
+def test_mirror_refuses_a_damaged_source(src: dict, tmp_path: Path) -> None:
+    key = sorted(src["repos"])[0]
+    path = Path(src["store"].path(artifact_path("repo", key, "tar.zst")))
+    path.write_bytes(path.read_bytes()[:-100] + b"x" * 100)
+    dst = tmp_path / "dst"
+    with pytest.raises(SyncError, match=rf"{key}.*does not match its manifest.*re-publish"):
+        mirror(src["store"], str(dst), workers=1)
+    assert not (dst / artifact_path("repo", key, "tar.zst")).exists()
+    assert not (dst / CATALOG).exists()
+
+
+def test_verify_finds_a_missing_shard_and_a_bad_line(src: dict) -> None:
+    store = src["store"]
+    shards = sorted(p for p in Path(store.path("index/tasks")).iterdir() if p.stat().st_size)
+    shards[0].unlink()
+    shards[1].write_text(shards[1].read_text() + "{not json\n")
+    report = verify(store)
+    whats = sorted((p.what, Path(p.rel).name) for p in report.problems)
+    assert whats == sorted([("missing", shards[0].name), ("corrupt", shards[1].name),
+                            ("inconsistent", "catalog.json")])
+
+
+def test_push_of_a_store_without_index_says_what_is_wrong(tmp_path: Path, capsys) -> None:
+    (tmp_path / "empty").mkdir()
+    assert main(["push", str(tmp_path / "empty"), str(tmp_path / "dst")]) == 1
+    err = capsys.readouterr().err
+    assert "index/catalog.json not found" in err and "not a published store" in err
+
+
+def test_artifacts_of_skips_failed_keys(src: dict) -> None:
+    catalog = json.loads(src["store"].read_text(CATALOG))
+    keys = {a.key for a in artifacts_of(catalog)}
+    assert keys == all_keys(src) and "env-broken-ffffffffffffffff" not in keys
