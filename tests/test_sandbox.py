@@ -315,3 +315,24 @@ def test_large_commands_and_environments(repo):
         res = sb.execute(f"cat > /tmp/p <<'EOF'\n{big}\nEOF\nwc -c < /tmp/p; echo ${{#BIG}}")
         assert res.output.split() == [str(len(big) + 1), str(len(env_value))]
         assert sb.session().run(f"echo {big} | wc -c").output.strip() == str(len(big) + 1)
+
+
+def test_works_with_fds_above_select_limit(repo):
+    """A controller with hundreds of sandboxes holds fds > 1024 (select's limit)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"hard fd limit {hard} too low")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    null = os.open(os.devnull, os.O_RDONLY)
+    held = [os.dup(null) for _ in range(1100)]
+    try:
+        with Sandbox([Layer(str(repo), "/testbed")]) as sb:
+            assert sb._root.fileno() > 1024
+            assert sb.execute("echo hi", timeout=30).output == "hi\n"
+            assert sb.session().run("echo there", timeout=30).output == "there\n"
+    finally:
+        for fd in held + [null]:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -229,6 +229,24 @@ def _loopback_up() -> None:
         fcntl.ioctl(s.fileno(), SIOCSIFFLAGS, struct.pack("16sH14s", b"lo", flags | IFF_UP, b""))
 
 
+def wait_readable(objs: list, timeout: float | None) -> list:
+    """The subset of `objs` (fds or objects with fileno()) readable within `timeout`
+    seconds (None: wait forever). poll(), not select(): a controller holding hundreds of
+    sandboxes has fds above select's limit of 1024."""
+    poller = select.poll()
+    by_fd = {}
+    for obj in objs:
+        fd = obj if isinstance(obj, int) else obj.fileno()
+        by_fd[fd] = obj
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
+    try:
+        events = poller.poll(ms)
+    except InterruptedError:
+        return []
+    return [by_fd[fd] for fd, _ev in events]
+
+
 # ---------------------------------------------------------------------------- root setup (init side)
 
 def _mkdirs(path: str) -> None:
@@ -557,7 +575,7 @@ def _serve(sock: socket.socket) -> None:
     running = True
     while running:
         try:
-            ready, _, _ = select.select([sock, rfd], [], [], 5.0)
+            ready = wait_readable([sock, rfd], 5.0)
         except InterruptedError:
             ready = []
         if rfd in ready:
@@ -702,7 +720,7 @@ def _zygote_main(sock_fd: int) -> None:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     while True:
         try:
-            ready, _, _ = select.select([zsock, rfd], [], [], 5.0)
+            ready = wait_readable([zsock, rfd], 5.0)
         except InterruptedError:
             ready = []
         if rfd in ready:
@@ -808,7 +826,7 @@ class PrivateRoot:
         """The first of "ready"/"error" (recording init's host pid on the way)."""
         deadline = time.monotonic() + timeout
         while True:
-            ready, _, _ = select.select([self._sock], [], [], max(0.0, deadline - time.monotonic()))
+            ready = wait_readable([self._sock], max(0.0, deadline - time.monotonic()))
             if not ready:
                 return {"ev": "error", "error": f"private root did not start within {timeout:.0f} s"}
             msg, fds = _recv(self._sock)
@@ -823,7 +841,7 @@ class PrivateRoot:
 
     def _pump(self, timeout: float | None) -> bool:
         """Receive one message (caller holds the lock). False on timeout."""
-        ready, _, _ = select.select([self._sock], [], [], timeout)
+        ready = wait_readable([self._sock], timeout)
         if not ready:
             return False
         msg, fds = _recv(self._sock)
@@ -927,7 +945,7 @@ class PrivateRoot:
                 pass
             deadline = time.monotonic() + timeout
             while True:  # init's end closes only when init itself exits
-                ready, _, _ = select.select([sock], [], [], max(0.0, deadline - time.monotonic()))
+                ready = wait_readable([sock], max(0.0, deadline - time.monotonic()))
                 if not ready:
                     break
                 try:
@@ -979,7 +997,7 @@ class _InitProcess:
     def wait(self, timeout: float | None = None) -> int | None:
         if self._fd is None:
             return 0
-        ready, _, _ = select.select([self._fd], [], [], timeout)
+        ready = wait_readable([self._fd], timeout)
         return 0 if ready else None
 
     def kill(self) -> None:

@@ -23,7 +23,6 @@ repo's index and its history are never touched.
 from __future__ import annotations
 
 import os
-import select
 import shlex
 import signal
 import subprocess
@@ -474,7 +473,7 @@ def _collect(root: rootfs.PrivateRoot, cid: int, rfd: int, timeout: float | None
             wait = 0.5 if deadline is None else max(0.0, min(0.5, deadline - now))
         else:
             wait = 0.0
-        ready, _, _ = select.select(watch, [], [], wait) if watch else ([], [], time.sleep(wait))
+        ready = rootfs.wait_readable(watch, wait)
         if rfd in ready:
             data = os.read(rfd, 1 << 16)
             if not data:

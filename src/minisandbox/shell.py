@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import os
 import secrets
-import select
 import signal
 import threading
 import time
 from dataclasses import dataclass
 
+from minisandbox.rootfs import wait_readable
 from minisandbox.sandbox import ExecResult, Sandbox
 
 
@@ -128,7 +128,7 @@ class ShellSession:
                 deadline = None
                 continue
             wait = 0.5 if deadline is None else max(0.0, min(0.5, deadline - now))
-            ready, _, _ = select.select([self._out], [], [], wait)
+            ready = wait_readable([self._out], wait)
             if ready:
                 data = os.read(self._out, 1 << 16)
                 if not data:
@@ -154,7 +154,7 @@ class ShellSession:
             while time.monotonic() < end:
                 if ("\n" + self._marker).encode() in self._buf:
                     return True
-                ready, _, _ = select.select([self._out], [], [], 0.05)
+                ready = wait_readable([self._out], 0.05)
                 if ready:
                     data = os.read(self._out, 1 << 16)
                     if not data:
