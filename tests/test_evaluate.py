@@ -102,6 +102,14 @@ def test_legit_fix_with_an_extra_conftest_still_resolves(eval_project, host):
     assert ev.resolved, ev.output
 
 
+def test_planted_pytest_shadow_is_removed(eval_project, host):
+    # the fixture's command is `python -m pytest`: a top-level pytest.py would replace pytest
+    ev = smith(eval_project, host, "gold_plus_shadow")
+    assert "reverted protected path pytest.py" in ev.output
+    assert "reverted protected path _pytest/__init__.py" in ev.output
+    assert ev.resolved, ev.output
+
+
 def test_breaking_a_p2p_test_is_not_resolved(eval_project, host):
     ev = smith(eval_project, host, "break_p2p")
     assert not ev.resolved and ev.reason == "tests-failed"
@@ -194,9 +202,10 @@ def test_patch_paths_and_new_files(eval_project):
 def test_is_protected():
     for p in ("conftest.py", "a/b/conftest.py", "tests/helpers.py", "pkg/tests/data.json", "test_x.py",
               "pkg/x_test.py", "setup.cfg", "tox.ini", "pytest.ini", "pyproject.toml", "sitecustomize.py",
-              "./conftest.py", "x/__pycache__/y.cpython-310.pyc", ".pytest.ini"):
+              "./conftest.py", "x/__pycache__/y.cpython-310.pyc", ".pytest.ini", "pytest.py", "_pytest/x.py"):
         assert is_protected(p), p
-    for p in ("calc.py", "django/test/testcases.py", "sympy/testing/pytest.py", "src/pkg/core.py", "testing.py"):
+    for p in ("calc.py", "django/test/testcases.py", "sympy/testing/pytest.py", "src/pkg/core.py", "testing.py",
+              "src/_pytest/python.py"):
         assert not is_protected(p), p
 
 

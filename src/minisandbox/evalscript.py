@@ -53,6 +53,9 @@ INFRA_NAMES = (
     "sitecustomize.py",
     "usercustomize.py",
 )
+#: Top-level names that would shadow the test runner when the command is `python -m pytest`
+#: (the working directory comes first on sys.path).
+SHADOW_ROOTS = ("pytest.py", "py.py", "pluggy.py", "_pytest", "pluggy", "pytest")
 #: Directory names whose content is test code (not `test/` or `testing/`: Django and
 #: sympy ship library code there).
 TEST_DIRS = ("tests",)
@@ -66,12 +69,13 @@ _ACTIVATE = re.compile(
 
 def is_protected(path: str) -> bool:
     """True for paths a candidate patch may not change: test infrastructure, test modules,
-    files under a `tests/` directory, and compiled bytecode."""
+    files under a `tests/` directory, compiled bytecode, and top-level modules that would
+    shadow pytest. Keep in sync with the bash patterns in `EvalScript._revert_lines`."""
     while path.startswith("./"):
         path = path[2:]
     parts = path.split("/")
     name = parts[-1]
-    if name in INFRA_NAMES or name.endswith((".pyc", ".pyo")):
+    if name in INFRA_NAMES or name.endswith((".pyc", ".pyo")) or parts[0] in SHADOW_ROOTS:
         return True
     if name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py") or name == "tests.py"):
         return True
@@ -286,6 +290,7 @@ class EvalScript:
             [f"*/{n}" for n in INFRA_NAMES]
             + ["*.pyc", "*.pyo", "*/test_*.py", "*_test.py", "*/tests.py"]
             + [f"*/{d}/*" for d in TEST_DIRS]
+            + [f"./{r}" if r.endswith(".py") else f"./{r}/*" for r in SHADOW_ROOTS]
         )
         lines += [
             "tar -tf \"$W/backup.tar\" > \"$W/backup.names\" 2>/dev/null || : > \"$W/backup.names\"",
