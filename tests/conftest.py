@@ -7,4 +7,5 @@ pytest_plugins: list[str] = [
     "tests.fixtures.evaluation",
     "tests.fixtures.integrations",
     "tests.fixtures.s3",
+    "tests.fixtures.slurm",
 ]
