@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -54,6 +54,7 @@ class ExecResult:
     exit_code: int
     timed_out: bool = False
     seconds: float = 0.0
+    script: str = ""  # the exact text that ran
 
 
 class Environment(Protocol):
@@ -196,7 +197,7 @@ def evaluate(
             )
             # the script's own timeout guards the tests; this one guards set-up and a stuck sandbox
             result = env.execute(script, timeout=script.timeout + 120)
-            text = script.render()
+            text = result.script or script.render()
     except Exception as exc:  # a broken environment must not stop the other evaluations
         rep = make_report(iid, patch, "", fail_to_pass=record.fail_to_pass, pass_to_pass=record.pass_to_pass,
                           log_parser=spec.log_parser, error=f"{type(exc).__name__}: {exc}", apply_patch=apply_patch)
@@ -247,7 +248,10 @@ class _HostEnv:
             "LANG": "C.UTF-8",
             "TMPDIR": tempfile.gettempdir(),
         }
-        return _run_bash(script.render(), cwd=str(self.testbed), env=env, timeout=timeout)
+        text = script.render()
+        res = _run_bash(text, cwd=str(self.testbed), env=env, timeout=timeout)
+        res.script = text
+        return res
 
 
 @dataclass
@@ -287,10 +291,11 @@ class _SandboxEnv:
         layers = [Layer(str(path), mount) for mount, path in self.layers.items()]
         interp = (self.interpreter["version"], self.interpreter["prefix"]) if self.interpreter else None
         t0 = time.monotonic()
+        text = script.render()
         with Sandbox(layers, interpreter=interp, **self.options) as sb:
             # the script goes in on stdin, so it is never a file a test could read
-            res = sb.run(["bash", "-s"], input=script.render().encode(), timeout=timeout)
-        return ExecResult(res.output, res.returncode, res.timed_out, time.monotonic() - t0)
+            res = sb.run(["bash", "-s"], input=text.encode(), timeout=timeout)
+        return ExecResult(res.output, res.returncode, res.timed_out, time.monotonic() - t0, text)
 
 
 @dataclass
@@ -521,7 +526,3 @@ def run_eval(
     _write_atomic(path, dumps(summary))
     return summary, path
 
-
-def iter_records(records: Iterable[TaskRecord], ids: Iterable[str]) -> list[TaskRecord]:
-    wanted = set(ids)
-    return [r for r in records if r.instance_id in wanted]
