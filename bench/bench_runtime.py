@@ -203,6 +203,7 @@ def main() -> int:
     ap.add_argument("--concurrency", default="1,8,32,64")
     ap.add_argument("--quick", action="store_true", help="small trees and 1,8 concurrency (smoke run)")
     ap.add_argument("--json", help="also write the results to this JSON file")
+    ap.add_argument("--only", choices=["single", "concurrency"], help="run one part only")
     a = ap.parse_args()
     env_pkgs = ["numpy", "numpy.libs", "pip"] if a.quick else ENV_PACKAGES
     levels = [1, 8] if a.quick else [int(x) for x in a.concurrency.split(",")]
@@ -211,122 +212,133 @@ def main() -> int:
     results: dict = {"machine": {"cores": os.cpu_count(), "python": sys.version.split()[0]}}
     try:
         # ---- 1. one environment, cold and warm ------------------------------------------------
-        env_tree = make_env(work / "trees" / "env", env_pkgs)
-        repo_tree = make_repo(work / "trees" / "repo", REPO_PACKAGE)
-        ef, eb = du(env_tree)
-        rf, rb = du(repo_tree)
-        print(f"env tree: {ef} files, {eb / 1e6:.0f} MB; repo tree: {rf} files, {rb / 1e6:.0f} MB", flush=True)
-        images = can_mount_images() and shutil.which("mksquashfs") is not None
-        stores = {"tar.zst": work / "store-zst", "tar.gz": work / "store-gz"}
-        if images:
-            stores["squashfs"] = work / "store-img"
-        pack_s = {}
-        sizes = {}
-        manifests = {}
-        for fmt, d in stores.items():
-            st = Store(d)
-            em, ep = publish(st, "env", "env-bench-0000000000000000", env_tree, fmt, work)
-            rm, rp = publish(st, "repo", "repo-bench-000000000000-00000000", repo_tree, fmt, work)
-            write_index(st, [task_entry("bench__one", em["key"], rm["key"])])
-            pack_s[fmt] = ep + rp
-            sizes[fmt] = sum((m.get("image") or m)["size"] for m in (em, rm))
-            manifests[fmt] = (em, rm)
-            print(f"packed {fmt}: {pack_s[fmt]:.1f} s, {sizes[fmt] / 1e6:.0f} MB", flush=True)
-
-        node = work / "node"
-        cold: dict[str, list[float]] = {k: [] for k in ("published", "tar.zst", "tar.gz", "squashfs")}
-        warm: dict[str, list[float]] = {k: [] for k in ("published", "tar.zst", "squashfs")}
-        for i in range(a.reps):
-            rmtree(node)
-            cold["published"].append(published_cold(stores["tar.gz"], manifests["tar.gz"][0]["key"],
-                                                    manifests["tar.gz"][1]["key"], node / "pub"))
-            for j in range(min(a.reps, 3)):
-                warm["published"].append(published_warm(node / "pub", j))
-            rmtree(node)
-            for fmt in stores:
-                cache = Cache(node / f"cache-{fmt}", budget=IOBudget(0, node / "unused"))
-                mount = fmt == "squashfs"
-                t = time.perf_counter()
-                p = prepare("bench__one", str(stores[fmt]), cache=cache, images=mount)
-                cold[fmt].append(time.perf_counter() - t)
-                assert p.downloaded
-                p.release()
-                if fmt in warm:
-                    for _ in range(a.warm_reps // a.reps + 1):
-                        t = time.perf_counter()
-                        w = prepare("bench__one", str(stores[fmt]), cache=cache, images=mount)
-                        warm[fmt].append(time.perf_counter() - t)
-                        assert not w.downloaded
-                        w.release()
-                cache.gc(max_bytes=0)  # unmounts images, removes layers
-            rmtree(node)
-            print(f"rep {i + 1}/{a.reps}: " + ", ".join(f"{k} cold {v[-1]:.2f} s" for k, v in cold.items() if v),
-                  flush=True)
-        med = statistics.median
-        base_c, base_w = med(cold["published"]), med(warm["published"])
-        rows = [["published method (tarfile gz-9 + full copy)", f"{pack_s['tar.gz']:.1f}",
-                 f"{sizes['tar.gz'] / 1e6:.0f}", f"{base_c:.3f}", f"{base_w:.3f}", "1.0x", "1.0x"]]
-        labels = {"tar.zst": "ours: tar.zst, streamed + unpacked into layers",
-                  "tar.gz": "ours: published tar.gz store, streamed + unpacked",
-                  "squashfs": "ours: squashfs image, verified + loop-mounted (root)"}
-        for fmt, label in labels.items():
-            if not cold[fmt]:
-                continue
-            w = f"{med(warm[fmt]):.4f}" if warm.get(fmt) else "-"
-            ws = f"{base_w / med(warm[fmt]):.0f}x" if warm.get(fmt) else "-"
-            rows.append([label, f"{pack_s[fmt]:.1f}" if fmt != "tar.gz" else "(same)",
-                         f"{sizes[fmt] / 1e6:.0f}", f"{med(cold[fmt]):.3f}", w, f"{base_c / med(cold[fmt]):.1f}x", ws])
-        print()
-        print(tabulate(rows, headers=["method", "pack s", "MB", "cold ready s (median)", "warm ready s (median)",
-                                      "cold speed-up", "warm speed-up"]))
-        best = "squashfs" if cold["squashfs"] else "tar.zst"
-        print(f"targets: warm <= 0.1 s: {'MET' if med(warm[best]) <= 0.1 else 'MISSED'} ({med(warm[best]):.4f} s); "
-              f"cold >= 5x faster: {'MET' if base_c / med(cold[best]) >= 5 else 'MISSED'} "
-              f"({base_c / med(cold[best]):.1f}x with {best}; {base_c / med(cold['tar.zst']):.1f}x unpacking tar.zst)",
-              flush=True)
-        results["single"] = {"cold": cold, "warm": warm, "pack_s": pack_s, "sizes": sizes,
-                             "env_files": ef, "env_bytes": eb, "repo_files": rf, "repo_bytes": rb}
-        rmtree(work / "store-gz")
-
+        if a.only != "concurrency":
+            single(a, work, env_pkgs, results)
         # ---- 2. concurrent requests for distinct environments ----------------------------------
-        n_max = max(levels)
-        cstore = Store(work / "store-conc")
-        small = SMALL_ENV_PACKAGES
-        tasks = []
-        t = time.perf_counter()
-        for i in range(n_max):
-            tree = make_env(work / "trees" / f"cenv{i}", small, marker=f"env {i}")
-            em, _ = publish(cstore, "env", f"env-conc-{i:016x}", tree, "tar.zst", work)
-            rtree = make_repo(work / "trees" / f"crepo{i}", None, marker=str(i))
-            rm, _ = publish(cstore, "repo", f"repo-conc-{i:012x}-{i:08x}", rtree, "tar.zst", work)
-            tasks.append(task_entry(f"conc__task.{i}", em["key"], rm["key"]))
-            rmtree(tree)
-            rmtree(rtree)
-        write_index(cstore, tasks)
-        cf, cb = du(make_env(work / "trees" / "probe", small))
-        print(f"\nconcurrency: {n_max} distinct envs of {cf} files, {cb / 1e6:.0f} MB each "
-              f"(published in {time.perf_counter() - t:.0f} s)", flush=True)
-        slots = default_slots()
-        crow = []
-        results["concurrent"] = {}
-        for n in levels:
-            for label, s in (("unbounded", 0), (f"budget {slots}", slots)):
-                cache_dir = work / f"cache-conc-{n}-{s}"
-                times = concurrent(str(cstore.root), [tasks[i]["instance_id"] for i in range(n)], s, cache_dir)
-                rmtree(cache_dir)
-                crow.append([n, label, f"{times[0]:.2f}", f"{med(times):.2f}", f"{times[-1]:.2f}"])
-                results["concurrent"][f"{n}/{label}"] = times
-                print(f"  {n:3d} {label:10s} first {times[0]:.2f} s, median {med(times):.2f} s, "
-                      f"all {times[-1]:.2f} s", flush=True)
-        print()
-        print(tabulate(crow, headers=["concurrent requests", "I/O budget", "first ready s", "median ready s",
-                                      "all ready s"]))
+        if a.only != "single":
+            concurrency(work, levels, results)
     finally:
         if not a.workdir:
             rmtree(work)
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
     return 0
+
+
+def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict) -> None:
+    env_tree = make_env(work / "trees" / "env", env_pkgs)
+    repo_tree = make_repo(work / "trees" / "repo", REPO_PACKAGE)
+    ef, eb = du(env_tree)
+    rf, rb = du(repo_tree)
+    print(f"env tree: {ef} files, {eb / 1e6:.0f} MB; repo tree: {rf} files, {rb / 1e6:.0f} MB", flush=True)
+    images = can_mount_images() and shutil.which("mksquashfs") is not None
+    stores = {"tar.zst": work / "store-zst", "tar.gz": work / "store-gz"}
+    if images:
+        stores["squashfs"] = work / "store-img"
+    pack_s = {}
+    sizes = {}
+    manifests = {}
+    for fmt, d in stores.items():
+        st = Store(d)
+        em, ep = publish(st, "env", "env-bench-0000000000000000", env_tree, fmt, work)
+        rm, rp = publish(st, "repo", "repo-bench-000000000000-00000000", repo_tree, fmt, work)
+        write_index(st, [task_entry("bench__one", em["key"], rm["key"])])
+        pack_s[fmt] = ep + rp
+        sizes[fmt] = sum((m.get("image") or m)["size"] for m in (em, rm))
+        manifests[fmt] = (em, rm)
+        print(f"packed {fmt}: {pack_s[fmt]:.1f} s, {sizes[fmt] / 1e6:.0f} MB", flush=True)
+
+    node = work / "node"
+    cold: dict[str, list[float]] = {k: [] for k in ("published", "tar.zst", "tar.gz", "squashfs")}
+    warm: dict[str, list[float]] = {k: [] for k in ("published", "tar.zst", "squashfs")}
+    for i in range(a.reps):
+        rmtree(node)
+        cold["published"].append(published_cold(stores["tar.gz"], manifests["tar.gz"][0]["key"],
+                                                manifests["tar.gz"][1]["key"], node / "pub"))
+        for j in range(min(a.reps, 3)):
+            warm["published"].append(published_warm(node / "pub", j))
+        rmtree(node)
+        for fmt in stores:
+            cache = Cache(node / f"cache-{fmt}", budget=IOBudget(0, node / "unused"))
+            mount = fmt == "squashfs"
+            t = time.perf_counter()
+            p = prepare("bench__one", str(stores[fmt]), cache=cache, images=mount)
+            cold[fmt].append(time.perf_counter() - t)
+            assert p.downloaded
+            p.release()
+            if fmt in warm:
+                for _ in range(a.warm_reps // a.reps + 1):
+                    t = time.perf_counter()
+                    w = prepare("bench__one", str(stores[fmt]), cache=cache, images=mount)
+                    warm[fmt].append(time.perf_counter() - t)
+                    assert not w.downloaded
+                    w.release()
+            cache.gc(max_bytes=0)  # unmounts images, removes layers
+        rmtree(node)
+        print(f"rep {i + 1}/{a.reps}: " + ", ".join(f"{k} cold {v[-1]:.2f} s" for k, v in cold.items() if v),
+              flush=True)
+    med = statistics.median
+    base_c, base_w = med(cold["published"]), med(warm["published"])
+    rows = [["published method (tarfile gz-9 + full copy)", f"{pack_s['tar.gz']:.1f}",
+             f"{sizes['tar.gz'] / 1e6:.0f}", f"{base_c:.3f}", f"{base_w:.3f}", "1.0x", "1.0x"]]
+    labels = {"tar.zst": "ours: tar.zst, streamed + unpacked into layers",
+              "tar.gz": "ours: published tar.gz store, streamed + unpacked",
+              "squashfs": "ours: squashfs image, verified + loop-mounted (root)"}
+    for fmt, label in labels.items():
+        if not cold[fmt]:
+            continue
+        w = f"{med(warm[fmt]):.4f}" if warm.get(fmt) else "-"
+        ws = f"{base_w / med(warm[fmt]):.0f}x" if warm.get(fmt) else "-"
+        rows.append([label, f"{pack_s[fmt]:.1f}" if fmt != "tar.gz" else "(same)",
+                     f"{sizes[fmt] / 1e6:.0f}", f"{med(cold[fmt]):.3f}", w, f"{base_c / med(cold[fmt]):.1f}x", ws])
+    print()
+    print(tabulate(rows, headers=["method", "pack s", "MB", "cold ready s (median)", "warm ready s (median)",
+                                  "cold speed-up", "warm speed-up"]))
+    best = "squashfs" if cold["squashfs"] else "tar.zst"
+    print(f"targets: warm <= 0.1 s: {'MET' if med(warm[best]) <= 0.1 else 'MISSED'} ({med(warm[best]):.4f} s); "
+          f"cold >= 5x faster: {'MET' if base_c / med(cold[best]) >= 5 else 'MISSED'} "
+          f"({base_c / med(cold[best]):.1f}x with {best}; {base_c / med(cold['tar.zst']):.1f}x unpacking tar.zst)",
+          flush=True)
+    results["single"] = {"cold": cold, "warm": warm, "pack_s": pack_s, "sizes": sizes,
+                         "env_files": ef, "env_bytes": eb, "repo_files": rf, "repo_bytes": rb}
+    rmtree(work / "store-gz")
+    rmtree(work / "trees")
+
+
+def concurrency(work: Path, levels: list[int], results: dict) -> None:
+    med = statistics.median
+    n_max = max(levels)
+    cstore = Store(work / "store-conc")
+    small = SMALL_ENV_PACKAGES
+    tasks = []
+    t = time.perf_counter()
+    for i in range(n_max):
+        tree = make_env(work / "trees" / f"cenv{i}", small, marker=f"env {i}")
+        em, _ = publish(cstore, "env", f"env-conc-{i:016x}", tree, "tar.zst", work)
+        rtree = make_repo(work / "trees" / f"crepo{i}", None, marker=str(i))
+        rm, _ = publish(cstore, "repo", f"repo-conc-{i:012x}-{i:08x}", rtree, "tar.zst", work)
+        tasks.append(task_entry(f"conc__task.{i}", em["key"], rm["key"]))
+        rmtree(tree)
+        rmtree(rtree)
+    write_index(cstore, tasks)
+    cf, cb = du(make_env(work / "trees" / "probe", small))
+    print(f"\nconcurrency: {n_max} distinct envs of {cf} files, {cb / 1e6:.0f} MB each "
+          f"(published in {time.perf_counter() - t:.0f} s)", flush=True)
+    slots = default_slots()
+    crow = []
+    results["concurrent"] = {}
+    for n in levels:
+        for label, s in (("unbounded", 0), (f"budget {slots}", slots)):
+            cache_dir = work / f"cache-conc-{n}-{s}"
+            times = concurrent(str(cstore.root), [tasks[i]["instance_id"] for i in range(n)], s, cache_dir)
+            rmtree(cache_dir)
+            crow.append([n, label, f"{times[0]:.2f}", f"{med(times):.2f}", f"{times[-1]:.2f}"])
+            results["concurrent"][f"{n}/{label}"] = times
+            print(f"  {n:3d} {label:10s} first {times[0]:.2f} s, median {med(times):.2f} s, "
+                  f"all {times[-1]:.2f} s", flush=True)
+    print()
+    print(tabulate(crow, headers=["concurrent requests", "I/O budget", "first ready s", "median ready s",
+                                  "all ready s"]))
 
 
 if __name__ == "__main__":

@@ -161,7 +161,7 @@ def pack_image(src: Path, out: Path, fmt: str = "squashfs", level: int = 3) -> P
         raise PackError(f"cannot pack {src}: not a directory (was the build step run?)")
     exe = shutil.which("mksquashfs")
     if not exe:
-        raise PackError(f"cannot build {out}: mksquashfs not found; install squashfs-tools (apt-get install squashfs-tools)")
+        raise PackError(f"cannot build {out}: mksquashfs not found; apt-get install squashfs-tools")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f"{out.name}.tmp-{uuid.uuid4().hex}")
     argv = [exe, str(src), str(tmp), "-noappend", "-comp", "zstd", "-Xcompression-level", str(level),
