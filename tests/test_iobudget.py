@@ -105,3 +105,32 @@ def test_unlimited_and_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
         default_slots()
     monkeypatch.delenv("MINISANDBOX_IO_SLOTS")
     assert default_slots() == max(2, (os.cpu_count() or 2) // 2)
+
+
+CPU_WAITER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from minisandbox.iobudget import IOBudget
+    c0 = time.process_time()
+    with IOBudget(1, Path(sys.argv[1])).acquire(ticket=float(sys.argv[2])):
+        pass
+    print(time.process_time() - c0)
+""")
+
+
+def test_waiters_sleep_instead_of_spinning(tmp_path: Path) -> None:
+    """Many waiters must not eat the CPU the unpacks need (2-core nodes, 64 requests)."""
+    d, log = tmp_path / "b", tmp_path / "log"
+    holder = spawn(d, 1, 1.0, -1.5, log)
+    while not Path(f"{log}.held-1.0").exists():
+        time.sleep(0.01)
+    waiters = [subprocess.Popen([sys.executable, "-c", CPU_WAITER, str(d), str(10 + i)], stdout=subprocess.PIPE,
+                                text=True) for i in range(6)]
+    deadline = time.time() + 60
+    while len(list((d / "queue").glob("*.wait"))) < 6 and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # everyone queued and waiting for a while
+    Path(f"{log}.release").touch()
+    cpu = [float(w.communicate(timeout=60)[0]) for w in waiters]
+    assert holder.wait(60) == 0
+    assert max(cpu) < 0.5, cpu  # a polling waiter would burn far more in ~1.5+ s of waiting
