@@ -240,3 +240,20 @@ def test_reverse_patch_roundtrip_and_apply(eval_project, tmp_path):
     ex = HostVenvExecutor(eval_project.clean, eval_project.venv, tmp_path / "tb")
     ev = evaluate(eval_project.swesmith, eval_project.spec, reverse_patch(eval_project.swesmith.patch), ex)
     assert ev.resolved, ev.output
+
+
+def test_bash_revert_patterns_match_is_protected(eval_project, host):
+    """The script's case patterns and `is_protected` must name the same paths."""
+    paths = ["conftest.py", "a/conftest.py", "tests/helper.py", "pkg/tests/data.json", "pkg/test_x.py",
+             "pkg/x_test.py", "tox.ini", "pkg/setup.cfg", "pytest.py", "_pytest/y.py", "pluggy/z.py",
+             "pkg/mod.py", "testing/util.py", "test/foo.py", "docs/tests.txt", "pkg/tests.py",
+             "sitecustomize.py", "pkg/pytest.py", "x.pyc"]
+    patch = "".join(
+        f"diff --git a/{p} b/{p}\nnew file mode 100644\n--- /dev/null\n+++ b/{p}\n@@ -0,0 +1 @@\n+x = 1\n"
+        for p in paths
+    )
+    ev = evaluate(eval_project.swesmith, eval_project.spec, patch, host())
+    assert ev.entry["patch_successfully_applied"], ev.output
+    reverted = {line.split("reverted protected path ", 1)[1].strip()
+                for line in ev.output.splitlines() if "reverted protected path " in line}
+    assert reverted == {p for p in paths if is_protected(p)}, ev.output

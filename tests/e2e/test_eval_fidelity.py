@@ -37,8 +37,8 @@ def test_sandbox_and_host_venv_grade_identically(bundled_eval_store, tmp_path):
             host = host_envs[key]
             host.snapshot = snapshot  # SWE-bench tasks of one env start from different commits
             patch, reverse = gold_run(rec)
-            for label, kw in (("before", dict(patch=None, apply_patch=False)),
-                              ("gold", dict(patch=patch, reverse=reverse))):
+            for label, kw in (("before", {"patch": None, "apply_patch": False}),
+                              ("gold", {"patch": patch, "reverse": reverse})):
                 p = kw.pop("patch")
                 in_box = evaluate(rec, spec, p, sandbox, **kw)
                 on_host = evaluate(rec, spec, p, host, **kw)
