@@ -108,6 +108,8 @@ def classify(record: TaskRecord, before: list[Evaluation], gold: list[Evaluation
 def validate_task(record: TaskRecord, spec: EnvSpec, executor: Executor, *, repeats: int = 1,
                   log_dir: Path | None = None) -> dict[str, Any]:
     """Run before/gold `repeats` times each and classify; logs go to `log_dir/<iid>/`."""
+    if not record.fail_to_pass:  # nothing to check: do not spend sandbox time on it
+        return classify(record, [], [])
     before = [evaluate(record, spec, None, executor, apply_patch=False) for _ in range(repeats)]
     patch, reverse = gold_run(record)
     gold = [evaluate(record, spec, patch, executor, reverse=reverse) for _ in range(repeats)]
