@@ -195,3 +195,23 @@ def test_artifacts_of_skips_failed_keys(src: dict) -> None:
     catalog = json.loads(src["store"].read_text(CATALOG))
     keys = {a.key for a in artifacts_of(catalog)}
     assert keys == all_keys(src) and "env-broken-ffffffffffffffff" not in keys
+
+
+@pytest.mark.s3
+def test_endpoint_and_credentials_from_aws_config_files(src: dict, s3: S3, tmp_path: Path, monkeypatch) -> None:
+    """No AWS_* endpoint/credential variables: the standard config files are enough."""
+    config, creds = tmp_path / "aws-config", tmp_path / "aws-credentials"
+    config.write_text(f"[default]\nregion = us-east-1\nendpoint_url = {s3.endpoint}\n")
+    creds.write_text("[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n")
+    for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") or k in ("AWS_CONFIG_FILE",
+                                                                                  "AWS_SHARED_CREDENTIALS_FILE")}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    url = s3.url("from-config")
+    out = subprocess.run([sys.executable, "-m", "minisandbox.cli", "push", src["store"].url, url],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert s3.fs().exists(f"{s3.bucket}/from-config/{CATALOG}")
