@@ -83,13 +83,23 @@ _GROUP = re.compile(r"^(?:\[[^\]]*\] )?Group job (\S+)", re.M)
 _RULE = re.compile(r"^(?:\[[^\]]*\] )?(local)?rule (\S+):", re.M)
 
 
+def local_rules() -> set[str]:
+    """Rules the workflow runs on the submit host (`localrules:` in workflow/rules), plus `all`.
+    A dry-run prints them as plain `rule X:` blocks, so they are named here."""
+    names = {"all"}
+    for smk in (ROOT / "workflow" / "rules").glob("*.smk"):
+        for m in re.finditer(r"^localrules:\s*(.+)$", smk.read_text(), re.M):
+            names |= {n.strip() for n in m.group(1).split(",") if n.strip()}
+    return names
+
+
 def submissions(dry_run_output: str) -> tuple[int, int, dict[str, int]]:
     """(Slurm jobs with the profile's grouping, without grouping, group jobs per group).
     Top-level `rule X:` blocks are ungrouped remote jobs; group members are indented."""
     groups: dict[str, int] = {}
     for g in _GROUP.findall(dry_run_output):
         groups[g] = groups.get(g, 0) + 1
-    ungrouped = sum(1 for local, rule in _RULE.findall(dry_run_output) if not local and rule != "all")
+    ungrouped = sum(1 for local, rule in _RULE.findall(dry_run_output) if not local and rule not in local_rules())
     member_jobs = len(re.findall(r"^\s+rule \S+:", dry_run_output, re.M))
     return sum(groups.values()) + ungrouped, member_jobs + ungrouped, groups
 
