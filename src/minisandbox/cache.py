@@ -359,7 +359,7 @@ class Cache:
         for _ in (1, 2):
             part = self.tmp / f"{artifact.sha256}.{uuid.uuid4().hex[:8]}.part"
             try:
-                def transfer() -> tuple[str, int]:
+                def transfer(part: Path = part) -> tuple[str, int]:
                     with store.open(artifact.rel, "rb", block_size=_block_size(store)) as raw, open(part, "wb") as out:
                         reader = _HashingReader(raw)
                         while chunk := reader.read(CHUNK):

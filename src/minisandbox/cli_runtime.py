@@ -51,7 +51,7 @@ def cmd_fetch(a: argparse.Namespace) -> int:
     results = fetch(a.task_ids, store, cache=cache)
     failed = 0
     rows = []
-    for tid, res in zip(a.task_ids, results):
+    for tid, res in zip(a.task_ids, results, strict=True):
         if isinstance(res, BaseException):
             failed += 1
             print(f"minisandbox fetch: {tid}: {res}", file=sys.stderr)
