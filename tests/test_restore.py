@@ -179,3 +179,29 @@ def test_ensure_layer_is_atomic_and_cleans_stale_tmp(tmp_path: Path) -> None:
     path, result = ensure_layer(layers, "e" * 64, ok)
     assert result == 7 and (path / "file").read_text() == "y"
     assert ensure_layer(layers, "e" * 64, boom) == (path, None)  # already there: fill not called
+
+
+def test_ustar_prefix_is_part_of_the_checked_name(tmp_path: Path) -> None:
+    name = "./../" + "x" * 120 + "/f.txt"  # > 100 chars: split into prefix "./../xxx" + name "f.txt"
+    raw = tar_bytes([info("./", tarfile.DIRTYPE), info(name, data=b"x")], tarfile.USTAR_FORMAT)
+    assert b"/../" in raw[512 + 345: 512 + 500] and b".." not in raw[512: 512 + 100]  # '..' only in the prefix
+    with pytest.raises(UnsafeArchiveError, match=r"contains '\.\.'"):
+        unpack_file(write_zst(tmp_path / "u.tar.zst", raw), "tar.zst", tmp_path / "layers", "1" * 64)
+
+
+def _set_gnu_atime(raw: bytearray, offset: int) -> None:
+    """Fill the old-GNU atime field of the header at `offset` and fix its checksum."""
+    raw[offset + 345: offset + 357] = b"%011o\0" % 1234567
+    raw[offset + 148: offset + 156] = b" " * 8
+    raw[offset + 148: offset + 156] = b"%06o\0 " % sum(raw[offset: offset + 512])
+
+
+def test_old_gnu_time_fields_are_not_taken_for_a_prefix(tmp_path: Path) -> None:
+    outside = tmp_path / "OUTSIDE"
+    outside.mkdir()
+    raw = bytearray(tar_bytes([info("./", tarfile.DIRTYPE), info("./esc", tarfile.SYMTYPE, linkname=str(outside)),
+                               info("./esc/pwned.txt", data=b"pwned")], tarfile.GNU_FORMAT))
+    _set_gnu_atime(raw, 512)  # the symlink's header: its name must still read "./esc"
+    with pytest.raises(UnsafeArchiveError, match="is below the symlink"):
+        unpack_file(write_zst(tmp_path / "g.tar.zst", bytes(raw)), "tar.zst", tmp_path / "layers", "2" * 64)
+    assert list(outside.iterdir()) == []

@@ -275,7 +275,8 @@ def checked_stream(chunks: Iterator[bytes], archive: str) -> Iterator[bytes]:
             yield data
             continue
         name = _cstr(hdr[0:100])
-        if hdr[257:262] == b"ustar" and hdr[345:500].strip(b"\0"):
+        # POSIX ustar only: in the old GNU format ("ustar  ") those bytes hold atime/ctime.
+        if hdr[257:263] == b"ustar\0" and hdr[345:500].strip(b"\0"):
             name = _cstr(hdr[345:500]) + "/" + name
         linkname = _cstr(hdr[157:257])
         if long_name is not None:
