@@ -28,13 +28,13 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator
+from typing import Any, BinaryIO
 
 from filelock import FileLock, Timeout
 
 from . import restore
 from .iobudget import IOBudget
-from .store import Store, StoreError, is_transient
+from .store import Store, StoreError
 
 CHUNK = 1 << 20
 
@@ -516,18 +516,4 @@ def _du(path: Path) -> int:
     return total
 
 
-def total_bytes(entries: Iterable[Entry]) -> int:
-    return sum(e.layer_bytes + e.archive_bytes for e in entries)
-
-
-@contextlib.contextmanager
-def leased(cache: Cache, files: list[Path]) -> Iterator[Lease]:
-    lease = Lease(files)
-    try:
-        yield lease
-    finally:
-        lease.release()
-
-
-__all__ = ["Artifact", "ArtifactCorruptError", "Cache", "CacheError", "Entry", "GcReport", "Lease",
-           "LayerResult", "is_transient"]
+__all__ = ["Artifact", "ArtifactCorruptError", "Cache", "CacheError", "Entry", "GcReport", "Lease", "LayerResult"]
