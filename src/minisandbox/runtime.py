@@ -9,19 +9,23 @@ mount the layers read-only as overlay lowers at their canonical paths (docs/desi
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 from .cache import Artifact, Cache, LayerResult, Lease
 from .iobudget import IOBudget
 from .paths import REPO_PATH, VENV_PATH
 from .restore import RestoreError
 from .store import NotInStore, Store, open_store
+
+T = TypeVar("T")
 
 
 class TaskNotReady(RuntimeError):
@@ -65,17 +69,57 @@ class PreparedTask:
         self.release()
 
 
+_MEMO: dict[tuple[str, str], tuple[float, Any]] = {}
+_MEMO_LOCK = threading.Lock()
+
+
+def index_ttl() -> float:
+    """Seconds a process reuses an index entry or manifest it read ($MINISANDBOX_INDEX_TTL,
+    default 0 = always ask the store). Why: on S3 each read is a round trip, and a training
+    process preparing hundreds of sandboxes would pay four per sandbox; set it when the store
+    does not change during the run (a re-published artifact would not match a stale manifest)."""
+    try:
+        return float(os.environ.get("MINISANDBOX_INDEX_TTL", "0"))
+    except ValueError:
+        raise ValueError(f"MINISANDBOX_INDEX_TTL={os.environ['MINISANDBOX_INDEX_TTL']!r} is not a number "
+                         f"of seconds") from None
+
+
+def _memo(store: Store, what: str, fn: Callable[[], T]) -> T:
+    ttl = index_ttl()
+    key = (store.url, what)
+    now = time.monotonic()
+    if ttl > 0:
+        with _MEMO_LOCK:
+            hit = _MEMO.get(key)
+        if hit and now - hit[0] < ttl:
+            return copy.deepcopy(hit[1])
+    value = fn()  # errors are not remembered
+    if ttl > 0:
+        with _MEMO_LOCK:
+            _MEMO[key] = (now, copy.deepcopy(value))
+    return value
+
+
 def _manifest(store: Store, kind: str, key: str) -> dict[str, Any]:
     rel = f"artifacts/{kind}/{key}.manifest.json"
-    try:
-        return json.loads(store.read_text(rel))
-    except NotInStore:
-        raise NotInStore(f"{kind} manifest {store.url_of(rel)} is missing although the index lists it; "
-                         f"re-run the publish step for {key}") from None
+
+    def read() -> dict[str, Any]:
+        try:
+            return json.loads(store.read_text(rel))
+        except NotInStore:
+            raise NotInStore(f"{kind} manifest {store.url_of(rel)} is missing although the index lists it; "
+                             f"re-run the publish step for {key}") from None
+
+    return _memo(store, rel, read)
 
 
 def lookup_task(store: Store, instance_id: str) -> dict[str, Any]:
     """The task's index entry, with one-line errors for a missing index or unknown id."""
+    return _memo(store, f"task:{instance_id}", lambda: _lookup_task(store, instance_id))
+
+
+def _lookup_task(store: Store, instance_id: str) -> dict[str, Any]:
     from .index import CATALOG, lookup
 
     if not store.exists(CATALOG):

@@ -221,3 +221,19 @@ def test_fetch_threads_share_downloads(tmp_path: Path) -> None:
     downloads = sum(r.downloaded for p in done for r in p.results)
     assert downloads == 3  # repo a, repo b, the shared env: once each
     assert not any(cache.live_leases(r.digest) for p in done for r in p.results)  # fetch releases
+
+
+def test_index_ttl_reuses_reads_only_when_asked(published_store: dict, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = Cache(tmp_path / "cache", budget=IOBudget(2, tmp_path / "cache" / "budget"))
+    task = published_store["tasks"][0]
+    manifest = Path(published_store["url"]) / "artifacts" / "env" / f"{task['env_key']}.manifest.json"
+    monkeypatch.setenv("MINISANDBOX_INDEX_TTL", "600")
+    prepare(task["instance_id"], published_store["url"], cache=cache).release()
+    saved = manifest.read_text()
+    manifest.unlink()
+    prepare(task["instance_id"], published_store["url"], cache=cache).release()  # served from memory
+    monkeypatch.setenv("MINISANDBOX_INDEX_TTL", "0")
+    with pytest.raises(FileNotFoundError, match="env manifest .* is missing although the index lists it"):
+        prepare(task["instance_id"], published_store["url"], cache=cache)
+    manifest.write_text(saved)
