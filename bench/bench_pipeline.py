@@ -68,7 +68,7 @@ def dry_run(workdir: Path, tasks: Path, catalog: Path, *, snakefile: Path) -> tu
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise SystemExit(f"snakemake -n failed:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"snakemake -n failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # high-water mark so far
     total = 0
     for line in proc.stdout.splitlines():

@@ -53,8 +53,9 @@ def test_swebench_tasks_share_env_but_not_snapshot(tmp_path):
     assert len(plan.envs) == 1
     # base commits C1 (== env setup commit) and C2: two snapshots
     assert sorted(r["commit"] for r in plan.repos.values()) == [C1, C2]
-    (env,) = plan.envs.values()
+    (key, env), = plan.envs.items()
     assert plan.repos[env["repo_key"]]["commit"] == C1
+    assert plan.env_repos[key] == sorted(plan.repos)  # the per-env jobs wait for exactly these
 
 
 def test_task_without_spec_is_reported_not_dropped(tmp_path):

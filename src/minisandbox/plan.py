@@ -20,7 +20,7 @@ from .keys import env_canonical, env_key, repo_key, source_id
 from .records import InvalidRecord, read_tasks
 from .stage import write_json_atomic
 
-PLAN_SCHEMA = 2
+PLAN_SCHEMA = 3
 
 
 @dataclass
@@ -34,6 +34,7 @@ class Plan:
     n_tasks: int = 0
     tasks_file: str = ""  # JSONL of {instance_id, env_key, repo_key, spec_name, record}
     env_tasks: dict[str, str] = field(default_factory=dict)  # env_key -> digest of its task ids
+    env_repos: dict[str, list[str]] = field(default_factory=dict)  # env_key -> its tasks' repo keys
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +46,7 @@ class Plan:
             "n_tasks": self.n_tasks,
             "tasks_file": self.tasks_file,
             "env_tasks": self.env_tasks,
+            "env_repos": self.env_repos,
         }
 
     @classmethod
@@ -57,6 +59,7 @@ class Plan:
             n_tasks=d["n_tasks"],
             tasks_file=d["tasks_file"],
             env_tasks=d.get("env_tasks", {}),
+            env_repos=d.get("env_repos", {}),
         )
 
 
@@ -86,6 +89,7 @@ def build_plan(task_files: Iterable[str | Path], catalog: Catalog, workdir: Path
     tmp = tasks_out.with_name(tasks_out.name + f".tmp{os.getpid()}")
     env_keys: dict[tuple[str, str | None], str] = {}  # hashing a spec once, not once per task
     env_ids: dict[str, list[str]] = {}
+    env_repos: dict[str, set[str]] = {}
     with tmp.open("w") as out:
         for rec in ingested.records:
             try:
@@ -113,6 +117,7 @@ def build_plan(task_files: Iterable[str | Path], catalog: Catalog, workdir: Path
                     "repo_key": build_repo,
                 }
             env_ids.setdefault(ekey, []).append(rec.instance_id)
+            env_repos.setdefault(ekey, set()).add(rkey)
             out.write(
                 json.dumps(
                     {
@@ -131,6 +136,7 @@ def build_plan(task_files: Iterable[str | Path], catalog: Catalog, workdir: Path
     plan.env_tasks = {
         k: hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest() for k, ids in sorted(env_ids.items())
     }
+    plan.env_repos = {k: sorted(v) for k, v in sorted(env_repos.items())}
     return plan
 
 

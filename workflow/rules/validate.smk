@@ -8,8 +8,8 @@ rule validate:
     input:
         tasks=f"{W}/specs/env-tasks/{{env_key}}.json",
         env=f"{W}/published/env/{{env_key}}.json",
-        # SWE-bench tasks of one env start from several base commits: wait for all repos
-        repos=expand(f"{W}/published/repo/{{key}}.json", key=REPO_KEYS),
+        # SWE-bench tasks of one env start from several base commits: wait for those repos
+        repos=lambda wc: [f"{W}/published/repo/{k}.json" for k in PLAN.env_repos[wc.env_key]],
     output:
         f"{W}/validation/{{env_key}}.json",
     params:
