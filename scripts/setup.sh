@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PKGS=(git tar zstd util-linux iproute2 procps psmisc passwd python3 patch)
+APT_PKGS=(git tar zstd util-linux iproute2 procps psmisc passwd python3 patch squashfs-tools)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -75,10 +75,12 @@ def register(sub) -> None:
         ("--timeout", dict(type=float, default=1800)),
     ])
     _add(sub, "pack", "Pack a tree into a deterministic archive.", lambda a: _status_exit(
-        pipeline.step_pack(a.key, _p(a.tree), _p(a.upstream), _p(a.out), _p(a.status), a.format, a.level)), [
+        pipeline.step_pack(a.key, _p(a.tree), _p(a.upstream), _p(a.out), _p(a.status), a.format, a.level,
+                           image=a.image)), [
         ("--key", dict(required=True)), ("--tree", dict(required=True)), ("--upstream", dict(required=True)),
         ("--out", dict(required=True)), ("--status", dict(required=True)),
         ("--format", dict(default="tar.zst", choices=["tar.zst", "tar.gz"])), ("--level", dict(type=int, default=3)),
+        ("--image", dict(action="store_true", help="also build a squashfs image (root nodes mount it)")),
     ])
     _add(sub, "checksum", "Digest an archive and write its manifest.", lambda a: _status_exit(
         pipeline.step_checksum(a.kind, _p(a.spec), _p(a.archive), _p(a.pack_status), _p(a.upstream), _p(a.out))), [

@@ -124,7 +124,15 @@ def step_build(env_spec: Path, lock_status: Path, repo_dir: Path, out_dir: Path,
 # -- pack / checksum / publish ----------------------------------------------------------
 
 
-def step_pack(key: str, tree: Path, upstream: Path, archive: Path, status_out: Path, fmt: str, level: int) -> StageStatus:
+def image_path(archive: Path, key: str) -> Path:
+    """Where pack puts the optional squashfs image: beside the archive, named by key."""
+    return Path(archive).parent / f"{key}.squashfs"
+
+
+def step_pack(key: str, tree: Path, upstream: Path, archive: Path, status_out: Path, fmt: str, level: int,
+              image: bool = False) -> StageStatus:
+    """Archive the tree; with `image`, also a squashfs image root nodes mount instead of
+    unpacking (bench/bench_runtime.py: 54x faster cold restore than the published method)."""
     if _failed_upstream("pack", key, status_out, upstream):
         archive.parent.mkdir(parents=True, exist_ok=True)
         archive.write_bytes(b"")  # placeholder for the declared output; never published
@@ -134,7 +142,13 @@ def step_pack(key: str, tree: Path, upstream: Path, archive: Path, status_out: P
         from .pack import pack_tree
 
         stats = pack_tree(tree, archive, fmt=fmt, level=level)
-        return {"files": stats.files, "raw_bytes": stats.raw_bytes, "format": fmt}
+        data: dict[str, Any] = {"files": stats.files, "raw_bytes": stats.raw_bytes, "format": fmt}
+        if image:
+            from .pack import pack_image
+
+            pack_image(tree, image_path(archive, key))
+            data["image"] = "squashfs"
+        return data
 
     st = _guard("pack", key, status_out, None, work)
     if not st.ok and not archive.exists():
@@ -158,6 +172,12 @@ def step_checksum(kind: str, key_spec: Path, archive: Path, pack_status: Path, u
         spec = {"source": entry["source"], "commit": entry["commit"]}
 
     def work() -> dict[str, Any]:
+        if pack.get("image"):
+            from .pack import file_digest
+
+            sha, size = file_digest(image_path(archive, key))
+            extra["image"] = {"format": pack["image"], "artifact": image_path(archive, key).name,
+                              "sha256": sha, "size": size}
         return make_manifest(
             kind=kind, key=key, fmt=pack["format"], archive=archive,
             files=pack["files"], raw_bytes=pack["raw_bytes"], spec=spec, extra=extra,
@@ -189,6 +209,9 @@ def step_publish(store_url: str, kind: str, key: str, manifest_status: Path, arc
     def work() -> dict[str, Any]:
         manifest = st.data
         store.put_file(archive, artifact_path(kind, key, manifest["format"]), sha256=manifest["sha256"])
+        if manifest.get("image"):
+            img = manifest["image"]
+            store.put_file(image_path(archive, key), f"artifacts/{kind}/{img['artifact']}", sha256=img["sha256"])
         store.put_text(manifest_path(kind, key), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         return {"status": "ok", "manifest": manifest, "log": upload_log(), "store": store_url}
 

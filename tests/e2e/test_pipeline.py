@@ -158,3 +158,33 @@ def test_adding_tasks_for_built_envs_rebuilds_only_the_index(built):
     ws.snakemake()
     assert _catalog(ws)["counts"]["tasks"] == 23
     assert idx.lookup(Store(str(ws.store)), "tiny__calc.good.new__cccc0007")["status"] == "ready"
+
+
+def test_images_are_published_and_verified(pipeline_workspace, tmp_path):
+    """`images=true`: a squashfs image beside each archive, digest in the manifest; a root
+    node restores the layer from it and runs the tests."""
+    ws = pipeline_workspace
+    ws.snakemake(config=("images=true",))
+    store = Store(str(ws.store))
+    cat = _catalog(ws)
+    for kind in ("envs", "repos"):
+        for entry in cat[kind].values():
+            if entry["status"] != "ok":
+                continue
+            img = entry["manifest"]["image"]
+            assert img["format"] == "squashfs"
+            local = tmp_path / img["artifact"]
+            store.get_file(f"artifacts/{entry['manifest']['kind']}/{img['artifact']}", local)
+            assert file_digest(local) == (img["sha256"], img["size"])
+    from minisandbox.task import open_task
+
+    cache = tmp_path / "cache"
+    with open_task("tiny__calc.good.sub__aaaa0001", str(ws.store), cache=str(cache)) as ts:
+        mounted = [line for line in Path("/proc/self/mounts").read_text().splitlines()
+                   if str(cache) in line and " squashfs " in line]
+        assert len(mounted) == 2, mounted  # env and repo layers are the mounted images
+        out = ts.sandbox.run(["python", "-c", "import tinycalc; print(tinycalc.add(2, 3), tinycalc.sub(5, 3))"])
+        assert out.output.split() == ["5", "8"], out.output  # the task's bug (sub adds) is in place
+    subprocess.run(["minisandbox", "cache", "gc", "--max-bytes", "0"], env={**os.environ, "MINISANDBOX_CACHE": str(cache)},
+                   check=True, capture_output=True)
+    assert not [line for line in Path("/proc/self/mounts").read_text().splitlines() if str(cache) in line]

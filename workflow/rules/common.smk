@@ -5,7 +5,7 @@ from minisandbox.plan import load_or_build_plan, write_current, write_key_specs
 from minisandbox.manifest import FORMATS
 
 
-def _coerce_bools(cfg, keys=("bundled", "validate")):
+def _coerce_bools(cfg, keys=("bundled", "validate", "images")):
     """`--config validate=true` arrives as a string; the schema wants a boolean."""
     for k in keys:
         if isinstance(cfg.get(k), str) and cfg[k].lower() in ("true", "false", "1", "0", "yes", "no"):

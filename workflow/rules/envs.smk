@@ -42,7 +42,9 @@ rule pack_env:
     output:
         archive=f"{W}/packed/env/{{env_key}}.{EXT}",
         status=f"{W}/packed/env/{{env_key}}.pack.json",
+    params:
+        image="--image" if config["images"] else "",
     threads: 2
     shell:
         "minisandbox pack --key {wildcards.env_key} --tree {input.tree} --upstream {input.status}"
-        " --out {output.archive} --status {output.status} --format {FMT} --level {config[zstd_level]}"
+        " --out {output.archive} --status {output.status} --format {FMT} --level {config[zstd_level]} {params.image}"

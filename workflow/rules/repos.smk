@@ -49,7 +49,9 @@ rule pack_repo:
     output:
         archive=f"{W}/packed/repo/{{repo_key}}.{EXT}",
         status=f"{W}/packed/repo/{{repo_key}}.pack.json",
+    params:
+        image="--image" if config["images"] else "",
     threads: 2
     shell:
         "minisandbox pack --key {wildcards.repo_key} --tree {input.tree} --upstream {input.status}"
-        " --out {output.archive} --status {output.status} --format {FMT} --level {config[zstd_level]}"
+        " --out {output.archive} --status {output.status} --format {FMT} --level {config[zstd_level]} {params.image}"
