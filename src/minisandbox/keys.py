@@ -35,7 +35,7 @@ def source_id(source: str) -> str:
 
 
 def repo_key(source: str, commit: str) -> str:
-    name = source.rstrip("/").split("/")[-1].removesuffix(".git")
+    name = _repo_name(source)
     h = hashlib.sha256(f"{source}\n{commit}".encode()).hexdigest()[:8]
     return f"repo-{slug(name)}-{commit[:12]}-{h}"
 
@@ -54,6 +54,13 @@ def env_canonical(spec: EnvSpec) -> dict[str, Any]:
     }
 
 
+def _repo_name(source: str) -> str:
+    return source.rstrip("/").split("/")[-1].removesuffix(".git")
+
+
 def env_key(spec: EnvSpec) -> str:
+    """`env-<repo>-<h16>`: the readable part names the source repo, not the spec, so two
+    specs (say a SWE-smith profile and a SWE-bench version) that define the same venv
+    share one key and one artifact."""
     h = hashlib.sha256(canonical_json(env_canonical(spec)).encode()).hexdigest()[:16]
-    return f"env-{slug(spec.name)}-{h}"
+    return f"env-{slug(_repo_name(spec.source))}-{h}"

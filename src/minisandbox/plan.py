@@ -20,7 +20,7 @@ from .keys import env_canonical, env_key, repo_key, source_id
 from .records import InvalidRecord, read_tasks
 from .stage import write_json_atomic
 
-PLAN_SCHEMA = 3
+PLAN_SCHEMA = 4
 
 
 @dataclass
@@ -35,6 +35,7 @@ class Plan:
     tasks_file: str = ""  # JSONL of {instance_id, env_key, repo_key, spec_name, record}
     env_tasks: dict[str, str] = field(default_factory=dict)  # env_key -> digest of its task ids
     env_repos: dict[str, list[str]] = field(default_factory=dict)  # env_key -> its tasks' repo keys
+    specs: dict[str, dict[str, Any]] = field(default_factory=dict)  # spec name -> spec (test command, parser, ...)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,6 +48,7 @@ class Plan:
             "tasks_file": self.tasks_file,
             "env_tasks": self.env_tasks,
             "env_repos": self.env_repos,
+            "specs": self.specs,
         }
 
     @classmethod
@@ -60,6 +62,7 @@ class Plan:
             tasks_file=d["tasks_file"],
             env_tasks=d.get("env_tasks", {}),
             env_repos=d.get("env_repos", {}),
+            specs=d.get("specs", {}),
         )
 
 
@@ -112,10 +115,12 @@ def build_plan(task_files: Iterable[str | Path], catalog: Catalog, workdir: Path
             ekey = env_keys.get((spec.name, spec.commit)) or env_keys.setdefault((spec.name, spec.commit), env_key(spec))
             if ekey not in plan.envs:
                 plan.envs[ekey] = {
-                    "spec": spec.to_dict(),
+                    "spec": spec.to_dict(),  # the first spec: builds the venv (same for all names)
                     "canonical": env_canonical(spec),
                     "repo_key": build_repo,
                 }
+            if spec.name not in plan.specs:
+                plan.specs[spec.name] = spec.to_dict()  # per task: test command, parser, timeout
             env_ids.setdefault(ekey, []).append(rec.instance_id)
             env_repos.setdefault(ekey, set()).add(rkey)
             out.write(

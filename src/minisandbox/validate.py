@@ -155,11 +155,13 @@ class EnvValidation:
 
 def validate_env(env_key: str, spec: EnvSpec, records: list[TaskRecord], executor: Executor | None, *,
                  repeats: int = 1, workers: int = 2, log_dir: Path | None = None,
-                 env_error: str | None = None) -> EnvValidation:
+                 env_error: str | None = None,
+                 spec_of: dict[str, EnvSpec] | None = None) -> EnvValidation:
     """Validate all tasks of one environment (one workflow job per environment).
 
     `env_error`: the environment (or its repo) failed to build; every task is then
-    `env-broken` with that error and nothing runs."""
+    `env-broken` with that error and nothing runs. `spec_of`: instance id -> the task's own
+    spec (test command, parser, timeout) where specs sharing this environment differ."""
     t0 = time.monotonic()
     tasks: dict[str, dict[str, Any]] = {}
     if env_error is not None or executor is None:
@@ -170,7 +172,8 @@ def validate_env(env_key: str, spec: EnvSpec, records: list[TaskRecord], executo
 
     def one(r: TaskRecord) -> tuple[str, dict[str, Any]]:
         try:
-            return r.instance_id, validate_task(r, spec, executor, repeats=repeats, log_dir=log_dir)
+            task_spec = (spec_of or {}).get(r.instance_id, spec)
+            return r.instance_id, validate_task(r, task_spec, executor, repeats=repeats, log_dir=log_dir)
         except Exception as exc:  # one task's failure never hides the others' results
             return r.instance_id, {"status": "env-broken", "reason": f"validation error: {exc}", "detail": {},
                                    "runs": []}
@@ -213,6 +216,8 @@ def step_validate(plan_path: Path, env_key: str, receipts: Path, store: str, out
     spec = EnvSpec.from_dict(env["spec"], origin=str(plan_path))
     records: list[TaskRecord] = []
     repo_key_of: dict[str, str] = {}
+    spec_of: dict[str, EnvSpec] = {}
+    specs = {name: EnvSpec.from_dict(d, origin=str(plan_path)) for name, d in plan.get("specs", {}).items()}
     with open(plan["tasks_file"], encoding="utf-8") as fh:
         for line in fh:
             t = json.loads(line)
@@ -220,6 +225,8 @@ def step_validate(plan_path: Path, env_key: str, receipts: Path, store: str, out
                 continue
             records.append(TaskRecord.from_dict(t["record"]))
             repo_key_of[t["instance_id"]] = t["repo_key"]
+            if t.get("spec_name") in specs:
+                spec_of[t["instance_id"]] = specs[t["spec_name"]]
 
     def manifest(kind: str, key: str) -> tuple[dict[str, Any] | None, str | None]:
         path = Path(receipts) / kind / f"{key}.json"
@@ -243,6 +250,6 @@ def step_validate(plan_path: Path, env_key: str, receipts: Path, store: str, out
     if error is None and env_m is not None:
         executor = LayerExecutor(store=store, env_manifest=env_m, repo_manifests=repo_ms, repo_key_of=repo_key_of)
     result = validate_env(env_key, spec, records, executor, repeats=repeats, workers=workers, log_dir=log_dir,
-                          env_error=error)
+                          env_error=error, spec_of=spec_of)
     write_result(result, out)
     return result

@@ -179,12 +179,18 @@ def test_images_are_published_and_verified(pipeline_workspace, tmp_path):
     from minisandbox.task import open_task
 
     cache = tmp_path / "cache"
-    with open_task("tiny__calc.good.sub__aaaa0001", str(ws.store), cache=str(cache)) as ts:
-        mounted = [line for line in Path("/proc/self/mounts").read_text().splitlines()
-                   if str(cache) in line and " squashfs " in line]
-        assert len(mounted) == 2, mounted  # env and repo layers are the mounted images
-        out = ts.sandbox.run(["python", "-c", "import tinycalc; print(tinycalc.add(2, 3), tinycalc.sub(5, 3))"])
-        assert out.output.split() == ["5", "8"], out.output  # the task's bug (sub adds) is in place
-    subprocess.run(["minisandbox", "cache", "gc", "--max-bytes", "0"], env={**os.environ, "MINISANDBOX_CACHE": str(cache)},
-                   check=True, capture_output=True)
-    assert not [line for line in Path("/proc/self/mounts").read_text().splitlines() if str(cache) in line]
+
+    def mounts() -> list[str]:
+        return [line for line in Path("/proc/self/mounts").read_text().splitlines() if str(cache) in line]
+
+    try:
+        with open_task("tiny__calc.good.sub__aaaa0001", str(ws.store), cache=str(cache)) as ts:
+            assert len([m for m in mounts() if " squashfs " in m]) == 2, mounts()  # env + repo images
+            out = ts.sandbox.run(["python", "-c", "import tinycalc; print(tinycalc.add(2, 3), tinycalc.sub(5, 3))"])
+            assert out.output.split() == ["5", "8"], out.output  # the task's bug (sub adds) is in place
+        subprocess.run(["minisandbox", "cache", "gc", "--max-bytes", "0"], check=True, capture_output=True,
+                       env={**os.environ, "MINISANDBOX_CACHE": str(cache)})
+        assert not mounts()  # gc unmounts unleased images
+    finally:
+        for line in mounts():  # never leave a loop mount behind, even when an assert failed
+            subprocess.run(["umount", "-l", line.split()[1]], check=False)
