@@ -14,7 +14,7 @@ import pytest
 
 from minisandbox.sync import verify
 
-pytestmark = [pytest.mark.slow, pytest.mark.slurm, pytest.mark.root]
+pytestmark = [pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = [ROOT / "config" / "bundled" / "tasks.jsonl", ROOT / "config" / "bundled" / "tasks_swebench.jsonl"]
@@ -26,6 +26,8 @@ def _lines(cmd: list[str]) -> list[list[str]]:
     return [line.split("|") for line in out.splitlines() if line.strip()]
 
 
+@pytest.mark.slurm
+@pytest.mark.root
 def test_bundled_build_runs_under_slurm(slurm_cluster, tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
@@ -75,3 +77,18 @@ def test_bundled_build_runs_under_slurm(slurm_cluster, tmp_path: Path) -> None:
     again = subprocess.run(cmd, cwd=run, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "has been submitted with SLURM jobid" not in again.stdout + again.stderr
+
+
+@pytest.mark.parametrize("profile", ["slurm", "local"])
+def test_profiles_plan_the_bundled_set(profile: str, tmp_path: Path) -> None:
+    """Both profiles parse against the real workflow; the Slurm one groups the bundled
+    set's 3 sources into one build job and its 4 environments into one validation job
+    (Snakemake's own dry-run grouping), the local one does not group."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
+         "-n", "--profile", str(ROOT / "profiles" / profile),
+         "--config", "tasks=" + ",".join(map(str, TASKS)), f"catalog={CATALOG}", "store=store", "workdir=work"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    groups = re.findall(r"Group job (\S+)", proc.stdout + proc.stderr)
+    assert sorted(groups) == (["build", "validate"] if profile == "slurm" else []), groups
