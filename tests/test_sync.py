@@ -18,7 +18,7 @@ from minisandbox.cli import main
 from minisandbox.index import CATALOG, lookup
 from minisandbox.manifest import artifact_path, manifest_path
 from minisandbox.store import Store
-from minisandbox.sync import SyncError, artifacts_of, mirror, verify
+from minisandbox.sync import SyncError, artifacts_of, mirror, remove_stale_tmp, verify
 from tests.fixtures.s3 import S3, publish_synthetic_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,6 +122,10 @@ def test_killed_push_process_resumes(s3: S3, tmp_path: Path) -> None:
     assert len(report["skipped"]) >= 1, "the first push had placed at least one artifact"
     assert sorted(report["copied"] + report["skipped"]) == sorted(all_keys(info))
     assert verify(url).ok
+    # whatever temp objects the kill left in the bucket: gone once declared stale (S3 listing dates)
+    remove_stale_tmp(Store(url), older_than=0)
+    fs.invalidate_cache()
+    assert not [p for p in fs.find(f"{s3.bucket}/store") if ".tmp-" in p]
 
 
 def test_verify_reports_missing_and_corrupt_artifacts(src: dict, capsys) -> None:
@@ -236,3 +240,18 @@ def test_images_travel_with_their_archives_and_are_verified(tmp_path: Path) -> N
     assert [(p.what, Path(p.rel).name) for p in problems] == [("missing", m["image"]["artifact"])]
     again = mirror(info["store"], str(dst))
     assert again.copied == [key] and verify(str(dst)).ok
+
+
+def test_complete_mirror_removes_stale_temp_objects_only(src: dict, tmp_path: Path) -> None:
+    """What a killed writer leaves (`*.tmp-<uuid>`) is removed once old; fresh ones may be
+    uploads in flight by another writer and stay."""
+    dst = tmp_path / "dst"
+    mirror(src["store"], str(dst))
+    stale = dst / "artifacts" / "env" / "env-demo0-0000000000000000.tar.zst.tmp-0123abcd"
+    fresh = dst / "artifacts" / "repo" / "repo-x.tar.zst.tmp-4567ef01"
+    for f in (stale, fresh):
+        f.write_bytes(b"partial upload")
+    old = time.time() - 7 * 3600
+    os.utime(stale, (old, old))
+    report = mirror(src["store"], str(dst))
+    assert report.stale_tmp_removed == 1 and not stale.exists() and fresh.exists()

@@ -29,11 +29,13 @@ def cmd_mirror(a: argparse.Namespace) -> int:
     if a.json:
         print(json.dumps({"src": report.src, "dst": report.dst, "copied": report.copied,
                           "skipped": report.skipped, "files": report.files, "bytes": report.bytes,
-                          "seconds": round(report.seconds, 3)}, indent=1))
+                          "seconds": round(report.seconds, 3),
+                          "stale_tmp_removed": report.stale_tmp_removed}, indent=1))
     else:
         print(f"{a.command} {report.src} -> {report.dst}: {len(report.copied)} artifacts copied, "
               f"{len(report.skipped)} already there, {report.files} objects written, {_mb(report.bytes)} "
-              f"in {report.seconds:.1f}s ({report.mb_per_s:.1f} MB/s)")
+              f"in {report.seconds:.1f}s ({report.mb_per_s:.1f} MB/s)"
+              + (f", {report.stale_tmp_removed} stale temp objects removed" if report.stale_tmp_removed else ""))
     return 0
 
 

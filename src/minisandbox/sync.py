@@ -33,6 +33,8 @@ from .pack import file_digest
 from .store import NotInStore, Store, open_store
 
 CHUNK = 1 << 20
+#: Temp objects older than this are left-overs of interrupted writers, not uploads in flight.
+STALE_TMP_SECONDS = 6 * 3600.0
 
 
 class SyncError(RuntimeError):
@@ -70,6 +72,7 @@ class SyncReport:
     files: int = 0                                     # objects written (incl. index)
     bytes: int = 0                                     # archive/image bytes transferred
     seconds: float = 0.0
+    stale_tmp_removed: int = 0                         # left-over temp objects deleted at dst
 
     @property
     def mb_per_s(self) -> float:
@@ -178,11 +181,13 @@ def _complete_at(dst: Store, art: Artifact, manifest_bytes: bytes) -> bool:
 
 
 def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
-           on_artifact: Callable[[str, str], None] | None = None) -> SyncReport:
+           on_artifact: Callable[[str, str], None] | None = None,
+           stale_tmp_after: float = STALE_TMP_SECONDS) -> SyncReport:
     """Copy the published store `src` to `dst` (any two fsspec URLs); resumable, verified.
 
     `on_artifact(key, "copied"|"skipped")` is called after each artifact (progress; tests
-    use it to interrupt a run). Raises SyncError naming the first artifact that failed;
+    use it to interrupt a run). After a complete run, temp objects (`*.tmp-<uuid>`) older
+    than `stale_tmp_after` seconds, left at `dst` by interrupted writers, are removed. Raises SyncError naming the first artifact that failed;
     everything copied before stays valid at `dst`, and the index there is untouched.
     """
     src, dst = _fresh(open_store(src)), _fresh(open_store(dst))
@@ -261,6 +266,7 @@ def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
         _run_all(one_shard, [shard_path(f"{i:02x}") for i in range(nshards)], max(workers, 8))
         dst.put_bytes(CATALOG, catalog_bytes)
         report.files += 1
+    report.stale_tmp_removed = remove_stale_tmp(dst, stale_tmp_after)
     report.seconds = time.perf_counter() - t0
     return report
 
@@ -274,6 +280,37 @@ def _shard_sizes(store: Store) -> dict[str, int]:
         return {}
     return {f"{rel_dir}/{e['name'].rstrip('/').rsplit('/', 1)[-1]}": int(e.get("size") or 0)
             for e in entries if e.get("type") != "directory"}
+
+
+def _modified(info: dict[str, Any]) -> float | None:
+    """Modification time (epoch seconds) from an fsspec listing entry: local or S3."""
+    t = info.get("mtime", info.get("LastModified", info.get("last_modified")))
+    if t is None:
+        return None
+    return t.timestamp() if hasattr(t, "timestamp") else float(t)
+
+
+def remove_stale_tmp(store: Store, older_than: float = STALE_TMP_SECONDS) -> int:
+    """Delete `*.tmp-<uuid>` objects older than `older_than` seconds under the store's
+    artifacts/, logs/ and index/ (what interrupted uploads leave). Returns how many."""
+    now = time.time()
+    removed = 0
+    for top in ("artifacts", "logs", "index"):
+        try:
+            found = store.fs.find(store.path(top), detail=True)
+        except FileNotFoundError:
+            continue
+        for path, info in found.items():
+            if ".tmp-" not in path.rsplit("/", 1)[-1]:
+                continue
+            mtime = _modified(info)
+            if mtime is not None and now - mtime > older_than:
+                try:
+                    store.fs.rm_file(path)
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+    return removed
 
 
 def _run_all(fn: Callable[[Any], None], items: Iterable[Any], workers: int) -> None:
