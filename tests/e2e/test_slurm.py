@@ -1,5 +1,7 @@
 """The bundled task set built through a real Slurm (scripts/slurm-up.sh) with
-profiles/slurm: every Snakemake job is submitted with sbatch and accounted by slurmdbd."""
+profiles/slurm and published to object storage (moto_server on loopback): every
+Snakemake job is submitted with sbatch and accounted by slurmdbd, and the jobs reach the
+S3 endpoint through the standard AWS variables that Slurm passes on."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from minisandbox.sync import verify
+from tests.fixtures.s3 import S3
 
 pytestmark = [pytest.mark.slow]
 
@@ -27,11 +30,12 @@ def _lines(cmd: list[str]) -> list[list[str]]:
 
 
 @pytest.mark.slurm
+@pytest.mark.s3
 @pytest.mark.root
-def test_bundled_build_runs_under_slurm(slurm_cluster, tmp_path: Path) -> None:
+def test_bundled_build_runs_under_slurm(slurm_cluster, s3: S3, tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
-    store = tmp_path / "store"
+    store = s3.url("cluster-store")
     started = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 60))
     cmd = [
         sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(run),
@@ -65,11 +69,11 @@ def test_bundled_build_runs_under_slurm(slurm_cluster, tmp_path: Path) -> None:
     assert set(queue) == submitted and set(queue.values()) == {"COMPLETED"}, queue
 
     # and the result is a complete, verified store
-    catalog = json.loads((store / "index" / "catalog.json").read_text())
+    catalog = json.loads(s3.fs().cat_file(f"{s3.bucket}/cluster-store/index/catalog.json"))
     counts = catalog["counts"]
     assert counts["tasks"] > 0 and counts["tasks_ready"] == counts["tasks"], counts
     assert counts["envs_failed"] == 0 and counts["repos_failed"] == 0, counts
-    report = verify(str(store))
+    report = verify(store)
     assert report.ok, [p.line for p in report.problems]
     assert report.artifacts == counts["envs_ok"] + counts["repos_ok"]
 
