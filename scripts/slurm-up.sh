@@ -234,11 +234,13 @@ if ! is_running "$RUN_DIR/slurmd.pid"; then
     log "starting slurmd"
     setsid /usr/sbin/slurmd </dev/null >/dev/null 2>&1
 fi
-wait_for 30 "slurmd (node $NODE idle)" sh -c "sinfo -h -n '$NODE' -o %t | grep -Eq '^(idle|mix|alloc)'"
+wait_for 30 "slurmd (node $NODE registered)" sh -c "sinfo -h -n '$NODE' -o %t | grep -Eqv '^(unk|$)'"
 # A node left DOWN/DRAINED by an earlier unclean stop: put it back in service.
 state="$(sinfo -h -n "$NODE" -o %t)"
 case "$state" in
-    idle*|mix*|alloc*) ;;
-    *) scontrol update NodeName="$NODE" State=RESUME || true ;;
+    idle*|mix*|alloc*|comp*) ;;
+    *) log "node $NODE is $state: resuming it"
+       scontrol update NodeName="$NODE" State=RESUME || true ;;
 esac
+wait_for 30 "slurmd (node $NODE idle)" sh -c "sinfo -h -n '$NODE' -o %t | grep -Eq '^(idle|mix|alloc|comp)'"
 log "up: cluster=$CLUSTER node=$NODE cpus=$CPUS mem=${MEM_MB}MB accounting=$ACCOUNTING ($(sinfo -h -o '%P %t %D'))"
