@@ -34,18 +34,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from minisandbox.catalog import Catalog  # noqa: E402
 
-PATCH = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
-
-
-def synth_tasks(path: Path, n: int, profiles: list[str]) -> None:
-    with path.open("w") as fh:
-        for i in range(n):
-            prof = profiles[i % len(profiles)]
-            fh.write(json.dumps({
-                "instance_id": f"{prof}.bench__{i:08x}", "repo": f"swesmith/{prof}", "patch": PATCH,
-                "FAIL_TO_PASS": [f"tests/test_x.py::test_{i}"], "PASS_TO_PASS": ["tests/test_x.py::test_ok"],
-                "image_name": "", "problem_statement": "bench",
-            }) + "\n")
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_scale import synth_tasks  # noqa: E402  (one synthetic SWE-smith task generator)
 
 
 def synth_catalog(path: Path, n_envs: int) -> list[str]:

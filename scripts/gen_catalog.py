@@ -46,29 +46,10 @@ FIELDS = (
 # Facts copied from upstream, so the generator needs no network.
 # --------------------------------------------------------------------------------------
 
-#: SWE-bench 4.x `swebench/harness/log_parsers/python.py` MAP_REPO_TO_PARSER_PY, expressed
-#: as minisandbox.logparsers names (parse_log_flask = parse_log_pytest, etc.). Repos not
-#: listed fall back to "pytest".
-SWEBENCH_PARSERS = {
-    "astropy/astropy": "pytest_v2",
-    "django/django": "django",
-    "marshmallow-code/marshmallow": "pytest",
-    "matplotlib/matplotlib": "matplotlib",
-    "mwaskom/seaborn": "seaborn",
-    "pallets/flask": "pytest",
-    "psf/requests": "pytest_options",
-    "pvlib/pvlib-python": "pytest",
-    "pydata/xarray": "pytest",
-    "pydicom/pydicom": "pytest_options",
-    "pylint-dev/astroid": "pytest",
-    "pylint-dev/pylint": "pytest_options",
-    "pytest-dev/pytest": "pytest",
-    "pyvista/pyvista": "pytest",
-    "scikit-learn/scikit-learn": "pytest_v2",
-    "sqlfluff/sqlfluff": "pytest",
-    "sphinx-doc/sphinx": "pytest_v2",
-    "sympy/sympy": "sympy",
-}
+#: SWE-bench's repo -> log parser map lives with the parsers (one copy, used here to
+#: fill each spec's `log_parser`).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from minisandbox.logparsers import SWEBENCH_REPO_PARSERS as SWEBENCH_PARSERS  # noqa: E402
 
 #: SWE-bench 4.x constants/python.py MAP_REPO_TO_REQS_PATHS: candidate paths, the harness
 #: uses the first that exists at the environment_setup_commit.
