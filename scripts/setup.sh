@@ -22,4 +22,6 @@ fi
 PY="${PYTHON:-python3}"
 "$PY" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 "$PY" -m pip install -q -e '.[all]'
+# pyenv: make the new console scripts (snakemake, minisandbox, ray, ...) visible as shims.
+if command -v pyenv >/dev/null 2>&1; then pyenv rehash || true; fi
 echo "setup: done ($("$PY" -m snakemake --version | head -1) snakemake, $("$PY" -c 'import minisandbox; print(minisandbox.__version__)') minisandbox)"
