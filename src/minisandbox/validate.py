@@ -25,6 +25,7 @@ docs/grading.md for the format), plus every run's log under the log directory.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Iterable
@@ -209,7 +210,7 @@ def step_validate(plan_path: Path, env_key: str, receipts: Path, store: str, out
     """The workflow's validation job for one environment: tasks and spec from the plan,
     layers from the publish receipts (the index does not exist yet)."""
     from .evaluate import LayerExecutor
-    from .stage import read_status
+    from .stage import read_status, write_json_atomic
 
     plan = json.loads(Path(plan_path).read_text())
     env = plan["envs"][env_key]
@@ -249,7 +250,33 @@ def step_validate(plan_path: Path, env_key: str, receipts: Path, store: str, out
     executor = None
     if error is None and env_m is not None:
         executor = LayerExecutor(store=store, env_manifest=env_m, repo_manifests=repo_ms, repo_key_of=repo_key_of)
-    result = validate_env(env_key, spec, records, executor, repeats=repeats, workers=workers, log_dir=log_dir,
+    # Per-task results are kept by what determines them, so adding tasks to a built
+    # environment validates only the new (or changed) ones.
+    memo = Path(out).parent / "memo" / env_key
+    keys = {r.instance_id: _memo_key(r, spec_of.get(r.instance_id, spec), env_m, repo_ms.get(repo_key_of[r.instance_id]),
+                                     repeats) for r in records} if executor is not None else {}
+    reused = {iid: json.loads((memo / f"{k}.json").read_text()) for iid, k in keys.items() if (memo / f"{k}.json").exists()}
+    todo = [r for r in records if r.instance_id not in reused]
+    result = validate_env(env_key, spec, todo, executor, repeats=repeats, workers=workers, log_dir=log_dir,
                           env_error=error, spec_of=spec_of)
+    for iid, res in result.tasks.items():
+        if iid in keys and res["status"] != "env-broken":  # env errors are worth retrying
+            write_json_atomic(memo / f"{keys[iid]}.json", res)
+    result.tasks.update({iid: {**res, "reused": True} for iid, res in reused.items()})
     write_result(result, out)
     return result
+
+
+def _memo_key(record: TaskRecord, spec: EnvSpec, env_m: dict[str, Any] | None, repo_m: dict[str, Any] | None,
+              repeats: int) -> str:
+    """Everything a task's validation outcome depends on: the record, how it is tested,
+    the exact environment and snapshot bytes, and the number of repeats."""
+    doc = {
+        "record": record.to_dict(),
+        "test": [spec.test_cmd, spec.log_parser, spec.timeout],
+        "env": (env_m or {}).get("sha256"),
+        "repo": (repo_m or {}).get("sha256"),
+        "repeats": repeats,
+        "schema": SCHEMA,
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]

@@ -194,3 +194,26 @@ def test_images_are_published_and_verified(pipeline_workspace, tmp_path):
     finally:
         for line in mounts():  # never leave a loop mount behind, even when an assert failed
             subprocess.run(["umount", "-l", line.split()[1]], check=False)
+
+
+def test_validation_reuses_results_of_unchanged_tasks(pipeline_workspace):
+    """Adding tasks to a built environment validates only the new ones."""
+    ws = pipeline_workspace
+    ws.snakemake(config=("validate=true",))
+    from tests.fixtures.pipeline import task
+
+    (good,) = [p for p in (ws.path / "work" / "validation").glob("env-*.json")
+               if "tiny__calc.good.sub__aaaa0001" in p.read_text()]
+    first = json.loads(good.read_text())["tasks"]
+    assert {t["status"] for t in first.values()} == {"valid"} and len(first) == 2
+    with ws.tasks.open("a") as fh:
+        fh.write(json.dumps(task("tiny__calc.good.new__dddd0001", "tiny__calc.good")) + "\n")
+    proc = ws.snakemake("-n", config=("validate=true",))
+    jobs = jobs_in(proc.stdout + proc.stderr)
+    assert "build" not in jobs and jobs.get("validate") == 1, jobs  # only the env that got a task
+    ws.snakemake(config=("validate=true",))
+    second = json.loads(good.read_text())["tasks"]
+    assert {iid for iid, t in second.items() if t.get("reused")} == set(first)
+    assert not second["tiny__calc.good.new__dddd0001"].get("reused")
+    assert {t["status"] for t in second.values()} == {"valid"}
+    assert _catalog(ws)["counts"]["validation_valid"] == 3
