@@ -566,24 +566,36 @@ def _child_open(req: dict, sock: socket.socket) -> None:
             os._exit(1)
 
 
-def _serve(sock: socket.socket) -> None:
-    """init's loop: spawn/kill/open requests in, exit events out, reap every zombie."""
+def _sigchld_wakeup() -> int:
+    """A pipe that becomes readable on SIGCHLD, so a poll loop wakes to reap children."""
     rfd, wfd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wfd)
     signal.signal(signal.SIGCHLD, lambda *_: None)
+    return rfd
+
+
+def _wait_or_sigchld(sock: socket.socket, rfd: int, timeout: float = 5.0) -> list:
+    """Wait until `sock` is readable or a child exited; drains the wake-up pipe."""
+    try:
+        ready = wait_readable([sock, rfd], timeout)
+    except InterruptedError:
+        ready = []
+    if rfd in ready:
+        try:
+            while os.read(rfd, 512):
+                pass
+        except BlockingIOError:
+            pass
+    return ready
+
+
+def _serve(sock: socket.socket) -> None:
+    """init's loop: spawn/kill/open requests in, exit events out, reap every zombie."""
+    rfd = _sigchld_wakeup()
     children: dict[int, int] = {}  # pid -> command id
     running = True
     while running:
-        try:
-            ready = wait_readable([sock, rfd], 5.0)
-        except InterruptedError:
-            ready = []
-        if rfd in ready:
-            try:
-                while os.read(rfd, 512):
-                    pass
-            except BlockingIOError:
-                pass
+        ready = _wait_or_sigchld(sock, rfd)
         while True:  # reap
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -715,20 +727,9 @@ def _zygote_main(sock_fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     zsock = socket.socket(fileno=sock_fd)
-    rfd, wfd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-    signal.set_wakeup_fd(wfd)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
+    rfd = _sigchld_wakeup()
     while True:
-        try:
-            ready = wait_readable([zsock, rfd], 5.0)
-        except InterruptedError:
-            ready = []
-        if rfd in ready:
-            try:
-                while os.read(rfd, 512):
-                    pass
-            except BlockingIOError:
-                pass
+        ready = _wait_or_sigchld(zsock, rfd)
         while True:  # reap sandbox starters and orphaned inits
             try:
                 pid, _status = os.waitpid(-1, os.WNOHANG)
@@ -751,8 +752,9 @@ def _zygote_main(sock_fd: int) -> None:
         if pid == 0:
             zsock.close()
             os.close(rfd)
-            os.close(wfd)
-            signal.set_wakeup_fd(-1)
+            wfd = signal.set_wakeup_fd(-1)  # the wake-up pipe's write end (see _sigchld_wakeup)
+            if wfd >= 0:
+                os.close(wfd)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             for extra in fds[1:]:
                 os.close(extra)
