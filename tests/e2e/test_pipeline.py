@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from minisandbox import index as idx
 from minisandbox import rootfs
