@@ -1,0 +1,591 @@
+#!/usr/bin/env python3
+"""Real-repository fidelity benchmark (issue 11, item 6). Not part of CI.
+
+Builds real SWE-smith profiles of `config/catalog/swesmith.yaml` from their real upstream
+repositories through the real Snakemake workflow, then runs each profile's official test
+command at the clean start state in the sandbox (network off) and prints one row per
+profile: built?, seconds, tests collected, passed / failed / errors, pass rate, and the
+failure class of every broken profile. Target (issue 11): >= 95% of the chosen profiles
+build and reach >= 95% pass rate.
+
+Inputs: a folder of git repositories brought in with the search tool's `fetch`
+(`github:<owner>/<repo>` lands in `/work/.mirror/<owner>+<repo>/repo`, a bare git dir).
+The catalog names `https://github.com/<owner>/<repo>.git`; the bench points those URLs at
+the local repositories with git's `url.<path>.insteadOf` in a GIT_CONFIG_GLOBAL file of its
+own (`<out>/gitconfig`; the user's ~/.gitconfig is never read or touched). The workflow's
+`minisandbox mirror` clones with the caller's environment, so the mapping reaches it.
+
+"Clean start state": one task per profile whose bug patch only adds an inert file
+(`.fidelity-bench`, no test reads it) and whose FAIL_TO_PASS / PASS_TO_PASS are empty, so
+the start state is the profile commit as the official image has it (records require a
+non-empty unified diff). The test command is the spec's `test_cmd` (the whole suite, as
+at the start of a SWE-smith validation run), run with `minisandbox run` under
+`--test-timeout` (default 900 s; the catalog's 90 s is for single test files at grading).
+
+`--rev REV` benchmarks a committed revision (exported with `git archive` into
+`<out>/code`, used for the Snakefile, the catalog and PYTHONPATH) instead of the working
+tree, so a before/after comparison does not depend on uncommitted edits.
+
+Results: `<out>/results.json` (everything the table is made from); `--report FILE`
+re-prints the table of a saved run, `--compare BEFORE.json` adds a before/after summary.
+
+Usage:
+  nice -n 10 python bench/bench_fidelity.py --mirrors /work/.mirror --profiles 30 \
+      --out /tmp/fid/run --jobs 2 [--rev HEAD]
+  python bench/bench_fidelity.py --report /tmp/fid/run/results.json [--compare before.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from tabulate import tabulate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Profiles chosen for this machine: pure Python (or wheels only), no system packages,
+#: small suites; a mix of build backends (setuptools, setuptools_scm, hatch(-vcs), flit,
+#: poetry) so the as-of-date and install-residue classes are exercised. `--profiles N`
+#: takes the first N of these that are present in --mirrors (then other catalog profiles).
+DEFAULT_PROFILES = [
+    "adrienverge__yamllint.8513d9b9",
+    "agronholm__exceptiongroup.0b4f4937",
+    "aio-libs__async-timeout.d0baa9f1",
+    "alecthomas__voluptuous.a7a55f83",
+    "andialbrecht__sqlparse.e57923b3",
+    "arrow-py__arrow.1d70d009",
+    "borntyping__python-colorlog.dfa10f59",
+    "bottlepy__bottle.a8dfef30",
+    "cknd__stackprinter.219fcc52",
+    "cloudpipe__cloudpickle.6220b0ce",
+    "dbader__schedule.82a43db1",
+    "erikrose__parsimonious.0d3f5f93",
+    "gweis__isodate.17cb25eb",
+    "hukkin__tomli.443a0c1b",
+    "jd__tenacity.0d40e76f",
+    "keleshev__schema.24a30457",
+    "kennethreitz__records.5941ab27",
+    "Knio__dominate.9082227e",
+    "life4__textdistance.c3aca916",
+    "madzak__python-json-logger.5f85723f",
+    "martinblech__xmltodict.0952f382",
+    "mewwts__addict.75284f95",
+    "msiemens__tinydb.10644a0e",
+    "pytest-dev__iniconfig.16793ead",
+    "python-hyper__h11.bed0dd4a",
+    "r1chardj0n3s__parse.30da9e4f",
+    "rustedpy__result.0b855e1e",
+    "Suor__funcy.207a7810",
+    "termcolor__termcolor.3a42086f",
+    "theskumar__python-dotenv.2b8635b7",
+    "un33k__python-slugify.872b3750",
+]
+
+#: The clean start state's "bug": an inert new file (see the module docstring).
+CLEAN_PATCH = """\
+diff --git a/.fidelity-bench b/.fidelity-bench
+new file mode 100644
+--- /dev/null
++++ b/.fidelity-bench
+@@ -0,0 +1 @@
++clean start state (bench/bench_fidelity.py)
+"""
+
+TARGET = 0.95
+
+#: The `minisandbox` command of the code under test (its entry point, `minisandbox.cli:main`,
+#: in every layout of the package), found through PYTHONPATH.
+MINISANDBOX = [sys.executable, "-c", "import sys; from minisandbox.cli import main; sys.exit(main())"]
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def github_slug(source: str) -> str | None:
+    """`owner/repo` of a GitHub URL, else None."""
+    m = re.match(r"^(?:https://github\.com/|git@github\.com:)([^/]+)/([^/]+?)(?:\.git)?/?$", source)
+    return f"{m.group(1)}/{m.group(2)}" if m else None
+
+
+def mirror_git_dir(mirrors: Path, source: str) -> Path | None:
+    """The local git dir for a GitHub source: `<mirrors>/<owner>+<repo>/repo` (what `fetch`
+    makes), `<mirrors>/<owner>+<repo>` or `<mirrors>/<repo>.git`; None when absent."""
+    slug = github_slug(source)
+    if slug is None:
+        return None
+    owner, repo = slug.split("/")
+    for cand in (mirrors / f"{owner}+{repo}" / "repo", mirrors / f"{owner}+{repo}", mirrors / f"{repo}.git"):
+        if (cand / "HEAD").is_file() or (cand / ".git" / "HEAD").is_file():
+            return cand
+    return None
+
+
+def has_commit(git_dir: Path, commit: str) -> bool:
+    return subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e", f"{commit}^{{commit}}"],
+                          capture_output=True).returncode == 0
+
+
+def choose_profiles(specs: dict[str, dict], mirrors: Path, selection: str) -> tuple[list[str], dict[str, str]]:
+    """Profiles to build and the ones skipped (name -> why). `selection`: a count (first N
+    available of DEFAULT_PROFILES, then other catalog profiles), `all`, or comma-separated names."""
+    if selection.isdigit() or selection == "all":
+        wanted = [*DEFAULT_PROFILES, *sorted(n for n in specs if n not in DEFAULT_PROFILES)]
+        limit = None if selection == "all" else int(selection)
+        explicit = False
+    else:
+        wanted = [n.strip() for n in selection.split(",") if n.strip()]
+        limit, explicit = None, True
+    chosen: list[str] = []
+    skipped: dict[str, str] = {}
+    for name in wanted:
+        if limit is not None and len(chosen) >= limit:
+            break
+        spec = specs.get(name)
+        if spec is None:
+            raise SystemExit(f"bench_fidelity: profile {name!r} is not in the SWE-smith catalog")
+        git_dir = mirror_git_dir(mirrors, spec["source"])
+        if git_dir is None:
+            if explicit or name in DEFAULT_PROFILES:
+                skipped[name] = f"no repository for {spec['source']} under {mirrors}"
+            continue
+        if not has_commit(git_dir, spec["commit"]):
+            skipped[name] = f"{git_dir} lacks the profile commit {spec['commit'][:12]}"
+            continue
+        chosen.append(name)
+    return chosen, skipped
+
+
+def export_code(rev: str | None, out: Path) -> tuple[Path, dict[str, Any]]:
+    """The code to benchmark: the working tree (rev None) or `git archive REV` in out/code."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+    if rev is None:
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+        return ROOT, {"root": str(ROOT), "rev": "working tree", "commit": git("rev-parse", "HEAD"), "dirty": dirty}
+    commit = git("rev-parse", "--verify", f"{rev}^{{commit}}")
+    code = out / "code"
+    if code.exists():
+        shutil.rmtree(code)
+    code.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", "--format=tar", commit], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(code)], input=archive, check=True)
+    return code, {"root": str(code), "rev": rev, "commit": commit, "dirty": False}
+
+
+def write_gitconfig(path: Path, urls: dict[str, Path]) -> None:
+    """`url.<local>.insteadOf <github url>` for every source (with and without `.git`)."""
+    lines = []
+    for url, git_dir in sorted(urls.items()):
+        lines.append(f'[url "{git_dir}"]')
+        lines.append(f"\tinsteadOf = {url}")
+        if url.endswith(".git"):
+            lines.append(f"\tinsteadOf = {url[:-4]}")
+    lines += ["[safe]", "\tdirectory = *"]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def task_id(profile: str) -> str:
+    return f"{profile}.fidelity__clean000"
+
+
+def clean_task(profile: str) -> dict[str, Any]:
+    return {
+        "instance_id": task_id(profile), "repo": f"swesmith/{profile}", "patch": CLEAN_PATCH,
+        "FAIL_TO_PASS": [], "PASS_TO_PASS": [], "image_name": "",
+        "problem_statement": "clean start state (bench_fidelity)",
+    }
+
+
+# ---------------------------------------------------------------- workflow
+
+
+def code_env(code: Path, gitconfig: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(code / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["GIT_CONFIG_GLOBAL"] = str(gitconfig)
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    return env
+
+
+def run_workflow(code: Path, out: Path, tasks: Path, catalog: Path, jobs: int, env: dict[str, str]) -> dict[str, Any]:
+    run_dir = out / "run"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        "nice", "-n", "10", sys.executable, "-m", "snakemake", "--snakefile", str(code / "Snakefile"),
+        "--directory", str(run_dir), "--cores", str(max(2, 2 * jobs)), "--keep-going",
+        "--config", f"tasks={tasks}", f"catalog={catalog}", f"store={out / 'store'}",
+        "workdir=work", "bundled=false", "validate=false",
+    ]
+    t0 = time.monotonic()
+    with (out / "snakemake.log").open("w") as fh:
+        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=run_dir)
+    return {"returncode": proc.returncode, "seconds": round(time.monotonic() - t0, 1), "cmd": cmd}
+
+
+_TS = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
+_RULE = re.compile(r"^(?:local)?rule (\w+):$")
+
+
+def job_seconds(log_text: str) -> list[dict[str, Any]]:
+    """Per-job rule, wildcards and wall seconds from Snakemake's own log."""
+    jobs: dict[str, dict[str, Any]] = {}
+    stamp: datetime | None = None
+    current: dict[str, Any] | None = None
+    for raw in log_text.splitlines():
+        line = raw.strip()
+        if m := _TS.match(line):
+            stamp = datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y")
+            continue
+        if m := _RULE.match(line):
+            current = {"rule": m.group(1), "start": stamp, "wildcards": {}}
+            continue
+        if current is not None and line.startswith("jobid:"):
+            jobs[line.split(":", 1)[1].strip()] = current
+        elif current is not None and line.startswith("wildcards:"):
+            for part in line.split(":", 1)[1].split(","):
+                k, _, v = part.strip().partition("=")
+                current["wildcards"][k] = v
+        elif m := re.match(r"^Finished jobid: (\d+)", line):
+            job = jobs.get(m.group(1))
+            if job is not None and job["start"] is not None and stamp is not None:
+                job["seconds"] = (stamp - job["start"]).total_seconds()
+    return [j for j in jobs.values() if "seconds" in j]
+
+
+def profile_keys(work: Path) -> dict[str, dict[str, str]]:
+    """profile -> env_key, repo_key, source_id from the workflow's plan."""
+    plan = json.loads((work / "plan" / "current.json").read_text())
+    envs = plan["envs"].items() if isinstance(plan["envs"], dict) else plan["envs"]
+    repos = dict(plan["repos"]) if not isinstance(plan["repos"], dict) else plan["repos"]
+    keys = {}
+    for env_key, env in envs:
+        repo_key = env.get("repo_key", "")
+        keys[env["spec"]["name"]] = {
+            "env_key": env_key, "repo_key": repo_key,
+            "source_id": repos.get(repo_key, {}).get("source_id", ""),
+        }
+    return keys
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def build_outcome(work: Path, keys: dict[str, str], report: dict[str, Any]) -> dict[str, Any]:
+    """Did the profile's environment and repo get published? With the error and log."""
+    env_key, repo_key = keys.get("env_key"), keys.get("repo_key")
+    error = (report.get("failed_envs") or {}).get(env_key) or (report.get("failed_repos") or {}).get(repo_key)
+    logs = sorted(str(p) for k in (env_key, repo_key, keys.get("source_id")) if k
+                  for p in work.glob(f"logs/*/{k}.log"))
+    ok = error is None and env_key is not None and (work / "published" / "env" / f"{env_key}.json").exists()
+    if not ok and error is None:
+        error = "not published (see snakemake.log)"
+    return {"built": ok, "build_error": error, "logs": logs}
+
+
+# ---------------------------------------------------------------- tests
+
+
+_SUMMARY = re.compile(r"^=+ (.*\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?).*) in [\d.]+s")
+_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
+_COLLECTED = re.compile(r"^collect(?:ed|ing) .*?(\d+) items?")
+
+
+def pytest_counts(log: str, statuses: dict[str, str]) -> dict[str, Any]:
+    """Counts from pytest's final summary line, else from the per-test statuses."""
+    counts = {"collected": None, "passed": 0, "failed": 0, "errors": 0, "skipped": 0, "xfailed": 0,
+              "xpassed": 0, "source": "none"}
+    for line in log.splitlines():
+        if m := _COLLECTED.match(line.strip()):
+            counts["collected"] = int(m.group(1))
+    summary = None
+    for line in log.splitlines():
+        if m := _SUMMARY.match(line.strip()):
+            summary = m.group(1)
+    if summary is not None:
+        for n, word in _COUNT.findall(summary):
+            word = "errors" if word.startswith("error") else word
+            if word in counts:
+                counts[word] = int(n)
+        counts["source"] = "summary"
+    elif statuses:
+        for st in statuses.values():
+            key = {"PASSED": "passed", "FAILED": "failed", "ERROR": "errors", "SKIPPED": "skipped",
+                   "XFAIL": "xfailed", "XPASS": "xpassed"}.get(st)
+            if key:
+                counts[key] += 1
+        counts["source"] = "per-test"
+    good = counts["passed"] + counts["xfailed"] + counts["xpassed"]
+    denom = good + counts["failed"] + counts["errors"]
+    counts["pass_rate"] = round(good / denom, 4) if denom else None
+    return counts
+
+
+def load_parser(name: str):
+    """The project's log parser (`minisandbox.grading.logparsers`, older layout `minisandbox.logparsers`)."""
+    for module in ("minisandbox.grading.logparsers", "minisandbox.logparsers"):
+        try:
+            mod = __import__(module, fromlist=["get_parser"])
+            return mod.get_parser(name)
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
+def run_tests(profile: str, spec: dict[str, Any], out: Path, env: dict[str, str], timeout: float) -> dict[str, Any]:
+    log_path = out / "tests" / f"{profile}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = ["nice", "-n", "10", *MINISANDBOX, "run", "--store", str(out / "store"),
+           "--cache", str(out / "cache"), "--timeout", str(timeout), task_id(profile), "--", spec["test_cmd"]]
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout + 600)
+        rc, text = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        rc, text = 124, f"{exc.stdout or ''}{exc.stderr or ''}\nbench_fidelity: minisandbox run did not return"
+    seconds = round(time.monotonic() - t0, 1)
+    log_path.write_text(text)
+    parser = load_parser(spec.get("log_parser") or "pytest")
+    statuses = parser(text) if parser is not None else {}
+    counts = pytest_counts(text, statuses)
+    bad = sorted(t for t, s in statuses.items() if s in ("FAILED", "ERROR"))
+    return {"returncode": rc, "test_seconds": seconds, "test_log": str(log_path), **counts, "not_passing": bad[:50],
+            "timed_out": rc == 124}
+
+
+# ---------------------------------------------------------------- failure classes
+
+
+def classify_build(error: str, log_text: str) -> str:
+    text = f"{error}\n{log_text}"
+    checks = [
+        ("mirror", r"mirror failed|git clone.*failed|Could not resolve host: github"),
+        ("build: pkg_resources missing (setuptools drift)", r"No module named '?pkg_resources"),
+        ("build: build backend drift (today's release rejects the repo's config)",
+         r"flit_core|\[tool\.flit\.metadata\]|ConfigError|invalid pyproject|backend.*(?:rejected|unsupported)"),
+        ("build: system package missing", r"fatal error: .*\.h: No such file|command '(?:gcc|cc|g\+\+)' failed|"
+                                          r"pkg-config|missing system package"),
+        ("resolve: pins unsatisfiable", r"No solution found|unsatisfiable|No matching distribution"),
+        ("build: timeout", r"timed out after"),
+    ]
+    for label, pattern in checks:
+        if re.search(pattern, text, re.I):
+            return label
+    return "build: other (see log)"
+
+
+def classify_tests(result: dict[str, Any]) -> str | None:
+    """None when the profile meets the target; else the most specific class the log shows."""
+    rate = result.get("pass_rate")
+    if rate is not None and rate >= TARGET and not result.get("timed_out"):
+        return None
+    try:
+        text = Path(result["test_log"]).read_text(errors="replace")
+    except OSError:
+        text = ""
+    if result.get("timed_out"):
+        if re.search(r"urlopen|requests\.|download|socket", text, re.I):
+            return "timeout: test data download at collection (offline)"
+        return "timeout"
+    checks = [
+        ("install residue lost (_version / egg-info / extension missing in /testbed)",
+         r"No module named '[\w.]*_version'|_version\.py|PackageNotFoundError|version.py.*not found|"
+         r"did not find a version|importlib.metadata.PackageNotFoundError"),
+        ("pkg_resources missing (setuptools drift)", r"No module named '?pkg_resources"),
+        ("collection error", r"Interrupted: \d+ errors? during collection|errors? during collection"),
+        ("network needed by tests", r"Temporary failure in name resolution|Network is unreachable|"
+                                    r"Name or service not known|ConnectionError|urlopen error"),
+        ("missing module", r"ModuleNotFoundError|ImportError"),
+    ]
+    for label, pattern in checks:
+        if re.search(pattern, text):
+            return label
+    if rate is None:
+        return "unparseable log (no test-session output)"
+    return "test failures (see not_passing)"
+
+
+# ---------------------------------------------------------------- report
+
+
+def rows(results: list[dict[str, Any]]) -> list[list[Any]]:
+    out = []
+    for r in results:
+        rate = r.get("pass_rate")
+        out.append([
+            r["profile"], "yes" if r["built"] else "NO", r.get("build_seconds"), r.get("test_seconds"),
+            r.get("collected"), r.get("passed"), r.get("failed"), r.get("errors"),
+            f"{rate * 100:.1f}%" if rate is not None else "-", r.get("failure_class") or "",
+        ])
+    return out
+
+
+HEADERS = ["profile", "built", "build s", "test s", "collected", "passed", "failed", "errors", "pass rate",
+           "failure class"]
+
+
+def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+    n = len(results)
+    built = sum(r["built"] for r in results)
+    good = sum(1 for r in results if r["built"] and r.get("failure_class") is None)
+    return {"profiles": n, "built": built, "meet_target": good,
+            "built_pct": round(100 * built / n, 1) if n else 0.0,
+            "meet_target_pct": round(100 * good / n, 1) if n else 0.0}
+
+
+def render(data: dict[str, Any], fmt: str = "github") -> str:
+    results = data["results"]
+    s = summary(results)
+    lines = [
+        f"code: {data['code']['rev']} ({data['code']['commit'][:10]}{', dirty' if data['code'].get('dirty') else ''})"
+        f"; workflow {data['workflow']['seconds']} s (exit {data['workflow']['returncode']}); {data.get('date', '')}",
+        "",
+        tabulate(rows(results), headers=HEADERS, tablefmt=fmt),
+        "",
+        f"built: {s['built']}/{s['profiles']} ({s['built_pct']}%); built and >= {TARGET:.0%} pass rate: "
+        f"{s['meet_target']}/{s['profiles']} ({s['meet_target_pct']}%); target: >= {TARGET:.0%} of profiles",
+    ]
+    if data.get("skipped"):
+        lines.append("skipped (not benchmarked): " + "; ".join(f"{k}: {v}" for k, v in data["skipped"].items()))
+    return "\n".join(lines)
+
+
+def compare(before: dict[str, Any], after: dict[str, Any]) -> str:
+    b = {r["profile"]: r for r in before["results"]}
+    table = []
+    for r in after["results"]:
+        old = b.get(r["profile"])
+        def fmt(x: dict[str, Any] | None) -> str:
+            if x is None:
+                return "-"
+            if not x["built"]:
+                return "not built"
+            rate = x.get("pass_rate")
+            return f"{rate * 100:.1f}%" if rate is not None else "no result"
+        table.append([r["profile"], fmt(old), (old or {}).get("failure_class") or "", fmt(r), r.get("failure_class") or ""])
+    sb, sa = summary(before["results"]), summary(after["results"])
+    return "\n".join([
+        tabulate(table, headers=["profile", "before", "before class", "after", "after class"], tablefmt="github"),
+        "",
+        f"before ({before['code']['commit'][:10]}): built {sb['built']}/{sb['profiles']}, meet target "
+        f"{sb['meet_target']}/{sb['profiles']} ({sb['meet_target_pct']}%)",
+        f"after  ({after['code']['commit'][:10]}): built {sa['built']}/{sa['profiles']}, meet target "
+        f"{sa['meet_target']}/{sa['profiles']} ({sa['meet_target_pct']}%)",
+    ])
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"), help="folder of fetched repositories")
+    ap.add_argument("--profiles", default="25", help="a count, `all`, or comma-separated profile names")
+    ap.add_argument("--out", type=Path, help="output folder (workflow run, store, cache, logs, results.json)")
+    ap.add_argument("--jobs", type=int, default=2, help="parallel builds and parallel test runs")
+    ap.add_argument("--rev", help="benchmark this committed revision instead of the working tree")
+    ap.add_argument("--test-timeout", type=float, default=900.0, help="seconds for one profile's whole suite")
+    ap.add_argument("--skip-build", action="store_true", help="reuse the workflow run already in --out")
+    ap.add_argument("--report", type=Path, help="only print the table of a saved results.json")
+    ap.add_argument("--compare", type=Path, help="a results.json of an earlier run: print before/after")
+    args = ap.parse_args(argv)
+
+    if args.report:
+        data = json.loads(args.report.read_text())
+        print(render(data))
+        if args.compare:
+            print("\n" + compare(json.loads(args.compare.read_text()), data))
+        return 0
+    if args.out is None:
+        ap.error("--out is required (unless --report)")
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    mirrors = args.mirrors.resolve()
+
+    code, code_info = export_code(args.rev, out) if not (args.skip_build and args.rev) else \
+        (out / "code", json.loads((out / "code.json").read_text()))
+    (out / "code.json").write_text(json.dumps(code_info, indent=1))
+    sys.path.insert(0, str(code / "src"))  # the log parser of the code under test
+    catalog = code / "config" / "catalog" / "swesmith.yaml"
+    specs = {s["name"]: s for s in yaml.safe_load(catalog.read_text())["specs"]}
+    chosen, skipped = choose_profiles(specs, mirrors, args.profiles)
+    if not chosen:
+        raise SystemExit(f"bench_fidelity: none of the selected profiles has a repository under {mirrors}")
+    print(f"bench_fidelity: {len(chosen)} profiles, code {code_info['rev']} ({code_info['commit'][:10]})", flush=True)
+
+    gitconfig = out / "gitconfig"
+    write_gitconfig(gitconfig, {specs[p]["source"]: mirror_git_dir(mirrors, specs[p]["source"]) for p in chosen})
+    tasks = out / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(clean_task(p)) + "\n" for p in chosen))
+    env = code_env(code, gitconfig)
+
+    if args.skip_build and (out / "workflow.json").exists():
+        workflow = json.loads((out / "workflow.json").read_text())
+    else:
+        workflow = run_workflow(code, out, tasks, catalog, args.jobs, env)
+        (out / "workflow.json").write_text(json.dumps(workflow, indent=1))
+    print(f"bench_fidelity: workflow exit {workflow['returncode']} in {workflow['seconds']} s", flush=True)
+
+    work = out / "run" / "work"
+    report = read_json(out / "run" / "results" / "report.json") or {}
+    try:
+        keys = profile_keys(work)
+    except (OSError, ValueError, KeyError) as exc:
+        raise SystemExit(f"bench_fidelity: the workflow wrote no usable plan ({exc}); see {out / 'snakemake.log'}")
+    jobs = job_seconds((out / "snakemake.log").read_text(errors="replace"))
+
+    results: list[dict[str, Any]] = []
+    for p in chosen:
+        k = keys.get(p, {})
+        r: dict[str, Any] = {"profile": p, **k, **build_outcome(work, k, report)}
+        mine = {v for v in k.values() if v}
+        r["build_seconds"] = round(sum(j["seconds"] for j in jobs if mine & set(j["wildcards"].values())), 1) or None
+        results.append(r)
+
+    def test_one(r: dict[str, Any]) -> None:
+        if not r["built"]:
+            return
+        r.update(run_tests(r["profile"], specs[r["profile"]], out, env, args.test_timeout))
+        print(f"  {r['profile']}: {r.get('passed')} passed, {r.get('failed')} failed, {r.get('errors')} errors "
+              f"({r['test_seconds']} s)", flush=True)
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        list(pool.map(test_one, results))
+
+    for r in results:
+        if not r["built"]:
+            log_text = "\n".join(Path(p).read_text(errors="replace")[-20000:] for p in r["logs"] if Path(p).exists())
+            r["failure_class"] = classify_build(r["build_error"] or "", log_text)
+        else:
+            r["failure_class"] = classify_tests(r)
+
+    data = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "code": code_info, "workflow": workflow,
+            "mirrors": str(mirrors), "test_timeout": args.test_timeout, "skipped": skipped, "results": results,
+            "summary": summary(results)}
+    (out / "results.json").write_text(json.dumps(data, indent=1, default=str))
+    print(render(data))
+    if args.compare:
+        print("\n" + compare(json.loads(args.compare.read_text()), data))
+    print(f"\nresults: {out / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
