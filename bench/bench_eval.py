@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Grading benchmark (issue 5): seconds per evaluation of a gold patch, in a fresh
+"""Grading benchmark: seconds per evaluation of a gold patch, in a fresh
 sandbox (the production path) vs a plain venv on the host (the baseline, measured in the
 same run on the same tasks), and the validation cost per task.
 
@@ -24,11 +24,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from minisandbox.catalog import Catalog, spec_for
-from minisandbox.evaluate import SandboxExecutor, evaluate, make_host_venv
+from minisandbox.grading.evaluate import SandboxExecutor, evaluate, make_host_venv
 from minisandbox.paths import REPO_PATH
 from minisandbox.records import read_tasks
-from minisandbox.runtime import prepare
-from minisandbox.validate import gold_run
+from minisandbox.node.runtime import prepare
+from minisandbox.grading.validate import gold_run
 
 
 def main() -> int:

@@ -13,7 +13,7 @@ Inputs: a folder of git repositories brought in with the search tool's `fetch`
 The catalog names `https://github.com/<owner>/<repo>.git`; the bench points those URLs at
 the local repositories with git's `url.<path>.insteadOf` in a GIT_CONFIG_GLOBAL file of its
 own (`<out>/gitconfig`; the user's ~/.gitconfig is never read or touched). The workflow's
-`minisandbox mirror` clones with the caller's environment, so the mapping reaches it.
+`minisandbox pipeline mirror` clones with the caller's environment, so the mapping reaches it.
 
 "Clean start state": one task per profile whose bug patch only adds an inert file
 (`.fidelity-bench`, no test reads it) and whose FAIL_TO_PASS / PASS_TO_PASS are empty, so

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Pipeline benchmark (issue 2): planning cost at SWE-smith scale, and the bundled build.
+"""Pipeline benchmark: planning cost at SWE-smith scale, and the bundled build.
 
 Prints two tables:
 1. `snakemake -n` wall time and peak RSS for synthetic SWE-smith-shaped task sets

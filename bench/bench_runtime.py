@@ -7,10 +7,10 @@ One run, side by side on the same trees, same machine, same store directory:
   repo archives, then a full copy of both for the sandbox; warm = the full copy only.
 * ours: `tar.zst` store; cold = `runtime.prepare` with an empty node cache (stream, verify,
   unpack into layers, lease); warm = `runtime.prepare` when the layers are on the node
-  (the sandbox then mounts an overlay, ~2 ms, REFERENCE section 4).
+  (the sandbox then mounts an overlay, ~2 ms).
 
 The env tree is a venv-shaped copy of packages from this interpreter's site-packages
-(numpy, pandas, scipy, ... ~400 MB, like REFERENCE section 4); the repo is a source tree
+(numpy, pandas, scipy, ... ~400 MB); the repo is a source tree
 with many small files. The store is a local directory, so "cold" means not on the node;
 store files may be in the page cache for both methods alike.
 
@@ -38,14 +38,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from tabulate import tabulate  # noqa: E402
 
-from minisandbox.cache import Cache  # noqa: E402
+from minisandbox.node.cache import Cache  # noqa: E402
 from minisandbox.index import shard_of  # noqa: E402
-from minisandbox.iobudget import IOBudget, default_slots  # noqa: E402
-from minisandbox.pack import file_digest, pack_image, pack_tree  # noqa: E402
+from minisandbox.node.iobudget import IOBudget, default_slots  # noqa: E402
+from minisandbox.pipeline.pack import file_digest, pack_image, pack_tree  # noqa: E402
 from minisandbox.paths import REPO_PATH, VENV_PATH  # noqa: E402
-from minisandbox.restore import can_mount_images  # noqa: E402
-from minisandbox.runtime import prepare  # noqa: E402
-from minisandbox.store import Store  # noqa: E402
+from minisandbox.node.restore import can_mount_images  # noqa: E402
+from minisandbox.node.runtime import prepare  # noqa: E402
+from minisandbox.node.store import Store  # noqa: E402
 
 ENV_PACKAGES = ["numpy", "numpy.libs", "pandas", "scipy", "scipy.libs", "sympy", "mpmath", "pip", "setuptools",
                 "dateutil", "pytz", "six.py", "packaging", "pluggy", "_pytest", "pytest", "iniconfig"]
@@ -163,9 +163,9 @@ WORKER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
     sys.path.insert(0, sys.argv[5])
-    from minisandbox.cache import Cache
-    from minisandbox.iobudget import IOBudget
-    from minisandbox.runtime import prepare
+    from minisandbox.node.cache import Cache
+    from minisandbox.node.iobudget import IOBudget
+    from minisandbox.node.runtime import prepare
     store, cache_dir, task, slots = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     cache = Cache(cache_dir, budget=IOBudget(slots, cache_dir / "budget"))
     sys.stdout.write("ready\\n"); sys.stdout.flush()

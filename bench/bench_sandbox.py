@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Sandbox benchmark (issue 4): creation latency and 64 concurrent sandboxes of one env.
+"""Sandbox benchmark: creation latency and 64 concurrent sandboxes of one env.
 
 Layers: a real git checkout (a clone of this project) at /testbed and a real venv with
 pip (built at the canonical path through `rootfs.run`, ~1k files) at
@@ -36,10 +36,10 @@ from tabulate import tabulate
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from minisandbox import rootfs  # noqa: E402
-from minisandbox.interpreters import find_interpreter, interpreter_binds  # noqa: E402
+from minisandbox.sandbox import rootfs  # noqa: E402
+from minisandbox.sandbox.interpreters import find_interpreter, interpreter_binds  # noqa: E402
 from minisandbox.paths import VENV_PATH  # noqa: E402
-from minisandbox.sandbox import Layer, Sandbox  # noqa: E402
+from minisandbox.sandbox.sandbox import Layer, Sandbox  # noqa: E402
 
 
 def stats(samples: list[float]) -> tuple[float, float]:
@@ -102,7 +102,7 @@ def time_cli(argv: list[str], n: int) -> list[float]:
 ROOTLESS_SNIPPET = """
 import sys, time, json
 sys.path.insert(0, sys.argv[1])
-from minisandbox.sandbox import Sandbox, Layer
+from minisandbox.sandbox.sandbox import Sandbox, Layer
 layers = [Layer(sys.argv[2], "/testbed"), Layer(sys.argv[3], "/opt/miniconda3/envs/testbed")]
 samples = []
 for _ in range(int(sys.argv[4])):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scale-out benchmark (issue 7): a synthetic 50k-task SWE-smith-shaped set over the 133
+"""Scale-out benchmark: a synthetic 50k-task SWE-smith-shaped set over the 133
 real profiles (config/catalog/swesmith.yaml).
 
 Tables (medians of --repeats, baselines measured in the same run):
@@ -172,8 +172,9 @@ def incremental(tmp: Path, n_tasks: int, profiles: list[str]) -> list[list]:
 
 # ---------------------------------------------------------------------------------- index
 def build_big_index(store_url: str, n_tasks: int, profiles: list[str]) -> list[str]:
-    from minisandbox.index import build_index, publish_index
-    from minisandbox.store import Store
+    from minisandbox.index import build_index
+    from minisandbox.node.published import publish_index
+    from minisandbox.node.store import Store
 
     envs = {f"env-{p[:30].lower()}-{i:016x}": {"status": "ok", "manifest": None} for i, p in enumerate(profiles)}
     repos = {f"repo-{p[:30].lower()}-{i:012x}-{i:08x}": {"status": "ok", "manifest": None}
@@ -193,8 +194,8 @@ def build_big_index(store_url: str, n_tasks: int, profiles: list[str]) -> list[s
 
 
 def lookup_rows(label: str, store_url: str, ids: list[str], repeats: int) -> list[list]:
-    from minisandbox.index import iter_tasks, lookup
-    from minisandbox.store import Store
+    from minisandbox.node.published import iter_tasks, lookup
+    from minisandbox.node.store import Store
 
     store = Store(store_url)
     sample = random.Random(7).sample(ids, 30)
@@ -248,7 +249,7 @@ def start_moto() -> tuple[subprocess.Popen, str]:
 def throughput_rows(tmp: Path, repeats: int, n_artifacts: int, mb: int) -> list[list]:
     import s3fs
 
-    from minisandbox.sync import mirror
+    from minisandbox.node.sync import mirror
     from tests.fixtures.s3 import publish_synthetic_store
 
     src = tmp / "tp-src"

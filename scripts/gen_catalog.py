@@ -49,7 +49,7 @@ FIELDS = (
 #: SWE-bench's repo -> log parser map lives with the parsers (one copy, used here to
 #: fill each spec's `log_parser`).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from minisandbox.logparsers import SWEBENCH_REPO_PARSERS as SWEBENCH_PARSERS  # noqa: E402
+from minisandbox.grading.logparsers import SWEBENCH_REPO_PARSERS as SWEBENCH_PARSERS  # noqa: E402
 
 #: SWE-bench 4.x constants/python.py MAP_REPO_TO_REQS_PATHS: candidate paths, the harness
 #: uses the first that exists at the environment_setup_commit.

@@ -4,12 +4,12 @@
 For each project below (a real PyPI sdist committed under config/bundled/sources/) this
 script:
 
-1. builds the local git repo with `minisandbox.bundled.build_repo` (deterministic hashes);
+1. builds the local git repo with `minisandbox.pipeline.bundled.build_repo` (deterministic hashes);
 2. creates a uv venv on the pinned interpreter with the exact requirement pins plus an
    editable install of a work clone, and runs the real test suite with the SWE-smith test
    command (`pytest --disable-warnings --color=no --tb=no --verbose`);
-3. SWE-smith form: applies each bug, reruns the suite and labels tests with the rule of
-   docs REFERENCE section 2 (F2P = passes at the commit and fails or is missing with the
+3. SWE-smith form: applies each bug, reruns the suite and labels tests with SWE-smith's rule
+   (F2P = passes at the commit and fails or is missing with the
    bug; ERROR with the bug -> neither; P2P = passes at both, sampled to at most P2P_MAX);
 4. SWE-bench form: makes a base commit = main + bug + the test functions that catch it
    removed; `test_patch` restores them, `patch` (gold) fixes the source; F2P/P2P come
@@ -41,7 +41,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from minisandbox.bundled import Branch, RepoRecipe, build_repo, git  # noqa: E402
+from minisandbox.pipeline.bundled import Branch, RepoRecipe, build_repo, git  # noqa: E402
 from minisandbox.catalog import DEFAULT_TEST_CMD  # noqa: E402
 
 BUNDLED = ROOT / "config" / "bundled"
@@ -272,7 +272,7 @@ def run_suite(workdir: Path, venv: Path, paths: list[str] = []) -> dict[str, str
 
 
 def label(clean: dict[str, str], buggy: dict[str, str]) -> tuple[list[str], list[str]]:
-    """REFERENCE section 2: F2P = passes clean, fails/missing buggy (ERROR -> neither)."""
+    """SWE-smith's labelling rule: F2P = passes clean, fails/missing buggy (ERROR -> neither)."""
     passed = {t for t, s in clean.items() if s in ("PASSED", "XFAIL")}
     f2p = sorted(t for t in passed if buggy.get(t) in (None, "FAILED"))
     p2p = sorted(t for t in passed if buggy.get(t) in ("PASSED", "XFAIL"))
@@ -518,7 +518,7 @@ def main() -> int:
         header + yaml.safe_dump({"repos": [r.to_dict() for r in recipes]}, sort_keys=False, width=120)
     )
     CATALOG.write_text(
-        header + "# The bundled default set: local repos made by minisandbox.bundled.materialize.\n"
+        header + "# The bundled default set: local repos made by minisandbox.pipeline.bundled.materialize.\n"
         + yaml.safe_dump({"specs": specs}, sort_keys=False, width=120)
     )
     write_jsonl(BUNDLED / "tasks.jsonl", tasks)

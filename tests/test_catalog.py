@@ -310,7 +310,7 @@ def test_swebench_catalog_spot_check(bench: Catalog) -> None:
 
 
 def test_log_parsers_are_known_to_minisandbox(smith: Catalog, bench: Catalog) -> None:
-    logparsers = pytest.importorskip("minisandbox.logparsers")
+    logparsers = pytest.importorskip("minisandbox.grading.logparsers")
     used = {s.log_parser for s in list(smith) + list(bench)}
     assert used <= set(logparsers.PARSERS), used - set(logparsers.PARSERS)
     assert gen.SWEBENCH_PARSERS == logparsers.SWEBENCH_REPO_PARSERS

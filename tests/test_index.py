@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from minisandbox import index as idx
-from minisandbox.store import Store
+from minisandbox.node import published
+from minisandbox.node.store import Store
 
 
 def _tasks(n: int) -> list[dict]:
@@ -22,35 +23,35 @@ def test_statuses_counts_and_lookup(tmp_path):
     catalog, shards = idx.build_index(_tasks(1000), envs, repos, [{"file": "f", "line": 1, "field": "patch", "error": "x"}],
                                       {"t-1": {"status": "valid"}})
     store = Store(str(tmp_path / "store"))
-    idx.publish_index(store, catalog, shards)
-    c = idx.read_catalog(store)["counts"]
+    published.publish_index(store, catalog, shards)
+    c = published.read_catalog(store)["counts"]
     assert c["tasks"] == 1000 and c["tasks_ready"] == 500 and c["tasks_env_failed"] == 500
     assert c["envs_failed"] == 1 and c["invalid_records"] == 1 and c["validation_valid"] == 1
-    assert idx.lookup(store, "t-1")["status"] == "ready"
-    assert idx.lookup(store, "t-1")["validation"] == {"status": "valid"}
-    assert idx.lookup(store, "t-2")["status"] == "env-failed"
+    assert published.lookup(store, "t-1")["status"] == "ready"
+    assert published.lookup(store, "t-1")["validation"] == {"status": "valid"}
+    assert published.lookup(store, "t-2")["status"] == "env-failed"
     assert len(list((tmp_path / "store" / "index" / "tasks").iterdir())) == idx.SHARDS
     # a lookup touches exactly one shard
     shard_file = tmp_path / "store" / idx.shard_path(idx.shard_of("t-7"))
     assert any('"t-7"' in line for line in shard_file.read_text().splitlines())
-    assert sum(1 for _ in idx.iter_tasks(store)) == 1000
+    assert sum(1 for _ in published.iter_tasks(store)) == 1000
 
 
 def test_unknown_task_and_missing_index(tmp_path):
     store = Store(str(tmp_path / "store"))
     with pytest.raises(FileNotFoundError, match="no index"):
-        idx.read_catalog(store)
+        published.read_catalog(store)
     catalog, shards = idx.build_index([], {}, {}, [])
-    idx.publish_index(store, catalog, shards)
+    published.publish_index(store, catalog, shards)
     with pytest.raises(idx.UnknownTask, match="unknown task id 'nope'"):
-        idx.lookup(store, "nope")
+        published.lookup(store, "nope")
 
 
 def test_republish_drops_stale_tasks(tmp_path):
     store = Store(str(tmp_path / "store"))
     env = {"env-a": {"status": "ok"}, "env-b": {"status": "ok"}}
-    idx.publish_index(store, *idx.build_index(_tasks(10), env, {"repo-a": {"status": "ok"}}, []))
-    idx.publish_index(store, *idx.build_index(_tasks(3), env, {"repo-a": {"status": "ok"}}, []))
-    assert sum(1 for _ in idx.iter_tasks(store)) == 3
+    published.publish_index(store, *idx.build_index(_tasks(10), env, {"repo-a": {"status": "ok"}}, []))
+    published.publish_index(store, *idx.build_index(_tasks(3), env, {"repo-a": {"status": "ok"}}, []))
+    assert sum(1 for _ in published.iter_tasks(store)) == 3
     with pytest.raises(idx.UnknownTask):
-        idx.lookup(store, "t-5")
+        published.lookup(store, "t-5")

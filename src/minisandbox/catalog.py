@@ -13,7 +13,9 @@ from typing import Any, Iterable, Iterator
 
 import yaml
 
-from .records import TaskRecord
+from minisandbox.errors import MinisandboxError
+from minisandbox.paths import project_root
+from minisandbox.records import TaskRecord
 
 DEFAULT_TEST_CMD = (
     "source /opt/miniconda3/bin/activate; conda activate testbed; "
@@ -26,7 +28,7 @@ REQUIRED = ("name", "kind", "source", "python")
 _LIST_FIELDS = ("requirements", "requirements_files", "pre_install", "install")
 
 
-class CatalogError(ValueError):
+class CatalogError(MinisandboxError, ValueError):
     """A catalog file or spec is unusable; the message is one line naming file and spec."""
 
 
@@ -184,3 +186,17 @@ def spec_for(catalog: Catalog, record: TaskRecord) -> EnvSpec:
 def task_commit(spec: EnvSpec, record: TaskRecord) -> str:
     """The commit whose tree the task starts from (SWE-smith: the profile commit)."""
     return record.base_commit if record.format == "swebench" else str(spec.commit)
+
+
+def default_catalog_paths() -> list[str]:
+    """The catalogs `config/config.yaml` names, found in the working dir or the checkout
+    (what `minisandbox eval` and `minisandbox.task` use when no catalog is given)."""
+    for base in (Path.cwd(), project_root()):
+        cfg = base / "config" / "config.yaml"
+        if cfg.exists():
+            names = (yaml.safe_load(cfg.read_text()) or {}).get("catalog") or []
+            names = [names] if isinstance(names, str) else names
+            found = [str(base / n) for n in names if (base / n).exists()]
+            if found:
+                return found
+    return []

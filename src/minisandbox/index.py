@@ -3,6 +3,9 @@
 Tasks are sharded by sha256(instance_id)[:2] so a lookup reads one small shard, never
 50k records. Shards are uploaded first and `index/catalog.json` last: a reader that sees
 the new catalog sees complete shards.
+
+This module is the format (a contract: it imports no subsystem). Reading and writing it in
+a store is `minisandbox.node.published`.
 """
 
 from __future__ import annotations
@@ -14,14 +17,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .store import Store
+from minisandbox.errors import MinisandboxError
 
 SCHEMA = 1
 SHARDS = 256
 CATALOG = "index/catalog.json"
 
 
-class UnknownTask(KeyError):
+class UnknownTask(MinisandboxError, KeyError):
     def __str__(self) -> str:  # KeyError quotes its message; we want one plain line
         return str(self.args[0])
 
@@ -76,46 +79,6 @@ def build_index(
         "invalid_records": invalid,
     }
     return catalog, shards
-
-
-def publish_index(store: Store, catalog: dict[str, Any], shards: dict[str, list[str]]) -> None:
-    """Every shard (empty ones too, so stale tasks disappear), then the catalog."""
-    for i in range(SHARDS):
-        shard = f"{i:02x}"
-        lines = sorted(shards.get(shard, []))
-        store.put_text(shard_path(shard), "".join(line + "\n" for line in lines))
-    store.put_text(CATALOG, json.dumps(catalog, indent=1, sort_keys=True) + "\n")
-
-
-def read_catalog(store: Store) -> dict[str, Any]:
-    if not store.exists(CATALOG):
-        raise FileNotFoundError(
-            f"no index at {store.url}/{CATALOG}: is this a published store? "
-            "Build one with `snakemake --cores N` or pass --store URL"
-        )
-    return json.loads(store.read_text(CATALOG))
-
-
-def iter_shard(store: Store, shard: str) -> Iterator[dict[str, Any]]:
-    path = shard_path(shard)
-    if not store.exists(path):
-        return
-    for line in store.read_text(path).splitlines():
-        if line.strip():
-            yield json.loads(line)
-
-
-def lookup(store: Store, instance_id: str) -> dict[str, Any]:
-    """The index entry of one task (reads one shard)."""
-    for entry in iter_shard(store, shard_of(instance_id)):
-        if entry["instance_id"] == instance_id:
-            return entry
-    raise UnknownTask(f"unknown task id {instance_id!r} in store {store.url}; list tasks with `minisandbox tasks`")
-
-
-def iter_tasks(store: Store) -> Iterator[dict[str, Any]]:
-    for i in range(SHARDS):
-        yield from iter_shard(store, f"{i:02x}")
 
 
 def load_jsonl(path: Path) -> Iterator[dict[str, Any]]:

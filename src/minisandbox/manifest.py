@@ -10,9 +10,9 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .pack import file_digest
-from .paths import REPO_PATH, VENV_PATH
+from minisandbox import __version__
+from minisandbox.fsutil import file_digest
+from minisandbox.paths import REPO_PATH, VENV_PATH
 
 SCHEMA = 1
 FORMATS = {"tar.zst": ".tar.zst", "tar.gz": ".tar.gz"}

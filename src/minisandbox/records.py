@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
 
+from minisandbox.errors import MinisandboxError
+
 Format = Literal["swesmith", "swebench"]
 
 SWESMITH_FIELDS = ("instance_id", "repo", "patch", "FAIL_TO_PASS", "PASS_TO_PASS")
@@ -80,7 +82,7 @@ class InvalidRecord:
         return asdict(self)
 
 
-class RecordError(ValueError):
+class RecordError(MinisandboxError, ValueError):
     def __init__(self, field_name: str, message: str):
         super().__init__(message)
         self.field = field_name
@@ -280,3 +282,23 @@ def read_tasks(paths: Iterable[str | Path]) -> Ingested:
             seen[rec.instance_id] = where
             out.records.append(rec)
     return out
+
+
+def to_raw(record: TaskRecord) -> dict[str, Any]:
+    """A TaskRecord back in its source format (SWE-smith or SWE-bench field names)."""
+    raw: dict[str, Any] = {
+        "instance_id": record.instance_id,
+        "repo": record.repo,
+        "patch": record.patch,
+        "FAIL_TO_PASS": list(record.fail_to_pass),
+        "PASS_TO_PASS": list(record.pass_to_pass),
+        "problem_statement": record.problem_statement,
+    }
+    if record.format == "swebench":
+        raw.update(base_commit=record.base_commit, version=record.version, test_patch=record.test_patch,
+                   environment_setup_commit=record.environment_setup_commit,
+                   FAIL_TO_PASS=json.dumps(list(record.fail_to_pass)),
+                   PASS_TO_PASS=json.dumps(list(record.pass_to_pass)))
+    else:
+        raw["image_name"] = record.image_name
+    return raw

@@ -3,13 +3,13 @@
 `minisandbox run/shell` and every integration (SWE-ReX, mini-swe-agent, Ray rollouts)
 need the same three steps, so they live here once:
 
-1. `open_task`: resolve the task in a published store (`minisandbox.runtime.prepare`:
+1. `open_task`: resolve the task in a published store (`minisandbox.node.runtime.prepare`:
    node cache, I/O budget, lease), start a `Sandbox` over its layers with the task's venv
    first on PATH (as `conda activate testbed` in the SWE-bench images does), and put the
    repo in the task's start state.
 2. The agent works in the sandbox.
 3. `TaskSandbox.patch()` is the agent's change since the start state, and `grade()`
-   evaluates it in a *fresh* sandbox (`minisandbox.evaluate`), never in the agent's.
+   evaluates it in a *fresh* sandbox (`minisandbox.grading.evaluate`), never in the agent's.
 
 Start state (docs/design.md "Task records"): SWE-bench tasks start from the snapshot as
 published. SWE-smith tasks get the bug patch applied and the FAIL_TO_PASS test files
@@ -27,13 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cache import Cache
-from .evalscript import test_files_of
-from .iobudget import IOBudget
-from .paths import REPO_PATH, VENV_PATH, cache_dir
-from .records import TaskRecord
-from .runtime import PreparedTask, prepare
-from .sandbox import DEFAULT_ENV, ExecResult, Layer, Sandbox
+from minisandbox.node.cache import Cache
+from minisandbox.grading.evalscript import test_files_of
+from minisandbox.node.iobudget import IOBudget
+from minisandbox.paths import REPO_PATH, VENV_PATH, cache_dir
+from minisandbox.records import TaskRecord
+from minisandbox.node.runtime import PreparedTask, prepare
+from minisandbox.sandbox.sandbox import DEFAULT_ENV, ExecResult, Layer, Sandbox
+from minisandbox.errors import MinisandboxError
 
 #: Environment of every command: the task's venv is active, like in the SWE-bench images.
 AGENT_ENV = {
@@ -49,7 +50,7 @@ _GIT_ID = {"GIT_AUTHOR_NAME": "minisandbox", "GIT_AUTHOR_EMAIL": "minisandbox@lo
            "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000"}
 
 
-class TaskSetupError(RuntimeError):
+class TaskSetupError(MinisandboxError, RuntimeError):
     """The task's start state could not be created in its sandbox."""
 
 
@@ -167,15 +168,14 @@ def open_task(task_id: str, store: str | os.PathLike[str] | None = None, *,
 def load_catalog(catalog: Any = None):
     """A `minisandbox.catalog.Catalog` from a Catalog, one path, several paths, or None
     (the catalogs config/config.yaml names)."""
-    from .catalog import Catalog
-    from .cli_eval import _default_catalogs
+    from minisandbox.catalog import Catalog, CatalogError, default_catalog_paths
 
     if isinstance(catalog, Catalog):
         return catalog
     if catalog is None:
-        paths = _default_catalogs()
+        paths = default_catalog_paths()
         if not paths:
-            raise ValueError("no environment catalog found; pass catalog=config/catalog/<name>.yaml")
+            raise CatalogError("no environment catalog found; pass catalog=config/catalog/<name>.yaml")
     elif isinstance(catalog, (str, os.PathLike)):
         paths = [catalog]
     else:
@@ -187,11 +187,11 @@ def grade(task_id: str, patch: str, store: str | os.PathLike[str] | None = None,
           cache: Cache | str | os.PathLike[str] | None = None, io_slots: int | None = None,
           record: TaskRecord | None = None):
     """Grade `patch` (relative to the task's start state) in a fresh sandbox; returns a
-    `minisandbox.evaluate.Evaluation` (`.resolved`, `.reason`, `.report`)."""
-    from .catalog import spec_for
-    from .evaluate import SandboxExecutor, evaluate
-    from .runtime import lookup_task
-    from .store import open_store
+    `minisandbox.grading.evaluate.Evaluation` (`.resolved`, `.reason`, `.report`)."""
+    from minisandbox.catalog import spec_for
+    from minisandbox.grading.evaluate import SandboxExecutor, evaluate
+    from minisandbox.node.runtime import lookup_task
+    from minisandbox.node.store import open_store
 
     st = open_store(store)
     if record is None:
@@ -203,7 +203,7 @@ def grade(task_id: str, patch: str, store: str | os.PathLike[str] | None = None,
 
 def task_ids(store: str | os.PathLike[str] | None = None, *, status: str = "ready") -> list[str]:
     """Instance ids of a published store's index with `status` ("ready"), sorted."""
-    from .index import iter_tasks
-    from .store import open_store
+    from minisandbox.node.published import iter_tasks
+    from minisandbox.node.store import open_store
 
     return sorted(e["instance_id"] for e in iter_tasks(open_store(store)) if e.get("status", "ready") == status)

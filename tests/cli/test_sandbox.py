@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox import interpreters
+from minisandbox.sandbox import interpreters
 from tests.fixtures.runtime import build_store, publish_tree, write_index
 from tests.fixtures.sandbox import SRC
-from tests.test_sandbox import make_repo
+from tests.sandbox.test_sandbox import make_repo
 
 pytestmark = pytest.mark.root
 

@@ -9,11 +9,11 @@ import os
 import pytest
 
 from minisandbox.catalog import Catalog, spec_for
-from minisandbox.evaluate import SandboxExecutor, evaluate, make_host_venv
+from minisandbox.grading.evaluate import SandboxExecutor, evaluate, make_host_venv
 from minisandbox.paths import REPO_PATH
 from minisandbox.records import read_tasks
-from minisandbox.runtime import prepare
-from minisandbox.validate import gold_run
+from minisandbox.node.runtime import prepare
+from minisandbox.grading.validate import gold_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]
 

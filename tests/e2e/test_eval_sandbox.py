@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox.evalscript import reverse_patch
+from minisandbox.grading.evalscript import reverse_patch
 from minisandbox.records import read_tasks
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]
@@ -134,9 +134,9 @@ def test_hanging_patch_times_out_in_the_sandbox(store, tmp_path):
     import shutil
 
     from minisandbox.catalog import Catalog, spec_for
-    from minisandbox.evaluate import SandboxExecutor, evaluate
+    from minisandbox.grading.evaluate import SandboxExecutor, evaluate
     from minisandbox.paths import REPO_PATH
-    from minisandbox.runtime import prepare
+    from minisandbox.node.runtime import prepare
 
     rec = next(r for r in records(store) if r.instance_id.startswith("jpvanhal__inflection"))
     spec = dataclasses.replace(spec_for(Catalog.load([store.catalog]), rec), timeout=5)

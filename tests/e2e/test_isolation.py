@@ -25,8 +25,9 @@ MODES = [pytest.param("root", marks=pytest.mark.root), pytest.param("rootless", 
 
 PRELUDE = """
 import json, os, sys, time
-from minisandbox.sandbox import Sandbox, Layer
-from minisandbox.limits import Limits
+from minisandbox.sandbox.sandbox import Sandbox, Layer
+from minisandbox.sandbox.limits import Limits
+from minisandbox.sandbox.shell import session
 P = json.loads(sys.argv[1])
 out = {}
 """
@@ -351,7 +352,7 @@ def test_background_processes_killed_on_close(world):
     out = world("""
         sb = Sandbox([Layer(P["repo"], "/testbed")])
         sb.execute("nohup sleep 4242 >/dev/null 2>&1 & setsid sh -c 'sleep 4243 & :' &")
-        sb.session().run("(trap '' TERM HUP; sleep 4244) &")
+        session(sb).run("(trap '' TERM HUP; sleep 4244) &")
         time.sleep(0.3)
         seen = sb.execute("ps ax -o args").output
         sb.close()

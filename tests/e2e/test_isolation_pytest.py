@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox.interpreters import available, find_interpreter, interpreter_binds
+from minisandbox.sandbox.interpreters import available, find_interpreter, interpreter_binds
 from minisandbox.paths import VENV_PATH
 from tests.fixtures.sandbox import run_as_user
 
@@ -78,8 +78,8 @@ def _outcomes(output: str) -> dict[str, str]:
 
 BUILD_AND_RUN = """
 import json, os, sys
-from minisandbox import rootfs
-from minisandbox.sandbox import Sandbox, Layer
+from minisandbox.sandbox import rootfs
+from minisandbox.sandbox.sandbox import Sandbox, Layer
 from minisandbox.paths import VENV_PATH
 P = json.loads(sys.argv[1])
 binds = [rootfs.Bind(P["repo"], "/testbed", False), rootfs.Bind(P["venv"], VENV_PATH, False),

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from minisandbox import index as idx
-from minisandbox import rootfs
-from minisandbox.interpreters import find_prefix
-from minisandbox.pack import file_digest
+from minisandbox.node import published
+from minisandbox.sandbox import rootfs
+from minisandbox.sandbox.interpreters import find_prefix
+from minisandbox.pipeline.pack import file_digest
 from minisandbox.paths import REPO_PATH, VENV_PATH
-from minisandbox.restore import extract
-from minisandbox.store import Store
+from minisandbox.node.restore import extract
+from minisandbox.node.store import Store
 from tests.fixtures.pipeline import jobs_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]
@@ -30,7 +31,7 @@ def built(pipeline_workspace):
 
 
 def _catalog(ws) -> dict:
-    return idx.read_catalog(Store(str(ws.store)))
+    return published.read_catalog(Store(str(ws.store)))
 
 
 def test_full_run_publishes_verified_artifacts_and_index(built):
@@ -56,8 +57,8 @@ def test_full_run_publishes_verified_artifacts_and_index(built):
             assert file_digest(local) == (m["sha256"], m["size"])
             assert json.loads(store.read_text(f"artifacts/{m['kind']}/{key}.manifest.json")) == m
     # tasks: 2 ready, 1 env-failed; the malformed record is reported, not dropped
-    assert idx.lookup(store, "tiny__calc.good.sub__aaaa0001")["status"] == "ready"
-    assert idx.lookup(store, "tiny__calc.broken.sub__bbbb0001")["status"] == "env-failed"
+    assert published.lookup(store, "tiny__calc.good.sub__aaaa0001")["status"] == "ready"
+    assert published.lookup(store, "tiny__calc.broken.sub__bbbb0001")["status"] == "env-failed"
     assert cat["counts"]["tasks"] == 3 and cat["counts"]["tasks_ready"] == 2
     assert [r["line"] for r in cat["invalid_records"]] == [4]
     assert cat["invalid_records"][0]["field"] == "patch"
@@ -100,7 +101,7 @@ def test_restored_elsewhere_runs_repo_tests(built, tmp_path):
     and run the project's test suite: the venv works without relocation."""
     ws, _ = built
     store = Store(str(ws.store))
-    entry = idx.lookup(store, "tiny__calc.good.sub__aaaa0001")
+    entry = published.lookup(store, "tiny__calc.good.sub__aaaa0001")
     cat = _catalog(ws)
     layers = {}
     for kind, key in (("env", entry["env_key"]), ("repo", entry["repo_key"])):
@@ -137,7 +138,7 @@ def test_restored_elsewhere_runs_repo_tests(built, tmp_path):
 
 
 def write_activate(tmp_path: Path) -> Path:
-    from minisandbox.conda_shim import write_shim
+    from minisandbox.sandbox.conda_shim import write_shim
 
     d = tmp_path / "conda-bin"
     write_shim(d)
@@ -156,7 +157,7 @@ def test_adding_tasks_for_built_envs_rebuilds_only_the_index(built):
     assert jobs == {"index": 1, "all": 1, "total": 2}, jobs
     ws.snakemake()
     assert _catalog(ws)["counts"]["tasks"] == 23
-    assert idx.lookup(Store(str(ws.store)), "tiny__calc.good.new__cccc0007")["status"] == "ready"
+    assert published.lookup(Store(str(ws.store)), "tiny__calc.good.new__cccc0007")["status"] == "ready"
 
 
 def test_images_are_published_and_verified(pipeline_workspace, tmp_path):

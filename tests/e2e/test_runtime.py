@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox.cache import Cache
-from minisandbox.iobudget import IOBudget
+from minisandbox.node.cache import Cache
+from minisandbox.node.iobudget import IOBudget
 from minisandbox.paths import REPO_PATH, VENV_PATH
-from minisandbox.runtime import StoreIndexMissing, TaskNotReady, prepare
+from minisandbox.node.runtime import StoreIndexMissing, TaskNotReady, prepare
 from tests.fixtures.runtime import build_store
 
 pytestmark = pytest.mark.slow
@@ -65,10 +65,10 @@ def test_unknown_task_failed_task_and_missing_store(published_store: dict, tmp_p
 FETCHER = textwrap.dedent("""
     import json, os, sys, time
     from pathlib import Path
-    from minisandbox.cache import Cache
-    from minisandbox.iobudget import IOBudget
-    from minisandbox.runtime import prepare
-    from minisandbox.store import Store
+    from minisandbox.node.cache import Cache
+    from minisandbox.node.iobudget import IOBudget
+    from minisandbox.node.runtime import prepare
+    from minisandbox.node.store import Store
 
     store_url, cache_dir, task, go, counter = sys.argv[1:6]
 
@@ -113,10 +113,10 @@ def test_many_processes_same_artifact_download_once(tmp_path: Path) -> None:
 KILLED = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    import minisandbox.restore as restore
-    from minisandbox.cache import Cache
-    from minisandbox.iobudget import IOBudget
-    from minisandbox.runtime import prepare
+    import minisandbox.node.restore as restore
+    from minisandbox.node.cache import Cache
+    from minisandbox.node.iobudget import IOBudget
+    from minisandbox.node.runtime import prepare
 
     store_url, cache_dir, task, mid = sys.argv[1:5]
     real = restore.checked_stream
@@ -209,7 +209,7 @@ def test_prepare_from_s3_store(store_s3: str, tmp_path: Path) -> None:
 
 
 def test_fetch_threads_share_downloads(tmp_path: Path) -> None:
-    from minisandbox.runtime import fetch
+    from minisandbox.node.runtime import fetch
 
     info = build_store(tmp_path / "store", tmp_path / "work", n_envs=1, n_tasks=2, payload=2 << 20)
     cache = Cache(tmp_path / "cache", budget=IOBudget(2, tmp_path / "cache" / "budget"))

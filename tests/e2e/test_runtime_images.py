@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox.cache import Cache
-from minisandbox.iobudget import IOBudget
+from minisandbox.node.cache import Cache
+from minisandbox.node.iobudget import IOBudget
 from minisandbox.paths import REPO_PATH, VENV_PATH
-from minisandbox.restore import can_mount_images, is_mounted
-from minisandbox.runtime import prepare
+from minisandbox.node.restore import can_mount_images, is_mounted
+from minisandbox.node.runtime import prepare
 from tests.fixtures.runtime import build_store
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox import evalscript
+from minisandbox.grading import evalscript
 from tests.fixtures.s3 import S3
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3, pytest.mark.root]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox.sync import verify
+from minisandbox.node.sync import verify
 from tests.fixtures.s3 import S3
 
 pytestmark = [pytest.mark.slow]

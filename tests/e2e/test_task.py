@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from minisandbox import evalscript
+from minisandbox.grading import evalscript
 from minisandbox.task import open_task
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from minisandbox.evalscript import (
+from minisandbox.grading.evalscript import (
     EvalScript,
     is_protected,
     modified_and_new_files,
@@ -16,10 +16,10 @@ from minisandbox.evalscript import (
     strip_conda_activation,
     swebench_test_directives,
 )
-from minisandbox.evalscript import (
+from minisandbox.grading.evalscript import (
     test_files_of as files_of,
 )
-from minisandbox.evaluate import (
+from minisandbox.grading.evaluate import (
     EvalTarget,
     HostVenvExecutor,
     evaluate,
@@ -90,7 +90,7 @@ def test_tampering_does_not_work_without_the_guard(eval_project, host):
         script.protect = False
         with ex.open(rec) as env:
             res = env.execute(script, timeout=120)
-        from minisandbox.grading import make_report
+        from minisandbox.grading.grading import make_report
 
         rep = make_report(rec.instance_id, "x", res.output, fail_to_pass=rec.fail_to_pass,
                           pass_to_pass=rec.pass_to_pass, log_parser="pytest", nonce=script.nonce)
@@ -230,7 +230,7 @@ def test_script_embeds_content_safely():
 
 
 def test_reverse_patch_roundtrip_and_apply(eval_project, tmp_path):
-    from minisandbox.evalscript import reverse_patch
+    from minisandbox.grading.evalscript import reverse_patch
 
     p = eval_project.patches
     assert reverse_patch(p["bug"]) == p["gold"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from minisandbox.grading import (
+from minisandbox.grading.grading import (
     APPLY_PATCH_FAIL,
     APPLY_PATCH_PASS,
     END_TEST_OUTPUT,
@@ -16,7 +16,7 @@ from minisandbox.grading import (
     make_run_summary,
     swebench_view,
 )
-from minisandbox.grading import tests_status as make_tests_status
+from minisandbox.grading.grading import tests_status as make_tests_status
 
 N = "n0nce"
 PATCH = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"

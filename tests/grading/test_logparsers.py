@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox.logparsers import (
+from minisandbox.grading.logparsers import (
     PARSERS,
     get_parser,
     normalize_option_id,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from minisandbox.evaluate import Evaluation, HostVenvExecutor
+from minisandbox.grading.evaluate import Evaluation, HostVenvExecutor
 from minisandbox.records import TaskRecord
-from minisandbox.validate import (
+from minisandbox.grading.validate import (
     STATUSES,
     classify,
     validate_env,

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox.cache import Artifact, ArtifactCorruptError, Cache
-from minisandbox.iobudget import IOBudget
-from minisandbox.restore import UnsafeArchiveError
-from minisandbox.store import Store
+from minisandbox.node.cache import Artifact, ArtifactCorruptError, Cache
+from minisandbox.node.iobudget import IOBudget
+from minisandbox.node.restore import UnsafeArchiveError
+from minisandbox.node.store import Store
 from tests.fixtures.runtime import build_store, publish_tree
 
 
@@ -118,7 +118,7 @@ def test_unsafe_published_archive_is_not_retried(tmp_path: Path) -> None:
         tf.addfile(ti, io.BytesIO(b"bad"))
     import zstandard
 
-    from minisandbox.pack import file_digest
+    from minisandbox.pipeline.pack import file_digest
 
     archive = tmp_path / "evil.tar.zst"
     archive.write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))

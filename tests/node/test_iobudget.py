@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox.iobudget import RAY_RESOURCE, IOBudget, default_slots
+from minisandbox.node.iobudget import RAY_RESOURCE, IOBudget, default_slots
 
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from minisandbox.iobudget import IOBudget
+    from minisandbox.node.iobudget import IOBudget
     d, slots, ticket, hold, log = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
     with IOBudget(slots, Path(d)).acquire(ticket=ticket) as slot:
         t0 = time.time()
@@ -110,7 +110,7 @@ def test_unlimited_and_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
 CPU_WAITER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from minisandbox.iobudget import IOBudget
+    from minisandbox.node.iobudget import IOBudget
     c0 = time.process_time()
     with IOBudget(1, Path(sys.argv[1])).acquire(ticket=float(sys.argv[2])):
         pass

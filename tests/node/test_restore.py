@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from minisandbox.pack import pack_tree
-from minisandbox.restore import RestoreError, UnsafeArchiveError, ensure_layer, extract, unpack_file
+from minisandbox.pipeline.pack import pack_tree
+from minisandbox.node.restore import RestoreError, UnsafeArchiveError, ensure_layer, extract, unpack_file
 
 
 def snapshot(root: Path) -> dict[str, tuple]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox.store import NotInStore, Store, StoreError, is_transient
+from minisandbox.node.store import NotInStore, Store, StoreError, is_transient
 
 
 def test_local_put_get_roundtrip(tmp_path: Path) -> None:

@@ -15,13 +15,14 @@ from pathlib import Path
 import pytest
 
 from minisandbox.cli import main
-from minisandbox.index import CATALOG, lookup
+from minisandbox.index import CATALOG
+from minisandbox.node.published import lookup
 from minisandbox.manifest import artifact_path, manifest_path
-from minisandbox.store import Store
-from minisandbox.sync import SyncError, artifacts_of, mirror, remove_stale_tmp, verify
+from minisandbox.node.store import Store
+from minisandbox.node.sync import SyncError, artifacts_of, mirror, remove_stale_tmp, verify
 from tests.fixtures.s3 import S3, publish_synthetic_store
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox import bundled
+from minisandbox.pipeline import bundled
 from minisandbox.catalog import Catalog, spec_for, task_commit
 from minisandbox.paths import project_root
 from minisandbox.records import read_tasks
@@ -280,11 +280,11 @@ def test_generator_removes_whole_test_functions(gen, tmp_path: Path) -> None:
 def test_every_task_gold_resolves_and_task_state_does_not(
     repos: dict[str, Path], catalog: Catalog, tmp_path: Path
 ) -> None:
-    """The project's grader (minisandbox.evaluate, host venvs built like the pipeline's):
+    """The project's grader (minisandbox.grading.evaluate, host venvs built like the pipeline's):
     each bundled task is resolved by its gold patch and not by its untouched start state."""
     if not shutil.which("uv"):
         pytest.skip("needs uv")
-    from minisandbox.evaluate import evaluate, make_host_venv
+    from minisandbox.grading.evaluate import evaluate, make_host_venv
 
     failures = []
     for rec in read_tasks([SWESMITH, SWEBENCH]).records:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from minisandbox.git import GitError, ensure_mirror, make_snapshot
+from minisandbox.pipeline.git import GitError, ensure_mirror, make_snapshot
 from tests.fixtures.pipeline import git, make_tiny_project
 
 

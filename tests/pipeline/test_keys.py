@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox import keys
+from minisandbox.pipeline import keys
 from minisandbox.catalog import EnvSpec
-from minisandbox.keys import canonical_json, env_canonical, env_key, repo_key, slug, source_id
+from minisandbox.pipeline.keys import canonical_json, env_canonical, env_key, repo_key, slug, source_id
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 SPEC = EnvSpec(
     name="arrow-py__arrow.1d70d009",
@@ -54,7 +54,7 @@ def test_keys_follow_the_documented_formulas() -> None:
 
 def test_keys_are_stable_across_processes_and_hash_seeds() -> None:
     code = (
-        "from minisandbox.catalog import EnvSpec; from minisandbox.keys import env_key;"
+        "from minisandbox.catalog import EnvSpec; from minisandbox.pipeline.keys import env_key;"
         f"print(env_key(EnvSpec(**{dataclasses.asdict(SPEC)!r})))"
     )
     outs = set()

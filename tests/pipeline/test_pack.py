@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from minisandbox.pack import PackError, file_digest, pack_tree
+from minisandbox.pipeline.pack import PackError, file_digest, pack_tree
 
 
 def make_tree(root: Path) -> Path:
@@ -87,7 +87,7 @@ def test_pack_image_is_deterministic(tmp_path: Path) -> None:
 
     if not shutil.which("mksquashfs"):
         pytest.skip("squashfs-tools not installed (apt-get install squashfs-tools)")
-    from minisandbox.pack import pack_image
+    from minisandbox.pipeline.pack import pack_image
 
     tree = make_tree(tmp_path / "tree")
     a, b = tmp_path / "a.squashfs", tmp_path / "b.squashfs"

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from minisandbox.catalog import Catalog
-from minisandbox.plan import build_plan, load_or_build_plan, write_key_specs
+from minisandbox.pipeline.plan import build_plan, load_or_build_plan, write_key_specs
 from tests.fixtures.pipeline import BUG_PATCH, spec, task
 
 C1 = "a" * 40

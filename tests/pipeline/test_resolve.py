@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from minisandbox.catalog import EnvSpec
-from minisandbox.resolve import ResolveError, is_exact, resolve
+from minisandbox.pipeline.resolve import ResolveError, is_exact, resolve
 
 
 def _spec(**kw) -> EnvSpec:

@@ -7,9 +7,9 @@ import json
 import multiprocessing as mp
 from pathlib import Path
 
-from minisandbox import pipeline
-from minisandbox.pack import file_digest
-from minisandbox.stage import StageStatus, read_status, write_status
+from minisandbox.pipeline import steps as pipeline
+from minisandbox.pipeline.pack import file_digest
+from minisandbox.pipeline.stage import StageStatus, read_status, write_status
 
 
 def _tree(root: Path) -> Path:

@@ -1,4 +1,4 @@
-"""minisandbox.rootfs: the private-root runner, as root and rootless (real namespaces)."""
+"""minisandbox.sandbox.rootfs: the private-root runner, as root and rootless (real namespaces)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import textwrap
 
 import pytest
 
-from minisandbox import interpreters, rootfs
+from minisandbox.sandbox import interpreters
+
+from minisandbox.sandbox import rootfs
 from tests.fixtures.sandbox import run_json_as_user
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
@@ -103,7 +105,7 @@ def test_rootless_run(shared_tmp):
     work = shared_tmp / "w"
     code = textwrap.dedent(f"""
         import json, subprocess
-        from minisandbox import rootfs
+        from minisandbox.sandbox import rootfs
         import os
         os.mkdir({str(work)!r})
         out = {str(shared_tmp)!r} + "/out"
@@ -150,7 +152,7 @@ def test_rootless_interpreter_lookup(rootless_user):
     and still finds the system interpreters."""
     res = run_json_as_user(textwrap.dedent("""
         import json
-        from minisandbox import interpreters
+        from minisandbox.sandbox import interpreters
         out = {"have": [i.prefix for i in interpreters.available()]}
         try:
             interpreters.find_interpreter("3.1.99")

@@ -1,4 +1,4 @@
-"""minisandbox.sandbox: overlays over shared layers, one-shot commands, files, diff, shim,
+"""minisandbox.sandbox.sandbox: overlays over shared layers, one-shot commands, files, diff, shim,
 limits and clean close (real namespaces, as root; rootless variants are in
 tests/e2e/test_isolation.py)."""
 
@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox import rootfs
-from minisandbox.interpreters import find_interpreter, interpreter_binds
-from minisandbox.limits import Limits
+from minisandbox.sandbox import rootfs
+from minisandbox.sandbox.interpreters import find_interpreter, interpreter_binds
+from minisandbox.sandbox.limits import Limits
 from minisandbox.paths import VENV_PATH
-from minisandbox.sandbox import Layer, Sandbox
+from minisandbox.sandbox.sandbox import Layer, Sandbox
+from minisandbox.sandbox.shell import session
 
 pytestmark = pytest.mark.root
 
@@ -210,7 +211,7 @@ def test_close_leaves_no_processes_mounts_or_dirs(repo, tmp_path):
     sb = Sandbox([Layer(str(repo), "/testbed")], scratch_dir=str(scratch))
     assert list(scratch.iterdir())  # on-disk upper layer
     sb.execute("sleep 1000 & sleep 1001 &")
-    s = sb.session("x")
+    s = session(sb, "x")
     s.run("sleep 1002 &")
     helper = sb._root.proc.pid
     sb.close()
@@ -236,12 +237,12 @@ def test_missing_layer_and_bad_interpreter_are_one_line_errors(tmp_path, as_root
 def test_controller_crash_kills_its_sandboxes(repo):
     """Sandboxes live exactly as long as their control sockets: SIGKILL the controlling
     process and every process inside every one of its sandboxes goes too."""
-    code = (f"import os, signal\nfrom minisandbox.sandbox import Sandbox, Layer\n"
+    code = (f"import os, signal\nfrom minisandbox.sandbox.sandbox import Sandbox, Layer\n"
             f"boxes = [Sandbox([Layer({str(repo)!r}, '/testbed')]) for _ in range(3)]\n"
             f"for b in boxes: b.execute('setsid sleep 5151 > /dev/null 2>&1 &')\n"
             f"print('ready', flush=True)\nos.kill(os.getpid(), signal.SIGKILL)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(Path(rootfs.__file__).parents[1])})
+                          env={**os.environ, "PYTHONPATH": str(Path(rootfs.__file__).parents[2])})
     assert proc.stdout == "ready\n" and proc.returncode == -9, proc.stderr
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -279,10 +280,11 @@ def test_rootless_sandbox_features(shared_tmp, rootless_user):
     before = tree_digest(repo)
     res = run_json_as_user(f"""
 import json
-from minisandbox.sandbox import Sandbox, Layer
-from minisandbox.limits import Limits
+from minisandbox.sandbox.sandbox import Sandbox, Layer
+from minisandbox.sandbox.limits import Limits
+from minisandbox.sandbox.shell import session
 with Sandbox([Layer({str(repo)!r}, "/testbed")], limits=Limits(pids=200, memory_bytes=2 << 30)) as sb:
-    s = sb.session()
+    s = session(sb)
     s.run("cd pkg && export K=v")
     sess = s.run("pwd; echo $K").output
     sb.write_file("/testbed/new.txt", "n\\n")
@@ -302,7 +304,7 @@ def test_rootless_refuses_layers_of_other_owners(shared_tmp, rootless_user):
     from tests.fixtures.sandbox import run_as_user
 
     repo = make_repo(shared_tmp / "rootowned")  # owned by root, readable by all
-    proc = run_as_user(f"from minisandbox.sandbox import Sandbox, Layer\nSandbox([Layer({str(repo)!r}, '/testbed')])")
+    proc = run_as_user(f"from minisandbox.sandbox.sandbox import Sandbox, Layer\nSandbox([Layer({str(repo)!r}, '/testbed')])")
     assert proc.returncode != 0
     assert "can only write layers owned by its user" in proc.stderr.strip().splitlines()[-1]
 
@@ -314,7 +316,7 @@ def test_large_commands_and_environments(repo):
     with Sandbox([Layer(str(repo), "/testbed")], env={"BIG": env_value}) as sb:
         res = sb.execute(f"cat > /tmp/p <<'EOF'\n{big}\nEOF\nwc -c < /tmp/p; echo ${{#BIG}}")
         assert res.output.split() == [str(len(big) + 1), str(len(env_value))]
-        assert sb.session().run(f"echo {big} | wc -c").output.strip() == str(len(big) + 1)
+        assert session(sb).run(f"echo {big} | wc -c").output.strip() == str(len(big) + 1)
 
 
 def test_works_with_fds_above_select_limit(repo):
@@ -331,7 +333,7 @@ def test_works_with_fds_above_select_limit(repo):
         with Sandbox([Layer(str(repo), "/testbed")]) as sb:
             assert sb._root.fileno() > 1024
             assert sb.execute("echo hi", timeout=30).output == "hi\n"
-            assert sb.session().run("echo there", timeout=30).output == "there\n"
+            assert session(sb).run("echo there", timeout=30).output == "there\n"
     finally:
         for fd in held + [null]:
             os.close(fd)

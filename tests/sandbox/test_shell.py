@@ -1,4 +1,4 @@
-"""minisandbox.shell: persistent bash sessions inside a real sandbox (as root)."""
+"""minisandbox.sandbox.shell: persistent bash sessions inside a real sandbox (as root)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from minisandbox.sandbox import Layer, Sandbox
-from minisandbox.shell import SessionError
+from minisandbox.sandbox.sandbox import Layer, Sandbox
+from minisandbox.sandbox.shell import SessionError, session
 
 pytestmark = pytest.mark.root
 
@@ -23,7 +23,7 @@ def sb(as_root, tmp_path):
 
 
 def test_cwd_and_env_persist(sb):
-    s = sb.session()
+    s = session(sb)
     assert s.run("cd sub && export FOO=bar && x=local").returncode == 0
     res = s.run("pwd; echo $FOO $x")
     assert res.output == "/testbed/sub\nbar local\n" and res.returncode == 0
@@ -33,7 +33,7 @@ def test_cwd_and_env_persist(sb):
 
 
 def test_multiline_heredoc_and_syntax_error(sb):
-    s = sb.session()
+    s = session(sb)
     res = s.run("cat > f.txt <<'EOF'\nline $HOME\nEOF\nfor i in 1 2; do\n  echo $i\ndone\ncat f.txt")
     assert res.output == "1\n2\nline $HOME\n"
     bad = s.run("if then (")
@@ -42,14 +42,14 @@ def test_multiline_heredoc_and_syntax_error(sb):
 
 
 def test_stdin_reading_command_does_not_eat_the_session(sb):
-    s = sb.session()
+    s = session(sb)
     res = s.run("cat; read x; echo got=$x")
     assert res.output == "got=\n"
     assert s.run("echo next").output == "next\n"
 
 
 def test_timeout_interrupts_but_keeps_state(sb):
-    s = sb.session()
+    s = session(sb)
     s.run("export KEEP=1; cd /tmp")
     start = time.monotonic()
     res = s.run("sleep 30", timeout=0.5)
@@ -59,7 +59,7 @@ def test_timeout_interrupts_but_keeps_state(sb):
 
 
 def test_busy_loop_in_bash_restarts_session(sb):
-    s = sb.session()
+    s = session(sb)
     s.run("export GONE=1")
     res = s.run("while :; do :; done", timeout=0.5)
     assert res.timed_out and res.restarted
@@ -67,7 +67,7 @@ def test_busy_loop_in_bash_restarts_session(sb):
 
 
 def test_interrupt_from_another_thread(sb):
-    s = sb.session()
+    s = session(sb)
     timer = threading.Timer(0.5, s.interrupt)
     timer.start()
     start = time.monotonic()
@@ -82,7 +82,7 @@ def test_interrupt_from_another_thread(sb):
 
 
 def test_named_sessions_are_independent(sb):
-    a, b = sb.session("a"), sb.session("b")
+    a, b = session(sb, "a"), session(sb, "b")
     a.run("cd /tmp; export WHO=a")
     b.run("export WHO=b")
     assert a.run("echo $WHO; pwd").output == "a\n/tmp\n"
@@ -94,15 +94,15 @@ def test_named_sessions_are_independent(sb):
 
 
 def test_exit_ends_session(sb):
-    s = sb.session("e")
+    s = session(sb, "e")
     res = s.run("exit 4")
     assert res.returncode == 4
     with pytest.raises(SessionError, match="has exited"):
         s.run("echo x")
-    assert sb.session("e").run("echo fresh").output == "fresh\n"
+    assert session(sb, "e").run("echo fresh").output == "fresh\n"
 
 
 def test_large_output(sb):
-    res = sb.session().run("seq 1 200000")
+    res = session(sb).run("seq 1 200000")
     lines = res.output.splitlines()
     assert len(lines) == 200000 and lines[-1] == "200000"

@@ -1,7 +1,7 @@
 # Config validation and planning (parse time). The plan is cached by its inputs' content,
 # so every parse of a run (and of every cluster job) reads one small JSON.
-from minisandbox.keys import slug  # noqa: F401  (keeps the package import explicit)
-from minisandbox.plan import load_or_build_plan, write_current, write_key_specs
+from minisandbox.pipeline.keys import slug  # noqa: F401  (keeps the package import explicit)
+from minisandbox.pipeline.plan import load_or_build_plan, write_current, write_key_specs
 from minisandbox.manifest import FORMATS
 
 

@@ -15,7 +15,7 @@ rule resolve:
     log:
         f"{W}/logs/resolve/{{env_key}}.log",
     shell:
-        "minisandbox resolve --spec {input.spec} --repo {input.repo} --repo-status {input.repo_status}"
+        "minisandbox pipeline resolve --spec {input.spec} --repo {input.repo} --repo-status {input.repo_status}"
         " --out {output} --log {log}"
 
 
@@ -31,7 +31,7 @@ rule build:
         f"{W}/logs/build/{{env_key}}.log",
     threads: 2
     shell:
-        "minisandbox build --spec {input.spec} --lock {input.lock} --repo {input.repo}"
+        "minisandbox pipeline build --spec {input.spec} --lock {input.lock} --repo {input.repo}"
         " --out {output.tree} --status {output.status} --log {log} --timeout {config[build_timeout]}"
 
 
@@ -42,9 +42,12 @@ rule pack_env:
     output:
         archive=f"{W}/packed/env/{{env_key}}.{EXT}",
         status=f"{W}/packed/env/{{env_key}}.pack.json",
+    log:
+        f"{W}/logs/pack/{{env_key}}.log",
     params:
         image="--image" if config["images"] else "",
     threads: 2
     shell:
-        "minisandbox pack --key {wildcards.env_key} --tree {input.tree} --upstream {input.status}"
+        "minisandbox pipeline pack --key {wildcards.env_key} --tree {input.tree} --upstream {input.status}"
         " --out {output.archive} --status {output.status} --format {FMT} --level {config[zstd_level]} {params.image}"
+        " > {log} 2>&1"

@@ -16,8 +16,10 @@ rule index:
     output:
         receipt=f"{W}/index.json",
         report="results/report.json",
+    log:
+        f"{W}/logs/index.log",
     params:
         store=STORE,
     shell:
-        "minisandbox index --store {params.store} --plan {input.plan} --receipts {W}/published"
-        " --validation {input.validation} --out {output.receipt} --report {output.report}"
+        "minisandbox pipeline index --store {params.store} --plan {input.plan} --receipts {W}/published"
+        " --validation {input.validation} --out {output.receipt} --report {output.report} 2>&1 | tee {log}"

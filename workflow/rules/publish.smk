@@ -15,9 +15,11 @@ rule checksum:
         upstream=upstream_status,
     output:
         f"{W}/manifests/{{kind}}/{{key}}.json",
+    log:
+        f"{W}/logs/checksum/{{kind}}/{{key}}.log",
     shell:
-        "minisandbox checksum --kind {wildcards.kind} --spec {input.spec} --archive {input.archive}"
-        " --pack-status {input.pack} --upstream {input.upstream} --out {output}"
+        "minisandbox pipeline checksum --kind {wildcards.kind} --spec {input.spec} --archive {input.archive}"
+        " --pack-status {input.pack} --upstream {input.upstream} --out {output} > {log} 2>&1"
 
 
 def publish_log(wc):
@@ -28,12 +30,14 @@ rule publish:
     input:
         manifest=f"{W}/manifests/{{kind}}/{{key}}.json",
         archive=f"{W}/packed/{{kind}}/{{key}}.{EXT}",
-        log=publish_log,
+        build_log=publish_log,
     output:
         f"{W}/published/{{kind}}/{{key}}.json",
+    log:
+        f"{W}/logs/publish/{{kind}}/{{key}}.log",
     params:
         store=STORE,
-        log=lambda wc, input: f"--log {input.log}" if input.log else "",
+        build_log=lambda wc, input: f"--log {input.build_log}" if input.build_log else "",
     shell:
-        "minisandbox publish --store {params.store} --kind {wildcards.kind} --key {wildcards.key}"
-        " --manifest {input.manifest} --archive {input.archive} {params.log} --out {output}"
+        "minisandbox pipeline publish --store {params.store} --kind {wildcards.kind} --key {wildcards.key}"
+        " --manifest {input.manifest} --archive {input.archive} {params.build_log} --out {output} > {log} 2>&1"

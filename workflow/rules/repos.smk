@@ -4,8 +4,10 @@
 rule bundled:
     output:
         BUNDLED_DONE,
+    log:
+        "results/bundled/bundled.log",
     shell:
-        "minisandbox bundled --dest {BUNDLED_DIR} --done {output}"
+        "minisandbox pipeline bundled --dest {BUNDLED_DIR} --done {output} > {log} 2>&1"
 
 
 def mirror_inputs(wc):
@@ -25,7 +27,7 @@ rule mirror:
     params:
         mirror=lambda wc: f"{W}/mirrors/{wc.sid}.git",
     shell:
-        "minisandbox mirror --spec {input[0]} --mirror {params.mirror} --status {output.status} --log {log}"
+        "minisandbox pipeline mirror --spec {input[0]} --mirror {params.mirror} --status {output.status} --log {log}"
 
 
 rule snapshot:
@@ -35,11 +37,13 @@ rule snapshot:
     output:
         tree=directory(f"{W}/repos/{{repo_key}}"),
         status=f"{W}/repos/{{repo_key}}.status.json",
+    log:
+        f"{W}/logs/snapshot/{{repo_key}}.log",
     params:
         mirror=lambda wc: f"{W}/mirrors/{PLAN.repos[wc.repo_key]['source_id']}.git",
     shell:
-        "minisandbox snapshot --spec {input.spec} --mirror {params.mirror} --mirror-status {input.mirror}"
-        " --out {output.tree} --status {output.status}"
+        "minisandbox pipeline snapshot --spec {input.spec} --mirror {params.mirror} --mirror-status {input.mirror}"
+        " --out {output.tree} --status {output.status} > {log} 2>&1"
 
 
 rule pack_repo:
@@ -49,9 +53,12 @@ rule pack_repo:
     output:
         archive=f"{W}/packed/repo/{{repo_key}}.{EXT}",
         status=f"{W}/packed/repo/{{repo_key}}.pack.json",
+    log:
+        f"{W}/logs/pack/{{repo_key}}.log",
     params:
         image="--image" if config["images"] else "",
     threads: 2
     shell:
-        "minisandbox pack --key {wildcards.repo_key} --tree {input.tree} --upstream {input.status}"
+        "minisandbox pipeline pack --key {wildcards.repo_key} --tree {input.tree} --upstream {input.status}"
         " --out {output.archive} --status {output.status} --format {FMT} --level {config[zstd_level]} {params.image}"
+        " > {log} 2>&1"

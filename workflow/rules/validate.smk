@@ -12,6 +12,8 @@ rule validate:
         repos=lambda wc: [f"{W}/published/repo/{k}.json" for k in PLAN.env_repos[wc.env_key]],
     output:
         f"{W}/validation/{{env_key}}.json",
+    log:
+        f"{W}/logs/validate/{{env_key}}.log",
     params:
         plan=CURRENT_PLAN,
         store=STORE,
@@ -19,9 +21,9 @@ rule validate:
         repeats=config["validate_repeats"],
     threads: 2
     shell:
-        "minisandbox validate --plan {params.plan} --env-key {wildcards.env_key} --receipts {W}/published"
+        "minisandbox pipeline validate --plan {params.plan} --env-key {wildcards.env_key} --receipts {W}/published"
         " --store {params.store} --out {output} --logs {params.logs} --repeats {params.repeats}"
-        " --workers {threads}"
+        " --workers {threads} > {log} 2>&1"
 
 
 rule validated_tasks:
@@ -30,7 +32,10 @@ rule validated_tasks:
         validation=expand(f"{W}/validation/{{key}}.json", key=ENV_KEYS),
     output:
         "results/validated_tasks.jsonl",
+    log:
+        f"{W}/logs/validated_tasks.log",
     params:
         tasks=PLAN.tasks_file,
     shell:
-        "minisandbox validated-tasks --validation {input.validation} --tasks {params.tasks} --out {output}"
+        "minisandbox pipeline validated-tasks --validation {input.validation} --tasks {params.tasks} --out {output}"
+        " > {log} 2>&1"

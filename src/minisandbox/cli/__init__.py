@@ -1,5 +1,17 @@
-"""`minisandbox` command line. Each command group lives in its own `cli_*` module that
-exposes `register(subparsers)`; add a module to COMMAND_MODULES to add commands."""
+"""The `minisandbox` command line.
+
+User commands sit at the top level (`fetch`, `run`, `shell`, `sandbox-exec`, `eval`,
+`tasks`, `cache`, `push`/`pull`/`verify`, `plan`); the workflow's internal steps, which the
+Snakemake rules call, are grouped under `minisandbox pipeline <step>`. Each command group
+lives in its own module exposing `register(subparsers)`; add a module to COMMAND_MODULES to
+add commands.
+
+Errors: a `MinisandboxError` (bad input, a missing store, a failed build: something the
+user can act on) prints one line naming what failed; anything else is a bug and prints its
+full traceback.
+
+The CLI may import anything in the package; nothing in the package imports the CLI.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +19,30 @@ import argparse
 import importlib
 import sys
 
+from minisandbox import __version__
+from minisandbox.errors import MinisandboxError
+
 COMMAND_MODULES = [
-    "minisandbox.cli_pipeline",  # plan, mirror, snapshot, resolve, build, pack, checksum, publish, index
-    "minisandbox.cli_runtime",  # fetch, cache ls|gc
-    "minisandbox.cli_eval",  # eval, validate, validated-tasks
-    "minisandbox.cli_sandbox",  # run, shell, sandbox-exec
-    "minisandbox.cli_storage",  # push, pull, verify
+    "minisandbox.cli.runtime",  # fetch, tasks, cache ls|gc
+    "minisandbox.cli.sandbox",  # run, shell, sandbox-exec
+    "minisandbox.cli.eval",  # eval
+    "minisandbox.cli.storage",  # push, pull, verify
+    "minisandbox.cli.pipeline",  # plan, and the `pipeline` group of workflow steps
 ]
+
+DESCRIPTION = """\
+Container-free, pre-built environments and namespace sandboxes for SWE agents.
+
+Typical use: `minisandbox fetch TASK_ID` (get a task's environment onto this node),
+`minisandbox run TASK_ID -- CMD` or `minisandbox shell TASK_ID` (work in its sandbox),
+`minisandbox eval --predictions FILE` (grade patches). Stores are built with `snakemake`
+(see docs/pipeline.md) and copied with `push`/`pull`."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="minisandbox", description=__doc__)
+    parser = argparse.ArgumentParser(prog="minisandbox", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"minisandbox {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -31,13 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # one line for users; tracebacks with MINISANDBOX_DEBUG=1
-        import os
-
-        if os.environ.get("MINISANDBOX_DEBUG"):
-            raise
+    except MinisandboxError as exc:  # something the user can act on: one line
         print(f"minisandbox {args.command}: error: {exc}", file=sys.stderr)
         return 1
+    # anything else is a bug: the traceback propagates (the interpreter prints it, exit 1)
 
 
 if __name__ == "__main__":

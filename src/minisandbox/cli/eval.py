@@ -1,5 +1,5 @@
-"""Grading commands: `eval` (predictions -> SWE-bench reports), `validate` (one
-environment's tasks, a workflow job) and `validated-tasks` (the list of valid tasks)."""
+"""Grading command: `minisandbox eval` (predictions -> SWE-bench reports). The workflow's
+validation steps are `minisandbox pipeline validate|validated-tasks` (cli/pipeline.py)."""
 
 from __future__ import annotations
 
@@ -10,53 +10,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .paths import project_root
-
-
-def _default_catalogs() -> list[str]:
-    """The catalogs the default config names, found in the working dir or the checkout."""
-    import yaml
-
-    for base in (Path.cwd(), project_root()):
-        cfg = base / "config" / "config.yaml"
-        if cfg.exists():
-            names = (yaml.safe_load(cfg.read_text()) or {}).get("catalog") or []
-            names = [names] if isinstance(names, str) else names
-            found = [str(base / n) for n in names if (base / n).exists()]
-            if found:
-                return found
-    return []
-
-
-def to_raw(record) -> dict[str, Any]:
-    """A TaskRecord back in its source format (SWE-smith or SWE-bench field names)."""
-    raw: dict[str, Any] = {
-        "instance_id": record.instance_id,
-        "repo": record.repo,
-        "patch": record.patch,
-        "FAIL_TO_PASS": list(record.fail_to_pass),
-        "PASS_TO_PASS": list(record.pass_to_pass),
-        "problem_statement": record.problem_statement,
-    }
-    if record.format == "swebench":
-        raw.update(base_commit=record.base_commit, version=record.version, test_patch=record.test_patch,
-                   environment_setup_commit=record.environment_setup_commit,
-                   FAIL_TO_PASS=json.dumps(list(record.fail_to_pass)),
-                   PASS_TO_PASS=json.dumps(list(record.pass_to_pass)))
-    else:
-        raw["image_name"] = record.image_name
-    return raw
+from minisandbox.catalog import default_catalog_paths
 
 
 def cmd_eval(a: argparse.Namespace) -> int:
-    from .catalog import Catalog, spec_for
-    from .evaluate import EvalTarget, SandboxExecutor, load_predictions, run_eval
-    from .records import TaskRecord, read_tasks
+    from minisandbox.catalog import Catalog, spec_for
+    from minisandbox.grading.evaluate import EvalTarget, SandboxExecutor, load_predictions, run_eval
+    from minisandbox.records import TaskRecord, read_tasks
 
     preds = load_predictions(a.predictions)
     if not preds:
         raise ValueError(f"{a.predictions} holds no predictions")
-    catalogs = a.catalog or _default_catalogs()
+    catalogs = a.catalog or default_catalog_paths()
     if not catalogs:
         raise ValueError("no environment catalog found; pass --catalog config/catalog/<name>.yaml")
     catalog = Catalog.load(catalogs)
@@ -67,8 +32,8 @@ def cmd_eval(a: argparse.Namespace) -> int:
             print(f"minisandbox eval: skipping invalid record {bad}", file=sys.stderr)
         records = {r.instance_id: r for r in ing.records}
     else:  # the records the store's index holds
-        from .runtime import StoreIndexMissing, lookup_task
-        from .store import open_store
+        from minisandbox.node.runtime import StoreIndexMissing, lookup_task
+        from minisandbox.node.store import open_store
 
         st = open_store(a.store)
         for iid in preds:
@@ -100,37 +65,6 @@ def cmd_eval(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_validate(a: argparse.Namespace) -> int:
-    from .validate import step_validate
-
-    res = step_validate(Path(a.plan), a.env_key, Path(a.receipts), a.store, Path(a.out), Path(a.logs),
-                        repeats=a.repeats, workers=a.workers)
-    counts = res.counts()
-    print(f"validated {len(res.tasks)} task(s) of {a.env_key} in {res.seconds:.1f} s: "
-          + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    return 0
-
-
-def cmd_validated_tasks(a: argparse.Namespace) -> int:
-    from .records import TaskRecord
-    from .validate import validated_ids
-
-    valid = set(validated_ids(Path(v) for v in a.validation))
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    n = 0
-    tmp = out.with_name(f".{out.name}.tmp")
-    with open(a.tasks, encoding="utf-8") as src, tmp.open("w", encoding="utf-8") as dst:
-        for line in src:
-            t = json.loads(line)
-            if t.get("instance_id") in valid:
-                dst.write(json.dumps(to_raw(TaskRecord.from_dict(t["record"])), ensure_ascii=False) + "\n")
-                n += 1
-    tmp.replace(out)
-    print(f"{n} valid task(s) written to {out}")
-    return 0
-
-
 def register(sub) -> None:
     p = sub.add_parser(
         "eval", help="Grade predictions in fresh sandboxes (SWE-bench report format).",
@@ -147,23 +81,3 @@ def register(sub) -> None:
     p.add_argument("--workers", type=int, default=2, help="concurrent evaluations (default: 2)")
     p.add_argument("--no-resume", action="store_true", help="evaluate again even if a report exists")
     p.set_defaults(func=cmd_eval)
-
-    v = sub.add_parser("validate", help="Validate one environment's tasks (workflow job).",
-                       description="For every task of one environment: without a patch F2P fails and P2P "
-                                   "passes; with the gold patch all pass. Writes the per-task statuses "
-                                   "(valid, env-broken, flaky, timeout) as JSON plus run logs.")
-    v.add_argument("--plan", required=True)
-    v.add_argument("--env-key", required=True)
-    v.add_argument("--receipts", required=True, help="publish receipts dir (holds env/ and repo/)")
-    v.add_argument("--store", required=True)
-    v.add_argument("--out", required=True)
-    v.add_argument("--logs", required=True)
-    v.add_argument("--repeats", type=int, default=1, help="runs per phase; >1 detects flaky tests")
-    v.add_argument("--workers", type=int, default=2)
-    v.set_defaults(func=cmd_validate)
-
-    t = sub.add_parser("validated-tasks", help="Write the tasks whose validation status is valid.")
-    t.add_argument("--validation", nargs="*", default=[], help="validation JSON files")
-    t.add_argument("--tasks", required=True, help="the plan's tasks.jsonl")
-    t.add_argument("--out", required=True)
-    t.set_defaults(func=cmd_validated_tasks)

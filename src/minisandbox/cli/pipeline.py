@@ -1,4 +1,11 @@
-"""Pipeline commands, one per Snakemake rule (rules stay thin and call these)."""
+"""`minisandbox plan` and the `minisandbox pipeline <step>` group.
+
+`plan` is a user command (expand task files into the unique repos and environments a build
+needs). Everything under `pipeline` is one step of the Snakemake workflow: the rules stay
+thin and call these, one subcommand per rule. A step that fails records the failure in its
+status file and exits 0 (a failed build is a result the index reports, not a workflow
+error), so these commands are not meant to be run by hand except to debug a rule.
+"""
 
 from __future__ import annotations
 
@@ -6,27 +13,12 @@ import argparse
 import json
 from pathlib import Path
 
-from . import pipeline
+from minisandbox.fsutil import atomic_write_text
 
 
-def _p(s: str) -> Path:
-    return Path(s)
-
-
-def _add(sub, name: str, help_text: str, func, args: list[tuple[str, dict]]) -> None:
-    p = sub.add_parser(name, help=help_text, description=help_text)
-    for flag, kw in args:
-        p.add_argument(flag, **kw)
-    p.set_defaults(func=func)
-
-
-def _status_exit(st) -> int:
-    # A recorded failure is a result, not an error: the rule succeeds and the index reports it.
-    return 0
-
-
+# ----------------------------------------------------------------------------- plan
 def cmd_plan(a: argparse.Namespace) -> int:
-    from .plan import load_or_build_plan
+    from minisandbox.pipeline.plan import load_or_build_plan
 
     plan = load_or_build_plan(a.tasks, a.catalog, Path.cwd(), Path(a.plan_dir))
     print(json.dumps({"tasks": plan.n_tasks, "envs": len(plan.envs), "repos": len(plan.repos),
@@ -36,76 +28,209 @@ def cmd_plan(a: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------- steps
+# Each step returns 0 when it recorded its result (ok or failed) in its status file.
+
 def cmd_bundled(a: argparse.Namespace) -> int:
-    from .bundled import materialize
+    from minisandbox.pipeline.bundled import materialize
 
     repos = materialize(Path(a.dest))
-    Path(a.done).write_text(json.dumps({k: str(v) for k, v in sorted(repos.items())}, indent=1) + "\n")
+    atomic_write_text(a.done, json.dumps({k: str(v) for k, v in sorted(repos.items())}, indent=1) + "\n")
     return 0
 
 
-def register(sub) -> None:
-    _add(sub, "plan", "Expand task files into unique repos and environments (prints counts).", cmd_plan, [
-        ("--tasks", dict(nargs="+", required=True)),
-        ("--catalog", dict(nargs="+", required=True)),
-        ("--plan-dir", dict(default="results/work/plan")),
-    ])
-    _add(sub, "bundled", "Create the bundled task set's git repositories locally.", cmd_bundled, [
-        ("--dest", dict(required=True)), ("--done", dict(required=True)),
-    ])
-    _add(sub, "mirror", "Clone or update the bare mirror of one source.", lambda a: _status_exit(
-        pipeline.step_mirror(_p(a.spec), _p(a.mirror), _p(a.status), _p(a.log))), [
-        ("--spec", dict(required=True)), ("--mirror", dict(required=True)),
-        ("--status", dict(required=True)), ("--log", dict(required=True)),
-    ])
-    _add(sub, "snapshot", "Write a commit's tree as a fresh single-commit repository.", lambda a: _status_exit(
-        pipeline.step_snapshot(_p(a.spec), _p(a.mirror), _p(a.mirror_status), _p(a.out), _p(a.status))), [
-        ("--spec", dict(required=True)), ("--mirror", dict(required=True)),
-        ("--mirror-status", dict(required=True)), ("--out", dict(required=True)), ("--status", dict(required=True)),
-    ])
-    _add(sub, "resolve", "Resolve an environment's dependency input to a pinned lock.", lambda a: _status_exit(
-        pipeline.step_resolve(_p(a.spec), _p(a.repo), _p(a.repo_status), _p(a.out), _p(a.log))), [
-        ("--spec", dict(required=True)), ("--repo", dict(required=True)),
-        ("--repo-status", dict(required=True)), ("--out", dict(required=True)), ("--log", dict(required=True)),
-    ])
-    _add(sub, "build", "Build an environment's venv at the canonical path.", lambda a: _status_exit(
-        pipeline.step_build(_p(a.spec), _p(a.lock), _p(a.repo), _p(a.out), _p(a.status), _p(a.log), a.timeout)), [
-        ("--spec", dict(required=True)), ("--lock", dict(required=True)), ("--repo", dict(required=True)),
-        ("--out", dict(required=True)), ("--status", dict(required=True)), ("--log", dict(required=True)),
-        ("--timeout", dict(type=float, default=1800)),
-    ])
-    _add(sub, "pack", "Pack a tree into a deterministic archive.", lambda a: _status_exit(
-        pipeline.step_pack(a.key, _p(a.tree), _p(a.upstream), _p(a.out), _p(a.status), a.format, a.level,
-                           image=a.image)), [
-        ("--key", dict(required=True)), ("--tree", dict(required=True)), ("--upstream", dict(required=True)),
-        ("--out", dict(required=True)), ("--status", dict(required=True)),
-        ("--format", dict(default="tar.zst", choices=["tar.zst", "tar.gz"])), ("--level", dict(type=int, default=3)),
-        ("--image", dict(action="store_true", help="also build a squashfs image (root nodes mount it)")),
-    ])
-    _add(sub, "checksum", "Digest an archive and write its manifest.", lambda a: _status_exit(
-        pipeline.step_checksum(a.kind, _p(a.spec), _p(a.archive), _p(a.pack_status), _p(a.upstream), _p(a.out))), [
-        ("--kind", dict(required=True, choices=["env", "repo"])), ("--spec", dict(required=True)),
-        ("--archive", dict(required=True)), ("--pack-status", dict(required=True)),
-        ("--upstream", dict(required=True)), ("--out", dict(required=True)),
-    ])
-    _add(sub, "publish", "Upload an archive and its manifest (atomically) to a store.", lambda a: _status_exit(
-        pipeline.step_publish(a.store, a.kind, a.key, _p(a.manifest), _p(a.archive),
-                              _p(a.log) if a.log else None, _p(a.out))), [
-        ("--store", dict(required=True)), ("--kind", dict(required=True, choices=["env", "repo"])),
-        ("--key", dict(required=True)), ("--manifest", dict(required=True)), ("--archive", dict(required=True)),
-        ("--log", dict(default=None)), ("--out", dict(required=True)),
-    ])
-    _add(sub, "index", "Write the store's index (all tasks -> artifacts) and the run report.", cmd_index, [
-        ("--store", dict(required=True)), ("--plan", dict(required=True)), ("--receipts", dict(required=True)),
-        ("--validation", dict(nargs="*", default=[])), ("--out", dict(required=True)),
-        ("--report", dict(required=True)),
-    ])
+def cmd_mirror(a: argparse.Namespace) -> int:
+    from minisandbox.pipeline.steps import step_mirror
+
+    step_mirror(Path(a.spec), Path(a.mirror), Path(a.status), Path(a.log))
+    return 0
+
+
+def cmd_snapshot(a: argparse.Namespace) -> int:
+    from minisandbox.pipeline.steps import step_snapshot
+
+    step_snapshot(Path(a.spec), Path(a.mirror), Path(a.mirror_status), Path(a.out), Path(a.status))
+    return 0
+
+
+def cmd_resolve(a: argparse.Namespace) -> int:
+    from minisandbox.pipeline.steps import step_resolve
+
+    step_resolve(Path(a.spec), Path(a.repo), Path(a.repo_status), Path(a.out), Path(a.log))
+    return 0
+
+
+def cmd_build(a: argparse.Namespace) -> int:
+    from minisandbox.pipeline.steps import step_build
+
+    step_build(Path(a.spec), Path(a.lock), Path(a.repo), Path(a.out), Path(a.status), Path(a.log), a.timeout)
+    return 0
+
+
+def cmd_pack(a: argparse.Namespace) -> int:
+    from minisandbox.pipeline.steps import step_pack
+
+    step_pack(a.key, Path(a.tree), Path(a.upstream), Path(a.out), Path(a.status), a.format, a.level, image=a.image)
+    return 0
+
+
+def cmd_checksum(a: argparse.Namespace) -> int:
+    from minisandbox.pipeline.steps import step_checksum
+
+    step_checksum(a.kind, Path(a.spec), Path(a.archive), Path(a.pack_status), Path(a.upstream), Path(a.out))
+    return 0
+
+
+def cmd_publish(a: argparse.Namespace) -> int:
+    from minisandbox.pipeline.steps import step_publish
+
+    step_publish(a.store, a.kind, a.key, Path(a.manifest), Path(a.archive), Path(a.log) if a.log else None,
+                 Path(a.out))
+    return 0
+
+
+def cmd_validate(a: argparse.Namespace) -> int:
+    from minisandbox.grading.validate import step_validate
+
+    res = step_validate(Path(a.plan), a.env_key, Path(a.receipts), a.store, Path(a.out), Path(a.logs),
+                        repeats=a.repeats, workers=a.workers)
+    counts = res.counts()
+    print(f"validated {len(res.tasks)} task(s) of {a.env_key} in {res.seconds:.1f} s: "
+          + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    return 0
+
+
+def cmd_validated_tasks(a: argparse.Namespace) -> int:
+    from minisandbox.grading.validate import validated_ids
+    from minisandbox.records import TaskRecord, to_raw
+
+    valid = set(validated_ids(Path(v) for v in a.validation))
+    lines = []
+    with open(a.tasks, encoding="utf-8") as src:
+        for line in src:
+            t = json.loads(line)
+            if t.get("instance_id") in valid:
+                lines.append(json.dumps(to_raw(TaskRecord.from_dict(t["record"])), ensure_ascii=False) + "\n")
+    atomic_write_text(a.out, "".join(lines))
+    print(f"{len(lines)} valid task(s) written to {a.out}")
+    return 0
 
 
 def cmd_index(a: argparse.Namespace) -> int:
-    report = pipeline.step_index(a.store, _p(a.plan), _p(a.receipts), [_p(v) for v in a.validation],
-                                 _p(a.out), _p(a.report))
-    text = pipeline.format_report(report)
-    Path(a.report).with_suffix(".txt").write_text(text + "\n")
+    from minisandbox.pipeline.steps import format_report, step_index
+
+    report = step_index(a.store, Path(a.plan), Path(a.receipts), [Path(v) for v in a.validation],
+                        Path(a.out), Path(a.report))
+    text = format_report(report)
+    atomic_write_text(Path(a.report).with_suffix(".txt"), text + "\n")
     print(text)
     return 0
+
+
+# ----------------------------------------------------------------------------- parser
+def _step(steps, name: str, help_text: str, func) -> argparse.ArgumentParser:
+    p = steps.add_parser(name, help=help_text, description=help_text)
+    p.set_defaults(func=func)
+    return p
+
+
+def register(sub) -> None:
+    p = sub.add_parser("plan", help="Expand task files into the unique repos and environments to build.",
+                       description="Read task files and catalogs, match every task to its environment spec "
+                                   "and write the plan (unique sources, repo snapshots, environments); prints "
+                                   "the counts and one line per invalid record.")
+    p.add_argument("--tasks", nargs="+", required=True, help="task files (JSONL/JSON/Parquet)")
+    p.add_argument("--catalog", nargs="+", required=True, help="environment catalogs (config/catalog/*.yaml)")
+    p.add_argument("--plan-dir", default="results/work/plan", help="where plans are cached (default: %(default)s)")
+    p.set_defaults(func=cmd_plan)
+
+    g = sub.add_parser("pipeline", help="Internal steps of the build workflow (called by the Snakemake rules).",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    steps = g.add_subparsers(dest="step", required=True, metavar="STEP")
+
+    s = _step(steps, "bundled", "Create the bundled task set's git repositories locally.", cmd_bundled)
+    s.add_argument("--dest", required=True, help="directory for the repositories")
+    s.add_argument("--done", required=True, help="marker file listing the repositories")
+
+    s = _step(steps, "mirror", "Clone or update the bare mirror of one source.", cmd_mirror)
+    s.add_argument("--spec", required=True, help="source spec JSON from the plan")
+    s.add_argument("--mirror", required=True, help="bare mirror directory")
+    s.add_argument("--status", required=True, help="status file to write")
+    s.add_argument("--log", required=True, help="log file")
+
+    s = _step(steps, "snapshot", "Write a commit's tree as a fresh single-commit repository.", cmd_snapshot)
+    s.add_argument("--spec", required=True, help="repo spec JSON from the plan")
+    s.add_argument("--mirror", required=True, help="bare mirror directory")
+    s.add_argument("--mirror-status", required=True, help="status file of the mirror step")
+    s.add_argument("--out", required=True, help="snapshot directory")
+    s.add_argument("--status", required=True, help="status file to write")
+
+    s = _step(steps, "resolve", "Resolve an environment's dependencies to a pinned lock.", cmd_resolve)
+    s.add_argument("--spec", required=True, help="env spec JSON from the plan")
+    s.add_argument("--repo", required=True, help="repo snapshot directory")
+    s.add_argument("--repo-status", required=True, help="status file of the snapshot step")
+    s.add_argument("--out", required=True, help="lock status file to write")
+    s.add_argument("--log", required=True, help="log file")
+
+    s = _step(steps, "build", "Build an environment's venv at the canonical path.", cmd_build)
+    s.add_argument("--spec", required=True, help="env spec JSON from the plan")
+    s.add_argument("--lock", required=True, help="lock status file of the resolve step")
+    s.add_argument("--repo", required=True, help="repo snapshot directory")
+    s.add_argument("--out", required=True, help="built tree directory")
+    s.add_argument("--status", required=True, help="status file to write")
+    s.add_argument("--log", required=True, help="log file")
+    s.add_argument("--timeout", type=float, default=1800, help="seconds before the build is killed (default: %(default)s)")
+
+    s = _step(steps, "pack", "Pack a tree into a deterministic archive.", cmd_pack)
+    s.add_argument("--key", required=True, help="env or repo key")
+    s.add_argument("--tree", required=True, help="directory to pack")
+    s.add_argument("--upstream", required=True, help="status file of the step that made the tree")
+    s.add_argument("--out", required=True, help="archive to write")
+    s.add_argument("--status", required=True, help="status file to write")
+    s.add_argument("--format", default="tar.zst", choices=["tar.zst", "tar.gz"], help="archive format (default: %(default)s)")
+    s.add_argument("--level", type=int, default=3, help="compression level (default: %(default)s)")
+    s.add_argument("--image", action="store_true", help="also build a squashfs image (root nodes mount it)")
+
+    s = _step(steps, "checksum", "Digest an archive and write its manifest.", cmd_checksum)
+    s.add_argument("--kind", required=True, choices=["env", "repo"], help="artifact kind")
+    s.add_argument("--spec", required=True, help="env or repo spec JSON from the plan")
+    s.add_argument("--archive", required=True, help="archive to digest")
+    s.add_argument("--pack-status", required=True, help="status file of the pack step")
+    s.add_argument("--upstream", required=True, help="status file of the build or snapshot step")
+    s.add_argument("--out", required=True, help="manifest status file to write")
+
+    s = _step(steps, "publish", "Upload an archive and its manifest (atomically) to a store.", cmd_publish)
+    s.add_argument("--store", required=True, help="store URL")
+    s.add_argument("--kind", required=True, choices=["env", "repo"], help="artifact kind")
+    s.add_argument("--key", required=True, help="env or repo key")
+    s.add_argument("--manifest", required=True, help="manifest status file of the checksum step")
+    s.add_argument("--archive", required=True, help="archive to upload")
+    s.add_argument("--log", default=None, help="build log to publish with it")
+    s.add_argument("--out", required=True, help="publish receipt to write")
+
+    s = _step(steps, "validate", "Validate one environment's tasks (gold patch passes, no patch fails).",
+              cmd_validate)
+    s.description = ("For every task of one environment: without a patch F2P fails and P2P passes; with the "
+                     "gold patch all pass. Writes the per-task statuses (valid, env-broken, flaky, timeout) "
+                     "as JSON plus run logs.")
+    s.add_argument("--plan", required=True, help="plan JSON")
+    s.add_argument("--env-key", required=True, help="the environment to validate")
+    s.add_argument("--receipts", required=True, help="publish receipts dir (holds env/ and repo/)")
+    s.add_argument("--store", required=True, help="store URL")
+    s.add_argument("--out", required=True, help="validation JSON to write")
+    s.add_argument("--logs", required=True, help="directory for run logs")
+    s.add_argument("--repeats", type=int, default=1, help="runs per phase; >1 detects flaky tests")
+    s.add_argument("--workers", type=int, default=2, help="concurrent validations (default: %(default)s)")
+
+    s = _step(steps, "validated-tasks", "Write the tasks whose validation status is valid.", cmd_validated_tasks)
+    s.add_argument("--validation", nargs="*", default=[], help="validation JSON files")
+    s.add_argument("--tasks", required=True, help="the plan's tasks.jsonl")
+    s.add_argument("--out", required=True, help="task file (JSONL) to write")
+
+    s = _step(steps, "index", "Write the store's index (all tasks -> artifacts) and the run report.", cmd_index)
+    s.add_argument("--store", required=True, help="store URL")
+    s.add_argument("--plan", required=True, help="plan JSON")
+    s.add_argument("--receipts", required=True, help="publish receipts dir")
+    s.add_argument("--validation", nargs="*", default=[], help="validation JSON files")
+    s.add_argument("--out", required=True, help="index receipt to write")
+    s.add_argument("--report", required=True, help="run report JSON to write (and .txt next to it)")

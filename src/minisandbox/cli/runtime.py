@@ -1,50 +1,34 @@
-"""Node runtime commands: `minisandbox fetch` and `minisandbox cache ls|gc`."""
+"""Node runtime commands: `minisandbox fetch`, `minisandbox tasks` and `minisandbox cache ls|gc`."""
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
 import json
-import re
 import sys
 from pathlib import Path
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def parse_bytes(text: str) -> int:
-    """`500M`, `20G`, `1.5T`, `1234` -> bytes (binary units)."""
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtb]?)(?:i?b)?\s*", text.lower())
-    if not m:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size; use e.g. 500M, 20G or a byte count")
-    return int(float(m.group(1)) * _UNITS[m.group(2)])
-
-
-def human(n: float) -> str:
-    for unit in ("B", "K", "M", "G", "T"):
-        if abs(n) < 1024 or unit == "T":
-            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
-        n /= 1024
-    return f"{n}"
+from minisandbox.cli.options import size
+from minisandbox.fsutil import human_size as human
 
 
 def _cache(a: argparse.Namespace):
-    from .cache import Cache
-    from .iobudget import IOBudget
+    from minisandbox.node.cache import Cache
+    from minisandbox.node.iobudget import IOBudget
 
     root = Path(a.cache) if a.cache else None
     budget = None
     if getattr(a, "io_slots", None) is not None:
-        from .paths import cache_dir
+        from minisandbox.paths import cache_dir
 
         budget = IOBudget(a.io_slots, (root or cache_dir()) / "budget")
     return Cache(root, budget=budget)
 
 
 def cmd_fetch(a: argparse.Namespace) -> int:
-    from .paths import default_store
-    from .runtime import fetch
-    from .store import Store
+    from minisandbox.paths import default_store
+    from minisandbox.node.runtime import fetch
+    from minisandbox.node.store import Store
 
     store = Store(a.store or default_store())
     cache = _cache(a)
@@ -96,6 +80,23 @@ def cmd_cache_gc(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tasks(a: argparse.Namespace) -> int:
+    from minisandbox.node.published import iter_tasks, read_catalog
+    from minisandbox.node.store import open_store
+
+    store = open_store(a.store)
+    read_catalog(store)  # a store without an index is an error, not an empty list
+    rows = sorted((e["instance_id"], e.get("status", "ready")) for e in iter_tasks(store))
+    if a.status:
+        rows = [r for r in rows if r[1] == a.status]
+    if a.json:
+        print(json.dumps([{"instance_id": i, "status": s} for i, s in rows], indent=1))
+    else:
+        for iid, status in rows:
+            print(f"{iid}\t{status}")
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("fetch", help="Make tasks' environments ready in this node's cache.",
                        description="Resolve task ids in a published store and unpack their repo and env layers "
@@ -109,14 +110,24 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.set_defaults(func=cmd_fetch)
 
-    c = sub.add_parser("cache", help="Inspect or clean this node's layer cache.")
+    t = sub.add_parser("tasks", help="List the tasks of a published store.",
+                       description="Instance ids from the store's index, one per line with their status "
+                                   "(ready, env-failed, repo-failed); --status filters.")
+    t.add_argument("--store", help="store URL (default: $MINISANDBOX_STORE or the default config's store)")
+    t.add_argument("--status", help="only tasks with this status, e.g. ready")
+    t.add_argument("--json", action="store_true", help="print the index entries' ids and statuses as JSON")
+    t.set_defaults(func=cmd_tasks)
+
+    c = sub.add_parser("cache", help="Inspect or clean this node's layer cache.",
+                       description="The node cache holds restored layers and downloaded archives, shared by "
+                                   "every sandbox on this machine.")
     csub = c.add_subparsers(dest="cache_command", required=True, metavar="ls|gc")
     ls = csub.add_parser("ls", help="List cached layers (most recently used first).")
-    ls.add_argument("--cache")
-    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--cache", help="cache dir (default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)")
+    ls.add_argument("--json", action="store_true", help="print the entries as JSON")
     ls.set_defaults(func=cmd_cache_ls)
     gc = csub.add_parser("gc", help="Evict least-recently-used unleased layers.")
-    gc.add_argument("--cache")
-    gc.add_argument("--max-bytes", type=parse_bytes, default=None,
+    gc.add_argument("--cache", help="cache dir (default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)")
+    gc.add_argument("--max-bytes", type=size, default=None,
                     help="target cache size, e.g. 50G (default: only clean stale temp dirs and leases)")
     gc.set_defaults(func=cmd_cache_gc)

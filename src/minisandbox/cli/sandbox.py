@@ -11,16 +11,8 @@ import sys
 import threading
 from typing import Iterator
 
-from minisandbox.limits import Limits
-
-
-def _size(text: str) -> int:
-    """'512M', '2G', '1048576' -> bytes."""
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    text = text.strip().lower().rstrip("b")
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
+from minisandbox.cli.options import size
+from minisandbox.sandbox.limits import Limits
 
 
 def _add_sandbox_options(p: argparse.ArgumentParser) -> None:
@@ -28,10 +20,10 @@ def _add_sandbox_options(p: argparse.ArgumentParser) -> None:
                    help="none (default): loopback only, downloads fail fast; host: share the host network")
     p.add_argument("--rootless", action="store_true", default=None,
                    help="use a user namespace even as root (default: rootless when not root)")
-    p.add_argument("--memory", type=_size, help="memory limit, e.g. 2G (cgroup, else RLIMIT_AS per process)")
+    p.add_argument("--memory", type=size, help="memory limit, e.g. 2G (cgroup, else RLIMIT_AS per process)")
     p.add_argument("--pids", type=int, help="process limit (cgroup, else RLIMIT_NPROC)")
     p.add_argument("--cpu-seconds", type=int, help="CPU time per process (RLIMIT_CPU)")
-    p.add_argument("--file-size", type=_size, help="largest file a process may write (RLIMIT_FSIZE)")
+    p.add_argument("--file-size", type=size, help="largest file a process may write (RLIMIT_FSIZE)")
     p.add_argument("--scratch", help="directory for on-disk upper layers (default: tmpfs inside the sandbox)")
     p.add_argument("--copy-layers", action="store_true", help="copy layers instead of overlaying them")
     p.add_argument("--timeout", type=float, help="kill the command's process tree after this many seconds")
@@ -60,7 +52,7 @@ def _task_sandbox(args: argparse.Namespace) -> Iterator:
 
 
 def _parse_layer(text: str):
-    from minisandbox.sandbox import Layer
+    from minisandbox.sandbox.sandbox import Layer
 
     parts = text.split(":")
     if len(parts) not in (2, 3) or not parts[1].startswith("/") or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
@@ -72,7 +64,7 @@ def _interpreter(text: str | None) -> tuple[str, str] | None:
     """--python VERSION:PREFIX, PREFIX (version read from the prefix) or VERSION."""
     if not text:
         return None
-    from minisandbox import interpreters
+    from minisandbox.sandbox import interpreters
 
     if ":" in text:
         version, prefix = text.split(":", 1)
@@ -121,7 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
-    from minisandbox.sandbox import Sandbox
+    from minisandbox.sandbox.sandbox import Sandbox
 
     argv = _argv(args.cmd) if [c for c in args.cmd if c != "--"] else None
     with Sandbox(args.layer or [], interpreter=_interpreter(args.python), **_options(args)) as sb:
@@ -135,7 +127,9 @@ def cmd_exec(args: argparse.Namespace) -> int:
 
 def _interactive(sb) -> int:
     """A line-by-line shell over a persistent session; Ctrl-C interrupts the command."""
-    session = sb.session("cli")
+    from minisandbox.sandbox.shell import session as shell_session
+
+    session = shell_session(sb, "cli")
     tty = sys.stdin.isatty()
     while True:
         try:
@@ -182,23 +176,29 @@ def cmd_shell(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     from minisandbox.paths import default_store
 
-    p = sub.add_parser("run", help="run a command in a task's sandbox (start state, network off)")
+    p = sub.add_parser("run", help="Run a command in a task's sandbox (start state, network off).",
+                       description="Run CMD in a fresh sandbox of TASK_ID (its layers fetched from the store into "
+                                   "the node cache first); exits with the command's exit code.")
     p.add_argument("--store", default=default_store(), help="published store URL (default: %(default)s)")
     p.add_argument("--cache", help="node cache dir (default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)")
     p.add_argument("--diff", action="store_true", help="print the repo's diff since the start state afterwards")
     _add_sandbox_options(p)
-    p.add_argument("task_id")
+    p.add_argument("task_id", metavar="TASK_ID", help="instance id of a task in the store")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ... (one argument: run with bash -c)")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("shell", help="interactive bash session in a task's sandbox")
+    p = sub.add_parser("shell", help="Open an interactive bash session in a task's sandbox.",
+                       description="A persistent bash session in a fresh sandbox of TASK_ID; Ctrl-C interrupts "
+                                   "the running command, EOF (Ctrl-D) ends the session.")
     p.add_argument("--store", default=default_store(), help="published store URL (default: %(default)s)")
-    p.add_argument("--cache", help="node cache dir")
+    p.add_argument("--cache", help="node cache dir (default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)")
     _add_sandbox_options(p)
-    p.add_argument("task_id")
+    p.add_argument("task_id", metavar="TASK_ID", help="instance id of a task in the store")
     p.set_defaults(func=cmd_shell)
 
-    p = sub.add_parser("sandbox-exec", help="run a command in a sandbox over layer directories (no store)")
+    p = sub.add_parser("sandbox-exec", help="Run a command in a sandbox over layer directories (no store).",
+                       description="A sandbox over restored layer directories given with --layer; no store or "
+                                   "cache is involved. Without CMD, runs a shell session reading stdin.")
     p.add_argument("--layer", action="append", type=_parse_layer, metavar="DIR:MOUNTPATH[:ro|rw]",
                    help="a restored tree and where it appears (writable overlay unless :ro); repeatable")
     p.add_argument("--python", metavar="VERSION:PREFIX|PREFIX|VERSION",

@@ -1,6 +1,6 @@
 """Store commands: `minisandbox push SRC DST`, `pull SRC DST`, `verify STORE`.
 
-push and pull are the same verified, resumable mirror (`minisandbox.sync.mirror`); the
+push and pull are the same verified, resumable mirror (`minisandbox.node.sync.mirror`); the
 two names only say which way the data goes (local -> object storage to publish, object
 storage -> local to prefetch a node or a cluster's shared disk). Any two store URLs work:
 local directories, file://, s3://bucket/prefix (endpoint and credentials from the AWS
@@ -19,7 +19,7 @@ def _mb(n: float) -> str:
 
 
 def cmd_mirror(a: argparse.Namespace) -> int:
-    from .sync import mirror
+    from minisandbox.node.sync import mirror
 
     def progress(key: str, status: str) -> None:
         if a.verbose:
@@ -40,8 +40,8 @@ def cmd_mirror(a: argparse.Namespace) -> int:
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
-    from .store import Store
-    from .sync import verify
+    from minisandbox.node.store import Store
+    from minisandbox.node.sync import verify
 
     report = verify(a.store, quick=a.quick, workers=a.workers)
     store = Store(a.store)

@@ -1,6 +1,6 @@
 """The bash script that evaluates one patch inside a fresh sandbox.
 
-Steps (each prints a marker carrying the run's nonce, read by `minisandbox.grading`):
+Steps (each prints a marker carrying the run's nonce, read by `minisandbox.grading.grading`):
 
 1. write the candidate patch, the test patch and the reference test files into a private
    work directory (base64, so no content can end a heredoc early);
@@ -29,7 +29,7 @@ import secrets
 import shlex
 from dataclasses import dataclass, field
 
-from .grading import (
+from minisandbox.grading.grading import (
     APPLY_PATCH_FAIL,
     APPLY_PATCH_PASS,
     END_TEST_OUTPUT,
@@ -38,7 +38,7 @@ from .grading import (
     TEST_EXIT_CODE,
     TESTS_TIMEOUT,
 )
-from .paths import REPO_PATH
+from minisandbox.paths import REPO_PATH
 
 #: File names that configure pytest or run code at interpreter start-up.
 INFRA_NAMES = (
@@ -201,7 +201,7 @@ class EvalScript:
         q = shlex.quote
         lines = [
             "#!/bin/bash",
-            "# minisandbox evaluation script (generated; see minisandbox.evalscript)",
+            "# minisandbox evaluation script (generated; see minisandbox.grading.evalscript)",
             "set -uo pipefail",
             "umask 022",
             self.prelude,

@@ -1,11 +1,11 @@
 """Evaluate candidate patches: one fresh environment per evaluation, never the agent's.
 
-An `Executor` runs the generated eval script (`minisandbox.evalscript`) in a fresh copy of
-the task's environment and returns the output; grading (`minisandbox.grading`) turns the
+An `Executor` runs the generated eval script (`minisandbox.grading.evalscript`) in a fresh copy of
+the task's environment and returns the output; grading (`minisandbox.grading.grading`) turns the
 output into a SWE-bench report. Two executors exist:
 
-* `SandboxExecutor` - the production path: a new `minisandbox.sandbox` per evaluation,
-  built from the restored layers of the published store (`minisandbox.runtime.prepare`);
+* `SandboxExecutor` - the production path: a new `minisandbox.sandbox.sandbox` per evaluation,
+  built from the restored layers of the published store (`minisandbox.node.runtime.prepare`);
 * `HostVenvExecutor` - a plain venv on the host plus a fresh copy of the repo; no
   isolation, used as the reference side of the fidelity comparison and where no
   namespaces are available.
@@ -34,27 +34,18 @@ from typing import Any, Protocol
 
 from filelock import FileLock
 
-from .catalog import EnvSpec
-from .evalscript import (
+from minisandbox.catalog import EnvSpec
+from minisandbox.fsutil import atomic_write_text
+from minisandbox.grading.evalscript import (
     EvalScript,
     modified_and_new_files,
     strip_conda_activation,
     swebench_test_directives,
     test_files_of,
 )
-from .grading import Reason, dumps, make_report, make_run_summary
-from .records import TaskRecord
-
-
-@dataclass
-class ExecResult:
-    """What one script run produced (stdout and stderr interleaved)."""
-
-    output: str
-    exit_code: int
-    timed_out: bool = False
-    seconds: float = 0.0
-    script: str = ""  # the exact text that ran
+from minisandbox.grading.grading import Reason, dumps, make_report, make_run_summary
+from minisandbox.records import TaskRecord
+from minisandbox.sandbox.sandbox import ExecResult
 
 
 class Environment(Protocol):
@@ -226,7 +217,7 @@ def _run_bash(script: str, *, cwd: str, env: dict[str, str], timeout: float) -> 
         os.killpg(proc.pid, 9)
         out, _ = proc.communicate()
         timed_out = True
-    return ExecResult(out.decode(errors="replace"), proc.returncode, timed_out, time.monotonic() - t0)
+    return ExecResult(out.decode(errors="replace"), proc.returncode, timed_out, seconds=time.monotonic() - t0)
 
 
 @dataclass
@@ -286,7 +277,7 @@ class _SandboxEnv:
     options: dict[str, Any]
 
     def execute(self, script: EvalScript, timeout: float) -> ExecResult:
-        from .sandbox import Layer, Sandbox
+        from minisandbox.sandbox.sandbox import Layer, Sandbox
 
         layers = [Layer(str(path), mount) for mount, path in self.layers.items()]
         interp = (self.interpreter["version"], self.interpreter["prefix"]) if self.interpreter else None
@@ -295,24 +286,24 @@ class _SandboxEnv:
         with Sandbox(layers, interpreter=interp, **self.options) as sb:
             # the script goes in on stdin, so it is never a file a test could read
             res = sb.run(["bash", "-s"], input=text.encode(), timeout=timeout)
-        return ExecResult(res.output, res.returncode, res.timed_out, time.monotonic() - t0, text)
+        return ExecResult(res.output, res.returncode, res.timed_out, res.truncated, seconds=time.monotonic() - t0, script=text)
 
 
 @dataclass
 class SandboxExecutor:
-    """A new `minisandbox.sandbox.Sandbox` per evaluation over the task's restored layers
-    (`minisandbox.runtime.prepare`: the store's index names the task's env and repo).
+    """A new `minisandbox.sandbox.sandbox.Sandbox` per evaluation over the task's restored layers
+    (`minisandbox.node.runtime.prepare`: the store's index names the task's env and repo).
     Network: none. `options` are SandboxConfig fields (limits=..., scratch_dir=...)."""
 
     store: str | None = None
-    cache: Any = None  # minisandbox.cache.Cache
+    cache: Any = None  # minisandbox.node.cache.Cache
     options: dict[str, Any] = field(default_factory=lambda: {"network": "none"})
     prepares_task_state: bool = False
 
     @contextlib.contextmanager
     def open(self, record: TaskRecord) -> Iterator[_SandboxEnv]:
-        from .paths import REPO_PATH
-        from .runtime import prepare
+        from minisandbox.paths import REPO_PATH
+        from minisandbox.node.runtime import prepare
 
         with prepare(record.instance_id, self.store, cache=self.cache) as pt:
             yield _SandboxEnv(Path(pt.layers[REPO_PATH]), dict(pt.layers), dict(pt.interpreter), dict(self.options))
@@ -333,9 +324,9 @@ class LayerExecutor:
 
     @contextlib.contextmanager
     def open(self, record: TaskRecord) -> Iterator[_SandboxEnv]:
-        from .cache import Artifact, Cache, Lease
-        from .paths import REPO_PATH, VENV_PATH
-        from .store import open_store
+        from minisandbox.node.cache import Artifact, Cache, Lease
+        from minisandbox.paths import REPO_PATH, VENV_PATH
+        from minisandbox.node.store import open_store
 
         st = open_store(self.store)
         cache = self.cache or Cache()
@@ -359,8 +350,8 @@ class LayerExecutor:
 def make_host_venv(spec: EnvSpec, snapshot: Path, workdir: Path, *, log: Path | None = None) -> HostVenvExecutor:
     """Build a plain host venv for `spec` the way the build does (uv venv --seed, exact
     pins, the spec's install commands) against `workdir/testbed`; reuse it if present."""
-    from .interpreters import find_interpreter
-    from .resolve import uv_bin
+    from minisandbox.sandbox.interpreters import find_interpreter
+    from minisandbox.tools import uv_bin
 
     workdir = Path(workdir)
     venv, testbed = workdir / "venv", workdir / "testbed"
@@ -386,9 +377,9 @@ def make_host_venv(spec: EnvSpec, snapshot: Path, workdir: Path, *, log: Path | 
             res = _run_bash("\n".join(lines) + "\n", cwd=str(testbed), env=env, timeout=1800)
             if log is not None:
                 log.write_text(res.output)
-            if res.exit_code != 0:
+            if res.returncode != 0:
                 tail = res.output.strip().splitlines()[-1:] or ["?"]
-                raise RuntimeError(f"host venv for {spec.name} failed (exit {res.exit_code}): {tail[0]}")
+                raise RuntimeError(f"host venv for {spec.name} failed (exit {res.returncode}): {tail[0]}")
             done.write_text("ok\n")
     return HostVenvExecutor(snapshot=Path(snapshot), venv=venv, testbed=testbed)
 
@@ -440,12 +431,6 @@ def read_existing_report(path: Path, instance_id: str) -> dict[str, Any] | None:
     if not isinstance(entry, dict) or "resolved" not in entry or entry.get("reason") == Reason.ERROR.value:
         return None  # errors are retried on resume
     return rep
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 @dataclass
@@ -506,7 +491,7 @@ def run_eval(
         (d / "test_output.txt").write_text(ev.output, encoding="utf-8")
         if ev.script:
             (d / "eval.sh").write_text(ev.script, encoding="utf-8")
-        _write_atomic(d / "report.json", dumps(ev.report))
+        atomic_write_text(d / "report.json", dumps(ev.report))
         with lock:
             counter["done"] += 1
             counter["resolved"] += int(ev.resolved)
@@ -523,6 +508,6 @@ def run_eval(
     models = sorted({p["model_name_or_path"] for p in predictions.values()}) or ["model"]
     path = out / f"{_safe(models[0])}.{run_id}.json"
     out.mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, dumps(summary))
+    atomic_write_text(path, dumps(summary))
     return summary, path
 

@@ -12,7 +12,7 @@ closed (see docs/grading.md):
   its first space), which must match *every* full id it could stand for;
 * the script markers carry a per-run nonce, the test output is the text between the first
   start and the last end marker, and anything a test prints cannot turn a failure into a
-  pass (worst status wins in `minisandbox.logparsers`).
+  pass (worst status wins in `minisandbox.grading.logparsers`).
 
 Every unresolved report says why (`Reason`).
 """
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from .logparsers import StatusMap, TestStatus, get_parser
+from minisandbox.grading.logparsers import StatusMap, TestStatus, get_parser
 
 FAIL_TO_PASS = "FAIL_TO_PASS"
 PASS_TO_PASS = "PASS_TO_PASS"

@@ -9,7 +9,7 @@ that matter for a reward signal:
   so `test_p[a b]` becomes `test_p[a`. We keep the full id (spaces, brackets, ` - ` and
   `::` inside parameters included) by anchoring the status word at the end of a verbose
   line and by checking that the id's square brackets balance. Datasets labelled with the
-  truncated ids still grade correctly: see `minisandbox.grading.lookup`.
+  truncated ids still grade correctly: see `minisandbox.grading.grading.lookup`.
 * **Worst status wins.** When one id is reported more than once (a test that PASSED and
   then ERRORed in teardown, the verbose line plus the `-rA` summary line, or output a
   test printed itself to imitate a result line) the most severe status is kept, so

@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .catalog import EnvSpec
-from .evaluate import Evaluation, Executor, evaluate
-from .grading import Reason, is_pass, lookup
-from .records import TaskRecord
+from minisandbox.catalog import EnvSpec
+from minisandbox.grading.evaluate import Evaluation, Executor, evaluate
+from minisandbox.grading.grading import Reason, is_pass, lookup
+from minisandbox.records import TaskRecord
 
 STATUSES = ("valid", "env-broken", "flaky", "timeout")
 SCHEMA = 1
@@ -209,8 +209,9 @@ def step_validate(plan_path: Path, env_key: str, receipts: Path, store: str, out
                   repeats: int = 1, workers: int = 2) -> EnvValidation:
     """The workflow's validation job for one environment: tasks and spec from the plan,
     layers from the publish receipts (the index does not exist yet)."""
-    from .evaluate import LayerExecutor
-    from .stage import read_status, write_json_atomic
+    from minisandbox.grading.evaluate import LayerExecutor
+    from minisandbox.fsutil import atomic_write_json
+    from minisandbox.status import read_status
 
     plan = json.loads(Path(plan_path).read_text())
     env = plan["envs"][env_key]
@@ -261,7 +262,7 @@ def step_validate(plan_path: Path, env_key: str, receipts: Path, store: str, out
                           env_error=error, spec_of=spec_of)
     for iid, res in result.tasks.items():
         if iid in keys and res["status"] != "env-broken":  # env errors are worth retrying
-            write_json_atomic(memo / f"{keys[iid]}.json", res)
+            atomic_write_json(memo / f"{keys[iid]}.json", res)
     result.tasks.update({iid: {**res, "reused": True} for iid, res in reused.items()})
     write_result(result, out)
     return result

@@ -10,8 +10,11 @@
   (`open_task`) and grading in a fresh sandbox (`grade`).
 
 The tool-specific modules import their tool; this package and `task` do not.
+
+May import: anything below it (`minisandbox.task`, the subsystems, the contracts); never
+the CLI.
 """
 
-from ..task import TaskSandbox, grade, open_task, task_ids
+from minisandbox.task import TaskSandbox, grade, open_task, task_ids
 
 __all__ = ["TaskSandbox", "grade", "open_task", "task_ids"]

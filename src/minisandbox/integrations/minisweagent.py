@@ -35,8 +35,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..paths import REPO_PATH
-from ..task import TaskSandbox, grade, open_task
+from minisandbox.paths import REPO_PATH
+from minisandbox.task import TaskSandbox, grade, open_task
 
 __all__ = ["MinisandboxEnvironment", "MinisandboxEnvironmentConfig"]
 
@@ -137,7 +137,7 @@ class MinisandboxEnvironment:
 
     def grade(self, patch: str | None = None):
         """Grade `patch` (default: the current changes) in a fresh sandbox; returns a
-        `minisandbox.evaluate.Evaluation` (`.resolved`, `.reason`, `.report`)."""
+        `minisandbox.grading.evaluate.Evaluation` (`.resolved`, `.reason`, `.report`)."""
         if patch is None:
             patch = self.patch()
         task = self._task()

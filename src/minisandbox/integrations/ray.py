@@ -1,11 +1,11 @@
 """Rollouts across a Ray cluster: a sandbox pool per node, the I/O budget as a Ray resource.
 
-Why this shape (REFERENCE section 1, 4): a rollout's environment must come from the
+Why this shape: a rollout's environment must come from the
 cache of the node it runs on (a layer in another node's cache is useless), and unpacking
 many environments at once on one node makes every one of them late. So:
 
 * every node that runs sandboxes advertises the custom resource `minisandbox_io` (its I/O
-  budget, `minisandbox.iobudget.RAY_RESOURCE`): `ray start --resources
+  budget, `minisandbox.node.iobudget.RAY_RESOURCE`): `ray start --resources
   '{"minisandbox_io": 2}'`;
 * one `SandboxPool` actor per such node, pinned there with a hard
   `NodeAffinitySchedulingStrategy`, runs up to `pool_size` rollouts at a time, each in its
@@ -38,8 +38,8 @@ from typing import Any, Callable, Iterable, Sequence
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from ..iobudget import RAY_RESOURCE
-from ..task import TaskSandbox, grade, make_cache, open_task
+from minisandbox.node.iobudget import RAY_RESOURCE
+from minisandbox.task import TaskSandbox, grade, make_cache, open_task
 
 __all__ = ["RAY_RESOURCE", "RolloutCluster", "SandboxPool", "ScriptedPolicy", "minisandbox_nodes",
            "node_resources"]
@@ -125,8 +125,8 @@ class GoldPolicy:
 
 def _layer_digests(store: str | None, task_id: str) -> list[str]:
     """sha256 of the task's repo and env archives = their layer dirs in any node cache."""
-    from ..runtime import lookup_task
-    from ..store import open_store
+    from minisandbox.node.runtime import lookup_task
+    from minisandbox.node.store import open_store
 
     st = open_store(store)
     entry = lookup_task(st, task_id)
@@ -140,7 +140,7 @@ def fetch_on_this_node(task_id: str, store: str | None, cache_dir: str | None) -
     """Body of the fetch task: make the task's layers ready in this node's cache. Runs
     while holding one `minisandbox_io` unit, so the runtime's own budget is off."""
     t0 = time.time()
-    from ..runtime import prepare
+    from minisandbox.node.runtime import prepare
 
     prepared = prepare(task_id, store, cache=make_cache(cache_dir, io_slots=0))
     prepared.release()
@@ -235,7 +235,7 @@ class RolloutCluster:
         if not ray.is_initialized():
             raise RuntimeError("Ray is not initialised; call ray.init(address=...) before RolloutCluster")
         if self.catalog is not None:
-            from ..task import load_catalog
+            from minisandbox.task import load_catalog
 
             self.catalog = load_catalog(self.catalog)  # loaded once, shipped to every pool
         self.nodes = self.nodes or minisandbox_nodes()

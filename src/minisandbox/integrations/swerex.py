@@ -37,12 +37,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import select
 import shlex
-import signal
 import subprocess
 import threading
-import time
 from typing import Any
 
 from swerex.deployment.abstract import AbstractDeployment
@@ -81,9 +78,10 @@ from swerex.runtime.abstract import (
     WriteFileResponse,
 )
 
-from ..cache import Cache
-from ..sandbox import Sandbox
-from ..task import TaskSandbox, open_task
+from minisandbox.node.cache import Cache
+from minisandbox.sandbox.sandbox import Sandbox
+from minisandbox.sandbox.shell import session
+from minisandbox.task import TaskSandbox, open_task
 
 __all__ = ["MinisandboxDeployment", "MinisandboxRuntime"]
 
@@ -141,7 +139,7 @@ class MinisandboxRuntime(AbstractRuntime):
     async def run_in_session(self, action: Action) -> Observation:
         if action.session not in self._sessions:
             raise SessionDoesNotExistError(f"session {action.session!r} does not exist")
-        session = self.sandbox.session(action.session)
+        session = session(self.sandbox, action.session)
         if isinstance(action, BashInterruptAction):
             return await self._interrupt(action)
         if action.is_interactive_command or action.is_interactive_quit:
@@ -172,7 +170,7 @@ class MinisandboxRuntime(AbstractRuntime):
         idle = self._idle.get(action.session)
         if idle is None or idle.is_set():
             return BashObservation(output="", exit_code=0, expect_string="")
-        session = self.sandbox.session(action.session)
+        session = session(self.sandbox, action.session)
         for _ in range(max(1, action.n_retry)):
             session.interrupt()
             if await asyncio.to_thread(idle.wait, max(action.timeout, 0.05)):
@@ -240,9 +238,9 @@ class MinisandboxRuntime(AbstractRuntime):
 def _run_split(sandbox: Sandbox, argv: list[str], cwd: str | None, env: dict[str, str] | None,
                timeout: float | None, merge: bool) -> tuple[str, str, int, bool]:
     """Run argv in the sandbox with stdout and stderr on separate pipes (or merged);
-    returns (stdout, stderr, exit code, timed out). On timeout the process tree is killed.
-    After the exit only already-buffered output is read, so a background child holding a
-    pipe open cannot block."""
+    returns (stdout, stderr, exit code, timed out). The sandbox's own collection
+    (`Sandbox.collect`): on timeout the process tree is killed, and after the exit only
+    already-buffered output is read, so a background child holding a pipe open cannot block."""
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = (out_r, out_w) if merge else os.pipe2(os.O_CLOEXEC)
     try:
@@ -253,45 +251,15 @@ def _run_split(sandbox: Sandbox, argv: list[str], cwd: str | None, env: dict[str
         raise
     for fd in {out_w, err_w}:
         os.close(fd)
-    bufs: dict[int, bytearray] = {fd: bytearray() for fd in {out_r, err_r}}
-    open_fds = set(bufs)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    code: int | None = None
-    timed_out = False
-    drain_end = 0.0
+    fds = [out_r] if merge else [out_r, err_r]
     try:
-        while open_fds:
-            if code is None:
-                code = sandbox._live().poll(cid)
-                if code is not None:
-                    drain_end = time.monotonic() + 0.02
-            now = time.monotonic()
-            if code is not None and now >= drain_end:
-                break
-            if code is None and deadline is not None and now >= deadline:
-                timed_out = True
-                sandbox.kill(cid, signal.SIGKILL)
-                code = sandbox.wait(cid, 30)
-                drain_end = time.monotonic() + 0.02
-                continue
-            wait = 0.2 if code is None else max(0.0, drain_end - now)
-            if deadline is not None and code is None:
-                wait = max(0.0, min(wait, deadline - now))
-            ready, _, _ = select.select(list(open_fds), [], [], wait)
-            for fd in ready:
-                data = os.read(fd, 1 << 16)
-                if data:
-                    bufs[fd] += data
-                else:
-                    open_fds.discard(fd)
-        if code is None:
-            code = sandbox.wait(cid, 30)
+        outs, code, timed_out = sandbox.collect(cid, fds, timeout)
     finally:
-        for fd in bufs:
+        for fd in fds:
             os.close(fd)
-    out = bufs[out_r].decode(errors="backslashreplace")
-    err = "" if merge else bufs[err_r].decode(errors="backslashreplace")
-    return out, err, int(code if code is not None else -1), timed_out
+    out = outs[0].decode(errors="backslashreplace")
+    err = "" if merge else outs[1].decode(errors="backslashreplace")
+    return out, err, code, timed_out
 
 
 class MinisandboxDeployment(AbstractDeployment):

@@ -9,7 +9,7 @@ Layout under the cache root (`minisandbox.paths.cache_dir()`):
     tmp/                      downloads in progress
     locks/<sha256>.lock       one cross-process lock per digest
     leases/<sha256>/<id>.json live uses of a layer: GC never removes a leased layer
-    budget/                   the node's I/O budget (minisandbox.iobudget)
+    budget/                   the node's I/O budget (minisandbox.node.iobudget)
 
 Why stream: the archive is read from the store once, hashed, decompressed, checked and
 unpacked in one pass into a temporary layer dir; only when the sha256 and size match the
@@ -32,14 +32,16 @@ from typing import Any, BinaryIO
 
 from filelock import FileLock, Timeout
 
-from . import restore
-from .iobudget import IOBudget
-from .store import Store, StoreError
+from minisandbox.fsutil import CHUNK, atomic_write_json
 
-CHUNK = 1 << 20
+from minisandbox.node import restore
+from minisandbox.node.iobudget import IOBudget
+from minisandbox.node.store import Store, StoreError
+from minisandbox.errors import MinisandboxError
 
 
-class CacheError(RuntimeError):
+
+class CacheError(MinisandboxError, RuntimeError):
     """A cache operation failed; the message names the artifact and what to do."""
 
 
@@ -176,7 +178,7 @@ class Lease:
         for f in self.files:
             data = json.loads(f.read_text())
             data.update(pid=pid, start=start)
-            _write_json(f, data)
+            atomic_write_json(f, data)
 
     def __enter__(self) -> "Lease":
         return self
@@ -185,18 +187,12 @@ class Lease:
         self.release()
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    tmp.write_text(json.dumps(data, sort_keys=True))
-    os.replace(tmp, path)
-
-
 class Cache:
     """The node cache at `root` (default `minisandbox.paths.cache_dir()`)."""
 
     def __init__(self, root: Path | None = None, budget: IOBudget | None = None) -> None:
         if root is None:
-            from .paths import cache_dir
+            from minisandbox.paths import cache_dir
 
             root = cache_dir()
         self.root = Path(root)
@@ -218,7 +214,7 @@ class Cache:
         d.mkdir(parents=True, exist_ok=True)
         path = d / f"{uuid.uuid4().hex}.json"
         pid = os.getpid()
-        _write_json(path, {"pid": pid, "start": _proc_start(pid), "owner": owner, "created": time.time()})
+        atomic_write_json(path, {"pid": pid, "start": _proc_start(pid), "owner": owner, "created": time.time()})
         return path
 
     def live_leases(self, digest: str) -> list[Path]:
@@ -257,7 +253,7 @@ class Cache:
                     attempts, nbytes = self._stream_into_layer(store, artifact)
                 result.downloaded = True
                 result.attempts = attempts
-                _write_json(self.layers / f"{digest}.json", {
+                atomic_write_json(self.layers / f"{digest}.json", {
                     "digest": digest, "key": artifact.key, "kind": artifact.kind, "format": artifact.fmt,
                     "artifact": artifact.rel, "store": artifact.store_url, "archive_bytes": artifact.size,
                     "layer_bytes": nbytes, "created": time.time()})
@@ -289,7 +285,7 @@ class Cache:
                         with contextlib.suppress(OSError):
                             final.rmdir()
                         raise
-                _write_json(self.layers / f"{digest}.json", {
+                atomic_write_json(self.layers / f"{digest}.json", {
                     "digest": digest, "key": image.key, "kind": image.kind, "format": image.fmt,
                     "artifact": image.rel, "store": image.store_url, "archive_bytes": image.size,
                     "layer_bytes": 0, "image": True, "created": time.time()})

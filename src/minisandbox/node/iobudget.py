@@ -1,7 +1,7 @@
 """Node-wide, cross-process I/O budget: at most N concurrent unpacks (downloads + restores).
 
 Why: with 16 restores at once on 2 cores every environment is ready after ~26 s; two at a
-time gets the first one ready in ~2.7 s for the same total (REFERENCE section 4). So work
+time gets the first one ready in ~2.7 s for the same total. So work
 that fills the disk takes a *slot*, and waiting requests are served oldest ticket first
 (a task's second artifact keeps the ticket of its first request, so early tasks finish
 early instead of all tasks finishing late).
@@ -61,7 +61,7 @@ class IOBudget:
 
     def __init__(self, slots: int | None = None, directory: Path | None = None) -> None:
         if directory is None:
-            from .paths import cache_dir
+            from minisandbox.paths import cache_dir
 
             directory = cache_dir() / "budget"
         self.slots = default_slots() if slots is None else int(slots)

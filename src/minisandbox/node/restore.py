@@ -38,9 +38,11 @@ from typing import BinaryIO, Callable, Iterator, TypeVar
 
 import zstandard
 
+from minisandbox.fsutil import CHUNK
+from minisandbox.errors import MinisandboxError
+
 T = TypeVar("T")
 BLOCK = 512
-CHUNK = 1 << 20
 
 _ALLOWED_TYPES = {b"0", b"\0", b"7", b"1", b"2", b"5"}
 _META_TYPES = {b"L", b"K", b"x", b"g"}
@@ -48,11 +50,11 @@ _TYPE_NAMES = {b"3": "character device", b"4": "block device", b"6": "fifo", b"S
                b"V": "volume label", b"M": "multi-volume continuation", b"N": "old GNU long name"}
 
 
-class UnsafeArchiveError(ValueError):
+class UnsafeArchiveError(MinisandboxError, ValueError):
     """The archive tries to write outside the layer or create a device; never retried."""
 
 
-class RestoreError(RuntimeError):
+class RestoreError(MinisandboxError, RuntimeError):
     """Extraction failed (corrupt stream, tar error); the message names the archive."""
 
 
@@ -369,10 +371,6 @@ def extract_fileobj(f: BinaryIO, fmt: str, dest: Path, label: str) -> int:
         err = b"".join(errbuf).decode(errors="replace").strip().splitlines()
         raise RestoreError(f"{label}: tar exited {rc}: {err[-1] if err else 'no message'}")
     return total
-
-
-def layer_ready(layers: Path, digest: str) -> bool:
-    return (layers / digest).is_dir()
 
 
 def ensure_layer(layers: Path, digest: str, fill: Callable[[Path], T]) -> tuple[Path, T | None]:

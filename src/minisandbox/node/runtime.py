@@ -19,21 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
-from .cache import Artifact, Cache, LayerResult, Lease
-from .iobudget import IOBudget
-from .paths import REPO_PATH, VENV_PATH
-from .restore import RestoreError
-from .store import NotInStore, Store, open_store
+from minisandbox.node.cache import Artifact, Cache, LayerResult, Lease
+from minisandbox.node.iobudget import IOBudget
+from minisandbox.paths import REPO_PATH, VENV_PATH
+from minisandbox.node.restore import RestoreError
+from minisandbox.node.store import NotInStore, Store, StoreIndexMissing, open_store  # noqa: F401  (StoreIndexMissing: re-exported)
+from minisandbox.errors import MinisandboxError
 
 T = TypeVar("T")
 
 
-class TaskNotReady(RuntimeError):
+class TaskNotReady(MinisandboxError, RuntimeError):
     """The task exists but its environment or repository failed to build."""
-
-
-class StoreIndexMissing(RuntimeError):
-    """The store has no index: not a published store (or the wrong URL)."""
 
 
 @dataclass
@@ -120,7 +117,8 @@ def lookup_task(store: Store, instance_id: str) -> dict[str, Any]:
 
 
 def _lookup_task(store: Store, instance_id: str) -> dict[str, Any]:
-    from .index import CATALOG, lookup
+    from minisandbox.index import CATALOG
+    from minisandbox.node.published import lookup
 
     if not store.exists(CATALOG):
         raise StoreIndexMissing(f"no index at {store.url_of(CATALOG)}: is {store.url} a published store? "
@@ -145,7 +143,7 @@ def use_images(setting: bool | None = None) -> bool:
         return False
     if value in ("1", "yes", "always", "true", "on"):
         return True
-    from .restore import can_mount_images
+    from minisandbox.node.restore import can_mount_images
 
     return can_mount_images()
 

@@ -25,7 +25,8 @@ import fsspec
 import fsspec.core
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from .pack import file_digest
+from minisandbox.fsutil import file_digest
+from minisandbox.errors import MinisandboxError
 
 T = TypeVar("T")
 
@@ -33,12 +34,16 @@ T = TypeVar("T")
 DEFAULT_ATTEMPTS = int(os.environ.get("MINISANDBOX_STORE_ATTEMPTS", "4"))
 
 
-class StoreError(RuntimeError):
+class StoreError(MinisandboxError, RuntimeError):
     """A store operation failed for good; the message names the URL and what to do."""
 
 
 class NotInStore(StoreError, FileNotFoundError):
     """The object does not exist in the store (not transient: never retried)."""
+
+
+class StoreIndexMissing(StoreError, FileNotFoundError):
+    """The store has no index: not a published store (or the wrong URL)."""
 
 
 class StoreIntegrityError(StoreError):
@@ -290,7 +295,7 @@ def open_store(store: "Store | str | os.PathLike[str] | None" = None) -> Store:
     if isinstance(store, Store):
         return store
     if store is None:
-        from .paths import default_store
+        from minisandbox.paths import default_store
 
         store = default_store()
     return Store(store)

@@ -27,17 +27,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from .index import CATALOG, SHARDS, read_catalog, shard_path
-from .manifest import manifest_path
-from .pack import file_digest
-from .store import NotInStore, Store, open_store
+from minisandbox.index import CATALOG, SHARDS, shard_path
+from minisandbox.node.published import read_catalog
+from minisandbox.fsutil import CHUNK, file_digest
+from minisandbox.manifest import manifest_path
+from minisandbox.node.store import NotInStore, Store, open_store
+from minisandbox.errors import MinisandboxError
 
-CHUNK = 1 << 20
 #: Temp objects older than this are left-overs of interrupted writers, not uploads in flight.
 STALE_TMP_SECONDS = 6 * 3600.0
 
 
-class SyncError(RuntimeError):
+class SyncError(MinisandboxError, RuntimeError):
     """A mirror could not complete; the message names the object and what to do."""
 
 

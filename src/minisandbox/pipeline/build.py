@@ -19,19 +19,21 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from . import rootfs
-from .catalog import EnvSpec
-from .conda_shim import write_shim
-from .interpreters import find_interpreter
-from .paths import CONDA_ROOT, REPO_PATH, VENV_PATH
-from .resolve import Lock, uv_bin
-from .stage import one_line
+from minisandbox.sandbox import rootfs
+from minisandbox.catalog import EnvSpec
+from minisandbox.sandbox.conda_shim import write_shim
+from minisandbox.sandbox.interpreters import find_interpreter
+from minisandbox.paths import CONDA_ROOT, REPO_PATH, VENV_PATH
+from minisandbox.pipeline.resolve import Lock
+from minisandbox.tools import uv_bin
+from minisandbox.pipeline.stage import one_line
+from minisandbox.errors import MinisandboxError
 
 BUILD_DIR = "/opt/minisandbox/build"  # lock + script, read-only inside the build
 TOOLS_DIR = "/opt/minisandbox/bin"  # uv, read-only inside the build
 
 
-class BuildError(RuntimeError):
+class BuildError(MinisandboxError, RuntimeError):
     pass
 
 
@@ -144,7 +146,7 @@ def build_env(
             "LANG": "C.UTF-8",
             "UV_CACHE_DIR": str(uv_cache),
             "PIP_CACHE_DIR": str(pip_cache),
-            "UV_LINK_MODE": "copy",  # never share inodes with the uv cache (REFERENCE s.4)
+            "UV_LINK_MODE": "copy",  # never share inodes with the uv cache
             "UV_PYTHON_DOWNLOADS": "never",
             "UV_NO_PROGRESS": "1",
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",

@@ -27,7 +27,8 @@ from typing import Any
 
 import yaml
 
-from .paths import project_root
+from minisandbox.paths import project_root
+from minisandbox.errors import MinisandboxError
 
 #: Where the default workflow materialises the repos (relative to its working directory).
 DEFAULT_DEST = "results/bundled/repos"
@@ -46,7 +47,7 @@ GIT_IDENTITY = {
 GITIGNORE = "*.egg-info/\n__pycache__/\n*.pyc\n.pytest_cache/\nbuild/\ndist/\n"
 
 
-class BundledError(RuntimeError):
+class BundledError(MinisandboxError, RuntimeError):
     """A bundled repo could not be built or does not match its pinned commit."""
 
 

@@ -13,6 +13,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from minisandbox.errors import MinisandboxError
+
 #: Fixed identity and dates: snapshots of the same tree are bit-identical commits.
 SNAPSHOT_ENV = {
     "GIT_AUTHOR_NAME": "minisandbox",
@@ -26,7 +28,7 @@ SNAPSHOT_ENV = {
 }
 
 
-class GitError(RuntimeError):
+class GitError(MinisandboxError, RuntimeError):
     pass
 
 

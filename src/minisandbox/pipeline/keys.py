@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from .catalog import EnvSpec
+from minisandbox.catalog import EnvSpec
 
 #: Bump when the build recipe changes in a way that must rebuild every environment.
 BUILD_FORMAT = 1

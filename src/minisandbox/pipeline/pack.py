@@ -7,7 +7,7 @@ and are extracted into an empty directory that becomes the content of the mount 
 
 Two formats:
 * ``tar.zst`` (default): GNU tar piped into multi-threaded zstd; packs a 400 MB venv in
-  ~1.6 s instead of ~43 s (REFERENCE section 4).
+  ~1.6 s instead of ~43 s.
 * ``tar.gz``: Python ``tarfile`` gzip level 9, the published method's format, kept so that
   stores in that format can be produced and read (and benchmarked against).
 """
@@ -26,13 +26,15 @@ from pathlib import Path
 
 import zstandard
 
+from minisandbox.fsutil import CHUNK, file_digest  # noqa: F401  (file_digest: callers of pack's API)
+from minisandbox.errors import MinisandboxError
+
 FORMATS = ("tar.zst", "tar.gz")
 #: Read-only filesystem images a root node can loop-mount instead of unpacking.
 IMAGE_FORMATS = ("squashfs",)
-CHUNK = 1 << 20
 
 
-class PackError(RuntimeError):
+class PackError(MinisandboxError, RuntimeError):
     """Packing failed; the message names the tree and what to do."""
 
 
@@ -40,17 +42,6 @@ class PackError(RuntimeError):
 class PackStats:
     files: int  # members that are not directories (files, symlinks, hardlinks)
     raw_bytes: int  # sum of regular file sizes (each inode counted once)
-
-
-def file_digest(path: Path) -> tuple[str, int]:
-    """Streaming sha256 and size of a file (1 MiB chunks, constant memory)."""
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-            size += len(chunk)
-    return h.hexdigest(), size
 
 
 #: Top-level names that are never part of a tree: Snakemake's marker in directory outputs.
@@ -156,7 +147,7 @@ def pack_image(src: Path, out: Path, fmt: str = "squashfs", level: int = 3) -> P
     """A deterministic read-only filesystem image of `src` (squashfs, zstd), atomically.
 
     Why: a root node can loop-mount the image as the layer in ~20 ms instead of unpacking
-    thousands of files (REFERENCE section 4: 0.025 s vs 1.2 s for 400 MB). mksquashfs 4.5
+    thousands of files (0.025 s vs 1.2 s for 400 MB). mksquashfs 4.5
     builds reproducible images; times are pinned to 0, owners to root, no xattrs."""
     src, out = _checked(src, out, fmt, IMAGE_FORMATS, "image")
     exe = shutil.which("mksquashfs")

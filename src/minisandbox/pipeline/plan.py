@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from . import __version__
-from .catalog import Catalog, EnvSpec, spec_for, task_commit
-from .keys import env_canonical, env_key, repo_key, source_id
-from .records import InvalidRecord, read_tasks
-from .stage import write_json_atomic
+from minisandbox import __version__
+from minisandbox.catalog import Catalog, EnvSpec, spec_for, task_commit
+from minisandbox.pipeline.keys import env_canonical, env_key, repo_key, source_id
+from minisandbox.records import InvalidRecord, read_tasks
+from minisandbox.fsutil import atomic_write_json
 
 PLAN_SCHEMA = 4
 
@@ -79,7 +79,7 @@ def _fingerprint(task_files: list[Path], catalog_files: list[Path], workdir: Pat
 
 
 def _source_for(spec: EnvSpec, workdir: Path) -> str:
-    from .git import resolve_source
+    from minisandbox.pipeline.git import resolve_source
 
     return resolve_source(spec.source, workdir)
 
@@ -160,7 +160,7 @@ def load_or_build_plan(
         return Plan.from_dict(json.loads(plan_path.read_text()))
     catalog = Catalog.load(catalog_paths)
     plan = build_plan(task_paths, catalog, workdir, plan_dir / fp / "tasks.jsonl")
-    write_json_atomic(plan_path, plan.to_dict())
+    atomic_write_json(plan_path, plan.to_dict())
     return plan
 
 
@@ -168,7 +168,7 @@ def write_current(plan: Plan, path: Path) -> None:
     """A stable path to the current plan (for rule params: a path that never changes)."""
     doc = plan.to_dict()
     if not path.exists() or json.loads(path.read_text()) != doc:
-        write_json_atomic(path, doc)
+        atomic_write_json(path, doc)
 
 
 def write_key_specs(plan: Plan, spec_dir: Path) -> None:
@@ -183,7 +183,7 @@ def write_key_specs(plan: Plan, spec_dir: Path) -> None:
         for key, entry in entries.items():
             path = d / f"{key}.json"
             if not path.exists():
-                write_json_atomic(path, {"key": key, **entry})
+                atomic_write_json(path, {"key": key, **entry})
     # Per-environment task-set digests: rewritten only when that environment's tasks change,
     # so per-environment jobs (validation) rerun for exactly those environments.
     d = spec_dir / "env-tasks"
@@ -192,10 +192,10 @@ def write_key_specs(plan: Plan, spec_dir: Path) -> None:
         path = d / f"{key}.json"
         doc = {"env_key": key, "tasks_sha256": digest}
         if not path.exists() or json.loads(path.read_text()) != doc:
-            write_json_atomic(path, doc)
+            atomic_write_json(path, doc)
     d = spec_dir / "source"
     d.mkdir(parents=True, exist_ok=True)
     for sid, src in plan.sources.items():
         path = d / f"{sid}.json"
         if not path.exists():
-            write_json_atomic(path, {"source_id": sid, "source": src})
+            atomic_write_json(path, {"source_id": sid, "source": src})

@@ -17,13 +17,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .catalog import EnvSpec
-from .stage import one_line
+from minisandbox.catalog import EnvSpec
+from minisandbox.pipeline.stage import one_line
+from minisandbox.tools import uv_bin
+from minisandbox.errors import MinisandboxError
 
 _EXACT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+$")
 
 
-class ResolveError(RuntimeError):
+class ResolveError(MinisandboxError, RuntimeError):
     pass
 
 
@@ -35,13 +37,6 @@ class Lock:
     @property
     def sha256(self) -> str:
         return hashlib.sha256(f"{self.no_deps}\n{self.text}".encode()).hexdigest()
-
-
-def uv_bin() -> str:
-    """The uv executable that ships with the `uv` PyPI package (no separate install)."""
-    from uv import find_uv_bin
-
-    return find_uv_bin()
 
 
 def is_exact(requirements: tuple[str, ...] | list[str]) -> bool:

@@ -7,49 +7,11 @@ others and a rerun with nothing changed runs zero jobs.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
+from minisandbox.status import StageStatus, read_status, write_status
 
-@dataclass
-class StageStatus:
-    ok: bool
-    stage: str
-    key: str
-    error: str | None = None
-    log: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON via a temp file + rename so readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_status(path: Path, status: StageStatus) -> None:
-    write_json_atomic(path, status.to_dict())
-
-
-def read_status(path: Path) -> StageStatus:
-    data = json.loads(Path(path).read_text())
-    return StageStatus(**data)
+__all__ = ["StageStatus", "first_failure", "one_line", "read_status", "write_status"]
 
 
 def first_failure(*paths: Path) -> StageStatus | None:

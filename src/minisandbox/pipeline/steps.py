@@ -12,9 +12,10 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from .catalog import EnvSpec
-from .manifest import artifact_path, log_path, make_manifest, manifest_path
-from .stage import StageStatus, first_failure, one_line, read_status, write_json_atomic, write_status
+from minisandbox.catalog import EnvSpec
+from minisandbox.fsutil import atomic_write_json, file_digest
+from minisandbox.manifest import artifact_path, log_path, make_manifest, manifest_path
+from minisandbox.pipeline.stage import StageStatus, first_failure, one_line, read_status, write_status
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -52,7 +53,7 @@ def step_mirror(source_spec: Path, mirror_dir: Path, status_out: Path, log: Path
     log.write_text(f"# mirror {spec['source']}\n")
 
     def work() -> dict[str, Any]:
-        from .git import ensure_mirror
+        from minisandbox.pipeline.git import ensure_mirror
 
         ensure_mirror(spec["source"], mirror_dir)
         return {"source": spec["source"], "mirror": str(mirror_dir)}
@@ -68,7 +69,7 @@ def step_snapshot(repo_spec: Path, mirror_dir: Path, mirror_status: Path, out_di
         return read_status(status_out)
 
     def work() -> dict[str, Any]:
-        from .git import make_snapshot
+        from minisandbox.pipeline.git import make_snapshot
 
         head = make_snapshot(mirror_dir, spec["commit"], out_dir, source=spec["source"])
         return {"commit": spec["commit"], "snapshot_commit": head, "source": spec["source"]}
@@ -91,7 +92,7 @@ def step_resolve(env_spec: Path, repo_dir: Path, repo_status: Path, lock_out: Pa
     spec = EnvSpec.from_dict(spec_entry["spec"])
 
     def work() -> dict[str, Any]:
-        from .resolve import resolve
+        from minisandbox.pipeline.resolve import resolve
 
         lock = resolve(spec, repo_dir, log)
         return {"lock": lock.text, "no_deps": lock.no_deps, "lock_sha256": lock.sha256}
@@ -109,8 +110,8 @@ def step_build(env_spec: Path, lock_status: Path, repo_dir: Path, out_dir: Path,
     spec = EnvSpec.from_dict(spec_entry["spec"])
     lock_data = read_status(lock_status).data
     def work() -> dict[str, Any]:
-        from .build import build_env
-        from .resolve import Lock
+        from minisandbox.pipeline.build import build_env
+        from minisandbox.pipeline.resolve import Lock
 
         lock = Lock(text=lock_data["lock"], no_deps=lock_data["no_deps"])
         res = build_env(spec, lock, repo_dir, out_dir, log, timeout=timeout)
@@ -139,12 +140,12 @@ def step_pack(key: str, tree: Path, upstream: Path, archive: Path, status_out: P
         return read_status(status_out)
 
     def work() -> dict[str, Any]:
-        from .pack import pack_tree
+        from minisandbox.pipeline.pack import pack_tree
 
         stats = pack_tree(tree, archive, fmt=fmt, level=level)
         data: dict[str, Any] = {"files": stats.files, "raw_bytes": stats.raw_bytes, "format": fmt}
         if image:
-            from .pack import pack_image
+            from minisandbox.pipeline.pack import pack_image
 
             pack_image(tree, image_path(archive, key))
             data["image"] = "squashfs"
@@ -173,7 +174,6 @@ def step_checksum(kind: str, key_spec: Path, archive: Path, pack_status: Path, u
 
     def work() -> dict[str, Any]:
         if pack.get("image"):
-            from .pack import file_digest
 
             sha, size = file_digest(image_path(archive, key))
             extra["image"] = {"format": pack["image"], "artifact": image_path(archive, key).name,
@@ -188,7 +188,7 @@ def step_checksum(kind: str, key_spec: Path, archive: Path, pack_status: Path, u
 
 def step_publish(store_url: str, kind: str, key: str, manifest_status: Path, archive: Path, log: Path | None, receipt_out: Path) -> StageStatus:
     """Archive first, then its manifest: a visible manifest always has a complete archive."""
-    from .store import Store
+    from minisandbox.node.store import Store
 
     st = read_status(manifest_status)
     store = Store(store_url)
@@ -236,9 +236,10 @@ def _entry_from_receipt(receipt: Path, spec_name: str | None = None) -> dict[str
 def step_index(
     store_url: str, plan_path: Path, receipts_dir: Path, validation_files: list[Path], receipt_out: Path, report_out: Path
 ) -> dict[str, Any]:
-    from .index import build_index, load_jsonl, publish_index
-    from .plan import Plan
-    from .store import Store
+    from minisandbox.index import build_index, load_jsonl
+    from minisandbox.node.published import publish_index
+    from minisandbox.pipeline.plan import Plan
+    from minisandbox.node.store import Store
 
     plan = Plan.from_dict(_load(plan_path))
     envs = {
@@ -259,8 +260,8 @@ def step_index(
         "failed_repos": {k: e["error"] for k, e in repos.items() if e["status"] != "ok"},
         "invalid_records": plan.invalid,
     }
-    write_json_atomic(report_out, report)
-    write_json_atomic(receipt_out, {"store": store_url, "counts": catalog["counts"], "generated": catalog["generated"]})
+    atomic_write_json(report_out, report)
+    atomic_write_json(receipt_out, {"store": store_url, "counts": catalog["counts"], "generated": catalog["generated"]})
     return report
 
 

@@ -1,15 +1,17 @@
-"""A two-line stand-in for Miniconda, so SWE-smith/SWE-bench commands run verbatim.
+"""A small stand-in for Miniconda, so SWE-smith/SWE-bench commands run verbatim.
 
 `source /opt/miniconda3/bin/activate; conda activate testbed; pytest ...` is how every
-reference test command starts. We have no conda: `activate` defines a `conda` shell
-function whose `activate testbed` sources the venv's own activate script.
+SWE-smith/SWE-bench test command starts. We have no conda: `activate` defines a `conda`
+shell function whose `activate testbed` sources the venv's own activate script, and
+`bin/conda` supports `conda run -n ENV CMD...`. The one place the shim is defined: the
+build (`write_shim`) and every sandbox (`shim_files`) use it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .paths import CONDA_ROOT, VENV_PATH
+from minisandbox.paths import CONDA_ROOT, VENV_PATH
 
 ACTIVATE = f"""# minisandbox conda shim: `conda activate testbed` activates {VENV_PATH}
 conda() {{
@@ -29,6 +31,28 @@ conda() {{
 export -f conda 2>/dev/null || true
 if [ -n "${{1:-}}" ]; then conda activate "$1"; fi
 """
+
+
+CONDA_SCRIPT = f"""#!/bin/sh
+# minisandbox conda shim: only `conda run -n ENV CMD...` works as a command; for
+# `conda activate ENV` source {CONDA_ROOT}/bin/activate first (it defines a conda function).
+if [ "$1" = run ]; then
+  shift; env=testbed
+  while [ $# -gt 0 ]; do
+    case "$1" in -n|--name) env="$2"; shift 2 ;; --no-capture-output|--live-stream) shift ;; *) break ;; esac
+  done
+  PATH="{CONDA_ROOT}/envs/$env/bin:$PATH" VIRTUAL_ENV="{CONDA_ROOT}/envs/$env" CONDA_DEFAULT_ENV="$env" exec "$@"
+fi
+echo "conda (minisandbox shim): run 'source {CONDA_ROOT}/bin/activate' first, then 'conda $*'" >&2
+exit 1
+"""
+
+
+def shim_files() -> list[tuple[str, str, int]]:
+    """(path inside the sandbox, content, mode) of every shim file a sandbox gets."""
+    return [(f"{CONDA_ROOT}/bin/activate", ACTIVATE, 0o755),
+            (f"{CONDA_ROOT}/etc/profile.d/conda.sh", ACTIVATE, 0o644),
+            (f"{CONDA_ROOT}/bin/conda", CONDA_SCRIPT, 0o755)]
 
 
 def write_shim(bin_dir: Path) -> Path:

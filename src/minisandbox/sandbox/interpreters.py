@@ -15,7 +15,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from minisandbox.rootfs import SYSTEM_DIRS, Bind
+from minisandbox.sandbox.rootfs import SYSTEM_DIRS, Bind
+from minisandbox.errors import MinisandboxError
 
 _FULL = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 _SYSTEM_BIN_DIRS = ("/usr/bin", "/usr/local/bin")
@@ -28,7 +29,7 @@ class Interpreter:
     executable: str  # e.g. <prefix>/bin/python3.10
 
 
-class InterpreterNotFound(LookupError):
+class InterpreterNotFound(MinisandboxError, LookupError):
     """No local interpreter matches the requested version."""
 
 

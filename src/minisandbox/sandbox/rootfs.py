@@ -107,8 +107,12 @@ class Bind:
     readonly: bool = True
 
 
-class SandboxError(RuntimeError):
-    """Setting up or talking to a private root failed (one line, says what to do)."""
+try:
+    from minisandbox.errors import SandboxError
+except ImportError:  # the fork server runs as `python -I -S rootfs.py`: only the stdlib is importable
+
+    class SandboxError(RuntimeError):  # type: ignore[no-redef]
+        """Setting up or talking to a private root failed (one line, says what to do)."""
 
 
 # ---------------------------------------------------------------------------- syscalls
@@ -1102,5 +1106,5 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--zygote":
         _zygote_main(int(sys.argv[2]))
     else:
-        print("usage: rootfs.py --zygote FD (internal fork server of minisandbox.rootfs)", file=sys.stderr)
+        print("usage: rootfs.py --zygote FD (internal fork server of minisandbox.sandbox.rootfs)", file=sys.stderr)
         sys.exit(2)

@@ -1,11 +1,11 @@
 """A task sandbox built from restored layers: namespaces, overlays, limits, sessions, diff.
 
-What it is (issue 4): new mount, pid, ipc, uts and (by default) network namespaces; a
+What it is: new mount, pid, ipc, uts and (by default) network namespaces; a
 private tmpfs root entered with pivot_root holding the host system read-only, the base
 interpreter read-only at its recorded prefix, and each writable layer (repo at /testbed,
 venv at /opt/miniconda3/envs/testbed) as a per-sandbox overlay over the shared, read-only
 restored tree (a private copy where overlays are unavailable). Every payload runs with
-all capabilities dropped and no_new_privs. See minisandbox.rootfs for the mechanics.
+all capabilities dropped and no_new_privs. See minisandbox.sandbox.rootfs for the mechanics.
 
 Why overlays with the upper layer in the sandbox's tmpfs by default: the shared layer is
 never written, creating one costs ~1 ms, and a crashed controller can leave nothing
@@ -30,11 +30,12 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable, Protocol, TypeVar
 
-from minisandbox import rootfs
-from minisandbox.conda_shim import ACTIVATE
-from minisandbox.interpreters import interpreter_binds
-from minisandbox.limits import LimitGroup, Limits
+from minisandbox.sandbox import rootfs
+from minisandbox.sandbox.conda_shim import shim_files
+from minisandbox.sandbox.interpreters import interpreter_binds
+from minisandbox.sandbox.limits import LimitGroup, Limits
 from minisandbox.paths import CONDA_ROOT, REPO_PATH
 
 DEFAULT_ENV = {
@@ -47,20 +48,6 @@ DEFAULT_ENV = {
     "PIP_DISABLE_PIP_VERSION_CHECK": "1",
     "PIP_NO_INPUT": "1",
 }
-
-CONDA_SCRIPT = f"""#!/bin/sh
-# minisandbox conda shim: only `conda run -n ENV CMD...` works as a command; for
-# `conda activate ENV` source {CONDA_ROOT}/bin/activate first (it defines a conda function).
-if [ "$1" = run ]; then
-  shift; env=testbed
-  while [ $# -gt 0 ]; do
-    case "$1" in -n|--name) env="$2"; shift 2 ;; --no-capture-output|--live-stream) shift ;; *) break ;; esac
-  done
-  PATH="{CONDA_ROOT}/envs/$env/bin:$PATH" VIRTUAL_ENV="{CONDA_ROOT}/envs/$env" CONDA_DEFAULT_ENV="$env" exec "$@"
-fi
-echo "conda (minisandbox shim): run 'source {CONDA_ROOT}/bin/activate' first, then 'conda $*'" >&2
-exit 1
-"""
 
 GIT = "git -c safe.directory='*' -c core.quotepath=off"
 
@@ -76,10 +63,31 @@ class Layer:
 
 @dataclass
 class ExecResult:
+    """What one command or script produced; the one result type of every executor (the
+    sandbox, its shell sessions, grading's host and sandbox environments)."""
+
     output: str  # stdout and stderr, interleaved as written
     returncode: int  # negative signal number when killed
     timed_out: bool = False
-    truncated: bool = False
+    truncated: bool = False  # output longer than the sandbox's max_output was cut
+    seconds: float = 0.0  # wall time, where the executor measures it
+    script: str = ""  # the exact script text that ran, where there was one
+
+
+class Session(Protocol):
+    """What the sandbox needs of a session it keeps (see `minisandbox.sandbox.shell`)."""
+
+    @property
+    def alive(self) -> bool: ...
+
+    def interrupt(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def detach(self) -> None: ...
+
+
+S = TypeVar("S", bound=Session)
 
 
 @dataclass
@@ -116,7 +124,7 @@ class Sandbox:
         self.id = uuid.uuid4().hex[:12]
         self.layers = list(layers)
         self.env = {**DEFAULT_ENV, **cfg.env}
-        self._sessions: dict[str, object] = {}
+        self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()  # start state
         self._sessions_lock = threading.Lock()
         self._start_tree: str | None = None
@@ -143,9 +151,7 @@ class Sandbox:
                     overlays.append((os.path.abspath(layer.lower), layer.mount_path, upper))
                 else:
                     binds.append(rootfs.Bind(layer.lower, layer.mount_path, True))
-            files = [(f"{CONDA_ROOT}/bin/activate", ACTIVATE, 0o755),
-                     (f"{CONDA_ROOT}/etc/profile.d/conda.sh", ACTIVATE, 0o644),
-                     (f"{CONDA_ROOT}/bin/conda", CONDA_SCRIPT, 0o755)]
+            files = shim_files()
             extra = {"hostname": cfg.hostname, "force_copy": cfg.copy_layers}
             if cfg.tmp_size:
                 extra["tmp_size"] = cfg.tmp_size
@@ -189,8 +195,20 @@ class Sandbox:
     def wait(self, cid: int, timeout: float | None = None) -> int:
         return self._live().wait(cid, timeout)
 
+    def poll(self, cid: int) -> int | None:
+        """The exit code of command `cid` if it has exited, else None (never blocks)."""
+        return self._live().poll(cid)
+
     def kill(self, cid: int, sig: int = signal.SIGKILL, *, children_only: bool = False) -> bool:
         return self._live().kill(cid, sig, children_only=children_only)
+
+    def collect(self, cid: int, fds: list[int], timeout: float | None = None) -> tuple[list[bytes], int, bool]:
+        """Read the pipes `fds` of command `cid` (spawned with `spawn`) until it exits,
+        killing its process tree after `timeout` seconds; returns (bytes per pipe, exit
+        code, timed out). The same collection `run` uses, for callers that need stdout and
+        stderr apart (the SWE-ReX adapter). Keeps at most `config.max_output` bytes per pipe."""
+        outs, code, timed_out, _ = _collect_fds(self._live(), cid, fds, timeout, self.config.max_output)
+        return outs, code, timed_out
 
     def _default_cwd(self) -> str:
         return self.config.repo_path if any(layer.mount_path == self.config.repo_path for layer in self.layers) else "/"
@@ -328,23 +346,17 @@ class Sandbox:
         return res.output
 
     # -- sessions
-    def session(self, name: str = "default", **kw):
-        """The named persistent bash session (created on first use)."""
-        from minisandbox.shell import ShellSession
-
+    def session_for(self, name: str, factory: Callable[[], S]) -> S:
+        """The live session called `name`, made with `factory` on first use or when its shell
+        died. Sessions are kept here so `close()` ends them; `minisandbox.sandbox.shell.session`
+        is the usual way in."""
         with self._sessions_lock:
             sess = self._sessions.get(name)
             if sess is None or not sess.alive:
                 self._live()
-                sess = ShellSession(self, name, **kw)
+                sess = factory()
                 self._sessions[name] = sess
-            return sess
-
-    def create_session(self, name: str = "default", **kw):
-        return self.session(name, **kw)
-
-    def run_in_session(self, command: str, name: str = "default", timeout: float | None = None) -> ExecResult:
-        return self.session(name).run(command, timeout=timeout)
+            return sess  # type: ignore[return-value]  (a name always maps to its factory's type)
 
     def interrupt_session(self, name: str = "default") -> None:
         if name in self._sessions:
@@ -443,15 +455,25 @@ def _feed(fd: int, data: bytes) -> None:
 
 
 def _collect(root: rootfs.PrivateRoot, cid: int, rfd: int, timeout: float | None, max_output: int) -> ExecResult:
-    """Read a command's output until it exits (or times out: kill its tree). Background
-    processes that keep the pipe open do not block: after the exit only what is already
-    buffered is read (for at most 20 ms)."""
-    chunks: list[bytes] = []
-    size = 0
+    """Read a command's output (stdout and stderr on one pipe) until it exits; see
+    `_collect_fds`."""
+    (out,), code, timed_out, truncated = _collect_fds(root, cid, [rfd], timeout, max_output)
+    return ExecResult(out.decode("utf-8", "replace"), code, timed_out, truncated)
+
+
+def _collect_fds(root: rootfs.PrivateRoot, cid: int, fds: list[int], timeout: float | None,
+                 max_output: int) -> tuple[list[bytes], int, bool, bool]:
+    """Read every pipe in `fds` until command `cid` exits (or times out: kill its tree);
+    returns (bytes per fd, exit code, timed out, truncated). Waits with
+    `rootfs.wait_readable` (poll, so descriptors past 1024 work). Background processes that
+    keep a pipe open do not block: after the exit only what is already buffered is read
+    (for at most 20 ms). At most `max_output` bytes are kept per pipe."""
+    chunks: dict[int, list[bytes]] = {fd: [] for fd in fds}
+    sizes = dict.fromkeys(fds, 0)
+    open_fds = list(fds)
     timed_out = False
     deadline = None if timeout is None else time.monotonic() + timeout
     code: int | None = None
-    eof = False
     drain_end = 0.0
     while True:
         if code is None:
@@ -459,7 +481,7 @@ def _collect(root: rootfs.PrivateRoot, cid: int, rfd: int, timeout: float | None
             if code is not None:
                 drain_end = time.monotonic() + 0.02
         now = time.monotonic()
-        if code is not None and (eof or now >= drain_end):
+        if code is not None and (not open_fds or now >= drain_end):
             break
         if code is None and deadline is not None and now >= deadline:
             timed_out = True
@@ -467,21 +489,26 @@ def _collect(root: rootfs.PrivateRoot, cid: int, rfd: int, timeout: float | None
             code = root.wait(cid, 30)
             drain_end = time.monotonic() + 0.02
             continue
-        watch = [] if eof else [rfd]
+        watch: list[int] = list(open_fds)
         if code is None:
             watch.append(root.fileno())
             wait = 0.5 if deadline is None else max(0.0, min(0.5, deadline - now))
         else:
             wait = 0.0
         ready = rootfs.wait_readable(watch, wait)
-        if rfd in ready:
-            data = os.read(rfd, 1 << 16)
-            if not data:
-                eof = True
+        got = False
+        for fd in open_fds[:]:
+            if fd not in ready:
                 continue
-            if size < max_output:
-                chunks.append(data[: max_output - size])
-            size += len(data)
-        elif code is not None:
+            got = True
+            data = os.read(fd, 1 << 16)
+            if not data:
+                open_fds.remove(fd)
+                continue
+            if sizes[fd] < max_output:
+                chunks[fd].append(data[: max_output - sizes[fd]])
+            sizes[fd] += len(data)
+        if code is not None and not got:
             break  # exited and nothing more buffered
-    return ExecResult(b"".join(chunks).decode("utf-8", "replace"), code, timed_out, size > max_output)
+    truncated = any(n > max_output for n in sizes.values())
+    return [b"".join(chunks[fd]) for fd in fds], code, timed_out, truncated

@@ -19,19 +19,20 @@ import secrets
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from minisandbox.rootfs import wait_readable
-from minisandbox.sandbox import ExecResult, Sandbox
+from minisandbox.sandbox.rootfs import wait_readable
+from minisandbox.sandbox.sandbox import ExecResult, Sandbox
+from minisandbox.errors import MinisandboxError
 
 
-class SessionError(RuntimeError):
+class SessionError(MinisandboxError, RuntimeError):
     """The session's shell is gone."""
 
 
 @dataclass
 class SessionResult(ExecResult):
-    restarted: bool = False  # the shell had to be replaced (state lost)
+    restarted: bool = field(default=False, kw_only=True)  # the shell had to be replaced (state lost)
 
 
 class ShellSession:
@@ -108,7 +109,7 @@ class ShellSession:
                     self._buf = self._buf[end + 1:]
                     kept += out[: max(0, max_out - len(kept))]
                     truncated = truncated or len(out) > max_out
-                    return SessionResult(kept.decode("utf-8", "replace"), code, timed_out, truncated, restarted)
+                    return SessionResult(kept.decode("utf-8", "replace"), code, timed_out, truncated, restarted=restarted)
             # keep only what might be the start of a marker in the buffer
             if len(self._buf) > len(marker) + 32:
                 cut = len(self._buf) - len(marker) - 32
@@ -124,7 +125,7 @@ class ShellSession:
                     restarted = True
                     out = (bytes(kept) + self._buf).decode("utf-8", "replace")
                     self._restart()
-                    return SessionResult(out, -signal.SIGKILL, True, truncated, True)
+                    return SessionResult(out, -signal.SIGKILL, True, truncated, restarted=True)
                 deadline = None
                 continue
             wait = 0.5 if deadline is None else max(0.0, min(0.5, deadline - now))
@@ -135,15 +136,15 @@ class ShellSession:
                     self._dead = True
                     self._exit_code = self.sandbox.wait(self._cid, 10)
                     out = (bytes(kept) + self._buf).decode("utf-8", "replace")
-                    return SessionResult(out, self._exit_code, timed_out, truncated, False)
+                    return SessionResult(out, self._exit_code, timed_out, truncated, restarted=False)
                 self._buf += data
             else:
-                code = self.sandbox._live().poll(self._cid)
+                code = self.sandbox.poll(self._cid)
                 if code is not None:  # bash exited (`exit`), a background job holds the pipe
                     self._dead = True
                     self._exit_code = code
                     out = (bytes(kept) + self._buf).decode("utf-8", "replace")
-                    return SessionResult(out, code, timed_out, truncated, False)
+                    return SessionResult(out, code, timed_out, truncated, restarted=False)
 
     def _stop_command(self, grace: float = 1.0) -> bool:
         """SIGINT then SIGKILL the running command (bash's descendants); True when the
@@ -196,3 +197,9 @@ class ShellSession:
         with self._lock:
             if not self._dead:
                 self._kill()
+
+
+def session(sandbox: Sandbox, name: str = "default", **kw) -> ShellSession:
+    """The persistent bash session `name` of `sandbox`, created on first use (and again when
+    its shell has exited). `kw`: `ShellSession` options (cwd, env, startup)."""
+    return sandbox.session_for(name, lambda: ShellSession(sandbox, name, **kw))

@@ -1,0 +1,81 @@
+"""Small file helpers every subsystem shares: atomic writes, streaming digests, sizes.
+
+One helper per job, so a fix (a missed fsync, a temp name that two threads share) lands
+everywhere at once. Contract level: imports nothing from the subsystems.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+from minisandbox.errors import SizeError
+
+#: Read/write chunk for streaming copies and digests: 1 MiB keeps memory constant and
+#: syscalls few.
+CHUNK = 1 << 20
+
+
+def atomic_write_bytes(path: Path | str, data: bytes) -> None:
+    """Write `data` to `path` via a unique temp file + rename, so readers see the old file or
+    the new one, never half a file. Safe across threads and processes (the temp name is
+    unique); the file gets the usual umask-based mode."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path | str, text: str) -> None:
+    """`atomic_write_bytes` for UTF-8 text."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: Path | str, data: Any, *, indent: int | None = 1) -> None:
+    """`atomic_write_bytes` for JSON with sorted keys (stable bytes for equal data) and a
+    trailing newline."""
+    atomic_write_text(path, json.dumps(data, indent=indent, sort_keys=True) + "\n")
+
+
+def file_digest(path: Path | str) -> tuple[str, int]:
+    """Streaming sha256 and size of a file (`CHUNK` at a time, constant memory)."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtb]?)(?:i?b)?\s*")
+
+
+def parse_size(text: str) -> int:
+    """`500M`, `2G`, `1.5T`, `512MiB`, `1234` -> bytes (binary units)."""
+    m = _SIZE.fullmatch(text.lower())
+    if not m:
+        raise SizeError(f"{text!r} is not a size; use e.g. 500M, 20G or a byte count")
+    return int(float(m.group(1)) * _UNITS[m.group(2)])
+
+
+def human_size(n: float) -> str:
+    """Bytes -> `512B`, `1.5G` (binary units), for tables and progress lines."""
+    for unit in ("B", "K", "M", "G", "T"):
+        if abs(n) < 1024 or unit == "T":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024
+    return f"{n}"

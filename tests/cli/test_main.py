@@ -1,0 +1,89 @@
+"""CLI smoke tests: every command's help works, `--version`, the internal workflow steps
+appear only under `minisandbox pipeline`, and the error contract of `main`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from minisandbox import __version__
+from minisandbox.cli import build_parser, main
+from minisandbox.errors import MinisandboxError
+
+USER_COMMANDS = ["fetch", "tasks", "cache", "run", "shell", "sandbox-exec", "eval", "push", "pull", "verify", "plan",
+                 "pipeline"]
+PIPELINE_STEPS = ["bundled", "mirror", "snapshot", "resolve", "build", "pack", "checksum", "publish", "validate",
+                  "validated-tasks", "index"]
+
+
+def _choices(parser) -> list[str]:
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    return list(sub.choices)
+
+
+def test_top_level_lists_user_commands_and_the_pipeline_group_only() -> None:
+    top = _choices(build_parser())
+    assert top == USER_COMMANDS
+    assert not set(PIPELINE_STEPS) & set(top)
+
+
+def test_pipeline_group_holds_every_workflow_step() -> None:
+    pipeline = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction").choices["pipeline"]
+    assert sorted(_choices(pipeline)) == sorted(PIPELINE_STEPS)
+
+
+@pytest.mark.parametrize("argv", [[c] for c in USER_COMMANDS] + [["cache", "ls"], ["cache", "gc"]]
+                         + [["pipeline", s] for s in PIPELINE_STEPS])
+def test_help_of_every_command_exits_0(argv: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: minisandbox " + " ".join(argv))
+
+
+def test_every_command_and_option_has_help_text() -> None:
+    def walk(parser, path):
+        for action in parser._actions:
+            if action.__class__.__name__ == "_SubParsersAction":
+                for choice in action._choices_actions:
+                    assert choice.help and choice.help[0].isupper() and choice.help.endswith("."), \
+                        f"{path} {choice.dest}: help should be a sentence: {choice.help!r}"
+                for name, sub in action.choices.items():
+                    walk(sub, f"{path} {name}")
+            elif action.dest != "help" and action.option_strings:
+                assert action.help, f"{path} {'/'.join(action.option_strings)} has no help text"
+    walk(build_parser(), "minisandbox")
+
+
+def test_version() -> None:
+    out = subprocess.run([sys.executable, "-m", "minisandbox.cli", "--version"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == f"minisandbox {__version__}"
+
+
+def test_project_errors_print_one_line_and_bugs_keep_their_traceback(monkeypatch, capsys) -> None:
+    from minisandbox.cli import runtime
+
+    def fail(_args):
+        raise MinisandboxError("store s3://x has no index; pass --store URL")
+
+    monkeypatch.setattr(runtime, "cmd_tasks", fail)
+    assert main(["tasks"]) == 1
+    assert capsys.readouterr().err == "minisandbox tasks: error: store s3://x has no index; pass --store URL\n"
+
+    def bug(_args):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(runtime, "cmd_tasks", bug)
+    with pytest.raises(ZeroDivisionError):
+        main(["tasks"])
+
+
+def test_a_bad_size_is_a_usage_error(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["cache", "gc", "--max-bytes", "lots"])
+    assert exc.value.code == 2
+    assert "'lots' is not a size" in capsys.readouterr().err

@@ -1,0 +1,187 @@
+"""The package layout is a layering: lower layers never import higher ones or the CLI, and
+no two subpackages import each other (docs/design.md, "Package layout").
+
+Every module's imports are read with `ast` (module level and inside functions alike, since
+a lazy import is still a dependency), so the test needs nothing importable and sees every
+edge. Each check is also run against a deliberately bad synthetic edge, so a checker that
+silently stopped finding violations would fail here too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "src" / "minisandbox"
+
+#: Top-level modules that are contracts (data formats and small shared helpers).
+CONTRACTS = {"__init__", "errors", "fsutil", "tools", "paths", "records", "catalog", "manifest", "index", "status"}
+
+#: layer -> the layers it may import (itself included).
+ALLOWED = {
+    "contracts": {"contracts"},
+    "sandbox": {"contracts", "sandbox"},
+    "node": {"contracts", "sandbox", "node"},
+    "pipeline": {"contracts", "sandbox", "node", "pipeline"},
+    "grading": {"contracts", "sandbox", "node", "grading"},
+    "task": {"contracts", "sandbox", "node", "pipeline", "grading", "task"},
+    "integrations": {"contracts", "sandbox", "node", "pipeline", "grading", "task", "integrations"},
+    "cli": {"contracts", "sandbox", "node", "pipeline", "grading", "task", "integrations", "cli"},
+}
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "contracts"
+    if len(parts) == 2 and (parts[1] in CONTRACTS):
+        return "contracts"
+    if parts[1] in ALLOWED:
+        return parts[1]
+    raise AssertionError(f"{module}: not in any layer; add it to CONTRACTS or a subpackage (tests/test_architecture.py)")
+
+
+def _is_package(module: str) -> bool:
+    return (PKG.parent / module.replace(".", "/") / "__init__.py").exists()
+
+
+def _exists(module: str) -> bool:
+    base = PKG.parent / module.replace(".", "/")
+    return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
+
+
+def imports_of(path: Path) -> set[str]:
+    """The minisandbox modules `path` imports, resolved to module names."""
+    me = module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == "minisandbox")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "minisandbox":
+                continue
+            for alias in node.names:  # `from pkg import module` imports the module
+                sub = f"{target}.{alias.name}"
+                out.add(sub if _is_package(target) and _exists(sub) else target)
+    out.discard(me)
+    return out
+
+
+def module_edges() -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p) for p in sorted(PKG.rglob("*.py"))}
+
+
+def layer_violations(edges: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for src, targets in edges.items():
+        for dst in sorted(targets):
+            if layer_of(dst) not in ALLOWED[layer_of(src)]:
+                bad.append(f"{src} ({layer_of(src)}) imports {dst} ({layer_of(dst)})")
+    return bad
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of `graph` as a path (first node repeated at the end), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state and (found := visit(m)):
+                return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state and (found := visit(n)):
+            return found
+    return None
+
+
+def subpackage_graph(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for src, targets in edges.items():
+        for dst in targets:
+            a, b = layer_of(src), layer_of(dst)
+            if a != b:
+                graph.setdefault(a, set()).add(b)
+    return graph
+
+
+def test_every_module_is_in_a_layer() -> None:
+    for module in module_edges():
+        layer_of(module)
+
+
+def test_lower_layers_never_import_higher_ones_or_the_cli() -> None:
+    assert layer_violations(module_edges()) == []
+
+
+def test_the_check_catches_a_bad_edge() -> None:
+    edges = module_edges()
+    edges["minisandbox.sandbox.sandbox"] = edges["minisandbox.sandbox.sandbox"] | {"minisandbox.node.store"}
+    edges["minisandbox.index"] = edges["minisandbox.index"] | {"minisandbox.cli"}
+    bad = layer_violations(edges)
+    assert "minisandbox.sandbox.sandbox (sandbox) imports minisandbox.node.store (node)" in bad
+    assert "minisandbox.index (contracts) imports minisandbox.cli (cli)" in bad
+    assert len(bad) == 2
+
+
+def test_no_import_cycles_between_subpackages_or_modules() -> None:
+    edges = module_edges()
+    assert find_cycle(subpackage_graph(edges)) is None
+    assert find_cycle(edges) is None
+
+
+def test_the_cycle_check_catches_a_cycle() -> None:
+    edges = module_edges()
+    edges["minisandbox.sandbox.sandbox"] = edges["minisandbox.sandbox.sandbox"] | {"minisandbox.sandbox.shell"}
+    assert find_cycle(edges) == ["minisandbox.sandbox.sandbox", "minisandbox.sandbox.shell",
+                                 "minisandbox.sandbox.sandbox"]
+    assert find_cycle(subpackage_graph({"minisandbox.node.store": {"minisandbox.grading.grading"},
+                                        "minisandbox.grading.evaluate": {"minisandbox.node.cache"}})) == [
+        "grading", "node", "grading"]
+
+
+def test_imports_are_resolved_from_the_source() -> None:
+    """The walker sees lazy and `from pkg import module` imports (what the checks rely on)."""
+    edges = module_edges()
+    assert "minisandbox.sandbox.rootfs" in edges["minisandbox.sandbox.sandbox"]  # from minisandbox.sandbox import rootfs
+    assert "minisandbox.grading.validate" in edges["minisandbox.cli.pipeline"]  # inside a function
+    assert "minisandbox.sandbox.sandbox" in edges["minisandbox.sandbox.shell"]
+
+
+def test_rootfs_stays_stdlib_only() -> None:
+    """rootfs runs as `python -I -S rootfs.py` (the fork server): its one project import is
+    the error class, guarded by a fallback."""
+    assert module_edges()["minisandbox.sandbox.rootfs"] == {"minisandbox.errors"}
+    src = (PKG / "sandbox" / "rootfs.py").read_text()
+    assert "except ImportError:" in src
+
+
+@pytest.mark.parametrize("sub", ["sandbox", "node", "pipeline", "grading", "cli", "integrations"])
+def test_each_subpackage_says_what_it_owns_and_may_import(sub: str) -> None:
+    doc = ast.get_docstring(ast.parse((PKG / sub / "__init__.py").read_text()))
+    assert doc and "import" in doc.lower(), f"src/minisandbox/{sub}/__init__.py: docstring must say what it may import"
