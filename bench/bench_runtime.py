@@ -41,7 +41,8 @@ from tabulate import tabulate  # noqa: E402
 from minisandbox.node.cache import Cache  # noqa: E402
 from minisandbox.index import shard_of  # noqa: E402
 from minisandbox.node.iobudget import IOBudget, default_slots  # noqa: E402
-from minisandbox.pipeline.pack import file_digest, pack_image, pack_tree  # noqa: E402
+from minisandbox.fsutil import file_digest  # noqa: E402
+from minisandbox.pipeline.pack import pack_image, pack_tree  # noqa: E402
 from minisandbox.paths import REPO_PATH, VENV_PATH  # noqa: E402
 from minisandbox.node.restore import can_mount_images  # noqa: E402
 from minisandbox.node.runtime import prepare  # noqa: E402

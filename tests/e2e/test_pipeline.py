@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox import index as idx
 from minisandbox.node import published
 from minisandbox.sandbox import rootfs
 from minisandbox.sandbox.interpreters import find_prefix
-from minisandbox.pipeline.pack import file_digest
+from minisandbox.fsutil import file_digest
 from minisandbox.paths import REPO_PATH, VENV_PATH
 from minisandbox.node.restore import extract
 from minisandbox.node.store import Store

@@ -118,7 +118,7 @@ def test_unsafe_published_archive_is_not_retried(tmp_path: Path) -> None:
         tf.addfile(ti, io.BytesIO(b"bad"))
     import zstandard
 
-    from minisandbox.pipeline.pack import file_digest
+    from minisandbox.fsutil import file_digest
 
     archive = tmp_path / "evil.tar.zst"
     archive.write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))

@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from minisandbox.pipeline.pack import PackError, file_digest, pack_tree
+from minisandbox.fsutil import file_digest
+
+
+
+from minisandbox.pipeline.pack import PackError, pack_tree
 
 
 def make_tree(root: Path) -> Path:
@@ -87,6 +91,8 @@ def test_pack_image_is_deterministic(tmp_path: Path) -> None:
 
     if not shutil.which("mksquashfs"):
         pytest.skip("squashfs-tools not installed (apt-get install squashfs-tools)")
+    from minisandbox.fsutil import file_digest
+
     from minisandbox.pipeline.pack import pack_image
 
     tree = make_tree(tmp_path / "tree")

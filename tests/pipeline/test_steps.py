@@ -8,7 +8,7 @@ import multiprocessing as mp
 from pathlib import Path
 
 from minisandbox.pipeline import steps as pipeline
-from minisandbox.pipeline.pack import file_digest
+from minisandbox.fsutil import file_digest
 from minisandbox.pipeline.stage import StageStatus, read_status, write_status
 
 

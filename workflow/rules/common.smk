@@ -1,5 +1,8 @@
 # Config validation and planning (parse time). The plan is cached by its inputs' content,
-# so every parse of a run (and of every cluster job) reads one small JSON.
+# so every parse of a run (and of every cluster job) reads one small JSON. The plan cache
+# and the per-key spec files (written only when missing or changed) are the only files
+# written while parsing: the DAG is expanded over their keys. The bundled repos' directory
+# is created by the `bundled` rule; planning only needs its (absolute) path.
 from minisandbox.pipeline.keys import slug  # noqa: F401  (keeps the package import explicit)
 from minisandbox.pipeline.plan import load_or_build_plan, write_current, write_key_specs
 from minisandbox.manifest import FORMATS
@@ -31,10 +34,6 @@ TASK_FILES = _as_list(config["tasks"])
 CATALOG_FILES = _as_list(config["catalog"])
 BUNDLED_DIR = "results/bundled/repos"
 BUNDLED_DONE = "results/bundled/repos.json"
-
-if config["bundled"]:
-    # Bundled repos are created by a rule, but their path must be known now to plan.
-    Path(BUNDLED_DIR).mkdir(parents=True, exist_ok=True)
 
 PLAN = load_or_build_plan(TASK_FILES, CATALOG_FILES, Path.cwd(), Path(f"{W}/plan"))
 PLAN_FILE = str(Path(PLAN.tasks_file).with_name("plan.json"))

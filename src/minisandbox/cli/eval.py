@@ -4,7 +4,6 @@ validation steps are `minisandbox pipeline validate|validated-tasks` (cli/pipeli
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path

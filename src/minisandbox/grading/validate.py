@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from minisandbox.catalog import EnvSpec
+from minisandbox.fsutil import atomic_write_text
 from minisandbox.grading.evaluate import Evaluation, Executor, evaluate
 from minisandbox.grading.grading import Reason, is_pass, lookup
 from minisandbox.records import TaskRecord
@@ -186,11 +187,7 @@ def validate_env(env_key: str, spec: EnvSpec, records: list[TaskRecord], executo
 
 
 def write_result(result: EnvValidation, out: Path) -> None:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n")
-    tmp.replace(out)
+    atomic_write_text(out, json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n")
 
 
 def validated_ids(files: Iterable[Path]) -> list[str]:

@@ -15,7 +15,6 @@ Two formats:
 from __future__ import annotations
 
 import gzip
-import hashlib
 import os
 import shutil
 import subprocess
@@ -26,8 +25,8 @@ from pathlib import Path
 
 import zstandard
 
-from minisandbox.fsutil import CHUNK, file_digest  # noqa: F401  (file_digest: callers of pack's API)
 from minisandbox.errors import MinisandboxError
+from minisandbox.fsutil import CHUNK
 
 FORMATS = ("tar.zst", "tar.gz")
 #: Read-only filesystem images a root node can loop-mount instead of unpacking.
