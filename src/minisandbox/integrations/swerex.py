@@ -80,7 +80,7 @@ from swerex.runtime.abstract import (
 
 from minisandbox.node.cache import Cache
 from minisandbox.sandbox.sandbox import Sandbox
-from minisandbox.sandbox.shell import session
+from minisandbox.sandbox.shell import session as shell_session
 from minisandbox.task import TaskSandbox, open_task
 
 __all__ = ["MinisandboxDeployment", "MinisandboxRuntime"]
@@ -127,7 +127,7 @@ class MinisandboxRuntime(AbstractRuntime):
             raise ValueError(f"unknown session type: {request!r}")
         if request.session in self._sessions:
             raise SessionExistsError(f"session {request.session} already exists")
-        session = await asyncio.to_thread(self.sandbox.session, request.session)
+        session = await asyncio.to_thread(shell_session, self.sandbox, request.session)
         self._sessions.add(request.session)
         output = ""
         for path in request.startup_source:
@@ -139,7 +139,7 @@ class MinisandboxRuntime(AbstractRuntime):
     async def run_in_session(self, action: Action) -> Observation:
         if action.session not in self._sessions:
             raise SessionDoesNotExistError(f"session {action.session!r} does not exist")
-        session = session(self.sandbox, action.session)
+        session = shell_session(self.sandbox, action.session)
         if isinstance(action, BashInterruptAction):
             return await self._interrupt(action)
         if action.is_interactive_command or action.is_interactive_quit:
@@ -170,7 +170,7 @@ class MinisandboxRuntime(AbstractRuntime):
         idle = self._idle.get(action.session)
         if idle is None or idle.is_set():
             return BashObservation(output="", exit_code=0, expect_string="")
-        session = session(self.sandbox, action.session)
+        session = shell_session(self.sandbox, action.session)
         for _ in range(max(1, action.n_retry)):
             session.interrupt()
             if await asyncio.to_thread(idle.wait, max(action.timeout, 0.05)):
