@@ -159,6 +159,13 @@ def has_commit(git_dir: Path, commit: str) -> bool:
                           capture_output=True).returncode == 0
 
 
+def missing_objects(git_dir: Path, commit: str) -> int:
+    """How many objects of the commit's tree the repository lacks (0: it can be checked out)."""
+    proc = subprocess.run(["git", "--git-dir", str(git_dir), "rev-list", "--objects", "--missing=print", "--no-walk",
+                           commit], capture_output=True, text=True)
+    return sum(1 for line in proc.stdout.splitlines() if line.startswith("?"))
+
+
 def choose_profiles(specs: dict[str, dict], mirrors: Path, selection: str) -> tuple[list[str], dict[str, str]]:
     """Profiles to build and the ones skipped (name -> why). `selection`: a count (first N
     available of DEFAULT_PROFILES, then other catalog profiles), `all`, or comma-separated names."""
@@ -184,6 +191,10 @@ def choose_profiles(specs: dict[str, dict], mirrors: Path, selection: str) -> tu
             continue
         if not has_commit(git_dir, spec["commit"]):
             skipped[name] = f"{git_dir} lacks the profile commit {spec['commit'][:12]}"
+            continue
+        if missing := missing_objects(git_dir, spec["commit"]):
+            skipped[name] = (f"{git_dir} lacks {missing} object(s) of the profile commit's tree "
+                             "(fetch snapshots omit files of 4 MiB and more)")
             continue
         chosen.append(name)
     return chosen, skipped
@@ -393,7 +404,10 @@ def run_tests(profile: str, spec: dict[str, Any], out: Path, env: dict[str, str]
                                                                or counts["failed"]):
         files = sorted({t.split("::")[0] for t in bad if "::" in t})[:10]
         failing_files = files if counts["failed"] and files else None
-        result["diag_log"] = diagnose(profile, spec, out, env, failing_files)
+        if rc == 124:
+            result["diag_log"] = diagnose_hang(profile, spec, out, env)
+        else:
+            result["diag_log"] = diagnose(profile, spec, out, env, failing_files)
         if failing_files:
             result["probe"] = probe(profile, spec, out, env, failing_files)
     return result
@@ -417,6 +431,23 @@ def diagnose(profile: str, spec: dict[str, Any], out: Path, env: dict[str, str],
     extra = ("--tb=short -p no:warnings " + " ".join(shlex.quote(f) for f in files) if files
              else "--collect-only --tb=short")
     sandbox_run(profile, out, env, f"{spec['test_cmd']} {extra}", f"{profile}.diag.log")
+    return str(out / "tests" / f"{profile}.diag.log")
+
+
+#: pytest's collection with a Python stack dump of every thread after this many seconds.
+HANG_DUMP_SECONDS = 120
+
+
+def diagnose_hang(profile: str, spec: dict[str, Any], out: Path, env: dict[str, str]) -> str | None:
+    """Where a timed-out suite hangs: its collection once more, under faulthandler's
+    `dump_traceback_later` (the stack names the download loop, the socket, ...)."""
+    head, sep, args = spec["test_cmd"].rpartition("pytest ")
+    if not sep:
+        return None
+    wrapper = ("python -c 'import faulthandler, sys; faulthandler.dump_traceback_later("
+               f"{HANG_DUMP_SECONDS}, exit=True); import pytest; sys.exit(pytest.main(sys.argv[1:]))' ")
+    sandbox_run(profile, out, env, f"{head}{wrapper}{args} --collect-only", f"{profile}.diag.log",
+                timeout=HANG_DUMP_SECONDS + 60)
     return str(out / "tests" / f"{profile}.diag.log")
 
 
@@ -512,8 +543,8 @@ def classify_tests(result: dict[str, Any], repo_tree: Path | None = None) -> str
         except OSError:
             pass
     if result.get("timed_out"):
-        if re.search(r"urlopen|requests\.|download|socket", text, re.I):
-            return "timeout: test data download at collection (offline)"
+        if re.search(r'File ".*(?:download|retry|urllib/request|socket|requests/)[^"]*"', text, re.I):
+            return "timeout: test data downloaded at collection (sandbox offline)"
         return "timeout"
     for label, pattern in TEST_CAUSES[:2]:
         if re.search(pattern, text):
