@@ -21,7 +21,8 @@ ROOT="$(pwd)"
 say() { echo "setup: $*"; }
 
 # --------------------------------------------------------------------- 1. Debian packages
-APT_PKGS=(git tar zstd util-linux iproute2 procps psmisc passwd python3 python3-venv patch squashfs-tools)
+# squashfs-tools builds layer images; squashfuse + fuse3 mount them on non-root nodes
+APT_PKGS=(git tar zstd util-linux iproute2 procps psmisc passwd python3 python3-venv patch squashfs-tools squashfuse fuse3)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -35,6 +36,11 @@ if [ "${#missing[@]}" -gt 0 ]; then
     echo "setup: missing Debian packages (install them as root): ${missing[*]}" >&2
     exit 1
   fi
+fi
+# Unprivileged users mount layer images with squashfuse: /dev/fuse must be usable by them.
+# udev's default rule makes it 0666; machines without udev (containers, VMs) leave it 0600.
+if [ "$(id -u)" = 0 ] && [ -c /dev/fuse ] && [ "$(stat -c %a /dev/fuse)" = 600 ]; then
+  chmod 0666 /dev/fuse && say "/dev/fuse made usable by unprivileged users (mode 0666, as udev does)"
 fi
 
 # --------------------------------------------------------------------- 2. uv from PyPI

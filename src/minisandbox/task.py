@@ -139,6 +139,8 @@ def open_task(task_id: str, store: str | os.PathLike[str] | None = None, *,
     try:
         record = TaskRecord.from_dict(prepared.record)
         options = {"network": "none", **sandbox_options}
+        if prepared.mount_ns:  # rootless image layers: the sandbox joins the mount holder's namespaces
+            options.setdefault("join_ns", prepared.mount_ns)
         options["env"] = {**AGENT_ENV, **options.get("env", {}), **(env or {})}
         interp = prepared.interpreter
         sandbox = Sandbox([Layer(str(path), mount) for mount, path in prepared.layers.items()],

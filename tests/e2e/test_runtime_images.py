@@ -66,3 +66,42 @@ def test_images_off_unpacks_archives(image_store: dict, tmp_path: Path) -> None:
         assert p.results[1].digest == image_store["envs"][0]["sha256"]  # the tar.zst digest
         assert (p.layers[VENV_PATH] / "pyvenv.cfg").is_file()
     cache.gc(max_bytes=0)
+
+
+def test_tampered_cached_image_is_fetched_again_before_mount(image_store: dict, tmp_path: Path) -> None:
+    from minisandbox.fsutil import file_digest
+    from minisandbox.node.cache import Artifact
+    from minisandbox.node.store import Store
+
+    cache = Cache(tmp_path / "cache", budget=IOBudget(2, tmp_path / "cache" / "budget"))
+    st = Store(image_store["url"])
+    img = Artifact.image_from_manifest(st, image_store["envs"][0])
+    path, downloaded = cache.fetch_archive(st, img)
+    assert downloaded
+    with open(path, "r+b") as f:  # changed on the node after it was verified
+        f.seek(200)
+        f.write(b"tampered")
+    result, lease = cache.image_layer(st, img)
+    try:
+        assert result.downloaded and result.mounter == "kernel"  # fetched again, then mounted
+        assert file_digest(path) == (img.sha256, img.size)
+        assert (result.path / "pyvenv.cfg").is_file()
+    finally:
+        lease.unlink()
+        cache.gc(max_bytes=0)
+    assert not is_mounted(result.path)
+
+
+def test_tampered_store_image_is_refused_and_never_mounted(image_store: dict, tmp_path: Path) -> None:
+    from minisandbox.node.cache import ArtifactCorruptError
+
+    img = Path(image_store["store"].path(f"artifacts/env/{image_store['envs'][0]['image']['artifact']}"))
+    data = bytearray(img.read_bytes())
+    data[300] ^= 0xFF
+    img.write_bytes(bytes(data))
+    cache = Cache(tmp_path / "cache", budget=IOBudget(2, tmp_path / "cache" / "budget"))
+    with pytest.raises(ArtifactCorruptError, match=image_store["envs"][0]["key"]):
+        prepare(image_store["tasks"][0]["instance_id"], image_store["url"], cache=cache, images=True)
+    env_layer = cache.layers / image_store["envs"][0]["image"]["sha256"]
+    assert not is_mounted(env_layer) and not (cache.archives / env_layer.name).exists()
+    cache.gc(max_bytes=0)

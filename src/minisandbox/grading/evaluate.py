@@ -306,7 +306,8 @@ class SandboxExecutor:
         from minisandbox.node.runtime import prepare
 
         with prepare(record.instance_id, self.store, cache=self.cache) as pt:
-            yield _SandboxEnv(Path(pt.layers[REPO_PATH]), dict(pt.layers), dict(pt.interpreter), dict(self.options))
+            options = {"join_ns": pt.mount_ns, **self.options} if pt.mount_ns else dict(self.options)
+            yield _SandboxEnv(Path(pt.host_layers[REPO_PATH]), dict(pt.layers), dict(pt.interpreter), options)
 
 
 @dataclass

@@ -32,9 +32,10 @@ from typing import Any, BinaryIO
 
 from filelock import FileLock, Timeout
 
-from minisandbox.fsutil import CHUNK, atomic_write_json
+from minisandbox.fsutil import CHUNK, atomic_write_json, file_digest
 
 from minisandbox.node import restore
+from minisandbox.node.fusemount import FuseMountError, MountHolder
 from minisandbox.node.iobudget import IOBudget
 from minisandbox.node.store import Store, StoreError
 from minisandbox.errors import MinisandboxError
@@ -97,6 +98,7 @@ class LayerResult:
     attempts: int = 0  # downloads made by this call (2 = one corrupt copy discarded)
     waited_budget: float = 0.0
     seconds: float = 0.0
+    mounter: str = ""  # an image layer: "kernel" (root, loop device) or "fuse" (squashfuse, rootless)
 
 
 @dataclass
@@ -265,22 +267,28 @@ class Cache:
 
     def image_layer(self, store: Store, image: Artifact, *, ticket: float | None = None,
                     owner: str = "") -> tuple[LayerResult, Path]:
-        """Like `layer`, for a filesystem image: download + verify the image file once, then
-        loop-mount it read-only at layers/<sha256> (root only). A mountpoint counts as ready
-        only while mounted, so a crash between mkdir and mount is simply redone."""
+        """Like `layer`, for a filesystem image: download the image file (or re-check the one
+        kept here) against the manifest's sha256, then mount it read-only at layers/<sha256>:
+        with the kernel (root with loop devices) or with squashfuse in this cache's mount
+        holder (`minisandbox.node.fusemount`). A mountpoint counts as ready only while
+        mounted, so a crash between mkdir and mount is simply redone."""
         t0 = time.monotonic()
         digest = image.sha256
         with self.lock(digest):
             final = self.layers / digest
             result = LayerResult(final, digest, downloaded=False)
-            if not restore.is_mounted(final):
+            if not self.is_mounted(final):
                 with self.budget.acquire(ticket) as slot:
                     result.waited_budget = slot.waited
-                    path, result.downloaded = self._fetch_archive_locked(store, image)
+                    path, result.downloaded = self._verified_image(store, image)
                     result.attempts = 1 if result.downloaded else 0
                     final.mkdir(parents=True, exist_ok=True)
                     try:
-                        restore.mount_image(path, final, image.fmt)
+                        if kernel_mount(image.fmt):
+                            restore.mount_image(path, final, image.fmt)
+                        else:
+                            self.mount_holder.mount(path, final)
+                        result.mounter = "kernel" if restore.is_mounted(final) else "fuse"
                     except BaseException:
                         with contextlib.suppress(OSError):
                             final.rmdir()
@@ -290,10 +298,46 @@ class Cache:
                     "artifact": image.rel, "store": image.store_url, "archive_bytes": image.size,
                     "layer_bytes": 0, "image": True, "created": time.time()})
             else:
+                result.mounter = "kernel" if restore.is_mounted(final) else "fuse"
                 self._touch(digest)
             lease = self._lease_one(digest, owner)
         result.seconds = time.monotonic() - t0
         return result, lease
+
+    @property
+    def mount_holder(self) -> MountHolder:
+        """This cache's rootless mount namespace (`minisandbox.node.fusemount`)."""
+        return MountHolder(self.root)
+
+    def is_mounted(self, layer: Path) -> bool:
+        """A layer mounted from an image: by the kernel here, or by squashfuse in the holder."""
+        return restore.is_mounted(layer) or self.mount_holder.is_mounted(layer)
+
+    def _unmount(self, layer: Path) -> bool:
+        if restore.is_mounted(layer):
+            return restore.unmount(layer)
+        return self.mount_holder.unmount(layer)
+
+    def mount_namespace(self) -> dict[str, Any] | None:
+        """The namespaces a sandbox must join to see this cache's rootless image mounts."""
+        return self.mount_holder.namespace()
+
+    def stop_mounts(self) -> bool:
+        """End the rootless mount holder (unmounting its images); False while one is in use."""
+        return self.mount_holder.stop()
+
+    def _verified_image(self, store: Store, image: Artifact) -> tuple[Path, bool]:
+        """The image file, checked against the manifest's sha256 and size right before it is
+        mounted: a download is hashed as it streams; a file kept from an earlier mount is
+        hashed again (the node cache is writable by its user), and replaced if it changed."""
+        path, downloaded = self._fetch_archive_locked(store, image)
+        if downloaded:
+            return path, True
+        sha, size = file_digest(path)
+        if sha == image.sha256 and size == image.size:
+            return path, False
+        path.unlink(missing_ok=True)  # changed on this node since it was verified: fetch again
+        return self._fetch_archive_locked(store, image)
 
     def _touch(self, digest: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -391,7 +435,7 @@ class Cache:
             if archive.is_file():
                 last = max(last, archive.stat().st_mtime)
             layer_bytes = 0
-            if layer.is_dir() and not restore.is_mounted(layer):
+            if layer.is_dir() and not self.is_mounted(layer):
                 layer_bytes = int(meta["layer_bytes"]) if "layer_bytes" in meta else _du(layer)
             out.append(Entry(digest, meta.get("key", "?"), meta.get("kind", "?"), layer_bytes, archive_bytes, last,
                              len(self.live_leases(digest)), layer))
@@ -447,7 +491,7 @@ class Cache:
                     total -= freed
                     report.freed += freed
                     report.removed.append(e)
-            for e in sorted((e for e in entries if e.leases and e.archive_bytes and not restore.is_mounted(e.path)),
+            for e in sorted((e for e in entries if e.leases and e.archive_bytes and not self.is_mounted(e.path)),
                             key=lambda e: e.last_used):
                 if total <= max_bytes:
                     break
@@ -471,8 +515,8 @@ class Cache:
                 if self.live_leases(e.digest):
                     return None
                 layer = self.layers / e.digest
-                if restore.is_mounted(layer):
-                    if not restore.unmount(layer):
+                if self.is_mounted(layer):
+                    if not self._unmount(layer):
                         return None  # busy: still used by a sandbox without a lease
                     layer.rmdir()
                     (self.layers / f"{e.digest}.json").unlink(missing_ok=True)
@@ -496,6 +540,11 @@ class Cache:
             for trash in self.layers.glob(".trash-*"):
                 restore.remove_tree(trash)
         return freed
+
+
+def kernel_mount(fmt: str = "squashfs") -> bool:
+    """Mount images with the kernel (root with loop devices) rather than squashfuse."""
+    return restore.can_mount_images(fmt)
 
 
 class _Corrupt(StoreError):

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, TypeVar
 from minisandbox.node.cache import Artifact, Cache, LayerResult, Lease
 from minisandbox.node.iobudget import IOBudget
 from minisandbox.paths import REPO_PATH, VENV_PATH
+from minisandbox.node.fusemount import FuseMountError
 from minisandbox.node.restore import RestoreError
 from minisandbox.node.store import NotInStore, Store, StoreIndexMissing, open_store  # noqa: F401  (StoreIndexMissing: re-exported)
 from minisandbox.errors import MinisandboxError
@@ -47,10 +48,23 @@ class PreparedTask:
     store_url: str
     results: list[LayerResult] = field(default_factory=list)
     seconds: float = 0.0
+    #: {"pid", "start"} of the cache's mount holder when a layer is a rootless (squashfuse)
+    #: image mount: a sandbox joins its namespaces to see the layer (SandboxConfig.join_ns).
+    mount_ns: dict[str, Any] | None = None
 
     @property
     def record(self) -> dict[str, Any]:
         return self.task.get("record", {})
+
+    @property
+    def host_layers(self) -> dict[str, Path]:
+        """The layers as this (host) process can read them: a rootless image mount exists only
+        in the mount holder's namespace, reached through /proc/<holder pid>/root."""
+        if not self.mount_ns:
+            return dict(self.layers)
+        fuse = {r.path for r in self.results if r.mounter == "fuse"}
+        return {m: Path(f"/proc/{self.mount_ns['pid']}/root{p.resolve()}") if p in fuse else p
+                for m, p in self.layers.items()}
 
     @property
     def downloaded(self) -> bool:
@@ -135,7 +149,8 @@ def _lookup_task(store: Store, instance_id: str) -> dict[str, Any]:
 
 def use_images(setting: bool | None = None) -> bool:
     """Mount filesystem images instead of unpacking? `setting` or $MINISANDBOX_IMAGES
-    (`auto` default: when root can loop-mount squashfs; `0`/`never`; `1`/`always`)."""
+    (`auto` default: when root can loop-mount squashfs, or this user can mount it with
+    squashfuse in a user namespace; `0`/`never`; `1`/`always`)."""
     if setting is not None:
         return setting
     value = os.environ.get("MINISANDBOX_IMAGES", "auto").strip().lower()
@@ -143,9 +158,10 @@ def use_images(setting: bool | None = None) -> bool:
         return False
     if value in ("1", "yes", "always", "true", "on"):
         return True
+    from minisandbox.node.fusemount import unavailable_reason
     from minisandbox.node.restore import can_mount_images
 
-    return can_mount_images()
+    return can_mount_images() or unavailable_reason() is None
 
 
 def prepare(task_id: str, store: Store | str | os.PathLike[str] | None = None, *, cache: Cache | None = None,
@@ -176,10 +192,10 @@ def prepare(task_id: str, store: Store | str | os.PathLike[str] | None = None, *
             if image is not None:
                 try:
                     result, lease_file = cache.image_layer(st, image, ticket=ticket, owner=owner or task_id)
-                except RestoreError:
+                except (RestoreError, FuseMountError):
                     if images:  # explicitly asked for images: do not hide the failure
                         raise
-                    # auto mode and the mount failed here (no loop devices?): unpack instead
+                    # auto mode and the mount failed here (no loop devices, no FUSE?): unpack instead
             if result is None:
                 result, lease_file = cache.layer(st, Artifact.from_manifest(st, manifest), ticket=ticket,
                                                  owner=owner or task_id)
@@ -192,7 +208,8 @@ def prepare(task_id: str, store: Store | str | os.PathLike[str] | None = None, *
     return PreparedTask(
         instance_id=task_id, task=entry, env_manifest=env_m, repo_manifest=repo_m, layers=layers,
         interpreter=dict(env_m.get("interpreter") or {}), lease=Lease(lease_files), store_url=st.url,
-        results=results, seconds=time.monotonic() - t0)
+        results=results, seconds=time.monotonic() - t0,
+        mount_ns=cache.mount_namespace() if any(r.mounter == "fuse" for r in results) else None)
 
 
 def fetch(task_ids: Iterable[str], store: Store | str | None = None, *, cache: Cache | None = None,

@@ -128,6 +128,7 @@ def _lib():
                                 ctypes.c_ulong, ctypes.c_char_p]
         _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
         _libc.unshare.argtypes = [ctypes.c_int]
+        _libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
         _libc.sethostname.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong,
                                 ctypes.c_ulong, ctypes.c_ulong]
@@ -163,6 +164,34 @@ def umount2(target: str, flags: int) -> None:
 
 def unshare(flags: int) -> None:
     _check(_lib().unshare(flags), "unshare")
+
+
+def setns(fd: int, nstype: int) -> None:
+    _check(_lib().setns(fd, nstype), "setns")
+
+
+def _join_namespaces(join: dict) -> None:
+    """Enter the user and mount namespaces of a node cache's mount holder before creating
+    the sandbox's own: rootless image layers are squashfuse mounts that exist only there
+    (minisandbox.node.fusemount). `join` = {"pid", "start"}; the start time guards against
+    a recycled pid. The holder's processes stay in the host pid namespace, out of reach."""
+    pid = int(join["pid"])
+    fds: list[int] = []
+    try:
+        try:
+            for name in ("user", "mnt"):
+                fds.append(os.open(f"/proc/{pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC))
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                start = fh.read().rsplit(b")", 1)[1].split()[19].decode()
+        except FileNotFoundError:
+            start = None
+        if start != str(join.get("start")):
+            raise SandboxError(f"the image mount holder (pid {pid}) has exited: prepare the task again")
+        setns(fds[0], CLONE_NEWUSER)
+        setns(fds[1], CLONE_NEWNS)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def pivot_root(new_root: str, put_old: str) -> None:
@@ -666,6 +695,8 @@ def _start_sandbox(sock: socket.socket, spec: dict) -> None:
         for procs in spec.get("cgroup_procs", []):
             with open(procs, "w") as fh:
                 fh.write(str(os.getpid()))
+        if spec.get("join_ns"):
+            _join_namespaces(spec["join_ns"])  # before reading our uid: 0 inside the holder's namespace
         flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWCGROUP  # after joining the limit cgroups
         if spec.get("rootless"):
             flags |= CLONE_NEWUSER

@@ -105,6 +105,9 @@ class SandboxConfig:
     hostname: str = "sandbox"
     tmp_size: str | None = None  # size= of the private /tmp tmpfs, e.g. "1g"
     max_output: int = 8 << 20  # bytes kept from one command's output
+    #: {"pid", "start"} of a node cache's mount holder to join first: rootless image layers
+    #: are mounted there (`PreparedTask.mount_ns`, minisandbox.node.fusemount)
+    join_ns: dict | None = None
     #: untracked build/test by-products left out of diff() even when the repo does not ignore them
     diff_excludes: tuple[str, ...] = ("**/__pycache__/**", "**/*.py[co]", "**/.pytest_cache/**")
 
@@ -153,6 +156,8 @@ class Sandbox:
                     binds.append(rootfs.Bind(layer.lower, layer.mount_path, True))
             files = shim_files()
             extra = {"hostname": cfg.hostname, "force_copy": cfg.copy_layers}
+            if cfg.join_ns:
+                extra["join_ns"] = dict(cfg.join_ns)
             if cfg.tmp_size:
                 extra["tmp_size"] = cfg.tmp_size
             if self.limits:
