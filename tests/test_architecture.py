@@ -17,7 +17,8 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "src" / "minisandbox"
 
 #: Top-level modules that are contracts (data formats and small shared helpers).
-CONTRACTS = {"__init__", "errors", "fsutil", "tools", "paths", "records", "catalog", "manifest", "index", "status"}
+CONTRACTS = {"__init__", "errors", "fsutil", "tools", "paths", "records", "catalog", "manifest", "index", "status",
+             "progress"}
 
 #: layer -> the layers it may import (itself included).
 ALLOWED = {

@@ -32,6 +32,18 @@ class CatalogError(MinisandboxError, ValueError):
     """A catalog file or spec is unusable; the message is one line naming file and spec."""
 
 
+class CatalogMissing(CatalogError, FileNotFoundError):
+    """A catalog file named by the configuration or `--catalog` does not exist."""
+
+
+def require_catalog_files(paths: Iterable[str | Path]) -> None:
+    """Raise CatalogMissing (one line) for the first catalog file that does not exist."""
+    for p in paths:
+        if not Path(p).is_file():
+            raise CatalogMissing(f"catalog file {p} does not exist; check --config catalog=... or --catalog "
+                                 f"(this checkout's catalogs: config/catalog/*.yaml)")
+
+
 @dataclass(frozen=True)
 class EnvSpec:
     name: str
@@ -119,13 +131,12 @@ class Catalog:
 
     @classmethod
     def load(cls, paths: Iterable[str | Path]) -> "Catalog":
-        """Read catalog files in order; any problem is a one-line CatalogError (or
-        FileNotFoundError for a missing file) naming the file and the spec."""
+        """Read catalog files in order; any problem is a one-line CatalogError naming the
+        file and the spec (CatalogMissing, also a FileNotFoundError, for a missing file)."""
         cat = cls([])
         for p in paths:
             path = Path(p)
-            if not path.is_file():
-                raise FileNotFoundError(f"catalog file {path} does not exist; check --config catalog=...")
+            require_catalog_files([path])
             try:
                 data = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
             except yaml.YAMLError as exc:

@@ -29,7 +29,8 @@ SWEBENCH_FIELDS = (
     "FAIL_TO_PASS",
     "PASS_TO_PASS",
 )
-_INSTANCE_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
+#: What an instance id may contain (it becomes a directory name in reports and caches).
+INSTANCE_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 
 
@@ -88,10 +89,17 @@ class RecordError(MinisandboxError, ValueError):
         self.field = field_name
 
 
+class TaskFileMissing(MinisandboxError, FileNotFoundError):
+    """A task file named by the configuration or `--tasks` does not exist."""
+
+
 @dataclass
 class Ingested:
     records: list[TaskRecord] = field(default_factory=list)
     invalid: list[InvalidRecord] = field(default_factory=list)
+    #: instance_id -> (file, line) of each good record, so later checks (a record that
+    #: matches no environment spec) can name where it came from.
+    origins: dict[str, tuple[str, int]] = field(default_factory=dict)
 
 
 #: Keys only SWE-bench records carry: any one of them makes a record SWE-bench, so a
@@ -139,7 +147,7 @@ def normalize(raw: Any) -> TaskRecord:
         raise RecordError("<record>", f"must be an object, got {type(raw).__name__}")
     fmt = detect_format(raw)
     instance_id = _text(raw, "instance_id", required=True)
-    if not _INSTANCE_ID.match(instance_id):
+    if not INSTANCE_ID.match(instance_id):
         raise RecordError("instance_id", f"invalid characters in {instance_id!r}")
     repo = _text(raw, "repo", required=True)
     if "/" not in repo:
@@ -218,8 +226,13 @@ def _iter_json(path: Path) -> Iterator[tuple[int, Any]]:
 
 
 def _iter_parquet(path: Path) -> Iterator[tuple[int, Any]]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:  # a slim (core) install: Parquet support is an extra
+        yield 0, RecordError("<file>", "reading Parquet task files needs pyarrow: "
+                                       "pip install 'minisandbox[parquet]' (or use JSONL)")
+        return
 
     try:
         pf = pq.ParquetFile(path)
@@ -259,7 +272,7 @@ def read_tasks(paths: Iterable[str | Path]) -> Ingested:
     Nothing here is fatal: one broken line or file never hides the other records.
     """
     out = Ingested()
-    seen: dict[str, str] = {}
+    seen = out.origins
     for p in paths:
         path = Path(p)
         for line, raw in _iter_raw(path):
@@ -273,13 +286,11 @@ def read_tasks(paths: Iterable[str | Path]) -> Ingested:
             except RecordError as exc:
                 out.invalid.append(InvalidRecord(str(path), line, exc.field, str(exc), iid))
                 continue
-            where = f"{path}:{line}"
             if rec.instance_id in seen:
-                out.invalid.append(
-                    InvalidRecord(str(path), line, "instance_id", f"duplicate of {seen[rec.instance_id]}", iid)
-                )
+                first = ":".join(map(str, seen[rec.instance_id]))
+                out.invalid.append(InvalidRecord(str(path), line, "instance_id", f"duplicate of {first}", iid))
                 continue
-            seen[rec.instance_id] = where
+            seen[rec.instance_id] = (str(path), line)
             out.records.append(rec)
     return out
 

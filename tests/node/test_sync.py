@@ -256,3 +256,51 @@ def test_complete_mirror_removes_stale_temp_objects_only(src: dict, tmp_path: Pa
     os.utime(stale, (old, old))
     report = mirror(src["store"], str(dst))
     assert report.stale_tmp_removed == 1 and not stale.exists() and fresh.exists()
+
+
+# ------------------------------------------------------------------ progress (issue 14)
+def _progress_lines(err: str, what: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith(f"{what}: ")]
+
+
+def test_push_and_verify_report_progress_on_a_pipe_json_alone_on_stdout(src: dict, tmp_path: Path,
+                                                                          monkeypatch, capsys) -> None:
+    """Not a terminal (capsys): plain lines with bytes done/total, rate and ETA; stdout is
+    the JSON report alone."""
+    monkeypatch.setenv("MINISANDBOX_PROGRESS_INTERVAL", "0")
+    total = sum(m["size"] for m in [*src["envs"].values(), *src["repos"].values()])
+    dst = str(tmp_path / "dst")
+    assert main(["push", "--json", src["store"].url, dst]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["bytes"] == total
+    lines = _progress_lines(err, "push")
+    assert lines and "(100%)" in lines[-1] and "B/s" in lines[-1]
+    from tqdm import tqdm
+
+    assert lines[-1].startswith(f"push: {tqdm.format_sizeof(total, divisor=1024)}/")
+
+    assert main(["verify", "--json", dst]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["ok"] is True
+    assert _progress_lines(err, "verify")[-1].startswith(f"verify: {tqdm.format_sizeof(total, divisor=1024)}/")
+    assert main(["pull", dst, str(tmp_path / "again")]) == 0
+    assert "(100%)" in _progress_lines(capsys.readouterr().err, "pull")[-1]
+    # nothing left to copy: no progress at all
+    assert main(["pull", dst, str(tmp_path / "again")]) == 0
+    assert _progress_lines(capsys.readouterr().err, "pull") == []
+
+
+@pytest.mark.s3
+def test_pull_from_s3_counts_downloaded_bytes(src: dict, s3: S3, tmp_path: Path, monkeypatch, capsys) -> None:
+    """From object storage the bytes are counted as they arrive (fsspec callbacks)."""
+    url = s3.url("stores/progress")
+    assert main(["push", src["store"].url, url]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("MINISANDBOX_PROGRESS_INTERVAL", "0")
+    assert main(["pull", url, str(tmp_path / "node")]) == 0
+    lines = _progress_lines(capsys.readouterr().err, "pull")
+    total = sum(m["size"] for m in [*src["envs"].values(), *src["repos"].values()])
+    from tqdm import tqdm
+
+    assert len(lines) > len(all_keys(src))  # per chunk, not only per artifact
+    assert lines[-1].startswith(f"pull: {tqdm.format_sizeof(total, divisor=1024)}/")

@@ -90,3 +90,22 @@ def test_key_spec_files_are_write_once(tmp_path):
     write_key_specs(plan, tmp_path / "specs")
     assert env_file.stat().st_mtime_ns == before  # untouched: no spurious reruns
     assert json.loads(env_file.read_text())["spec"]["name"] == "acme__lib.aaaaaaaa"
+
+
+# ------------------------------------------------------------------ loud errors (issue 14)
+def test_invalid_summary_warns_with_every_record_up_to_a_limit_and_fails_when_nothing_is_usable() -> None:
+    from minisandbox.pipeline.plan import Plan, invalid_summary
+
+    bad = [{"file": "t.jsonl", "line": n, "field": "patch", "error": "missing", "instance_id": f"x.{n}"}
+           for n in range(1, 26)]
+    warning, fatal = invalid_summary(Plan(invalid=bad, n_tasks=3))
+    lines = warning.splitlines()
+    assert fatal is None
+    assert lines[0] == "minisandbox: warning: 25 task record(s) are invalid and left out (3 usable):"
+    assert lines[1] == "  t.jsonl:1 (x.1): field 'patch': missing"
+    assert len(lines) == 1 + 20 + 1 and lines[-1] == "  ... and 5 more (all in results/report.txt)"
+    assert invalid_summary(Plan(invalid=[], n_tasks=3)) == (None, None)
+    warning, fatal = invalid_summary(Plan(invalid=bad, n_tasks=0))
+    assert warning is None and fatal == ("no usable task in the task files (25 invalid record(s)); first: "
+                                         "t.jsonl:1 (x.1): field 'patch': missing")
+    assert invalid_summary(Plan())[1] == "the task files hold no task record; check --config tasks=... or --tasks"

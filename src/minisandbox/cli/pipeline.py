@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from minisandbox.fsutil import atomic_write_text
@@ -18,13 +19,21 @@ from minisandbox.fsutil import atomic_write_text
 
 # ----------------------------------------------------------------------------- plan
 def cmd_plan(a: argparse.Namespace) -> int:
-    from minisandbox.pipeline.plan import load_or_build_plan
+    from minisandbox.pipeline.plan import PlanError, format_invalid, invalid_summary, load_or_build_plan
 
     plan = load_or_build_plan(a.tasks, a.catalog, Path.cwd(), Path(a.plan_dir))
-    print(json.dumps({"tasks": plan.n_tasks, "envs": len(plan.envs), "repos": len(plan.repos),
-                      "sources": len(plan.sources), "invalid": len(plan.invalid)}, indent=1))
-    for rec in plan.invalid:
-        print(f"INVALID {rec['file']}:{rec['line']} {rec.get('instance_id') or ''} field {rec['field']}: {rec['error']}")
+    for rec in plan.invalid:  # stderr: stdout stays the result alone (JSON with --json)
+        print(f"INVALID {format_invalid(rec)}", file=sys.stderr)
+    counts = {"tasks": plan.n_tasks, "envs": len(plan.envs), "repos": len(plan.repos),
+              "sources": len(plan.sources), "invalid": len(plan.invalid)}
+    if a.json:
+        print(json.dumps({**counts, "invalid_records": plan.invalid}, indent=1))
+    else:
+        print(f"{counts['tasks']} tasks -> {counts['envs']} environments, {counts['repos']} repo snapshots "
+              f"from {counts['sources']} sources; {counts['invalid']} invalid records")
+    _, fatal = invalid_summary(plan)
+    if fatal:
+        raise PlanError(fatal)
     return 0
 
 
@@ -138,10 +147,12 @@ def register(sub) -> None:
     p = sub.add_parser("plan", help="Expand task files into the unique repos and environments to build.",
                        description="Read task files and catalogs, match every task to its environment spec "
                                    "and write the plan (unique sources, repo snapshots, environments); prints "
-                                   "the counts and one line per invalid record.")
+                                   "the counts, and one INVALID line per invalid record on stderr. Exits 1 when "
+                                   "no task is usable.")
     p.add_argument("--tasks", nargs="+", required=True, help="task files (JSONL/JSON/Parquet)")
     p.add_argument("--catalog", nargs="+", required=True, help="environment catalogs (config/catalog/*.yaml)")
     p.add_argument("--plan-dir", default="results/work/plan", help="where plans are cached (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the counts and the invalid records as JSON")
     p.set_defaults(func=cmd_plan)
 
     g = sub.add_parser("pipeline", help="Internal steps of the build workflow (called by the Snakemake rules).",

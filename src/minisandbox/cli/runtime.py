@@ -9,20 +9,33 @@ import sys
 from pathlib import Path
 
 from minisandbox.cli.options import size
+from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import human_size as human
+from minisandbox.progress import Progress
 
 
-def _cache(a: argparse.Namespace):
+class CacheMissing(MinisandboxError, FileNotFoundError):
+    """`--cache DIR` names a directory that does not exist (commands that only read or
+    clean a cache never create one)."""
+
+
+def _cache(a: argparse.Namespace, *, create: bool = True, progress=None):
+    """The node cache `--cache` names (or the default one). With create=False a missing
+    `--cache DIR` is an error and a missing default cache is None (nothing cached yet)."""
     from minisandbox.node.cache import Cache
     from minisandbox.node.iobudget import IOBudget
+    from minisandbox.paths import cache_dir
 
     root = Path(a.cache) if a.cache else None
+    if not create and not (root or cache_dir()).is_dir():
+        if root is not None:
+            raise CacheMissing(f"no cache at {root}: the directory does not exist; check --cache "
+                               f"(default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)")
+        return None
     budget = None
     if getattr(a, "io_slots", None) is not None:
-        from minisandbox.paths import cache_dir
-
         budget = IOBudget(a.io_slots, (root or cache_dir()) / "budget")
-    return Cache(root, budget=budget)
+    return Cache(root, budget=budget, progress=progress)
 
 
 def cmd_fetch(a: argparse.Namespace) -> int:
@@ -31,8 +44,8 @@ def cmd_fetch(a: argparse.Namespace) -> int:
     from minisandbox.node.store import Store
 
     store = Store(a.store or default_store())
-    cache = _cache(a)
-    results = fetch(a.task_ids, store, cache=cache)
+    with Progress("fetch", 0) as meter:  # bytes downloaded; a bar on a terminal, else lines
+        results = fetch(a.task_ids, store, cache=_cache(a, progress=meter))
     failed = 0
     rows = []
     for tid, res in zip(a.task_ids, results, strict=True):
@@ -52,12 +65,14 @@ def cmd_fetch(a: argparse.Namespace) -> int:
 
 
 def cmd_cache_ls(a: argparse.Namespace) -> int:
-    cache = _cache(a)
-    entries = sorted(cache.entries(), key=lambda e: e.last_used, reverse=True)
+    from minisandbox.paths import cache_dir
+
+    cache = _cache(a, create=False)
+    entries = sorted(cache.entries(), key=lambda e: e.last_used, reverse=True) if cache else []
     if a.json:
         print(json.dumps([{**e.__dict__, "path": str(e.path)} for e in entries], indent=1))
         return 0
-    print(f"cache {cache.root}: {len(entries)} entries, "
+    print(f"cache {cache.root if cache else cache_dir()}: {len(entries)} entries, "
           f"{human(sum(e.layer_bytes + e.archive_bytes for e in entries))}")
     for e in entries:
         when = _dt.datetime.fromtimestamp(e.last_used).strftime("%Y-%m-%d %H:%M:%S") if e.last_used else "-"
@@ -67,8 +82,18 @@ def cmd_cache_ls(a: argparse.Namespace) -> int:
 
 
 def cmd_cache_gc(a: argparse.Namespace) -> int:
-    cache = _cache(a)
+    cache = _cache(a, create=False)
+    if cache is None:
+        print(json.dumps({"removed": [], "freed": 0}) if a.json else "no cache on this node yet: nothing to clean")
+        return 0
     report = cache.gc(a.max_bytes)
+    if a.json:
+        removed = [{**e.__dict__, "path": str(e.path)} for e in report.removed]
+        print(json.dumps({"cache": str(cache.root), "removed": removed,
+                          "freed": report.freed, "total_before": report.total_before,
+                          "total_after": report.total_after, "kept_leased": report.kept_leased,
+                          "stale_removed": report.stale_removed}, indent=1))
+        return 0
     for e in report.removed:
         print(f"evicted {e.digest[:12]} {e.kind} {e.key} ({human(e.layer_bytes + e.archive_bytes)})")
     print(f"cache {cache.root}: {human(report.total_before)} -> {human(report.total_after)}, "
@@ -80,20 +105,46 @@ def cmd_cache_gc(a: argparse.Namespace) -> int:
     return 0
 
 
+TASK_STATUSES = ("ready", "env-failed", "repo-failed")
+VALIDATION_STATUSES = ("valid", "env-broken", "flaky", "timeout")
+
+
+def _task_row(entry: dict) -> dict:
+    """What `tasks` shows of an index entry (never the record: patches can be large)."""
+    validation = entry.get("validation") or {}
+    return {"instance_id": entry["instance_id"], "status": entry.get("status", "ready"),
+            "env_key": entry.get("env_key"), "spec_name": entry.get("spec_name"),
+            "repo_key": entry.get("repo_key"), "validation": validation.get("status")}
+
+
 def cmd_tasks(a: argparse.Namespace) -> int:
+    """Stream the index shard by shard (one shard in memory at a time, in index order): a
+    store of 50k tasks is listed without loading all of its records."""
     from minisandbox.node.published import iter_tasks, read_catalog
     from minisandbox.node.store import open_store
 
     store = open_store(a.store)
     read_catalog(store)  # a store without an index is an error, not an empty list
-    rows = sorted((e["instance_id"], e.get("status", "ready")) for e in iter_tasks(store))
-    if a.status:
-        rows = [r for r in rows if r[1] == a.status]
+    counts: dict[str, int] = {}
+    shown = 0
     if a.json:
-        print(json.dumps([{"instance_id": i, "status": s} for i, s in rows], indent=1))
-    else:
-        for iid, status in rows:
-            print(f"{iid}\t{status}")
+        sys.stdout.write("[")
+    for entry in iter_tasks(store):
+        row = _task_row(entry)
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+        if (a.status and row["status"] not in a.status) or (a.validation and row["validation"] not in a.validation):
+            continue
+        if a.json:
+            sys.stdout.write(("\n" if shown == 0 else ",\n") + json.dumps(row))
+        else:
+            print("\t".join(str(row[k] or "-") for k in ("instance_id", "status", "env_key", "spec_name",
+                                                          "validation")))
+        shown += 1
+    if a.json:
+        sys.stdout.write("\n]\n")
+    total = sum(counts.values())
+    by_status = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
+    print(f"{shown} of {total} tasks in {store.url} ({by_status})", file=sys.stderr)
     return 0
 
 
@@ -111,11 +162,15 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_fetch)
 
     t = sub.add_parser("tasks", help="List the tasks of a published store.",
-                       description="Instance ids from the store's index, one per line with their status "
-                                   "(ready, env-failed, repo-failed); --status filters.")
+                       description="The store's tasks from its sharded index, one line each: instance id, "
+                                   "status (ready, env-failed, repo-failed), environment key, environment "
+                                   "spec, validation status. Streams shard by shard (constant memory); a "
+                                   "count by status goes to stderr.")
     t.add_argument("--store", help="store URL (default: $MINISANDBOX_STORE or the default config's store)")
-    t.add_argument("--status", help="only tasks with this status, e.g. ready")
-    t.add_argument("--json", action="store_true", help="print the index entries' ids and statuses as JSON")
+    t.add_argument("--status", nargs="+", choices=TASK_STATUSES, help="only tasks with one of these statuses")
+    t.add_argument("--validation", nargs="+", choices=VALIDATION_STATUSES,
+                   help="only tasks whose validation status is one of these")
+    t.add_argument("--json", action="store_true", help="print a JSON list of the tasks (stdout holds only it)")
     t.set_defaults(func=cmd_tasks)
 
     c = sub.add_parser("cache", help="Inspect or clean this node's layer cache.",
@@ -130,4 +185,5 @@ def register(sub) -> None:
     gc.add_argument("--cache", help="cache dir (default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)")
     gc.add_argument("--max-bytes", type=size, default=None,
                     help="target cache size, e.g. 50G (default: only clean stale temp dirs and leases)")
+    gc.add_argument("--json", action="store_true", help="print what was evicted and freed as JSON")
     gc.set_defaults(func=cmd_cache_gc)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+
+from minisandbox.progress import Progress
 
 
 def _mb(n: float) -> str:
@@ -21,11 +22,12 @@ def _mb(n: float) -> str:
 def cmd_mirror(a: argparse.Namespace) -> int:
     from minisandbox.node.sync import mirror
 
-    def progress(key: str, status: str) -> None:
-        if a.verbose:
-            print(f"{status}\t{key}", file=sys.stderr)
+    with Progress(a.command, 0) as meter:  # bytes to copy; a bar on a terminal, else lines
+        def per_artifact(key: str, status: str) -> None:
+            if a.verbose:
+                meter.write(f"{status}\t{key}")
 
-    report = mirror(a.src, a.dst, workers=a.workers, on_artifact=progress)
+        report = mirror(a.src, a.dst, workers=a.workers, on_artifact=per_artifact, progress=meter)
     if a.json:
         print(json.dumps({"src": report.src, "dst": report.dst, "copied": report.copied,
                           "skipped": report.skipped, "files": report.files, "bytes": report.bytes,
@@ -43,7 +45,8 @@ def cmd_verify(a: argparse.Namespace) -> int:
     from minisandbox.node.store import Store
     from minisandbox.node.sync import verify
 
-    report = verify(a.store, quick=a.quick, workers=a.workers)
+    with Progress("verify", 0, unit="file" if a.quick else "B") as meter:
+        report = verify(a.store, quick=a.quick, workers=a.workers, progress=meter)
     store = Store(a.store)
     if a.json:
         print(json.dumps({"store": report.store, "ok": report.ok, "artifacts": report.artifacts,

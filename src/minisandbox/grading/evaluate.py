@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -44,7 +43,9 @@ from minisandbox.grading.evalscript import (
     test_files_of,
 )
 from minisandbox.grading.grading import Reason, dumps, make_report, make_run_summary
-from minisandbox.records import TaskRecord
+from minisandbox.errors import MinisandboxError
+from minisandbox.progress import Progress
+from minisandbox.records import INSTANCE_ID, TaskRecord
 from minisandbox.sandbox.sandbox import ExecResult
 
 
@@ -388,29 +389,71 @@ def make_host_venv(spec: EnvSpec, snapshot: Path, workdir: Path, *, log: Path | 
 # --------------------------------------------------------------------------- batch evaluation
 
 
+class PredictionsError(MinisandboxError, ValueError):
+    """A predictions file is unusable; the message names the file, line and field."""
+
+
+PREDICTION_FIELDS = ("instance_id", "model_patch", "model_name_or_path")
+
+
+def _check_prediction(item: Any, where: str) -> dict[str, Any]:
+    """One prediction, checked field by field (SWE-bench's harness reads all three keys).
+    `instance_id` and `model_name_or_path` become directory names: they are checked too."""
+    need = f"SWE-bench predictions need {', '.join(PREDICTION_FIELDS)}"
+    if not isinstance(item, dict):
+        raise PredictionsError(f"{where}: a prediction must be a JSON object, got {type(item).__name__}; {need}")
+    iid = item.get("instance_id")
+    if not isinstance(iid, str) or not iid:
+        raise PredictionsError(f"{where}: field 'instance_id' missing or not a string; {need}")
+    if not INSTANCE_ID.match(iid) or iid in (".", ".."):
+        raise PredictionsError(f"{where}: field 'instance_id': invalid characters in {iid!r}")
+    where = f"{where} ({iid})"
+    if "model_patch" not in item:
+        raise PredictionsError(f"{where}: field 'model_patch' missing (null or \"\" for no patch); {need}")
+    if item["model_patch"] is not None and not isinstance(item["model_patch"], str):
+        raise PredictionsError(f"{where}: field 'model_patch' must be a string or null, "
+                               f"got {type(item['model_patch']).__name__}")
+    model = item.get("model_name_or_path")
+    if model is None:
+        raise PredictionsError(f"{where}: field 'model_name_or_path' missing; {need}")
+    if not isinstance(model, str) or not model.strip() or _safe(model) in (".", "..") or any(
+            c in model for c in "\0\n\r"):
+        raise PredictionsError(f"{where}: field 'model_name_or_path': {model!r} is not a usable model name")
+    return item
+
+
 def load_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
     """SWE-bench predictions: JSONL (or a JSON list/dict) of `instance_id, model_patch,
-    model_name_or_path`. A later line for the same instance replaces an earlier one."""
+    model_name_or_path`. A later line for the same instance replaces an earlier one. Any
+    bad prediction is a PredictionsError naming file, line (or position) and field."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    items: list[Any]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PredictionsError(f"predictions file {path} does not exist") from None
+    except UnicodeDecodeError as exc:
+        raise PredictionsError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    items: list[tuple[str, Any]] = []
     if path.suffix == ".json":
-        data = json.loads(text)
-        items = list(data.values()) if isinstance(data, dict) else list(data)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise PredictionsError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg}); fix the predictions file") from None
+        values = list(data.values()) if isinstance(data, dict) else data
+        if not isinstance(values, list):
+            raise PredictionsError(f"{path}: expected a list (or a mapping) of predictions")
+        items = [(f"{path}: prediction {n}", v) for n, v in enumerate(values, 1)]
     else:
-        items = []
         for n, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
-                    items.append(json.loads(line))
+                    items.append((f"{path}:{n}", json.loads(line)))
                 except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{n}: invalid JSON ({exc.msg}); fix the predictions file") from None
+                    raise PredictionsError(f"{path}:{n}: invalid JSON ({exc.msg}); fix the predictions file") from None
     out: dict[str, dict[str, Any]] = {}
-    for n, item in enumerate(items, 1):
-        if not isinstance(item, dict) or not isinstance(item.get("instance_id"), str):
-            raise ValueError(f"{path}: prediction {n} has no instance_id; expected SWE-bench predictions format")
-        item.setdefault("model_name_or_path", "model")
-        out[item["instance_id"]] = item
+    for where, item in items:
+        pred = _check_prediction(item, where)
+        out[pred["instance_id"]] = pred
     return out
 
 
@@ -458,9 +501,10 @@ def run_eval(
     Per instance `out/<model>/<instance_id>/` gets `report.json` (SWE-bench format plus
     `reason`), `test_output.txt` and `eval.sh`. `targets[iid]` may be an exception (the
     task or its environment could not be prepared): the instance is reported as an error.
+    `progress` receives one line per finished instance; by default they go to stderr with
+    a progress bar on a terminal (`minisandbox.progress`).
     """
     out = Path(out)
-    progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     todo: list[str] = []
     reports: dict[str, dict[str, Any] | None] = {}
     for iid, pred in predictions.items():
@@ -473,8 +517,11 @@ def run_eval(
         else:
             todo.append(iid)
     total = len(todo)
+    # Default: a bar on a terminal (lines printed above it), periodic plain lines otherwise.
+    meter = Progress("eval", total, unit="task") if progress is None else None
+    say = meter.write if meter is not None else progress
     if reports:
-        progress(f"resuming: {len(reports)} instance(s) already evaluated, {total} to go")
+        say(f"resuming: {len(reports)} instance(s) already evaluated, {total} to go")
     counter = {"done": 0, "resolved": 0}
     lock = threading.Lock()
 
@@ -496,14 +543,20 @@ def run_eval(
         with lock:
             counter["done"] += 1
             counter["resolved"] += int(ev.resolved)
-            progress(f"[{counter['done']}/{total}] {iid}: {ev.reason} ({ev.seconds:.1f} s; "
-                     f"{counter['resolved']} resolved so far)")
+            say(f"[{counter['done']}/{total}] {iid}: {ev.reason} ({ev.seconds:.1f} s; "
+                f"{counter['resolved']} resolved so far)")
+            if meter is not None:
+                meter.update()
         return iid, ev.report
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for fut in as_completed([pool.submit(one, iid) for iid in todo]):
-            iid, rep = fut.result()
-            reports[iid] = rep
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            for fut in as_completed([pool.submit(one, iid) for iid in todo]):
+                iid, rep = fut.result()
+                reports[iid] = rep
+    finally:
+        if meter is not None:
+            meter.close()
     dataset = [iid for iid in targets]
     summary = make_run_summary(dataset, {k: v for k, v in predictions.items() if k in targets}, reports)
     models = sorted({p["model_name_or_path"] for p in predictions.values()}) or ["model"]

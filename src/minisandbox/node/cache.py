@@ -39,6 +39,7 @@ from minisandbox.node.fusemount import FuseMountError, MountHolder
 from minisandbox.node.iobudget import IOBudget
 from minisandbox.node.store import Store, StoreError
 from minisandbox.errors import MinisandboxError
+from minisandbox.progress import Progress
 
 
 
@@ -124,17 +125,21 @@ class GcReport:
 
 
 class _HashingReader:
-    """File-like wrapper that hashes and counts every byte read through it."""
+    """File-like wrapper that hashes and counts every byte read through it (and reports
+    the count to a progress meter, if any)."""
 
-    def __init__(self, f: BinaryIO) -> None:
+    def __init__(self, f: BinaryIO, progress: Progress | None = None) -> None:
         self._f = f
         self.sha = hashlib.sha256()
         self.size = 0
+        self._progress = progress
 
     def read(self, n: int = -1) -> bytes:
         data = self._f.read(n)
         self.sha.update(data)
         self.size += len(data)
+        if self._progress is not None and data:
+            self._progress.update(len(data))
         return data
 
     def drain(self) -> None:
@@ -192,7 +197,11 @@ class Lease:
 class Cache:
     """The node cache at `root` (default `minisandbox.paths.cache_dir()`)."""
 
-    def __init__(self, root: Path | None = None, budget: IOBudget | None = None) -> None:
+    def __init__(self, root: Path | None = None, budget: IOBudget | None = None, *,
+                 progress: Progress | None = None) -> None:
+        """`progress`: a meter that downloads add their sizes to and their bytes to (the
+        `fetch` command's bar); None for silent use (sandboxes, workers)."""
+        self.progress = progress
         if root is None:
             from minisandbox.paths import cache_dir
 
@@ -345,6 +354,8 @@ class Cache:
 
     def _stream_into_layer(self, store: Store, artifact: Artifact) -> tuple[int, int]:
         """Download + verify + unpack in one pass; one more try if the copy is corrupt."""
+        if self.progress is not None:
+            self.progress.add_total(artifact.size)
         problems: list[str] = []
         for attempt in (1, 2):
             def fill(tmp: Path) -> int:
@@ -366,7 +377,7 @@ class Cache:
             for child in tmp.iterdir():
                 restore.remove_tree(child)
             with store.open(artifact.rel, "rb", block_size=_block_size(store)) as raw:
-                reader = _HashingReader(raw)
+                reader = _HashingReader(raw, self.progress)
                 error: BaseException | None = None
                 nbytes = 0
                 try:
@@ -395,13 +406,15 @@ class Cache:
         final = self.archives / artifact.sha256
         if final.is_file():
             return final, False
+        if self.progress is not None:
+            self.progress.add_total(artifact.size)
         problems = []
         for _ in (1, 2):
             part = self.tmp / f"{artifact.sha256}.{uuid.uuid4().hex[:8]}.part"
             try:
                 def transfer(part: Path = part) -> tuple[str, int]:
                     with store.open(artifact.rel, "rb", block_size=_block_size(store)) as raw, open(part, "wb") as out:
-                        reader = _HashingReader(raw)
+                        reader = _HashingReader(raw, self.progress)
                         while chunk := reader.read(CHUNK):
                             out.write(chunk)
                     return reader.sha.hexdigest(), reader.size

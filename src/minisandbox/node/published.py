@@ -46,7 +46,8 @@ def lookup(store: Store, instance_id: str) -> dict[str, Any]:
     for entry in iter_shard(store, shard_of(instance_id)):
         if entry["instance_id"] == instance_id:
             return entry
-    raise UnknownTask(f"unknown task id {instance_id!r} in store {store.url}; list tasks with `minisandbox tasks`")
+    raise UnknownTask(f"unknown task id {instance_id!r} in store {store.url}; list its tasks with "
+                      f"`minisandbox tasks --store {store.url}`")
 
 
 def iter_tasks(store: Store) -> Iterator[dict[str, Any]]:

@@ -195,11 +195,13 @@ class Store:
         except FileNotFoundError as exc:
             raise NotInStore(self._missing_message(rel)) from exc
 
-    def get_file(self, rel: str, local: Path) -> None:
-        """Download `rel` to `local` (the caller verifies and places it atomically)."""
+    def get_file(self, rel: str, local: Path, *, callback: Any = None) -> None:
+        """Download `rel` to `local` (the caller verifies and places it atomically).
+        `callback`: an fsspec callback told the bytes as they arrive (progress)."""
         local = Path(local)
         local.parent.mkdir(parents=True, exist_ok=True)
-        self._call("get", rel, lambda: self.fs.get_file(self.path(rel), str(local)))
+        kw = {"callback": callback} if callback is not None else {}
+        self._call("get", rel, lambda: self.fs.get_file(self.path(rel), str(local), **kw))
 
     # -- writes ---------------------------------------------------------------------------
     def _tmp(self, rel: str) -> str:
@@ -222,8 +224,9 @@ class Store:
         except Exception:
             pass
 
-    def put_file(self, local: Path, rel: str, *, sha256: str | None = None) -> None:
-        """Upload atomically: tmp object, verify size (and sha256 when local), move into place."""
+    def put_file(self, local: Path, rel: str, *, sha256: str | None = None, callback: Any = None) -> None:
+        """Upload atomically: tmp object, verify size (and sha256 when local), move into place.
+        `callback`: an fsspec callback told the bytes as they leave (progress)."""
         local = Path(local)
         want_size = local.stat().st_size
         if sha256 is None and self.local:
@@ -233,7 +236,7 @@ class Store:
             tmp = self._tmp(rel)
             self._ensure_parent(tmp)
             try:
-                self.fs.put_file(str(local), tmp)
+                self.fs.put_file(str(local), tmp, **({"callback": callback} if callback is not None else {}))
                 got = int(self.fs.size(tmp))
                 if got != want_size:
                     raise StoreIntegrityError(f"upload of {local} to {self.url_of(rel)}: size {got} != {want_size}; "

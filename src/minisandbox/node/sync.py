@@ -27,12 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+import fsspec.callbacks
+
 from minisandbox.index import CATALOG, SHARDS, shard_path
 from minisandbox.node.published import read_catalog
 from minisandbox.fsutil import CHUNK, file_digest
 from minisandbox.manifest import manifest_path
 from minisandbox.node.store import NotInStore, Store, open_store
 from minisandbox.errors import MinisandboxError
+from minisandbox.progress import Progress
 
 #: Temp objects older than this are left-overs of interrupted writers, not uploads in flight.
 STALE_TMP_SECONDS = 6 * 3600.0
@@ -142,9 +145,30 @@ def _fresh(store: Store) -> Store:
     return store
 
 
+# ------------------------------------------------------------------------ progress
+class _Transfer(fsspec.callbacks.Callback):
+    """fsspec callback that forwards each chunk's bytes to a Progress meter; `finish()`
+    tops the count up to the blob's size (local copies report no chunks)."""
+
+    def __init__(self, meter: Progress | None, size: int) -> None:
+        super().__init__(size=size)
+        self.meter, self.sent = meter, 0
+
+    def call(self, hook_name: str | None = None, **kwargs: Any) -> None:
+        delta = min(self.value, self.size or self.value) - self.sent
+        if delta > 0 and self.meter is not None:
+            self.meter.update(delta)
+            self.sent += delta
+
+    def finish(self) -> None:
+        self.absolute_update(self.size)
+
+
 # ------------------------------------------------------------------------ mirror
-def _copy_blob(src: Store, dst: Store, blob: Blob, tmpdir: Path) -> int:
-    """Copy one archive/image, refusing it if its sha256 or size differs from the manifest."""
+def _copy_blob(src: Store, dst: Store, blob: Blob, tmpdir: Path, meter: Progress | None = None) -> int:
+    """Copy one archive/image, refusing it if its sha256 or size differs from the manifest.
+    The meter counts the network leg: the download from a remote source, else the upload."""
+    transfer = _Transfer(meter, blob.size)
     if src.local:
         local = Path(src.path(blob.rel))
         if not local.exists():
@@ -153,7 +177,7 @@ def _copy_blob(src: Store, dst: Store, blob: Blob, tmpdir: Path) -> int:
     else:
         local = tmpdir / f"{threading.get_ident()}-{Path(blob.rel).name}"
         try:
-            src.get_file(blob.rel, local)
+            src.get_file(blob.rel, local, callback=transfer)
         except NotInStore as exc:
             raise SyncError(f"{src.url_of(blob.rel)} is missing but the index names it; "
                             f"run `minisandbox verify {src.url}` and re-publish that key") from exc
@@ -163,7 +187,8 @@ def _copy_blob(src: Store, dst: Store, blob: Blob, tmpdir: Path) -> int:
             raise SyncError(f"{src.url_of(blob.rel)} does not match its manifest (sha256 {sha[:12]}.. size {size}, "
                             f"want {blob.sha256[:12]}.. size {blob.size}); not copied: the source is damaged, "
                             f"re-publish that key, then rerun")
-        dst.put_file(local, blob.rel, sha256=blob.sha256)
+        dst.put_file(local, blob.rel, sha256=blob.sha256, callback=transfer if src.local else None)
+        transfer.finish()
         return size
     finally:
         if not src.local:
@@ -183,11 +208,11 @@ def _complete_at(dst: Store, art: Artifact, manifest_bytes: bytes) -> bool:
 
 def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
            on_artifact: Callable[[str, str], None] | None = None,
-           stale_tmp_after: float = STALE_TMP_SECONDS) -> SyncReport:
+           stale_tmp_after: float = STALE_TMP_SECONDS, progress: Progress | None = None) -> SyncReport:
     """Copy the published store `src` to `dst` (any two fsspec URLs); resumable, verified.
 
-    `on_artifact(key, "copied"|"skipped")` is called after each artifact (progress; tests
-    use it to interrupt a run). After a complete run, temp objects (`*.tmp-<uuid>`) older
+    `on_artifact(key, "copied"|"skipped")` is called after each artifact (tests use it to
+    interrupt a run); `progress` counts the bytes of the artifacts that need copying. After a complete run, temp objects (`*.tmp-<uuid>`) older
     than `stale_tmp_after` seconds, left at `dst` by interrupted writers, are removed. Raises SyncError naming the first artifact that failed;
     everything copied before stays valid at `dst`, and the index there is untouched.
     """
@@ -219,7 +244,9 @@ def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
             if _complete_at(dst, art, manifest_bytes):
                 status, n, files = "skipped", 0, 0
             else:
-                n = sum(_copy_blob(src, dst, b, tmpdir) for b in art.blobs)
+                if progress is not None:
+                    progress.add_total(sum(b.size for b in art.blobs))
+                n = sum(_copy_blob(src, dst, b, tmpdir, progress) for b in art.blobs)
                 dst.put_bytes(art.manifest_rel, manifest_bytes)  # after its blobs
                 status, files = "copied", len(art.blobs) + 1
             with lock:
@@ -340,20 +367,21 @@ def _run_all(fn: Callable[[Any], None], items: Iterable[Any], workers: int) -> N
 
 
 # ------------------------------------------------------------------------ verify
-def _stream_digest(store: Store, rel: str) -> tuple[str, int]:
+def _stream_digest(store: Store, rel: str, meter: Progress | None = None) -> tuple[str, int]:
     """sha256 and size of a store object, streamed (constant memory, no temp file)."""
-    if store.local:
-        return file_digest(Path(store.path(rel)))
     h = hashlib.sha256()
     size = 0
-    with store.open(rel, "rb") as f:
+    with (open(store.path(rel), "rb") if store.local else store.open(rel, "rb")) as f:
         while chunk := f.read(CHUNK):
             h.update(chunk)
             size += len(chunk)
+            if meter is not None:
+                meter.update(len(chunk))
     return h.hexdigest(), size
 
 
-def _verify_artifact(store: Store, art: Artifact, quick: bool) -> tuple[list[Problem], int]:
+def _verify_artifact(store: Store, art: Artifact, quick: bool,
+                     meter: Progress | None = None) -> tuple[list[Problem], int]:
     problems: list[Problem] = []
     nbytes = 0
     try:
@@ -369,8 +397,10 @@ def _verify_artifact(store: Store, art: Artifact, quick: bool) -> tuple[list[Pro
         try:
             if quick:
                 size, sha = store.size(blob.rel), blob.sha256
+                if meter is not None:
+                    meter.update(1)
             else:
-                sha, size = _stream_digest(store, blob.rel)
+                sha, size = _stream_digest(store, blob.rel, meter)
                 nbytes += size
         except (NotInStore, FileNotFoundError):
             problems.append(Problem("missing", blob.rel, f"archive of {art.kind} {art.key}; re-publish it "
@@ -394,18 +424,22 @@ def _iter_shard_lines(store: Store, rel: str) -> Iterator[dict[str, Any]]:
                 yield {"__bad_line__": n}
 
 
-def verify(store: Store | str, *, quick: bool = False, workers: int = 4) -> VerifyReport:
-    """Check every artifact, log and shard the index names. `quick`: sizes only, no digests."""
+def verify(store: Store | str, *, quick: bool = False, workers: int = 4,
+           progress: Progress | None = None) -> VerifyReport:
+    """Check every artifact, log and shard the index names. `quick`: sizes only, no digests.
+    `progress` counts bytes hashed (blobs checked with `quick`)."""
     store = _fresh(open_store(store))
     catalog = read_catalog(store)
     report = VerifyReport(store.url)
     arts = artifacts_of(catalog)
     report.artifacts = len(arts)
     report.blobs = sum(len(a.blobs) for a in arts)
+    if progress is not None:
+        progress.add_total(report.blobs if quick else sum(b.size for a in arts for b in a.blobs))
     lock = threading.Lock()
 
     def one(art: Artifact) -> None:
-        problems, nbytes = _verify_artifact(store, art, quick)
+        problems, nbytes = _verify_artifact(store, art, quick, progress)
         with lock:
             report.problems.extend(problems)
             report.bytes += nbytes

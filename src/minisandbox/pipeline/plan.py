@@ -15,12 +15,17 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from minisandbox import __version__
-from minisandbox.catalog import Catalog, EnvSpec, spec_for, task_commit
+from minisandbox.errors import MinisandboxError
+from minisandbox.catalog import Catalog, EnvSpec, require_catalog_files, spec_for, task_commit
 from minisandbox.pipeline.keys import env_canonical, env_key, repo_key, source_id
-from minisandbox.records import InvalidRecord, read_tasks
+from minisandbox.records import InvalidRecord, TaskFileMissing, read_tasks
 from minisandbox.fsutil import atomic_write_json
 
-PLAN_SCHEMA = 4
+PLAN_SCHEMA = 5
+
+
+class PlanError(MinisandboxError, ValueError):
+    """The task files give nothing to build (every record invalid, or none at all)."""
 
 
 @dataclass
@@ -97,10 +102,11 @@ def build_plan(task_files: Iterable[str | Path], catalog: Catalog, workdir: Path
         for rec in ingested.records:
             try:
                 spec = spec_for(catalog, rec)
-            except KeyError as exc:
+            except KeyError as exc:  # no spec for this record: name the record, not the catalog
                 field_name = "repo" if rec.format == "swesmith" else "version"
+                file, line = ingested.origins.get(rec.instance_id, ("<tasks>", 0))
                 plan.invalid.append(
-                    InvalidRecord("<catalog>", 0, field_name, str(exc).strip("'\""), rec.instance_id).to_dict()
+                    InvalidRecord(file, line, field_name, str(exc).strip("'\""), rec.instance_id).to_dict()
                 )
                 continue
             # Keys use the declared source (stable across checkouts); jobs use the resolved one.
@@ -153,7 +159,8 @@ def load_or_build_plan(
     catalog_paths = [Path(p) for p in catalog_files]
     for p in task_paths:
         if not p.exists():
-            raise FileNotFoundError(f"task file {p} does not exist; check --config tasks=...")
+            raise TaskFileMissing(f"task file {p} does not exist; check --config tasks=... or --tasks")
+    require_catalog_files(catalog_paths)
     fp = _fingerprint(task_paths, catalog_paths, workdir)
     plan_path = plan_dir / fp / "plan.json"
     if plan_path.exists():
@@ -162,6 +169,38 @@ def load_or_build_plan(
     plan = build_plan(task_paths, catalog, workdir, plan_dir / fp / "tasks.jsonl")
     atomic_write_json(plan_path, plan.to_dict())
     return plan
+
+
+#: How many invalid records a warning lists before pointing at the run report.
+SHOWN_INVALID = 20
+
+
+def format_invalid(rec: dict[str, Any]) -> str:
+    """One invalid record as one line: file:line (instance id): field 'x': why."""
+    return str(InvalidRecord(**rec))
+
+
+def invalid_summary(plan: Plan, *, shown: int = SHOWN_INVALID) -> tuple[str | None, str | None]:
+    """(warning, fatal) for the records a plan had to leave out.
+
+    A plan with usable tasks and some invalid records is worth running (the report lists
+    the rest): a multi-line warning naming each record by file, line and field. A plan with
+    no usable task at all is an error: one line naming the first bad record.
+    """
+    bad = plan.invalid
+    if plan.n_tasks == 0:
+        if not bad:
+            return None, "the task files hold no task record; check --config tasks=... or --tasks"
+        return None, (f"no usable task in the task files ({len(bad)} invalid record(s)); first: "
+                      f"{format_invalid(bad[0])}")
+    if not bad:
+        return None, None
+    lines = [f"minisandbox: warning: {len(bad)} task record(s) are invalid and left out "
+             f"({plan.n_tasks} usable):"]
+    lines += [f"  {format_invalid(r)}" for r in bad[:shown]]
+    if len(bad) > shown:
+        lines.append(f"  ... and {len(bad) - shown} more (all in results/report.txt)")
+    return "\n".join(lines), None
 
 
 def write_current(plan: Plan, path: Path) -> None:

@@ -1,0 +1,115 @@
+"""minisandbox.progress: a tqdm bar on a terminal, plain periodic lines elsewhere."""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import os
+import re
+import select
+import struct
+import termios
+import threading
+
+import pytest
+
+from minisandbox.progress import Progress
+
+
+class _Pipe(io.StringIO):
+    """A non-terminal stream (what stderr is under CI, Slurm or a log file)."""
+
+    def isatty(self) -> bool:
+        return False
+
+
+def test_plain_lines_carry_done_total_percent_rate_and_eta(monkeypatch) -> None:
+    monkeypatch.delenv("MINISANDBOX_PROGRESS", raising=False)
+    out = _Pipe()
+    with Progress("fetch", 3 << 20, stream=out, interval=0) as p:
+        for _ in range(3):
+            p.update(1 << 20)
+    lines = out.getvalue().splitlines()
+    assert p.mode == "lines" and len(lines) == 4  # one per update, then the final numbers
+    assert re.fullmatch(r"fetch: 1\.00M/3\.00M \(33%\), .*B/s, elapsed 00:00, ETA .*", lines[0]), lines[0]
+    assert lines[-1].startswith("fetch: 3.00M/3.00M (100%)")
+
+
+def test_plain_lines_are_periodic_not_per_update(monkeypatch) -> None:
+    monkeypatch.delenv("MINISANDBOX_PROGRESS", raising=False)
+    out = _Pipe()
+    with Progress("push", 1000, stream=out, interval=3600) as p:
+        for _ in range(1000):
+            p.update(1)
+    assert out.getvalue() == ""  # a short transfer prints nothing (not one line per chunk)
+
+
+def test_total_grows_and_updates_from_threads_add_up(monkeypatch) -> None:
+    monkeypatch.setenv("MINISANDBOX_PROGRESS", "lines")
+    out = _Pipe()
+    p = Progress("verify", 0, stream=out, interval=3600)
+
+    def work() -> None:
+        p.add_total(1000)
+        for _ in range(1000):
+            p.update(1)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (p.n, p.total) == (8000, 8000)
+    assert p.line().startswith("verify: 7.81k/7.81k (100%)")
+
+
+def test_bar_on_a_terminal(monkeypatch) -> None:
+    """A real pseudo-terminal as the stream: tqdm draws a bar with rate and ETA."""
+    monkeypatch.delenv("MINISANDBOX_PROGRESS", raising=False)
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a 100-column terminal
+    stream = os.fdopen(slave, "w", buffering=1)
+    try:
+        p = Progress("pull", 4 << 20, stream=stream)
+        assert p.mode == "bar"
+        for _ in range(4):
+            p.update(1 << 20)
+        p.write("copied\tenv-x")
+        p.close()
+        stream.flush()
+        chunks = []
+        while select.select([master], [], [], 0.2)[0]:
+            chunks.append(os.read(master, 65536))
+        drawn = b"".join(chunks).decode(errors="replace")
+    finally:
+        stream.close()
+        os.close(master)
+    assert "pull: 100%|" in drawn and "4.00M/4.00M" in drawn and "B/s]" in drawn
+    assert "copied\tenv-x" in drawn
+
+
+def test_off_prints_messages_only(monkeypatch) -> None:
+    monkeypatch.setenv("MINISANDBOX_PROGRESS", "off")
+    out = _Pipe()
+    with Progress("eval", 2, unit="task", stream=out, interval=0) as p:
+        p.update()
+        p.write("[1/2] x: resolved")
+        p.update()
+    assert out.getvalue() == "[1/2] x: resolved\n"
+
+
+@pytest.mark.parametrize("value,mode", [("bar", "bar"), ("lines", "lines"), ("0", "off"), ("auto", "lines")])
+def test_mode_from_environment(monkeypatch, value: str, mode: str) -> None:
+    monkeypatch.setenv("MINISANDBOX_PROGRESS", value)
+    p = Progress("x", 1, stream=_Pipe(), interval=0)
+    assert p.mode == mode
+    p.close()
+
+
+def test_no_work_draws_nothing_even_on_a_terminal(monkeypatch) -> None:
+    """`fetch` of cached tasks: no empty bar."""
+    monkeypatch.setenv("MINISANDBOX_PROGRESS", "bar")
+    out = _Pipe()
+    with Progress("fetch", 0, stream=out):
+        pass
+    assert out.getvalue() == ""
