@@ -1,20 +1,25 @@
-"""Node runtime bench: time-to-ready of an environment, ours vs the published method, and
-1/8/32/64 concurrent requests for distinct environments with and without the I/O budget.
+"""Node runtime bench: time-to-ready of an environment per method, as root and as an
+unprivileged user, against the published method measured in the same run.
 
-One run, side by side on the same trees, same machine, same store directory:
+1. One realistic environment (~400 MB, ~11.7k files: numpy, pandas, scipy, sympy, ...) plus
+   a repository of many small files, cold (nothing on the node) and warm (layers already on
+   the node), median of --reps / --warm-reps:
+   * published method: Python `tarfile` gzip-9 archives; cold = extract env and repo, then a
+     full copy of both for the sandbox; warm = the full copy only (the baseline);
+   * tar.zst: `runtime.prepare(images=False)`: stream, verify, unpack into layers;
+   * squashfs image (the default when published): `runtime.prepare()`: download, check the
+     image's sha256 against the manifest, then a kernel loop mount (root) or squashfuse in
+     the cache's mount-holder namespace (unprivileged user `msbtest`, run through runuser);
+   the unprivileged rows repeat the published method as that user for their baseline.
+2. --distinct (8) distinct ~100 MB environments prepared at the same time, one process each,
+   per method, as root and unprivileged: median and all-ready seconds.
+3. 1/8/32/64 concurrent requests for distinct small environments, with and without the
+   node's I/O budget.
 
-* published method: Python `tarfile` gzip level 9 archives; cold = extract the env and
-  repo archives, then a full copy of both for the sandbox; warm = the full copy only.
-* ours: `tar.zst` store; cold = `runtime.prepare` with an empty node cache (stream, verify,
-  unpack into layers, lease); warm = `runtime.prepare` when the layers are on the node
-  (the sandbox then mounts an overlay, ~2 ms).
+The store is a local directory, so "cold" means not on the node; store files may be in the
+page cache for all methods alike.
 
-The env tree is a venv-shaped copy of packages from this interpreter's site-packages
-(numpy, pandas, scipy, ... ~400 MB); the repo is a source tree
-with many small files. The store is a local directory, so "cold" means not on the node;
-store files may be in the page cache for both methods alike.
-
-    python bench/bench_runtime.py                 # full run (~5-10 min on 2 cores)
+    python bench/bench_runtime.py                 # full run (~10-15 min on 2 cores)
     python bench/bench_runtime.py --quick         # small trees, 1/8 concurrency
 """
 
@@ -52,6 +57,8 @@ ENV_PACKAGES = ["numpy", "numpy.libs", "pandas", "scipy", "scipy.libs", "sympy",
                 "dateutil", "pytz", "six.py", "packaging", "pluggy", "_pytest", "pytest", "iniconfig"]
 REPO_PACKAGE = "jedi"  # many small files, like a repository checkout
 SMALL_ENV_PACKAGES = ["networkx"]
+#: The distinct environments prepared at the same time (~100 MB, ~4k files each).
+CONC_ENV_PACKAGES = ["numpy", "numpy.libs", "pip", "setuptools", "networkx"]
 
 
 def site_packages() -> Path:
@@ -112,7 +119,7 @@ def publish(store: Store, kind: str, key: str, tree: Path, fmt: str, work: Path)
         img = work / f"{key}.squashfs"
         t = time.perf_counter()
         pack_image(tree, img)
-        pack_s = time.perf_counter() - t
+        pack_s += time.perf_counter() - t  # archive + image: both are published
         isha, isize = file_digest(img)
         manifest["image"] = {"format": "squashfs", "artifact": img.name, "sha256": isha, "size": isize}
         store.put_file(img, f"artifacts/{kind}/{img.name}", sha256=isha)
@@ -157,6 +164,309 @@ def published_warm(node: Path, i: int) -> float:
     for kind in ("env", "repo"):
         shutil.copytree(node / "extracted" / kind, node / f"sandbox{i}" / kind, symlinks=True)
     return time.perf_counter() - t
+
+
+# -- running as an unprivileged user ------------------------------------------------------------
+BENCH_USER = "msbtest"  # the same unprivileged user the rootless tests use (tests/fixtures/sandbox.py)
+USER_PYTHON = "/usr/bin/python3"
+#: Top-level modules the node runtime imports, copied for the user's interpreter (this
+#: interpreter's site-packages is under /root, which the user cannot read).
+RUNTIME_MODULES = ["zstandard", "filelock", "fsspec", "tenacity", "pydantic", "pydantic_core", "typing_extensions.py",
+                   "annotated_types", "typing_inspection", "yaml", "_yaml"]
+
+
+def user_runner(work: Path) -> list[str] | None:
+    """argv prefix that runs Python as the unprivileged bench user with minisandbox importable,
+    or None (not root, no such user and cannot create it, different Python minor)."""
+    if os.geteuid() != 0 or not shutil.which("runuser") or not os.path.exists(USER_PYTHON):
+        return None
+    ver = subprocess.run([USER_PYTHON, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
+    if ver.stdout.strip() != str(sys.version_info[:2]):
+        return None  # compiled modules (zstandard, pydantic_core) would not load
+    if subprocess.run(["id", BENCH_USER], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", BENCH_USER], check=True)
+    sp = work / "user-site"
+    if not sp.exists():
+        sp.mkdir(parents=True)
+        for name in RUNTIME_MODULES:
+            src = site_packages() / name
+            if src.is_dir():
+                shutil.copytree(src, sp / name, symlinks=True)
+            elif src.is_file():
+                shutil.copy2(src, sp / name)
+    src_dir = Path(__file__).resolve().parents[1] / "src"
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": f"{src_dir}:{sp}", "HOME": f"/home/{BENCH_USER}",
+           "LANG": "C.UTF-8", "MINISANDBOX_IO_SLOTS": "0"}
+    return ["runuser", "-u", BENCH_USER, "--", "env", "-i", *[f"{k}={v}" for k, v in env.items()], USER_PYTHON]
+
+
+def user_dir(path: Path) -> Path:
+    """A directory the bench user owns (and every parent traversable)."""
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["chown", "-R", BENCH_USER, str(path)], check=True)
+    return path
+
+
+USER_SINGLE = textwrap.dedent("""
+    import json, shutil, statistics, sys, tarfile, time
+    from pathlib import Path
+    from minisandbox.node.cache import Cache
+    from minisandbox.node.iobudget import IOBudget
+    from minisandbox.node.runtime import prepare
+    cfg = json.loads(sys.argv[1])
+    out = {}
+    node = Path(cfg["node"])
+    # published method as this user
+    cold, warm = [], []
+    for i in range(cfg["reps"]):
+        d = node / f"pub{i}"
+        t = time.perf_counter()
+        for kind, key in (("env", cfg["env_key"]), ("repo", cfg["repo_key"])):
+            with tarfile.open(Path(cfg["gz_store"]) / "artifacts" / kind / f"{key}.tar.gz", "r:gz") as tf:
+                tf.extractall(d / "extracted" / kind)
+        for kind in ("env", "repo"):
+            shutil.copytree(d / "extracted" / kind, d / "sandbox" / kind, symlinks=True)
+        cold.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        for kind in ("env", "repo"):
+            shutil.copytree(d / "extracted" / kind, d / "sandbox2" / kind, symlinks=True)
+        warm.append(time.perf_counter() - t)
+        shutil.rmtree(d)
+    out["published"] = {"cold": cold, "warm": warm}
+    for name, images in (("unpack", False), ("image", True)):
+        cold, warm, how = [], [], ""
+        for i in range(cfg["reps"]):
+            cache = Cache(node / f"cache-{name}-{i}", budget=IOBudget(0, node / "unused"))
+            t = time.perf_counter()
+            p = prepare(cfg["task"], cfg["store"], cache=cache, images=images)
+            cold.append(time.perf_counter() - t)
+            how = "fuse" if p.mount_ns else "unpacked"
+            p.release()
+            for _ in range(cfg["warm_reps"]):
+                t = time.perf_counter()
+                w = prepare(cfg["task"], cfg["store"], cache=cache, images=images)
+                warm.append(time.perf_counter() - t)
+                w.release()
+            cache.gc(max_bytes=0)
+            cache.stop_mounts()
+            shutil.rmtree(node / f"cache-{name}-{i}", ignore_errors=True)
+        out[name] = {"cold": cold, "warm": warm, "how": how}
+    print(json.dumps(out))
+""")
+
+
+def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict) -> None:
+    """One realistic environment (+ repo), cold and warm, every method side by side."""
+    env_tree = make_env(work / "trees" / "env", env_pkgs)
+    repo_tree = make_repo(work / "trees" / "repo", REPO_PACKAGE)
+    ef, eb = du(env_tree)
+    rf, rb = du(repo_tree)
+    print(f"env tree: {ef} files, {eb / 1e6:.0f} MB; repo tree: {rf} files, {rb / 1e6:.0f} MB", flush=True)
+    stores = {"tar.gz": work / "store-gz", "squashfs": work / "store-img"}  # store-img: tar.zst + image
+    pack_s, sizes, keys = {}, {}, {}
+    for fmt, d in stores.items():
+        st = Store(d)
+        em, ep = publish(st, "env", "env-bench-0000000000000000", env_tree, fmt, work)
+        rm, rp = publish(st, "repo", "repo-bench-000000000000-00000000", repo_tree, fmt, work)
+        write_index(st, [task_entry("bench__one", em["key"], rm["key"])])
+        pack_s[fmt] = ep + rp
+        sizes[fmt] = sum(m["size"] for m in (em, rm))
+        if fmt == "squashfs":
+            sizes["tar.zst"] = sizes[fmt]
+            sizes["squashfs"] = sum(m["image"]["size"] for m in (em, rm))
+        keys = {"env": em["key"], "repo": rm["key"]}
+        print(f"packed {fmt}: {pack_s[fmt]:.1f} s", flush=True)
+    rmtree(work / "trees")
+    node = work / "node"
+    kernel = can_mount_images()
+    cold: dict[str, list[float]] = {k: [] for k in ("published", "tar.zst", "squashfs")}
+    warm: dict[str, list[float]] = {k: [] for k in ("published", "tar.zst", "squashfs")}
+    for i in range(a.reps):
+        rmtree(node)
+        cold["published"].append(published_cold(stores["tar.gz"], keys["env"], keys["repo"], node / "pub"))
+        for j in range(min(a.reps, 3)):
+            warm["published"].append(published_warm(node / "pub", j))
+        rmtree(node)
+        for name, images in (("tar.zst", False), ("squashfs", True)):
+            if images and not kernel:
+                continue
+            cache = Cache(node / f"cache-{name}", budget=IOBudget(0, node / "unused"))
+            t = time.perf_counter()
+            p = prepare("bench__one", str(stores["squashfs"]), cache=cache, images=images)
+            cold[name].append(time.perf_counter() - t)
+            assert p.downloaded
+            p.release()
+            for _ in range(a.warm_reps // a.reps + 1):
+                t = time.perf_counter()
+                w = prepare("bench__one", str(stores["squashfs"]), cache=cache, images=images)
+                warm[name].append(time.perf_counter() - t)
+                assert not w.downloaded
+                w.release()
+            cache.gc(max_bytes=0)  # unmounts images, removes layers
+        rmtree(node)
+        print(f"rep {i + 1}/{a.reps}: " + ", ".join(f"{k} cold {v[-1]:.2f} s" for k, v in cold.items() if v),
+              flush=True)
+    user: dict = {}
+    runner = user_runner(work)
+    if runner:
+        for d in stores.values():
+            subprocess.run(["chmod", "-R", "a+rX", str(d)], check=True)
+        os.chmod(work, 0o755)
+        cfg = {"node": str(user_dir(work / "user-node")), "reps": a.reps, "warm_reps": a.warm_reps // a.reps + 1,
+               "task": "bench__one", "store": str(stores["squashfs"]), "gz_store": str(stores["tar.gz"]),
+               "env_key": keys["env"], "repo_key": keys["repo"]}
+        proc = subprocess.run(runner + ["-c", USER_SINGLE, json.dumps(cfg)], capture_output=True, text=True, cwd="/tmp")
+        if proc.returncode != 0:
+            print(f"unprivileged run failed: {proc.stderr[-2000:]}", file=sys.stderr)
+        else:
+            user = json.loads(proc.stdout.strip().splitlines()[-1])
+        rmtree(work / "user-node")
+    med = statistics.median
+
+    def row(label: str, c: list[float], w: list[float], base: tuple[float, float], pack: str, mb: str) -> list:
+        if not c:
+            return [label, pack, mb, "-", "-", "-", "-"]
+        return [label, pack, mb, f"{med(c):.3f}", f"{med(w):.4f}", f"{base[0] / med(c):.1f}x", f"{base[1] / med(w):.0f}x"]
+
+    base = (med(cold["published"]), med(warm["published"]))
+    mb = {k: f"{v / 1e6:.0f}" for k, v in sizes.items()}
+    rows = [row("root: published method (tarfile gz-9 + full copy), baseline", cold["published"], warm["published"],
+                base, f"{pack_s['tar.gz']:.1f}", mb["tar.gz"]),
+            row("root: tar.zst, streamed + unpacked into layers", cold["tar.zst"], warm["tar.zst"], base,
+                "(below)", mb["tar.zst"]),
+            row("root: squashfs image, verified + kernel mount (default)", cold["squashfs"], warm["squashfs"], base,
+                f"{pack_s['squashfs']:.1f} (tar.zst + image)", mb["squashfs"])]
+    if user:
+        ubase = (med(user["published"]["cold"]), med(user["published"]["warm"]))
+        rows += [row("unprivileged: published method, baseline", user["published"]["cold"], user["published"]["warm"],
+                     ubase, "", mb["tar.gz"]),
+                 row("unprivileged: tar.zst, streamed + unpacked (fallback)", user["unpack"]["cold"],
+                     user["unpack"]["warm"], ubase, "", mb["tar.zst"]),
+                 row(f"unprivileged: squashfs image, verified + squashfuse ({user['image']['how']}) (default)",
+                     user["image"]["cold"], user["image"]["warm"], ubase, "", mb["squashfs"])]
+    print()
+    print(tabulate(rows, headers=["method", "pack s", "MB", "cold ready s (median)", "warm ready s (median)",
+                                  "cold speed-up", "warm speed-up"]))
+    results["single"] = {"cold": cold, "warm": warm, "user": user, "pack_s": pack_s, "sizes": sizes,
+                         "env_files": ef, "env_bytes": eb, "repo_files": rf, "repo_bytes": rb}
+    rmtree(work / "store-gz")
+
+
+# -- 8 concurrent distinct environments, per method ---------------------------------------------
+CONC_WORKER = textwrap.dedent("""
+    import json, shutil, sys, tarfile, time
+    from pathlib import Path
+    cfg = json.loads(sys.argv[1])
+    if cfg["method"] != "published":
+        from minisandbox.node.cache import Cache
+        from minisandbox.node.iobudget import IOBudget
+        from minisandbox.node.runtime import prepare
+        cache = Cache(Path(cfg["cache"]), budget=IOBudget(0, Path(cfg["cache"]) / "budget"))
+    sys.stdout.write("ready\\n"); sys.stdout.flush()
+    sys.stdin.readline()  # the start signal
+    if cfg["method"] == "published":
+        d = Path(cfg["node"])
+        for kind, key in (("env", cfg["env_key"]), ("repo", cfg["repo_key"])):
+            with tarfile.open(Path(cfg["gz_store"]) / "artifacts" / kind / f"{key}.tar.gz", "r:gz") as tf:
+                tf.extractall(d / "extracted" / kind)
+        for kind in ("env", "repo"):
+            shutil.copytree(d / "extracted" / kind, d / "sandbox" / kind, symlinks=True)
+    else:
+        p = prepare(cfg["task"], cfg["store"], cache=cache, images=cfg["method"] == "image")
+        assert p.downloaded
+    print(json.dumps({"ready_at": time.time()}), flush=True)
+""")
+
+
+def run_concurrent(argv_prefix: list[str], cfgs: list[dict]) -> list[float]:
+    """Start one worker per config, release them at once, return sorted seconds to ready."""
+    procs = [subprocess.Popen(argv_prefix + ["-c", CONC_WORKER, json.dumps(c)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd="/tmp") for c in cfgs]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    t0 = time.time()
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    out = []
+    for p in procs:
+        line = p.stdout.readline()  # type: ignore[union-attr]
+        if p.wait() != 0 or not line:
+            raise SystemExit(f"concurrent worker failed (exit {p.returncode})")
+        out.append(json.loads(line)["ready_at"] - t0)
+    return sorted(out)
+
+
+def concurrent_methods(a: argparse.Namespace, work: Path, n: int, env_pkgs: list[str], results: dict) -> None:
+    """n distinct environments prepared at the same time, cold, per method (median of reps)."""
+    store = Store(work / "store-cm")
+    gz = Store(work / "store-cm-gz")
+    tasks = []
+    base_tree = make_env(work / "trees" / "cm-base", env_pkgs)
+    cf, cb = du(base_tree)
+    repo_tree = make_repo(work / "trees" / "cm-repo", None, marker="cm")
+    gz_env, _ = publish(gz, "env", "env-cm-gz-000000000000", base_tree, "tar.gz", work)
+    gz_repo, _ = publish(gz, "repo", "repo-cm-gz-00000000000-00000000", repo_tree, "tar.gz", work)
+    for i in range(n):
+        (base_tree / "env-id.txt").write_text(f"env {i}")  # a distinct digest per environment
+        em, _ = publish(store, "env", f"env-cm-{i:016x}", base_tree, "squashfs", work)
+        rm, _ = publish(store, "repo", f"repo-cm-{i:012x}-{i:08x}", repo_tree, "squashfs", work)
+        tasks.append(task_entry(f"cm__task.{i}", em["key"], rm["key"]))
+    write_index(store, tasks)
+    rmtree(work / "trees")
+    print(f"\n{n} concurrent distinct envs of {cf} files, {cb / 1e6:.0f} MB each", flush=True)
+    me = [sys.executable]
+    runner = user_runner(work)
+    if runner:
+        subprocess.run(["chmod", "-R", "a+rX", str(store.root), str(gz.root)], check=True)
+        os.chmod(work, 0o755)
+    methods = [("root", "published", me), ("root", "unpack", me)]
+    if can_mount_images():
+        methods.append(("root", "image", me))
+    if runner:
+        methods += [("unprivileged", "published", runner), ("unprivileged", "unpack", runner),
+                    ("unprivileged", "image", runner)]
+    times: dict[str, list[list[float]]] = {}
+    for rep in range(a.reps):
+        for who, method, prefix in methods:
+            node = work / f"cm-node-{who}-{method}"
+            rmtree(node)
+            node.mkdir(parents=True)
+            if who == "unprivileged":
+                user_dir(node)
+            cfgs = [{"method": method, "node": str(node / f"n{i}"), "cache": str(node / "cache"), "task": t["instance_id"],
+                     "store": str(store.root), "gz_store": str(gz.root), "env_key": gz_env["key"],
+                     "repo_key": gz_repo["key"]} for i, t in enumerate(tasks)]
+            env = dict(os.environ)
+            ready = run_concurrent(prefix, cfgs)
+            times.setdefault(f"{who}/{method}", []).append(ready)
+            if method != "published":
+                stop = ("from minisandbox.node.cache import Cache; import sys; c = Cache(sys.argv[1]); "
+                        "c.gc(max_bytes=0); c.stop_mounts()")
+                subprocess.run(prefix + ["-c", stop, str(node / "cache")], check=True, cwd="/tmp", env=env)
+            rmtree(node)
+            print(f"  rep {rep + 1}: {who} {method}: all ready {ready[-1]:.2f} s", flush=True)
+    med = statistics.median
+    rows = []
+    for who in ("root", "unprivileged"):
+        key = f"{who}/published"
+        if key not in times:
+            continue
+        base_all = med(r[-1] for r in times[key])
+        for method, label in (("published", "published method (baseline)"), ("unpack", "tar.zst unpack"),
+                              ("image", "squashfs image mount (default)")):
+            k = f"{who}/{method}"
+            if k not in times:
+                continue
+            all_ready = med(r[-1] for r in times[k])
+            rows.append([f"{who}: {label}", f"{med(med(r) for r in times[k]):.2f}", f"{all_ready:.2f}",
+                         f"{base_all / all_ready:.1f}x"])
+    print()
+    print(tabulate(rows, headers=["method", f"median ready s ({n} envs)", "all ready s", "speed-up (all ready)"]))
+    results["concurrent_methods"] = {"n": n, "env_files": cf, "env_bytes": cb, "times": times}
+    rmtree(work / "store-cm")
+    rmtree(work / "store-cm-gz")
 
 
 # -- concurrency ------------------------------------------------------------------------------
@@ -204,19 +514,25 @@ def main() -> int:
     ap.add_argument("--concurrency", default="1,8,32,64")
     ap.add_argument("--quick", action="store_true", help="small trees and 1,8 concurrency (smoke run)")
     ap.add_argument("--json", help="also write the results to this JSON file")
-    ap.add_argument("--only", choices=["single", "concurrency"], help="run one part only")
+    ap.add_argument("--only", choices=["single", "methods", "concurrency"], help="run one part only")
+    ap.add_argument("--distinct", type=int, default=8, help="concurrent distinct environments per method")
     a = ap.parse_args()
     env_pkgs = ["numpy", "numpy.libs", "pip"] if a.quick else ENV_PACKAGES
+    conc_pkgs = ["pip", "setuptools"] if a.quick else CONC_ENV_PACKAGES
     levels = [1, 8] if a.quick else [int(x) for x in a.concurrency.split(",")]
-    work = Path(a.workdir or tempfile.mkdtemp(prefix="bench-runtime-"))
+    # not under a 0700 temp dir: the unprivileged part reads the stores
+    work = Path(a.workdir or tempfile.mkdtemp(prefix="bench-runtime-", dir="/var/tmp"))
     work.mkdir(parents=True, exist_ok=True)
     results: dict = {"machine": {"cores": os.cpu_count(), "python": sys.version.split()[0]}}
     try:
         # ---- 1. one environment, cold and warm ------------------------------------------------
         if a.only != "concurrency":
             single(a, work, env_pkgs, results)
-        # ---- 2. concurrent requests for distinct environments ----------------------------------
-        if a.only != "single":
+        # ---- 2. n distinct environments at once, per method ------------------------------------
+        if a.only in (None, "methods"):
+            concurrent_methods(a, work, a.distinct, conc_pkgs, results)
+        # ---- 3. 1..64 concurrent requests with and without the I/O budget -----------------------
+        if a.only in (None, "concurrency"):
             concurrency(work, levels, results)
     finally:
         if not a.workdir:
@@ -224,86 +540,6 @@ def main() -> int:
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
     return 0
-
-
-def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict) -> None:
-    env_tree = make_env(work / "trees" / "env", env_pkgs)
-    repo_tree = make_repo(work / "trees" / "repo", REPO_PACKAGE)
-    ef, eb = du(env_tree)
-    rf, rb = du(repo_tree)
-    print(f"env tree: {ef} files, {eb / 1e6:.0f} MB; repo tree: {rf} files, {rb / 1e6:.0f} MB", flush=True)
-    images = can_mount_images() and shutil.which("mksquashfs") is not None
-    stores = {"tar.zst": work / "store-zst", "tar.gz": work / "store-gz"}
-    if images:
-        stores["squashfs"] = work / "store-img"
-    pack_s = {}
-    sizes = {}
-    manifests = {}
-    for fmt, d in stores.items():
-        st = Store(d)
-        em, ep = publish(st, "env", "env-bench-0000000000000000", env_tree, fmt, work)
-        rm, rp = publish(st, "repo", "repo-bench-000000000000-00000000", repo_tree, fmt, work)
-        write_index(st, [task_entry("bench__one", em["key"], rm["key"])])
-        pack_s[fmt] = ep + rp
-        sizes[fmt] = sum((m.get("image") or m)["size"] for m in (em, rm))
-        manifests[fmt] = (em, rm)
-        print(f"packed {fmt}: {pack_s[fmt]:.1f} s, {sizes[fmt] / 1e6:.0f} MB", flush=True)
-
-    node = work / "node"
-    cold: dict[str, list[float]] = {k: [] for k in ("published", "tar.zst", "tar.gz", "squashfs")}
-    warm: dict[str, list[float]] = {k: [] for k in ("published", "tar.zst", "squashfs")}
-    for i in range(a.reps):
-        rmtree(node)
-        cold["published"].append(published_cold(stores["tar.gz"], manifests["tar.gz"][0]["key"],
-                                                manifests["tar.gz"][1]["key"], node / "pub"))
-        for j in range(min(a.reps, 3)):
-            warm["published"].append(published_warm(node / "pub", j))
-        rmtree(node)
-        for fmt in stores:
-            cache = Cache(node / f"cache-{fmt}", budget=IOBudget(0, node / "unused"))
-            mount = fmt == "squashfs"
-            t = time.perf_counter()
-            p = prepare("bench__one", str(stores[fmt]), cache=cache, images=mount)
-            cold[fmt].append(time.perf_counter() - t)
-            assert p.downloaded
-            p.release()
-            if fmt in warm:
-                for _ in range(a.warm_reps // a.reps + 1):
-                    t = time.perf_counter()
-                    w = prepare("bench__one", str(stores[fmt]), cache=cache, images=mount)
-                    warm[fmt].append(time.perf_counter() - t)
-                    assert not w.downloaded
-                    w.release()
-            cache.gc(max_bytes=0)  # unmounts images, removes layers
-        rmtree(node)
-        print(f"rep {i + 1}/{a.reps}: " + ", ".join(f"{k} cold {v[-1]:.2f} s" for k, v in cold.items() if v),
-              flush=True)
-    med = statistics.median
-    base_c, base_w = med(cold["published"]), med(warm["published"])
-    rows = [["published method (tarfile gz-9 + full copy)", f"{pack_s['tar.gz']:.1f}",
-             f"{sizes['tar.gz'] / 1e6:.0f}", f"{base_c:.3f}", f"{base_w:.3f}", "1.0x", "1.0x"]]
-    labels = {"tar.zst": "ours: tar.zst, streamed + unpacked into layers",
-              "tar.gz": "ours: published tar.gz store, streamed + unpacked",
-              "squashfs": "ours: squashfs image, verified + loop-mounted (root)"}
-    for fmt, label in labels.items():
-        if not cold[fmt]:
-            continue
-        w = f"{med(warm[fmt]):.4f}" if warm.get(fmt) else "-"
-        ws = f"{base_w / med(warm[fmt]):.0f}x" if warm.get(fmt) else "-"
-        rows.append([label, f"{pack_s[fmt]:.1f}" if fmt != "tar.gz" else "(same)",
-                     f"{sizes[fmt] / 1e6:.0f}", f"{med(cold[fmt]):.3f}", w, f"{base_c / med(cold[fmt]):.1f}x", ws])
-    print()
-    print(tabulate(rows, headers=["method", "pack s", "MB", "cold ready s (median)", "warm ready s (median)",
-                                  "cold speed-up", "warm speed-up"]))
-    best = "squashfs" if cold["squashfs"] else "tar.zst"
-    print(f"targets: warm <= 0.1 s: {'MET' if med(warm[best]) <= 0.1 else 'MISSED'} ({med(warm[best]):.4f} s); "
-          f"cold >= 5x faster: {'MET' if base_c / med(cold[best]) >= 5 else 'MISSED'} "
-          f"({base_c / med(cold[best]):.1f}x with {best}; {base_c / med(cold['tar.zst']):.1f}x unpacking tar.zst)",
-          flush=True)
-    results["single"] = {"cold": cold, "warm": warm, "pack_s": pack_s, "sizes": sizes,
-                         "env_files": ef, "env_bytes": eb, "repo_files": rf, "repo_bytes": rb}
-    rmtree(work / "store-gz")
-    rmtree(work / "trees")
 
 
 def concurrency(work: Path, levels: list[int], results: dict) -> None:
