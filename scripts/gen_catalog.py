@@ -14,11 +14,17 @@ Inputs (see docs/catalog.md):
   created from; its `pip:` section gives the exact pins. `setup_env.sh` is the script the
   image ran (its steps after the env is activated are the install commands).
 * `swebench_python_specs.json`: SWE-bench's MAP_REPO_VERSION_TO_SPECS for Python.
+* `config/catalog/pypi-release-dates.json` (committed, next to the output): first-upload
+  dates on PyPI of the few anchor pins that date an export (see `as_of_date`). The
+  generator never touches the network unless `--refresh-dates` is given, which looks the
+  missing anchors up once (one request per anchor project, PyPI's simple JSON API with
+  PEP 700 upload times) and adds them to that file.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import hashlib
 import json
 import re
@@ -38,8 +44,9 @@ SWEBENCH_TIMEOUT = 1800  # SWE-bench harness default per-instance timeout (secon
 
 #: Field order in the YAML (docs/design.md "Environment specs"); `extra` is informational.
 FIELDS = (
-    "name", "kind", "source", "commit", "python", "requirements", "requirements_files",
-    "pre_install", "install", "test_cmd", "log_parser", "timeout", "extra",
+    "name", "kind", "source", "commit", "python", "python_full", "exclude_newer", "requirements",
+    "requirements_files", "system_packages", "pre_install", "install", "test_cmd", "log_parser",
+    "timeout", "extra",
 )
 
 # --------------------------------------------------------------------------------------
@@ -97,6 +104,29 @@ BASE_CONDA = frozenset(
     libgcc-ng libgomp libmpdec libstdcxx libstdcxx-ng libuuid libxcb libzlib ncurses openssl
     pip pthread-stubs python readline setuptools sqlite tk tzdata wheel xz zlib""".split()
 )
+
+#: Conda packages of an export that are the *same project* on PyPI (conda name -> PyPI
+#: name). Only these are carried into `requirements`: many conda names are unrelated
+#: projects on PyPI (`tk`, `xz`, `readline`, `openssl`, `sqlite`, `tzdata` (conda: the IANA
+#: data, PyPI: a Python package with its own versions), `libblas`, ...), so the list is
+#: explicit and anything else stays information in `extra.conda_packages`.
+CONDA_ON_PYPI = {
+    "pip": "pip",
+    "setuptools": "setuptools",
+    "wheel": "wheel",
+    "pybind11": "pybind11",
+    "pybind11-global": "pybind11-global",
+    "fasttext": "fasttext",
+}
+
+#: Pins that date an export: their first upload to PyPI is a lower bound of the export's
+#: date. A small fixed set (looked up once, committed in RELEASE_DATES_FILE): the conda
+#: section's pip/setuptools/wheel and the test stack most exports share; `hypothesis`
+#: releases almost daily, so it dates an export closely where present.
+DATE_ANCHORS = ("pip", "setuptools", "wheel", "pytest", "pluggy", "packaging", "coverage", "hypothesis")
+RELEASE_DATES_FILE = "pypi-release-dates.json"
+#: Calendar-versioned packages whose version is their release date (YYYY.M.D).
+CALVER_DATED = ("ca-certificates", "certifi")
 
 _EXACT_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?==([^\s;@]+)$")
 _CONDA_EQ = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)=([^=<>!~\s]+)$")
@@ -194,13 +224,13 @@ def _load_json(path: Path) -> Any:
 # --------------------------------------------------------------------------------------
 
 
-def read_env_export(path: Path) -> tuple[str, list[str], list[str]]:
-    """(conda python version, conda packages 'name==version', pip lines) of a conda export."""
+def read_env_export(path: Path) -> tuple[str, dict[str, str], list[str]]:
+    """(conda python version, every other conda package name -> version, pip lines)."""
     data = _load_yaml(path)
     if not isinstance(data, dict) or not isinstance(data.get("dependencies"), list):
         raise InputError(f"{path}: not a conda environment export (no dependencies list)")
     python = ""
-    conda: list[str] = []
+    conda: dict[str, str] = {}
     pip: list[str] = []
     for dep in data["dependencies"]:
         if isinstance(dep, dict):
@@ -210,11 +240,66 @@ def read_env_export(path: Path) -> tuple[str, list[str], list[str]]:
             version = rest.split("=", 1)[0]
             if name == "python":
                 python = version
-            elif name not in BASE_CONDA:
-                conda.append(f"{name}=={version}")
+            elif version:
+                conda[name] = version
     if not python:
         raise InputError(f"{path}: no python=<version> among the conda dependencies")
     return python, conda, pip
+
+
+def conda_pins(conda: dict[str, str], pip_pins: list[str]) -> list[str]:
+    """`name==version` for the conda packages that are the same project on PyPI
+    (`CONDA_ON_PYPI`), unless the pip section pins that name too: the image installed the
+    pip section after the conda one, so its version is the one the tests saw."""
+    pinned = {canon(p.split("==", 1)[0].split("[", 1)[0]) for p in pip_pins}
+    out = []
+    for name, version in sorted(conda.items()):
+        pypi = CONDA_ON_PYPI.get(name)
+        if pypi and canon(pypi) not in pinned:
+            out.append(f"{pypi}=={version}")
+    return out
+
+
+_CALVER = re.compile(r"^(\d{4})\.(\d{1,2})\.(\d{1,2})$")
+
+
+def as_of_date(conda: dict[str, str], pins: list[str], release_dates: dict[str, str]) -> tuple[str | None, str]:
+    """(exclude_newer, how it was found) for one export.
+
+    The export records no date. Every package in it was released before the export was
+    made, so the newest known release among them is a lower bound of the export's date;
+    the as-of date is the next UTC midnight after it. Known releases: calendar versions
+    (`ca-certificates=2024.11.26`, `certifi==2024.8.30`) and the first PyPI upload of the
+    `DATE_ANCHORS` pins in `release_dates` (`name==version` -> ISO date-time). Pins newer
+    than the date are installed exactly anyway (the build exempts them from the date)."""
+    found: list[tuple[str, str]] = []
+    versions = dict(conda)
+    for pin in pins:
+        name, _, version = pin.partition("==")
+        versions[canon(name.split("[", 1)[0])] = version
+    for name in CALVER_DATED:
+        m = _CALVER.match(versions.get(canon(name), versions.get(name, "")) or "")
+        if m:
+            found.append((f"{int(m.group(1)):04d}-{int(m.group(2)):02d}-{int(m.group(3)):02d}", f"{name} {m.group(0)}"))
+    for name in DATE_ANCHORS:
+        version = versions.get(canon(name))
+        stamp = release_dates.get(f"{name}=={version}") if version else None
+        if stamp:
+            found.append((stamp[:10], f"{name}=={version} uploaded {stamp[:10]}"))
+    if not found:
+        return None, "no dated package in the export"
+    day, why = max(found)
+    nxt = _dt.date.fromisoformat(day) + _dt.timedelta(days=1)
+    return f"{nxt.isoformat()}T00:00:00Z", f"the day after the newest dated package: {why}"
+
+
+def anchor_pins(conda: dict[str, str], pins: list[str]) -> list[str]:
+    """The `name==version` anchors of one export whose release date dates it."""
+    versions = {canon(k): v for k, v in conda.items()}
+    for pin in pins:
+        name, _, version = pin.partition("==")
+        versions[canon(name.split("[", 1)[0])] = version
+    return [f"{n}=={versions[canon(n)]}" for n in DATE_ANCHORS if canon(n) in versions]
 
 
 def install_steps(script: Path) -> list[str] | None:
@@ -265,14 +350,18 @@ def swesmith_log_parser(profile: dict[str, Any]) -> str:
     return "pytest" if "pytest" in cmd else "unittest"
 
 
-def swesmith_spec(profile: dict[str, Any], envs: Path) -> dict[str, Any]:
+def swesmith_spec(profile: dict[str, Any], envs: Path, release_dates: dict[str, str] | None = None) -> dict[str, Any]:
     name = profile["name"]
     env_dir = envs / name
     yml = env_dir / f"sweenv_{name}.yml"
     if not yml.is_file():
         raise InputError(f"{yml} does not exist: profile {name} has no environment export")
-    python_conda, conda_pkgs, pip_lines = read_env_export(yml)
+    python_conda, conda_all, pip_lines = read_env_export(yml)
+    conda_pkgs = [f"{k}=={v}" for k, v in conda_all.items() if k not in BASE_CONDA]
     pins, dropped = filter_pins(profile, pip_lines)
+    from_conda = conda_pins(conda_all, pins)
+    exclude_newer, date_note = as_of_date(conda_all, pins, release_dates or {})
+    pins = sorted(pins + from_conda, key=str.lower)
     profile_install = [str(c) for c in profile["install_cmds"]]
     script_install = install_steps(env_dir / "setup_env.sh")
     install = script_install if script_install is not None else profile_install
@@ -290,34 +379,111 @@ def swesmith_spec(profile: dict[str, Any], envs: Path) -> dict[str, Any]:
         )
     if conda_pkgs:
         extra["conda_packages"] = sorted(conda_pkgs, key=str.lower)
+    if from_conda:
+        extra["conda_pins"] = from_conda
+    extra["exclude_newer_source"] = date_note
     if dropped:
         extra["dropped_pins"] = dropped
     if system_cmds:
         extra["system_commands"] = system_cmds
-    if system_pkgs:
-        extra["system_packages"] = system_pkgs
     if script_install is not None and script_install != profile_install:
         extra["profile_install_cmds"] = profile_install
     if profile.get("overridden_methods"):
         extra["swesmith_overrides"] = list(profile["overridden_methods"])
-    return {
+    spec: dict[str, Any] = {
         "name": name,
         "kind": "swesmith",
         "source": f"https://github.com/{profile['owner']}/{profile['repo']}.git",
         "commit": profile["commit"],
         "python": str(profile["python_version"]),
+    }
+    if python_conda.startswith(f"{profile['python_version']}."):
+        spec["python_full"] = python_conda
+    if exclude_newer:
+        spec["exclude_newer"] = exclude_newer
+    spec.update({
         "requirements": pins,
         "requirements_files": [],
+        **({"system_packages": system_pkgs} if system_pkgs else {}),
         "pre_install": [],
         "install": install,
         "test_cmd": str(profile["test_cmd"]),
         "log_parser": swesmith_log_parser(profile),
         "timeout": int(profile["timeout"]),
         "extra": extra,
+    })
+    return spec
+
+
+def load_release_dates(path: Path) -> dict[str, str]:
+    """The committed `name==version` -> first-upload date-time table (empty if absent)."""
+    if not path.is_file():
+        return {}
+    data = _load_json(path)
+    dates = data.get("dates") if isinstance(data, dict) else None
+    if not isinstance(dates, dict) or not all(isinstance(v, str) for v in dates.values()):
+        raise InputError(f"{path}: expected {{\"dates\": {{\"name==version\": \"ISO date-time\"}}}}")
+    return dict(dates)
+
+
+def pypi_upload_dates(project: str) -> dict[str, str]:
+    """version -> earliest `upload-time` of its files, from PyPI's simple JSON API (PEP 691
+    and PEP 700): one request per project. Only `--refresh-dates` calls this."""
+    import urllib.error
+    import urllib.request
+
+    from packaging.utils import parse_sdist_filename, parse_wheel_filename
+
+    url = f"https://pypi.org/simple/{project}/"
+    req = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 (fixed https URL)
+            data = json.load(resp)
+    except urllib.error.HTTPError as exc:
+        raise InputError(f"{url}: HTTP {exc.code}; retry later") from None
+    out: dict[str, str] = {}
+    for f in data.get("files") or []:
+        name, stamp = f.get("filename", ""), f.get("upload-time")
+        if not stamp:
+            continue
+        try:
+            version = str(parse_wheel_filename(name)[1] if name.endswith(".whl") else parse_sdist_filename(name)[1])
+        except Exception:  # noqa: BLE001 (eggs, exe installers: not needed to date an export)
+            continue
+        stamp = re.sub(r"\.\d+Z$", "Z", stamp)
+        if version not in out or stamp < out[version]:
+            out[version] = stamp
+    return out
+
+
+def refresh_release_dates(shared: Path, path: Path) -> int:
+    """Look up the anchors of every export missing from `path` once; returns how many."""
+    dates = load_release_dates(path)
+    wanted: set[str] = set()
+    for yml in sorted((shared / "swesmith-envs").glob("*/sweenv_*.yml")):
+        _python, conda, pip_lines = read_env_export(yml)
+        exact = [ln for ln in pip_lines if _EXACT_PIN.match(ln)]
+        wanted.update(anchor_pins(conda, exact))
+    missing = sorted(wanted - set(dates))
+    by_project: dict[str, list[str]] = {}
+    for pin in missing:
+        by_project.setdefault(pin.split("==", 1)[0], []).append(pin)
+    for project, project_pins in sorted(by_project.items()):
+        uploads = pypi_upload_dates(project)
+        for pin in project_pins:
+            stamp = uploads.get(pin.split("==", 1)[1])
+            if stamp:
+                dates[pin] = stamp
+    doc = {
+        "source": "https://pypi.org/simple/<name>/ (PEP 691 JSON), earliest upload-time of the release's files",
+        "anchors": list(DATE_ANCHORS),
+        "dates": dict(sorted(dates.items(), key=lambda kv: kv[0].lower())),
     }
+    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    return len(missing)
 
 
-def swesmith_specs(shared: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def swesmith_specs(shared: Path, release_dates: dict[str, str] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     path = shared / "swesmith_python_profiles.json"
     data = _load_json(path)
     profiles = data.get("python_profiles") if isinstance(data, dict) else None
@@ -326,7 +492,7 @@ def swesmith_specs(shared: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     envs = shared / "swesmith-envs"
     if not envs.is_dir():
         raise InputError(f"{envs} does not exist; it holds the sweenv_<name>.yml exports")
-    specs = [swesmith_spec(p, envs) for p in profiles]
+    specs = [swesmith_spec(p, envs, release_dates) for p in profiles]
     specs.sort(key=lambda s: s["name"].lower())
     env_digest, env_files = tree_digest(envs)
     meta = (data.get("_meta") or {}) if isinstance(data, dict) else {}
@@ -390,8 +556,7 @@ def swebench_spec(repo: str, version: str, raw: dict[str, Any]) -> dict[str, Any
     system_cmds = system_pre + system_eval
     if system_cmds:
         extra["system_commands"] = system_cmds
-    if pkgs_pre + pkgs_eval:
-        extra["system_packages"] = list(dict.fromkeys(pkgs_pre + pkgs_eval))
+    system_pkgs = list(dict.fromkeys(pkgs_pre + pkgs_eval))
     install = [str(raw["install"])] if raw.get("install") else []
     if install:
         # The harness reruns the install right before the tests (picks up the model patch
@@ -409,6 +574,7 @@ def swebench_spec(repo: str, version: str, raw: dict[str, Any]) -> dict[str, Any
         "python": str(raw["python"]),
         "requirements": reqs,
         "requirements_files": req_files,
+        **({"system_packages": system_pkgs} if system_pkgs else {}),
         "pre_install": pre_install,
         "install": install,
         "test_cmd": test_cmd,
@@ -474,9 +640,9 @@ def render(specs: list[dict[str, Any]], *, title: str, inputs: dict[str, str], n
     return "\n".join(header) + "\n" + body
 
 
-def generate(shared: Path) -> dict[str, str]:
+def generate(shared: Path, release_dates: dict[str, str] | None = None) -> dict[str, str]:
     """File name -> YAML text, for every generated catalog."""
-    smith, smith_inputs = swesmith_specs(shared)
+    smith, smith_inputs = swesmith_specs(shared, release_dates)
     bench, bench_inputs, skipped = swebench_specs(shared)
     return {
         "swesmith.yaml": render(
@@ -500,9 +666,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED, help=f"shared data dir (default {DEFAULT_SHARED})")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output dir (default {DEFAULT_OUT})")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if --out is stale")
+    parser.add_argument("--dates", type=Path, default=None,
+                        help=f"release-date table (default {DEFAULT_OUT / RELEASE_DATES_FILE})")
+    parser.add_argument("--refresh-dates", action="store_true",
+                        help="look missing anchor pins up once in PyPI's JSON API and add them to --dates")
     args = parser.parse_args(argv)
+    dates_path = args.dates or DEFAULT_OUT / RELEASE_DATES_FILE
     try:
-        outputs = generate(args.shared)
+        if args.refresh_dates:
+            n = refresh_release_dates(args.shared, dates_path)
+            print(f"{dates_path}: looked up {n} release(s)")
+        outputs = generate(args.shared, load_release_dates(dates_path))
     except InputError as exc:
         print(f"gen_catalog: {exc}", file=sys.stderr)
         return 2

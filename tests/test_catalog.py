@@ -53,6 +53,12 @@ def bench() -> Catalog:
     return Catalog.load([SWEBENCH_YAML])
 
 
+def export_conda(name: str) -> dict[str, str]:
+    """The conda section of a profile's export, name -> version."""
+    data = yaml.safe_load((SHARED / "swesmith-envs" / name / f"sweenv_{name}.yml").read_text())
+    return {d.split("=")[0]: d.split("=")[1] for d in data["dependencies"] if isinstance(d, str)}
+
+
 def export_pins(name: str) -> list[str]:
     """The pip section of a profile's conda export, read independently of the generator."""
     data = yaml.safe_load((SHARED / "swesmith-envs" / name / f"sweenv_{name}.yml").read_text())
@@ -159,13 +165,17 @@ def test_generator_filters_pins_and_moves_system_steps(tmp_path: Path) -> None:
     assert gen.main(["--shared", str(shared), "--out", str(out)]) == 0
     cat = Catalog.load([out / "swesmith.yaml"])
     spec = cat["own__pkg.0123abcd"]
-    # only exact pins of other packages: no editable/VCS/file lines, not the project itself
-    assert spec.requirements == ("alpha[extra]==2.0", "Zeta==1.0")
+    # only exact pins of other packages: no editable/VCS/file lines, not the project itself;
+    # plus the conda packages that are the same project on PyPI (pip, fasttext; not python)
+    assert spec.requirements == ("alpha[extra]==2.0", "fasttext==0.9.2", "pip==25.0", "Zeta==1.0")
+    assert spec.extra["conda_pins"] == ["fasttext==0.9.2", "pip==25.0"]
+    # dated by pip 25.0 (uploaded 2025-01-26, config/catalog/pypi-release-dates.json); 3.12 export
+    assert spec.exclude_newer == "2025-01-27T00:00:00Z" and spec.python_full is None
     dropped = "\n".join(spec.extra["dropped_pins"])
     for line in ("-e git+", "other @ file://", "git+https://github.com/x/y.git", "pkg-name==0.1.dev0", "loose>=1.0"):
         assert line in dropped
     assert spec.install == ("python -m pip install -e .",)  # apt-get moved out of the venv build
-    assert spec.extra["system_packages"] == ["graphviz", "libxml2-dev"]
+    assert spec.system_packages == ("graphviz", "libxml2-dev")
     assert spec.python == "3.10" and spec.extra["python_conda"] == "3.12.9" and "python_note" in spec.extra
     assert spec.extra["conda_packages"] == ["fasttext==0.9.2"]
     assert spec.extra["profile_install_cmds"] == ["python -m pip install -e ."]
@@ -186,7 +196,7 @@ def test_generator_filters_pins_and_moves_system_steps(tmp_path: Path) -> None:
         "./tests/runtests.py --verbosity 2"
     )
     assert dj.extra["system_commands"] == ["apt-get update && apt-get install -y locales", "locale-gen"]
-    assert dj.extra["system_packages"] == ["locales"]
+    assert dj.system_packages == ("locales",)
     assert (dj.commit, dj.log_parser, dj.timeout) == (None, "django", 1800)
     assert bench["django/django@1.10"].extra["eval_install"] == "python setup.py install"
     sk = bench["scikit-learn/scikit-learn@0.20"]
@@ -241,7 +251,11 @@ def test_swesmith_catalog_covers_every_profile(smith: Catalog) -> None:
 def test_exact_pins_match_the_official_export(smith: Catalog, name: str) -> None:
     pins = export_pins(name)
     assert all("==" in p for p in pins)
-    assert sorted(smith[name].requirements, key=str.lower) == sorted(pins, key=str.lower)
+    # the pip section exactly, plus the conda section's packages that are on PyPI (issue 11)
+    conda = export_conda(name)
+    from_conda = sorted(f"{n}=={conda[n]}" for n in ("pip", "setuptools", "wheel"))
+    assert smith[name].extra["conda_pins"] == from_conda
+    assert sorted(smith[name].requirements, key=str.lower) == sorted(pins + from_conda, key=str.lower)
     assert "pytest==8.3.3" in smith["arrow-py__arrow.1d70d009"].requirements
 
 
@@ -256,7 +270,8 @@ def test_the_profiles_own_package_is_not_pinned(smith: Catalog, name: str, own: 
     assert any(p.lower().startswith(own + "==") for p in pins)  # the export does list it ...
     reqs = smith[name].requirements
     assert not any(r.lower().startswith(own + "==") for r in reqs)  # ... the spec does not
-    assert set(reqs) == {p for p in pins if not p.lower().startswith(own + "==")}
+    conda_pins = set(smith[name].extra.get("conda_pins", []))
+    assert set(reqs) == {p for p in pins if not p.lower().startswith(own + "==")} | conda_pins
 
 
 def test_no_spec_pins_its_own_project(smith: Catalog) -> None:
@@ -450,3 +465,54 @@ def test_spec_for_unknown_spec_names_the_task(smith: Catalog, bench: Catalog) ->
         spec_for(bench, rec)
     with pytest.raises(KeyError, match="no environment spec"):
         spec_for(smith, rec)
+
+
+# -- issue 11 fields: as-of date, exact interpreter, system packages, warm-up ----------------
+
+
+def test_fidelity_fields_are_validated_in_one_line() -> None:
+    base = {"name": "n", "kind": "bundled", "source": "s", "commit": "c", "python": "3.10"}
+    spec = EnvSpec.from_dict({**base, "python_full": "3.10.15", "exclude_newer": "2024-12-02T00:00:00Z",
+                              "system_packages": ["graphviz"], "warmup": ["python -c 'import nltk'"]})
+    assert (spec.python_full, spec.exclude_newer, spec.system_packages, spec.warmup) == (
+        "3.10.15", "2024-12-02T00:00:00Z", ("graphviz",), ("python -c 'import nltk'",))
+    assert spec.to_dict()["system_packages"] == ["graphviz"] and not spec.extra
+    for field_name, value, msg in (
+        ("python_full", "3.11.2", "full version of python 3.10"),
+        ("exclude_newer", "2024-12-02", "RFC 3339"),
+        ("exclude_newer", "2024-13-02T00:00:00Z", "not a valid date-time"),
+        ("system_packages", ["Bad Name"], "not a Debian package name"),
+        ("warmup", "pytest", "list of strings"),
+    ):
+        with pytest.raises(CatalogError, match=msg) as exc:
+            EnvSpec.from_dict({**base, field_name: value}, origin="cat.yaml (spec #1)")
+        assert "\n" not in str(exc.value) and "cat.yaml" in str(exc.value)
+
+
+def test_warmup_collects_pytest_suites_and_adds_the_specs_commands() -> None:
+    base = {"name": "n", "kind": "bundled", "source": "s", "commit": "c", "python": "3.10"}
+    spec = EnvSpec.from_dict({**base, "warmup": ["python -m nltk.downloader punkt"]})
+    assert spec.warmup_commands() == [f"{spec.test_cmd} --collect-only -q", "python -m nltk.downloader punkt"]
+    unittest = EnvSpec.from_dict({**base, "log_parser": "unittest", "test_cmd": "python -m unittest -v"})
+    assert unittest.warmup_commands() == []
+
+
+@needs_shared
+def test_swesmith_specs_carry_conda_pins_the_interpreter_and_a_date(smith: Catalog) -> None:
+    dom = smith["Knio__dominate.9082227e"]
+    assert {"pip==24.2", "setuptools==75.1.0", "wheel==0.44.0"} <= set(dom.requirements)
+    assert dom.python_full == "3.10.15"
+    # pytest 8.3.4 (2024-12-01) is the newest dated package of that export
+    assert dom.exclude_newer == "2024-12-02T00:00:00Z" and "pytest==8.3.4" in dom.extra["exclude_newer_source"]
+    for spec in smith:
+        assert spec.exclude_newer, spec.name
+        names = [r.split("==")[0].lower() for r in spec.requirements]
+        assert len(names) == len(set(names)), f"{spec.name}: a name pinned twice"
+        # conda-only projects that are unrelated on PyPI are never pinned
+        assert not {"tk", "xz", "readline", "openssl", "sqlite", "ncurses", "zlib"} & set(names), spec.name
+    # a pip-section pin wins over the conda section's (the image installed pip's last)
+    pdf = smith["jsvine__pdfplumber.02ff4313"]
+    assert [r for r in pdf.requirements if r.startswith("setuptools==")] == ["setuptools==68.2.2"]
+    assert "setuptools==75.8.0" not in pdf.extra["conda_pins"]
+    hydra = smith["facebookresearch__hydra.0f03eb60"]
+    assert hydra.system_packages == ("openjdk-17-jdk", "openjdk-17-jre")

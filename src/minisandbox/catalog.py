@@ -7,6 +7,8 @@ by `spec_name_for(record)`.
 
 from __future__ import annotations
 
+import datetime as _dt
+import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -16,6 +18,7 @@ import yaml
 from minisandbox.errors import MinisandboxError
 from minisandbox.paths import project_root
 from minisandbox.records import TaskRecord
+from minisandbox.syspkgs import validate_names
 
 DEFAULT_TEST_CMD = (
     "source /opt/miniconda3/bin/activate; conda activate testbed; "
@@ -25,7 +28,11 @@ DEFAULT_TEST_CMD = (
 
 KINDS = ("swesmith", "swebench", "bundled")
 REQUIRED = ("name", "kind", "source", "python")
-_LIST_FIELDS = ("requirements", "requirements_files", "pre_install", "install")
+_LIST_FIELDS = ("requirements", "requirements_files", "pre_install", "install", "system_packages", "warmup")
+#: Parsers of pytest output: specs using one get a collection warm-up during the build.
+PYTEST_PARSERS = frozenset({"pytest", "pytest_v2", "pytest_options", "matplotlib", "seaborn"})
+_FULL_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})$")
 
 
 class CatalogError(MinisandboxError, ValueError):
@@ -58,6 +65,14 @@ class EnvSpec:
     test_cmd: str = DEFAULT_TEST_CMD
     log_parser: str = "pytest"
     timeout: int = 90
+    #: the reference environment's exact interpreter (e.g. "3.10.15"); used when available
+    python_full: str | None = None
+    #: as-of date (RFC 3339): whatever is resolved rather than pinned is resolved as of it
+    exclude_newer: str | None = None
+    #: Debian packages the build or the tests need on the host (checked, never installed)
+    system_packages: tuple[str, ...] = ()
+    #: extra commands run in /testbed after the install, with network (fetch test data)
+    warmup: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @classmethod
@@ -92,6 +107,24 @@ class EnvSpec:
         commit = kwargs.get("commit")
         if commit is not None and not isinstance(commit, str):
             raise CatalogError(f"{who}: commit must be a string or null, got {type(commit).__name__}")
+        full = kwargs.get("python_full")
+        if full is not None and (not isinstance(full, str) or not _FULL_VERSION.match(full)
+                                 or not full.startswith(kwargs["python"] + ".")):
+            raise CatalogError(f"{who}: python_full must be a full version of python {kwargs['python']} "
+                               f"such as \"{kwargs['python']}.15\", got {full!r}")
+        date = kwargs.get("exclude_newer")
+        if date is not None:
+            if not isinstance(date, str) or not _DATE_TIME.match(date):
+                raise CatalogError(f"{who}: exclude_newer must be an RFC 3339 date-time such as "
+                                   f"\"2024-12-02T00:00:00Z\" (quoted), got {date!r}")
+            try:
+                _dt.datetime.fromisoformat(date.replace("Z", "+00:00"))
+            except ValueError:
+                raise CatalogError(f"{who}: exclude_newer {date!r} is not a valid date-time") from None
+        try:
+            validate_names(kwargs.get("system_packages", ()), who)
+        except ValueError as exc:
+            raise CatalogError(str(exc)) from None
         timeout = kwargs.get("timeout", cls.timeout)
         if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
             raise CatalogError(f"{who}: timeout must be a positive integer (seconds), got {timeout!r}")
@@ -112,6 +145,17 @@ class EnvSpec:
 
     def with_commit(self, commit: str) -> "EnvSpec":
         return replace(self, commit=commit)
+
+    def warmup_commands(self) -> list[str]:
+        """What the build runs in /testbed after the install, with network, so that data a
+        suite downloads when it is imported or collected lands in the environment's layers
+        (docs/design.md "Offline test data"): for pytest specs the test command with
+        `--collect-only -q` appended (failure tolerated: the log says so), then the spec's
+        own `warmup` commands (failure fails the build)."""
+        cmds = []
+        if self.log_parser in PYTEST_PARSERS and "pytest" in self.test_cmd:
+            cmds.append(f"{self.test_cmd} --collect-only -q")
+        return cmds + list(self.warmup)
 
 
 class Catalog:

@@ -12,6 +12,9 @@ from pathlib import Path
 REPO_PATH = "/testbed"
 VENV_PATH = "/opt/miniconda3/envs/testbed"
 CONDA_ROOT = "/opt/miniconda3"
+#: HOME in every build and sandbox (as in the reference images): what a build leaves there
+#: (caches a suite fills when collected) is packed with the environment.
+HOME_PATH = "/root"
 
 #: Default store the default config publishes to (relative to the project workdir).
 DEFAULT_STORE = "results/store"
@@ -36,3 +39,12 @@ def cache_dir() -> Path:
     if env:
         return Path(env)
     return Path(os.path.expanduser("~/.cache/minisandbox"))
+
+
+def state_dir() -> Path:
+    """Node state (crash cleanup records, minisandbox.sandbox.leftovers):
+    $MINISANDBOX_STATE or <cache_dir()>/state."""
+    env = os.environ.get("MINISANDBOX_STATE")
+    if env:
+        return Path(env)
+    return cache_dir() / "state"

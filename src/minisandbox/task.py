@@ -33,7 +33,7 @@ from minisandbox.node.iobudget import IOBudget
 from minisandbox.paths import REPO_PATH, VENV_PATH, cache_dir
 from minisandbox.records import TaskRecord
 from minisandbox.node.runtime import PreparedTask, prepare
-from minisandbox.sandbox.sandbox import DEFAULT_ENV, ExecResult, Layer, Sandbox
+from minisandbox.sandbox.sandbox import DEFAULT_ENV, ExecResult, Sandbox
 from minisandbox.errors import MinisandboxError
 
 #: Environment of every command: the task's venv is active, like in the SWE-bench images.
@@ -101,11 +101,30 @@ class TaskSandbox:
         self.close()
 
 
-def _setup_script(record: TaskRecord) -> str | None:
+def _hide_residue_lines(testbed: dict[str, Any] | None) -> list[str]:
+    """Shell lines that keep the environment's install residue (generated version files,
+    egg-info, fetched data: docs/design.md "Environment fidelity") out of git: new paths
+    go to `.git/info/exclude`, tracked files the install rewrote are marked skip-worktree.
+    So `git status` is clean and neither `git diff` nor `git add -A` ever carries residue
+    into the agent's patch (the grader's fresh sandbox has the same residue)."""
+    if not testbed:
+        return []
+    q = shlex.quote
+    lines = ["mkdir -p .git/info"]
+    if testbed.get("new"):
+        text = "# install residue of the environment (minisandbox)\n" + "".join(f"{p}\n" for p in testbed["new"])
+        lines.append(f"printf '%s' {q(text)} >> .git/info/exclude")
+    for path in testbed.get("modified") or []:
+        lines.append(f"git -c safe.directory='*' update-index --skip-worktree -- {q(path)} 2>/dev/null || true")
+    return lines
+
+
+def _setup_script(record: TaskRecord, testbed: dict[str, Any] | None = None) -> str | None:
     """Shell commands turning the published snapshot into the task's start state (None:
-    the snapshot already is it)."""
+    the snapshot already is it). `testbed`: the env's install residue stacked at /testbed."""
     if record.format == "swebench":
-        return None
+        hide = _hide_residue_lines(testbed)
+        return "\n".join(["set -eu", f"cd {REPO_PATH}", *hide]) + "\n" if hide else None
     q = shlex.quote
     lines = ["set -eu", f"cd {REPO_PATH}"]
     if record.patch.strip():
@@ -118,6 +137,7 @@ def _setup_script(record: TaskRecord) -> str | None:
         # one fresh root commit: no history, no objects of the clean tree
         "rm -rf .git",
         "git init -q -b main 2>/dev/null || git init -q",
+        *[ln for ln in _hide_residue_lines(testbed) if "update-index" not in ln],  # residue never committed
         "git -c safe.directory='*' add -A",
         "git -c safe.directory='*' -c commit.gpgsign=false commit -q --no-verify -m 'Initial commit'",
     ]
@@ -143,13 +163,13 @@ def open_task(task_id: str, store: str | os.PathLike[str] | None = None, *,
             options.setdefault("join_ns", prepared.mount_ns)
         options["env"] = {**AGENT_ENV, **options.get("env", {}), **(env or {})}
         interp = prepared.interpreter
-        sandbox = Sandbox([Layer(str(path), mount) for mount, path in prepared.layers.items()],
+        sandbox = Sandbox(prepared.sandbox_layers(),
                           interpreter=(interp["version"], interp["prefix"]) if interp else None, **options)
     except BaseException:
         prepared.release()
         raise
     try:
-        script = _setup_script(record)
+        script = _setup_script(record, prepared.testbed)
         if script is not None:
             if record.patch.strip():
                 sandbox.write_file("/tmp/.minisandbox-task.patch", record.patch)

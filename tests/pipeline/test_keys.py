@@ -30,7 +30,8 @@ SPEC = EnvSpec(
 
 #: Golden values: a change here invalidates every published artifact. If the change is
 #: intended, bump keys.BUILD_FORMAT (or accept the rebuild) and update these.
-GOLDEN_ENV_KEY = "env-arrow-5d409cd1ae0085cd"
+#: BUILD_FORMAT 2 (issue 11: residue, HOME and warm-up in the env artifact)
+GOLDEN_ENV_KEY = "env-arrow-36415212ac7f269c"
 GOLDEN_REPO_KEY = "repo-arrow-1d70d0091980-68a4ec8a"
 
 
@@ -75,6 +76,10 @@ CHANGES = {
     "pre_install": {"pre_install": ("sed -i s/a/b/ setup.py",)},
     "install": {"install": ("python -m pip install -e .[test]",)},
     "install order": {"install": ("pip install -e .", "pip install pytest")},
+    "exclude_newer": {"exclude_newer": "2024-12-02T00:00:00Z"},
+    "python_full": {"python_full": "3.10.15"},
+    "system_packages": {"system_packages": ("graphviz",)},
+    "warmup": {"warmup": ("python -m nltk.downloader punkt",)},
 }
 
 

@@ -32,3 +32,28 @@ def test_partial_pins_are_resolved_with_uv(tmp_path):
 def test_missing_requirements_file_is_a_clear_error(tmp_path):
     with pytest.raises(ResolveError, match="requirements.txt not found"):
         resolve(_spec(requirements_files=["requirements.txt"]), tmp_path, tmp_path / "log")
+
+
+# -- as-of date (issue 11) -----------------------------------------------------------------
+
+
+def test_exact_pins_newer_than_the_date_get_their_own_cutoff(tmp_path, monkeypatch) -> None:
+    """The date is only a lower bound of the export's: a pin uploaded after it is kept
+    exactly (its own cutoff just after its upload), and nothing else moves."""
+    from minisandbox.pipeline.resolve import Lock
+    from tests.fixtures.fidelity import AS_OF, FixtureIndex
+
+    index = FixtureIndex()
+    try:
+        monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
+        spec = EnvSpec(name="dated", kind="swesmith", source="x", commit="c" * 40, python="3.11",
+                       requirements=("tinybackend==2.0",), exclude_newer=AS_OF)
+        lock = resolve(spec, tmp_path, tmp_path / "resolve.log")
+    finally:
+        index.close()
+    assert lock.no_deps and lock.text == "tinybackend==2.0\n"
+    assert lock.exclude_newer == AS_OF and lock.exempt == (("tinybackend", "2030-01-01T00:00:01Z"),)
+    assert lock.uv_date_args() == ["--exclude-newer", AS_OF, "--exclude-newer-package", "tinybackend=2030-01-01T00:00:01Z"]
+    assert "newer than" in (tmp_path / "resolve.log").read_text()
+    undated = Lock(lock.text, True)
+    assert undated.uv_date_args() == [] and undated.sha256 != lock.sha256

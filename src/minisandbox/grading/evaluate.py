@@ -273,14 +273,14 @@ class HostVenvExecutor:
 @dataclass
 class _SandboxEnv:
     reference_dir: Path
-    layers: dict[str, Path]
+    layers: list[Any]  # minisandbox.sandbox.sandbox.Layer, from node.runtime.sandbox_layers
     interpreter: dict[str, str]
     options: dict[str, Any]
 
     def execute(self, script: EvalScript, timeout: float) -> ExecResult:
-        from minisandbox.sandbox.sandbox import Layer, Sandbox
+        from minisandbox.sandbox.sandbox import Sandbox
 
-        layers = [Layer(str(path), mount) for mount, path in self.layers.items()]
+        layers = list(self.layers)
         interp = (self.interpreter["version"], self.interpreter["prefix"]) if self.interpreter else None
         t0 = time.monotonic()
         text = script.render()
@@ -308,7 +308,7 @@ class SandboxExecutor:
 
         with prepare(record.instance_id, self.store, cache=self.cache) as pt:
             options = {"join_ns": pt.mount_ns, **self.options} if pt.mount_ns else dict(self.options)
-            yield _SandboxEnv(Path(pt.host_layers[REPO_PATH]), dict(pt.layers), dict(pt.interpreter), options)
+            yield _SandboxEnv(Path(pt.host_layers[REPO_PATH]), pt.sandbox_layers(), dict(pt.interpreter), options)
 
 
 @dataclass
@@ -328,11 +328,18 @@ class LayerExecutor:
     def open(self, record: TaskRecord) -> Iterator[_SandboxEnv]:
         from minisandbox.node.cache import Artifact, Cache, Lease
         from minisandbox.paths import REPO_PATH, VENV_PATH
+        from minisandbox.node.runtime import check_host, sandbox_layers
         from minisandbox.node.store import open_store
+
+        from minisandbox.manifest import validate_manifest
 
         st = open_store(self.store)
         cache = self.cache or Cache()
-        repo_m = self.repo_manifests[self.repo_key_of[record.instance_id]]
+        repo_key = self.repo_key_of[record.instance_id]
+        # the pipeline's manifests go through the same schema as a store's (they name host paths)
+        repo_m = validate_manifest(self.repo_manifests[repo_key], where=f"repo manifest {repo_key}", kind="repo")
+        validate_manifest(self.env_manifest, where=f"env manifest {self.env_manifest.get('key')}", kind="env")
+        check_host(self.env_manifest, f"task {record.instance_id}")
         leases: list[Path] = []
         layers: dict[str, Path] = {}
         try:
@@ -340,8 +347,8 @@ class LayerExecutor:
                 result, lease = cache.layer(st, Artifact.from_manifest(st, manifest), owner=record.instance_id)
                 leases.append(lease)
                 layers[manifest.get("mount_path") or default] = result.path
-            yield _SandboxEnv(Path(layers[REPO_PATH]), layers, dict(self.env_manifest.get("interpreter") or {}),
-                              dict(self.options))
+            yield _SandboxEnv(Path(layers[REPO_PATH]), sandbox_layers(layers, self.env_manifest, repo_m),
+                              dict(self.env_manifest.get("interpreter") or {}), dict(self.options))
         finally:
             Lease(leases).release()
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from minisandbox.grading.logparsers import StatusMap, TestStatus, get_parser
+from minisandbox.grading.logparsers import StatusMap, TestStatus, collection_error, get_parser, session_seen
 
 FAIL_TO_PASS = "FAIL_TO_PASS"
 PASS_TO_PASS = "PASS_TO_PASS"
@@ -212,8 +212,11 @@ def make_report(
     if chk.test_output is None:
         return done(Reason.UNPARSEABLE_LOG)
     status_map = get_parser(log_parser)(chk.test_output)
-    if not status_map:
-        return done(Reason.UNPARSEABLE_LOG)
+    if not status_map and not session_seen(chk.test_output, log_parser):
+        return done(Reason.UNPARSEABLE_LOG)  # the runner never started: nothing to grade
+    if collection_error(chk.test_output):
+        # tests that could not be collected are missing from the map, hence failed
+        entry["collection_error"] = True
     done(Reason.TESTS_FAILED, status_map)
     if not fail_to_pass:
         entry["reason"] = Reason.EMPTY_F2P.value

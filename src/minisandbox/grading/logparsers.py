@@ -317,6 +317,52 @@ SWEBENCH_REPO_PARSERS: dict[str, str] = {
 }
 
 
+# -- did a test session run at all? ---------------------------------------------------------
+#
+# A run whose log has no per-test line is not necessarily unparseable: when a bug breaks
+# an import, pytest stops at collection ("Interrupted: N errors during collection") and,
+# with `-r` overridden by the repo's config (`addopts = "-rxXs"`), prints no `ERROR <file>`
+# line either. Under SWE-bench/SWE-smith semantics every listed test has then failed (a
+# missing test is a failure), and the official datasets hold such tasks. Only a log with
+# no test-session output at all (the runner did not start) is unparseable.
+
+_PYTEST_SESSION = re.compile(
+    r"^=+ test session starts =+$"
+    r"|^collect(?:ed|ing) .*\d+ (?:items?|errors?)"
+    r"|Interrupted: \d+ errors? during collection"
+    r"|^=*\s*(?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|deselected|rerun)(?:, )?)+ in [\d.]+s"
+    r"|^=*\s*no tests ran in [\d.]+s",
+    re.MULTILINE)
+_UNITTEST_SESSION = re.compile(r"^Ran \d+ tests? in [\d.]+s$", re.MULTILINE)
+_SYMPY_SESSION = re.compile(r"test process starts", re.MULTILINE)
+_COLLECTION_ERROR = re.compile(
+    r"Interrupted: \d+ errors? during collection"
+    r"|^_+ ERROR collecting .+ _+$"
+    r"|^collect(?:ed|ing) .*\d+ items? / \d+ errors?"
+    r"|^ERROR: \S+ \(unittest\.loader\._FailedTest",
+    re.MULTILINE)
+#: parser name -> the session marker of its runner
+_SESSION_OF: dict[str, re.Pattern[str]] = {
+    "pytest": _PYTEST_SESSION, "pytest_v2": _PYTEST_SESSION, "pytest_options": _PYTEST_SESSION,
+    "matplotlib": _PYTEST_SESSION, "seaborn": _PYTEST_SESSION,
+    "django": _UNITTEST_SESSION, "unittest": _UNITTEST_SESSION, "sympy": _SYMPY_SESSION,
+}
+
+
+def session_seen(log: str, parser: str) -> bool:
+    """True when the runner's output shows that a test session ran (even one that stopped
+    at collection); False when the runner never started (command not found, crash on
+    start-up, empty output)."""
+    text = "\n".join(_clean(line) for line in log.splitlines())
+    pattern = _SESSION_OF.get(parser, _PYTEST_SESSION)
+    return bool(pattern.search(text))
+
+
+def collection_error(log: str) -> bool:
+    """True when the log shows that collecting (importing) tests failed."""
+    return bool(_COLLECTION_ERROR.search("\n".join(_clean(line) for line in log.splitlines())))
+
+
 def get_parser(name: str) -> Parser:
     """The parser a spec names; unknown names are a configuration error."""
     try:

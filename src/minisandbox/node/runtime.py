@@ -10,21 +10,23 @@ mount the layers read-only as overlay lowers at their canonical paths (docs/desi
 from __future__ import annotations
 
 import copy
-import json
 import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+import re
+from collections.abc import Mapping
 from typing import Any, Callable, Iterable, TypeVar
 
 from minisandbox.node.cache import Artifact, Cache, LayerResult, Lease
 from minisandbox.node.iobudget import IOBudget
-from minisandbox.paths import REPO_PATH, VENV_PATH
+from minisandbox.paths import HOME_PATH, REPO_PATH, VENV_PATH
+from minisandbox.syspkgs import require as require_system_packages, validate_names
 from minisandbox.node.fusemount import FuseMountError
 from minisandbox.node.restore import RestoreError
-from minisandbox.node.store import NotInStore, Store, StoreIndexMissing, open_store  # noqa: F401  (StoreIndexMissing: re-exported)
+from minisandbox.node.store import Store, StoreIndexMissing, open_store  # noqa: F401  (StoreIndexMissing: re-exported)
 from minisandbox.errors import MinisandboxError
 
 T = TypeVar("T")
@@ -32,6 +34,70 @@ T = TypeVar("T")
 
 class TaskNotReady(MinisandboxError, RuntimeError):
     """The task exists but its environment or repository failed to build."""
+
+
+class EnvManifestError(MinisandboxError, ValueError):
+    """An env manifest field this node needs is malformed (one line naming the field)."""
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9._+-]+")
+
+
+def _sub_dir(env_key: str, field_name: str, value: object) -> str:
+    """A directory inside the env layer named by the manifest: relative, plain components
+    only, so joining it to the layer path can never leave the layer."""
+    parts = value.split("/") if isinstance(value, str) else []
+    if not parts or len(parts) > 8 or any(p in ("", ".", "..") or not _PLAIN.fullmatch(p) for p in parts):
+        raise EnvManifestError(f"env manifest {env_key}: {field_name} {value!r} is not a plain relative "
+                               "directory; re-publish the environment")
+    return "/".join(parts)
+
+
+def testbed_residue(env_manifest: Mapping[str, Any], repo_manifest: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The env build's install residue of /testbed (docs/design.md "Environment fidelity")
+    when it belongs to this task's snapshot: the build ran on the same commit (always for
+    SWE-smith; for SWE-bench only when the base commit is the environment's setup commit)."""
+    tb = env_manifest.get("testbed")
+    if not isinstance(tb, dict) or not tb.get("commit") or tb.get("commit") != repo_manifest.get("commit"):
+        return None
+    key = str(env_manifest.get("key", "?"))
+    out = {**tb, "dir": _sub_dir(key, "testbed.dir", tb.get("dir"))}
+    for name in ("new", "modified"):
+        items = tb.get(name) or []
+        if not isinstance(items, list) or not all(isinstance(i, str) and "\n" not in i and ".." not in i.split("/")
+                                                    for i in items):
+            raise EnvManifestError(f"env manifest {key}: testbed.{name} must be a list of relative paths; "
+                                   "re-publish the environment")
+    return out
+
+
+def sandbox_layers(layers: Mapping[str, Path], env_manifest: Mapping[str, Any],
+                   repo_manifest: Mapping[str, Any]) -> list[Any]:
+    """The `minisandbox.sandbox.sandbox.Layer`s of one task: the restored repo and env
+    layers at their mount paths, the env's install residue stacked over the snapshot at
+    /testbed, and the HOME the build left, at HOME (both packed inside the env layer)."""
+    from minisandbox.sandbox.sandbox import Layer
+
+    env_dir = layers.get(VENV_PATH)
+    tb = testbed_residue(env_manifest, repo_manifest) if env_dir is not None else None
+    out = [Layer(str(path), mount, over=(str(Path(env_dir) / tb["dir"]),) if tb and mount == REPO_PATH else ())
+           for mount, path in layers.items()]
+    home = env_manifest.get("home")
+    if isinstance(home, dict) and env_dir is not None:
+        key = str(env_manifest.get("key", "?"))
+        if home.get("path") != HOME_PATH:
+            raise EnvManifestError(f"env manifest {key}: home.path {home.get('path')!r} is not {HOME_PATH}; "
+                                   "re-publish the environment")
+        out.append(Layer(str(Path(env_dir) / _sub_dir(key, "home.dir", home.get("dir"))), HOME_PATH))
+    return out
+
+
+def check_host(env_manifest: Mapping[str, Any], what: str) -> None:
+    """The Debian packages the environment was built with must be on this node too."""
+    names = env_manifest.get("system_packages") or []
+    if not isinstance(names, list):
+        raise EnvManifestError(f"env manifest {env_manifest.get('key', '?')}: system_packages must be a list")
+    require_system_packages(validate_names(names, f"env manifest {env_manifest.get('key', '?')}"), what)
 
 
 @dataclass
@@ -55,6 +121,15 @@ class PreparedTask:
     @property
     def record(self) -> dict[str, Any]:
         return self.task.get("record", {})
+
+    def sandbox_layers(self) -> list[Any]:
+        """Layers for a `Sandbox` of this task (see `sandbox_layers`)."""
+        return sandbox_layers(self.layers, self.env_manifest, self.repo_manifest)
+
+    @property
+    def testbed(self) -> dict[str, Any] | None:
+        """The install residue stacked at /testbed for this task (None: none)."""
+        return testbed_residue(self.env_manifest, self.repo_manifest)
 
     @property
     def host_layers(self) -> dict[str, Path]:
@@ -113,16 +188,11 @@ def _memo(store: Store, what: str, fn: Callable[[], T]) -> T:
 
 
 def _manifest(store: Store, kind: str, key: str) -> dict[str, Any]:
-    rel = f"artifacts/{kind}/{key}.manifest.json"
+    """The validated manifest (`minisandbox.node.published.read_manifest`), memoised."""
+    from minisandbox.manifest import manifest_path
+    from minisandbox.node.published import read_manifest
 
-    def read() -> dict[str, Any]:
-        try:
-            return json.loads(store.read_text(rel))
-        except NotInStore:
-            raise NotInStore(f"{kind} manifest {store.url_of(rel)} is missing although the index lists it; "
-                             f"re-run the publish step for {key}") from None
-
-    return _memo(store, rel, read)
+    return _memo(store, manifest_path(kind, key), lambda: read_manifest(store, kind, key))
 
 
 def lookup_task(store: Store, instance_id: str) -> dict[str, Any]:
@@ -182,6 +252,7 @@ def prepare(task_id: str, store: Store | str | os.PathLike[str] | None = None, *
     entry = lookup_task(st, task_id)
     repo_m = _manifest(st, "repo", entry["repo_key"])
     env_m = _manifest(st, "env", entry["env_key"])
+    check_host(env_m, f"task {task_id} (environment {entry['env_key']})")
     lease_files: list[Path] = []
     results: list[LayerResult] = []
     layers: dict[str, Path] = {}

@@ -4,10 +4,25 @@ The venv is created at `paths.VENV_PATH` and the repo copy at `paths.REPO_PATH` 
 per-build host directories there, so shebangs, `pyvenv.cfg` and editable `.pth` files
 hold canonical paths and sandboxes bind the restored layers at the same places: nothing
 is ever relocated. Two builds of one key use different work dirs and never collide.
+
+Fidelity with the reference images (issue 11, docs/design.md "Environment fidelity"):
+* HOME is `paths.HOME_PATH` (/root) in the build and in every sandbox; what the build
+  leaves there is packed with the environment (`<venv>/.minisandbox/home`).
+* After the install commands, the build warms the test collection up with network
+  (`EnvSpec.warmup_commands`), so files a suite downloads when collected are present
+  offline.
+* /testbed after the install is what the tasks start from: its difference to the clean
+  snapshot (generated version files, egg-info, in-tree extensions, fetched data) is packed
+  with the environment (`<venv>/.minisandbox/testbed`, see `minisandbox.pipeline.residue`).
+* With an as-of date, uv gets `--exclude-newer` and pip (the spec's own commands, its
+  isolated builds included) a loopback index showing the upstream as of the date
+  (`minisandbox.pipeline.asof_index`).
+* Debian packages the spec declares are checked first (`minisandbox.syspkgs`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -16,6 +31,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock
 
@@ -23,7 +39,10 @@ from minisandbox.sandbox import rootfs
 from minisandbox.catalog import EnvSpec
 from minisandbox.sandbox.conda_shim import write_shim
 from minisandbox.sandbox.interpreters import find_interpreter
-from minisandbox.paths import CONDA_ROOT, REPO_PATH, VENV_PATH
+from minisandbox.paths import CONDA_ROOT, HOME_PATH, REPO_PATH, VENV_PATH
+from minisandbox.pipeline.asof_index import AsOfIndex
+from minisandbox.pipeline.residue import HOME_DIR, RESIDUE_DIR, collect_residue, pack_home
+from minisandbox.syspkgs import require as require_system_packages
 from minisandbox.pipeline.resolve import Lock
 from minisandbox.tools import uv_bin
 from minisandbox.pipeline.stage import one_line
@@ -42,6 +61,8 @@ class BuildResult:
     venv: Path
     interpreter: dict[str, str]
     raw_bytes: int
+    testbed: dict[str, Any] | None = None  # install residue of /testbed (manifest `testbed`)
+    home: dict[str, Any] | None = None  # what the build left in HOME (manifest `home`)
 
 
 def _uv_cache() -> Path:
@@ -54,8 +75,14 @@ def _pip_cache() -> Path:
     return Path(env) if env else Path(os.path.expanduser("~/.cache/pip"))
 
 
+#: Seconds the tolerated collection warm-up may take before it is stopped.
+WARMUP_TIMEOUT = 600
+
+
 def build_script(spec: EnvSpec, lock: Lock, python_exe: str) -> str:
     """The bash run inside the build namespace. Commands from the spec run verbatim."""
+    date = " ".join(shlex.quote(a) for a in lock.uv_date_args())
+    date = f" {date}" if date else ""
     lines = [
         "set -euo pipefail",
         "mkdir -p \"$HOME\"",
@@ -63,16 +90,27 @@ def build_script(spec: EnvSpec, lock: Lock, python_exe: str) -> str:
         f"uv venv --seed --python {shlex.quote(python_exe)} {VENV_PATH}",
         f"source {VENV_PATH}/bin/activate",
         # pip/setuptools/wheel as in the reference images (uv seeds only pip on 3.12+).
-        "python -c 'import setuptools, wheel' 2>/dev/null || uv pip install --quiet setuptools wheel",
+        f"python -c 'import setuptools, wheel' 2>/dev/null || uv pip install --quiet{date} setuptools wheel",
         f"cd {REPO_PATH}",
     ]
+    if lock.exclude_newer:
+        lines.append(f"echo '+ as of {lock.exclude_newer}: uv --exclude-newer, pip index '\"$PIP_INDEX_URL\"")
     for cmd in spec.pre_install:
         lines += [f"echo {shlex.quote('+ ' + cmd)}", cmd]
     if lock.text.strip():
         flag = "--no-deps " if lock.no_deps else ""
-        lines += [f"echo '+ uv pip install {flag}-r lock.txt'", f"uv pip install {flag}-r {BUILD_DIR}/lock.txt"]
+        lines += [f"echo '+ uv pip install {flag}-r lock.txt{date}'",
+                  f"uv pip install {flag}-r {BUILD_DIR}/lock.txt{date}"]
     for cmd in spec.install:
         lines += [f"echo {shlex.quote('+ ' + cmd)}", f"cd {REPO_PATH}", cmd]
+    own = set(spec.warmup)
+    for cmd in spec.warmup_commands():
+        lines += [f"echo {shlex.quote('+ warm-up: ' + cmd)}", f"cd {REPO_PATH}"]
+        if cmd in own:
+            lines.append(cmd)
+        else:  # the collection warm-up may fail (the log says so); the tests will tell
+            lines.append(f"timeout -k 10 {WARMUP_TIMEOUT} bash -c {shlex.quote(cmd)} </dev/null "
+                         "|| echo \"+ warm-up exited $? (tolerated)\"")
     lines += [
         "echo '+ byte-compile'",
         f"python -m compileall -q -j 0 {VENV_PATH} >/dev/null 2>&1 || true",
@@ -85,6 +123,17 @@ def build_script(spec: EnvSpec, lock: Lock, python_exe: str) -> str:
 PASSTHROUGH_PREFIXES = ("PIP_", "UV_", "SSL_CERT_")
 PASSTHROUGH_NAMES = {"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
                      "http_proxy", "https_proxy", "no_proxy", "ALL_PROXY", "all_proxy"}
+
+
+def _interpreter(spec: EnvSpec):
+    """The reference's exact interpreter when this machine has it, else the newest of the
+    spec's minor version (the manifest records which one was used)."""
+    if spec.python_full:
+        try:
+            return find_interpreter(spec.python_full)
+        except (LookupError, ValueError, MinisandboxError):
+            pass
+    return find_interpreter(spec.python)
 
 
 def passthrough_env(host: os._Environ | dict[str, str], fixed: dict[str, str]) -> dict[str, str]:
@@ -110,7 +159,8 @@ def build_env(
     spec: EnvSpec, lock: Lock, repo_snapshot: Path, out_dir: Path, log: Path, *, timeout: float = 1800
 ) -> BuildResult:
     """Build the venv for `spec` into `out_dir` (replaced atomically on success)."""
-    interp = find_interpreter(spec.python)
+    require_system_packages(spec.system_packages, f"environment {spec.name}")
+    interp = _interpreter(spec)
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.{uuid.uuid4().hex[:8]}."))
@@ -138,11 +188,11 @@ def build_env(
             rootfs.Bind(interp.prefix, interp.prefix, readonly=True),
             rootfs.Bind(str(uv_cache), str(uv_cache), readonly=False),
             rootfs.Bind(str(pip_cache), str(pip_cache), readonly=False),
-            rootfs.Bind(str(home), "/tmp/home", readonly=False),
+            rootfs.Bind(str(home), HOME_PATH, readonly=False),
         ]
         env = {
             "PATH": f"{TOOLS_DIR}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": "/tmp/home",
+            "HOME": HOME_PATH,
             "LANG": "C.UTF-8",
             "UV_CACHE_DIR": str(uv_cache),
             "PIP_CACHE_DIR": str(pip_cache),
@@ -152,19 +202,30 @@ def build_env(
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
             "PIP_NO_INPUT": "1",
         }
-        env.update(passthrough_env(os.environ, env))
-        with log.open("a") as fh:
-            fh.write(f"# build {spec.name} with {interp.executable} ({interp.version})\n")
-            fh.flush()
-            try:
-                rc = rootfs.run(
-                    binds, ["/bin/bash", f"{BUILD_DIR}/build.sh"], env=env, cwd=REPO_PATH,
-                    network="host", stdout=fh, stderr=fh, timeout=timeout,
-                )
-            except subprocess.TimeoutExpired:
-                raise BuildError(f"build of {spec.name} timed out after {timeout:.0f} s") from None
+        with contextlib.ExitStack() as stack:
+            if lock.exclude_newer:
+                # pip and its isolated builds see the upstream index as of the date, and
+                # nothing else (no extra index or find-links that could bypass it)
+                upstream = os.environ.get("PIP_INDEX_URL", "")
+                index = stack.enter_context(AsOfIndex(upstream, lock.exclude_newer, dict(lock.exempt)))
+                env.update({"PIP_INDEX_URL": index.url, "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": "",
+                            })
+            env.update(passthrough_env(os.environ, env))
+            with log.open("a") as fh:
+                fh.write(f"# build {spec.name} with {interp.executable} ({interp.version})\n")
+                fh.flush()
+                try:
+                    rc = rootfs.run(
+                        binds, ["/bin/bash", f"{BUILD_DIR}/build.sh"], env=env, cwd=REPO_PATH,
+                        network="host", stdout=fh, stderr=fh, timeout=timeout,
+                    )
+                except subprocess.TimeoutExpired:
+                    raise BuildError(f"build of {spec.name} timed out after {timeout:.0f} s") from None
         if rc != 0:
             raise BuildError(f"build of {spec.name} failed (exit {rc}): {one_line(log.read_text())}")
+        # /testbed after the install and HOME travel with the venv (see the module docstring)
+        residue = collect_residue(Path(repo_snapshot), testbed, venv / RESIDUE_DIR)
+        home_info = pack_home(home, venv / HOME_DIR, [b.target for b in binds])
         # Two builds of one key may finish together: the move into place is serialised.
         with FileLock(str(out_dir) + ".lock"):
             if out_dir.exists():
@@ -174,6 +235,8 @@ def build_env(
             venv=out_dir,
             interpreter={"version": interp.version, "prefix": interp.prefix},
             raw_bytes=tree_bytes(out_dir),
+            testbed=residue.to_dict() if residue.files else None,
+            home=home_info,
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)

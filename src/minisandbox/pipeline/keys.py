@@ -14,7 +14,9 @@ from typing import Any
 from minisandbox.catalog import EnvSpec
 
 #: Bump when the build recipe changes in a way that must rebuild every environment.
-BUILD_FORMAT = 1
+#: 2: the env artifact carries /testbed's install residue and the canonical HOME, and
+#: the build warms the test collection up (issue 11).
+BUILD_FORMAT = 2
 
 _SLUG = re.compile(r"[^a-z0-9_.-]+")
 
@@ -51,6 +53,11 @@ def env_canonical(spec: EnvSpec) -> dict[str, Any]:
         "requirements_files": list(spec.requirements_files),
         "pre_install": list(spec.pre_install),
         "install": list(spec.install),
+        # issue 11 fields: only when set, so specs without them keep their keys
+        **({"python_full": spec.python_full} if spec.python_full else {}),
+        **({"exclude_newer": spec.exclude_newer} if spec.exclude_newer else {}),
+        **({"system_packages": sorted(spec.system_packages)} if spec.system_packages else {}),
+        **({"warmup": list(spec.warmup)} if spec.warmup else {}),
     }
 
 

@@ -5,10 +5,18 @@ specs) are already a lock: they are kept as they are and installed with --no-dep
 because re-resolving a frozen environment can only move it away from the reference
 image. SWE-bench pin lists are partial (e.g. only `tox==...` for sphinx), so they and
 anything else go through `uv pip compile` for the spec's interpreter version.
+
+As-of date (spec `exclude_newer`): compiles run with `--exclude-newer`. An exact pin of a
+reference export can be newer than the date (the date is only a lower bound of the
+export's; see scripts/gen_catalog.py): uv then names it and its upload time, and that
+package alone gets its own cutoff just after its upload (`--exclude-newer-package`), so
+everything else, build requirements of isolated builds included, stays as of the date.
+The lock records the date and these exemptions; the build applies both.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import platform
 import re
@@ -33,10 +41,48 @@ class ResolveError(MinisandboxError, RuntimeError):
 class Lock:
     text: str  # requirements.txt format, one pin per line
     no_deps: bool  # install exactly these, without resolving dependencies
+    exclude_newer: str | None = None  # the spec's as-of date
+    exempt: tuple[tuple[str, str], ...] = ()  # (package, own cutoff): pins newer than the date
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(f"{self.no_deps}\n{self.text}".encode()).hexdigest()
+        dated = f"\n{self.exclude_newer}\n{sorted(self.exempt)}" if self.exclude_newer else ""
+        return hashlib.sha256(f"{self.no_deps}\n{self.text}{dated}".encode()).hexdigest()
+
+    def uv_date_args(self) -> list[str]:
+        """`uv pip install/compile` options that apply the as-of date (none without one)."""
+        if not self.exclude_newer:
+            return []
+        args = ["--exclude-newer", self.exclude_newer]
+        for name, cutoff in sorted(self.exempt):
+            args += ["--exclude-newer-package", f"{name}={cutoff}"]
+        return args
+
+
+#: uv's hint when an exact pin was uploaded after the --exclude-newer date.
+_FILTERED = re.compile(r"`([A-Za-z0-9._-]+)` was filtered by `exclude-newer`.*?was published at "
+                       r"(\d{4}-\d{2}-\d{2}T[0-9:.]+Z)", re.S)
+
+
+def _after(stamp: str) -> str:
+    """The first whole second after `stamp` (uv's cutoff excludes uploads at or after it)."""
+    t = _dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).replace(microsecond=0) + _dt.timedelta(seconds=1)
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _compile(base: list[str], lock: Lock, log_lines: list[str], what: str) -> tuple[subprocess.CompletedProcess, Lock]:
+    """Run `uv pip compile` as of the lock's date; each pin uv reports as newer than the
+    date gets its own cutoff and the compile is retried (at most once per pin)."""
+    for _ in range(500):
+        cmd = [*base, *lock.uv_date_args()]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        log_lines.append(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
+        m = _FILTERED.search(proc.stderr) if proc.returncode != 0 and lock.exclude_newer else None
+        if m is None or m.group(1).lower() in {n for n, _ in lock.exempt}:
+            return proc, lock
+        log_lines.append(f"# {m.group(1)} is pinned but newer than {lock.exclude_newer}: its own cutoff {_after(m.group(2))}")
+        lock = Lock(lock.text, lock.no_deps, lock.exclude_newer, (*lock.exempt, (m.group(1).lower(), _after(m.group(2)))))
+    raise ResolveError(f"uv could not resolve {what} as of {lock.exclude_newer}: too many pins newer than the date")
 
 
 def is_exact(requirements: tuple[str, ...] | list[str]) -> bool:
@@ -46,10 +92,24 @@ def is_exact(requirements: tuple[str, ...] | list[str]) -> bool:
 def resolve(spec: EnvSpec, repo_dir: Path, log: Path) -> Lock:
     """Lock for `spec`; `repo_dir` is the build commit's snapshot (for requirements files)."""
     reqs = [r.strip() for r in spec.requirements if r.strip()]
+    platform_args = ["--python-version", spec.python, "--python-platform", f"{platform.machine()}-manylinux_2_28",
+                     "--no-header", "--no-annotate", "--quiet"]
     if spec.kind != "swebench" and not spec.requirements_files and is_exact(reqs):
         text = "".join(f"{r}\n" for r in sorted(reqs, key=str.lower))
-        log.write_text(f"{len(reqs)} exact pins: kept as the lock (installed with --no-deps)\n")
-        return Lock(text=text, no_deps=True)
+        lock = Lock(text=text, no_deps=True, exclude_newer=spec.exclude_newer)
+        lines = [f"{len(reqs)} exact pins: kept as the lock (installed with --no-deps)"]
+        if spec.exclude_newer and reqs:
+            # only to learn which pins are newer than the date (the lock stays the pins)
+            with tempfile.TemporaryDirectory(prefix="msb-resolve-") as tmp:
+                (Path(tmp) / "pins.in").write_text(text)
+                base = [uv_bin(), "pip", "compile", str(Path(tmp) / "pins.in"), "--no-deps", *platform_args]
+                proc, lock = _compile(base, lock, lines, spec.name)
+            if proc.returncode != 0:
+                log.write_text("\n".join(lines) + "\n")
+                raise ResolveError(f"uv could not find the pins of {spec.name} as of {spec.exclude_newer}: "
+                                   f"{one_line(proc.stderr or proc.stdout)}")
+        log.write_text("\n".join(lines) + "\n")
+        return lock
     with tempfile.TemporaryDirectory(prefix="msb-resolve-") as tmp:
         req_in = Path(tmp) / "requirements.in"
         lines = list(reqs)
@@ -60,13 +120,10 @@ def resolve(spec: EnvSpec, repo_dir: Path, log: Path) -> Lock:
             lines.append(f"-r {path}")
         req_in.write_text("\n".join(lines) + "\n")
         out = Path(tmp) / "lock.txt"
-        cmd = [
-            uv_bin(), "pip", "compile", str(req_in), "-o", str(out), "--quiet",
-            "--python-version", spec.python, "--python-platform", f"{platform.machine()}-manylinux_2_28",
-            "--no-header", "--no-annotate",
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        log.write_text(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
+        base = [uv_bin(), "pip", "compile", str(req_in), "-o", str(out), *platform_args]
+        lines: list[str] = []
+        proc, lock = _compile(base, Lock("", True, spec.exclude_newer), lines, spec.name)
+        log.write_text("\n".join(lines) + "\n")
         if proc.returncode != 0:
             raise ResolveError(f"uv could not resolve {spec.name}: {one_line(proc.stderr or proc.stdout)}")
-        return Lock(text=out.read_text(), no_deps=True)
+        return Lock(text=out.read_text(), no_deps=True, exclude_newer=lock.exclude_newer, exempt=lock.exempt)

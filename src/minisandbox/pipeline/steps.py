@@ -95,7 +95,8 @@ def step_resolve(env_spec: Path, repo_dir: Path, repo_status: Path, lock_out: Pa
         from minisandbox.pipeline.resolve import resolve
 
         lock = resolve(spec, repo_dir, log)
-        return {"lock": lock.text, "no_deps": lock.no_deps, "lock_sha256": lock.sha256}
+        return {"lock": lock.text, "no_deps": lock.no_deps, "lock_sha256": lock.sha256,
+                "exclude_newer": lock.exclude_newer, "exempt": [list(e) for e in lock.exempt]}
 
     return _guard("resolve", key, lock_out, log, work)
 
@@ -113,9 +114,23 @@ def step_build(env_spec: Path, lock_status: Path, repo_dir: Path, out_dir: Path,
         from minisandbox.pipeline.build import build_env
         from minisandbox.pipeline.resolve import Lock
 
-        lock = Lock(text=lock_data["lock"], no_deps=lock_data["no_deps"])
+        lock = Lock(text=lock_data["lock"], no_deps=lock_data["no_deps"],
+                    exclude_newer=lock_data.get("exclude_newer"),
+                    exempt=tuple((str(n), str(c)) for n, c in lock_data.get("exempt") or ()))
         res = build_env(spec, lock, repo_dir, out_dir, log, timeout=timeout)
-        return {"interpreter": res.interpreter, "raw_bytes": res.raw_bytes, "lock_sha256": lock.sha256}
+        data = {"interpreter": res.interpreter, "raw_bytes": res.raw_bytes, "lock_sha256": lock.sha256}
+        # issue 11 (docs/design.md "Environment fidelity"): additive manifest keys, only when set
+        if lock.exclude_newer:
+            data["exclude_newer"] = lock.exclude_newer
+            if lock.exempt:
+                data["exclude_newer_exempt"] = dict(lock.exempt)
+        if spec.system_packages:
+            data["system_packages"] = list(spec.system_packages)
+        if res.testbed:
+            data["testbed"] = {**res.testbed, "commit": spec.commit}
+        if res.home:
+            data["home"] = res.home
+        return data
 
     st = _guard("build", key, status_out, log, work)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -123,6 +138,9 @@ def step_build(env_spec: Path, lock_status: Path, repo_dir: Path, out_dir: Path,
 
 
 # -- pack / checksum / publish ----------------------------------------------------------
+
+#: Build results copied into the env manifest when present (issue 11; additive).
+ENV_FIDELITY_KEYS = ("exclude_newer", "exclude_newer_exempt", "system_packages", "testbed", "home")
 
 
 def image_path(archive: Path, key: str) -> Path:
@@ -166,7 +184,8 @@ def step_checksum(kind: str, key_spec: Path, archive: Path, pack_status: Path, u
     pack = read_status(pack_status).data
     up = read_status(upstream).data
     if kind == "env":
-        extra = {"interpreter": up["interpreter"], "lock_sha256": up["lock_sha256"]}
+        extra = {"interpreter": up["interpreter"], "lock_sha256": up["lock_sha256"],
+                 **{k: up[k] for k in ENV_FIDELITY_KEYS if k in up}}
         spec = entry["canonical"]
     else:
         extra = {"commit": entry["commit"], "source": entry["source"], "snapshot_commit": up["snapshot_commit"]}

@@ -28,10 +28,12 @@ import fcntl  # noqa: F401  (imported before pivot_root: the stdlib is not visib
 import json
 import os
 import platform
+import re
 import resource  # noqa: F401  (same reason)
 import select
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -70,6 +72,7 @@ MOUNT_ATTR_RDONLY = 0x1
 PR_CAPBSET_DROP = 24
 PR_SET_SECUREBITS = 28
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_DUMPABLE = 4
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 # SECBIT_NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED, NO_CAP_AMBIENT_RAISE and their locks.
@@ -77,8 +80,8 @@ SECUREBITS_LOCKED_DOWN = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 _SYSCALLS = {
-    "x86_64": {"pivot_root": 155, "capset": 126, "mount_setattr": 442},
-    "aarch64": {"pivot_root": 41, "capset": 91, "mount_setattr": 442},
+    "x86_64": {"pivot_root": 155, "capset": 126, "mount_setattr": 442, "keyctl": 250},
+    "aarch64": {"pivot_root": 41, "capset": 91, "mount_setattr": 442, "keyctl": 219},
 }
 
 #: Host system directories bound read-only into every private root (symlinks of a
@@ -91,6 +94,10 @@ ETC_MASKS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/e
 #: /proc entries made read-only (as container runtimes do): a uid-0 payload without
 #: capabilities could otherwise still write root-owned sysctls of the host.
 PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+
+#: /proc files hidden behind /dev/null (Docker's masked paths): kernel-wide state that is
+#: not namespaced (the keyring's key list, kernel memory, timers, the scheduler).
+PROC_MASKED = ("keys", "key-users", "kcore", "timer_list", "sched_debug", "latency_stats")
 
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 
@@ -106,6 +113,26 @@ class Bind:
     target: str  # absolute path inside the private root
     readonly: bool = True
 
+
+def _load_seccomp():
+    """minisandbox.sandbox.seccomp, also when this file runs as a stdlib-only script."""
+    try:
+        from minisandbox.sandbox import seccomp
+    except ImportError:
+        import importlib.util
+
+        where = os.path.join(os.path.dirname(os.path.abspath(__file__)), "seccomp.py")
+        spec = importlib.util.spec_from_file_location("_minisandbox_seccomp", where)
+        seccomp = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(seccomp)
+    return seccomp
+
+
+_seccomp = _load_seccomp()
+
+#: The filter every payload of this sandbox gets (built by init before pivot_root; None
+#: when the sandbox was created with seccomp=False).
+_PAYLOAD_SECCOMP: bytes | None = None
 
 try:
     from minisandbox.errors import SandboxError
@@ -297,7 +324,9 @@ def _touch(path: str) -> None:
 
 def _pick_base(spec: dict) -> str:
     """A host directory to mount the scratch tmpfs on, that hides no bind source."""
-    sources = [b[0] for b in spec.get("binds", [])] + [o[0] for o in spec.get("overlays", [])]
+    sources = [b[0] for b in spec.get("binds", [])]
+    for o in spec.get("overlays", []):  # a lower, or a list of stacked lowers (topmost first)
+        sources += list(o[0]) if isinstance(o[0], (list, tuple)) else [o[0]]
     sources += [o[2] for o in spec.get("overlays", []) if o[2]]
     for cand in _BASE_CANDIDATES:
         if not os.path.isdir(cand) or os.path.islink(cand):
@@ -310,55 +339,197 @@ def _pick_base(spec: dict) -> str:
                        f"{', '.join(_BASE_CANDIDATES)} hold bind sources): move the sources")
 
 
-def _bind_into(root: str, source: str, target: str, readonly: bool) -> None:
-    dest = root + target
+def _parts(target: str) -> list[str]:
+    """Components of an absolute target path; `.`/`..` and empty names are refused."""
+    parts = target.split("/")
+    if not target.startswith("/") or any(p in (".", "..") for p in parts) or "\0" in target:
+        raise SandboxError(f"mount target {target!r} must be a normalised absolute path")
+    return [p for p in parts if p]
+
+
+def _walk(root_fd: int, target: str, *, create: bool = True, upto: int | None = None) -> int:
+    """An O_PATH fd of the directory `target` under the directory `root_fd`, reached one
+    component at a time with O_NOFOLLOW (missing ones created when `create`).
+
+    Why: set-up runs before pivot_root, where an absolute symlink resolves against the
+    *host's* root. Paths under the new root pass through layers whose content comes from
+    archives (a store is as trusted as whoever can write to its bucket), so a symlink there
+    must never be followed: it is an error instead."""
+    parts = _parts(target)
+    if upto is not None:
+        parts = parts[:upto]
+    fd = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=root_fd)
+    try:
+        for i, name in enumerate(parts):
+            flags = os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+            try:
+                nfd = os.open(name, flags, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                try:
+                    os.mkdir(name, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass
+                nfd = os.open(name, flags, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    where = "/" + "/".join(parts[: i + 1])
+                    raise SandboxError(f"{where} (on the way to {target}) is a symlink or not a directory inside "
+                                       f"the sandbox root, probably from a layer's content: refusing to follow it; "
+                                       f"the layer's archive is bad, re-publish it") from None
+                raise
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _open_file_beneath(root_fd: int, target: str, flags: int, mode: int = 0o644) -> int:
+    """Open (O_CREAT) the file `target` under `root_fd` without following any symlink, not
+    even the last component's (a layer's `bin/activate -> /host/file` fails with ELOOP)."""
+    parts = _parts(target)
+    if not parts:
+        raise SandboxError("cannot open the sandbox root as a file")
+    parent = _walk(root_fd, target, upto=len(parts) - 1)
+    try:
+        return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SandboxError(f"{target} is a symlink inside the sandbox root, probably from a layer's content: "
+                               f"refusing to write through it; the layer's archive is bad, re-publish it") from None
+        raise
+    finally:
+        os.close(parent)
+
+
+def _file_mountpoint(root_fd: int, target: str) -> int:
+    """An O_PATH fd of the file `target` (created empty when missing) to mount a file on;
+    a symlink there is refused like in _walk."""
+    try:
+        fd = _open_file_beneath(root_fd, target, os.O_PATH)
+    except FileNotFoundError:
+        os.close(_open_file_beneath(root_fd, target, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+        fd = _open_file_beneath(root_fd, target, os.O_PATH)
+    if stat.S_ISLNK(os.fstat(fd).st_mode):  # O_PATH|O_NOFOLLOW opens the link itself
+        os.close(fd)
+        raise SandboxError(f"{target} is a symlink inside the sandbox root, probably from a layer's content: "
+                           f"refusing to mount over it; the layer's archive is bad, re-publish it")
+    return fd
+
+
+def _fd_path(fd: int) -> str:
+    """A path naming exactly the file `fd` refers to (mount(2) resolves the magic link to
+    that very dentry, never by name again)."""
+    return f"/proc/self/fd/{fd}"
+
+
+def _mount_beneath(root_fd: int, target: str, source: str | None, fstype: str | None, flags: int,
+                   data: str | None = None, *, is_file: bool = False, readonly: bool = False) -> None:
+    """mount(2) at `target` under the root, the mountpoint reached without following
+    symlinks; `readonly` then makes the new mount read-only (looked up again: the old fd
+    names the covered directory, not the new mount)."""
+    if is_file:
+        fd = _file_mountpoint(root_fd, target)
+    else:
+        fd = _walk(root_fd, target)
+    try:
+        mount(source, _fd_path(fd), fstype, flags, data)
+    finally:
+        os.close(fd)
+    if readonly:
+        fd = _file_mountpoint(root_fd, target) if is_file else _walk(root_fd, target, create=False)
+        try:
+            make_readonly(_fd_path(fd))
+        finally:
+            os.close(fd)
+
+
+def _bind_into(root_fd: int, source: str, target: str, readonly: bool) -> None:
     if not os.path.lexists(source):
         raise SandboxError(f"bind source {source} does not exist (for {target}): restore it first")
-    if os.path.isdir(source):
-        _mkdirs(dest)
-    else:
-        _touch(dest)
-    mount(source, dest, None, MS_BIND | MS_REC)
-    if readonly:
-        make_readonly(dest)
+    _mount_beneath(root_fd, target, source, None, MS_BIND | MS_REC, is_file=not os.path.isdir(source),
+                   readonly=readonly)
 
 
 def _escape_overlay(path: str) -> str:
     return path.replace("\\", "\\\\").replace(",", "\\,").replace(":", "\\:")
 
 
-def _overlay_into(root: str, scratch: str, n: int, lower: str, target: str, upper_base: str | None,
+def _overlay_into(root_fd: int, scratch: str, n: int, lower: str, target: str, upper_base: str | None,
                   userxattr: bool, force_copy: bool) -> str:
     """Mount `lower` at `target` writable: an overlay (upper in scratch tmpfs or in
     `upper_base` on disk), or a private copy where overlays are unavailable. Returns the
     method used."""
-    dest = root + target
-    if not os.path.isdir(lower):
-        raise SandboxError(f"layer {lower} is not a directory (for {target}): restore it first")
-    _mkdirs(dest)
+    lowers = list(lower) if isinstance(lower, (list, tuple)) else [lower]  # topmost first
+    for one in lowers:
+        if not os.path.isdir(one):
+            raise SandboxError(f"layer {one} is not a directory (for {target}): restore it first")
+    held = [_layer_subdir_fd(one) for one in lowers]
+    try:
+        mount_lowers = [one if fd is None else _fd_path(fd) for one, fd in zip(lowers, held)]
+        return _overlay_lowers(root_fd, scratch, n, mount_lowers, lowers, target, upper_base, userxattr, force_copy)
+    finally:
+        for fd in held:
+            if fd is not None:
+                os.close(fd)
+
+
+_DIGEST_DIR = re.compile(r"[0-9a-f]{64}")
+
+
+def _layer_subdir_fd(path: str) -> int | None:
+    """For a directory *inside* a restored layer (`<cache>/layers/<sha256>/sub/dir`, e.g. an
+    environment's install residue stacked over /testbed): an O_PATH fd reached from the
+    layer's root without following symlinks, since `sub/dir` comes from archive content and
+    overlayfs would resolve a symlink there against the host's root. None for other paths."""
+    parts = path.split("/")
+    idx = max((i for i, p in enumerate(parts) if _DIGEST_DIR.fullmatch(p)), default=None)
+    if idx is None or idx == len(parts) - 1:
+        return None
+    base = os.open("/".join(parts[: idx + 1]), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return _walk(base, "/" + "/".join(parts[idx + 1:]), create=False)
+    finally:
+        os.close(base)
+
+
+def _overlay_lowers(root_fd: int, scratch: str, n: int, mount_lowers: list[str], lowers: list[str], target: str,
+                    upper_base: str | None, userxattr: bool, force_copy: bool) -> str:
+    """_overlay_into's mount: `mount_lowers` name the checked directories for overlayfs,
+    `lowers` the same ones by path for the copy fallback (cp runs in another process)."""
     base = upper_base or os.path.join(scratch, f"layer{n}")
     upper, work = os.path.join(base, "upper"), os.path.join(base, "work")
     _mkdirs(upper)
     _mkdirs(work)
     if not force_copy:
-        opts = f"lowerdir={_escape_overlay(lower)},upperdir={_escape_overlay(upper)},workdir={_escape_overlay(work)}"
+        lowerdir = ":".join(_escape_overlay(one) for one in mount_lowers)
+        opts = f"lowerdir={lowerdir},upperdir={_escape_overlay(upper)},workdir={_escape_overlay(work)}"
         if userxattr:
             opts += ",userxattr"
         try:
-            mount("overlay", dest, "overlay", MS_NOSUID | MS_NODEV, opts)
+            _mount_beneath(root_fd, target, "overlay", "overlay", MS_NOSUID | MS_NODEV, opts)
             return "overlay"
+        except SandboxError:
+            raise
         except OSError:
             pass
     copy = os.path.join(base, "copy")
-    proc = subprocess.run(["cp", "-a", "--", lower, copy], stdout=subprocess.DEVNULL,
+    proc = subprocess.run(["cp", "-a", "--", lowers[-1], copy], stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True)
+    for one in reversed(lowers[:-1]):  # bottom first, each stacked layer over it
+        if proc.returncode == 0:
+            proc = subprocess.run(["cp", "-a", "--", one + "/.", copy], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
-        raise SandboxError(f"copy fallback of layer {lower} failed: {proc.stderr.strip()[:200]}")
-    mount(copy, dest, None, MS_BIND | MS_REC)
+        raise SandboxError(f"copy fallback of layer {lowers[-1]} failed: {proc.stderr.strip()[:200]}")
+    _mount_beneath(root_fd, target, copy, None, MS_BIND | MS_REC)
     return "copy"
 
 
-def _setup_dev(root: str) -> None:
+def _setup_dev(root: str, shm: str) -> None:
     dev = root + "/dev"
     _mkdirs(dev)
     mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
@@ -370,47 +541,124 @@ def _setup_dev(root: str) -> None:
     mount("devpts", dev + "/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
     os.symlink("pts/ptmx", dev + "/ptmx")
     _mkdirs(dev + "/shm")
-    mount("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    mount(shm, dev + "/shm", None, MS_BIND)  # part of the one tmpfs budget (see _setup_root)
     for name, dest in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                        ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
         os.symlink(dest, f"{dev}/{name}")
 
 
+def _scratch_dir(scratch: str, name: str, mode: int) -> str:
+    path = os.path.join(scratch, name)
+    os.mkdir(path)
+    os.chmod(path, mode)  # exact mode (mkdir's is filtered by the umask; 1777 needs chmod)
+    return path
+
+
+def _join_fresh_keyring() -> str:
+    """Give this process (and so every payload it spawns) a new anonymous session keyring,
+    so nothing inside can reach the caller's session keys. Returns how it went."""
+    KEYCTL_JOIN_SESSION_KEYRING = 1
+    if _lib().syscall(_nr("keyctl"), KEYCTL_JOIN_SESSION_KEYRING, None) >= 0:
+        return "fresh session keyring"
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EPERM, errno.EACCES):
+        # keyrings compiled out, or denied by a filter around us: the payload cannot use them either
+        return f"keyring unavailable ({errno.errorcode.get(err, err)})"
+    raise OSError(err, f"keyctl(JOIN_SESSION_KEYRING): {os.strerror(err)}")
+
+
+def _mount_proc(path: str) -> None:
+    """A proc filesystem of the current pid namespace at `path`, with the entries that
+    reach the host (PROC_READONLY) read-only and PROC_MASKED hidden."""
+    mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for entry in PROC_READONLY:
+        sub = f"{path}/{entry}"
+        if os.path.exists(sub):
+            mount(sub, sub, None, MS_BIND | MS_REC)
+            make_readonly(sub)
+    for entry in PROC_MASKED:
+        sub = f"{path}/{entry}"
+        if os.path.exists(sub):
+            mount("/dev/null", sub, None, MS_BIND)
+
+
+def _enter_own_pidns() -> None:
+    """Move the payload being set up into a fresh pid namespace with its own /proc: it
+    sees no ancestor (not init, not the shell that asked for it) and so none of their
+    /proc/<pid>/fd, environ or memory. The calling process stays outside as the payload's
+    reaper and exits with its status (a signal death re-raised), so init's exit event is
+    the payload's. Returns only in the payload (pid 1 of the new namespace; when it
+    exits, the kernel kills whatever it left behind in the namespace)."""
+    unshare(CLONE_NEWPID | CLONE_NEWNS)
+    pid = os.fork()
+    if pid == 0:
+        _mount_proc("/proc")
+        return
+    os.closerange(0, 65536)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        prctl(PR_SET_DUMPABLE, 0)  # no core file for a re-raised SIGSEGV/SIGABRT
+        os.kill(os.getpid(), sig)
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
 def _setup_root(spec: dict) -> dict:
-    """Build the private root and pivot into it (runs as pid 1 of the new pid ns)."""
+    """Build the private root and pivot into it (runs as pid 1 of the new pid ns).
+
+    One tmpfs (size = spec["tmpfs_size"] bytes, when given) holds the root tree, the
+    overlays' upper layers, /tmp, /root and /dev/shm: a single budget for everything a
+    payload can write to memory-backed storage (four tmpfs mounts of half the RAM each
+    were four budgets)."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     base = _pick_base(spec)
-    mount("tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    size = spec.get("tmpfs_size")
+    mount("tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755" + (f",size={int(size)}" if size else ""))
     root, scratch = base + "/root", base + "/scratch"
     os.mkdir(root, 0o755)
     os.mkdir(scratch, 0o700)
     mount(root, root, None, MS_BIND | MS_REC)
+    root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        methods = _populate_root(spec, root, root_fd, scratch)
+    finally:
+        os.close(root_fd)
 
+    os.chdir(root)
+    pivot_root(".", ".")
+    umount2(".", MNT_DETACH)
+    os.chdir("/")
+    make_readonly("/", recursive=False)
+    make_readonly("/dev", recursive=False)
+    return {"layers": methods}
+
+
+def _populate_root(spec: dict, root: str, root_fd: int, scratch: str) -> dict:
+    """System dirs, masks, /proc, /dev, the scratch-backed writable dirs, then the layers,
+    binds and files of `spec` (see _setup_root); returns each layer's method."""
     for name in spec.get("system_dirs", SYSTEM_DIRS):
         host = "/" + name
         if os.path.islink(host):
             os.symlink(os.readlink(host), f"{root}/{name}")
         elif os.path.isdir(host):
-            _bind_into(root, host, host, True)
+            _bind_into(root_fd, host, host, True)
     for mask in ETC_MASKS:
-        dest = root + mask
         if os.path.isdir(mask) and not os.path.islink(mask):
-            mount("tmpfs", dest, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "mode=0755,size=4k")
+            _mount_beneath(root_fd, mask, "tmpfs", "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "mode=0755,size=4k")
         elif os.path.isfile(mask):
-            mount("/dev/null", dest, None, MS_BIND)
+            _mount_beneath(root_fd, mask, "/dev/null", None, MS_BIND, is_file=True)
 
     _mkdirs(root + "/proc")
-    mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    for entry in PROC_READONLY:
-        path = f"{root}/proc/{entry}"
-        if os.path.exists(path):
-            mount(path, path, None, MS_BIND | MS_REC)
-            make_readonly(path)
-    _setup_dev(root)
-    tmp_opts = "mode=1777" + (f",size={spec['tmp_size']}" if spec.get("tmp_size") else "")
-    for path, opts in (("/tmp", tmp_opts), ("/root", "mode=0700")):
-        _mkdirs(root + path)
-        mount("tmpfs", root + path, "tmpfs", MS_NOSUID | MS_NODEV, opts)
+    _mount_proc(root + "/proc")
+    _setup_dev(root, _scratch_dir(scratch, "shm", 0o1777))
+    for path, name, mode in (("/tmp", "tmp", 0o1777), ("/root", "home", 0o700)):
+        _mount_beneath(root_fd, path, _scratch_dir(scratch, name, mode), None, MS_BIND)
     os.symlink("/tmp", _prep(root + "/var/tmp"))
 
     # Writable layers and binds, parents first so nested targets land in their parents.
@@ -421,25 +669,17 @@ def _setup_root(spec: dict) -> dict:
     for kind, i, item in items:
         if kind == "overlay":
             lower, target, upper_base = item
-            methods[target] = _overlay_into(root, scratch, i, lower, target, upper_base,
+            methods[target] = _overlay_into(root_fd, scratch, i, lower, target, upper_base,
                                             bool(spec.get("rootless")), bool(spec.get("force_copy")))
         else:
             source, target, readonly = item
-            _bind_into(root, source, target, readonly)
+            _bind_into(root_fd, source, target, readonly)
     for target, content, mode in spec.get("files", []):
-        dest = root + target
-        _mkdirs(os.path.dirname(dest))
-        with open(dest, "w") as fh:
+        fd = _open_file_beneath(root_fd, target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "w") as fh:
             fh.write(content)
-        os.chmod(dest, mode)
-
-    os.chdir(root)
-    pivot_root(".", ".")
-    umount2(".", MNT_DETACH)
-    os.chdir("/")
-    make_readonly("/", recursive=False)
-    make_readonly("/dev", recursive=False)
-    return {"layers": methods}
+            os.fchmod(fh.fileno(), mode)
+    return methods
 
 
 def _prep(path: str) -> str:
@@ -477,7 +717,10 @@ def _send(sock: socket.socket, msg: dict, fds: list[int] | None = None) -> None:
 
 def _recv(sock: socket.socket, maxfds: int = 8) -> tuple[dict | None, list[int]]:
     fds = array.array("i")
-    data, anc, flags, _ = sock.recvmsg(1 << 16, socket.CMSG_LEN((maxfds + 1) * fds.itemsize))
+    # close-on-exec at once: a threaded caller must not leak a received fd (a file being
+    # written, a pipe end) into a process another thread starts meanwhile
+    data, anc, flags, _ = sock.recvmsg(1 << 16, socket.CMSG_LEN((maxfds + 1) * fds.itemsize),
+                                       socket.MSG_CMSG_CLOEXEC)
     for level, typ, cdata in anc:
         if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
             fds.frombytes(cdata[: len(cdata) - (len(cdata) % fds.itemsize)])
@@ -557,16 +800,27 @@ def _child_exec(req: dict, fds: list[int], sock_fd: int) -> None:
         os.setsid()
         for i, fd in enumerate(fds[:3]):
             os.dup2(fd, i, inheritable=True)
-        os.closerange(3, 65536)
+        targets = [int(t) for t in req.get("fd_targets") or []]
+        moved = [os.dup(fd) for fd in fds[3:3 + len(targets)]]  # out of the way of the targets
+        for fd, target in zip(moved, targets):
+            os.dup2(fd, target, inheritable=True)
+        low = 3
+        for target in sorted(set(targets)) + [65536]:
+            os.closerange(low, target)
+            low = target + 1
         try:
             os.chdir(req.get("cwd") or "/")
         except OSError as exc:
             os.write(2, f"minisandbox: cannot enter {req.get('cwd')}: {exc.strerror}\n".encode())
             os._exit(126)
         os.umask(req.get("umask", 0o022))
+        if req.get("pidns"):
+            _enter_own_pidns()
         _apply_rlimits(req.get("rlimits"))
         if req.get("drop", True):
             drop_privileges()
+            if _PAYLOAD_SECCOMP is not None:
+                _seccomp.install(_PAYLOAD_SECCOMP)  # last: no_new_privs is set, exec is next
         argv = req["argv"]
         env = req.get("env") or {}
         try:
@@ -581,22 +835,44 @@ def _child_exec(req: dict, fds: list[int], sock_fd: int) -> None:
             os._exit(126)
 
 
-def _child_open(req: dict, sock: socket.socket) -> None:
-    """In a forked child of init: open a file with the payload's privileges, send it."""
+def _child_open(req: dict, back: socket.socket) -> None:
+    """In a forked child of init: open a file with the payload's privileges and hand the
+    fd to init over `back`. init forwards it to the caller only once this child has
+    exited, so the caller's fd is the only one left: a file written through it can be
+    executed right away (a copy still open here made exec fail with ETXTBSY under load)."""
     try:
         drop_privileges()
         path = req["path"]
         if req.get("makedirs"):
             _mkdirs(os.path.dirname(path))
         fd = os.open(path, req.get("flags", os.O_RDONLY) | os.O_CLOEXEC, req.get("mode", 0o644))
-        _send(sock, {"re": req["seq"], "ok": True}, [fd])
+        _send(back, {"ok": True}, [fd])
         os._exit(0)
     except BaseException as exc:
         try:
             err = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            _send(sock, {"re": req["seq"], "ok": False, "error": f"{req.get('path')}: {err}"})
+            _send(back, {"ok": False, "error": f"{req.get('path')}: {err}"})
         finally:
             os._exit(1)
+
+
+def _finish_open(sock: socket.socket, seq: int, back: socket.socket) -> None:
+    """The open helper has exited: forward its fd (or its error) as the reply."""
+    try:
+        try:
+            msg, fds = _recv(back)
+        except OSError:
+            msg, fds = None, []
+        if msg is None:
+            _send(sock, {"re": seq, "ok": False, "error": "open helper died"})
+            return
+        try:
+            _send(sock, {**msg, "re": seq}, fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+    finally:
+        back.close()
 
 
 def _sigchld_wakeup() -> int:
@@ -626,6 +902,7 @@ def _serve(sock: socket.socket) -> None:
     """init's loop: spawn/kill/open requests in, exit events out, reap every zombie."""
     rfd = _sigchld_wakeup()
     children: dict[int, int] = {}  # pid -> command id
+    opening: dict[int, tuple[int, socket.socket]] = {}  # open helper pid -> (request seq, its socket)
     running = True
     while running:
         ready = _wait_or_sigchld(sock, rfd)
@@ -639,6 +916,8 @@ def _serve(sock: socket.socket) -> None:
             cid = children.pop(pid, None)
             if cid is not None:
                 _send(sock, {"ev": "exit", "id": cid, "status": status})
+            elif pid in opening:
+                _finish_open(sock, *opening.pop(pid))
         if sock not in ready:
             continue
         try:
@@ -661,8 +940,14 @@ def _serve(sock: socket.socket) -> None:
                     _kill_tree(pid, req.get("sig", signal.SIGKILL), bool(req.get("children_only")))
                 _send(sock, {"re": req["seq"], "ok": True, "found": pid is not None})
             elif op == "open":
-                if os.fork() == 0:
-                    _child_open(req, sock)
+                mine, back = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                pid = os.fork()
+                if pid == 0:
+                    mine.close()
+                    sock.close()
+                    _child_open(req, back)
+                back.close()
+                opening[pid] = (req["seq"], mine)
             elif op == "ping":
                 _send(sock, {"re": req["seq"], "ok": True})
             elif op == "shutdown":
@@ -685,6 +970,12 @@ def _serve(sock: socket.socket) -> None:
             os.waitpid(-1, 0)
         except ChildProcessError:
             break
+
+
+def _prepare_payload_filter(enabled: bool) -> None:
+    """Build the payloads' seccomp program in init (before pivot_root hides the stdlib)."""
+    global _PAYLOAD_SECCOMP
+    _PAYLOAD_SECCOMP = _seccomp.program() if enabled else None
 
 
 def _start_sandbox(sock: socket.socket, spec: dict) -> None:
@@ -730,7 +1021,11 @@ def _start_sandbox(sock: socket.socket, spec: dict) -> None:
                 name = _b(spec.get("hostname", "sandbox"))
                 _check(_lib().sethostname(name, len(name)), "sethostname")
             times["forked"] = time.monotonic()
+            keyring = _join_fresh_keyring()
+            _prepare_payload_filter(bool(spec.get("seccomp", True)))
             info = _setup_root(spec)
+            info["keyring"] = keyring
+            info["seccomp"] = _PAYLOAD_SECCOMP is not None
             times["root"] = time.monotonic()
             info["times"] = times
         except Exception as exc:
@@ -914,8 +1209,11 @@ class PrivateRoot:
 
     # -- API
     def spawn(self, argv: list[str], *, env: dict[str, str], cwd: str = "/", stdin=None, stdout=None,
-              stderr=None, rlimits: dict | None = None, drop: bool = True) -> int:
-        """Start `argv` inside (new session, privileges dropped); returns a command id."""
+              stderr=None, rlimits: dict | None = None, drop: bool = True, pass_fds: dict[int, int] | None = None,
+              pidns: bool = False) -> int:
+        """Start `argv` inside (new session, privileges dropped); returns a command id.
+        `pass_fds`: {fd number inside: caller fd} passed on besides stdio (at most 5).
+        `pidns`: run it in a pid namespace of its own (it sees no other process)."""
         opened = []
         fds = []
         for stream, default in ((stdin, 0), (stdout, 1), (stderr, 2)):
@@ -923,12 +1221,16 @@ class PrivateRoot:
             fds.append(fd)
             if mine:
                 opened.append(fd)
+        extra = dict(pass_fds or {})
+        if len(extra) > 5 or any(t < 3 for t in extra):
+            raise ValueError("pass_fds: at most 5 descriptors, numbered 3 or more (0-2 are stdin/out/err)")
+        fds += list(extra.values())
         try:
             with self._lock:
                 self._next_id += 1
                 cid = self._next_id
             self._request({"op": "spawn", "id": cid, "argv": list(argv), "env": dict(env), "cwd": cwd,
-                           "rlimits": rlimits or {}, "drop": drop}, fds)
+                           "rlimits": rlimits or {}, "drop": drop, "fd_targets": list(extra), "pidns": pidns}, fds)
         finally:
             for fd in opened:
                 os.close(fd)
@@ -1113,7 +1415,7 @@ def build_spec(binds: list[Bind], *, network: str = "host", rootless: bool | Non
     spec = {"binds": [[os.path.abspath(b.source), b.target, bool(b.readonly)] for b in binds],
             "overlays": [list(o) for o in (overlays or [])],
             "files": [list(f) for f in (files or [])],
-            "network": network, "rootless": rootless}
+            "network": network, "rootless": rootless, "seccomp": True}
     spec.update(extra)
     return spec
 

@@ -32,18 +32,20 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, TypeVar
 
-from minisandbox.sandbox import rootfs
+from minisandbox.sandbox import leftovers, rootfs
 from minisandbox.sandbox.conda_shim import shim_files
 from minisandbox.sandbox.interpreters import interpreter_binds
 from minisandbox.sandbox.limits import LimitGroup, Limits
-from minisandbox.paths import CONDA_ROOT, REPO_PATH
+from minisandbox.paths import CONDA_ROOT, REPO_PATH, state_dir
 
+#: No TERM: the reference images run tests through `docker exec` without a tty, where TERM
+#: is unset; `TERM=dumb` turns colour off in libraries such as termcolor and fails their
+#: tests (found by bench/bench_fidelity.py on termcolor).
 DEFAULT_ENV = {
     "PATH": f"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:{CONDA_ROOT}/bin",
     "HOME": "/root",
     "LANG": "C.UTF-8",
     "LC_ALL": "C.UTF-8",
-    "TERM": "dumb",
     "USER": "root",
     "PIP_DISABLE_PIP_VERSION_CHECK": "1",
     "PIP_NO_INPUT": "1",
@@ -59,6 +61,9 @@ class Layer:
     lower: str  # host directory (shared cache: never modified)
     mount_path: str  # e.g. /testbed or /opt/miniconda3/envs/testbed
     writable: bool = True  # per-sandbox overlay (True) or read-only bind (False)
+    #: host directories stacked above `lower` in the same overlay, topmost first (the
+    #: environment's install residue over the shared clean snapshot at /testbed)
+    over: tuple[str, ...] = ()
 
 
 @dataclass
@@ -96,15 +101,18 @@ class SandboxConfig:
 
     network: str = "none"  # "none": loopback only (downloads fail fast); "host": share
     rootless: bool | None = None  # None: rootless when not euid 0
-    limits: Limits | None = None
+    #: memory, pids, CPU time, tmpfs budget, output per command...: on unless told otherwise
+    #: (`Limits.default()`, $MINISANDBOX_LIMITS); None or `Limits.unlimited()` lifts them all.
+    limits: Limits | None = field(default_factory=Limits.default)
+    #: the seccomp filter of every payload (minisandbox.sandbox.seccomp); False only to debug
+    seccomp: bool = True
     scratch_dir: str | None = None  # on-disk upper layers (default: tmpfs in the sandbox)
     copy_layers: bool = False  # force the copy fallback instead of overlays
     binds: list[rootfs.Bind] = field(default_factory=list)  # extra binds
     env: dict[str, str] = field(default_factory=dict)  # added to DEFAULT_ENV
     repo_path: str = REPO_PATH
     hostname: str = "sandbox"
-    tmp_size: str | None = None  # size= of the private /tmp tmpfs, e.g. "1g"
-    max_output: int = 8 << 20  # bytes kept from one command's output
+    max_output: int | None = None  # bytes kept from one command's output (default: limits.output_bytes)
     #: {"pid", "start"} of a node cache's mount holder to join first: rootless image layers
     #: are mounted there (`PreparedTask.mount_ns`, minisandbox.node.fusemount)
     join_ns: dict | None = None
@@ -134,34 +142,45 @@ class Sandbox:
         self._upper_dirs: list[str] = []
         self._closed = False
         self._root: rootfs.PrivateRoot | None = None
-        self.limits = LimitGroup(cfg.limits) if cfg.limits else None
+        tracker = _track_host_resources(cfg)
+        # Always a LimitGroup: even without limits the sandbox gets its own leaf cgroup.
+        self.limits: LimitGroup | None = LimitGroup(cfg.limits or Limits.unlimited())
         try:
+            if self.limits and self.limits.dirs:
+                tracker.add(cgroup_parents=[os.path.dirname(d) for d in self.limits.dirs
+                                            if os.path.basename(d).startswith(leftovers.CGROUP_PREFIX)])
             binds = list(cfg.binds)
             if interpreter is not None:
                 binds += interpreter_binds(interpreter[0], interpreter[1])
             overlays = []
             for n, layer in enumerate(self.layers):
-                if not os.path.isdir(layer.lower):
-                    raise rootfs.SandboxError(f"layer {layer.lower} (for {layer.mount_path}) is not a directory: "
-                                              "restore the task's layers first")
+                # stacked sub-directories of a layer mounted in a joined namespace (rootless
+                # images) are not visible from here: rootfs checks them inside
+                for lower in (*(() if cfg.join_ns else layer.over), layer.lower):
+                    if not os.path.isdir(lower):
+                        raise rootfs.SandboxError(f"layer {lower} (for {layer.mount_path}) is not a directory: "
+                                                  "restore the task's layers first")
+                if layer.over and not layer.writable:
+                    raise rootfs.SandboxError(f"layer for {layer.mount_path}: stacked layers need writable=True")
                 if layer.writable:
                     _check_owner(layer, cfg.rootless)
                     upper = None
                     if cfg.scratch_dir:
-                        upper = os.path.join(cfg.scratch_dir, f"sandbox-{self.id}", f"layer{n}")
+                        upper = os.path.join(cfg.scratch_dir, leftovers.scratch_name(self.id), f"layer{n}")
                         os.makedirs(upper)
                         self._upper_dirs.append(os.path.dirname(upper))
-                    overlays.append((os.path.abspath(layer.lower), layer.mount_path, upper))
+                    lowers = [os.path.abspath(p) for p in (*layer.over, layer.lower)]
+                    overlays.append((lowers if layer.over else lowers[0], layer.mount_path, upper))
                 else:
                     binds.append(rootfs.Bind(layer.lower, layer.mount_path, True))
             files = shim_files()
             extra = {"hostname": cfg.hostname, "force_copy": cfg.copy_layers}
             if cfg.join_ns:
                 extra["join_ns"] = dict(cfg.join_ns)
-            if cfg.tmp_size:
-                extra["tmp_size"] = cfg.tmp_size
-            if self.limits:
-                extra["cgroup_procs"] = self.limits.procs_files
+            if self.limits.limits.tmpfs_bytes:
+                extra["tmpfs_size"] = self.limits.limits.tmpfs_bytes
+            extra["cgroup_procs"] = self.limits.procs_files
+            extra["seccomp"] = bool(cfg.seccomp)
             spec = rootfs.build_spec(binds, network=cfg.network, rootless=cfg.rootless, overlays=overlays,
                                      files=files, **extra)
             self._root = rootfs.PrivateRoot(spec)
@@ -181,6 +200,14 @@ class Sandbox:
         return dict(self.limits.mode) if self.limits else {}
 
     @property
+    def max_output(self) -> int:
+        """Bytes of output kept per command (and per pipe); the rest is read and dropped."""
+        if self.config.max_output is not None:
+            return self.config.max_output
+        limit = self.limits.limits.output_bytes if self.limits else None
+        return limit if limit is not None else 1 << 62
+
+    @property
     def rlimits(self) -> dict[str, int]:
         return dict(self.limits.rlimits) if self.limits else {}
 
@@ -191,11 +218,14 @@ class Sandbox:
 
     # -- processes
     def spawn(self, argv: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
-              stdin=None, stdout=None, stderr=None) -> int:
-        """Start a process inside; returns its command id (see wait/kill)."""
+              stdin=None, stdout=None, stderr=None, pass_fds: dict[int, int] | None = None,
+              pidns: bool = False) -> int:
+        """Start a process inside; returns its command id (see wait/kill). `pass_fds` and
+        `pidns` as in `rootfs.PrivateRoot.spawn`."""
         self._ensure_start()
         return self._live().spawn(argv, env={**self.env, **(env or {})}, cwd=cwd or self._default_cwd(),
-                                  stdin=stdin, stdout=stdout, stderr=stderr, rlimits=self.rlimits)
+                                  stdin=stdin, stdout=stdout, stderr=stderr, rlimits=self.rlimits,
+                                  pass_fds=pass_fds, pidns=pidns)
 
     def wait(self, cid: int, timeout: float | None = None) -> int:
         return self._live().wait(cid, timeout)
@@ -211,17 +241,19 @@ class Sandbox:
         """Read the pipes `fds` of command `cid` (spawned with `spawn`) until it exits,
         killing its process tree after `timeout` seconds; returns (bytes per pipe, exit
         code, timed out). The same collection `run` uses, for callers that need stdout and
-        stderr apart (the SWE-ReX adapter). Keeps at most `config.max_output` bytes per pipe."""
-        outs, code, timed_out, _ = _collect_fds(self._live(), cid, fds, timeout, self.config.max_output)
+        stderr apart (the SWE-ReX adapter). Keeps at most `max_output` bytes per pipe."""
+        outs, code, timed_out, _ = _collect_fds(self._live(), cid, fds, timeout, self.max_output)
         return outs, code, timed_out
 
     def _default_cwd(self) -> str:
         return self.config.repo_path if any(layer.mount_path == self.config.repo_path for layer in self.layers) else "/"
 
     def run(self, argv: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
-            timeout: float | None = None, input: bytes | None = None, _mark: bool = True) -> ExecResult:
+            timeout: float | None = None, input: bytes | None = None, pass_fds: dict[int, int] | None = None,
+            pidns: bool = False, _mark: bool = True) -> ExecResult:
         """Run argv to completion; stdout+stderr captured. On timeout the whole process
-        tree is killed and `timed_out` is set."""
+        tree is killed and `timed_out` is set. `pass_fds` and `pidns` as in
+        `rootfs.PrivateRoot.spawn` (the grader runs tests with both)."""
         if _mark:
             self._ensure_start()
         root = self._live()
@@ -232,7 +264,7 @@ class Sandbox:
         try:
             cid = root.spawn(argv, env={**self.env, **(env or {})}, cwd=cwd or self._default_cwd(),
                              stdin=in_r if in_r is not None else subprocess.DEVNULL, stdout=wfd, stderr=wfd,
-                             rlimits=self.rlimits)
+                             rlimits=self.rlimits, pass_fds=pass_fds, pidns=pidns)
         except BaseException:
             for fd in (rfd, wfd, in_r, in_w):
                 if fd is not None:
@@ -243,7 +275,7 @@ class Sandbox:
             os.close(in_r)
             threading.Thread(target=_feed, args=(in_w, input), daemon=True).start()
         try:
-            return _collect(root, cid, rfd, timeout, self.config.max_output)
+            return _collect(root, cid, rfd, timeout, self.max_output)
         finally:
             os.close(rfd)
 
@@ -404,7 +436,7 @@ class Sandbox:
                 self.limits.close()
         finally:
             for d in self._upper_dirs:
-                _rmtree(d)
+                leftovers.remove_scratch(d)
             self._upper_dirs = []
 
     def __enter__(self) -> "Sandbox":
@@ -420,6 +452,28 @@ class Sandbox:
             pass
 
 
+_reaped: set[tuple[int, str]] = set()
+_reaped_lock = threading.Lock()
+
+
+def _track_host_resources(cfg: SandboxConfig) -> leftovers.Tracker:
+    """Crash cleanup (minisandbox.sandbox.leftovers): the first sandbox of this process on
+    a node removes what dead controllers left there; every sandbox records, before
+    creating them, the parents of the host resources it makes (its cgroups, its
+    scratch directory), so a SIGKILL of this process leaves nothing that the next start
+    or `minisandbox cache gc` cannot find."""
+    state = state_dir()
+    key = (os.getpid(), str(state))
+    with _reaped_lock:
+        if key not in _reaped:
+            _reaped.add(key)
+            leftovers.reap(state)
+    tracker = leftovers.Tracker.get(state)
+    parents = leftovers.caller_cgroup_dirs()  # every sandbox has a cgroup where one can be made
+    tracker.add(cgroup_parents=parents, scratch_parents=[cfg.scratch_dir] if cfg.scratch_dir else [])
+    return tracker
+
+
 def _check_owner(layer: Layer, rootless: bool | None) -> None:
     """A rootless sandbox maps only the runner's uid and gid: files of other owners appear
     as nobody, and the overlay cannot copy them up (EOVERFLOW) - fail early instead."""
@@ -430,25 +484,6 @@ def _check_owner(layer: Layer, rootless: bool | None) -> None:
         raise rootfs.SandboxError(
             f"layer {layer.lower} is owned by {st.st_uid}:{st.st_gid}, but a rootless sandbox can only write "
             f"layers owned by its user ({os.geteuid()}:{os.getegid()}): restore the layers as this user")
-
-
-def _rmtree(path: str) -> None:
-    """Remove an on-disk upper layer. overlayfs leaves a mode-000 `work/work` directory that
-    an unprivileged owner can only remove after making it accessible again."""
-    import shutil
-
-    def onerror(func, p, _exc):  # noqa: ANN001 - shutil's callback signature
-        try:
-            os.chmod(os.path.dirname(p), 0o700)
-            if os.path.isdir(p) and not os.path.islink(p):
-                os.chmod(p, 0o700)
-                shutil.rmtree(p, onerror=onerror)
-            else:
-                func(p)
-        except OSError:
-            pass
-
-    shutil.rmtree(path, onerror=onerror)
 
 
 def _feed(fd: int, data: bytes) -> None:
