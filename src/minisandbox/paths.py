@@ -25,12 +25,39 @@ def project_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def default_store() -> str:
-    """`--store` default: $MINISANDBOX_STORE or the default config's local store."""
+def default_store(cwd: Path | None = None) -> str:
+    """`--store` default, which follows the user and never the install location:
+    $MINISANDBOX_STORE, else the `store:` of the workflow config in the current directory
+    (`config/config.yaml`, as `snakemake` there would publish to; relative to that
+    directory), else `./results/store`."""
     env = os.environ.get("MINISANDBOX_STORE")
     if env:
         return env
-    return str(project_root() / DEFAULT_STORE)
+    cwd = Path.cwd() if cwd is None else Path(cwd)
+    store = _workflow_config_store(cwd / "config" / "config.yaml")
+    if store:
+        return store if "://" in store else str(cwd / store)
+    return str(cwd / DEFAULT_STORE)
+
+
+def _workflow_config_store(path: Path) -> str | None:
+    """The `store:` of a workflow config file, None when there is no file or no field."""
+    if not path.is_file():
+        return None
+    import yaml  # lazily: most callers never get here
+
+    from minisandbox.errors import MinisandboxError
+
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise MinisandboxError(f"{path}: cannot read the workflow config for its store field "
+                               f"({str(exc).splitlines()[0]}): fix it or pass --store") from None
+    if not isinstance(doc, dict) or doc.get("store") is None:
+        return None
+    if not isinstance(doc["store"], str) or not doc["store"].strip():
+        raise MinisandboxError(f"{path}: field store must be a path or URL, not {doc['store']!r}: fix it or pass --store")
+    return doc["store"].strip()
 
 
 def cache_dir() -> Path:

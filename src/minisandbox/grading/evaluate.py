@@ -330,6 +330,8 @@ class LayerExecutor:
         from minisandbox.paths import REPO_PATH, VENV_PATH
         from minisandbox.node.runtime import check_host, sandbox_layers
         from minisandbox.node.store import open_store
+        from minisandbox.node.runtime import interpreter_manifest
+        from minisandbox.sandbox.hostlibs import check_host_libs
 
         from minisandbox.manifest import validate_manifest
 
@@ -340,10 +342,13 @@ class LayerExecutor:
         repo_m = validate_manifest(self.repo_manifests[repo_key], where=f"repo manifest {repo_key}", kind="repo")
         validate_manifest(self.env_manifest, where=f"env manifest {self.env_manifest.get('key')}", kind="env")
         check_host(self.env_manifest, f"task {record.instance_id}")
+        check_host_libs(self.env_manifest.get("host_libs"), f"environment {self.env_manifest.get('key')}")
+        interp_m = interpreter_manifest(st, self.env_manifest)
         leases: list[Path] = []
         layers: dict[str, Path] = {}
         try:
-            for manifest, default in ((repo_m, REPO_PATH), (self.env_manifest, VENV_PATH)):
+            wanted = [(repo_m, REPO_PATH), (self.env_manifest, VENV_PATH)]
+            for manifest, default in wanted + ([(interp_m, interp_m["mount_path"])] if interp_m else []):
                 result, lease = cache.layer(st, Artifact.from_manifest(st, manifest), owner=record.instance_id)
                 leases.append(lease)
                 layers[manifest.get("mount_path") or default] = result.path

@@ -26,6 +26,7 @@ from minisandbox.paths import HOME_PATH, REPO_PATH, VENV_PATH
 from minisandbox.syspkgs import require as require_system_packages, validate_names
 from minisandbox.node.fusemount import FuseMountError
 from minisandbox.node.restore import RestoreError
+from minisandbox.sandbox.hostlibs import check_host_libs
 from minisandbox.node.store import Store, StoreIndexMissing, open_store  # noqa: F401  (StoreIndexMissing: re-exported)
 from minisandbox.errors import MinisandboxError
 
@@ -108,8 +109,8 @@ class PreparedTask:
     task: dict[str, Any]  # the index shard entry (env_key, repo_key, status, record, ...)
     env_manifest: dict[str, Any]
     repo_manifest: dict[str, Any]
-    layers: dict[str, Path]  # canonical mount path -> read-only layer dir
-    interpreter: dict[str, str]  # {"version": "3.10.13", "prefix": "/root/.pyenv/versions/3.10.13"}
+    layers: dict[str, Path]  # canonical mount path -> read-only layer dir (repo, env, interpreter)
+    interpreter: dict[str, str]  # {"version": "3.10.13", "prefix": "/root/.pyenv/versions/3.10.13", "kind", "key"}
     lease: Lease
     store_url: str
     results: list[LayerResult] = field(default_factory=list)
@@ -217,6 +218,32 @@ def _lookup_task(store: Store, instance_id: str) -> dict[str, Any]:
     return entry
 
 
+def interpreter_manifest(store: Store, env_m: dict[str, Any]) -> dict[str, Any] | None:
+    """The manifest of an environment's interpreter layer; None for a system interpreter
+    or a store published before interpreter layers (then a local interpreter of the same
+    version is bound instead: `sandbox.interpreters.interpreter_binds`). Every field that
+    becomes a mount path is checked against the allowed interpreter prefixes first."""
+    from minisandbox.sandbox.interpreters import KEY_PATTERN, check_prefix
+
+    interp = env_m.get("interpreter") or {}
+    key = interp.get("key") if isinstance(interp, dict) else None
+    if key is None:
+        return None
+    what = f"environment {env_m.get('key')} in {store.url}"
+    if not isinstance(key, str) or not KEY_PATTERN.fullmatch(key):
+        raise RestoreError(f"{what}: interpreter key {key!r} is malformed; re-publish the environment")
+    m = _manifest(store, "interp", key)
+    kind = (m.get("interpreter") or {}).get("kind") if isinstance(m.get("interpreter"), dict) else None
+    try:
+        prefix = check_prefix(m.get("mount_path"), str(kind))
+    except ValueError as exc:
+        raise RestoreError(f"interpreter layer {key} in {store.url}: {exc}; re-publish it") from None
+    if m.get("key") != key or m.get("kind") != "interp" or prefix != interp.get("prefix"):
+        raise RestoreError(f"interpreter layer {key} in {store.url} does not match {what} (key, kind or "
+                           f"prefix differ); re-publish both")
+    return m
+
+
 def use_images(setting: bool | None = None) -> bool:
     """Mount filesystem images instead of unpacking? `setting` or $MINISANDBOX_IMAGES
     (`auto` default: when root can loop-mount squashfs, or this user can mount it with
@@ -252,12 +279,15 @@ def prepare(task_id: str, store: Store | str | os.PathLike[str] | None = None, *
     entry = lookup_task(st, task_id)
     repo_m = _manifest(st, "repo", entry["repo_key"])
     env_m = _manifest(st, "env", entry["env_key"])
+    check_host_libs(env_m.get("host_libs"), f"environment {entry['env_key']}")  # before any download
+    interp_m = interpreter_manifest(st, env_m)
     check_host(env_m, f"task {task_id} (environment {entry['env_key']})")
     lease_files: list[Path] = []
     results: list[LayerResult] = []
     layers: dict[str, Path] = {}
     try:
-        for manifest, default_path in ((repo_m, REPO_PATH), (env_m, VENV_PATH)):
+        wanted = [(repo_m, REPO_PATH), (env_m, VENV_PATH)] + ([(interp_m, interp_m["mount_path"])] if interp_m else [])
+        for manifest, default_path in wanted:
             image = Artifact.image_from_manifest(st, manifest) if mount else None
             result = None
             if image is not None:

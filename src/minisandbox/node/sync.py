@@ -113,7 +113,7 @@ class VerifyReport:
 def artifacts_of(catalog: dict[str, Any]) -> list[Artifact]:
     """Every published artifact the catalog names (failed keys have none)."""
     out: list[Artifact] = []
-    for section, kind in (("repos", "repo"), ("envs", "env")):
+    for section, kind in (("repos", "repo"), ("envs", "env"), ("interps", "interp")):
         for key, entry in sorted(catalog.get(section, {}).items()):
             m = entry.get("manifest")
             if entry.get("status") != "ok" or not m:

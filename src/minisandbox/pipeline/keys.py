@@ -42,9 +42,11 @@ def repo_key(source: str, commit: str) -> str:
     return f"repo-{slug(name)}-{commit[:12]}-{h}"
 
 
-def env_canonical(spec: EnvSpec) -> dict[str, Any]:
-    """What an environment is: the fields that change the built venv, nothing else."""
-    return {
+def env_canonical(spec: EnvSpec, interpreter: str | None = None) -> dict[str, Any]:
+    """What an environment is: the fields that change the built venv, nothing else.
+    `interpreter`: the build of its base interpreter (`pipeline.interp.env_key_part`), so
+    another build of the same Python version gives another key."""
+    out = {
         "build_format": BUILD_FORMAT,
         "python": spec.python,
         "source": spec.source,
@@ -59,15 +61,18 @@ def env_canonical(spec: EnvSpec) -> dict[str, Any]:
         **({"system_packages": sorted(spec.system_packages)} if spec.system_packages else {}),
         **({"warmup": list(spec.warmup)} if spec.warmup else {}),
     }
+    if interpreter is not None:
+        out["interpreter"] = interpreter
+    return out
 
 
 def _repo_name(source: str) -> str:
     return source.rstrip("/").split("/")[-1].removesuffix(".git")
 
 
-def env_key(spec: EnvSpec) -> str:
+def env_key(spec: EnvSpec, interpreter: str | None = None) -> str:
     """`env-<repo>-<h16>`: the readable part names the source repo, not the spec, so two
     specs (say a SWE-smith profile and a SWE-bench version) that define the same venv
     share one key and one artifact."""
-    h = hashlib.sha256(canonical_json(env_canonical(spec)).encode()).hexdigest()[:16]
+    h = hashlib.sha256(canonical_json(env_canonical(spec, interpreter)).encode()).hexdigest()[:16]
     return f"env-{slug(_repo_name(spec.source))}-{h}"

@@ -1,32 +1,76 @@
-"""Find base CPython interpreters on this machine (pyenv versions and system pythons).
+"""Find base CPython interpreters on this machine: uv-managed, pyenv, system.
 
 Why: a venv only works with its base interpreter at the exact path recorded in
-`pyvenv.cfg`. Builds pick an interpreter by version ("3.10" -> newest 3.10.x); a sandbox
-restoring an artifact built elsewhere needs *a* local interpreter with the same full
-version, which it binds read-only at the recorded prefix (`interpreter_binds`).
+`pyvenv.cfg`. Builds pick an interpreter by version ("3.10" -> newest 3.10.x), preferring
+uv-managed standalone builds (python-build-standalone: relocatable, their own copies of
+OpenSSL/SQLite/...), then pyenv's, then the system's. The interpreter is published as a
+layer of its own (`interpreter_key`, docs/interpreters.md) and mounted at
+its recorded prefix on the node. Stores built before that (manifests without an
+interpreter key) still work the old way: a local interpreter with the same full version
+is bound read-only at the recorded prefix (`interpreter_binds`).
+
+Prefixes (the mount paths of interpreter layers, a fixed pattern `PREFIX_PATTERNS`):
+* uv-managed: bound at `/opt/minisandbox/python/<uv's directory name>` during the build
+  (relocatable, so the venv records that canonical path);
+* pyenv: its own prefix (`<pyenv root>/versions/X.Y.Z`): pyenv builds link libpython with
+  an absolute RUNPATH, so they only run there;
+* system (`/usr`): not a layer (every sandbox binds the host's /usr); recorded with a warning.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 
-from minisandbox.sandbox.rootfs import SYSTEM_DIRS, Bind
 from minisandbox.errors import MinisandboxError
+from minisandbox.sandbox.rootfs import SYSTEM_DIRS, Bind
 
 _FULL = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 _SYSTEM_BIN_DIRS = ("/usr/bin", "/usr/local/bin")
+#: uv's directory names for CPython builds, e.g. cpython-3.10.13-linux-x86_64-gnu
+_UV_NAME = re.compile(r"^cpython-(\d+\.\d+\.\d+)-linux-[a-z0-9_]+-gnu$")
+
+UV_MANAGED, PYENV, SYSTEM = "uv-managed", "pyenv", "system"
+KINDS = (UV_MANAGED, PYENV, SYSTEM)
+#: Where uv-managed interpreters appear inside builds and sandboxes.
+UV_PREFIX_ROOT = "/opt/minisandbox/python"
+#: Allowed mount paths of interpreter layers (also /tmp/team contract with store validation).
+PREFIX_PATTERNS = {
+    PYENV: re.compile(r"/(?:[A-Za-z0-9._-]+/)*versions/\d+\.\d+\.\d+"),
+    UV_MANAGED: re.compile(re.escape(UV_PREFIX_ROOT) + r"/cpython-\d+\.\d+\.\d+[A-Za-z0-9._+-]*"),
+}
+#: Interpreter artifact keys: cpython-<version>-<uv|pyenv>-<16 hex>.
+KEY_PATTERN = re.compile(r"cpython-\d+\.\d+\.\d+-(uv|pyenv)-[0-9a-f]{16}")
+SYSTEM_WARNING = ("base interpreter is the system's ({prefix}): it is not shipped as a layer, so a node "
+                  "needs the same Python {version} at {prefix}; install uv-managed or pyenv {version} to ship it")
 
 
 @dataclass(frozen=True)
 class Interpreter:
     version: str  # full version, e.g. "3.10.13"
-    prefix: str  # sys.prefix, e.g. /root/.pyenv/versions/3.10.13 or /usr
+    prefix: str  # sys.prefix on this host, e.g. /root/.pyenv/versions/3.10.13 or /usr
     executable: str  # e.g. <prefix>/bin/python3.10
+    kind: str = PYENV  # uv-managed | pyenv | system
+
+    @property
+    def minor(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+    @property
+    def canonical_prefix(self) -> str:
+        """Where the interpreter appears in builds and sandboxes (see the module doc)."""
+        if self.kind == UV_MANAGED:
+            return f"{UV_PREFIX_ROOT}/{os.path.basename(os.path.normpath(self.prefix))}"
+        return self.prefix
+
+    @property
+    def canonical_executable(self) -> str:
+        return os.path.join(self.canonical_prefix, os.path.relpath(self.executable, self.prefix))
 
 
 class InterpreterNotFound(MinisandboxError, LookupError):
@@ -51,8 +95,24 @@ def pyenv_roots() -> list[str]:
         except (OSError, subprocess.TimeoutExpired):
             pass
     roots += [os.path.expanduser("~/.pyenv"), "/root/.pyenv"]
+    return _unique(roots)
+
+
+def uv_python_dirs() -> list[str]:
+    """Where uv keeps managed interpreters: $UV_PYTHON_INSTALL_DIR, else
+    $XDG_DATA_HOME/uv/python, ~/.local/share/uv/python (what `uv python dir` prints)."""
+    dirs = []
+    if os.environ.get("UV_PYTHON_INSTALL_DIR"):
+        dirs.append(os.environ["UV_PYTHON_INSTALL_DIR"])
+    if os.environ.get("XDG_DATA_HOME"):
+        dirs.append(os.path.join(os.environ["XDG_DATA_HOME"], "uv", "python"))
+    dirs.append(os.path.expanduser("~/.local/share/uv/python"))
+    return _unique(dirs)
+
+
+def _unique(paths: list[str]) -> list[str]:
     seen, unique = set(), []
-    for r in roots:
+    for r in paths:
         r = os.path.realpath(r)
         if r not in seen:
             seen.add(r)
@@ -73,41 +133,55 @@ def _system_version(executable: str) -> tuple[str, str] | None:
     return lines[0], lines[1]
 
 
+def _listdir(path: str, unreadable: list[str]) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except PermissionError:
+        unreadable.append(path)
+    except OSError:
+        pass
+    return []
+
+
 @functools.lru_cache(maxsize=1)
 def _scan() -> tuple[tuple[Interpreter, ...], tuple[str, ...]]:
-    """(interpreters, unreadable places). Pyenv versions first, then system pythons."""
+    """(interpreters, unreadable places): uv-managed, then pyenv, then system pythons."""
     found: list[Interpreter] = []
     unreadable: list[str] = []
+    for root in uv_python_dirs():
+        for name in _listdir(root, unreadable):
+            m = _UV_NAME.match(name)
+            prefix = os.path.join(root, name)
+            if not m or os.path.islink(prefix):  # uv's minor-version links point at the real dirs
+                continue
+            major, minor, _ = m.group(1).split(".")
+            exe = os.path.join(prefix, "bin", f"python{major}.{minor}")
+            if os.access(exe, os.X_OK):
+                found.append(Interpreter(m.group(1), prefix, exe, UV_MANAGED))
     for root in pyenv_roots():
         versions = os.path.join(root, "versions")
-        try:
-            names = sorted(os.listdir(versions))
-        except PermissionError:
-            unreadable.append(versions)
-            continue
-        except OSError:
-            continue
-        for name in names:
+        for name in _listdir(versions, unreadable):
             m = _FULL.match(name)
             if not m:
                 continue
             prefix = os.path.join(versions, name)
             exe = os.path.join(prefix, "bin", f"python{m.group(1)}.{m.group(2)}")
             if os.access(exe, os.X_OK):
-                found.append(Interpreter(name, prefix, exe))
+                found.append(Interpreter(name, prefix, exe, PYENV))
     for bindir in _SYSTEM_BIN_DIRS:
-        try:
-            names = sorted(os.listdir(bindir))
-        except OSError:
-            continue
-        for name in names:
+        for name in _listdir(bindir, []):
             if not re.fullmatch(r"python\d+\.\d+", name):
                 continue
             exe = os.path.join(bindir, name)
             info = _system_version(exe)
             if info and not any(i.executable == exe for i in found):
-                found.append(Interpreter(info[0], info[1], exe))
+                found.append(Interpreter(info[0], info[1], exe, SYSTEM))
     return tuple(found), tuple(unreadable)
+
+
+def rescan() -> None:
+    """Forget the cached scan (after `uv python install` or `pyenv install`)."""
+    _scan.cache_clear()
 
 
 def available() -> list[Interpreter]:
@@ -120,11 +194,15 @@ def _not_found(version: str) -> InterpreterNotFound:
     have = ", ".join(f"{i.version} ({i.prefix})" for i in interps) or "none"
     extra = f"; unreadable: {', '.join(unreadable)}" if unreadable else ""
     return InterpreterNotFound(
-        f"no CPython {version} on this machine (have: {have}{extra}): install it with `pyenv install {version}`")
+        f"no CPython {version} on this machine (have: {have}{extra}): provide it with `uv python install "
+        f"{version}` (preferred: a standalone build shipped as its own layer; UV_PYTHON_INSTALL_MIRROR "
+        f"names a local mirror) or `pyenv install {version}`")
 
 
 def find_interpreter(version: str) -> Interpreter:
-    """The newest interpreter matching "3.10" (any patch) or "3.10.13" (exact)."""
+    """The interpreter for "3.10" (any patch) or "3.10.13" (exact): uv-managed builds
+    first, then pyenv's, then the system's; the newest patch within the first kind that
+    has one."""
     version = str(version).strip()
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?", version):
         raise ValueError(f"interpreter version {version!r} must look like 3.10 or 3.10.13")
@@ -132,8 +210,10 @@ def find_interpreter(version: str) -> Interpreter:
     matches = [i for i in _scan()[0] if _vkey(i.version)[: len(want)] == want]
     if not matches:
         raise _not_found(version)
+    kind = min((i.kind for i in matches), key=KINDS.index)
+    matches = [i for i in matches if i.kind == kind]
     best = max(_vkey(i.version) for i in matches)
-    return next(i for i in matches if _vkey(i.version) == best)  # pyenv wins ties
+    return next(i for i in matches if _vkey(i.version) == best)
 
 
 def find_prefix(full_version: str) -> str:
@@ -141,6 +221,71 @@ def find_prefix(full_version: str) -> str:
     if not _FULL.match(str(full_version)):
         raise ValueError(f"interpreter version {full_version!r} must be a full version like 3.10.13")
     return find_interpreter(full_version).prefix
+
+
+# -- the interpreter as a layer -----------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=64)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _digest(path: str) -> str:
+    st = os.stat(path)
+    return _file_sha256(os.path.realpath(path), st.st_size, st.st_mtime_ns)
+
+
+def build_files(interp: Interpreter) -> list[str]:
+    """The files that make one build of an interpreter: its executable and libpython."""
+    files = [interp.executable]
+    libdir = os.path.join(interp.prefix, "lib")
+    for name in _listdir(libdir, []):
+        p = os.path.join(libdir, name)
+        if name.startswith("libpython") and ".so" in name and not os.path.islink(p):
+            files.append(p)
+    return files
+
+
+def interpreter_key(interp: Interpreter) -> str | None:
+    """Content key of the interpreter's layer, `cpython-3.10.13-pyenv-<16 hex>`: the same
+    build (version, kind, canonical prefix, executable and libpython bytes) gives the same
+    key on every machine, so all environments of that build share one artifact. None for
+    a system interpreter (not a layer)."""
+    if interp.kind == SYSTEM:
+        return None
+    h = hashlib.sha256(f"{interp.kind}\n{interp.version}\n{interp.canonical_prefix}\n".encode())
+    for f in build_files(interp):
+        h.update(f"{os.path.relpath(f, interp.prefix)}:{_digest(f)}\n".encode())
+    short = "uv" if interp.kind == UV_MANAGED else "pyenv"
+    return f"cpython-{interp.version}-{short}-{h.hexdigest()[:16]}"
+
+
+def describe(interp: Interpreter) -> dict[str, str]:
+    """What an env manifest records about its base interpreter (`interpreter` field)."""
+    out = {"version": interp.version, "prefix": interp.canonical_prefix, "kind": interp.kind}
+    key = interpreter_key(interp)
+    if key:
+        out["key"] = key
+    else:
+        out["warning"] = SYSTEM_WARNING.format(prefix=interp.prefix, version=interp.version)
+    return out
+
+
+def check_prefix(prefix: str, kind: str) -> str:
+    """`prefix` if it is an allowed mount path for an interpreter layer of `kind`, else a
+    one-line ValueError (store data is untrusted: this guards every host path made from it)."""
+    if not isinstance(prefix, str) or os.path.normpath(prefix) != prefix or not prefix.startswith("/"):
+        raise ValueError(f"interpreter prefix {prefix!r} is not a normalised absolute path")
+    pattern = PREFIX_PATTERNS.get(kind)
+    if pattern is None or not pattern.fullmatch(prefix) or is_system_path(prefix):
+        raise ValueError(f"interpreter prefix {prefix!r} is not an allowed {kind} interpreter location "
+                         f"(pyenv: <root>/versions/X.Y.Z; uv-managed: {UV_PREFIX_ROOT}/cpython-X.Y.Z-...)")
+    return prefix
 
 
 def is_system_path(path: str) -> bool:
@@ -151,7 +296,9 @@ def is_system_path(path: str) -> bool:
 
 def interpreter_binds(version: str, recorded_prefix: str) -> list[Bind]:
     """Read-only bind(s) that make an interpreter with `version` appear at
-    `recorded_prefix` inside a private root (none when it is a system path that exists)."""
+    `recorded_prefix` inside a private root (none when it is a system path that exists).
+    For environments whose manifest has no interpreter layer (older stores, system
+    interpreters)."""
     if is_system_path(recorded_prefix):
         local = find_prefix(version)
         if os.path.realpath(local) == os.path.realpath(recorded_prefix):
@@ -171,6 +318,9 @@ def _prefix_version(prefix: str) -> str | None:
     name = os.path.basename(os.path.normpath(prefix))
     if _FULL.match(name):
         return name
+    m = _UV_NAME.match(name)
+    if m:
+        return m.group(1)
     for i in _scan()[0]:
         if os.path.realpath(i.prefix) == os.path.realpath(prefix):
             return i.version

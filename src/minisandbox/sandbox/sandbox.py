@@ -150,7 +150,11 @@ class Sandbox:
                 tracker.add(cgroup_parents=[os.path.dirname(d) for d in self.limits.dirs
                                             if os.path.basename(d).startswith(leftovers.CGROUP_PREFIX)])
             binds = list(cfg.binds)
-            if interpreter is not None:
+            if interpreter is not None and any(layer.mount_path == interpreter[1] for layer in self.layers):
+                # the interpreter came as a layer of its own (node.runtime): a read-only bind
+                self.layers = [Layer(layer.lower, layer.mount_path, False) if layer.mount_path == interpreter[1]
+                               else layer for layer in self.layers]
+            elif interpreter is not None:
                 binds += interpreter_binds(interpreter[0], interpreter[1])
             overlays = []
             for n, layer in enumerate(self.layers):

@@ -1,0 +1,160 @@
+"""The interpreter layer: an environment's base interpreter as an artifact of its own.
+
+Why: a venv runs only with its base interpreter at the path recorded in `pyvenv.cfg`. A
+node that pulls a prebuilt store has no pyenv (and no uv-managed Pythons), so the
+interpreter is published like the venv and the repo: packed, checksummed, fetched into
+the node cache and mounted read-only at the recorded prefix. One artifact per build of an
+interpreter (`interpreters.interpreter_key`), shared by every environment built with it.
+
+Preference (docs/interpreters.md): uv-managed standalone builds (with
+`MINISANDBOX_PYTHON_INSTALL=uv` the planner first runs `uv python install X.Y`, which
+honours `UV_PYTHON_INSTALL_MIRROR` / `UV_PYTHON_INSTALL_DIR`), then pyenv, then a system
+interpreter, which is not a layer and is recorded with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from minisandbox.manifest import artifact_path, make_manifest, manifest_path
+from minisandbox.sandbox import interpreters
+from minisandbox.sandbox.interpreters import Interpreter, InterpreterNotFound
+from minisandbox.status import StageStatus, write_status
+
+
+def maybe_install_uv_python(version: str, log: Path | None = None) -> None:
+    """With MINISANDBOX_PYTHON_INSTALL=uv, have uv install a standalone CPython `version`
+    (from python-build-standalone, or the mirror UV_PYTHON_INSTALL_MIRROR names) before
+    the interpreter is chosen. A failed download is logged, not fatal: pyenv's or the
+    system's interpreter is used instead."""
+    if os.environ.get("MINISANDBOX_PYTHON_INSTALL", "").strip().lower() != "uv":
+        return
+    from minisandbox.tools import uv_bin
+
+    try:
+        proc = subprocess.run([uv_bin(), "python", "install", version], capture_output=True, text=True, timeout=600)
+        msg = (proc.stderr or proc.stdout).strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        proc, msg = None, str(exc)
+    if log is not None and (proc is None or proc.returncode != 0):
+        with Path(log).open("a") as fh:
+            fh.write(f"# uv python install {version} failed, falling back to pyenv/system: {msg}\n")
+    interpreters.rescan()
+
+
+def plan_interpreter(version: str) -> dict[str, Any]:
+    """What the planner records for `spec.python`: `interpreters.describe()` plus the
+    host prefix, or {"version", "missing": one-line error} when there is none (the build
+    of every environment that needs it then fails with that message)."""
+    maybe_install_uv_python(str(version))
+    try:
+        interp = interpreters.find_interpreter(str(version))
+    except InterpreterNotFound as exc:
+        return {"version": str(version), "missing": str(exc)}
+    return {**interpreters.describe(interp), "host_prefix": interp.prefix}
+
+
+def env_key_part(planned: dict[str, Any]) -> str:
+    """The interpreter's share of an environment key: its build key, or kind and version
+    for a system interpreter, or `missing-<version>` (so installing it changes the key)."""
+    if planned.get("key"):
+        return planned["key"]
+    if planned.get("missing"):
+        return f"missing-{planned['version']}"
+    return f"{planned.get('kind', 'system')}-{planned['version']}-{planned.get('prefix', '')}"
+
+
+def local_interpreter(planned: dict[str, Any]) -> Interpreter:
+    """The local interpreter of the build the planner chose; one-line errors when this
+    machine has none of that version, or a different build of it (plan and build on
+    machines with the same interpreters, or re-plan here)."""
+    if planned.get("missing"):
+        raise InterpreterNotFound(planned["missing"])
+    interp = interpreters.find_interpreter(planned["version"])
+    got = interpreters.interpreter_key(interp)
+    if planned.get("key") and got != planned["key"]:
+        raise InterpreterNotFound(
+            f"the plan uses interpreter {planned['key']} (CPython {planned['version']}, {planned.get('kind')}) but "
+            f"this machine's is {got or interp.kind} at {interp.prefix}: give build nodes the same interpreter "
+            f"build, or plan on a build node")
+    return interp
+
+
+def _site_packages_ignore(interp: Interpreter):
+    """copytree ignore: the contents of the base interpreter's site-packages (a venv built
+    without --system-site-packages never sees them; pyenv's may hold a whole tool stack)."""
+    site = os.path.realpath(os.path.join(interp.prefix, "lib", f"python{interp.minor}", "site-packages"))
+
+    def ignore(directory: str, names: list[str]) -> list[str]:
+        return list(names) if os.path.realpath(directory) == site else []
+
+    return ignore
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def stage_tree(interp: Interpreter, dest: Path) -> Path:
+    """The layer's content: the interpreter prefix without its site-packages contents,
+    hard-linked where possible (packing reads it once; nothing writes to it)."""
+    shutil.copytree(interp.prefix, dest, symlinks=True, ignore=_site_packages_ignore(interp),
+                    copy_function=_link_or_copy)
+    return dest
+
+
+def pack_and_publish(spec: dict[str, Any], store_url: str, work: Path, fmt: str, level: int) -> dict[str, Any]:
+    """Publish the interpreter layer of `spec` (a planned interpreter) unless the store
+    already has it; returns its manifest."""
+    from minisandbox.node.store import NotInStore, Store
+    from minisandbox.pipeline.pack import pack_tree
+
+    key = spec["key"]
+    store = Store(store_url)
+    try:
+        existing = json.loads(store.read_text(manifest_path("interp", key)))
+    except NotInStore:
+        existing = None
+    if existing and existing.get("key") == key and store.exists(artifact_path("interp", key, existing["format"])):
+        return existing
+    interp = local_interpreter(spec)
+    work.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work, prefix=f".{key}.") as tmp:
+        tree = stage_tree(interp, Path(tmp) / "tree")
+        archive = work / f"{key}.{fmt}"
+        stats = pack_tree(tree, archive, fmt=fmt, level=level)
+    described = interpreters.describe(interp)
+    manifest = make_manifest(
+        kind="interp", key=key, fmt=fmt, archive=archive, files=stats.files, raw_bytes=stats.raw_bytes,
+        spec={"version": interp.version, "kind": interp.kind, "prefix": described["prefix"]},
+        extra={"mount_path": interpreters.check_prefix(described["prefix"], interp.kind), "interpreter": described},
+    )
+    store.put_file(archive, artifact_path("interp", key, fmt), sha256=manifest["sha256"])
+    store.put_text(manifest_path("interp", key), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    archive.unlink(missing_ok=True)
+    return manifest
+
+
+def step_interp(spec_path: Path, store_url: str, work: Path, receipt_out: Path, fmt: str, level: int) -> StageStatus:
+    """Pipeline step (rule `interp`): the receipt has the shape of a publish receipt."""
+    from minisandbox.pipeline.stage import one_line
+
+    spec = json.loads(Path(spec_path).read_text())
+    key = spec["key"]
+    try:
+        manifest = pack_and_publish(spec, store_url, Path(work), fmt, level)
+        st = StageStatus(ok=True, stage="interp", key=key,
+                         data={"status": "ok", "manifest": manifest, "log": None, "store": store_url})
+    except Exception as exc:  # recorded: every environment of this interpreter fails with it
+        st = StageStatus(ok=False, stage="interp", key=key, error=f"interp: {one_line(str(exc))}")
+    write_status(receipt_out, st)
+    return st
