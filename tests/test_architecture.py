@@ -175,11 +175,13 @@ def test_imports_are_resolved_from_the_source() -> None:
 
 
 def test_rootfs_stays_stdlib_only() -> None:
-    """rootfs runs as `python -I -S rootfs.py` (the fork server): its one project import is
-    the error class, guarded by a fallback."""
-    assert module_edges()["minisandbox.sandbox.rootfs"] == {"minisandbox.errors"}
+    """rootfs runs as `python -I -S rootfs.py` (the fork server): its project imports are the
+    error class and the seccomp filter (itself stdlib-only), each guarded by a fallback."""
+    edges = module_edges()
+    assert edges["minisandbox.sandbox.rootfs"] == {"minisandbox.errors", "minisandbox.sandbox.seccomp"}
+    assert edges["minisandbox.sandbox.seccomp"] == set()
     src = (PKG / "sandbox" / "rootfs.py").read_text()
-    assert "except ImportError:" in src
+    assert src.count("except ImportError:") == 2
 
 
 @pytest.mark.parametrize("sub", ["sandbox", "node", "pipeline", "grading", "cli", "integrations"])

@@ -10,14 +10,20 @@ a store is `minisandbox.node.published`.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import hashlib
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from minisandbox.errors import MinisandboxError
+from minisandbox.manifest import KINDS, PLAIN_NAME, StoreDataError, first_error, plain_name, validate_manifest
+from minisandbox.records import TaskRecord
 
 SCHEMA = 1
 SHARDS = 256
@@ -86,3 +92,132 @@ def load_jsonl(path: Path) -> Iterator[dict[str, Any]]:
         for line in fh:
             if line.strip():
                 yield json.loads(line)
+
+
+# ------------------------------------------------------------------ reading: the schema
+_INSTANCE_ID = re.compile(r"[A-Za-z0-9_.\-]{1,256}")
+_RECORD_FIELDS = {f.name: ("list" if "list" in str(f.type) else "str") for f in dataclasses.fields(TaskRecord)}
+_LOG = re.compile(rf"logs/(?:{'|'.join(KINDS)})/{PLAIN_NAME}\.log")
+_SECTIONS = {"envs": "env", "repos": "repo", "interps": "interp"}
+
+
+def _instance_id(value: Any) -> str:
+    if not isinstance(value, str) or not _INSTANCE_ID.fullmatch(value) or value in (".", ".."):
+        raise ValueError("must be a task id of [A-Za-z0-9_.-] (not '.' or '..'), at most 256 characters")
+    return value
+
+
+class IndexEntry(BaseModel):
+    """One task line of an index shard."""
+
+    model_config = ConfigDict(extra="allow")
+
+    instance_id: str
+    env_key: str
+    repo_key: str
+    status: Literal["ready", "env-failed", "repo-failed"] = "ready"
+    record: dict[str, Any]
+
+    @field_validator("instance_id")
+    @classmethod
+    def _iid(cls, value: Any) -> str:
+        return _instance_id(value)
+
+    @field_validator("env_key", "repo_key")
+    @classmethod
+    def _key(cls, value: Any) -> str:
+        return plain_name(value, "key")
+
+    @field_validator("record")
+    @classmethod
+    def _record(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for name, v in value.items():
+            want = _RECORD_FIELDS.get(name)
+            if want is None:
+                raise ValueError(f"record has an unknown field {name!r}")
+            ok = (isinstance(v, list) and all(isinstance(t, str) for t in v)) if want == "list" else isinstance(v, str)
+            if not ok:
+                raise ValueError(f"record field {name!r} must be {'a list of strings' if want == 'list' else 'a string'}")
+        if value.get("format", "swesmith") not in ("swesmith", "swebench"):
+            raise ValueError("record format must be swesmith or swebench")
+        _instance_id(value.get("instance_id"))
+        return value
+
+
+def validate_entry(data: Any, *, where: str) -> dict[str, Any]:
+    """`data` (one parsed shard line) if it matches the schema, else StoreDataError."""
+    hint = "re-run the index step (or fix the store)"
+    if not isinstance(data, dict):
+        raise StoreDataError(f"{where}: not a JSON object; {hint}")
+    try:
+        entry = IndexEntry.model_validate(data)
+    except ValidationError as exc:
+        raise StoreDataError(f"{where}: {first_error(exc)}; {hint}") from None
+    if entry.record["instance_id"] != entry.instance_id:
+        raise StoreDataError(f"{where}: record.instance_id {entry.record['instance_id']!r} differs from "
+                             f"instance_id {entry.instance_id!r}; {hint}")
+    return data
+
+
+def parse_shard(data: bytes, *, where: str) -> list[dict[str, Any]]:
+    """Every task entry of one shard file, each validated; garbage names the shard and line."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StoreDataError(f"{where}: not UTF-8 text (byte {exc.start}); re-run the index step") from None
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            parsed = json.loads(line)
+        except ValueError as exc:
+            raise StoreDataError(f"{where} line {n}: not JSON ({getattr(exc, 'msg', exc)}); "
+                                 f"re-run the index step") from None
+        out.append(validate_entry(parsed, where=f"{where} line {n}"))
+    return out
+
+
+class _CatalogEntry(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    status: str
+    log: str | None = None
+    manifest: dict[str, Any] | None = None
+
+    @field_validator("log")
+    @classmethod
+    def _log(cls, value: str | None) -> str | None:
+        if value is not None and not _LOG.fullmatch(value):
+            raise ValueError("must be logs/<kind>/<key>.log")
+        return value
+
+
+class _Catalog(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    schema_version: Literal[1] = Field(alias="schema")
+    shards: StrictInt = Field(ge=1, le=256)
+    envs: dict[str, _CatalogEntry] = Field(default_factory=dict)
+    repos: dict[str, _CatalogEntry] = Field(default_factory=dict)
+    interps: dict[str, _CatalogEntry] = Field(default_factory=dict)
+
+
+def validate_catalog(data: Any, *, where: str) -> dict[str, Any]:
+    """`data` (the parsed catalog) if it and every manifest copy in it match the schema."""
+    hint = "re-run the index step (or fix the store)"
+    if not isinstance(data, dict):
+        raise StoreDataError(f"{where}: not a JSON object; {hint}")
+    try:
+        cat = _Catalog.model_validate(data)
+    except ValidationError as exc:
+        raise StoreDataError(f"{where}: {first_error(exc)}; {hint}") from None
+    for section, kind in _SECTIONS.items():
+        for key, entry in getattr(cat, section).items():
+            try:
+                plain_name(key, "key")
+            except ValueError as exc:
+                raise StoreDataError(f"{where}: {section} key {key!r}: {exc}; {hint}") from None
+            if entry.manifest is not None:
+                validate_manifest(entry.manifest, where=f"{where}: {section}.{key}.manifest", kind=kind, key=key)
+    return data

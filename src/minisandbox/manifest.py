@@ -1,16 +1,25 @@
 """Manifests: what an artifact is (key, digest, size, file count, mount path, interpreter).
 
 Written beside every published archive (docs/design.md, "Manifest"). A reader trusts an
-archive only through its manifest's sha256 and size.
+archive only through its manifest's sha256 and size, and the manifest only once it passed
+`validate_manifest`: a store is as trusted as whoever can write to its bucket, and fields
+such as `sha256` (a cache directory name) and `mount_path` (a mount target) would otherwise
+become host paths (docs/sandbox.md, "Store data is untrusted input").
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import posixpath
+import re
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints, ValidationError,
+                      ValidationInfo, field_validator, model_validator)
 
 from minisandbox import __version__
+from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import file_digest
 from minisandbox.paths import REPO_PATH, VENV_PATH
 
@@ -66,3 +75,199 @@ def make_manifest(
         "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "tool_version": __version__,
     }
+
+
+# ------------------------------------------------------------------ reading: the schema
+class StoreDataError(MinisandboxError, ValueError):
+    """A manifest, index shard or catalog read from a store does not match the schema.
+
+    A store is as trusted as whoever can write to its bucket: nothing read from it becomes a
+    host path before it passed this check. The message names the object and the field."""
+
+
+#: sha256 digests: lowercase hex, exactly 64 digits.
+DIGEST = r"[0-9a-f]{64}"
+#: Keys and artifact file names: one plain path component.
+PLAIN_NAME = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}"
+FULL_VERSION = r"\d+\.\d+\.\d+"
+INTERP_KEY = r"cpython-\d+\.\d+\.\d+-(?:uv|pyenv)-[0-9a-f]{16}"
+#: Interpreter prefixes a manifest may name (docs/sandbox.md "Store data"): a pyenv
+#: version directory, or a relocatable uv-managed interpreter under /opt/minisandbox/python.
+PYENV_PREFIX = r"/(?:[A-Za-z0-9._-]+/)*versions/\d+\.\d+\.\d+"
+UV_PREFIX = r"/opt/minisandbox/python/cpython-\d+\.\d+\.\d+[A-Za-z0-9._+-]*"
+#: Never an interpreter prefix: system and pseudo file systems, the layers' own places.
+FORBIDDEN_PREFIX_ROOTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc",
+                          "/sys", "/dev", "/tmp", "/var", "/boot", "/testbed", "/opt/miniconda3")
+#: Where each kind of layer may be mounted (interp: see interpreter_prefix_ok).
+MOUNT_PATHS = {"repo": REPO_PATH, "env": VENV_PATH}
+KINDS = ("env", "repo", "interp")
+IMAGE_SUFFIX = {"squashfs": ".squashfs"}
+
+Digest = Annotated[str, StringConstraints(strict=True, pattern=f"^{DIGEST}$")]
+Count = Annotated[StrictInt, Field(ge=0)]
+
+
+def plain_name(value: str, what: str = "name") -> str:
+    """`value` if it is one plain path component (no `/`, no `..`, no leading dot)."""
+    if not isinstance(value, str) or not re.fullmatch(PLAIN_NAME, value) or ".." in value:
+        raise ValueError(f"{what} must be a plain name ([A-Za-z0-9._+-], no '..', not starting with '.' or '-')")
+    return value
+
+
+def normalised_absolute(path: str) -> bool:
+    return (isinstance(path, str) and path.startswith("/") and "\0" not in path
+            and posixpath.normpath(path) == path and "//" not in path)
+
+
+def interpreter_prefix_ok(path: str, *, system: bool = False) -> bool:
+    """True for a prefix a sandbox may bind an interpreter at (see PYENV_PREFIX/UV_PREFIX);
+    `system`: an interpreter of the host's /usr (nothing is bound then)."""
+    if not normalised_absolute(path):
+        return False
+    if system:
+        return path == "/usr" or path.startswith("/usr/")
+    if not (re.fullmatch(PYENV_PREFIX, path) or re.fullmatch(UV_PREFIX, path)):
+        return False
+    return not any(path == r or path.startswith(r + "/") for r in FORBIDDEN_PREFIX_ROOTS)
+
+
+PlainName = Annotated[str, StringConstraints(strict=True, pattern=f"^{PLAIN_NAME}$")]
+
+
+class _Model(BaseModel):
+    # Unknown keys stay (additive manifest changes keep working) but are never used as paths.
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class ImageInfo(_Model):
+    format: Literal["squashfs"] = "squashfs"
+    artifact: PlainName
+    sha256: Digest
+    size: Count
+
+    @field_validator("artifact")
+    @classmethod
+    def _artifact(cls, value: str, info: ValidationInfo) -> str:
+        plain_name(value, "image artifact")
+        suffix = IMAGE_SUFFIX.get(info.data.get("format", "squashfs"), "")
+        if not value.endswith(suffix):
+            raise ValueError(f"must end with {suffix}")
+        return value
+
+
+class InterpreterInfo(_Model):
+    version: Annotated[str, StringConstraints(strict=True, pattern=f"^{FULL_VERSION}$")]
+    prefix: str
+    kind: Literal["uv-managed", "pyenv", "system"] | None = None
+    key: Annotated[str, StringConstraints(strict=True, pattern=f"^{INTERP_KEY}$")] | None = None
+
+    @model_validator(mode="after")
+    def _prefix(self) -> "InterpreterInfo":
+        system = self.kind == "system" or (self.kind is None and self.prefix.startswith("/usr"))
+        if not interpreter_prefix_ok(self.prefix, system=system):
+            raise ValueError(f"interpreter.prefix {self.prefix!r} is not allowed: use a pyenv "
+                             f"'.../versions/X.Y.Z' or '/opt/minisandbox/python/cpython-X.Y.Z...' prefix"
+                             + (" (or /usr for a system interpreter)" if self.kind in (None, "system") else ""))
+        return self
+
+
+class SubdirInfo(_Model):
+    """A directory *inside* an env layer (issue 11: `testbed`, `home`)."""
+
+    dir: str
+    path: str | None = None
+
+    @model_validator(mode="after")
+    def _dir(self) -> "SubdirInfo":
+        parts = self.dir.split("/")
+        if not (0 < len(parts) <= 8) or not all(re.fullmatch(r"[A-Za-z0-9._+-]+", p) and p not in (".", "..")
+                                                for p in parts):
+            raise ValueError(f"dir {self.dir!r} must be a relative path of plain names (no '.', '..' or '/' at either end)")
+        return self
+
+
+class HomeInfo(SubdirInfo):
+    path: Literal["/root"] | None = None
+
+
+class Manifest(_Model):
+    schema_version: Literal[1] = Field(alias="schema")
+    kind: Literal["env", "repo", "interp"]
+    key: PlainName
+    format: Literal["tar.zst", "tar.gz"] = "tar.zst"
+    artifact: PlainName
+    sha256: Digest
+    size: Count
+    files: Count | None = None
+    raw_bytes: Count | None = None
+    mount_path: str | None = None
+    interpreter: InterpreterInfo | None = None
+    image: ImageInfo | None = None
+    testbed: SubdirInfo | None = None
+    home: HomeInfo | None = None
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        return plain_name(value, "key")
+
+    @field_validator("artifact")
+    @classmethod
+    def _artifact(cls, value: str, info: ValidationInfo) -> str:
+        plain_name(value, "artifact")
+        suffix = FORMATS.get(info.data.get("format", "tar.zst"), "")
+        if not value.endswith(suffix):
+            raise ValueError(f"must end with {suffix} (the archive format)")
+        return value
+
+    @field_validator("mount_path")
+    @classmethod
+    def _mount_path(cls, value: str | None, info: ValidationInfo) -> str | None:
+        kind = info.data.get("kind")
+        if value is None or kind is None:
+            return value
+        if kind == "interp":
+            if not interpreter_prefix_ok(value):
+                raise ValueError("an interp layer's mount_path must be an interpreter prefix "
+                                 "('.../versions/X.Y.Z' or '/opt/minisandbox/python/cpython-X.Y.Z...')")
+        elif value != MOUNT_PATHS[kind]:
+            raise ValueError(f"a {kind} layer's mount_path must be {MOUNT_PATHS[kind]}")
+        return value
+
+    @model_validator(mode="after")
+    def _interp_needs_mount_path(self) -> "Manifest":
+        if self.kind == "interp" and self.mount_path is None:
+            raise ValueError("an interp layer needs a mount_path (its interpreter prefix)")
+        return self
+
+
+def first_error(exc: ValidationError) -> str:
+    err = exc.errors(include_url=False)[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "<document>"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "missing":
+        return f"field {loc!r}: missing"
+    if not err["loc"]:
+        return msg
+    shown = repr(err.get("input"))
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return f"field {loc!r}: {msg} (got {shown})"
+
+
+def validate_manifest(data: object, *, where: str, kind: str | None = None, key: str | None = None) -> dict:
+    """`data` (a parsed manifest) if it matches the schema, else StoreDataError naming
+    `where` (e.g. "store s3://b: artifacts/env/K.manifest.json") and the field. `kind`/`key`:
+    what the manifest's location says it describes (a manifest moved to another key's place
+    is refused)."""
+    hint = "re-publish the artifact or fix the store"
+    if not isinstance(data, dict):
+        raise StoreDataError(f"{where}: not a JSON object; {hint}")
+    try:
+        m = Manifest.model_validate(data)
+    except ValidationError as exc:
+        raise StoreDataError(f"{where}: {first_error(exc)}; {hint}") from None
+    if kind is not None and m.kind != kind:
+        raise StoreDataError(f"{where}: field 'kind' is {m.kind!r} but the manifest describes a {kind}; {hint}")
+    if key is not None and m.key != key:
+        raise StoreDataError(f"{where}: field 'key' is {m.key!r} but the manifest's name says {key!r}; {hint}")
+    return data

@@ -12,7 +12,7 @@ from minisandbox import __version__
 from minisandbox.cli import build_parser, main
 from minisandbox.errors import MinisandboxError
 
-USER_COMMANDS = ["fetch", "tasks", "cache", "run", "shell", "sandbox-exec", "eval", "push", "pull", "verify", "plan",
+USER_COMMANDS = ["fetch", "tasks", "cache", "run", "shell", "sandbox-exec", "eval", "push", "pull", "verify", "doctor", "plan",
                  "pipeline"]
 PIPELINE_STEPS = ["bundled", "mirror", "snapshot", "resolve", "build", "pack", "checksum", "publish", "validate",
                   "validated-tasks", "index"]

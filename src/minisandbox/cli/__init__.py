@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "minisandbox.cli.sandbox",  # run, shell, sandbox-exec
     "minisandbox.cli.eval",  # eval
     "minisandbox.cli.storage",  # push, pull, verify
+    "minisandbox.cli.doctor",  # doctor
     "minisandbox.cli.pipeline",  # plan, and the `pipeline` group of workflow steps
 ]
 

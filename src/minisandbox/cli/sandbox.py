@@ -5,14 +5,33 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import subprocess
 import sys
 import threading
+import time
 from typing import Iterator
 
-from minisandbox.cli.options import size
-from minisandbox.sandbox.limits import Limits
+from minisandbox.sandbox.limits import DEFAULT_LIMITS, Limits
+
+
+def _limit(name: str):
+    """argparse type for one limit: a size or count, or `none` (no limit)."""
+    from minisandbox.sandbox.limits import LimitsError, parse_limit
+
+    def parse(text: str) -> int | None:
+        try:
+            return parse_limit(name, text, where=f"--{name.removesuffix('_bytes').replace('_', '-')}")
+        except LimitsError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+#: CLI option -> Limits field. Unset options keep the default (`Limits.default()`).
+_LIMIT_OPTIONS = {"memory": "memory_bytes", "pids": "pids", "cpu_seconds": "cpu_seconds",
+                  "file_size": "file_size_bytes", "tmpfs": "tmpfs_bytes", "max_output": "output_bytes"}
 
 
 def _add_sandbox_options(p: argparse.ArgumentParser) -> None:
@@ -20,23 +39,35 @@ def _add_sandbox_options(p: argparse.ArgumentParser) -> None:
                    help="none (default): loopback only, downloads fail fast; host: share the host network")
     p.add_argument("--rootless", action="store_true", default=None,
                    help="use a user namespace even as root (default: rootless when not root)")
-    p.add_argument("--memory", type=size, help="memory limit, e.g. 2G (cgroup, else RLIMIT_AS per process)")
-    p.add_argument("--pids", type=int, help="process limit (cgroup, else RLIMIT_NPROC)")
-    p.add_argument("--cpu-seconds", type=int, help="CPU time per process (RLIMIT_CPU)")
-    p.add_argument("--file-size", type=size, help="largest file a process may write (RLIMIT_FSIZE)")
+    d = DEFAULT_LIMITS.describe()  # the built-in defaults; $MINISANDBOX_LIMITS may change them
+    p.add_argument("--memory", type=_limit("memory_bytes"), default=argparse.SUPPRESS,
+                   help=f"memory limit of the whole sandbox (cgroup, else RLIMIT_AS per process); "
+                        f"'none' lifts it (default {d['memory_bytes']})")
+    p.add_argument("--pids", type=_limit("pids"), default=argparse.SUPPRESS,
+                   help=f"process limit (cgroup, else RLIMIT_NPROC) (default {d['pids']})")
+    p.add_argument("--cpu-seconds", type=_limit("cpu_seconds"), default=argparse.SUPPRESS,
+                   help=f"CPU time of each process of a command (RLIMIT_CPU) (default {d['cpu_seconds']})")
+    p.add_argument("--file-size", type=_limit("file_size_bytes"), default=argparse.SUPPRESS,
+                   help=f"largest file a process may write (RLIMIT_FSIZE) (default {d['file_size_bytes']})")
+    p.add_argument("--tmpfs", type=_limit("tmpfs_bytes"), default=argparse.SUPPRESS,
+                   help=f"one budget for /tmp, /root, /dev/shm and the writable layers' changes "
+                        f"(default {d['tmpfs_bytes']})")
+    p.add_argument("--max-output", type=_limit("output_bytes"), default=argparse.SUPPRESS,
+                   help=f"output shown per command; the rest is dropped (default {d['output_bytes']})")
+    p.add_argument("--no-seccomp", action="store_true",
+                   help="debugging only: no seccomp filter (nested namespaces, keyrings, bpf become reachable)")
     p.add_argument("--scratch", help="directory for on-disk upper layers (default: tmpfs inside the sandbox)")
     p.add_argument("--copy-layers", action="store_true", help="copy layers instead of overlaying them")
     p.add_argument("--timeout", type=float, help="kill the command's process tree after this many seconds")
 
 
 def _options(args: argparse.Namespace) -> dict:
-    limits = Limits(memory_bytes=args.memory, pids=args.pids, cpu_seconds=args.cpu_seconds,
-                    file_size_bytes=args.file_size)
-    opts = {"network": args.network, "rootless": args.rootless, "scratch_dir": args.scratch,
-            "copy_layers": args.copy_layers}
-    if any(v is not None for v in (args.memory, args.pids, args.cpu_seconds, args.file_size)):
-        opts["limits"] = limits
-    return opts
+    """SandboxConfig fields from the options: the default limits ($MINISANDBOX_LIMITS), with
+    each limit option given on the command line replacing its field."""
+    changes = {field: getattr(args, opt) for opt, field in _LIMIT_OPTIONS.items() if hasattr(args, opt)}
+    return {"network": args.network, "rootless": args.rootless, "scratch_dir": args.scratch,
+            "copy_layers": args.copy_layers, "limits": dataclasses.replace(Limits.default(), **changes),
+            "seccomp": not args.no_seccomp}
 
 
 @contextlib.contextmanager
@@ -87,19 +118,59 @@ def _argv(cmd: list[str]) -> list[str]:
 
 
 def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
-    """Run with the sandbox's stdout/stderr going straight to ours."""
+    """Run with the sandbox's stdout/stderr passed on to ours as they come, at most
+    `sb.max_output` bytes in all (the rest is read and dropped, with one note on stderr:
+    a command printing without end cannot flood the terminal or a log)."""
+    from minisandbox.sandbox.rootfs import wait_readable
+
     sys.stdout.flush()
     sys.stderr.flush()
-    cid = sb.spawn(argv, stdin=subprocess.DEVNULL, stdout=1, stderr=2)
+    pipes = [os.pipe2(os.O_CLOEXEC) for _ in range(2)]
     try:
-        code = sb.wait(cid, timeout)
-    except TimeoutError:
-        sb.kill(cid)
-        print(f"minisandbox: command timed out after {timeout} s; killed its process tree", file=sys.stderr)
-        return 124
+        cid = sb.spawn(argv, stdin=subprocess.DEVNULL, stdout=pipes[0][1], stderr=pipes[1][1])
+    finally:
+        for _r, w in pipes:
+            os.close(w)
+    dest = {pipes[0][0]: sys.stdout.fileno(), pipes[1][0]: sys.stderr.fileno()}
+    budget, seen = sb.max_output, 0
+    deadline = None if timeout is None else time.monotonic() + timeout
+    code: int | None = None
+    drain_end = 0.0
+    try:
+        while dest:
+            now = time.monotonic()
+            if code is None:
+                code = sb.poll(cid)
+                if code is not None:
+                    drain_end = now + 0.02  # a background process may keep the pipes open
+            elif now >= drain_end:
+                break
+            if code is None and deadline is not None and now >= deadline:
+                sb.kill(cid)
+                print(f"minisandbox: command timed out after {timeout} s; killed its process tree", file=sys.stderr)
+                return 124
+            wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - now))
+            for fd in wait_readable(list(dest), wait if code is None else max(0.0, drain_end - now)):
+                data = os.read(fd, 1 << 16)
+                if not data:
+                    del dest[fd]
+                    continue
+                keep = data[: max(0, budget - seen)]
+                seen += len(data)
+                view = memoryview(keep)
+                while view:
+                    view = view[os.write(dest[fd], view):]
+        if code is None:
+            code = sb.wait(cid)
     except KeyboardInterrupt:
         sb.kill(cid)
         return 130
+    finally:
+        for r, _w in pipes:
+            os.close(r)
+    if seen > budget:
+        print(f"minisandbox: output truncated: {seen} bytes written, the first {budget} shown "
+              f"(--max-output / MINISANDBOX_LIMITS output=)", file=sys.stderr)
     return 128 - code if code < 0 else code
 
 

@@ -29,7 +29,6 @@ of the policy's steps, the patch and the grade), so it travels through the objec
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -125,6 +124,7 @@ class GoldPolicy:
 
 def _layer_digests(store: str | None, task_id: str) -> list[str]:
     """sha256 of the task's repo and env archives = their layer dirs in any node cache."""
+    from minisandbox.node.published import read_manifest
     from minisandbox.node.runtime import lookup_task
     from minisandbox.node.store import open_store
 
@@ -132,7 +132,7 @@ def _layer_digests(store: str | None, task_id: str) -> list[str]:
     entry = lookup_task(st, task_id)
     digests = []
     for kind, key in (("repo", entry["repo_key"]), ("env", entry["env_key"])):
-        digests.append(json.loads(st.read_text(f"artifacts/{kind}/{key}.manifest.json"))["sha256"])
+        digests.append(read_manifest(st, kind, key)["sha256"])
     return digests
 
 

@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from minisandbox.node.iobudget import IOBudget
 from minisandbox.node.store import Store, StoreError
 from minisandbox.errors import MinisandboxError
 from minisandbox.progress import Progress
+from minisandbox.manifest import DIGEST, KINDS, StoreDataError, plain_name
 
 
 
@@ -49,6 +51,18 @@ class CacheError(MinisandboxError, RuntimeError):
 
 class ArtifactCorruptError(CacheError):
     """The store's copy does not match its manifest (twice)."""
+
+
+_DIGEST = re.compile(DIGEST)
+
+
+def check_digest(digest: str, what: str) -> str:
+    """`digest` if it is a sha256 in lowercase hex, else StoreDataError: the cache names
+    directories, locks and leases after digests, so anything else could name a host path."""
+    if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+        raise StoreDataError(f"{what}: sha256 {str(digest)[:80]!r} is not 64 lowercase hex digits; "
+                             f"the store's manifest is damaged or tampered with: re-publish it")
+    return digest
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,19 @@ class Artifact:
     fmt: str
     key: str
     kind: str
+
+    def __post_init__(self) -> None:
+        # Defence in depth below the manifest schema: `sha256` names cache directories, lock
+        # and lease files, `rel` a store object; neither may ever walk out of its place.
+        check_digest(self.sha256, f"artifact {self.label}")
+        parts = self.rel.split("/")
+        if len(parts) != 3 or parts[0] != "artifacts" or parts[1] not in KINDS:
+            raise StoreDataError(f"artifact {self.label}: store path must be artifacts/<kind>/<name>")
+        try:
+            plain_name(parts[2], "artifact")
+            plain_name(self.key, "key")
+        except ValueError as exc:
+            raise StoreDataError(f"artifact {self.label}: {exc}") from None
 
     @classmethod
     def from_manifest(cls, store: Store, manifest: dict[str, Any]) -> "Artifact":
@@ -218,9 +245,11 @@ class Cache:
 
     # -- locks and leases -----------------------------------------------------------------
     def lock(self, digest: str) -> FileLock:
+        check_digest(digest, "cache lock")
         return FileLock(str(self.locks / f"{digest}.lock"))
 
     def _lease_one(self, digest: str, owner: str) -> Path:
+        check_digest(digest, "cache lease")
         d = self.leases / digest
         d.mkdir(parents=True, exist_ok=True)
         path = d / f"{uuid.uuid4().hex}.json"
@@ -432,7 +461,7 @@ class Cache:
     # -- listing and GC -------------------------------------------------------------------
     def entries(self) -> list[Entry]:
         out = []
-        digests = ({p.stem for p in self.layers.glob("*.json")}
+        digests = ({p.stem for p in self.layers.glob("*.json") if _DIGEST.fullmatch(p.stem)}
                    | {p.name for p in self.layers.iterdir() if len(p.name) == 64 and p.is_dir()}
                    | {p.name for p in self.archives.iterdir() if len(p.name) == 64})
         for digest in sorted(digests):
@@ -459,7 +488,7 @@ class Cache:
         n = 0
         for tmp in list(self.layers.glob(".tmp-*")) + list(self.layers.glob(".trash-*")):
             digest = tmp.name.split("-")[1] if tmp.name.startswith(".tmp-") else None
-            if digest:
+            if digest and _DIGEST.fullmatch(digest):
                 lock = self.lock(digest)
                 try:
                     lock.acquire(timeout=0)
@@ -473,6 +502,8 @@ class Cache:
                 restore.remove_tree(tmp)
             n += 1
         for part in self.tmp.glob("*.part"):
+            if not _DIGEST.fullmatch(part.name.split(".")[0]):
+                continue
             lock = self.lock(part.name.split(".")[0])
             try:
                 lock.acquire(timeout=0)

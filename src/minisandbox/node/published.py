@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
-from minisandbox.index import CATALOG, SHARDS, UnknownTask, shard_of, shard_path
-from minisandbox.node.store import Store, StoreIndexMissing
+from minisandbox.index import CATALOG, SHARDS, UnknownTask, parse_shard, shard_of, shard_path, validate_catalog
+from minisandbox.manifest import StoreDataError, manifest_path, validate_manifest
+from minisandbox.node.store import NotInStore, Store, StoreIndexMissing
 
 
 def publish_index(store: Store, catalog: dict[str, Any], shards: dict[str, list[str]]) -> None:
@@ -29,16 +30,37 @@ def read_catalog(store: Store) -> dict[str, Any]:
             f"no index at {store.url}/{CATALOG}: is this a published store? "
             "Build one with `snakemake --cores N` or pass --store URL"
         )
-    return json.loads(store.read_text(CATALOG))
+    where = f"store {store.url}: {CATALOG}"
+    return validate_catalog(_json(store.read_bytes(CATALOG), where), where=where)
+
+
+def _json(data: bytes, where: str) -> Any:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise StoreDataError(f"{where}: not JSON ({getattr(exc, 'msg', exc)}); re-publish it or fix the store") \
+            from None
 
 
 def iter_shard(store: Store, shard: str) -> Iterator[dict[str, Any]]:
+    """The validated task entries of one shard (a missing shard reads as empty; a damaged
+    one is a StoreDataError naming it)."""
     path = shard_path(shard)
     if not store.exists(path):
         return
-    for line in store.read_text(path).splitlines():
-        if line.strip():
-            yield json.loads(line)
+    yield from parse_shard(store.read_bytes(path), where=f"store {store.url}: index shard {path}")
+
+
+def read_manifest(store: Store, kind: str, key: str) -> dict[str, Any]:
+    """The validated manifest of artifact `kind`/`key` (kind and key must match its place)."""
+    rel = manifest_path(kind, key)
+    try:
+        data = store.read_bytes(rel)
+    except NotInStore:
+        raise NotInStore(f"{kind} manifest {store.url_of(rel)} is missing although the index lists it; "
+                         f"re-run the publish step for {key}") from None
+    where = f"store {store.url}: {rel}"
+    return validate_manifest(_json(data, where), where=where, kind=kind, key=key)
 
 
 def lookup(store: Store, instance_id: str) -> dict[str, Any]:

@@ -1,31 +1,130 @@
-"""Per-sandbox resource limits: cgroup v2 where delegated, else cgroup v1, else rlimits.
+"""Per-sandbox resource limits, on by default: cgroup v2 where delegated, else cgroup v1,
+else rlimits.
 
 Why three ways: clusters differ. A cgroup holds *all* processes of a sandbox (memory and
-process count are shared by the whole tree, and the OOM killer stays inside it); rlimits
-are per process (memory = address space of each process, RLIMIT_NPROC = processes of the
-uid in its user namespace). CPU time and file size are always rlimits (no cgroup controller
-limits total CPU seconds). `LimitGroup.mode` says which was used, per limit.
+process count are shared by the whole tree, tmpfs pages are charged to it, and the OOM
+killer stays inside it); rlimits are per process (memory = address space of each process,
+RLIMIT_NPROC = processes of the uid in its user namespace). CPU time and file size are
+always rlimits (no cgroup controller limits CPU seconds). `LimitGroup.mode` says which was
+used, per limit; `minisandbox doctor` says which would be used here.
+
+Why a parent and a leaf (docs/sandbox.md, "Limits"): the limits are written to
+``minisandbox-<pid>-<hex>/`` and the sandbox's processes live in its child ``sandbox/``;
+the starter joins the leaf before unsharing its cgroup namespace, so from inside, the leaf
+is the root of the cgroup tree. Whatever a payload might write there (it has no cgroupfs,
+and the seccomp filter stops the nested user namespace it would need to mount one), a
+leaf's limit can never exceed its parent's, and the caller's own cgroup is out of sight.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
+
+from minisandbox.errors import MinisandboxError, SizeError
+from minisandbox.fsutil import human_size, parse_size
 
 CGROUP_ROOT = "/sys/fs/cgroup"
+
+#: Prefix of every cgroup a sandbox creates: ``minisandbox-<controller pid>-<8 hex>``
+#: (crash cleanup finds a dead controller's cgroups by it).
+CGROUP_PREFIX = "minisandbox-"
+
+#: The child cgroup of a sandbox's limit cgroup that holds its processes.
+LEAF = "sandbox"
+
+#: Name of the environment variable that overrides the default limits.
+LIMITS_ENV = "MINISANDBOX_LIMITS"
+
+
+class LimitsError(MinisandboxError, ValueError):
+    """A limits setting (MINISANDBOX_LIMITS, a CLI option) could not be understood."""
+
+
+class CgroupBusy(MinisandboxError, RuntimeError):
+    """A sandbox's cgroup still holds processes after the sandbox closed."""
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits for one sandbox (None = unlimited)."""
+    """Resource limits for one sandbox (None = unlimited). `Limits.default()` is what every
+    sandbox gets unless told otherwise."""
 
     memory_bytes: int | None = None  # whole sandbox (cgroup) or per process (RLIMIT_AS)
     pids: int | None = None  # processes+threads of the sandbox (cgroup) or of its uid (RLIMIT_NPROC)
-    cpu_seconds: int | None = None  # per process (RLIMIT_CPU)
+    cpu_seconds: int | None = None  # CPU time of each process of a command (RLIMIT_CPU)
     file_size_bytes: int | None = None  # largest file a process may write (RLIMIT_FSIZE)
     open_files: int | None = None  # per process (RLIMIT_NOFILE)
+    tmpfs_bytes: int | None = None  # ONE budget: root tree, upper layers, /tmp, /root, /dev/shm
+    output_bytes: int | None = None  # output kept per command (the rest is read and dropped)
+
+    @classmethod
+    def default(cls) -> "Limits":
+        """`DEFAULT_LIMITS`, changed by $MINISANDBOX_LIMITS (e.g. ``memory=4G,pids=1024,
+        cpu=600,tmpfs=2G,output=1M``; ``none`` lifts one limit)."""
+        text = os.environ.get(LIMITS_ENV, "").strip()
+        return DEFAULT_LIMITS.with_settings(text, where=f"${LIMITS_ENV}") if text else DEFAULT_LIMITS
+
+    @classmethod
+    def unlimited(cls) -> "Limits":
+        return cls()
+
+    def with_settings(self, text: str, *, where: str = "limits") -> "Limits":
+        """A copy with `name=value` settings applied (names: memory, pids, cpu, file_size,
+        open_files, tmpfs, output, or the field names; sizes like 4G; `none` = unlimited)."""
+        changes: dict[str, int | None] = {}
+        for item in filter(None, (p.strip() for p in text.split(","))):
+            name, sep, value = item.partition("=")
+            key = _ALIASES.get(name.strip().lower().replace("-", "_"))
+            if not sep or key is None:
+                raise LimitsError(f"{where}: {item!r} is not a limit setting; use NAME=VALUE with NAME one of "
+                                  f"{', '.join(sorted(_NAMES))} (e.g. memory=4G,pids=1024,tmpfs=none)")
+            changes[key] = parse_limit(key, value, where=f"{where} {name.strip()}")
+        return replace(self, **changes)
+
+    def describe(self) -> dict[str, str]:
+        """Human-readable values, e.g. {"memory_bytes": "8.0G", "pids": "4096", ...}."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = "unlimited" if value is None else (
+                human_size(value) if f.name.endswith("_bytes") else str(value))
+        return out
+
+
+def parse_limit(name: str, value: str | int | None, *, where: str = "limit") -> int | None:
+    """One limit value: a size (for *_bytes), a count, or none/unlimited/0 -> None."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    else:
+        text = str(value).strip().lower()
+        if text in ("none", "unlimited", "off", "max", ""):
+            return None
+        try:
+            number = parse_size(text) if name.endswith("_bytes") else int(text)
+        except (SizeError, ValueError):
+            kind = "a size like 4G" if name.endswith("_bytes") else "a whole number"
+            raise LimitsError(f"{where}: {value!r} is not {kind} (or 'none')") from None
+    if number < 0:
+        raise LimitsError(f"{where}: {value!r} must not be negative")
+    return number or None
+
+
+_ALIASES = {"memory": "memory_bytes", "mem": "memory_bytes", "pids": "pids", "cpu": "cpu_seconds",
+            "cpu_seconds": "cpu_seconds", "file_size": "file_size_bytes", "open_files": "open_files",
+            "nofile": "open_files", "tmpfs": "tmpfs_bytes", "output": "output_bytes", "max_output": "output_bytes"}
+_ALIASES.update({f.name: f.name for f in fields(Limits)})
+_NAMES = {"memory", "pids", "cpu", "file_size", "open_files", "tmpfs", "output"}
+
+#: The defaults every sandbox (run, shell, sandbox-exec, eval, validation) gets: enough for
+#: real test suites, small enough that one runaway sandbox cannot take a node down.
+DEFAULT_LIMITS = Limits(memory_bytes=8 << 30, pids=4096, cpu_seconds=3600, tmpfs_bytes=4 << 30,
+                        output_bytes=8 << 20)
 
 
 def _own_cgroup(controller: str | None) -> str | None:
@@ -55,28 +154,91 @@ def _v2_mount() -> str | None:
     return None
 
 
+def cgroup_name(pid: int | None = None) -> str:
+    """A new sandbox cgroup name: ``minisandbox-<controller pid>-<8 hex>``."""
+    return f"{CGROUP_PREFIX}{os.getpid() if pid is None else pid}-{uuid.uuid4().hex[:8]}"
+
+
+_NAME = re.compile(rf"{re.escape(CGROUP_PREFIX)}(\d+)-[0-9a-f]{{8}}")
+
+
+def cgroup_owner(name: str) -> int | None:
+    """The controller pid encoded in a sandbox cgroup name, None for other names."""
+    m = _NAME.fullmatch(name)
+    return int(m.group(1)) if m else None
+
+
+def cgroup_parents() -> dict[str, str]:
+    """Where this process creates sandbox cgroups: {"v2" | "memory" | "pids": directory}
+    (the caller's own cgroup in each hierarchy that exists; writability not checked)."""
+    out = {}
+    mount = _v2_mount()
+    own = _own_cgroup(None)
+    if mount and own is not None:
+        out["v2"] = os.path.join(mount, own.lstrip("/"))
+    for ctrl in ("memory", "pids"):
+        own = _own_cgroup(ctrl)
+        base = os.path.join(CGROUP_ROOT, ctrl)
+        if own is not None and os.path.isdir(base):
+            out[ctrl] = os.path.join(base, own.lstrip("/"))
+    return out
+
+
+def v2_delegated(parent: str, controllers: tuple[str, ...] = ("memory", "pids")) -> bool:
+    """True when `parent` (a v2 cgroup) is writable by us and hands `controllers` down."""
+    try:
+        with open(os.path.join(parent, "cgroup.subtree_control")) as fh:
+            enabled = fh.read().split()
+    except OSError:
+        return False
+    return all(c in enabled for c in controllers) and os.access(parent, os.W_OK)
+
+
+def remove_cgroup_tree(path: str, wait: float = 0.0) -> bool:
+    """rmdir `path` and every cgroup below it, deepest first (a payload may have created
+    children of its leaf). False if one stays busy for `wait` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            for dirpath, dirnames, _files in os.walk(path, topdown=False):
+                for d in dirnames:
+                    try:
+                        os.rmdir(os.path.join(dirpath, d))
+                    except FileNotFoundError:
+                        pass
+            os.rmdir(path)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
+
 @dataclass
 class LimitGroup:
-    """The cgroup(s) and rlimits of one sandbox. Create before the sandbox starts, pass
-    `procs_files` to the init helper (it joins them before unsharing), `rlimits` to every
-    spawn, and `close()` after the sandbox's processes are gone."""
+    """The cgroups and rlimits of one sandbox. Create before the sandbox starts, pass
+    `procs_files` (the leaves) to the init helper (it joins them before unsharing), `rlimits`
+    to every spawn, and `close()` after the sandbox's processes are gone."""
 
     limits: Limits
-    name: str = field(default_factory=lambda: f"minisandbox-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    dirs: list[str] = field(default_factory=list)
-    procs_files: list[str] = field(default_factory=list)
+    name: str = field(default_factory=cgroup_name)
+    dirs: list[str] = field(default_factory=list)  # limit (parent) cgroups we created
+    procs_files: list[str] = field(default_factory=list)  # the leaves' cgroup.procs
     rlimits: dict[str, int] = field(default_factory=dict)
     mode: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         lim = self.limits
-        need_cgroup = {"memory": lim.memory_bytes, "pids": lim.pids}
-        if any(v is not None for v in need_cgroup.values()):
-            if not self._try_v2(need_cgroup):
-                self._try_v1(need_cgroup)
+        need = {"memory": lim.memory_bytes, "pids": lim.pids}
+        # A leaf is made even without memory/pids limits, so the sandbox's cgroup namespace
+        # is never rooted at the caller's own cgroup.
+        if not self._try_v2(need):
+            self._try_v1(need)
         if lim.memory_bytes is not None and "memory" not in self.mode:
             self.rlimits["RLIMIT_AS"] = lim.memory_bytes
-            self.mode["memory"] = "rlimit RLIMIT_AS (per process)"
+            self.mode["memory"] = "rlimit RLIMIT_AS (per process; tmpfs is bounded by the tmpfs budget instead)"
         if lim.pids is not None and "pids" not in self.mode:
             self.rlimits["RLIMIT_NPROC"] = self._nproc_limit(lim.pids)
             self.mode["pids"] = "rlimit RLIMIT_NPROC (per uid in the sandbox's user namespace)"
@@ -89,6 +251,10 @@ class LimitGroup:
         if lim.open_files is not None:
             self.rlimits["RLIMIT_NOFILE"] = lim.open_files
             self.mode["open_files"] = "rlimit RLIMIT_NOFILE"
+        if lim.tmpfs_bytes is not None:
+            self.mode["tmpfs_bytes"] = "tmpfs size (one budget for every writable tmpfs)"
+        if lim.output_bytes is not None:
+            self.mode["output_bytes"] = "kept per command by the controller"
 
     @staticmethod
     def _nproc_limit(pids: int) -> int:
@@ -107,84 +273,64 @@ class LimitGroup:
                     pass
         return count + pids
 
-    def _try_v2(self, need: dict) -> bool:
-        mount = _v2_mount()
-        own = _own_cgroup(None)
-        if mount is None or own is None:
-            return False
-        parent = os.path.join(mount, own.lstrip("/"))
-        try:
-            enabled = open(os.path.join(parent, "cgroup.subtree_control")).read().split()
-        except OSError:
-            return False
-        wanted = [c for c, v in need.items() if v is not None]
-        if not all(c in enabled for c in wanted) or not os.access(parent, os.W_OK):
-            return False
+    def _make(self, parent: str, settings: dict[str, str]) -> bool:
+        """Create `parent/<name>` with `settings` written and its leaf; False (nothing left
+        behind) when the kernel or permissions say no."""
         path = os.path.join(parent, self.name)
         try:
             os.mkdir(path)
-            if need["memory"] is not None:
-                _write(os.path.join(path, "memory.max"), str(need["memory"]))
-                if os.path.exists(os.path.join(path, "memory.swap.max")):
-                    _write(os.path.join(path, "memory.swap.max"), "0")
-            if need["pids"] is not None:
-                _write(os.path.join(path, "pids.max"), str(need["pids"]))
         except OSError:
-            self._rmdir(path)
+            return False
+        try:
+            for fname, value in settings.items():
+                _write(os.path.join(path, fname), value)
+            os.mkdir(os.path.join(path, LEAF))
+        except OSError:
+            remove_cgroup_tree(path)
             return False
         self.dirs.append(path)
-        self.procs_files.append(os.path.join(path, "cgroup.procs"))
-        for c in wanted:
-            self.mode[c] = "cgroup v2"
+        self.procs_files.append(os.path.join(path, LEAF, "cgroup.procs"))
+        return True
+
+    def _try_v2(self, need: dict) -> bool:
+        parent = cgroup_parents().get("v2")
+        if parent is None or not v2_delegated(parent):
+            return False
+        settings = {}
+        if need["memory"] is not None:
+            settings["memory.max"] = str(need["memory"])
+            if os.path.exists(os.path.join(parent, "memory.swap.max")):
+                settings["memory.swap.max"] = "0"
+        if need["pids"] is not None:
+            settings["pids.max"] = str(need["pids"])
+        if not self._make(parent, settings):
+            return False
+        for c, v in need.items():
+            if v is not None:
+                self.mode[c] = "cgroup v2"
         return True
 
     def _try_v1(self, need: dict) -> None:
+        parents = cgroup_parents()
         for ctrl, value in need.items():
-            if value is None:
+            parent = parents.get(ctrl)
+            if parent is None or not os.access(parent, os.W_OK):
                 continue
-            own = _own_cgroup(ctrl)
-            base = os.path.join(CGROUP_ROOT, ctrl)
-            if own is None or not os.path.isdir(base):
-                continue
-            parent = os.path.join(base, own.lstrip("/"))
-            if not os.access(parent, os.W_OK):
-                continue
-            path = os.path.join(parent, self.name)
-            try:
-                os.mkdir(path)
-                if ctrl == "memory":
-                    _write(os.path.join(path, "memory.limit_in_bytes"), str(value))
-                    memsw = os.path.join(path, "memory.memsw.limit_in_bytes")
-                    if os.path.exists(memsw):
-                        _write(memsw, str(value))
-                else:
-                    _write(os.path.join(path, "pids.max"), str(value))
-            except OSError:
-                self._rmdir(path)
-                continue
-            self.dirs.append(path)
-            self.procs_files.append(os.path.join(path, "cgroup.procs"))
-            self.mode[ctrl] = "cgroup v1"
-
-    @staticmethod
-    def _rmdir(path: str, wait: float = 0.0) -> bool:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                os.rmdir(path)
-                return True
-            except FileNotFoundError:
-                return True
-            except OSError:
-                if time.monotonic() >= deadline:
-                    return False
-                time.sleep(0.01)
+            settings = {}
+            if value is not None and ctrl == "memory":
+                settings["memory.limit_in_bytes"] = str(value)
+                if os.path.exists(os.path.join(parent, "memory.memsw.limit_in_bytes")):
+                    settings["memory.memsw.limit_in_bytes"] = str(value)
+            elif value is not None:
+                settings["pids.max"] = str(value)
+            if self._make(parent, settings) and value is not None:
+                self.mode[ctrl] = "cgroup v1"
 
     def close(self) -> None:
-        """Remove the cgroups (their processes must be gone; waits briefly for the kernel
-        to finish tearing them down)."""
-        left = [d for d in self.dirs if not self._rmdir(d, wait=5.0)]
+        """Remove the cgroups, leaves and anything a payload created below them (their
+        processes must be gone; waits briefly for the kernel to finish tearing them down)."""
+        left = [d for d in self.dirs if not remove_cgroup_tree(d, wait=5.0)]
         self.dirs = left
         if left:
-            raise RuntimeError(f"cgroup {left[0]} still busy after the sandbox closed: kill its processes "
-                               f"(cat {left[0]}/cgroup.procs) and rmdir it")
+            raise CgroupBusy(f"cgroup {left[0]} still busy after the sandbox closed: kill its processes "
+                             f"(cat {left[0]}/{LEAF}/cgroup.procs) and rmdir it")

@@ -96,7 +96,7 @@ class ShellSession:
         deadline = None if timeout is None else time.monotonic() + timeout
         timed_out = restarted = False
         marker = ("\n" + self._marker).encode()
-        max_out = self.sandbox.config.max_output
+        max_out = self.sandbox.max_output
         kept = bytearray()
         truncated = False
         while True:
