@@ -71,3 +71,15 @@ def test_pack_home_of_an_untouched_home_is_none(tmp_path: Path) -> None:
     (home / ".cache" / "uv").mkdir(parents=True)
     assert pack_home(home, tmp_path / "dest", ["/root/.cache/uv"]) is None
     assert not (tmp_path / "dest").exists()
+
+
+def test_special_files_are_never_residue(tmp_path: Path) -> None:
+    before, after = tmp_path / "before", tmp_path / "after"
+    before.mkdir()
+    (after / "newdir").mkdir(parents=True)
+    os.mkfifo(after / "pipe")  # e.g. left by a test server during the warm-up
+    os.mkfifo(after / "newdir" / "pipe")
+    (after / "newdir" / "ok.txt").write_text("x")
+    res = collect_residue(before, after, tmp_path / "dest")
+    assert res.new == ["/newdir/"] and res.files == 1
+    assert _tree(tmp_path / "dest") == {"newdir/ok.txt": "x"}

@@ -94,6 +94,8 @@ def collect_residue(before: Path, after: Path, dest: Path) -> Residue:
                         res.files += n
                         res.new.append(f"/{r}/")
                 continue
+            if not (entry.is_file(follow_symlinks=False) or entry.is_symlink()):
+                continue  # sockets, fifos, devices: never part of a tree we publish
             if os.path.lexists(old):
                 if _same(Path(entry.path), old):
                     continue
@@ -129,7 +131,8 @@ def _copy_tree(src: Path, dst: Path) -> int:
                 dirs.remove(d)
                 n += 1
         for name in sorted(files):
-            if _skipped(name):
+            path = os.path.join(root, name)
+            if _skipped(name) or not (os.path.islink(path) or stat.S_ISREG(os.lstat(path).st_mode)):
                 continue
             _copy(Path(root, name), target / name)
             n += 1
