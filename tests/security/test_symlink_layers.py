@@ -51,3 +51,36 @@ def test_setup_never_follows_layer_symlinks(attack):
     assert (base / "host.txt").read_text() == "host file\n"
     assert os.listdir(base / "hostdir") == []
     assert out["shim"].startswith("# minisandbox conda shim")
+
+
+@pytest.mark.parametrize("attack", MODES, indirect=True)
+def test_stacked_layer_subdir_never_follows_archive_symlinks(attack):
+    """An env archive whose install-residue dir (`.minisandbox/testbed`, stacked over
+    /testbed) is reached through a symlink to a host directory: overlayfs would resolve it on
+    the host and show that directory at /testbed. The layer's sub-path is walked without
+    following symlinks; a real residue dir is still stacked."""
+    base = attack.base
+    (base / "hostdir" / "testbed").mkdir(parents=True)
+    (base / "hostdir" / "testbed" / "host-secret.txt").write_text("host secret\n")
+    evil = base / ("e" * 64)  # a restored layer is named by its digest in the node cache
+    evil.mkdir()
+    os.symlink(str(base / "hostdir"), evil / ".minisandbox")
+    good = base / ("a" * 64)
+    (good / ".minisandbox" / "testbed").mkdir(parents=True)
+    (good / ".minisandbox" / "testbed" / "residue.txt").write_text("from the build\n")
+    if attack.mode == "rootless":
+        os.system(f"chown -R msbtest:msbtest {base}")
+    out = attack("""
+        try:
+            with Sandbox([Layer(P["repo"], "/testbed", over=(P["evil"] + "/.minisandbox/testbed",))]) as sb:
+                seen = sb.execute("ls /testbed").output
+            evil = "created: " + seen
+        except Exception as e:
+            evil = f"{type(e).__name__}: {e}"
+        with Sandbox([Layer(P["repo"], "/testbed", over=(P["good"] + "/.minisandbox/testbed",))]) as sb:
+            good = sb.execute("cat /testbed/residue.txt /testbed/code.py").output
+        out = {"evil": evil, "good": good}
+    """, evil=str(evil), good=str(good))
+    assert "host-secret" not in out["evil"]
+    assert "symlink" in out["evil"] and "refusing" in out["evil"]
+    assert out["good"] == "from the build\nVALUE = 1\n"
