@@ -81,10 +81,27 @@ def cmd_cache_ls(a: argparse.Namespace) -> int:
     return 0
 
 
+def _print_leftovers(state: Path, lo) -> None:  # noqa: ANN001 - minisandbox.sandbox.leftovers.ReapReport
+    """One line per crash-cleanup pass that found something (docs/sandbox.md)."""
+    if lo.records or lo.errors:
+        print(f"node state {state}: cleaned up after {lo.records} dead controller(s): "
+              f"{len(lo.cgroups)} cgroup(s), {len(lo.scratch)} scratch dir(s), {len(lo.mounts)} mount(s) removed")
+    for err in lo.errors:
+        print(f"node state {state}: {err}", file=sys.stderr)
+
+
 def cmd_cache_gc(a: argparse.Namespace) -> int:
     cache = _cache(a, create=False)
     if cache is None:
-        print(json.dumps({"removed": [], "freed": 0}) if a.json else "no cache on this node yet: nothing to clean")
+        # no layers yet, but a controller may have died here: its cgroups/scratch dirs go
+        from minisandbox.paths import state_dir
+        from minisandbox.sandbox.leftovers import reap
+
+        lo = reap(state_dir())
+        print(json.dumps({"removed": [], "freed": 0, "leftovers": lo.__dict__}) if a.json
+              else "no cache on this node yet: nothing to clean")
+        if not a.json:
+            _print_leftovers(state_dir(), lo)
         return 0
     report = cache.gc(a.max_bytes)
     if a.json:
@@ -92,13 +109,16 @@ def cmd_cache_gc(a: argparse.Namespace) -> int:
         print(json.dumps({"cache": str(cache.root), "removed": removed,
                           "freed": report.freed, "total_before": report.total_before,
                           "total_after": report.total_after, "kept_leased": report.kept_leased,
-                          "stale_removed": report.stale_removed}, indent=1))
+                          "stale_removed": report.stale_removed,
+                          "leftovers": report.leftovers.__dict__ if report.leftovers else None}, indent=1))
         return 0
     for e in report.removed:
         print(f"evicted {e.digest[:12]} {e.kind} {e.key} ({human(e.layer_bytes + e.archive_bytes)})")
     print(f"cache {cache.root}: {human(report.total_before)} -> {human(report.total_after)}, "
           f"freed {human(report.freed)}, {len(report.removed)} evicted, {report.kept_leased} leased kept, "
           f"{report.stale_removed} stale temp dirs removed")
+    if report.leftovers is not None:
+        _print_leftovers(cache.state_dir(), report.leftovers)
     if a.max_bytes is not None and report.total_after > a.max_bytes:
         print(f"cache {cache.root}: still {human(report.total_after)} > {human(a.max_bytes)}: the rest is leased "
               f"by running sandboxes", file=sys.stderr)

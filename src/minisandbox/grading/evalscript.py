@@ -17,7 +17,12 @@ Steps (each prints a marker carrying the run's nonce, read by `minisandbox.gradi
    from the clean snapshot; SWE-bench: the files the test patch touches, at the base
    commit) and apply the test patch;
 6. run the test command between the markers under `timeout`, then print the exit code and,
-   on overrun, the timeout marker.
+   on overrun, the timeout marker. With a results channel (an executor sets `results_dir`
+   and passes MINISANDBOX_RESULTS_FD) pytest first loads the results plugin
+   (`minisandbox.grading.resultplugin`, see `minisandbox.grading.results`). The sandbox
+   executor runs steps 1-5 (`render_prep`) and the test command (`test_argv`, in a pid
+   namespace of its own) as two processes and adds the step-6 markers itself
+   (`test_section`); `render()` is the equivalent single script.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from minisandbox.grading.grading import (
     TEST_EXIT_CODE,
     TESTS_TIMEOUT,
 )
+from minisandbox.grading.results import RESULTS_PLUGIN
 from minisandbox.paths import REPO_PATH
 
 #: File names that configure pytest or run code at interpreter start-up.
@@ -189,6 +195,9 @@ class EvalScript:
     protect: bool = True  # anti-tamper step; on for every grading run
     setup_patch: str = ""  # task start state from a clean snapshot (SWE-smith: the bug patch)
     setup_remove: list[str] = field(default_factory=list)  # ... and the F2P test files removed
+    #: directory (as the test command sees it) holding the results plugin; set by an
+    #: executor that passes a results channel (minisandbox.grading.results)
+    results_dir: str = ""
 
     def marker(self, text: str) -> str:
         return f"{text} {self.nonce}"
@@ -198,6 +207,54 @@ class EvalScript:
         return f"{self.test_cmd} {args}".rstrip()
 
     def render(self) -> str:
+        """The whole evaluation as one bash script (host runs; the eval.sh artifact)."""
+        return self._head_and_prep() + "\n".join(self._test_lines()) + "\n"
+
+    def render_prep(self) -> str:
+        """Steps 1-5 alone (everything before the test command), for executors that run
+        the test command as a separate process (`test_argv`) and print the test
+        markers themselves (`test_section`)."""
+        return self._head_and_prep() + "exit 0\n"
+
+    def test_argv(self) -> list[str]:
+        """The test command as a process of its own: prelude, results plugin, the
+        command under `timeout`. It contains no nonce: nothing a test can read from its
+        own process tree helps it forge a marker."""
+        lines = [self.prelude, *self._results_lines(),
+                 f"exec timeout -k 10 {int(self.timeout)} bash -c {shlex.quote(self.full_test_cmd())} < /dev/null 2>&1"]
+        return ["bash", "-c", "\n".join(line for line in lines if line)]
+
+    def test_section(self, output: str, rc: int, seconds: float) -> str:
+        """The text `render()` prints around the test command's output (markers, exit
+        code), for the test command's `output`, exit code `rc` and run time."""
+        out = [self.marker(START_TEST_OUTPUT), output.rstrip("\n") if output else None, "",
+               self.marker(END_TEST_OUTPUT)]
+        if rc == 124 or (rc == 137 and seconds >= int(self.timeout)):
+            out.append(self.marker(TESTS_TIMEOUT))
+        out.append(f"{TEST_EXIT_CODE} {rc} {self.nonce}")
+        return "\n".join(x for x in out if x is not None) + "\n"
+
+    def _results_lines(self) -> list[str]:
+        """Load the results plugin first (`-p`, from `results_dir` put first on
+        PYTHONPATH), remembering PYTHONPATH/PYTEST_ADDOPTS so the plugin puts them back.
+        Only when the executor passed a channel (MINISANDBOX_RESULTS_FD) and the plugin
+        is there: a hand re-run of eval.sh runs the tests as before."""
+        if not self.results_dir:
+            return []
+        d = shlex.quote(self.results_dir)
+        plugin = shlex.quote(f"{self.results_dir}/{RESULTS_PLUGIN}.py")
+        return [
+            f'if [ -n "${{MINISANDBOX_RESULTS_FD:-}}" ] && [ -f {plugin} ]; then',
+            '  export MINISANDBOX_HAD_PYTHONPATH="${PYTHONPATH+1}" MINISANDBOX_OLD_PYTHONPATH="${PYTHONPATH-}"',
+            '  export MINISANDBOX_HAD_PYTEST_ADDOPTS="${PYTEST_ADDOPTS+1}" MINISANDBOX_OLD_PYTEST_ADDOPTS="${PYTEST_ADDOPTS-}"',
+            f'  export PYTHONPATH={d}"${{PYTHONPATH:+:$PYTHONPATH}}"',
+            f'  export PYTEST_ADDOPTS="-p {RESULTS_PLUGIN}${{PYTEST_ADDOPTS:+ $PYTEST_ADDOPTS}}"',
+            "else",
+            "  unset MINISANDBOX_RESULTS_FD",
+            "fi",
+        ]
+
+    def _head_and_prep(self) -> str:
         q = shlex.quote
         lines = [
             "#!/bin/bash",
@@ -261,7 +318,13 @@ class EvalScript:
                 "  exit 3",
                 "fi",
             ]
-        lines += [
+        return "\n".join(line for line in lines if line) + "\n"
+
+    def _test_lines(self) -> list[str]:
+        """Step 6: the test command between the markers (the whole-script form)."""
+        q = shlex.quote
+        return [line for line in [
+            *self._results_lines(),
             f"echo {q(self.marker(START_TEST_OUTPUT))}",
             "SECONDS=0",
             f"timeout -k 10 {int(self.timeout)} bash -c {q(self.full_test_cmd())} < /dev/null 2>&1",
@@ -275,8 +338,7 @@ class EvalScript:
             f'echo "{TEST_EXIT_CODE} $rc {self.nonce}"',
             'rm -rf "$W"',
             "exit 0",
-        ]
-        return "\n".join(line for line in lines if line) + "\n"
+        ] if line]
 
     def _revert_lines(self, named: list[str]) -> list[str]:
         """Anti-tamper: put back every protected path the patch named or wrote."""

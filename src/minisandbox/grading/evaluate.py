@@ -44,9 +44,25 @@ from minisandbox.grading.evalscript import (
 )
 from minisandbox.grading.grading import Reason, dumps, make_report, make_run_summary
 from minisandbox.errors import MinisandboxError
+from minisandbox.grading.results import (
+    RESULTS_PLUGIN,
+    SANDBOX_RESULTS_DIR,
+    ResultsChannel,
+    plugin_dir,
+    plugin_file,
+)
 from minisandbox.progress import Progress
 from minisandbox.records import INSTANCE_ID, TaskRecord
 from minisandbox.sandbox.sandbox import ExecResult
+
+
+@dataclass
+class EvalRun(ExecResult):
+    """An eval script's run plus what the results plugin reported on its own channel
+    (minisandbox.grading.results); `results_nonce` is "" when there was no channel."""
+
+    results: str = ""
+    results_nonce: str = ""
 
 
 class Environment(Protocol):
@@ -197,6 +213,7 @@ def evaluate(
     rep = make_report(
         iid, patch, result.output, fail_to_pass=record.fail_to_pass, pass_to_pass=record.pass_to_pass,
         log_parser=spec.log_parser, nonce=script.nonce, timed_out=result.timed_out, apply_patch=apply_patch,
+        results=getattr(result, "results", None), results_nonce=getattr(result, "results_nonce", None) or None,
     )
     return Evaluation(iid, rep, result.output, text, time.monotonic() - t0)
 
@@ -204,12 +221,15 @@ def evaluate(
 # --------------------------------------------------------------------------- host executor
 
 
-def _run_bash(script: str, *, cwd: str, env: dict[str, str], timeout: float) -> ExecResult:
-    """Run a bash script in its own process group; kill the whole group on overrun."""
+def _run_bash(script: str, *, cwd: str, env: dict[str, str], timeout: float,
+              pass_fds: tuple[int, ...] = ()) -> ExecResult:
+    """Run a bash script in its own process group; kill the whole group on overrun. The
+    script is read whole before it runs (`eval "$(cat)"`), so nothing it starts can read
+    the rest of it from the shell's stdin."""
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        ["/bin/bash", "-s"], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True,
+        ["/bin/bash", "-c", 'eval "$(cat)"'], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds,
     )
     try:
         out, _ = proc.communicate(script.encode(), timeout=timeout)
@@ -240,10 +260,14 @@ class _HostEnv:
             "LANG": "C.UTF-8",
             "TMPDIR": tempfile.gettempdir(),
         }
-        text = script.render()
-        res = _run_bash(text, cwd=str(self.testbed), env=env, timeout=timeout)
-        res.script = text
-        return res
+        with ResultsChannel() as channel:
+            script.results_dir = str(plugin_dir())
+            env["MINISANDBOX_RESULTS_FD"] = str(channel.child_fd)
+            text = script.render()
+            res = _run_bash(text, cwd=str(self.testbed), env=env, timeout=timeout, pass_fds=(channel.child_fd,))
+            results = channel.collect()
+        return EvalRun(res.output, res.returncode, res.timed_out, seconds=res.seconds, script=text,
+                       results=results, results_nonce=channel.nonce)
 
 
 @dataclass
@@ -278,16 +302,36 @@ class _SandboxEnv:
     options: dict[str, Any]
 
     def execute(self, script: EvalScript, timeout: float) -> ExecResult:
+        """Steps 1-5 as one script, read whole from stdin before it runs (never a file
+        or a pipe a test could read); then the test command as a process of its own in a
+        fresh pid namespace, with the results socket as fd 3: it sees no ancestor (not the
+        script's shell, not init), and the markers around its output are added here, not
+        by a process the tests could inspect. `eval.sh` is the equivalent single script."""
+        from minisandbox.sandbox.rootfs import Bind
         from minisandbox.sandbox.sandbox import Sandbox
 
         layers = list(self.layers)
         interp = (self.interpreter["version"], self.interpreter["prefix"]) if self.interpreter else None
         t0 = time.monotonic()
-        text = script.render()
-        with Sandbox(layers, interpreter=interp, **self.options) as sb:
-            # the script goes in on stdin, so it is never a file a test could read
-            res = sb.run(["bash", "-s"], input=text.encode(), timeout=timeout)
-        return ExecResult(res.output, res.returncode, res.timed_out, res.truncated, seconds=time.monotonic() - t0, script=text)
+        script.results_dir = SANDBOX_RESULTS_DIR
+        options = dict(self.options)
+        options["binds"] = [*options.get("binds", []),
+                            Bind(str(plugin_file()), f"{SANDBOX_RESULTS_DIR}/{RESULTS_PLUGIN}.py", True)]
+        truncated = False
+        with ResultsChannel() as channel:
+            with Sandbox(layers, interpreter=interp, **options) as sb:
+                prep = sb.run(["bash", "-c", 'eval "$(cat)"'], input=script.render_prep().encode(), timeout=timeout)
+                output, code, timed_out, truncated = prep.output, prep.returncode, prep.timed_out, prep.truncated
+                if code == 0 and not timed_out:
+                    t1 = time.monotonic()
+                    res = sb.run(script.test_argv(), cwd=script.repo_dir, env={"MINISANDBOX_RESULTS_FD": "3"},
+                                 timeout=max(1.0, timeout - (t1 - t0)), pass_fds={3: channel.child_fd}, pidns=True)
+                    channel.release_child()
+                    output += script.test_section(res.output, res.returncode, time.monotonic() - t1)
+                    timed_out, truncated = res.timed_out, truncated or res.truncated
+            results = channel.collect()
+        return EvalRun(output, code, timed_out, truncated, seconds=time.monotonic() - t0, script=script.render(),
+                       results=results, results_nonce=channel.nonce)
 
 
 @dataclass
@@ -309,6 +353,26 @@ class SandboxExecutor:
         with prepare(record.instance_id, self.store, cache=self.cache) as pt:
             options = {"join_ns": pt.mount_ns, **self.options} if pt.mount_ns else dict(self.options)
             yield _SandboxEnv(Path(pt.host_layers[REPO_PATH]), pt.sandbox_layers(), dict(pt.interpreter), options)
+
+
+@dataclass
+class LocalLayersExecutor:
+    """Layers already restored on this node (host directories by mount path) and the
+    interpreter they need: a new sandbox over them per evaluation, no store lookup."""
+
+    layers: dict[str, Path]
+    interpreter: dict[str, str] = field(default_factory=dict)  # {"version", "prefix"}; empty: none
+    options: dict[str, Any] = field(default_factory=lambda: {"network": "none"})
+    prepares_task_state: bool = False
+
+    @contextlib.contextmanager
+    def open(self, record: TaskRecord) -> Iterator[_SandboxEnv]:
+        from minisandbox.paths import REPO_PATH
+
+        from minisandbox.sandbox.sandbox import Layer
+
+        yield _SandboxEnv(Path(self.layers[REPO_PATH]), [Layer(str(v), k) for k, v in self.layers.items()],
+                          dict(self.interpreter), dict(self.options))
 
 
 @dataclass

@@ -26,6 +26,8 @@ from enum import Enum
 from typing import Any
 
 from minisandbox.grading.logparsers import StatusMap, TestStatus, collection_error, get_parser, session_seen
+from minisandbox.grading.results import Channel, applies, merge, parse_channel
+from minisandbox.grading.suspicious import scan_patch
 
 FAIL_TO_PASS = "FAIL_TO_PASS"
 PASS_TO_PASS = "PASS_TO_PASS"
@@ -55,6 +57,7 @@ class Reason(str, Enum):
     EMPTY_F2P = "empty-f2p"
     UNPARSEABLE_LOG = "unparseable-log"
     TESTS_FAILED = "tests-failed"
+    RESULTS_TAMPERED = "results-tampered"  # pytest's outcome-making internals were replaced during the run
     ERROR = "error"  # the evaluation itself failed (sandbox could not start, ...)
 
 
@@ -173,6 +176,8 @@ def make_report(
     timed_out: bool = False,
     error: str | None = None,
     apply_patch: bool = True,
+    results: str | None = None,
+    results_nonce: str | None = None,
 ) -> dict[str, Any]:
     """One instance's report in SWE-bench's format, `{instance_id: {...}}`, plus `reason`
     (a `Reason` value) and `status_map` (per-test statuses, for fidelity checks).
@@ -180,6 +185,11 @@ def make_report(
     `timed_out` is the executor's own verdict (the whole script overran), which counts
     in addition to the script's timeout marker. `apply_patch=False` grades a run that
     had no patch step (validation's "before" run).
+
+    `results`/`results_nonce`: what the results plugin wrote on its own channel and the
+    run's channel nonce (minisandbox.grading.results). With a channel, a test passes only
+    if the log *and* the channel say so; `suspicious` lists what the patch touched
+    (minisandbox.grading.suspicious) and what the channel saw at run time.
     """
     entry: dict[str, Any] = {
         "patch_is_None": model_patch is None,
@@ -188,6 +198,17 @@ def make_report(
         "resolved": False,
     }
     report = {instance_id: entry}
+    entry["suspicious"] = scan_patch(model_patch) if apply_patch else []
+    channel = parse_channel(results, results_nonce) if results_nonce else None
+    use_channel = channel is not None and channel.present and applies(log_parser)
+    if channel is not None:
+        entry["results_channel"] = channel.summary()
+        entry["suspicious"] += _runtime_findings(channel)
+
+    def statuses(test_output: str) -> StatusMap:
+        """The log's statuses, cross-checked with the channel when there is one."""
+        status_map = get_parser(log_parser)(test_output) if test_output else {}
+        return merge(status_map, channel, log_parser) if use_channel and channel is not None else status_map
 
     def done(reason: Reason, status_map: StatusMap | None = None) -> dict[str, Any]:
         entry["reason"] = reason.value
@@ -207,11 +228,10 @@ def make_report(
     if chk.setup_failed:
         return done(Reason.TEST_SETUP_FAILED)
     if timed_out or chk.timed_out:
-        status_map = get_parser(log_parser)(chk.test_output) if chk.test_output else {}
-        return done(Reason.TIMEOUT, status_map)
+        return done(Reason.TIMEOUT, statuses(chk.test_output or ""))
     if chk.test_output is None:
         return done(Reason.UNPARSEABLE_LOG)
-    status_map = get_parser(log_parser)(chk.test_output)
+    status_map = statuses(chk.test_output)
     if not status_map and not session_seen(chk.test_output, log_parser):
         return done(Reason.UNPARSEABLE_LOG)  # the runner never started: nothing to grade
     if collection_error(chk.test_output):
@@ -223,9 +243,25 @@ def make_report(
         return report
     ts = entry["tests_status"]
     if not ts[FAIL_TO_PASS]["failure"] and not ts[PASS_TO_PASS]["failure"]:
+        if use_channel and channel is not None and channel.critical:
+            entry["reason"] = Reason.RESULTS_TAMPERED.value
+            return report
         entry["resolved"] = True
         entry["reason"] = Reason.RESOLVED.value
     return report
+
+
+def _runtime_findings(channel: Channel) -> list[str]:
+    """The channel's evidence, in `suspicious` form."""
+    out = [f"runtime: replaced during the run: {name}" for name in channel.tampered]
+    out += [f"runtime: {test_id}: {how}" for test_id, how in list(channel.forged.items())[:20]]
+    if channel.present and not channel.complete:
+        out.append("runtime: the test session ended before pytest finished (no end-of-session record)")
+    if channel.worker_reports:
+        out.append(f"runtime: {channel.worker_reports} result(s) from pytest-xdist workers' own reports (not recomputed)")
+    if channel.foreign:
+        out.append(f"runtime: {channel.foreign} line(s) on the results channel without this run's nonce")
+    return out
 
 
 def swebench_view(report: Mapping[str, Any]) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from minisandbox.node.store import Store, StoreError
 from minisandbox.errors import MinisandboxError
 from minisandbox.progress import Progress
 from minisandbox.manifest import DIGEST, KINDS, StoreDataError, plain_name
+from minisandbox.sandbox.leftovers import ReapReport, proc_start, reap
 
 
 
@@ -149,6 +150,8 @@ class GcReport:
     total_after: int = 0
     kept_leased: int = 0
     stale_removed: int = 0
+    #: host resources of controllers that died without cleaning up (minisandbox.sandbox.leftovers)
+    leftovers: ReapReport | None = None
 
 
 class _HashingReader:
@@ -180,17 +183,6 @@ def _block_size(store: Store) -> int:
     return CHUNK if store.local else 8 * CHUNK
 
 
-def _proc_start(pid: int) -> str | None:
-    """Kernel start time of `pid` (clock ticks since boot), to tell a live lease holder from a
-    recycled pid; None if the process does not exist."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    return data.rsplit(b")", 1)[1].split()[19].decode()
-
-
 class Lease:
     """Marks layers as in use by a live process; GC skips them. Release when the sandbox ends."""
 
@@ -206,7 +198,7 @@ class Lease:
 
     def transfer(self, pid: int) -> None:
         """Re-point the lease to another live process (e.g. the long-lived sandbox)."""
-        start = _proc_start(pid)
+        start = proc_start(pid)
         if start is None:
             raise CacheError(f"cannot transfer lease to pid {pid}: no such process")
         for f in self.files:
@@ -254,7 +246,7 @@ class Cache:
         d.mkdir(parents=True, exist_ok=True)
         path = d / f"{uuid.uuid4().hex}.json"
         pid = os.getpid()
-        atomic_write_json(path, {"pid": pid, "start": _proc_start(pid), "owner": owner, "created": time.time()})
+        atomic_write_json(path, {"pid": pid, "start": proc_start(pid), "owner": owner, "created": time.time()})
         return path
 
     def live_leases(self, digest: str) -> list[Path]:
@@ -268,7 +260,7 @@ class Cache:
                 data = json.loads(f.read_text())
             except (FileNotFoundError, json.JSONDecodeError):
                 continue  # being written or just released
-            if data.get("pid") and _proc_start(int(data["pid"])) == data.get("start"):
+            if data.get("pid") and proc_start(int(data["pid"])) == data.get("start"):
                 live.append(f)
             else:
                 with contextlib.suppress(FileNotFoundError):
@@ -516,12 +508,21 @@ class Cache:
                 lock.release()
         return n
 
+    def state_dir(self) -> Path:
+        """The node state directory sandboxes record their host resources in:
+        $MINISANDBOX_STATE, else `state/` in this cache (the default cache's is the one
+        `minisandbox.paths.state_dir()` names)."""
+        env = os.environ.get("MINISANDBOX_STATE")
+        return Path(env) if env else self.root / "state"
+
     def gc(self, max_bytes: int | None = None) -> GcReport:
         """Evict least-recently-used unleased layers until the cache holds <= max_bytes.
 
         A layer with a live lease is never removed (its archive file may be). Stale leases
-        and dead temporary dirs are always cleaned."""
-        report = GcReport(stale_removed=self._remove_stale_tmp())
+        and dead temporary dirs are always cleaned, and so are the cgroups, scratch
+        directories and mounts of dead controllers recorded in the node state directory
+        (`state_dir()`; minisandbox.sandbox.leftovers)."""
+        report = GcReport(stale_removed=self._remove_stale_tmp(), leftovers=reap(self.state_dir()))
         entries = self.entries()
         total = sum(e.layer_bytes + e.archive_bytes for e in entries)
         report.total_before = total
