@@ -200,6 +200,19 @@ def choose_profiles(specs: dict[str, dict], mirrors: Path, selection: str) -> tu
     return chosen, skipped
 
 
+def copy_code(src: Path, out: Path) -> tuple[Path, dict[str, Any]]:
+    """A snapshot of another checkout (`--code DIR`, e.g. a colleague's patched copy) in
+    out/code, so edits made there during the run do not change what is measured."""
+    code = out / "code"
+    if code.exists():
+        shutil.rmtree(code)
+    shutil.copytree(src, code, symlinks=True, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "results", ".snakemake", "__pycache__", "tests"))
+    digest = subprocess.run(f"cd {shlex.quote(str(code))} && find src workflow Snakefile config -type f | sort "
+                            "| xargs sha256sum | sha256sum", shell=True, capture_output=True, text=True).stdout[:12]
+    return code, {"root": str(code), "rev": f"copy of {src}", "commit": f"copy-{digest}", "dirty": False}
+
+
 def export_code(rev: str | None, out: Path) -> tuple[Path, dict[str, Any]]:
     """The code to benchmark: the working tree (rev None) or `git archive REV` in out/code."""
     def git(*args: str) -> str:
@@ -444,8 +457,10 @@ def diagnose_hang(profile: str, spec: dict[str, Any], out: Path, env: dict[str, 
     head, sep, args = spec["test_cmd"].rpartition("pytest ")
     if not sep:
         return None
-    wrapper = ("python -c 'import faulthandler, sys; faulthandler.dump_traceback_later("
-               f"{HANG_DUMP_SECONDS}, exit=True); import pytest; sys.exit(pytest.main(sys.argv[1:]))' ")
+    # a dup of stderr: pytest's fd capture replaces fd 2 during collection
+    wrapper = ("python -c 'import faulthandler, os, sys; faulthandler.dump_traceback_later("
+               f"{HANG_DUMP_SECONDS}, exit=True, file=os.fdopen(os.dup(2), \"w\")); import pytest; "
+               "sys.exit(pytest.main(sys.argv[1:]))' ")
     sandbox_run(profile, out, env, f"{head}{wrapper}{args} --collect-only", f"{profile}.diag.log",
                 timeout=HANG_DUMP_SECONDS + 60)
     return str(out / "tests" / f"{profile}.diag.log")
@@ -672,6 +687,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="output folder (workflow run, store, cache, logs, results.json)")
     ap.add_argument("--jobs", type=int, default=2, help="parallel builds and parallel test runs")
     ap.add_argument("--rev", help="benchmark this committed revision instead of the working tree")
+    ap.add_argument("--code", type=Path, help="benchmark a copy of this checkout (no git needed) instead")
     ap.add_argument("--test-timeout", type=float, default=900.0, help="seconds for one profile's whole suite")
     ap.add_argument("--skip-build", action="store_true", help="reuse the workflow run already in --out")
     ap.add_argument("--report", help="only print the table of saved results.json files (comma-separated: merged)")
@@ -690,8 +706,12 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     mirrors = args.mirrors.resolve()
 
-    code, code_info = export_code(args.rev, out) if not (args.skip_build and args.rev) else \
-        (out / "code", json.loads((out / "code.json").read_text()))
+    if args.skip_build and (args.rev or args.code):
+        code, code_info = out / "code", json.loads((out / "code.json").read_text())
+    elif args.code:
+        code, code_info = copy_code(args.code.resolve(), out)
+    else:
+        code, code_info = export_code(args.rev, out)
     (out / "code.json").write_text(json.dumps(code_info, indent=1))
     sys.path.insert(0, str(code / "src"))  # the log parser of the code under test
     catalog = code / "config" / "catalog" / "swesmith.yaml"
