@@ -14,7 +14,6 @@ configfile: str(Path(workflow.basedir) / "config" / "config.yaml")
 include: "workflow/rules/common.smk"
 include: "workflow/rules/repos.smk"
 include: "workflow/rules/envs.smk"
-include: "workflow/rules/publish.smk"
 if config["validate"]:
     include: "workflow/rules/validate.smk"
 include: "workflow/rules/index.smk"

@@ -50,8 +50,26 @@ _BUNDLED_ABS = str(Path(BUNDLED_DIR).resolve())
 wildcard_constraints:
     env_key="env-[^/]+",
     repo_key="repo-[^/]+",
-    key="(env|repo)-[^/]+",
-    kind="env|repo",
-    sid="[^/]+",
+
+
+
+def build_repo(wc):
+    """The snapshot an environment is built against (its spec's commit)."""
+    return f"{W}/repos/{PLAN.envs[wc.env_key]['repo_key']}"
+
+
+def repo_bundled(wc):
+    """Repos of bundled sources wait for the bundled repositories to exist."""
+    sid = PLAN.repos[wc.repo_key]["source_id"]
+    return [BUNDLED_DONE] if PLAN.sources[sid].startswith(_BUNDLED_ABS) else []
+
+
+def env_repo_receipts(wc):
+    """Validation waits for every repo its tasks start from (SWE-bench: several base commits)."""
+    return [f"{W}/published/repo/{k}.json" for k in PLAN.env_repos[wc.env_key]]
+
+
+# No input function at all when nothing is bundled (one call per job saved at 5k keys).
+BUNDLED_INPUT = repo_bundled if config["bundled"] else []
 
 localrules: bundled, index

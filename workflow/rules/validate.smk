@@ -9,7 +9,7 @@ rule validate:
         tasks=f"{W}/specs/env-tasks/{{env_key}}.json",
         env=f"{W}/published/env/{{env_key}}.json",
         # SWE-bench tasks of one env start from several base commits: wait for those repos
-        repos=lambda wc: [f"{W}/published/repo/{k}.json" for k in PLAN.env_repos[wc.env_key]],
+        repos=env_repo_receipts,
     output:
         f"{W}/validation/{{env_key}}.json",
     log:
@@ -17,12 +17,12 @@ rule validate:
     params:
         plan=CURRENT_PLAN,
         store=STORE,
-        logs=lambda wc: f"{W}/validation/logs/{wc.env_key}",
+        logs=f"{W}/validation/logs",
         repeats=config["validate_repeats"],
     threads: 2
     shell:
         "minisandbox pipeline validate --plan {params.plan} --env-key {wildcards.env_key} --receipts {W}/published"
-        " --store {params.store} --out {output} --logs {params.logs} --repeats {params.repeats}"
+        " --store {params.store} --out {output} --logs {params.logs}/{wildcards.env_key} --repeats {params.repeats}"
         " --workers {threads} > {log} 2>&1"
 
 

@@ -98,6 +98,29 @@ def cmd_publish(a: argparse.Namespace) -> int:
     return 0
 
 
+def _summary(st) -> str:
+    return f"{st.key}: {'ok' if st.ok else 'FAILED ' + (st.error or '')}"
+
+
+def cmd_repo(a: argparse.Namespace) -> int:
+    from minisandbox.pipeline.steps import job_repo
+
+    sid = json.loads(Path(a.spec).read_text())["source_id"]
+    source_spec = Path(a.work) / "specs" / "source" / f"{sid}.json"  # written at planning time
+    st = job_repo(Path(a.work), a.store, Path(a.spec), source_spec, a.format, a.level, a.image, Path(a.out))
+    print(f"repo {_summary(st)}")
+    return 0
+
+
+def cmd_env(a: argparse.Namespace) -> int:
+    from minisandbox.pipeline.steps import job_env
+
+    st = job_env(Path(a.work), a.store, Path(a.spec), Path(a.repo), Path(f"{a.repo}.status.json"), a.format, a.level,
+                 a.image, a.timeout, Path(a.out))
+    print(f"env {_summary(st)}")
+    return 0
+
+
 def cmd_validate(a: argparse.Namespace) -> int:
     from minisandbox.grading.validate import step_validate
 
@@ -218,6 +241,22 @@ def register(sub) -> None:
     s.add_argument("--archive", required=True, help="archive to upload")
     s.add_argument("--log", default=None, help="build log to publish with it")
     s.add_argument("--out", required=True, help="publish receipt to write")
+
+    for name, what in (("repo", "mirror (once per source), snapshot, pack, checksum and publish one repository "
+                                "snapshot (one workflow job per repo key)"),
+                       ("env", "resolve, build, pack, checksum and publish one environment (one workflow job per "
+                               "env key)")):
+        s = _step(steps, name, what[0].upper() + what[1:] + ".", cmd_repo if name == "repo" else cmd_env)
+        s.add_argument("--work", required=True, help="the workflow's work dir (status files, trees, archives)")
+        s.add_argument("--store", required=True, help="store URL")
+        s.add_argument("--spec", required=True, help=f"{name} spec JSON from the plan")
+        if name == "env":
+            s.add_argument("--repo", required=True, help="snapshot directory of the repo the env is built against")
+            s.add_argument("--timeout", type=float, default=1800, help="build timeout in seconds (default: %(default)s)")
+        s.add_argument("--format", default="tar.zst", choices=["tar.zst", "tar.gz"], help="archive format (default: %(default)s)")
+        s.add_argument("--level", type=int, default=3, help="compression level (default: %(default)s)")
+        s.add_argument("--image", action="store_true", help="also build a squashfs image (nodes mount it)")
+        s.add_argument("--out", required=True, help="publish receipt to write")
 
     s = _step(steps, "validate", "Validate one environment's tasks (gold patch passes, no patch fails).",
               cmd_validate)
