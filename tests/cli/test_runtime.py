@@ -49,13 +49,13 @@ def test_tasks_reads_one_shard_at_a_time(published_store, monkeypatch, capsys) -
     from minisandbox.node.store import Store
 
     reads: list[str] = []
-    real = Store.read_text
+    real = Store.read_bytes  # read_text goes through it too
 
-    def spy(self, rel: str) -> str:
+    def spy(self, rel: str) -> bytes:
         reads.append(rel)
         return real(self, rel)
 
-    monkeypatch.setattr(Store, "read_text", spy)
+    monkeypatch.setattr(Store, "read_bytes", spy)
     assert main(["tasks", "--store", published_store["url"], "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 4
     shards = [r for r in reads if r.startswith("index/tasks/")]
