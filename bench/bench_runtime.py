@@ -526,7 +526,7 @@ def main() -> int:
     results: dict = {"machine": {"cores": os.cpu_count(), "python": sys.version.split()[0]}}
     try:
         # ---- 1. one environment, cold and warm ------------------------------------------------
-        if a.only != "concurrency":
+        if a.only in (None, "single"):
             single(a, work, env_pkgs, results)
         # ---- 2. n distinct environments at once, per method ------------------------------------
         if a.only in (None, "methods"):
