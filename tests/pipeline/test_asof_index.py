@@ -47,6 +47,8 @@ def test_lists_only_files_uploaded_before_the_date(upstream: FixtureIndex) -> No
     # a per-project cutoff (an exact pin newer than the date) moves that project only
     with AsOfIndex(upstream.url, AS_OF, {"TinyBackend": "2031-01-01T00:00:00Z"}) as idx:
         assert len(json.loads(_get(idx.url + "tinybackend/")[1])["files"]) == 2
+    with AsOfIndex(upstream.url, AS_OF, {"tinybackend": "false"}) as idx:  # no cutoff at all
+        assert len(json.loads(_get(idx.url + "tinybackend/")[1])["files"]) == 2
 
 
 def test_bad_input_is_one_line() -> None:

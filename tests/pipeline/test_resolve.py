@@ -52,8 +52,8 @@ def test_exact_pins_newer_than_the_date_get_their_own_cutoff(tmp_path, monkeypat
     finally:
         index.close()
     assert lock.no_deps and lock.text == "tinybackend==2.0\n"
-    assert lock.exclude_newer == AS_OF and lock.exempt == (("tinybackend", "2030-01-01T00:00:01Z"),)
-    assert lock.uv_date_args() == ["--exclude-newer", AS_OF, "--exclude-newer-package", "tinybackend=2030-01-01T00:00:01Z"]
+    assert lock.exclude_newer == AS_OF and lock.exempt == (("tinybackend", "2030-01-02T00:00:00Z"),)
+    assert lock.uv_date_args() == ["--exclude-newer", AS_OF, "--exclude-newer-package", "tinybackend=2030-01-02T00:00:00Z"]
     assert "newer than" in (tmp_path / "resolve.log").read_text()
     undated = Lock(lock.text, True)
     assert undated.uv_date_args() == [] and undated.sha256 != lock.sha256

@@ -106,7 +106,9 @@ class AsOfIndex:
                                  "set PIP_INDEX_URL to an http(s) simple index")
         self.date = date
         self.cutoff = parse_date(date)
-        self.exempt = {_canon(k): parse_date(v) for k, v in (exempt or {}).items()}
+        # "false": no cutoff for that project (uv's `--exclude-newer-package name=false`)
+        self.exempt = {_canon(k): dt.datetime.max.replace(tzinfo=dt.timezone.utc) if v == "false" else parse_date(v)
+                       for k, v in (exempt or {}).items()}
         self.requests = 0
         outer = self
 

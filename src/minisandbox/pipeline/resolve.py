@@ -9,8 +9,10 @@ anything else go through `uv pip compile` for the spec's interpreter version.
 As-of date (spec `exclude_newer`): compiles run with `--exclude-newer`. An exact pin of a
 reference export can be newer than the date (the date is only a lower bound of the
 export's; see scripts/gen_catalog.py): uv then names it and its upload time, and that
-package alone gets its own cutoff just after its upload (`--exclude-newer-package`), so
-everything else, build requirements of isolated builds included, stays as of the date.
+package alone gets its own cutoff a day after that upload (`--exclude-newer-package`; a
+release's files are uploaded over minutes to hours, and uv reports the first), or none if
+that is still too early, so everything else, build requirements of isolated builds
+included, stays as of the date.
 The lock records the date and these exemptions; the build applies both.
 """
 
@@ -65,8 +67,9 @@ _FILTERED = re.compile(r"`([A-Za-z0-9._-]+)` was filtered by `exclude-newer`.*?w
 
 
 def _after(stamp: str) -> str:
-    """The first whole second after `stamp` (uv's cutoff excludes uploads at or after it)."""
-    t = _dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).replace(microsecond=0) + _dt.timedelta(seconds=1)
+    """A day after `stamp`, to the second: a release's later files (wheels uploaded after
+    the first one) are then inside the package's own cutoff too."""
+    t = _dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).replace(microsecond=0) + _dt.timedelta(days=1)
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -78,10 +81,15 @@ def _compile(base: list[str], lock: Lock, log_lines: list[str], what: str) -> tu
         proc = subprocess.run(cmd, capture_output=True, text=True)
         log_lines.append(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
         m = _FILTERED.search(proc.stderr) if proc.returncode != 0 and lock.exclude_newer else None
-        if m is None or m.group(1).lower() in {n for n, _ in lock.exempt}:
+        if m is None:
             return proc, lock
-        log_lines.append(f"# {m.group(1)} is pinned but newer than {lock.exclude_newer}: its own cutoff {_after(m.group(2))}")
-        lock = Lock(lock.text, lock.no_deps, lock.exclude_newer, (*lock.exempt, (m.group(1).lower(), _after(m.group(2)))))
+        name, exempt = m.group(1).lower(), dict(lock.exempt)
+        if exempt.get(name) == "false":
+            return proc, lock
+        # first a cutoff a day after the pin's upload; if that is still too early, none
+        exempt[name] = "false" if name in exempt else _after(m.group(2))
+        log_lines.append(f"# {m.group(1)} is pinned but newer than {lock.exclude_newer}: its own cutoff {exempt[name]}")
+        lock = Lock(lock.text, lock.no_deps, lock.exclude_newer, tuple(sorted(exempt.items())))
     raise ResolveError(f"uv could not resolve {what} as of {lock.exclude_newer}: too many pins newer than the date")
 
 
