@@ -15,7 +15,7 @@ from minisandbox.errors import MinisandboxError
 USER_COMMANDS = ["fetch", "tasks", "cache", "run", "shell", "sandbox-exec", "eval", "push", "pull", "verify", "doctor", "plan",
                  "pipeline"]
 PIPELINE_STEPS = ["bundled", "mirror", "snapshot", "resolve", "build", "pack", "checksum", "publish", "repo", "env",
-                  "validate", "validated-tasks", "index"]
+                  "interp", "validate", "validated-tasks", "index"]
 
 
 def _choices(parser) -> list[str]:

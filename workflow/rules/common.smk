@@ -44,12 +44,14 @@ CURRENT_PLAN = f"{W}/plan/current.json"
 write_current(PLAN, Path(CURRENT_PLAN))
 
 ENV_KEYS = sorted(PLAN.envs)
+INTERP_KEYS = sorted(PLAN.interps)
 REPO_KEYS = sorted(PLAN.repos)
 _BUNDLED_ABS = str(Path(BUNDLED_DIR).resolve())
 
 wildcard_constraints:
     env_key="env-[^/]+",
     repo_key="repo-[^/]+",
+    ikey="cpython-[^/]+",
 
 
 
@@ -71,5 +73,13 @@ def env_repo_receipts(wc):
 
 # No input function at all when nothing is bundled (one call per job saved at 5k keys).
 BUNDLED_INPUT = repo_bundled if config["bundled"] else []
+
+def interp_receipt(wc):
+    """An environment is published after its interpreter layer (rule `interp`; none for a
+    system interpreter)."""
+    key = getattr(wc, "env_key", None) or (wc.key if getattr(wc, "kind", None) == "env" else None)
+    ikey = (PLAN.envs[key].get("interpreter") or {}).get("key") if key else None
+    return [f"{W}/published/interp/{ikey}.json"] if ikey else []
+
 
 localrules: bundled, index

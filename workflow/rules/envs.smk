@@ -7,6 +7,7 @@ rule env:
     input:
         spec=f"{W}/specs/env/{{env_key}}.json",
         repo=build_repo,
+        interp=interp_receipt,
     output:
         receipt=f"{W}/published/env/{{env_key}}.json",
     log:
@@ -20,3 +21,22 @@ rule env:
         "minisandbox pipeline env --work {params.work} --store {params.store} --spec {input.spec}"
         " --repo {input.repo} --format {FMT} --level {config[zstd_level]} {params.image}"
         " --timeout {config[build_timeout]} --out {output.receipt} > {log} 2>&1"
+
+
+rule interp:
+    """Pack and publish one interpreter layer, shared by every environment built with it."""
+    input:
+        spec=f"{W}/specs/interp/{{ikey}}.json",
+    output:
+        f"{W}/published/interp/{{ikey}}.json",
+    log:
+        f"{W}/logs/interp/{{ikey}}.log",
+    threads: 2
+    params:
+        store=STORE,
+        work=f"{W}/packed/interp",
+        fmt=FMT,
+        level=config["zstd_level"],
+    shell:
+        "minisandbox pipeline interp --spec {input.spec} --store {params.store} --work {params.work}"
+        " --format {params.fmt} --level {params.level} --out {output} > {log} 2>&1"

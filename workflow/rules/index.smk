@@ -12,6 +12,7 @@ rule index:
         plan=PLAN_FILE,
         envs=expand(f"{W}/published/env/{{key}}.json", key=ENV_KEYS),
         repos=expand(f"{W}/published/repo/{{key}}.json", key=REPO_KEYS),
+        interps=expand(f"{W}/published/interp/{{ikey}}.json", ikey=INTERP_KEYS),
         validation=validation_inputs,
     output:
         receipt=f"{W}/index.json",

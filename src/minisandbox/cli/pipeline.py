@@ -121,6 +121,14 @@ def cmd_env(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_interp(a: argparse.Namespace) -> int:
+    from minisandbox.pipeline.interp import step_interp
+
+    st = step_interp(Path(a.spec), a.store, Path(a.work), Path(a.out), a.format, a.level)
+    print(f"interpreter layer {st.key}: " + ("published" if st.ok else st.error))
+    return 0
+
+
 def cmd_validate(a: argparse.Namespace) -> int:
     from minisandbox.grading.validate import step_validate
 
@@ -257,6 +265,14 @@ def register(sub) -> None:
         s.add_argument("--level", type=int, default=3, help="compression level (default: %(default)s)")
         s.add_argument("--image", action="store_true", help="also build a squashfs image (nodes mount it)")
         s.add_argument("--out", required=True, help="publish receipt to write")
+
+    s = _step(steps, "interp", "Pack and publish an interpreter layer (once per interpreter build).", cmd_interp)
+    s.add_argument("--spec", required=True, help="interpreter spec JSON from the plan")
+    s.add_argument("--store", required=True, help="store URL")
+    s.add_argument("--work", required=True, help="scratch directory for the archive")
+    s.add_argument("--out", required=True, help="receipt to write")
+    s.add_argument("--format", default="tar.zst", choices=["tar.zst", "tar.gz"], help="archive format (default: %(default)s)")
+    s.add_argument("--level", type=int, default=3, help="compression level (default: %(default)s)")
 
     s = _step(steps, "validate", "Validate one environment's tasks (gold patch passes, no patch fails).",
               cmd_validate)

@@ -38,7 +38,8 @@ from filelock import FileLock
 from minisandbox.sandbox import rootfs
 from minisandbox.catalog import EnvSpec
 from minisandbox.sandbox.conda_shim import write_shim
-from minisandbox.sandbox.interpreters import find_interpreter
+from minisandbox.sandbox.hostlibs import add_packages, ldd_host_libs, shared_objects
+from minisandbox.sandbox.interpreters import SYSTEM, Interpreter, build_files, describe, find_interpreter
 from minisandbox.paths import CONDA_ROOT, HOME_PATH, REPO_PATH, VENV_PATH
 from minisandbox.pipeline.asof_index import AsOfIndex
 from minisandbox.pipeline.residue import HOME_DIR, RESIDUE_DIR, collect_residue, pack_home
@@ -63,6 +64,7 @@ class BuildResult:
     raw_bytes: int
     testbed: dict[str, Any] | None = None  # install residue of /testbed (manifest `testbed`)
     home: dict[str, Any] | None = None  # what the build left in HOME (manifest `home`)
+    host_libs: list[dict[str, str]] | None = None  # sandbox.hostlibs.ldd_host_libs of interpreter + venv
 
 
 def _uv_cache() -> Path:
@@ -136,6 +138,18 @@ def _interpreter(spec: EnvSpec):
     return find_interpreter(spec.python)
 
 
+def host_libs(interp: Interpreter, venv: Path) -> list[dict[str, str]]:
+    """Host libraries the interpreter (executable, libpython, its extension modules) and
+    the venv's extension modules load from outside the layers a node gets."""
+    files = [Path(f) for f in build_files(interp)]
+    dynload = Path(interp.prefix) / "lib" / f"python{interp.minor}" / "lib-dynload"
+    if dynload.is_dir():
+        files += shared_objects(dynload)
+    files += shared_objects(venv)
+    own = [venv] if interp.kind == SYSTEM else [venv, Path(interp.prefix)]
+    return add_packages(ldd_host_libs(files, own))
+
+
 def passthrough_env(host: os._Environ | dict[str, str], fixed: dict[str, str]) -> dict[str, str]:
     """Index/proxy/certificate settings from the host; our own build settings win."""
     return {
@@ -156,11 +170,17 @@ def tree_bytes(root: Path) -> int:
 
 
 def build_env(
-    spec: EnvSpec, lock: Lock, repo_snapshot: Path, out_dir: Path, log: Path, *, timeout: float = 1800
+    spec: EnvSpec, lock: Lock, repo_snapshot: Path, out_dir: Path, log: Path, *, timeout: float = 1800,
+    interpreter: dict | None = None,
 ) -> BuildResult:
-    """Build the venv for `spec` into `out_dir` (replaced atomically on success)."""
+    """Build the venv for `spec` into `out_dir` (replaced atomically on success).
+    `interpreter`: the plan's choice (`pipeline.interp.plan_interpreter`); this machine
+    must have that very build. The interpreter appears at its canonical prefix inside the
+    build, so the venv records the path its layer is mounted at on nodes."""
+    from minisandbox.pipeline.interp import local_interpreter
+
     require_system_packages(spec.system_packages, f"environment {spec.name}")
-    interp = _interpreter(spec)
+    interp = local_interpreter(interpreter) if interpreter else _interpreter(spec)
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.{uuid.uuid4().hex[:8]}."))
@@ -173,7 +193,7 @@ def build_env(
         # A private, writable copy of the snapshot: build residue never reaches the artifact.
         shutil.copytree(repo_snapshot, testbed, symlinks=True)
         (build / "lock.txt").write_text(lock.text)
-        (build / "build.sh").write_text(build_script(spec, lock, interp.executable))
+        (build / "build.sh").write_text(build_script(spec, lock, interp.canonical_executable))
         shutil.copy2(uv_bin(), tools / "uv")  # a copy: its host directory also holds a python
         write_shim(conda_bin)
         uv_cache, pip_cache = _uv_cache(), _pip_cache()
@@ -185,7 +205,7 @@ def build_env(
             rootfs.Bind(str(build), BUILD_DIR, readonly=True),
             rootfs.Bind(str(tools), TOOLS_DIR, readonly=True),
             rootfs.Bind(str(conda_bin), f"{CONDA_ROOT}/bin", readonly=True),
-            rootfs.Bind(interp.prefix, interp.prefix, readonly=True),
+            rootfs.Bind(interp.prefix, interp.canonical_prefix, readonly=True),
             rootfs.Bind(str(uv_cache), str(uv_cache), readonly=False),
             rootfs.Bind(str(pip_cache), str(pip_cache), readonly=False),
             rootfs.Bind(str(home), HOME_PATH, readonly=False),
@@ -212,7 +232,10 @@ def build_env(
                             })
             env.update(passthrough_env(os.environ, env))
             with log.open("a") as fh:
-                fh.write(f"# build {spec.name} with {interp.executable} ({interp.version})\n")
+                fh.write(f"# build {spec.name} with {interp.executable} ({interp.version}, {interp.kind}, "
+                         f"at {interp.canonical_prefix})\n")
+                if interp.kind == SYSTEM:
+                    fh.write(f"# warning: {describe(interp)['warning']}\n")
                 fh.flush()
                 try:
                     rc = rootfs.run(
@@ -223,6 +246,7 @@ def build_env(
                     raise BuildError(f"build of {spec.name} timed out after {timeout:.0f} s") from None
         if rc != 0:
             raise BuildError(f"build of {spec.name} failed (exit {rc}): {one_line(log.read_text())}")
+        libs = host_libs(interp, venv)
         # /testbed after the install and HOME travel with the venv (see the module docstring)
         residue = collect_residue(Path(repo_snapshot), testbed, venv / RESIDUE_DIR)
         home_info = pack_home(home, venv / HOME_DIR, [b.target for b in binds])
@@ -233,8 +257,9 @@ def build_env(
             os.replace(venv, out_dir)
         return BuildResult(
             venv=out_dir,
-            interpreter={"version": interp.version, "prefix": interp.prefix},
+            interpreter=describe(interp),
             raw_bytes=tree_bytes(out_dir),
+            host_libs=libs,
             testbed=residue.to_dict() if residue.files else None,
             home=home_info,
         )

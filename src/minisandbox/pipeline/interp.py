@@ -60,6 +60,16 @@ def plan_interpreter(version: str) -> dict[str, Any]:
     return {**interpreters.describe(interp), "host_prefix": interp.prefix}
 
 
+def plan_for(python: str, python_full: str | None = None) -> dict[str, Any]:
+    """The planned interpreter of a spec: its reference's exact version (`python_full`)
+    when this machine has it, else the newest of `python` (as the build chooses)."""
+    if python_full:
+        planned = plan_interpreter(str(python_full))
+        if "missing" not in planned:
+            return planned
+    return plan_interpreter(str(python))
+
+
 def env_key_part(planned: dict[str, Any]) -> str:
     """The interpreter's share of an environment key: its build key, or kind and version
     for a system interpreter, or `missing-<version>` (so installing it changes the key)."""

@@ -17,11 +17,12 @@ from typing import Any, Iterable
 from minisandbox import __version__
 from minisandbox.errors import MinisandboxError
 from minisandbox.catalog import Catalog, EnvSpec, require_catalog_files, spec_for, task_commit
+from minisandbox.pipeline.interp import env_key_part, plan_for
 from minisandbox.pipeline.keys import env_canonical, env_key, repo_key, source_id
 from minisandbox.records import InvalidRecord, TaskFileMissing, read_tasks
 from minisandbox.fsutil import atomic_write_json
 
-PLAN_SCHEMA = 5
+PLAN_SCHEMA = 6
 
 
 class PlanError(MinisandboxError, ValueError):
@@ -41,6 +42,7 @@ class Plan:
     env_tasks: dict[str, str] = field(default_factory=dict)  # env_key -> digest of its task ids
     env_repos: dict[str, list[str]] = field(default_factory=dict)  # env_key -> its tasks' repo keys
     specs: dict[str, dict[str, Any]] = field(default_factory=dict)  # spec name -> spec (test command, parser, ...)
+    interps: dict[str, dict[str, Any]] = field(default_factory=dict)  # interpreter key -> planned interpreter
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +56,7 @@ class Plan:
             "env_tasks": self.env_tasks,
             "env_repos": self.env_repos,
             "specs": self.specs,
+            "interps": self.interps,
         }
 
     @classmethod
@@ -68,6 +71,7 @@ class Plan:
             env_tasks=d.get("env_tasks", {}),
             env_repos=d.get("env_repos", {}),
             specs=d.get("specs", {}),
+            interps=d.get("interps", {}),
         )
 
 
@@ -80,7 +84,24 @@ def _fingerprint(task_files: list[Path], catalog_files: list[Path], workdir: Pat
     for p in catalog_files:
         h.update(f"C:{p}\n".encode())
         h.update(p.read_bytes())
+    # The interpreters an env key is computed from (another build -> other keys).
+    h.update(interpreters_signature().encode())
     return h.hexdigest()[:16]
+
+
+def interpreters_signature() -> str:
+    """Cheap identity of this machine's interpreters (kind, version, prefix, executable
+    size and mtime): a new or rebuilt interpreter re-plans."""
+    from minisandbox.sandbox.interpreters import available
+
+    parts = []
+    for i in available():
+        try:
+            st = os.stat(i.executable)
+            parts.append(f"{i.kind}:{i.version}:{i.prefix}:{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            continue
+    return "\n".join(sorted(parts))
 
 
 def _source_for(spec: EnvSpec, workdir: Path) -> str:
@@ -96,6 +117,7 @@ def build_plan(task_files: Iterable[str | Path], catalog: Catalog, workdir: Path
     tasks_out.parent.mkdir(parents=True, exist_ok=True)
     tmp = tasks_out.with_name(tasks_out.name + f".tmp{os.getpid()}")
     env_keys: dict[tuple[str, str | None], str] = {}  # hashing a spec once, not once per task
+    interps: dict[tuple[str, str | None], dict[str, Any]] = {}  # (python, python_full) -> planned, once each
     env_ids: dict[str, list[str]] = {}
     env_repos: dict[str, set[str]] = {}
     with tmp.open("w") as out:
@@ -118,13 +140,20 @@ def build_plan(task_files: Iterable[str | Path], catalog: Catalog, workdir: Path
             commit = task_commit(spec, rec)
             rkey = repo_key(spec.source, commit)
             plan.repos.setdefault(rkey, {"source": src, "source_id": sid, "commit": commit})
-            ekey = env_keys.get((spec.name, spec.commit)) or env_keys.setdefault((spec.name, spec.commit), env_key(spec))
+            want = (str(spec.python), getattr(spec, "python_full", None))
+            interp = interps.get(want) or interps.setdefault(want, plan_for(*want))
+            ipart = env_key_part(interp)
+            ekey = env_keys.get((spec.name, spec.commit)) or env_keys.setdefault((spec.name, spec.commit),
+                                                                                  env_key(spec, ipart))
             if ekey not in plan.envs:
                 plan.envs[ekey] = {
                     "spec": spec.to_dict(),  # the first spec: builds the venv (same for all names)
-                    "canonical": env_canonical(spec),
+                    "canonical": env_canonical(spec, ipart),
                     "repo_key": build_repo,
+                    "interpreter": interp,
                 }
+                if interp.get("key"):
+                    plan.interps.setdefault(interp["key"], interp)
             if spec.name not in plan.specs:
                 plan.specs[spec.name] = spec.to_dict()  # per task: test command, parser, timeout
             env_ids.setdefault(ekey, []).append(rec.instance_id)
@@ -216,7 +245,7 @@ def write_key_specs(plan: Plan, spec_dir: Path) -> None:
     Rules take these files as inputs instead of the plan, so adding tasks never touches
     the inputs of an existing environment's jobs.
     """
-    for kind, entries in (("env", plan.envs), ("repo", plan.repos)):
+    for kind, entries in (("env", plan.envs), ("repo", plan.repos), ("interp", plan.interps)):
         d = spec_dir / kind
         d.mkdir(parents=True, exist_ok=True)
         for key, entry in entries.items():

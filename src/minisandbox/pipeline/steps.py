@@ -118,8 +118,9 @@ def step_build(env_spec: Path, lock_status: Path, repo_dir: Path, out_dir: Path,
         lock = Lock(text=lock_data["lock"], no_deps=lock_data["no_deps"],
                     exclude_newer=lock_data.get("exclude_newer"),
                     exempt=tuple((str(n), str(c)) for n, c in lock_data.get("exempt") or ()))
-        res = build_env(spec, lock, repo_dir, out_dir, log, timeout=timeout)
-        data = {"interpreter": res.interpreter, "raw_bytes": res.raw_bytes, "lock_sha256": lock.sha256}
+        res = build_env(spec, lock, repo_dir, out_dir, log, timeout=timeout, interpreter=spec_entry.get("interpreter"))
+        data = {"interpreter": res.interpreter, "raw_bytes": res.raw_bytes, "lock_sha256": lock.sha256,
+                "host_libs": res.host_libs or []}
         # issue 11 (docs/design.md "Environment fidelity"): additive manifest keys, only when set
         if lock.exclude_newer:
             data["exclude_newer"] = lock.exclude_newer
@@ -186,6 +187,7 @@ def step_checksum(kind: str, key_spec: Path, archive: Path, pack_status: Path, u
     up = read_status(upstream).data
     if kind == "env":
         extra = {"interpreter": up["interpreter"], "lock_sha256": up["lock_sha256"],
+                 "host_libs": up.get("host_libs", []),
                  **{k: up[k] for k in ENV_FIDELITY_KEYS if k in up}}
         spec = entry["canonical"]
     else:
@@ -206,11 +208,29 @@ def step_checksum(kind: str, key_spec: Path, archive: Path, pack_status: Path, u
     return _guard("checksum", key, manifest_out, None, work)
 
 
+def _with_interpreter(st: StageStatus, key: str, receipt_out: Path) -> StageStatus:
+    """An environment is published only after its interpreter layer (rule `interp`, whose
+    receipt lies beside the env receipts: <receipts>/interp/<ikey>.json); if that failed,
+    the environment is recorded as failed with its error (docs/interpreters.md)."""
+    ikey = (st.data.get("interpreter") or {}).get("key")
+    if not ikey:
+        return st
+    receipt = receipt_out.parent.parent / "interp" / f"{ikey}.json"
+    ist = read_status(receipt) if receipt.exists() else None
+    if ist is not None and ist.ok and ist.data.get("status") == "ok":
+        return st
+    error = (ist.error if ist is not None and ist.error else
+             f"publish: interpreter layer {ikey} was not published (no receipt {receipt}); run rule interp")
+    return StageStatus(ok=False, stage="publish", key=key, log=st.log, error=error)
+
+
 def step_publish(store_url: str, kind: str, key: str, manifest_status: Path, archive: Path, log: Path | None, receipt_out: Path) -> StageStatus:
     """Archive first, then its manifest: a visible manifest always has a complete archive."""
     from minisandbox.node.store import Store
 
     st = read_status(manifest_status)
+    if st.ok and kind == "env":
+        st = _with_interpreter(st, key, Path(receipt_out))
     store = Store(store_url)
 
     def upload_log() -> str | None:
@@ -349,6 +369,7 @@ def step_index(
     from minisandbox.node.store import Store
 
     plan = Plan.from_dict(_load(plan_path))
+    interps = {k: _entry_from_receipt(receipts_dir / "interp" / f"{k}.json") for k in plan.interps}
     envs = {
         k: _entry_from_receipt(receipts_dir / "env" / f"{k}.json", v["spec"]["name"]) for k, v in plan.envs.items()
     }
@@ -359,6 +380,12 @@ def step_index(
         for iid, res in data.get("tasks", {}).items():
             validation[iid] = res
     catalog, shards = build_index(load_jsonl(Path(plan.tasks_file)), envs, repos, plan.invalid, validation or None)
+    catalog["interps"] = interps  # the interpreter layers (node/sync.py mirrors and verifies them)
+    catalog["counts"] = dict(sorted({
+        **catalog["counts"],
+        "interps_ok": sum(1 for e in interps.values() if e.get("status") == "ok"),
+        "interps_failed": sum(1 for e in interps.values() if e.get("status") != "ok"),
+    }.items()))
     publish_index(Store(store_url), catalog, shards)
     report = {
         "store": store_url,
@@ -380,7 +407,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"  tasks: {c.get('tasks', 0)} ({c.get('tasks_ready', 0)} ready, "
         f"{c.get('tasks_env_failed', 0)} env-failed, {c.get('tasks_repo_failed', 0)} repo-failed)",
         f"  environments: {c.get('envs_ok', 0)} ok, {c.get('envs_failed', 0)} failed; "
-        f"repos: {c.get('repos_ok', 0)} ok, {c.get('repos_failed', 0)} failed",
+        f"repos: {c.get('repos_ok', 0)} ok, {c.get('repos_failed', 0)} failed; "
+        f"interpreter layers: {c.get('interps_ok', 0)} ok, {c.get('interps_failed', 0)} failed",
         f"  invalid records: {c.get('invalid_records', 0)}",
     ]
     vkeys = sorted(k for k in c if k.startswith("validation_"))
