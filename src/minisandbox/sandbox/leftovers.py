@@ -151,15 +151,6 @@ class Tracker:
                     tmp.write_text(self.record.to_json())
                     os.replace(tmp, self.path)
 
-    def forget_mount(self, path: str) -> None:
-        with self._mutex:
-            path = os.path.abspath(path)
-            if path in self.record.mounts:
-                self.record.mounts.remove(path)
-                tmp = self.path.with_name(f".{self.path.name}.tmp")
-                tmp.write_text(self.record.to_json())
-                os.replace(tmp, self.path)
-
 
 def _cgroup_procs(path: str) -> list[int]:
     out = []
