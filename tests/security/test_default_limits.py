@@ -104,10 +104,24 @@ def test_default_limits_reach_every_sandbox_user(monkeypatch):
 
 
 class _Probe:
-    """Stands in for an EvalScript: the grading executors run `render()` with bash."""
+    """Stands in for an EvalScript: the grading executors run its set-up part with bash
+    (`render_prep()`, or `render()` for the whole script), then its test command."""
+
+    repo_dir = "/"
+    results_dir = ""
+    TEXT = "ulimit -t; df -B1M --output=size /tmp | tail -1\n"
 
     def render(self) -> str:
-        return "ulimit -t; df -B1M --output=size /tmp | tail -1\n"
+        return self.TEXT
+
+    def render_prep(self) -> str:
+        return self.TEXT
+
+    def test_argv(self) -> list[str]:
+        return ["true"]
+
+    def test_section(self, output: str, returncode: int, seconds: float) -> str:
+        return ""
 
 
 @pytest.mark.slow
