@@ -208,7 +208,7 @@ def copy_code(src: Path, out: Path) -> tuple[Path, dict[str, Any]]:
         shutil.rmtree(code)
     shutil.copytree(src, code, symlinks=True, ignore=shutil.ignore_patterns(
         ".venv", ".git", "results", ".snakemake", "__pycache__", "tests"))
-    digest = subprocess.run(f"cd {shlex.quote(str(code))} && find src workflow Snakefile config -type f | sort "
+    digest = subprocess.run(f"cd {shlex.quote(str(code))} && find src workflow config -type f | sort "
                             "| xargs sha256sum | sha256sum", shell=True, capture_output=True, text=True).stdout[:12]
     return code, {"root": str(code), "rev": f"copy of {src}", "commit": f"copy-{digest}", "dirty": False}
 
@@ -270,7 +270,7 @@ def run_workflow(code: Path, out: Path, tasks: Path, catalog: Path, jobs: int, e
     run_dir = out / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
     cmd = [
-        "nice", "-n", "10", sys.executable, "-m", "snakemake", "--snakefile", str(code / "Snakefile"),
+        "nice", "-n", "10", sys.executable, "-m", "snakemake", "--snakefile", str(code / "workflow" / "Snakefile"),
         "--directory", str(run_dir), "--cores", str(max(2, 2 * jobs)), "--keep-going",
         "--config", f"tasks={tasks}", f"catalog={catalog}", f"store={out / 'store'}",
         "workdir=work", "bundled=false", "validate=false",

@@ -121,9 +121,9 @@ def planning_table(repeats: int, skip_baseline: bool) -> list[list]:
             for r in range(repeats):
                 wd = tmp / f"wd-{n}-{len(profs)}-{r}"
                 wd.mkdir()
-                w, m, jobs, c = dry_run(wd, tasks, cat, snakefile=ROOT / "Snakefile")
+                w, m, jobs, c = dry_run(wd, tasks, cat, snakefile=ROOT / "workflow" / "Snakefile")
                 cold.append(w)
-                w2, m2, _, c2 = dry_run(wd, tasks, cat, snakefile=ROOT / "Snakefile")
+                w2, m2, _, c2 = dry_run(wd, tasks, cat, snakefile=ROOT / "workflow" / "Snakefile")
                 warm.append(w2)
                 cpu.append(c2)
                 rss = max(rss, m, m2)

@@ -74,7 +74,7 @@ def run_measured(cmd: list[str], cwd: Path) -> tuple[float, float, str]:
 
 
 def snakemake_cmd(workdir: Path, tasks: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
+    return [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(workdir),
             *extra, "--config", f"tasks={tasks}", f"catalog={SWESMITH}", "store=store", "workdir=work",
             "bundled=false"]
 

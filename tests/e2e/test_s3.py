@@ -34,7 +34,7 @@ def test_build_publish_to_s3_then_fetch_on_a_clean_node(s3: S3, tmp_path: Path) 
     run = tmp_path / "run"
     run.mkdir()
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(run),
+        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(run),
          "--cores", "2", "--config", f"tasks={TASKS},{SWEBENCH}", f"catalog={CATALOG}", f"store={url}",
          "workdir=work", "validate=false"],
         cwd=run, capture_output=True, text=True, timeout=3000)

@@ -30,13 +30,12 @@ CATALOG = ROOT / "config" / "catalog" / "bundled.yaml"
 
 
 def _literal_project(tmp_path: Path, store: str) -> tuple[Path, dict[str, str]]:
-    """A checkout-like directory (Snakefile, workflow/, the workflow profile) whose
+    """A checkout-like directory (workflow/ with its Snakefile, the workflow profile) whose
     config/config.yaml says what this test builds, and an environment whose user config
     dir has the `slurm` profile installed by scripts/install-profiles.sh: there the README's
     literal `snakemake --profile slurm -j 500` runs as a user would run it."""
     proj = tmp_path / "checkout"
     proj.mkdir()
-    shutil.copy(ROOT / "Snakefile", proj / "Snakefile")
     shutil.copytree(ROOT / "workflow", proj / "workflow")
     (proj / "config").mkdir()
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -117,7 +116,7 @@ def test_profiles_plan_the_bundled_set(profile: str, tmp_path: Path) -> None:
     set's 3 sources into one build job and its 4 environments into one validation job
     (Snakemake's own dry-run grouping), the local one does not group."""
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
+        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path),
          "-n", "--profile", str(ROOT / "profiles" / profile),
          "--config", "tasks=" + ",".join(map(str, TASKS)), f"catalog={CATALOG}", "store=store", "workdir=work"],
         cwd=tmp_path, capture_output=True, text=True, timeout=600)

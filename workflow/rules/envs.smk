@@ -4,6 +4,9 @@
 
 
 rule env:
+    """Resolve, build (at the canonical path, in a mount namespace), pack and publish one
+    environment; a failed build is recorded and published with its log (the job succeeds).
+    """
     input:
         spec=f"{W}/specs/env/{{env_key}}.json",
         repo=build_repo,
@@ -12,15 +15,20 @@ rule env:
         receipt=f"{W}/published/env/{{env_key}}.json",
     log:
         f"{W}/logs/env/{{env_key}}.log",
-    params:
-        work=W,
-        store=STORE,
-        image="--image" if config["images"] else "",
+    benchmark:
+        f"{W}/benchmarks/env/{{env_key}}.tsv"
     threads: 2
+    params:
+        work=work_dir,
+        store=STORE,
+        fmt=FMT,
+        level=config["zstd_level"],
+        image="--image" if config["images"] else "",
+        timeout=config["build_timeout"],
     shell:
         "minisandbox pipeline env --work {params.work} --store {params.store} --spec {input.spec}"
-        " --repo {input.repo} --format {FMT} --level {config[zstd_level]} {params.image}"
-        " --timeout {config[build_timeout]} --out {output.receipt} > {log} 2>&1"
+        " --repo {input.repo} --format {params.fmt} --level {params.level} {params.image}"
+        " --timeout {params.timeout} --out {output.receipt} > {log} 2>&1"
 
 
 rule interp:

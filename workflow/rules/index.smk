@@ -1,16 +1,11 @@
 # index: every task -> its artifacts, digests, status and log; plus the run report.
 
 
-def validation_inputs(wc):
-    if not config["validate"]:
-        return []
-    return [f"{W}/validation/{k}.json" for k in ENV_KEYS]
-
-
 rule index:
+    """Write the store's task index (all tasks -> artifacts, status, log) and the run report."""
     input:
         plan=PLAN_FILE,
-        envs=expand(f"{W}/published/env/{{key}}.json", key=ENV_KEYS),
+        env=expand(f"{W}/published/env/{{key}}.json", key=ENV_KEYS),
         repos=expand(f"{W}/published/repo/{{key}}.json", key=REPO_KEYS),
         interps=expand(f"{W}/published/interp/{{ikey}}.json", ikey=INTERP_KEYS),
         validation=validation_inputs,
@@ -21,6 +16,7 @@ rule index:
         f"{W}/logs/index.log",
     params:
         store=STORE,
+        receipts=receipts_dir,
     shell:
-        "minisandbox pipeline index --store {params.store} --plan {input.plan} --receipts {W}/published"
+        "minisandbox pipeline index --store {params.store} --plan {input.plan} --receipts {params.receipts}"
         " --validation {input.validation} --out {output.receipt} --report {output.report} 2>&1 | tee {log}"

@@ -5,37 +5,40 @@
 
 
 rule validate:
+    """Validate every task of one environment (before: F2P fail, P2P pass; gold: all pass)."""
     input:
         tasks=f"{W}/specs/env-tasks/{{env_key}}.json",
         env=f"{W}/published/env/{{env_key}}.json",
-        # SWE-bench tasks of one env start from several base commits: wait for those repos
         repos=env_repo_receipts,
     output:
         f"{W}/validation/{{env_key}}.json",
     log:
         f"{W}/logs/validate/{{env_key}}.log",
+    benchmark:
+        f"{W}/benchmarks/validate/{{env_key}}.tsv"
+    threads: 2
     params:
         plan=CURRENT_PLAN,
         store=STORE,
-        logs=f"{W}/validation/logs",
+        receipts=receipts_dir,
+        logs=lambda wc, output: str(Path(output[0]).parent / "logs" / wc.env_key),
         repeats=config["validate_repeats"],
-    threads: 2
     shell:
-        "minisandbox pipeline validate --plan {params.plan} --env-key {wildcards.env_key} --receipts {W}/published"
-        " --store {params.store} --out {output} --logs {params.logs}/{wildcards.env_key} --repeats {params.repeats}"
-        " --workers {threads} > {log} 2>&1"
+        "minisandbox pipeline validate --plan {params.plan} --env-key {wildcards.env_key}"
+        " --receipts {params.receipts} --store {params.store} --out {output} --logs {params.logs}"
+        " --repeats {params.repeats} --workers {threads} > {log} 2>&1"
 
 
 rule validated_tasks:
+    """Write the tasks whose validation status is `valid`, in their source format."""
     input:
         plan=PLAN_FILE,
+        tasks=PLAN.tasks_file,
         validation=expand(f"{W}/validation/{{key}}.json", key=ENV_KEYS),
     output:
         "results/validated_tasks.jsonl",
     log:
         f"{W}/logs/validated_tasks.log",
-    params:
-        tasks=PLAN.tasks_file,
     shell:
-        "minisandbox pipeline validated-tasks --validation {input.validation} --tasks {params.tasks} --out {output}"
+        "minisandbox pipeline validated-tasks --validation {input.validation} --tasks {input.tasks} --out {output}"
         " > {log} 2>&1"

@@ -1,0 +1,166 @@
+"""The commands the README and the docs show exist as written, and the cheap ones run.
+
+Every `minisandbox ...` and `snakemake ...` line in a code block or an inline code span of
+README.md, config/README.md and docs/**/*.md is checked against the real parsers: the
+subcommand exists, every `--option` it uses exists, every `--config key=...` is a key of
+the workflow's schema, every `--profile` names a profile of this checkout. Then the cheap
+commands are run for real: every command's --help, `plan` on the bundled set (whose
+numbers the README states), `tasks` on a small store, `cache ls`, and a dry run of the
+workflow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from minisandbox.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", ROOT / "config" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+SCHEMA = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+
+
+def _mentions() -> list[tuple[str, str]]:
+    """(where, command line) for every command the docs show."""
+    out: list[tuple[str, str]] = []
+    for doc in DOCS:
+        lines = doc.read_text().splitlines()
+        block = False
+        for n, line in enumerate(lines, 1):
+            where = f"{doc.relative_to(ROOT)}:{n}"
+            if line.strip().startswith("```"):
+                block = not block
+                continue
+            text = line.strip()
+            if block or line.startswith("    "):
+                if re.match(r"(minisandbox|snakemake) ", text):
+                    # a trailing backslash continues on the next line
+                    while text.endswith("\\") and n < len(lines):
+                        text = text[:-1] + " " + lines[n].strip()
+                        n += 1
+                    out.append((where, text))
+                continue
+            for span in re.findall(r"`((?:minisandbox|snakemake) [^`]+)`", line):
+                out.append((where, span))
+    return out
+
+
+MENTIONS = _mentions()
+
+
+def _words(command: str) -> list[str]:
+    command = re.sub(r"\s+#.*$", "", command)  # shell comment
+    return shlex.split(command.replace("[", " ").replace("]", " ").replace("|", " "))
+
+
+def _subparser(parser: argparse.ArgumentParser, words: list[str]) -> tuple[argparse.ArgumentParser, list[str]]:
+    """Walk subcommands (`cache ls`, `pipeline index`); return the last parser and its path."""
+    path: list[str] = []
+    for w in words:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or w not in subs[0].choices:
+            break
+        parser = subs[0].choices[w]
+        path.append(w)
+    return parser, path
+
+
+def test_the_docs_show_commands() -> None:
+    assert len([m for m in MENTIONS if m[1].startswith("minisandbox ")]) >= 15
+    assert len([m for m in MENTIONS if m[1].startswith("snakemake ")]) >= 5
+
+
+@pytest.mark.parametrize("where,command", [m for m in MENTIONS if m[1].startswith("minisandbox ")],
+                         ids=[m[0] for m in MENTIONS if m[1].startswith("minisandbox ")])
+def test_minisandbox_commands_in_the_docs_exist(where: str, command: str) -> None:
+    words = _words(command)[1:]
+    parser, path = _subparser(build_parser(), words)
+    assert path or words[0].startswith("-"), f"{where}: `{command}`: no such minisandbox command"
+    options = {s for a in parser._actions for s in a.option_strings}
+    for w in words[len(path):]:
+        if w == "--":
+            break
+        if w.startswith("--"):
+            assert w.split("=")[0] in options, f"{where}: `{command}`: minisandbox {' '.join(path)} has no {w}"
+
+
+def _profiles() -> set[str]:
+    names = {p.name for p in (ROOT / "profiles").iterdir() if p.is_dir()}
+    return names | {f"profiles/{n}" for n in names}
+
+
+@pytest.mark.parametrize("where,command", [m for m in MENTIONS if m[1].startswith("snakemake ")],
+                         ids=[m[0] for m in MENTIONS if m[1].startswith("snakemake ")])
+def test_snakemake_commands_in_the_docs_use_real_config_keys_and_profiles(where: str, command: str) -> None:
+    words = _words(command)[1:]
+    keys = set(SCHEMA["properties"])
+    for i, w in enumerate(words):
+        if w == "--profile":
+            assert words[i + 1] in _profiles(), f"{where}: no profile {words[i + 1]}"
+        if w == "--config":
+            for kv in words[i + 1:]:
+                if kv.startswith("-") or "=" not in kv:
+                    break
+                assert kv.split("=")[0] in keys, f"{where}: --config {kv}: not a workflow config key"
+
+
+# ----------------------------------------------------------------------- cheap commands, run
+USER_COMMANDS = ["fetch", "tasks", "cache", "run", "shell", "sandbox-exec", "eval", "push", "pull", "verify", "plan"]
+
+
+@pytest.mark.parametrize("argv", [["--help"], *([c, "--help"] for c in USER_COMMANDS)], ids=" ".join)
+def test_help(argv: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 0
+    assert "usage: minisandbox" in capsys.readouterr().out
+
+
+def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "minisandbox.cli", *argv], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_plan_on_the_bundled_set_gives_the_readme_numbers(tmp_path: Path) -> None:
+    catalogs = sorted(str(p) for p in (ROOT / "config" / "catalog").glob("*.yaml"))
+    tasks = [str(ROOT / "config" / "bundled" / n) for n in ("tasks.jsonl", "tasks_swebench.jsonl")]
+    res = _run(["plan", "--json", "--tasks", *tasks, "--catalog", *catalogs], tmp_path)
+    assert res.returncode == 0, res.stderr
+    plan = json.loads(res.stdout)
+    assert (plan["tasks"], plan["envs"], plan["invalid"]) == (14, 3, 0)
+    readme = (ROOT / "README.md").read_text()
+    assert "14\ntasks" in readme or "14 tasks" in readme
+    assert "3 environments" in readme
+
+
+def test_tasks_on_a_small_store_as_documented(published_store, tmp_path: Path) -> None:
+    res = _run(["tasks", "--store", published_store["url"]], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert len(res.stdout.splitlines()) == len(published_store["tasks"])
+    res = _run(["tasks", "--store", published_store["url"], "--status", "ready", "--json"], tmp_path)
+    assert {r["status"] for r in json.loads(res.stdout)} == {"ready"}
+
+
+def test_cache_ls_as_documented(tmp_path: Path) -> None:
+    res = _run(["cache", "ls", "--cache", str(tmp_path)], tmp_path)
+    assert res.returncode == 0 and res.stdout.startswith(f"cache {tmp_path}: 0 entries")
+
+
+def test_readme_build_command_plans(tmp_path: Path) -> None:
+    """`snakemake --cores 8 --config tasks=... store=s3://bucket/prefix` (README), as a dry run."""
+    tasks = ",".join(str(ROOT / "config" / "bundled" / n) for n in ("tasks.jsonl", "tasks_swebench.jsonl"))
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory",
+           str(tmp_path), "-n", "--cores", "8", "--config", f"tasks={tasks}", "store=s3://bucket/prefix",
+           f"catalog={ROOT / 'config' / 'catalog' / 'bundled.yaml'}"]
+    res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert re.search(r"^env\s+3$", res.stdout, re.M) and re.search(r"^validate\s+3$", res.stdout, re.M)
