@@ -207,9 +207,10 @@ def load_catalog(catalog: Any = None):
 
 def grade(task_id: str, patch: str, store: str | os.PathLike[str] | None = None, *, catalog: Any = None,
           cache: Cache | str | os.PathLike[str] | None = None, io_slots: int | None = None,
-          record: TaskRecord | None = None):
+          record: TaskRecord | None = None, grading: str = "strict"):
     """Grade `patch` (relative to the task's start state) in a fresh sandbox; returns a
-    `minisandbox.grading.evaluate.Evaluation` (`.resolved`, `.reason`, `.report`)."""
+    `minisandbox.grading.evaluate.Evaluation` (`.resolved`, `.reason`, `.report`).
+    `grading="official"` reproduces the task's own harness decision (docs/grading.md)."""
     from minisandbox.catalog import spec_for
     from minisandbox.grading.evaluate import SandboxExecutor, evaluate
     from minisandbox.node.runtime import lookup_task
@@ -220,7 +221,7 @@ def grade(task_id: str, patch: str, store: str | os.PathLike[str] | None = None,
         record = TaskRecord.from_dict(lookup_task(st, task_id)["record"])
     spec = spec_for(load_catalog(catalog), record)
     executor = SandboxExecutor(store=st.url, cache=make_cache(cache, io_slots))
-    return evaluate(record, spec, patch, executor)
+    return evaluate(record, spec, patch, executor, grading=grading)
 
 
 def task_ids(store: str | os.PathLike[str] | None = None, *, status: str = "ready") -> list[str]:

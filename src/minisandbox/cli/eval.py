@@ -78,7 +78,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
             targets[iid] = ValueError(str(exc).strip("'\""))
     t0 = time.monotonic()
     summary, path = run_eval(preds, targets, Path(a.out), run_id=a.run_id, workers=a.workers,
-                             resume=not a.no_resume)
+                             resume=not a.no_resume, grading=a.grading)
     if a.json:
         print(json.dumps({**summary, "report": str(path), "unknown_ids": unknown}, indent=1))
     else:
@@ -109,4 +109,7 @@ def register(sub) -> None:
     p.add_argument("--workers", type=int, default=2, help="concurrent evaluations (default: 2)")
     p.add_argument("--no-resume", action="store_true", help="evaluate again even if a report exists")
     p.add_argument("--json", action="store_true", help="print the run summary as JSON (progress stays on stderr)")
+    p.add_argument("--grading", choices=("strict", "official"), default="strict",
+                   help="strict (default: no false positives, for rewards) or official (the decision of the task's "
+                        "own harness, SWE-bench's or SWE-smith's, to compare with leaderboards); docs/grading.md")
     p.set_defaults(func=cmd_eval)

@@ -185,16 +185,19 @@ def evaluate(
     *,
     reverse: bool = False,
     apply_patch: bool = True,
+    grading: str = "strict",
 ) -> Evaluation:
     """Evaluate `patch` for `record` in a fresh environment from `executor`.
 
     `apply_patch=False` runs the task state itself (validation's "before" run; `patch`
     is ignored). An empty or missing patch is reported without running anything.
+    `grading`: "strict" (default) or "official" (minisandbox.grading.official).
     """
+    mode = {"grading": grading, "task_format": record.format}
     iid = record.instance_id
     if apply_patch and not (patch and patch.strip()):
         rep = make_report(iid, patch, "", fail_to_pass=record.fail_to_pass, pass_to_pass=record.pass_to_pass,
-                          log_parser=spec.log_parser)
+                          log_parser=spec.log_parser, **mode)
         return Evaluation(iid, rep, "", "", 0.0)
     t0 = time.monotonic()
     try:
@@ -208,12 +211,14 @@ def evaluate(
             text = result.script or script.render()
     except Exception as exc:  # a broken environment must not stop the other evaluations
         rep = make_report(iid, patch, "", fail_to_pass=record.fail_to_pass, pass_to_pass=record.pass_to_pass,
-                          log_parser=spec.log_parser, error=f"{type(exc).__name__}: {exc}", apply_patch=apply_patch)
+                          log_parser=spec.log_parser, error=f"{type(exc).__name__}: {exc}", apply_patch=apply_patch,
+                          **mode)
         return Evaluation(iid, rep, "", "", time.monotonic() - t0)
     rep = make_report(
         iid, patch, result.output, fail_to_pass=record.fail_to_pass, pass_to_pass=record.pass_to_pass,
         log_parser=spec.log_parser, nonce=script.nonce, timed_out=result.timed_out, apply_patch=apply_patch,
         results=getattr(result, "results", None), results_nonce=getattr(result, "results_nonce", None) or None,
+        **mode,
     )
     return Evaluation(iid, rep, result.output, text, time.monotonic() - t0)
 
@@ -541,8 +546,9 @@ def instance_dir(out: Path, model: str, instance_id: str) -> Path:
     return out / _safe(model) / instance_id
 
 
-def read_existing_report(path: Path, instance_id: str) -> dict[str, Any] | None:
-    """A finished report from an earlier run (resume), or None if absent or unreadable."""
+def read_existing_report(path: Path, instance_id: str, grading: str = "strict") -> dict[str, Any] | None:
+    """A finished report from an earlier run (resume), or None if absent or unreadable,
+    or graded in another mode (`grading`: a strict report is never reused as official)."""
     try:
         rep = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
@@ -550,6 +556,8 @@ def read_existing_report(path: Path, instance_id: str) -> dict[str, Any] | None:
     entry = rep.get(instance_id) if isinstance(rep, dict) else None
     if not isinstance(entry, dict) or "resolved" not in entry or entry.get("reason") == Reason.ERROR.value:
         return None  # errors are retried on resume
+    if entry.get("grading", "strict") != grading:
+        return None
     return rep
 
 
@@ -571,6 +579,7 @@ def run_eval(
     workers: int = 2,
     resume: bool = True,
     progress: Callable[[str], None] | None = None,
+    grading: str = "strict",
 ) -> tuple[dict[str, Any], Path]:
     """Evaluate every prediction whose instance has a target; returns (summary, its path).
 
@@ -578,7 +587,8 @@ def run_eval(
     `reason`), `test_output.txt` and `eval.sh`. `targets[iid]` may be an exception (the
     task or its environment could not be prepared): the instance is reported as an error.
     `progress` receives one line per finished instance; by default they go to stderr with
-    a progress bar on a terminal (`minisandbox.progress`).
+    a progress bar on a terminal (`minisandbox.progress`). `grading`: "strict" (default)
+    or "official" (the task's own harness decision, minisandbox.grading.official).
     """
     out = Path(out)
     todo: list[str] = []
@@ -587,7 +597,7 @@ def run_eval(
         if iid not in targets:
             continue
         d = instance_dir(out, pred["model_name_or_path"], iid)
-        existing = read_existing_report(d / "report.json", iid) if resume else None
+        existing = read_existing_report(d / "report.json", iid, grading) if resume else None
         if existing is not None:
             reports[iid] = existing
         else:
@@ -611,7 +621,7 @@ def run_eval(
                               log_parser="pytest", error=str(target))
             ev = Evaluation(iid, rep, "", "", 0.0)
         else:
-            ev = evaluate(target.record, target.spec, pred.get("model_patch"), target.executor)
+            ev = evaluate(target.record, target.spec, pred.get("model_patch"), target.executor, grading=grading)
         (d / "test_output.txt").write_text(ev.output, encoding="utf-8")
         if ev.script:
             (d / "eval.sh").write_text(ev.script, encoding="utf-8")

@@ -26,6 +26,13 @@ from enum import Enum
 from typing import Any
 
 from minisandbox.grading.logparsers import StatusMap, TestStatus, collection_error, get_parser, session_seen
+from minisandbox.grading.official import (
+    GradingMode,
+    harness_for,
+    official_resolved,
+    official_status_map,
+    official_tests_status,
+)
 from minisandbox.grading.results import Channel, applies, merge, parse_channel
 from minisandbox.grading.suspicious import scan_patch
 
@@ -178,6 +185,8 @@ def make_report(
     apply_patch: bool = True,
     results: str | None = None,
     results_nonce: str | None = None,
+    grading: str = GradingMode.STRICT.value,
+    task_format: str = "swebench",
 ) -> dict[str, Any]:
     """One instance's report in SWE-bench's format, `{instance_id: {...}}`, plus `reason`
     (a `Reason` value) and `status_map` (per-test statuses, for fidelity checks).
@@ -190,7 +199,12 @@ def make_report(
     run's channel nonce (minisandbox.grading.results). With a channel, a test passes only
     if the log *and* the channel say so; `suspicious` lists what the patch touched
     (minisandbox.grading.suspicious) and what the channel saw at run time.
+
+    `grading="official"` decides `resolved` as the task's own harness does
+    (`minisandbox.grading.official`; `task_format` picks SWE-bench's or SWE-smith's);
+    nonce markers, the channel and `results-tampered` apply in both modes.
     """
+    mode = GradingMode(grading)
     entry: dict[str, Any] = {
         "patch_is_None": model_patch is None,
         "patch_exists": bool(model_patch and model_patch.strip()),
@@ -231,6 +245,9 @@ def make_report(
         return done(Reason.TIMEOUT, statuses(chk.test_output or ""))
     if chk.test_output is None:
         return done(Reason.UNPARSEABLE_LOG)
+    if mode is GradingMode.OFFICIAL:
+        return _official(entry, report, chk, fail_to_pass, pass_to_pass, log_parser, task_format,
+                         channel if use_channel else None, statuses)
     status_map = statuses(chk.test_output)
     if not status_map and not session_seen(chk.test_output, log_parser):
         return done(Reason.UNPARSEABLE_LOG)  # the runner never started: nothing to grade
@@ -249,6 +266,79 @@ def make_report(
         entry["resolved"] = True
         entry["reason"] = Reason.RESOLVED.value
     return report
+
+
+def _official(
+    entry: dict[str, Any],
+    report: dict[str, Any],
+    chk: LogCheck,
+    fail_to_pass: list[str],
+    pass_to_pass: list[str],
+    log_parser: str,
+    task_format: str,
+    channel: Channel | None,
+    checked: Any,
+) -> dict[str, Any]:
+    """The rest of `make_report` in official mode (markers already checked)."""
+    entry["grading"] = GradingMode.OFFICIAL.value
+    harness = harness_for(task_format)
+    entry["harness"] = harness.value
+    test_output = chk.test_output or ""
+    sm = official_status_map(harness, test_output, log_parser, chk.exit_code)
+    if sm is None:
+        entry["reason"] = Reason.UNPARSEABLE_LOG.value
+        entry["tests_status"] = official_tests_status(harness, fail_to_pass, pass_to_pass, {})
+        entry["status_map"] = {}
+        return report
+    if channel is not None:  # a test the run saw fail cannot pass, whatever the log printed
+        seen = checked(test_output)
+        entry["suspicious"] += downgrade_forged(sm, seen)
+        entry["suspicious"] += _fail_unconfirmed(sm, seen, [*fail_to_pass, *pass_to_pass])
+    ts = official_tests_status(harness, fail_to_pass, pass_to_pass, sm)
+    entry["tests_status"] = ts
+    entry["status_map"] = dict(sm)
+    entry["reason"] = Reason.TESTS_FAILED.value
+    if official_resolved(ts):
+        if channel is not None and channel.critical:
+            entry["reason"] = Reason.RESULTS_TAMPERED.value
+            return report
+        entry["resolved"] = True
+        entry["reason"] = Reason.RESOLVED.value
+    return report
+
+
+def downgrade_forged(sm: StatusMap, checked: Mapping[str, str]) -> list[str]:
+    """Anti-forgery in official mode, for runs with a results channel. `checked` is the
+    default mode's view of the same run (full ids, merged with the channel, which
+    recomputed every outcome from the test's own exception): an id the harness's map
+    passes but that view fails is set to the failing status. Returns one `suspicious`
+    line per change."""
+    changed = []
+    for key, status in list(sm.items()):
+        if not is_pass(status):
+            continue
+        seen = lookup(key, checked)
+        if seen is not None and not is_pass(seen):
+            sm[key] = seen
+            changed.append(f"runtime: {key}: the log says {status}, the run says {seen}")
+    return changed
+
+
+def _fail_unconfirmed(sm: StatusMap, checked: Mapping[str, str], tests: list[str]) -> list[str]:
+    """Anti-forgery for any grading mode: a listed test the results channel did not see
+    pass (failed, or never ran: the runner was cut short) fails, even where the mode's own
+    rules would pass it (the official SWE-smith rule counts a test missing from the log as
+    passed). Only called when the run had a channel. Returns what changed."""
+    changed = []
+    for test_id in tests:
+        seen = lookup(test_id, checked)
+        if is_pass(seen):
+            continue
+        now = sm.get(test_id)
+        if now is None or is_pass(now):
+            sm[test_id] = seen or TestStatus.FAILED.value
+            changed.append(f"runtime: {test_id}: the results channel did not see it pass ({seen or 'not run'})")
+    return changed
 
 
 def _runtime_findings(channel: Channel) -> list[str]:
