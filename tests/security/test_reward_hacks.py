@@ -169,8 +169,8 @@ def sandbox_executor(task):
                                interpreter={"version": version, "prefix": prefix})
 
 
-def grade(task, executor, name):
-    return evaluate(task["record"], task["spec"], task["patches"][name], executor)
+def grade(task, executor, name, grading="strict"):
+    return evaluate(task["record"], task["spec"], task["patches"][name], executor, grading=grading)
 
 
 @pytest.fixture(params=["host", pytest.param("sandbox", marks=pytest.mark.root)])
@@ -225,6 +225,18 @@ def test_the_test_command_sees_no_ancestor_in_a_sandbox(task, sandbox_executor):
     assert seen["cmdlines"]["1"].startswith("timeout"), seen
     assert all(not c.startswith(("bash -c eval", "python")) or "pytest" in c for c in seen["cmdlines"].values()), seen
     assert seen["ppid"] == 1
+
+
+@pytest.mark.parametrize("name", ["reports", "parent_stdout", "xfail"])
+def test_no_hack_is_resolved_in_official_grading_mode(task, host_executor, name):
+    """The anti-forgery checks do not depend on the grading mode: the SWE-bench/SWE-smith
+    compatible mode (`--grading official`) rejects the same patches, and still resolves
+    the gold patch."""
+    ev = grade(task, host_executor, name, grading="official")
+    assert ev.entry["grading"] == "official"
+    assert not ev.resolved, ev.output[-3000:]
+    assert ev.entry["results_channel"]["present"]
+    assert grade(task, host_executor, "gold", grading="official").resolved
 
 
 def test_library_calling_xfail_is_not_resolved(task, executor):
