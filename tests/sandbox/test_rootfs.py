@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -165,3 +167,40 @@ def test_rootless_interpreter_lookup(rootless_user):
     if not os.access("/root", os.X_OK, effective_ids=False) or (os.stat("/root").st_mode & 0o001) == 0:
         assert "unreadable: /root/.pyenv/versions" in res["error"]
         assert not any(p.startswith("/root/") for p in res["have"])
+
+
+PIDNS = """
+import json, os, tempfile
+from minisandbox.sandbox import rootfs
+r, w = os.pipe()
+os.write(w, b"through fd 3\\n")
+os.close(w)
+with rootfs.PrivateRoot(rootfs.build_spec([], network="none")) as root:
+    out_r, out_w = os.pipe()
+    cid = root.spawn(["bash", "-c", "echo $$ $PPID; ls /proc | grep -c '^[0-9]'; cat <&3; "
+                      "echo x 2>&1 > /proc/sys/kernel/hostname | head -1; exit 7"],
+                     env={"PATH": "/usr/bin:/bin"}, stdin=r, stdout=out_w, stderr=out_w, pass_fds={3: r}, pidns=True)
+    os.close(out_w)
+    code = root.wait(cid, 30)
+    print(json.dumps({"code": code, "out": os.read(out_r, 65536).decode()}))
+"""
+
+
+@pytest.mark.parametrize("mode", [pytest.param("root", marks=pytest.mark.root),
+                                  pytest.param("rootless", marks=pytest.mark.rootless)])
+def test_pidns_payload_sees_no_ancestor_and_gets_its_extra_fd(mode, request):
+    """spawn(pidns=True): pid 1 of its own pid namespace with its own /proc (3 entries:
+    bash, ls, grep), /proc/sys still read-only, the exit code passed through; pass_fds
+    puts a descriptor at fd 3."""
+    if mode == "root":
+        request.getfixturevalue("as_root")
+        proc = subprocess.run([sys.executable, "-c", PIDNS], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        res = json.loads(proc.stdout.strip().splitlines()[-1])
+    else:
+        request.getfixturevalue("rootless_user")
+        res = run_json_as_user(PIDNS)
+    lines = res["out"].splitlines()
+    assert res["code"] == 7
+    assert lines[0] == "1 0" and lines[1] == "3" and lines[2] == "through fd 3", res
+    assert "Read-only file system" in lines[3], res
