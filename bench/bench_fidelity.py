@@ -493,6 +493,11 @@ def probe(profile: str, spec: dict[str, Any], out: Path, env: dict[str, str], fi
 # ---------------------------------------------------------------- failure classes
 
 
+def read_logs(paths: list[str]) -> str:
+    """The tails of a profile's workflow logs (mirror, resolve, build)."""
+    return "\n".join(Path(p).read_text(errors="replace")[-20000:] for p in paths if Path(p).exists())
+
+
 def classify_build(error: str, log_text: str) -> str:
     text = f"{error}\n{log_text}"
     checks = [
@@ -502,6 +507,7 @@ def classify_build(error: str, log_text: str) -> str:
          r"flit_core|\[tool\.flit\.metadata\]|ConfigError|invalid pyproject|backend.*(?:rejected|unsupported)"),
         ("build: system package missing", r"fatal error: .*\.h: No such file|command '(?:gcc|cc|g\+\+)' failed|"
                                           r"pkg-config|missing system package"),
+        ("resolve: an exact pin is newer than the as-of date", r"could not find the pins .* as of .*unsatisfiable"),
         ("resolve: pins unsatisfiable", r"No solution found|unsatisfiable|No matching distribution"),
         ("build: timeout", r"timed out after"),
     ]
@@ -669,7 +675,9 @@ def load_results(paths: str) -> dict[str, Any]:
                         "returncode": max(r["workflow"]["returncode"] for r in runs)}
     data["skipped"] = {k: v for run in runs for k, v in run.get("skipped", {}).items()}
     for r in data["results"]:
-        if r["built"] and Path(r.get("test_log", "")).exists():
+        if not r["built"]:
+            r["failure_class"] = classify_build(r.get("build_error") or "", read_logs(r.get("logs", [])))
+        elif Path(r.get("test_log", "")).exists():
             tree = r.get("repo_tree") or (r.get("repo_key") and
                                           str(Path(r["test_log"]).parents[1] / "run" / "work" / "repos" / r["repo_key"]))
             r["failure_class"] = classify_tests(r, Path(tree) if tree else None)
@@ -763,8 +771,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for r in results:
         if not r["built"]:
-            log_text = "\n".join(Path(p).read_text(errors="replace")[-20000:] for p in r["logs"] if Path(p).exists())
-            r["failure_class"] = classify_build(r["build_error"] or "", log_text)
+            r["failure_class"] = classify_build(r["build_error"] or "", read_logs(r["logs"]))
         else:
             r["failure_class"] = classify_tests(r, Path(r["repo_tree"]) if r.get("repo_tree") else None)
 
