@@ -46,13 +46,26 @@ def test_core_install_leaves_out_the_workflow_tools(core_venv: Path) -> None:
                      "tabulate": False, "s3fs": False, "moto": False}
 
 
-def test_core_install_fetches_runs_and_grades(core_venv: Path, bundled_eval_store, tmp_path: Path) -> None:
+@pytest.fixture
+def core_cache(tmp_path: Path):
+    """The node cache of the core install; image layers it mounted are unmounted after."""
+    cache = tmp_path / "cache"
+    yield cache
+    from minisandbox.node.restore import is_mounted, unmount
+
+    for layer in sorted((cache / "layers").glob("*")) if (cache / "layers").is_dir() else []:
+        if is_mounted(layer):
+            assert unmount(layer), f"{layer} is still busy"
+
+
+def test_core_install_fetches_runs_and_grades(core_venv: Path, bundled_eval_store, core_cache: Path,
+                                              tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("sandboxes as root")
     store = bundled_eval_store
     rec = next(r for r in read_tasks(store.tasks).records if r.format == "swesmith")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(MINISANDBOX_CACHE=str(tmp_path / "cache"), PATH=f"{core_venv / 'bin'}:{env.get('PATH', '')}")
+    env.update(MINISANDBOX_CACHE=str(core_cache), PATH=f"{core_venv / 'bin'}:{env.get('PATH', '')}")
     cli = str(core_venv / "bin" / "minisandbox")
 
     def run(*argv: str) -> subprocess.CompletedProcess:
