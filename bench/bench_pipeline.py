@@ -161,13 +161,20 @@ def main() -> None:
     ap.add_argument("--build", action="store_true", help="rebuild the bundled set first (-F)")
     ap.add_argument("--skip-baseline", action="store_true")
     ap.add_argument("--skip-planning", action="store_true")
+    ap.add_argument("--json", help="also write the tables to this JSON file (bench/report.py reads it)")
     a = ap.parse_args()
+    saved: dict = {}
     if not a.skip_planning:
         rows = planning_table(a.repeats, a.skip_baseline)
+        saved["planning"] = {"headers": ["task set", "envs", "cold s", "warm s", "warm CPU s", "peak RSS MB", "jobs",
+                                         "vs baseline"], "rows": rows}
         print(f"\nPlanning (`snakemake -n`, median of {a.repeats}; targets: 50k/133 <= 3 s, 50k/5k <= 10 s)")
         print(tabulate(rows, headers=["task set", "envs", "cold s", "warm s", "warm CPU s", "peak RSS MB", "jobs",
                                       "vs baseline"]))
     rows = bundled_table(a.build)
+    saved["bundled"] = {"headers": ["environment", "build s", "raw MB", "packed MB", "ratio", "files"], "rows": rows}
+    if a.json:
+        Path(a.json).write_text(json.dumps(saved, indent=1))
     if rows:
         print("\nBundled set: build time (resolve done -> build done) and packing")
         print(tabulate(rows, headers=["environment", "build s", "raw MB", "packed MB", "ratio", "files"]))

@@ -199,6 +199,7 @@ def main() -> int:
     ap.add_argument("--concurrent", type=int, default=64)
     ap.add_argument("--python", default="3.10")
     ap.add_argument("--no-rootless", action="store_true")
+    ap.add_argument("--json", help="also write the samples and tables to this JSON file (bench/report.py reads it)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("note: not root, so everything below is rootless", file=sys.stderr)
@@ -262,6 +263,17 @@ def main() -> int:
                                 "close all s"], tablefmt="github"))
         for e in c["errors"] + cc["errors"]:
             print("error:", e)
+        if args.json:
+            import json
+
+            Path(args.json).write_text(json.dumps({
+                "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0]},
+                "latency_rows": {"headers": ["what", "n", "median ms", "p95 ms", "ratio", "note"], "rows": rows},
+                "create_s": {"overlay": overlay["create"], "overlay_net_host": net_host["create"],
+                             "full_copy": copy["create"]},
+                "concurrent": {"n": args.concurrent, "threads_ready_s": c["ready"], "cli_ready_s": cc["ready"],
+                               "threads_all_ready_s": c["all_ready"], "cli_all_ready_s": cc["all_ready"]},
+            }, indent=1))
         target = stats(overlay["create"])[0] <= 50
         print(f"\nmedian in-process creation {stats(overlay['create'])[0]:.1f} ms: "
               f"{'meets' if target else 'MISSES'} the 50 ms target")

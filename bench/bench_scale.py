@@ -286,12 +286,15 @@ def main() -> None:
     ap.add_argument("--skip-planning", action="store_true", help="skip tables 1 and 2 (the snakemake runs)")
     ap.add_argument("--artifacts", type=int, default=8, help="artifacts in the throughput store")
     ap.add_argument("--mb", type=int, default=8, help="payload MB per artifact (random, incompressible)")
+    ap.add_argument("--json", help="also write the tables to this JSON file (bench/report.py reads it)")
     a = ap.parse_args()
+    saved: dict = {"tasks": a.tasks}
     profiles = sorted(Catalog.load([SWESMITH]).specs)
     with tempfile.TemporaryDirectory(prefix="msb-bench-scale-") as tmp_s:
         tmp = Path(tmp_s)
         if not a.skip_planning:
             plan_rows, sub_rows = planning(tmp, a.tasks, a.repeats, profiles)
+            saved["planning"] = {"headers": ["case", "wall s", "peak RSS MB", "ratio vs baseline"], "rows": plan_rows}
             print(f"\n1a. Planning (`snakemake -n`, median of {a.repeats}, cold plan cache)")
             print(tabulate(plan_rows, headers=["case", "wall s", "peak RSS MB", "ratio vs baseline"]))
             print("\n1b. Slurm submissions for a full build (from Snakemake's dry-run grouping)")
@@ -311,11 +314,15 @@ def main() -> None:
             print(f"\n3. Index lookup, {a.tasks} tasks in 256 shards (median of 30 lookups / {a.repeats} full loads)")
             print(tabulate(rows, headers=["case", "ms", "peak Python MB", "ratio"]))
             print(f"\n4. Store throughput (MB/s, digests verified, median of {a.repeats})")
-            print(tabulate(throughput_rows(tmp, a.repeats, a.artifacts, a.mb),
-                           headers=["case", "MB/s", "ratio vs local"]))
+            tp_rows = throughput_rows(tmp, a.repeats, a.artifacts, a.mb)
+            print(tabulate(tp_rows, headers=["case", "MB/s", "ratio vs local"]))
+            saved["lookup"] = {"headers": ["case", "ms", "peak Python MB", "ratio"], "rows": rows}
+            saved["throughput"] = {"headers": ["case", "MB/s", "ratio vs local"], "rows": tp_rows}
         finally:
             moto.terminate()
             moto.wait(timeout=10)
+    if a.json:
+        Path(a.json).write_text(json.dumps(saved, indent=1))
 
 
 if __name__ == "__main__":
