@@ -141,3 +141,4 @@ wildcard_constraints:
 localrules:
     bundled,
     index,
+    interp,
