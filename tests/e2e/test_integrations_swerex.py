@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from minisandbox.node.runtime import task_layer_names
+
 pytest.importorskip("swerex")
 
 from swerex.deployment.abstract import AbstractDeployment  # noqa: E402
@@ -79,7 +81,8 @@ def test_lifecycle_hooks_and_lease(bundled_store, tmp_path: Path) -> None:
         assert run(d.runtime.is_alive())
         assert hook.messages and TASK in hook.messages[0]
         leases = list((cache / "leases").rglob("*.json"))
-        assert len(leases) == 2  # repo + env layer leased while the sandbox runs
+        # every layer (repo, env, interpreter) is leased while the sandbox runs
+        assert len(leases) == len(task_layer_names(TASK, bundled_store.url)) == 3
     finally:
         run(d.stop())
     assert not run(d.is_alive())

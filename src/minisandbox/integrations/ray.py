@@ -122,18 +122,12 @@ class GoldPolicy:
 # ------------------------------------------------------------------ per-node pieces
 
 
-def _layer_digests(store: str | None, task_id: str) -> list[str]:
-    """sha256 of the task's repo and env archives = their layer dirs in any node cache."""
-    from minisandbox.node.published import read_manifest
-    from minisandbox.node.runtime import lookup_task
-    from minisandbox.node.store import open_store
+def _layer_names(store: str | None, task_id: str) -> list[tuple[str, ...]]:
+    """Per layer of the task, the directory names it may have in any node cache (image or
+    archive sha256: `node.runtime.task_layer_names`)."""
+    from minisandbox.node.runtime import task_layer_names
 
-    st = open_store(store)
-    entry = lookup_task(st, task_id)
-    digests = []
-    for kind, key in (("repo", entry["repo_key"]), ("env", entry["env_key"])):
-        digests.append(read_manifest(st, kind, key)["sha256"])
-    return digests
+    return task_layer_names(task_id, store)
 
 
 def fetch_on_this_node(task_id: str, store: str | None, cache_dir: str | None) -> dict[str, Any]:
@@ -180,7 +174,7 @@ class SandboxPool:
 
     def ensure_layers(self, task_id: str) -> bool:
         """True when the layers had to be fetched (by a Ray task holding `minisandbox_io`)."""
-        if all((self.cache.layers / d).is_dir() for d in _layer_digests(self.store, task_id)):
+        if all(any((self.cache.layers / d).is_dir() for d in names) for names in _layer_names(self.store, task_id)):
             return False
         ref = _fetch_task.options(resources={RAY_RESOURCE: 1}, scheduling_strategy=pinned(self.node_id)).remote(
             task_id, self.store, str(self.cache.root))

@@ -244,6 +244,25 @@ def interpreter_manifest(store: Store, env_m: dict[str, Any]) -> dict[str, Any] 
     return m
 
 
+def task_layer_names(task_id: str, store: Store | str | os.PathLike[str] | None = None) -> list[tuple[str, ...]]:
+    """For each layer a task needs (repo, env, interpreter), the names its directory may
+    have in a node cache: the image's sha256 (mounted) and the archive's (unpacked).
+    `prepare` picks one by `use_images()` and by what works on the node, so a scheduler
+    that asks "are this task's layers here?" must accept either (`integrations.ray`)."""
+    st = open_store(store)
+    entry = lookup_task(st, task_id)
+    env_m = _manifest(st, "env", entry["env_key"])
+    manifests = [_manifest(st, "repo", entry["repo_key"]), env_m]
+    interp_m = interpreter_manifest(st, env_m)
+    if interp_m is not None:
+        manifests.append(interp_m)
+    names = []
+    for m in manifests:
+        image = Artifact.image_from_manifest(st, m)
+        names.append(tuple(n for n in (Artifact.from_manifest(st, m).sha256, image.sha256 if image else None) if n))
+    return names
+
+
 def use_images(setting: bool | None = None) -> bool:
     """Mount filesystem images instead of unpacking? `setting` or $MINISANDBOX_IMAGES
     (`auto` default: when root can loop-mount squashfs, or this user can mount it with
