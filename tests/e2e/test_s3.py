@@ -57,7 +57,11 @@ def test_build_publish_to_s3_then_fetch_on_a_clean_node(s3: S3, tmp_path: Path) 
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)[0]["downloaded"] is True
 
-    shutil.rmtree(cache)  # wipe the node cache: the next fetch must come from S3 again
+    # wipe the node cache (its layers may be mounted images: evict them the supported way,
+    # which unmounts them, then remove what is left): the next fetch must come from S3 again
+    wiped = msb("cache", "gc", "--cache", str(cache), "--max-bytes", "0", "--json")
+    assert wiped.returncode == 0, wiped.stderr
+    shutil.rmtree(cache)
     again = msb("fetch", "--store", url, "--cache", str(cache), "--json", tid)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)[0]["downloaded"] is True
