@@ -35,6 +35,7 @@ from minisandbox.pipeline.bundled import materialize
 from minisandbox.records import read_tasks
 from minisandbox.sandbox import rootfs
 from minisandbox.sandbox.interpreters import interpreter_binds
+from tests.fixtures.evaluation import copy_runner_pytest, make_system_venv
 
 TASK = "jpvanhal__inflection.09fb3146.func_pm_op_change__a021d67c"
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
@@ -144,8 +145,7 @@ def add_pytest_script(venv: Path, python: str) -> None:
 
 @pytest.fixture(scope="module")
 def host_executor(task):
-    venv = task["root"] / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    venv = make_system_venv(task["root"] / "venv")
     add_pytest_script(venv, str(venv / "bin" / "python"))
     return HostVenvExecutor(snapshot=task["repo"], venv=venv, testbed=task["root"] / "testbed")
 
@@ -164,6 +164,7 @@ def sandbox_executor(task):
     code = rootfs.run(binds, [python, "-m", "venv", "--system-site-packages", "--without-pip", VENV_PATH],
                       env={"PATH": "/usr/bin:/bin"}, network="none")
     assert code == 0
+    copy_runner_pytest(venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages")
     add_pytest_script(venv, f"{VENV_PATH}/bin/python")
     return LocalLayersExecutor(layers={REPO_PATH: task["repo"], VENV_PATH: venv},
                                interpreter={"version": version, "prefix": prefix})
