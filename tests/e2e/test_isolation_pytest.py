@@ -57,7 +57,8 @@ def wheels():
 def _extract_project(wheels: Path, dest: Path) -> None:
     sdist = next(wheels.glob("inflection-*.tar.gz"))
     with tarfile.open(sdist) as tf:
-        tf.extractall(dest.parent, filter="data")
+        # the "data" filter where tarfile has it (Debian 12's Python 3.11.2 predates it)
+        tf.extractall(dest.parent, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     (dest.parent / sdist.name[: -len(".tar.gz")]).rename(dest)
     for junk in dest.rglob("__pycache__"):
         shutil.rmtree(junk)
