@@ -57,8 +57,11 @@ def wheels():
 def _extract_project(wheels: Path, dest: Path) -> None:
     sdist = next(wheels.glob("inflection-*.tar.gz"))
     with tarfile.open(sdist) as tf:
-        # the "data" filter where tarfile has it (Debian 12's Python 3.11.2 predates it)
-        tf.extractall(dest.parent, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+        if hasattr(tarfile, "data_filter"):
+            tf.extractall(dest.parent, filter="data")
+        else:  # Debian 12's Python 3.11.2 predates filters: as root, files keep the sdist's owner
+            tf.extractall(dest.parent)
+            subprocess.run(["chown", "-R", f"{os.getuid()}:{os.getgid()}", str(dest.parent)], check=True)
     (dest.parent / sdist.name[: -len(".tar.gz")]).rename(dest)
     for junk in dest.rglob("__pycache__"):
         shutil.rmtree(junk)
