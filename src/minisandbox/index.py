@@ -19,10 +19,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from minisandbox.errors import MinisandboxError
-from minisandbox.manifest import KINDS, PLAIN_NAME, StoreDataError, first_error, plain_name, validate_manifest
+from minisandbox.manifest import KINDS, PLAIN_NAME, StoreDataError, parse_store_model, plain_name, validate_manifest
 from minisandbox.records import TaskRecord
 
 SCHEMA = 1
@@ -147,12 +147,7 @@ class IndexEntry(BaseModel):
 def validate_entry(data: Any, *, where: str) -> dict[str, Any]:
     """`data` (one parsed shard line) if it matches the schema, else StoreDataError."""
     hint = "re-run the index step (or fix the store)"
-    if not isinstance(data, dict):
-        raise StoreDataError(f"{where}: not a JSON object; {hint}")
-    try:
-        entry = IndexEntry.model_validate(data)
-    except ValidationError as exc:
-        raise StoreDataError(f"{where}: {first_error(exc)}; {hint}") from None
+    entry = parse_store_model(IndexEntry, data, where=where, hint=hint)
     if entry.record["instance_id"] != entry.instance_id:
         raise StoreDataError(f"{where}: record.instance_id {entry.record['instance_id']!r} differs from "
                              f"instance_id {entry.instance_id!r}; {hint}")
@@ -206,12 +201,7 @@ class _Catalog(BaseModel):
 def validate_catalog(data: Any, *, where: str) -> dict[str, Any]:
     """`data` (the parsed catalog) if it and every manifest copy in it match the schema."""
     hint = "re-run the index step (or fix the store)"
-    if not isinstance(data, dict):
-        raise StoreDataError(f"{where}: not a JSON object; {hint}")
-    try:
-        cat = _Catalog.model_validate(data)
-    except ValidationError as exc:
-        raise StoreDataError(f"{where}: {first_error(exc)}; {hint}") from None
+    cat = parse_store_model(_Catalog, data, where=where, hint=hint)
     for section, kind in _SECTIONS.items():
         for key, entry in getattr(cat, section).items():
             try:

@@ -254,18 +254,24 @@ def first_error(exc: ValidationError) -> str:
     return f"field {loc!r}: {msg} (got {shown})"
 
 
+def parse_store_model(model: type[BaseModel], data: object, *, where: str, hint: str) -> Any:
+    """`data` parsed as `model`, or a one-line StoreDataError naming `where`, the first bad
+    field and what to do (`hint`): the one way every store document is checked."""
+    if not isinstance(data, dict):
+        raise StoreDataError(f"{where}: not a JSON object; {hint}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise StoreDataError(f"{where}: {first_error(exc)}; {hint}") from None
+
+
 def validate_manifest(data: object, *, where: str, kind: str | None = None, key: str | None = None) -> dict:
     """`data` (a parsed manifest) if it matches the schema, else StoreDataError naming
     `where` (e.g. "store s3://b: artifacts/env/K.manifest.json") and the field. `kind`/`key`:
     what the manifest's location says it describes (a manifest moved to another key's place
     is refused)."""
     hint = "re-publish the artifact or fix the store"
-    if not isinstance(data, dict):
-        raise StoreDataError(f"{where}: not a JSON object; {hint}")
-    try:
-        m = Manifest.model_validate(data)
-    except ValidationError as exc:
-        raise StoreDataError(f"{where}: {first_error(exc)}; {hint}") from None
+    m = parse_store_model(Manifest, data, where=where, hint=hint)
     if kind is not None and m.kind != kind:
         raise StoreDataError(f"{where}: field 'kind' is {m.kind!r} but the manifest describes a {kind}; {hint}")
     if key is not None and m.key != key:
