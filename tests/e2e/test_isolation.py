@@ -10,14 +10,13 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures.sandbox import SRC, TEST_USER, run_as_user
+from tests.fixtures.sandbox import SRC, TEST_USER, make_layer_repo, run_as_user
 
 pytestmark = pytest.mark.slow
 
@@ -96,13 +95,7 @@ def world(request, tmp_path):
         pytest.skip("isolation tests start as root (rootless mode switches to the test user)")
     if mode == "rootless":
         request.getfixturevalue("rootless_user")
-    base = Path(tempfile.mkdtemp(prefix="msb-iso-", dir="/tmp"))
-    repo = base / "repo"
-    repo.mkdir()
-    (repo / "code.py").write_text("VALUE = 1\n")
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    subprocess.run("git init -q && git add -A && git commit -qm init", shell=True, cwd=repo, check=True, env=env)
+    base, repo = make_layer_repo("msb-iso-")
     secret = base / "secret.txt"
     secret.write_text("host secret\n")
     if mode == "rootless":

@@ -8,13 +8,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures.sandbox import SRC, TEST_USER, run_as_user
+from tests.fixtures.sandbox import SRC, TEST_USER, make_layer_repo, run_as_user
 
 MODES = [pytest.param("root", marks=pytest.mark.root), pytest.param("rootless", marks=pytest.mark.rootless)]
 
@@ -36,13 +35,7 @@ def attack(request):
         pytest.skip("the attack tests start as root (rootless mode switches to the test user)")
     if mode == "rootless":
         request.getfixturevalue("rootless_user")
-    base = Path(tempfile.mkdtemp(prefix="msb-sec-", dir="/tmp"))
-    repo = base / "repo"
-    repo.mkdir()
-    (repo / "code.py").write_text("VALUE = 1\n")
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    subprocess.run("git init -q && git add -A && git commit -qm init", shell=True, cwd=repo, check=True, env=env)
+    base, repo = make_layer_repo("msb-sec-")
     if mode == "rootless":
         subprocess.run(["chown", "-R", f"{TEST_USER}:{TEST_USER}", str(base)], check=True)
 
