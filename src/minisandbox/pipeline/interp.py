@@ -126,7 +126,7 @@ def pack_and_publish(spec: dict[str, Any], store_url: str, work: Path, fmt: str,
     """Publish the interpreter layer of `spec` (a planned interpreter) unless the store
     already has it; returns its manifest."""
     from minisandbox.node.store import NotInStore, Store
-    from minisandbox.pipeline.pack import pack_tree
+    from minisandbox.pipeline.pack import normalize_tree, pack_tree
 
     key = spec["key"]
     store = Store(store_url)
@@ -140,6 +140,7 @@ def pack_and_publish(spec: dict[str, Any], store_url: str, work: Path, fmt: str,
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work, prefix=f".{key}.") as tmp:
         tree = stage_tree(interp, Path(tmp) / "tree")
+        normalize_tree(tree)  # restamps pycs as new files; host-linked files keep their times
         archive = work / f"{key}.{fmt}"
         stats = pack_tree(tree, archive, fmt=fmt, level=level)
     described = interpreters.describe(interp)

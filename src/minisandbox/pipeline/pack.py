@@ -1,8 +1,11 @@
 """Deterministic archives of a built tree (a venv or a repository snapshot).
 
 Why deterministic: the archive's sha256 is recorded in the manifest and is the node cache
-key, so packing the same tree twice must give the same bytes (sorted members, mtime 0,
-uid/gid 0, numeric owners, no atime/ctime headers). Members are relative (`./bin/python`)
+key, so packing the same tree twice must give the same bytes (sorted members, every mtime
+EPOCH, uid/gid 0, numeric owners, no atime/ctime headers). `normalize_tree` runs first, so
+that the same package version gives the same bytes in every environment (.py and .pyc
+alike): what makes chunks of different environments' images shareable (docs/pipeline.md,
+"Store size: cross-environment dedup"). Members are relative (`./bin/python`)
 and are extracted into an empty directory that becomes the content of the mount path.
 
 Two formats:
@@ -14,9 +17,12 @@ Two formats:
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import importlib.util
 import os
 import shutil
+import stat
 import subprocess
 import tarfile
 import uuid
@@ -46,6 +52,106 @@ class PackStats:
 #: Top-level names that are never part of a tree: Snakemake's marker in directory outputs.
 TOP_LEVEL_EXCLUDES = (".snakemake_timestamp",)
 
+#: The one time every packed file, directory and link carries, in the tree, the archive and the
+#: image (2020-01-01T00:00:00Z). A real date, not 0: some projects' tests (bottle's) break on
+#: files dated 1970.
+EPOCH = 1577836800
+
+_PYC_HEADER = 16  # magic, flags, source mtime, source size (PEP 552), all 4 bytes
+
+
+def _restamp_pyc(pyc: str) -> bool:
+    """Give one timestamp-based .pyc the header mtime EPOCH if it was valid for its source.
+
+    Only a pyc in `__pycache__/<name>.<tag>[.opt-N].pyc` whose source `../<name>.py` is a
+    regular file of the recorded size *and* recorded mtime (what the interpreter checks) is
+    restamped: a pyc already stale stays stale rather than being made to look valid for a
+    source it was not compiled from. Hash-based pycs (flags != 0) are left as they are.
+    The new bytes go to a new file renamed over the old one, never written through the old
+    inode (an interpreter layer's tree is hard-linked to the host's files)."""
+    try:
+        source = importlib.util.source_from_cache(pyc)
+    except ValueError:
+        return False
+    try:
+        pst, sst = os.lstat(pyc), os.lstat(source)
+    except FileNotFoundError:
+        return False
+    if not (stat.S_ISREG(pst.st_mode) and stat.S_ISREG(sst.st_mode)):
+        return False
+    with open(pyc, "rb") as f:
+        data = f.read()
+    if len(data) < _PYC_HEADER or int.from_bytes(data[4:8], "little") != 0:
+        return False
+    mtime, size = int.from_bytes(data[8:12], "little"), int.from_bytes(data[12:16], "little")
+    if size != sst.st_size & 0xFFFFFFFF or mtime != int(sst.st_mtime) & 0xFFFFFFFF or mtime == EPOCH:
+        return False
+    tmp = f"{pyc}.tmp-{uuid.uuid4().hex}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data[:8] + EPOCH.to_bytes(4, "little") + data[12:])
+        os.chmod(tmp, stat.S_IMODE(pst.st_mode))
+        os.replace(tmp, pyc)
+    except PermissionError as exc:
+        raise PackError(f"cannot restamp {pyc} while normalising the tree: {exc}; "
+                        f"pack as a user who can write the tree") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return True
+
+
+@dataclass(frozen=True)
+class NormalizeStats:
+    pycs: int  # .pyc headers restamped to EPOCH
+    times: int  # entries whose mtime was set to EPOCH
+    shared: int  # regular files hard-linked outside the tree: their times are left alone
+
+
+def normalize_tree(tree: Path) -> NormalizeStats:
+    """Make `tree` independent of when it was built: every timestamp-based .pyc whose source
+    is beside it gets header mtime EPOCH (see `_restamp_pyc`), then every file, directory
+    and symlink (never followed) gets mtime EPOCH.
+
+    Why: identical package versions then give byte-identical .py and .pyc files in every
+    environment's archive and image (dedup across environments), and the pycs stay valid
+    inside an image whose times are EPOCH (no recompilation in every sandbox).
+    A regular file with hard links outside the tree (an interpreter layer is staged as hard
+    links to the host's prefix) keeps its time: changing it would change the host's file;
+    the archive and image writers pin every time to EPOCH anyway."""
+    tree = Path(tree)
+    if not tree.is_dir():
+        raise PackError(f"cannot normalise {tree}: not a directory (was the build step run?)")
+    top = {os.path.join(str(tree), name) for name in TOP_LEVEL_EXCLUDES}
+    links: dict[tuple[int, int], int] = {}
+    pycs = 0
+    for root, dirs, names in os.walk(tree):
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(root, name)
+            if name.endswith(".pyc") and os.path.basename(root) == "__pycache__" and _restamp_pyc(path):
+                pycs += 1
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                links[(st.st_dev, st.st_ino)] = links.get((st.st_dev, st.st_ino), 0) + 1
+    times = shared = 0
+    for root, dirs, names in os.walk(tree, topdown=False):
+        for name in names + dirs:
+            path = os.path.join(root, name)
+            if path in top:
+                continue
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_nlink > links.get((st.st_dev, st.st_ino), 1):
+                shared += 1
+                continue
+            if st.st_mtime != EPOCH:
+                os.utime(path, (EPOCH, EPOCH), follow_symlinks=False)
+                times += 1
+    if os.lstat(tree).st_mtime != EPOCH:
+        os.utime(tree, (EPOCH, EPOCH), follow_symlinks=False)
+        times += 1
+    return NormalizeStats(pycs=pycs, times=times, shared=shared)
+
 
 def tree_stats(src: Path) -> PackStats:
     """Count non-directory entries and regular-file bytes (hardlinked inodes once)."""
@@ -74,7 +180,7 @@ def _gnu_tar() -> str:
 def _pack_zst(src: Path, fileobj, level: int) -> None:
     argv = [
         _gnu_tar(), "--create", "--file=-", f"--directory={src}",
-        "--format=gnu", "--sort=name", "--mtime=@0",
+        "--format=gnu", "--sort=name", f"--mtime=@{EPOCH}",
         "--owner=0", "--group=0", "--numeric-owner",
         "--no-acls", "--no-xattrs", "--no-selinux",
         "--anchored", *(f"--exclude=./{name}" for name in TOP_LEVEL_EXCLUDES),
@@ -97,7 +203,7 @@ def _pack_zst(src: Path, fileobj, level: int) -> None:
 def _normalise(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
     if info.name in {f"./{name}" for name in TOP_LEVEL_EXCLUDES}:
         return None
-    info.mtime = 0
+    info.mtime = EPOCH
     info.uid = info.gid = 0
     info.uname = info.gname = ""
     info.pax_headers = {}
@@ -147,14 +253,15 @@ def pack_image(src: Path, out: Path, fmt: str = "squashfs", level: int = 3) -> P
 
     Why: a root node can loop-mount the image as the layer in ~20 ms instead of unpacking
     thousands of files (0.025 s vs 1.2 s for 400 MB). mksquashfs 4.5
-    builds reproducible images; times are pinned to 0, owners to root, no xattrs."""
+    builds reproducible images; every time is EPOCH (as in the archive, so the pycs
+    `normalize_tree` restamped are valid inside the mounted image), owners root, no xattrs."""
     src, out = _checked(src, out, fmt, IMAGE_FORMATS, "image")
     exe = shutil.which("mksquashfs")
     if not exe:
         raise PackError(f"cannot build {out}: mksquashfs not found; apt-get install squashfs-tools")
     tmp = out.with_name(f"{out.name}.tmp-{uuid.uuid4().hex}")
     argv = [exe, str(src), str(tmp), "-noappend", "-comp", "zstd", "-Xcompression-level", str(level),
-            "-no-xattrs", "-all-root", "-mkfs-time", "0", "-all-time", "0", "-reproducible",
+            "-no-xattrs", "-all-root", "-mkfs-time", str(EPOCH), "-all-time", str(EPOCH), "-reproducible",
             "-quiet", "-no-progress"]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True)

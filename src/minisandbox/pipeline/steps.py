@@ -160,8 +160,9 @@ def step_pack(key: str, tree: Path, upstream: Path, archive: Path, status_out: P
         return read_status(status_out)
 
     def work() -> dict[str, Any]:
-        from minisandbox.pipeline.pack import pack_tree
+        from minisandbox.pipeline.pack import normalize_tree, pack_tree
 
+        normalize_tree(tree)  # before archive and image: same package, same bytes in every env
         stats = pack_tree(tree, archive, fmt=fmt, level=level)
         data: dict[str, Any] = {"files": stats.files, "raw_bytes": stats.raw_bytes, "format": fmt}
         if image:
