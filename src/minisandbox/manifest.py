@@ -10,6 +10,7 @@ become host paths (docs/sandbox.md, "Store data is untrusted input").
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import posixpath
 import re
 from pathlib import Path
@@ -139,11 +140,106 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
+# ------------------------------------------------------------------ chunked images
+# A layer image is stored as content-defined chunks (`chunks/<aa>/<sha256>`, raw bytes)
+# plus a chunk list `artifacts/<kind>/<key>.chunks.json` named by the manifest's
+# `image.chunks`; nodes reassemble the image from it (docs/pipeline.md, "Store size").
+CHUNK_LIST_SCHEMA = 1
+CHUNK_LIST_SUFFIX = ".chunks.json"
+#: Bounds a chunk list from a store must keep (far above what packing makes: ~2k chunks of
+#: <= 256 KiB for a 120 MB image), so a hostile list cannot make a node allocate without end.
+MAX_IMAGE_BYTES = 1 << 40
+MAX_CHUNKS = 1 << 22
+MAX_CHUNK_BYTES = 64 << 20
+MAX_CHUNK_LIST_BYTES = 512 << 20
+
+ChunkLength = Annotated[StrictInt, Field(ge=1, le=MAX_CHUNK_BYTES)]
+
+
+def chunk_path(digest: str) -> str:
+    """Store-relative path of one chunk object: `chunks/<first two hex digits>/<sha256>`."""
+    if not isinstance(digest, str) or not re.fullmatch(DIGEST, digest):
+        raise StoreDataError(f"chunk digest {str(digest)[:80]!r} is not 64 lowercase hex digits")
+    return f"chunks/{digest[:2]}/{digest}"
+
+
+def chunk_list_name(key: str) -> str:
+    return f"{key}{CHUNK_LIST_SUFFIX}"
+
+
+class ChunksInfo(_Model):
+    """`image.chunks` of a manifest: where the image's chunk list is and what it must be."""
+
+    artifact: PlainName
+    sha256: Digest
+    size: Annotated[StrictInt, Field(ge=1, le=MAX_CHUNK_LIST_BYTES)]
+    count: Annotated[StrictInt, Field(ge=0, le=MAX_CHUNKS)]
+
+    @field_validator("artifact")
+    @classmethod
+    def _artifact(cls, value: str) -> str:
+        plain_name(value, "chunk list artifact")
+        if not value.endswith(CHUNK_LIST_SUFFIX):
+            raise ValueError(f"must end with {CHUNK_LIST_SUFFIX}")
+        return value
+
+
+class ChunkList(_Model):
+    """A chunk list: the image's digest and size, and its chunks in order as [sha256, length]."""
+
+    schema_version: Literal[1] = Field(alias="schema")
+    image_sha256: Digest
+    size: Annotated[StrictInt, Field(ge=0, le=MAX_IMAGE_BYTES)]
+    chunks: Annotated[list[tuple[Digest, ChunkLength]], Field(max_length=MAX_CHUNKS)]
+
+    @model_validator(mode="after")
+    def _sizes_add_up(self) -> "ChunkList":
+        total = sum(length for _, length in self.chunks)
+        if total != self.size:
+            raise ValueError(f"field 'chunks': lengths add up to {total}, field 'size' says {self.size}")
+        return self
+
+
+def chunk_list_document(image_sha256: str, size: int, chunks: list[tuple[str, int]]) -> bytes:
+    """The bytes of a chunk list (compact, deterministic: same image, same bytes)."""
+    doc = {"schema": CHUNK_LIST_SCHEMA, "image_sha256": image_sha256, "size": size,
+           "chunks": [[sha, length] for sha, length in chunks]}
+    return (json.dumps(doc, separators=(",", ":"), sort_keys=True) + "\n").encode()
+
+
+def parse_chunk_list(data: bytes, *, where: str, image_sha256: str, image_size: int, count: int) -> ChunkList:
+    """The chunk list in `data` if it matches the schema and the manifest that named it
+    (`image_sha256`, `image_size`: its image; `count`: image.chunks.count), else a one-line
+    StoreDataError naming `where` and the field. The caller checked `data` against
+    image.chunks.sha256 and size first (a changed list is a corrupt artifact, not bad data)."""
+    hint = "re-publish the artifact or fix the store"
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise StoreDataError(f"{where}: not JSON ({one_line_error(exc)}); {hint}") from None
+    cl = parse_store_model(ChunkList, doc, where=where, hint=hint)
+    if cl.image_sha256 != image_sha256:
+        raise StoreDataError(f"{where}: field 'image_sha256' is {cl.image_sha256[:16]}.. but the manifest's image is "
+                             f"{image_sha256[:16]}..; {hint}")
+    if cl.size != image_size:
+        raise StoreDataError(f"{where}: field 'size' is {cl.size} but the manifest's image has {image_size} bytes; {hint}")
+    if len(cl.chunks) != count:
+        raise StoreDataError(f"{where}: field 'chunks' has {len(cl.chunks)} entries but the manifest's "
+                             f"image.chunks.count is {count}; {hint}")
+    return cl
+
+
+def one_line_error(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
+
+
 class ImageInfo(_Model):
     format: Literal["squashfs"] = "squashfs"
     artifact: PlainName
     sha256: Digest
-    size: Count
+    size: Annotated[StrictInt, Field(ge=0, le=MAX_IMAGE_BYTES)]
+    chunks: ChunksInfo | None = None
 
     @field_validator("artifact")
     @classmethod
