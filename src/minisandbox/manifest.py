@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints, ValidationError,
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints, ValidationError,
                       ValidationInfo, field_validator, model_validator)
 
 from minisandbox import __version__
@@ -240,6 +240,14 @@ class ImageInfo(_Model):
     sha256: Digest
     size: Annotated[StrictInt, Field(ge=0, le=MAX_IMAGE_BYTES)]
     chunks: ChunksInfo | None = None
+    #: False: the store holds only the chunks (config `image_whole: false`, the default)
+    whole: StrictBool = True
+
+    @model_validator(mode="after")
+    def _somewhere(self) -> "ImageInfo":
+        if not self.whole and self.chunks is None:
+            raise ValueError("field 'whole': an image that is not stored whole needs 'chunks'")
+        return self
 
     @field_validator("artifact")
     @classmethod

@@ -26,7 +26,7 @@ from minisandbox.pipeline.plan import (
 )
 
 
-def _coerce_bools(cfg, keys=("bundled", "validate", "images")):
+def _coerce_bools(cfg, keys=("bundled", "validate", "images", "image_whole")):
     """`--config validate=true` arrives as a string; the schema wants a boolean."""
     for k in keys:
         if isinstance(cfg.get(k), str) and cfg[k].lower() in (

@@ -23,7 +23,11 @@ rule env:
         store=STORE,
         fmt=FMT,
         level=config["zstd_level"],
-        image="--image" if config["images"] else "",
+        image=(
+            ("--image --image-whole" if config["image_whole"] else "--image")
+            if config["images"]
+            else ""
+        ),
         timeout=config["build_timeout"],
     shell:
         "minisandbox pipeline env --work {params.work} --store {params.store} --spec {input.spec}"

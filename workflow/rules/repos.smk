@@ -33,7 +33,11 @@ rule repo:
         store=STORE,
         fmt=FMT,
         level=config["zstd_level"],
-        image="--image" if config["images"] else "",
+        image=(
+            ("--image --image-whole" if config["image_whole"] else "--image")
+            if config["images"]
+            else ""
+        ),
     shell:
         "minisandbox pipeline repo --work {params.work} --store {params.store} --spec {input.spec}"
         " --format {params.fmt} --level {params.level} {params.image} --out {output.receipt} > {log} 2>&1"

@@ -94,8 +94,12 @@ def cmd_publish(a: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import step_publish
 
     step_publish(a.store, a.kind, a.key, Path(a.manifest), Path(a.archive), Path(a.log) if a.log else None,
-                 Path(a.out))
+                 Path(a.out), image_whole=a.image_whole)
     return 0
+
+
+IMAGE_WHOLE_HELP = ("also upload each image as one file (by default only its chunks and chunk list, from which "
+                    "nodes assemble it: config image_whole)")
 
 
 def _summary(st) -> str:
@@ -107,7 +111,8 @@ def cmd_repo(a: argparse.Namespace) -> int:
 
     sid = json.loads(Path(a.spec).read_text())["source_id"]
     source_spec = Path(a.work) / "specs" / "source" / f"{sid}.json"  # written at planning time
-    st = job_repo(Path(a.work), a.store, Path(a.spec), source_spec, a.format, a.level, a.image, Path(a.out))
+    st = job_repo(Path(a.work), a.store, Path(a.spec), source_spec, a.format, a.level, a.image, Path(a.out),
+                  image_whole=a.image_whole)
     print(f"repo {_summary(st)}")
     return 0
 
@@ -116,7 +121,7 @@ def cmd_env(a: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import job_env
 
     st = job_env(Path(a.work), a.store, Path(a.spec), Path(a.repo), Path(f"{a.repo}.status.json"), a.format, a.level,
-                 a.image, a.timeout, Path(a.out))
+                 a.image, a.timeout, Path(a.out), image_whole=a.image_whole)
     print(f"env {_summary(st)}")
     return 0
 
@@ -249,6 +254,7 @@ def register(sub) -> None:
     s.add_argument("--archive", required=True, help="archive to upload")
     s.add_argument("--log", default=None, help="build log to publish with it")
     s.add_argument("--out", required=True, help="publish receipt to write")
+    s.add_argument("--image-whole", action="store_true", help=IMAGE_WHOLE_HELP)
 
     for name, what in (("repo", "mirror (once per source), snapshot, pack, checksum and publish one repository "
                                 "snapshot (one workflow job per repo key)"),
@@ -264,6 +270,7 @@ def register(sub) -> None:
         s.add_argument("--format", default="tar.zst", choices=["tar.zst", "tar.gz"], help="archive format (default: %(default)s)")
         s.add_argument("--level", type=int, default=3, help="compression level (default: %(default)s)")
         s.add_argument("--image", action="store_true", help="also build a squashfs image (nodes mount it)")
+        s.add_argument("--image-whole", action="store_true", help=IMAGE_WHOLE_HELP)
         s.add_argument("--out", required=True, help="publish receipt to write")
 
     s = _step(steps, "interp", "Pack and publish an interpreter layer (once per interpreter build).", cmd_interp)

@@ -6,6 +6,8 @@ Layout under the cache root (`minisandbox.paths.cache_dir()`):
     layers/<sha256>.json      metadata (key, kind, bytes); its mtime is the last use (LRU)
     layers/.tmp-<sha256>-*/   unpack in progress (or left by a killed process)
     archives/<sha256>         verified archive files, only for `fetch_archive` (images, tools)
+    archives/<sha256>.chunks.json  the chunk list of an image assembled from chunks: which
+                              chunks later assemblies can copy from it instead of fetching
     tmp/                      downloads in progress
     locks/<sha256>.lock       one cross-process lock per digest
     leases/<sha256>/<id>.json live uses of a layer: GC never removes a leased layer
@@ -36,6 +38,7 @@ from filelock import FileLock, Timeout
 from minisandbox.fsutil import CHUNK, atomic_write_json, file_digest
 
 from minisandbox.node import restore
+from minisandbox.node.chunks import ChunkedImage, ChunkError, LocalChunks, assemble, read_chunk_list
 from minisandbox.node.fusemount import FuseMountError, MountHolder
 from minisandbox.node.iobudget import IOBudget
 from minisandbox.node.store import Store, StoreError
@@ -77,6 +80,8 @@ class Artifact:
     fmt: str
     key: str
     kind: str
+    #: an image stored as chunks + chunk list (manifest `image.chunks`): assembled, not downloaded
+    chunks: ChunkedImage | None = None
 
     def __post_init__(self) -> None:
         # Defence in depth below the manifest schema: `sha256` names cache directories, lock
@@ -109,7 +114,8 @@ class Artifact:
             return None
         try:
             return cls(store.url, f"artifacts/{manifest['kind']}/{img['artifact']}", img["sha256"], int(img["size"]),
-                       img.get("format", "squashfs"), manifest["key"], manifest["kind"])
+                       img.get("format", "squashfs"), manifest["key"], manifest["kind"],
+                       ChunkedImage.from_manifest(manifest, where=f"store {store.url}: manifest of {manifest['key']}"))
         except KeyError as exc:
             raise CacheError(f"image entry of {manifest.get('key', '?')} in {store.url} lacks {exc}; "
                              f"re-run the publish step") from None
@@ -359,15 +365,71 @@ class Cache:
     def _verified_image(self, store: Store, image: Artifact) -> tuple[Path, bool]:
         """The image file, checked against the manifest's sha256 and size right before it is
         mounted: a download is hashed as it streams; a file kept from an earlier mount is
-        hashed again (the node cache is writable by its user), and replaced if it changed."""
-        path, downloaded = self._fetch_archive_locked(store, image)
-        if downloaded:
-            return path, True
-        sha, size = file_digest(path)
-        if sha == image.sha256 and size == image.size:
-            return path, False
-        path.unlink(missing_ok=True)  # changed on this node since it was verified: fetch again
-        return self._fetch_archive_locked(store, image)
+        hashed again (the node cache is writable by its user), and replaced if it changed.
+        An image stored as chunks is assembled (`_assemble_image`) instead of downloaded."""
+        fetch = self._assemble_image if image.chunks is not None else self._fetch_archive_locked
+        path = self.archives / image.sha256
+        if path.is_file():
+            sha, size = file_digest(path)
+            if sha == image.sha256 and size == image.size:
+                return path, False
+            path.unlink(missing_ok=True)  # changed on this node since it was verified: fetch again
+            self._chunk_list_of(image.sha256).unlink(missing_ok=True)
+        return fetch(store, image)
+
+    # -- images stored as chunks ----------------------------------------------------------
+    def _chunk_list_of(self, digest: str) -> Path:
+        return self.archives / f"{check_digest(digest, 'cache image')}.chunks.json"
+
+    def local_chunks(self, exclude: str | None = None) -> LocalChunks:
+        """The chunks inside the images this cache holds (from the chunk lists kept beside
+        them), for reuse by the next assembly. A list that does not parse is skipped: reused
+        chunks are hashed again anyway."""
+        local = LocalChunks()
+        for lst in sorted(self.archives.glob("*.chunks.json")):
+            digest = lst.name.split(".", 1)[0]
+            image = self.archives / digest
+            if digest == exclude or not _DIGEST.fullmatch(digest) or not image.is_file():
+                continue
+            try:
+                doc = json.loads(lst.read_bytes())
+                local.add(image, [(str(d), int(n)) for d, n in doc["chunks"]])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return local
+
+    def _assemble_image(self, store: Store, image: Artifact) -> tuple[Path, bool]:
+        """Assemble archives/<sha256> from chunks (those this cache holds, the rest from the
+        store), then check the whole image's sha256 and size against the manifest: only then
+        is it renamed into place, with its chunk list beside it. A tampered or missing chunk
+        or list is an ArtifactCorruptError naming it; nothing is left in tmp/."""
+        ref = image.chunks
+        assert ref is not None
+        final = self.archives / image.sha256
+        try:
+            cl = read_chunk_list(store, ref)
+        except ChunkError as exc:
+            raise ArtifactCorruptError(f"artifact {image.label} ({image.key}): {exc}") from None
+        local = self.local_chunks(exclude=image.sha256)
+        part = self.tmp / f"{image.sha256}.{uuid.uuid4().hex[:8]}.part"
+        try:
+            try:
+                done = assemble(store, ref, cl, part, local, progress=self.progress)
+            except ChunkError as exc:
+                raise ArtifactCorruptError(f"artifact {image.label} ({image.key}): {exc}") from None
+            finally:
+                local.close()
+            if done.sha256 != image.sha256 or done.size != image.size:
+                raise ArtifactCorruptError(
+                    f"artifact {image.label} ({image.key}): its chunk list {store.url_of(ref.list_rel)} assembles to "
+                    f"size {done.size} sha256 {done.sha256[:12]}.., the manifest says size {image.size} sha256 "
+                    f"{image.sha256[:12]}..; re-publish {image.key}")
+            os.replace(part, final)
+        finally:
+            part.unlink(missing_ok=True)
+        atomic_write_json(self._chunk_list_of(image.sha256),
+                          {"image_sha256": cl.image_sha256, "size": cl.size, "chunks": [list(c) for c in cl.chunks]})
+        return final, True
 
     def _touch(self, digest: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -419,8 +481,12 @@ class Cache:
     # -- archives (for images and tools that want the file itself) ------------------------
     def fetch_archive(self, store: Store, artifact: Artifact) -> tuple[Path, bool]:
         """Download to tmp/, verify sha256 and size, place at archives/<sha256>. One more try
-        for a corrupt copy. Returns (path, downloaded now)."""
+        for a corrupt copy. An image stored as chunks is assembled instead (`_assemble_image`).
+        Returns (path, downloaded now)."""
         with self.lock(artifact.sha256):
+            if artifact.chunks is not None:
+                final = self.archives / artifact.sha256
+                return (final, False) if final.is_file() else self._assemble_image(store, artifact)
             return self._fetch_archive_locked(store, artifact)
 
     def _fetch_archive_locked(self, store: Store, artifact: Artifact) -> tuple[Path, bool]:
@@ -574,6 +640,7 @@ class Cache:
                     (self.layers / f"{e.digest}.json").unlink(missing_ok=True)
             archive = self.archives / e.digest
             if archive.is_file():
+                self._chunk_list_of(e.digest).unlink(missing_ok=True)  # its chunks can no longer be reused
                 archive.unlink()
                 freed += e.archive_bytes
             if whole:

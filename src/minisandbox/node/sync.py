@@ -13,6 +13,11 @@ destination's index is written last, so readers see the new set only when it is 
 `verify(store)` checks every artifact the index names (present, size, sha256 against its
 manifest, manifest equal to the catalog's copy), the logs and shards the index refers to,
 and that ready tasks point at good artifacts.
+
+Images stored as chunks (manifest `image.chunks`, `minisandbox.node.chunks`): `mirror`
+copies the chunks the destination lacks (each checked), then the chunk list, then the
+manifest; `verify` checks the list against its manifest and every chunk (quick: present
+with its length; full: its sha256, and the chunks in order hash to the image's sha256).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any, Callable, Iterable, Iterator
 import fsspec.callbacks
 
 from minisandbox.index import CATALOG, SHARDS, shard_path
+from minisandbox.node.chunks import ChunkedImage, ChunkError, check_chunks, copy_chunks, read_chunk_list
 from minisandbox.node.published import read_catalog
 from minisandbox.fsutil import CHUNK, file_digest
 from minisandbox.manifest import manifest_path
@@ -63,6 +69,8 @@ class Artifact:
     manifest_rel: str
     manifest: dict[str, Any]
     blobs: tuple[Blob, ...]
+    #: the image is stored as chunks: its chunk list (also one of `blobs`) names them
+    chunks: ChunkedImage | None = None
 
 
 @dataclass
@@ -74,7 +82,8 @@ class SyncReport:
     copied: list[str] = field(default_factory=list)    # artifact keys transferred
     skipped: list[str] = field(default_factory=list)   # already complete at dst
     files: int = 0                                     # objects written (incl. index)
-    bytes: int = 0                                     # archive/image bytes transferred
+    bytes: int = 0                                     # archive/image/chunk bytes transferred
+    chunks: int = 0                                    # chunk objects copied (others were there)
     seconds: float = 0.0
     stale_tmp_removed: int = 0                         # left-over temp objects deleted at dst
 
@@ -100,6 +109,7 @@ class VerifyReport:
     store: str
     artifacts: int = 0
     blobs: int = 0
+    chunks: int = 0  # chunk references checked (a chunk shared by n images counts n times)
     bytes: int = 0
     tasks: int = 0
     problems: list[Problem] = field(default_factory=list)
@@ -120,9 +130,12 @@ def artifacts_of(catalog: dict[str, Any]) -> list[Artifact]:
                 continue
             blobs = [Blob(f"artifacts/{kind}/{m['artifact']}", m["sha256"], int(m["size"]))]
             img = m.get("image")
-            if img:
+            chunked = ChunkedImage.from_manifest(m, where=f"{CATALOG} entry {kind} {key}") if img else None
+            if chunked is not None:
+                blobs.append(Blob(chunked.list_rel, chunked.list_sha256, chunked.list_size))
+            if img and img.get("whole", True):
                 blobs.append(Blob(f"artifacts/{kind}/{img['artifact']}", img["sha256"], int(img["size"])))
-            out.append(Artifact(kind, key, manifest_path(kind, key), m, tuple(blobs)))
+            out.append(Artifact(kind, key, manifest_path(kind, key), m, tuple(blobs), chunked))
     return out
 
 
@@ -195,6 +208,18 @@ def _copy_blob(src: Store, dst: Store, blob: Blob, tmpdir: Path, meter: Progress
             local.unlink(missing_ok=True)
 
 
+def _copy_image_chunks(src: Store, dst: Store, art: Artifact, meter: Progress | None) -> tuple[int, int]:
+    """Copy the chunks of `art`'s image that `dst` lacks; the list is read from `src` and
+    checked against the manifest first (a damaged source is never propagated)."""
+    assert art.chunks is not None
+    try:
+        cl = read_chunk_list(src, art.chunks)
+        return copy_chunks(src, dst, cl.chunks, art.chunks.what, meter=meter)
+    except ChunkError as exc:
+        raise SyncError(f"{exc} (not copied: the source is damaged; run `minisandbox verify {src.url}`, "
+                        f"re-publish {art.key}, then rerun)") from None
+
+
 def _complete_at(dst: Store, art: Artifact, manifest_bytes: bytes) -> bool:
     """Already mirrored: same manifest bytes and every blob present with its recorded size.
     Manifests are written after their blobs, so a manifest implies finished uploads."""
@@ -241,18 +266,23 @@ def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
             if json.loads(manifest_bytes).get("sha256") != art.manifest["sha256"]:
                 raise SyncError(f"{src.url_of(art.manifest_rel)} disagrees with {src.url_of(CATALOG)} "
                                 f"about {art.key}; re-run the index step on the source")
+            nchunks = 0
             if _complete_at(dst, art, manifest_bytes):
                 status, n, files = "skipped", 0, 0
             else:
                 if progress is not None:
                     progress.add_total(sum(b.size for b in art.blobs))
-                n = sum(_copy_blob(src, dst, b, tmpdir, progress) for b in art.blobs)
+                n = 0
+                if art.chunks is not None:  # chunks before the list that names them
+                    nchunks, n = _copy_image_chunks(src, dst, art, progress)
+                n += sum(_copy_blob(src, dst, b, tmpdir, progress) for b in art.blobs)
                 dst.put_bytes(art.manifest_rel, manifest_bytes)  # after its blobs
-                status, files = "copied", len(art.blobs) + 1
+                status, files = "copied", len(art.blobs) + 1 + nchunks
             with lock:
                 (report.copied if status == "copied" else report.skipped).append(art.key)
                 report.bytes += n
                 report.files += files
+                report.chunks += nchunks
             if on_artifact:
                 on_artifact(art.key, status)
 
@@ -380,6 +410,24 @@ def _stream_digest(store: Store, rel: str, meter: Progress | None = None) -> tup
     return h.hexdigest(), size
 
 
+def _verify_chunks(store: Store, art: Artifact, quick: bool, meter: Progress | None,
+                   memo: dict[str, Any] | None) -> tuple[list[Problem], int]:
+    """Problems of `art`'s chunked image (its list, then its chunks) and how many chunks were
+    checked. The list itself is one of the artifact's blobs (size and digest checked there)."""
+    assert art.chunks is not None
+    try:
+        cl = read_chunk_list(store, art.chunks)
+    except ChunkError as exc:
+        if exc.missing:
+            return [], 0  # reported with the blobs
+        return [Problem("corrupt", exc.rel, f"chunk list of {art.kind} {art.key} does not match its manifest; "
+                                            f"re-publish {art.key} or copy it again")], 0
+    except MinisandboxError as exc:  # StoreDataError: a bad list whose digest matches its manifest
+        return [Problem("corrupt", art.chunks.list_rel, str(exc))], 0
+    found = check_chunks(store, cl, art.chunks.what, quick=quick, meter=meter, memo=memo)
+    return [Problem(p.what, p.rel or art.chunks.list_rel, p.detail) for p in found], len(cl.chunks)
+
+
 def _verify_artifact(store: Store, art: Artifact, quick: bool,
                      meter: Progress | None = None) -> tuple[list[Problem], int]:
     problems: list[Problem] = []
@@ -435,14 +483,24 @@ def verify(store: Store | str, *, quick: bool = False, workers: int = 4,
     report.artifacts = len(arts)
     report.blobs = sum(len(a.blobs) for a in arts)
     if progress is not None:
-        progress.add_total(report.blobs if quick else sum(b.size for a in arts for b in a.blobs))
+        progress.add_total(report.blobs + sum(a.chunks.count for a in arts if a.chunks) if quick else
+                           sum(b.size for a in arts for b in a.blobs) + sum(a.chunks.image_size for a in arts
+                                                                             if a.chunks))
     lock = threading.Lock()
+    memo: dict[str, Any] = {}  # quick: a chunk shared by many images is asked about once
 
     def one(art: Artifact) -> None:
         problems, nbytes = _verify_artifact(store, art, quick, progress)
+        nchunks = 0
+        if art.chunks is not None:
+            more, nchunks = _verify_chunks(store, art, quick, progress, memo)
+            problems += more
+            if not quick:
+                nbytes += art.chunks.image_size
         with lock:
             report.problems.extend(problems)
             report.bytes += nbytes
+            report.chunks += nchunks
 
     _run_all(one, arts, workers)
 

@@ -166,10 +166,14 @@ def step_pack(key: str, tree: Path, upstream: Path, archive: Path, status_out: P
         stats = pack_tree(tree, archive, fmt=fmt, level=level)
         data: dict[str, Any] = {"files": stats.files, "raw_bytes": stats.raw_bytes, "format": fmt}
         if image:
+            from minisandbox.pipeline.chunks import write_chunk_list
             from minisandbox.pipeline.pack import pack_image
 
             pack_image(tree, image_path(archive, key))
             data["image"] = "squashfs"
+            # the store's default representation of the image: chunks shared across envs
+            write_chunk_list(image_path(archive, key), key)
+            data["chunks"] = True
         return data
 
     st = _guard("pack", key, status_out, None, work)
@@ -197,10 +201,11 @@ def step_checksum(kind: str, key_spec: Path, archive: Path, pack_status: Path, u
 
     def work() -> dict[str, Any]:
         if pack.get("image"):
-
             sha, size = file_digest(image_path(archive, key))
             extra["image"] = {"format": pack["image"], "artifact": image_path(archive, key).name,
                               "sha256": sha, "size": size}
+            if pack.get("chunks"):
+                extra["image"]["chunks"] = chunks_entry(image_path(archive, key), key)
         return make_manifest(
             kind=kind, key=key, fmt=pack["format"], archive=archive,
             files=pack["files"], raw_bytes=pack["raw_bytes"], spec=spec, extra=extra,
@@ -225,8 +230,41 @@ def _with_interpreter(st: StageStatus, key: str, receipt_out: Path) -> StageStat
     return StageStatus(ok=False, stage="publish", key=key, log=st.log, error=error)
 
 
-def step_publish(store_url: str, kind: str, key: str, manifest_status: Path, archive: Path, log: Path | None, receipt_out: Path) -> StageStatus:
-    """Archive first, then its manifest: a visible manifest always has a complete archive."""
+def chunks_entry(image: Path, key: str) -> dict[str, Any]:
+    """The manifest's `image.chunks` for the chunk list packing wrote beside `image`."""
+    from minisandbox.manifest import chunk_list_name
+    from minisandbox.pipeline.chunks import chunk_list_path
+
+    lst = chunk_list_path(image, key)
+    sha, size = file_digest(lst)
+    return {"artifact": chunk_list_name(key), "sha256": sha, "size": size,
+            "count": len(json.loads(lst.read_bytes())["chunks"])}
+
+
+def publish_image(store: Any, kind: str, key: str, image: dict[str, Any], local_image: Path, whole: bool) -> bool:
+    """Upload a manifest's image in its store representation: the chunks the store lacks,
+    then the chunk list, then (if `whole`, or when the image has no chunks) the image file.
+    Returns whether the whole image was uploaded. Chunks are content-addressed, so chunks
+    another publisher is writing at the same moment are the same bytes."""
+    from minisandbox.node.chunks import upload_image_chunks
+    from minisandbox.pipeline.chunks import chunk_list_path
+
+    chunks = image.get("chunks")
+    if chunks:
+        lst = chunk_list_path(local_image, key)
+        upload_image_chunks(store, local_image, [(d, n) for d, n in json.loads(lst.read_bytes())["chunks"]])
+        store.put_file(lst, f"artifacts/{kind}/{chunks['artifact']}", sha256=chunks["sha256"])
+    if whole or not chunks:
+        store.put_file(local_image, f"artifacts/{kind}/{image['artifact']}", sha256=image["sha256"])
+        return True
+    return False
+
+
+def step_publish(store_url: str, kind: str, key: str, manifest_status: Path, archive: Path, log: Path | None,
+                 receipt_out: Path, image_whole: bool = False) -> StageStatus:
+    """Image parts first (missing chunks, chunk list, the whole image only with
+    `image_whole`), then the archive, then the manifest: a visible manifest always has all
+    its parts (docs/pipeline.md, "Atomicity")."""
     from minisandbox.node.store import Store
 
     st = read_status(manifest_status)
@@ -248,11 +286,14 @@ def step_publish(store_url: str, kind: str, key: str, manifest_status: Path, arc
         return res
 
     def work() -> dict[str, Any]:
-        manifest = st.data
-        store.put_file(archive, artifact_path(kind, key, manifest["format"]), sha256=manifest["sha256"])
+        manifest = dict(st.data)
         if manifest.get("image"):
-            img = manifest["image"]
-            store.put_file(image_path(archive, key), f"artifacts/{kind}/{img['artifact']}", sha256=img["sha256"])
+            img = dict(manifest["image"])
+            if img.get("chunks") and not image_whole:
+                img["whole"] = False  # only the chunks: nodes assemble the image
+            publish_image(store, kind, key, img, image_path(archive, key), bool(image_whole))
+            manifest["image"] = img
+        store.put_file(archive, artifact_path(kind, key, manifest["format"]), sha256=manifest["sha256"])
         store.put_text(manifest_path(kind, key), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         return {"status": "ok", "manifest": manifest, "log": upload_log(), "store": store_url}
 
@@ -302,7 +343,7 @@ class WorkPaths:
 
 
 def job_repo(work: Path, store_url: str, repo_spec: Path, source_spec: Path, fmt: str, level: int, image: bool,
-             receipt_out: Path) -> StageStatus:
+             receipt_out: Path, image_whole: bool = False) -> StageStatus:
     """mirror (once per source, under a lock) -> snapshot -> pack -> checksum -> publish."""
     from filelock import FileLock
 
@@ -322,11 +363,12 @@ def job_repo(work: Path, store_url: str, repo_spec: Path, source_spec: Path, fmt
               fmt, level, image=image)
     step_checksum("repo", repo_spec, p.archive("repo", key), p.pack_status("repo", key), p.tree_status("repo", key),
                   p.manifest("repo", key))
-    return step_publish(store_url, "repo", key, p.manifest("repo", key), p.archive("repo", key), None, receipt_out)
+    return step_publish(store_url, "repo", key, p.manifest("repo", key), p.archive("repo", key), None, receipt_out,
+                        image_whole=image_whole)
 
 
 def job_env(work: Path, store_url: str, env_spec: Path, repo_dir: Path, repo_status: Path, fmt: str, level: int,
-            image: bool, timeout: float, receipt_out: Path) -> StageStatus:
+            image: bool, timeout: float, receipt_out: Path, image_whole: bool = False) -> StageStatus:
     """resolve -> build -> pack -> checksum -> publish (with the build log); the built tree
     is removed once packed (it was a `temp()` output when these were separate rules)."""
     from minisandbox.manifest import FORMATS
@@ -343,7 +385,7 @@ def job_env(work: Path, store_url: str, env_spec: Path, repo_dir: Path, repo_sta
         remove_tree(tree)  # venvs may hold read-only files
     step_checksum("env", env_spec, p.archive("env", key), p.pack_status("env", key), status, p.manifest("env", key))
     return step_publish(store_url, "env", key, p.manifest("env", key), p.archive("env", key), p.log("build", key),
-                        receipt_out)
+                        receipt_out, image_whole=image_whole)
 
 
 # -- index --------------------------------------------------------------------------------
