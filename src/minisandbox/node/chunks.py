@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,13 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from minisandbox.manifest import ChunkList, ChunksInfo, chunk_path, parse_chunk_list, parse_store_model
+from minisandbox.manifest import DIGEST, ChunkList, ChunksInfo, chunk_path, parse_chunk_list, parse_store_model
 from minisandbox.node.store import NotInStore, Store, StoreError
 from minisandbox.progress import Progress
 
 #: Store requests in flight for one image (chunks are ~64 KiB: on object stores latency,
 #: not bandwidth, bounds a single stream).
 WORKERS = 8
+_HEX = re.compile(DIGEST)
 
 
 class ChunkError(StoreError):
@@ -158,23 +160,87 @@ def upload_image_chunks(store: Store, image: Path, chunks: list[tuple[str, int]]
     return len(todo), sum(sent)
 
 
+def chunk_sizes(store: Store) -> dict[str, int]:
+    """digest -> size of every chunk object in `store`, from one listing of `chunks/` (on
+    S3 one request per 1,000 objects, instead of one per chunk and image)."""
+    try:
+        found = store.fs.find(store.path("chunks"), detail=True)
+    except FileNotFoundError:
+        return {}
+    out: dict[str, int] = {}
+    for path, info in found.items():
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        if len(name) == 64 and _HEX.fullmatch(name):
+            out[name] = int(info.get("size") or 0)
+    return out
+
+
+class DestinationChunks:
+    """The chunks a destination store holds, shared by the copies of several images that run
+    at once: each chunk is copied by one of them, and every copy returns only when all the
+    chunks its image needs are in place (so its chunk list and manifest may follow)."""
+
+    def __init__(self, sizes: dict[str, int]) -> None:
+        self.sizes = sizes
+        self._lock = threading.Lock()
+        self._inflight: dict[str, threading.Event] = {}
+
+    def claim(self, lengths: dict[str, int]) -> tuple[list[str], list[tuple[str, threading.Event]]]:
+        """(chunks this caller copies, chunks another caller is copying right now)."""
+        mine, wait = [], []
+        with self._lock:
+            for digest, length in lengths.items():
+                if self.sizes.get(digest) == length:
+                    continue
+                if digest in self._inflight:
+                    wait.append((digest, self._inflight[digest]))
+                else:
+                    self._inflight[digest] = threading.Event()
+                    mine.append(digest)
+        return mine, wait
+
+    def settle(self, digest: str, size: int | None) -> None:
+        """A claimed chunk is in place (`size`) or its copy failed (None)."""
+        with self._lock:
+            if size is not None:
+                self.sizes[digest] = size
+            self._inflight.pop(digest).set()
+
+
 def copy_chunks(src: Store, dst: Store, chunks: list[tuple[str, int]], what: str, *, workers: int = WORKERS,
-                meter: Progress | None = None) -> tuple[int, int]:
+                meter: Progress | None = None, have: DestinationChunks | None = None) -> tuple[int, int]:
     """Copy the chunks `dst` lacks from `src`, each checked on the way (a damaged source
-    chunk is never propagated). Returns (chunks copied, bytes)."""
+    chunk is never propagated). `have`: what `dst` holds (`chunk_sizes(dst)`), shared by
+    concurrent copies; without it, one existence request per chunk. Returns (chunks
+    copied by this call, bytes)."""
     lengths = dict(chunks)
-    todo = missing_chunks(dst, lengths, workers)
+    if have is None:
+        todo, wait = missing_chunks(dst, lengths, workers), []
+    else:
+        todo, wait = have.claim(lengths)
     if meter is not None:
         meter.add_total(sum(lengths[d] for d in todo))
 
     def one(digest: str) -> int:
-        data = fetch_chunk(src, digest, lengths[digest], what)
-        dst.put_bytes(chunk_path(digest), data)
+        size = None
+        try:
+            data = fetch_chunk(src, digest, lengths[digest], what)
+            dst.put_bytes(chunk_path(digest), data)
+            size = len(data)
+        finally:
+            if have is not None:
+                have.settle(digest, size)
         if meter is not None:
-            meter.update(len(data))
-        return len(data)
+            meter.update(size)
+        return size
 
-    return len(todo), sum(_pool_map(one, todo, workers))
+    sent = sum(_pool_map(one, todo, workers))
+    for digest, event in wait:
+        event.wait()
+        if have is not None and have.sizes.get(digest) != lengths[digest]:
+            raise ChunkError(f"chunk {dst.url_of(chunk_path(digest))} of {what} could not be copied (the copy "
+                             f"for another image failed); rerun", chunk_path(digest))
+    return len(todo), sent
 
 
 @dataclass(frozen=True)
@@ -366,4 +432,4 @@ def assemble(store: Store, ref: ChunkedImage, cl: ChunkList, out: Path, local: L
 
 
 __all__ = ["Assembled", "ChunkError", "ChunkProblem", "ChunkedImage", "LocalChunks", "assemble", "check_chunks",
-           "copy_chunks", "fetch_chunk", "missing_chunks", "read_chunk_list", "upload_image_chunks"]
+           "chunk_sizes", "copy_chunks", "DestinationChunks", "fetch_chunk", "missing_chunks", "read_chunk_list", "upload_image_chunks"]

@@ -35,7 +35,8 @@ from typing import Any, Callable, Iterable, Iterator
 import fsspec.callbacks
 
 from minisandbox.index import CATALOG, SHARDS, shard_path
-from minisandbox.node.chunks import ChunkedImage, ChunkError, check_chunks, copy_chunks, read_chunk_list
+from minisandbox.node.chunks import (ChunkedImage, ChunkError, DestinationChunks, check_chunks, chunk_sizes, copy_chunks,
+                                     read_chunk_list)
 from minisandbox.node.published import read_catalog
 from minisandbox.fsutil import CHUNK, file_digest
 from minisandbox.manifest import manifest_path
@@ -208,27 +209,39 @@ def _copy_blob(src: Store, dst: Store, blob: Blob, tmpdir: Path, meter: Progress
             local.unlink(missing_ok=True)
 
 
-def _copy_image_chunks(src: Store, dst: Store, art: Artifact, meter: Progress | None) -> tuple[int, int]:
-    """Copy the chunks of `art`'s image that `dst` lacks; the list is read from `src` and
-    checked against the manifest first (a damaged source is never propagated)."""
+def _copy_image_chunks(src: Store, dst: Store, art: Artifact, meter: Progress | None,
+                       have: DestinationChunks) -> tuple[int, int]:
+    """Copy the chunks of `art`'s image that `dst` lacks (`have`: its chunk sizes); the list
+    is read from `src` and checked against the manifest first (a damaged source is never
+    propagated)."""
     assert art.chunks is not None
     try:
         cl = read_chunk_list(src, art.chunks)
-        return copy_chunks(src, dst, cl.chunks, art.chunks.what, meter=meter)
+        return copy_chunks(src, dst, cl.chunks, art.chunks.what, meter=meter, have=have)
     except ChunkError as exc:
         raise SyncError(f"{exc} (not copied: the source is damaged; run `minisandbox verify {src.url}`, "
                         f"re-publish {art.key}, then rerun)") from None
 
 
-def _complete_at(dst: Store, art: Artifact, manifest_bytes: bytes) -> bool:
-    """Already mirrored: same manifest bytes and every blob present with its recorded size.
-    Manifests are written after their blobs, so a manifest implies finished uploads."""
+def _complete_at(src: Store, dst: Store, art: Artifact, manifest_bytes: bytes, have: DestinationChunks) -> bool:
+    """Already mirrored: same manifest bytes, every blob present with its recorded size and,
+    for a chunked image, every chunk its list names (`have`: dst's chunk sizes). Manifests
+    are written after their parts, so a manifest implies finished uploads; the chunk check
+    brings back a chunk lost at `dst` since."""
     try:
         if dst.read_bytes(art.manifest_rel) != manifest_bytes:
             return False
-        return all(dst.size(b.rel) == b.size for b in art.blobs)
+        if not all(dst.size(b.rel) == b.size for b in art.blobs):
+            return False
     except NotInStore:
         return False
+    if art.chunks is None:
+        return True
+    try:
+        cl = read_chunk_list(src, art.chunks)
+    except ChunkError:
+        return False  # copying will name the damage
+    return all(have.sizes.get(d) == n for d, n in cl.chunks)
 
 
 def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
@@ -253,6 +266,8 @@ def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
     catalog = json.loads(catalog_bytes)
     report = SyncReport(src.url, dst.url)
     lock = threading.Lock()
+    arts = artifacts_of(catalog)
+    have = DestinationChunks(chunk_sizes(dst) if any(a.chunks for a in arts) else {})
 
     with tempfile.TemporaryDirectory(prefix="minisandbox-sync-") as tmp:
         tmpdir = Path(tmp)
@@ -267,14 +282,14 @@ def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
                 raise SyncError(f"{src.url_of(art.manifest_rel)} disagrees with {src.url_of(CATALOG)} "
                                 f"about {art.key}; re-run the index step on the source")
             nchunks = 0
-            if _complete_at(dst, art, manifest_bytes):
+            if _complete_at(src, dst, art, manifest_bytes, have):
                 status, n, files = "skipped", 0, 0
             else:
                 if progress is not None:
                     progress.add_total(sum(b.size for b in art.blobs))
                 n = 0
                 if art.chunks is not None:  # chunks before the list that names them
-                    nchunks, n = _copy_image_chunks(src, dst, art, progress)
+                    nchunks, n = _copy_image_chunks(src, dst, art, progress, have)
                 n += sum(_copy_blob(src, dst, b, tmpdir, progress) for b in art.blobs)
                 dst.put_bytes(art.manifest_rel, manifest_bytes)  # after its blobs
                 status, files = "copied", len(art.blobs) + 1 + nchunks
@@ -286,7 +301,7 @@ def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
             if on_artifact:
                 on_artifact(art.key, status)
 
-        _run_all(one, artifacts_of(catalog), workers)
+        _run_all(one, arts, workers)
 
         def one_log(rel: str) -> None:
             try:
@@ -350,10 +365,10 @@ def _modified(info: dict[str, Any]) -> float | None:
 
 def remove_stale_tmp(store: Store, older_than: float = STALE_TMP_SECONDS) -> int:
     """Delete `*.tmp-<uuid>` objects older than `older_than` seconds under the store's
-    artifacts/, logs/ and index/ (what interrupted uploads leave). Returns how many."""
+    artifacts/, chunks/, logs/ and index/ (what interrupted uploads leave). Returns how many."""
     now = time.time()
     removed = 0
-    for top in ("artifacts", "logs", "index"):
+    for top in ("artifacts", "chunks", "logs", "index"):
         try:
             found = store.fs.find(store.path(top), detail=True)
         except FileNotFoundError:
@@ -487,7 +502,8 @@ def verify(store: Store | str, *, quick: bool = False, workers: int = 4,
                            sum(b.size for a in arts for b in a.blobs) + sum(a.chunks.image_size for a in arts
                                                                              if a.chunks))
     lock = threading.Lock()
-    memo: dict[str, Any] = {}  # quick: a chunk shared by many images is asked about once
+    # quick: chunk sizes from one listing; a chunk missing from it is asked about once
+    memo: dict[str, int | None] = chunk_sizes(store) if quick and any(a.chunks for a in arts) else {}
 
     def one(art: Artifact) -> None:
         problems, nbytes = _verify_artifact(store, art, quick, progress)
