@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import subprocess
@@ -104,4 +105,62 @@ def test_tampered_store_image_is_refused_and_never_mounted(image_store: dict, tm
         prepare(image_store["tasks"][0]["instance_id"], image_store["url"], cache=cache, images=True)
     env_layer = cache.layers / image_store["envs"][0]["image"]["sha256"]
     assert not is_mounted(env_layer) and not (cache.archives / env_layer.name).exists()
+    cache.gc(max_bytes=0)
+
+
+# -- images stored as chunks (the pipeline's default): assembled on the node, then mounted --
+@pytest.fixture
+def chunked_store(tmp_path: Path):
+    if not shutil.which("mksquashfs"):
+        pytest.skip("squashfs-tools not installed (apt-get install squashfs-tools)")
+    if not can_mount_images():
+        pytest.skip("cannot loop-mount squashfs here (needs root, /dev/loop-control, kernel squashfs)")
+    info = build_store(tmp_path / "store", tmp_path / "work", n_envs=1, n_tasks=2, images=True, chunked=True,
+                       whole=False)
+    yield info
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        target = line.split()[1]
+        if target.startswith(str(tmp_path)):
+            subprocess.run(["umount", "-l", target], check=False)
+
+
+def test_chunked_images_are_assembled_verified_and_mounted(chunked_store: dict, tmp_path: Path) -> None:
+    from minisandbox.fsutil import file_digest
+
+    st = chunked_store["store"]
+    env_m = chunked_store["envs"][0]
+    assert env_m["image"]["whole"] is False and not st.exists(f"artifacts/env/{env_m['image']['artifact']}")
+    cache = Cache(tmp_path / "cache", budget=IOBudget(2, tmp_path / "cache" / "budget"))
+    with prepare(chunked_store["tasks"][0]["instance_id"], chunked_store["url"], cache=cache, images=True) as p:
+        env_layer, repo_layer = p.layers[VENV_PATH], p.layers[REPO_PATH]
+        assert is_mounted(env_layer) and is_mounted(repo_layer)
+        assert (repo_layer / "src" / "mod.py").read_text().startswith("def f")
+        assert (env_layer / "pyvenv.cfg").is_file()
+        assert p.results[1].digest == env_m["image"]["sha256"] and p.results[1].mounter == "kernel"
+        assert file_digest(cache.archives / env_m["image"]["sha256"]) == (env_m["image"]["sha256"],
+                                                                          env_m["image"]["size"])
+        assert (cache.archives / f"{env_m['image']['sha256']}.chunks.json").is_file()
+    with prepare(chunked_store["tasks"][1]["instance_id"], chunked_store["url"], cache=cache, images=True) as p2:
+        assert [r.downloaded for r in p2.results] == [True, False]
+    report = cache.gc(max_bytes=0)
+    assert len(report.removed) == 3 and not any(cache.archives.iterdir())
+
+
+def test_tampered_chunk_is_refused_and_nothing_is_mounted(chunked_store: dict, tmp_path: Path) -> None:
+    from minisandbox.manifest import chunk_path
+    from minisandbox.node.cache import ArtifactCorruptError
+
+    st = chunked_store["store"]
+    env_m = chunked_store["envs"][0]
+    chunks = json.loads(st.read_bytes(f"artifacts/env/{env_m['image']['chunks']['artifact']}"))["chunks"]
+    victim = Path(st.path(chunk_path(chunks[0][0])))
+    data = bytearray(victim.read_bytes())
+    data[100] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    cache = Cache(tmp_path / "cache", budget=IOBudget(2, tmp_path / "cache" / "budget"))
+    with pytest.raises(ArtifactCorruptError, match=f"{chunk_path(chunks[0][0])}.*{env_m['key']}"):
+        prepare(chunked_store["tasks"][0]["instance_id"], chunked_store["url"], cache=cache, images=True)
+    env_layer = cache.layers / env_m["image"]["sha256"]
+    assert not is_mounted(env_layer) and not (cache.archives / env_layer.name).exists()
+    assert not any(cache.tmp.iterdir())
     cache.gc(max_bytes=0)

@@ -140,3 +140,73 @@ with prepare(cfg["tasks"][0], cfg["store"], cache=cache) as p:
 print(json.dumps(res))
 """, user_site, base, info, MINISANDBOX_SQUASHFUSE="/nonexistent/squashfuse")
     assert out == {"mount_ns": None, "env": info["envs"][0]["sha256"], "cfg": True}
+
+
+@pytest.fixture
+def user_chunked_store(rootless_user, shared_tmp: Path, user_site: Path):  # noqa: F811
+    """Like user_store, but published as the pipeline does by default: chunks and chunk
+    lists only, no whole image in the store."""
+    if not shutil.which("mksquashfs") or not shutil.which("squashfuse"):
+        pytest.skip("squashfs-tools / squashfuse not installed (scripts/setup.sh installs them)")
+    reason = run_node_as_user("import json; from minisandbox.node.fusemount import unavailable_reason; "
+                              "print(json.dumps(unavailable_reason()))", user_site)
+    if reason:
+        pytest.skip(f"rootless FUSE mounts unavailable here: {reason}")
+    info = build_store(shared_tmp / "store", shared_tmp / "work", n_envs=1, n_tasks=2, images=True, chunked=True,
+                       whole=False)
+    subprocess.run(["chown", "-R", TEST_USER, str(shared_tmp)], check=True)
+    yield info, shared_tmp
+    run_node_as_user(PRELUDE + "cache.gc(max_bytes=0); cache.stop_mounts(); print(json.dumps(daemons()))",
+                     user_site, env={"MSB_TEST_CFG": json.dumps({"base": str(shared_tmp)})})
+
+
+def test_rootless_chunked_images_are_assembled_then_mounted(user_chunked_store, user_site: Path) -> None:  # noqa: F811
+    info, base = user_chunked_store
+    env_img = info["envs"][0]["image"]
+    assert not info["store"].exists(f"artifacts/env/{env_img['artifact']}")
+    out = _run("""
+from minisandbox.fsutil import file_digest
+from minisandbox.sandbox.sandbox import Layer, Sandbox
+res = {}
+with prepare(cfg["tasks"][0], cfg["store"], cache=cache) as p:
+    res["digests"] = [r.digest for r in p.results]
+    res["mounters"] = [r.mounter for r in p.results]
+    res["image_ok"] = file_digest(cache.archives / cfg["env_image"])[0] == cfg["env_image"]
+    with Sandbox([Layer(str(path), mount) for mount, path in p.layers.items()], join_ns=p.mount_ns) as sb:
+        r = sb.execute("cat /testbed/src/mod.py; cat /opt/miniconda3/envs/testbed/pyvenv.cfg")
+        res["sandbox"], res["rc"] = r.output, r.returncode
+res["gc_removed"] = len(cache.gc(max_bytes=0).removed)
+res["archives_left"] = sorted(os.listdir(cache.archives))
+print(json.dumps(res))
+""", user_site, base, info)
+    assert out["digests"][1] == env_img["sha256"] and out["mounters"] == ["fuse", "fuse"]
+    assert out["image_ok"]
+    assert out["rc"] == 0 and out["sandbox"].startswith("def f():") and "home = " in out["sandbox"]
+    assert out["gc_removed"] == 2 and out["archives_left"] == []
+
+
+def test_rootless_tampered_chunk_is_refused_and_never_mounted(user_chunked_store, user_site: Path) -> None:  # noqa: F811
+    info, base = user_chunked_store
+    from minisandbox.manifest import chunk_path
+
+    env_img = info["envs"][0]["image"]
+    chunks = json.loads(info["store"].read_bytes(f"artifacts/env/{env_img['chunks']['artifact']}"))["chunks"]
+    victim = Path(info["store"].path(chunk_path(chunks[-1][0])))
+    data = bytearray(victim.read_bytes())
+    data[-1] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    out = _run("""
+from minisandbox.node.cache import ArtifactCorruptError
+try:
+    prepare(cfg["tasks"][0], cfg["store"], cache=cache, images=True)
+    res = {"error": None}
+except ArtifactCorruptError as exc:
+    res = {"error": str(exc)}
+res["daemons"] = daemons()
+res["tmp"] = os.listdir(cache.tmp)
+res["env_image"] = (cache.archives / cfg["env_image"]).exists()
+print(json.dumps(res))
+""", user_site, base, info)
+    assert out["error"] and chunk_path(chunks[-1][0]) in out["error"] and info["envs"][0]["key"] in out["error"]
+    assert len(out["daemons"]) <= 1  # the repo image may be mounted; the env image never
+    assert out["tmp"] == [] and not out["env_image"]

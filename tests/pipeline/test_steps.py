@@ -64,3 +64,63 @@ def test_concurrent_publishers_of_one_key(tmp_path):
     published = store / "artifacts/repo" / manifest["artifact"]
     assert file_digest(published) == (manifest["sha256"], manifest["size"])
     assert not [p for p in store.rglob("*") if ".tmp" in p.name]
+
+
+def _packed_with_image(tmp_path: Path) -> tuple[Path, Path]:
+    """pack (with image and chunk list) and checksum a repo tree, as job_repo does."""
+    import shutil
+
+    import pytest
+
+    if not shutil.which("mksquashfs"):
+        pytest.skip("squashfs-tools not installed (apt-get install squashfs-tools)")
+    tree = _tree(tmp_path / "tree")
+    up = tmp_path / "snap.json"
+    write_status(up, StageStatus(ok=True, stage="snapshot", key="repo-x-1", data={"snapshot_commit": "d" * 40}))
+    archive = tmp_path / "packed" / "repo-x-1.tar.zst"
+    assert pipeline.step_pack("repo-x-1", tree, up, archive, tmp_path / "pack.json", "tar.zst", 3, image=True).ok
+    assert pipeline.step_checksum("repo", _spec_file(tmp_path), archive, tmp_path / "pack.json", up,
+                                  tmp_path / "m.json").ok
+    return archive, tmp_path / "m.json"
+
+
+def test_publish_order_chunks_list_archive_manifest_and_no_whole_image_by_default(tmp_path, monkeypatch):
+    """docs/pipeline.md "Atomicity": a reader never sees a manifest whose parts are missing."""
+    from minisandbox.manifest import validate_manifest
+    from minisandbox.node.store import Store
+
+    archive, manifest_status = _packed_with_image(tmp_path)
+    m = read_status(manifest_status).data
+    chunks = m["image"]["chunks"]
+    assert chunks["artifact"] == "repo-x-1.chunks.json" and chunks["count"] >= 1
+    order: list[str] = []
+    real_file, real_bytes = Store.put_file, Store.put_bytes
+    monkeypatch.setattr(Store, "put_file", lambda self, local, rel, **kw: (order.append(rel), real_file(self, local, rel, **kw)))
+    monkeypatch.setattr(Store, "put_bytes", lambda self, rel, data: (order.append(rel), real_bytes(self, rel, data)))
+    store = tmp_path / "store"
+    st = pipeline.step_publish(str(store), "repo", "repo-x-1", manifest_status, archive, None, tmp_path / "r.json")
+    assert st.ok and st.data["status"] == "ok"
+    n_chunks = len({c[0] for c in json.loads((archive.parent / "repo-x-1.chunks.json").read_text())["chunks"]})
+    assert all(r.startswith("chunks/") for r in order[:n_chunks])
+    assert order[n_chunks:] == ["artifacts/repo/repo-x-1.chunks.json", "artifacts/repo/repo-x-1.tar.zst",
+                                "artifacts/repo/repo-x-1.manifest.json"]
+    published = json.loads((store / "artifacts/repo/repo-x-1.manifest.json").read_text())
+    assert published["image"]["whole"] is False and published == st.data["manifest"]
+    validate_manifest(published, where="t", kind="repo", key="repo-x-1")
+    assert not (store / "artifacts/repo/repo-x-1.squashfs").exists()
+    # again: every chunk is there already, nothing but list, archive and manifest is written
+    order.clear()
+    assert pipeline.step_publish(str(store), "repo", "repo-x-1", manifest_status, archive, None, tmp_path / "r.json").ok
+    assert order == ["artifacts/repo/repo-x-1.chunks.json", "artifacts/repo/repo-x-1.tar.zst",
+                     "artifacts/repo/repo-x-1.manifest.json"]
+
+
+def test_image_whole_uploads_the_image_too(tmp_path):
+    archive, manifest_status = _packed_with_image(tmp_path)
+    store = tmp_path / "store"
+    st = pipeline.step_publish(str(store), "repo", "repo-x-1", manifest_status, archive, None, tmp_path / "r.json",
+                               image_whole=True)
+    img = st.data["manifest"]["image"]
+    assert img.get("whole", True) is True and img["chunks"]
+    assert file_digest(store / "artifacts/repo/repo-x-1.squashfs") == (img["sha256"], img["size"])
+    assert (store / "artifacts/repo/repo-x-1.chunks.json").is_file()
