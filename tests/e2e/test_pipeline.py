@@ -160,8 +160,12 @@ def test_adding_tasks_for_built_envs_rebuilds_only_the_index(built):
 
 
 def test_images_are_published_and_verified(pipeline_workspace, tmp_path):
-    """`images=true`: a squashfs image beside each archive, digest in the manifest; a root
-    node restores the layer from it and runs the tests."""
+    """`images=true` (default `image_whole=false`): each image is published as chunks plus a
+    chunk list named in the manifest, not as one file; `minisandbox verify` checks every
+    chunk; a root node assembles the image from the chunks, checks it, mounts it and runs
+    the task; the venv's .pyc files are valid inside the mounted image (normalize_tree)."""
+    from minisandbox.node.chunks import ChunkedImage, fetch_chunk, read_chunk_list
+
     ws = pipeline_workspace
     ws.snakemake(config=("images=true",))
     store = Store(str(ws.store))
@@ -171,10 +175,17 @@ def test_images_are_published_and_verified(pipeline_workspace, tmp_path):
             if entry["status"] != "ok":
                 continue
             img = entry["manifest"]["image"]
-            assert img["format"] == "squashfs"
+            assert img["format"] == "squashfs" and img["whole"] is False
+            assert not store.exists(f"artifacts/{entry['manifest']['kind']}/{img['artifact']}")  # chunks only
+            ref = ChunkedImage.from_manifest(entry["manifest"])
+            cl = read_chunk_list(store, ref)
             local = tmp_path / img["artifact"]
-            store.get_file(f"artifacts/{entry['manifest']['kind']}/{img['artifact']}", local)
+            with local.open("wb") as fh:
+                for digest, length in cl.chunks:
+                    fh.write(fetch_chunk(store, digest, length, ref.what))
             assert file_digest(local) == (img["sha256"], img["size"])
+    proc = subprocess.run(["minisandbox", "verify", str(ws.store)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     from minisandbox.task import open_task
 
     cache = tmp_path / "cache"
@@ -187,12 +198,42 @@ def test_images_are_published_and_verified(pipeline_workspace, tmp_path):
             assert len([m for m in mounts() if " squashfs " in m]) == 2, mounts()  # env + repo images
             out = ts.sandbox.run(["python", "-c", "import tinycalc; print(tinycalc.add(2, 3), tinycalc.sub(5, 3))"])
             assert out.output.split() == ["5", "8"], out.output  # the task's bug (sub adds) is in place
+            out = ts.sandbox.run(["python", "-c", PYC_CHECK])
+            valid, stale = map(int, out.output.split()[-2:])
+            assert valid > 100 and stale == 0, out.output  # no sandbox recompiles the venv's modules
         subprocess.run(["minisandbox", "cache", "gc", "--max-bytes", "0"], check=True, capture_output=True,
                        env={**os.environ, "MINISANDBOX_CACHE": str(cache)})
         assert not mounts()  # gc unmounts unleased images
     finally:
         for line in mounts():  # never leave a loop mount behind, even when an assert failed
             subprocess.run(["umount", "-l", line.split()[1]], check=False)
+
+
+#: Inside a sandbox: how many timestamp .pyc files of the venv's site-packages are valid for
+#: their source (header mtime and size as the interpreter checks them) and how many stale.
+PYC_CHECK = """
+import importlib.util, os, sys, sysconfig
+valid = stale = 0
+for root, dirs, files in os.walk(sysconfig.get_paths()["purelib"]):
+    if os.path.basename(root) != "__pycache__":
+        continue
+    for name in files:
+        pyc = os.path.join(root, name)
+        try:
+            src = importlib.util.source_from_cache(pyc)
+        except ValueError:
+            continue
+        if not name.endswith(sys.implementation.cache_tag + ".pyc") or not os.path.isfile(src):
+            continue
+        head = open(pyc, "rb").read(16)
+        if int.from_bytes(head[4:8], "little") != 0:
+            continue
+        st = os.stat(src)
+        ok = (int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+              and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF)
+        valid, stale = valid + ok, stale + (not ok)
+print(valid, stale)
+"""
 
 
 def test_validation_reuses_results_of_unchanged_tasks(pipeline_workspace):
