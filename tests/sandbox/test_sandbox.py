@@ -186,7 +186,10 @@ def test_limits_are_applied_and_reported(repo):
     with Sandbox([Layer(str(repo), "/testbed")],
                  limits=Limits(memory_bytes=512 << 20, pids=128, cpu_seconds=30, file_size_bytes=1 << 20)) as sb:
         mode = sb.limits_mode
-        assert mode["cpu_seconds"].startswith("rlimit") and mode["file_size_bytes"].startswith("rlimit")
+        # CPU: a total per command where a cgroup counts it (root here), else RLIMIT_CPU per
+        # process; RLIMIT_CPU is set in both cases (the backstop; `ulimit -t` below)
+        assert mode["cpu_seconds"].startswith("cgroup" if sb.limits.cpu_leaf else "rlimit RLIMIT_CPU")
+        assert mode["file_size_bytes"].startswith("rlimit")
         assert set(mode) == {"memory", "pids", "cpu_seconds", "file_size_bytes"}
         out = sb.execute("ulimit -t; ulimit -f").output.split()
         assert out == ["30", str((1 << 20) // 1024)]

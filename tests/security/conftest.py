@@ -39,7 +39,9 @@ def attack(request):
     if mode == "rootless":
         subprocess.run(["chown", "-R", f"{TEST_USER}:{TEST_USER}", str(base)], check=True)
 
-    def run(body: str, timeout: float = 300, extra_env: dict | None = None, **params) -> dict:
+    def run(body: str, timeout: float = 300, extra_env: dict | None = None, cgroup: str | None = None,
+            **params) -> dict:
+        """`cgroup`: rootless only, the delegated v2 cgroup to run in (tests.fixtures.sandbox)."""
         params = {"repo": str(repo), "base": str(base), **params}
         code = PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
         if mode == "root":
@@ -49,7 +51,7 @@ def attack(request):
         else:
             if extra_env:
                 code = f"import os; os.environ.update({extra_env!r})\n" + code
-            proc = run_as_user(code, timeout=timeout, args=[json.dumps(params)])
+            proc = run_as_user(code, timeout=timeout, args=[json.dumps(params)], cgroup=cgroup)
         assert proc.returncode == 0, f"attack runner failed ({mode}): {proc.stderr[-3000:]}"
         return json.loads(proc.stdout.strip().splitlines()[-1])
 

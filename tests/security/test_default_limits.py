@@ -124,11 +124,9 @@ class _Probe:
         return ""
 
 
-@pytest.mark.slow
-@pytest.mark.root
-def test_eval_and_validation_sandboxes_get_default_limits(as_root, tmp_path):
+def _grading_executors(tmp_path):
     """The real grading executors over a real published store: `eval` (SandboxExecutor, via
-    the index) and validation (LayerExecutor, via the pipeline's manifests)."""
+    the index) and validation (LayerExecutor, via the pipeline's manifests), and a record."""
     import json
 
     from minisandbox.grading.evaluate import LayerExecutor, SandboxExecutor
@@ -153,6 +151,15 @@ def test_eval_and_validation_sandboxes_get_default_limits(as_root, tmp_path):
     executors = [SandboxExecutor(store=info["url"], cache=cache),
                  LayerExecutor(store=info["url"], env_manifest=env_m, repo_manifests={task["repo_key"]: repo_m},
                                repo_key_of={task["instance_id"]: task["repo_key"]}, cache=cache)]
+    return executors, record
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_eval_and_validation_sandboxes_get_default_limits(as_root, tmp_path):
+    """The real grading executors over a real published store: `eval` (SandboxExecutor, via
+    the index) and validation (LayerExecutor, via the pipeline's manifests)."""
+    executors, record = _grading_executors(tmp_path)
     for executor in executors:
         with executor.open(record) as env:
             res = env.execute(_Probe(), timeout=60)
@@ -160,3 +167,29 @@ def test_eval_and_validation_sandboxes_get_default_limits(as_root, tmp_path):
         cpu, tmp_mb = res.output.split()
         assert int(cpu) == DEFAULT_LIMITS.cpu_seconds, type(executor).__name__
         assert int(tmp_mb) == DEFAULT_LIMITS.tmpfs_bytes >> 20, type(executor).__name__
+
+
+class _WorkersProbe(_Probe):
+    """Four busy workers, each 1.5 s of CPU: 6 s in total."""
+
+    TEXT = ("python3 -c 'import os, time\nfor _ in range(4):\n    if os.fork() == 0:\n"
+            "        t = time.process_time()\n        while time.process_time() - t < 1.5: pass\n"
+            "        os._exit(0)\nfor _ in range(4): os.wait()\nprint(\"workers done\")'\n")
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_eval_and_validation_enforce_the_cpu_total_per_command(as_root, tmp_path, monkeypatch):
+    """The CPU limit of eval and validation is the per-command total (their sandboxes run
+    every command in a cgroup of its own): four workers under the per-process limit are
+    stopped at the 2 s total."""
+    monkeypatch.setenv("MINISANDBOX_LIMITS", "cpu=2")
+    executors, record = _grading_executors(tmp_path)
+    for executor in executors:
+        with executor.open(record) as env:
+            res = env.execute(_WorkersProbe(), timeout=120)
+        name = type(executor).__name__
+        assert res.returncode == -9 and "workers done" not in res.output, (name, res.output)
+        assert "over the limit of 2 s per command" in res.output, (name, res.output)
+        used = float(res.output.split("used ")[1].split(" s of CPU")[0])
+        assert 2 < used <= 4.0, (name, used)

@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import dataclasses
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -46,7 +47,8 @@ def _add_sandbox_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pids", type=_limit("pids"), default=argparse.SUPPRESS,
                    help=f"process limit (cgroup, else RLIMIT_NPROC) (default {d['pids']})")
     p.add_argument("--cpu-seconds", type=_limit("cpu_seconds"), default=argparse.SUPPRESS,
-                   help=f"CPU time of each process of a command (RLIMIT_CPU) (default {d['cpu_seconds']})")
+                   help=f"CPU time of all processes of one command, in total where a cgroup counts it, "
+                        f"else per process (RLIMIT_CPU; see `minisandbox doctor`) (default {d['cpu_seconds']})")
     p.add_argument("--file-size", type=_limit("file_size_bytes"), default=argparse.SUPPRESS,
                    help=f"largest file a process may write (RLIMIT_FSIZE) (default {d['file_size_bytes']})")
     p.add_argument("--tmpfs", type=_limit("tmpfs_bytes"), default=argparse.SUPPRESS,
@@ -133,6 +135,7 @@ def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
             os.close(w)
     dest = {pipes[0][0]: sys.stdout.fileno(), pipes[1][0]: sys.stderr.fileno()}
     budget, seen = sb.max_output, 0
+    cpu = sb.cpu_watch(cid)  # the per-command CPU total, where a cgroup counts it
     deadline = None if timeout is None else time.monotonic() + timeout
     code: int | None = None
     drain_end = 0.0
@@ -145,6 +148,13 @@ def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
                     drain_end = now + 0.02  # a background process may keep the pipes open
             elif now >= drain_end:
                 break
+            if code is None and cpu is not None and cpu.exceeded():
+                cpu.stop()
+                code = sb.wait(cid, 30)
+                cpu.exceeded(force=True)
+                print(cpu.message().strip(), file=sys.stderr)
+                drain_end = time.monotonic() + 0.02
+                continue
             if code is None and deadline is not None and now >= deadline:
                 sb.kill(cid)
                 print(f"minisandbox: command timed out after {timeout} s; killed its process tree", file=sys.stderr)
@@ -171,6 +181,10 @@ def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
     if seen > budget:
         print(f"minisandbox: output truncated: {seen} bytes written, the first {budget} shown "
               f"(--max-output / MINISANDBOX_LIMITS output=)", file=sys.stderr)
+    if cpu is None and code == -signal.SIGXCPU:
+        from minisandbox.sandbox.sandbox import rlimit_cpu_message
+
+        print(rlimit_cpu_message(sb.limits.limits.cpu_seconds if sb.limits else None).strip(), file=sys.stderr)
     return 128 - code if code < 0 else code
 
 

@@ -93,8 +93,16 @@ def _limits() -> list[Check]:
                          "(= the sandbox's processes)"))
     else:
         out.append(Check("pids limit", WARN, f"RLIMIT_NPROC counted over all of uid 0's processes ({why}); {fix}"))
-    out.append(Check("cpu / tmpfs / output limits", OK,
-                     "RLIMIT_CPU per process; one tmpfs budget per sandbox; output kept per command"))
+    cpu = mode.get("cpu_seconds", "none")
+    if cpu.startswith("cgroup"):
+        out.append(Check("cpu time limit", OK, f"a total per command: {cpu}"))
+    else:
+        cpu_fix = ("for a per-command total run as root or under a writable (delegated) cgroup v2, e.g. "
+                   "`systemd-run --user -p Delegate=yes --scope minisandbox ...`")
+        out.append(Check("cpu time limit", WARN, f"RLIMIT_CPU per process (no writable cgroup v2 or cpuacct "
+                         f"cgroup for uid {os.geteuid()}): a command with N busy processes can use N times "
+                         f"the limit; {cpu_fix}"))
+    out.append(Check("tmpfs / output limits", OK, "one tmpfs budget per sandbox; output kept per command"))
     return out
 
 

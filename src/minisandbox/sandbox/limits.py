@@ -4,9 +4,18 @@ else rlimits.
 Why three ways: clusters differ. A cgroup holds *all* processes of a sandbox (memory and
 process count are shared by the whole tree, tmpfs pages are charged to it, and the OOM
 killer stays inside it); rlimits are per process (memory = address space of each process,
-RLIMIT_NPROC = processes of the uid in its user namespace). CPU time and file size are
-always rlimits (no cgroup controller limits CPU seconds). `LimitGroup.mode` says which was
+RLIMIT_NPROC = processes of the uid in its user namespace). `LimitGroup.mode` says which was
 used, per limit; `minisandbox doctor` says which would be used here.
+
+CPU time is a total per command: no cgroup controller *limits* CPU seconds, but every
+cgroup counts them (v2 `cpu.stat` usage_usec, present without any controller enabled; v1
+`cpuacct.usage`). Each command runs in a cgroup of its own below the sandbox's leaf
+(`CommandCgroup`, joined by the payload before exec), and the controller that waits for it
+(minisandbox.sandbox.sandbox) kills the whole cgroup once its total passes the limit. Where
+no cgroup can be made (rootless without a delegated cgroup v2), RLIMIT_CPU per process is
+all there is: a command that forks N workers can then use N times the limit. RLIMIT_CPU is
+set in both cases, as a backstop for processes nobody waits for (a command's background
+jobs after it returned).
 
 Why a parent and a leaf (docs/sandbox.md, "Limits"): the limits are written to
 ``minisandbox-<pid>-<hex>/`` and the sandbox's processes live in its child ``sandbox/``;
@@ -55,7 +64,7 @@ class Limits:
 
     memory_bytes: int | None = None  # whole sandbox (cgroup) or per process (RLIMIT_AS)
     pids: int | None = None  # processes+threads of the sandbox (cgroup) or of its uid (RLIMIT_NPROC)
-    cpu_seconds: int | None = None  # CPU time of each process of a command (RLIMIT_CPU)
+    cpu_seconds: int | None = None  # CPU time of all processes of one command (cgroup), else per process
     file_size_bytes: int | None = None  # largest file a process may write (RLIMIT_FSIZE)
     open_files: int | None = None  # per process (RLIMIT_NOFILE)
     tmpfs_bytes: int | None = None  # ONE budget: root tree, upper layers, /tmp, /root, /dev/shm
@@ -169,14 +178,15 @@ def cgroup_owner(name: str) -> int | None:
 
 
 def cgroup_parents() -> dict[str, str]:
-    """Where this process creates sandbox cgroups: {"v2" | "memory" | "pids": directory}
-    (the caller's own cgroup in each hierarchy that exists; writability not checked)."""
+    """Where this process creates sandbox cgroups: {"v2" | "memory" | "pids" | "cpuacct":
+    directory} (the caller's own cgroup in each hierarchy that exists; writability not
+    checked)."""
     out = {}
     mount = _v2_mount()
     own = _own_cgroup(None)
     if mount and own is not None:
         out["v2"] = os.path.join(mount, own.lstrip("/"))
-    for ctrl in ("memory", "pids"):
+    for ctrl in ("memory", "pids", "cpuacct"):
         own = _own_cgroup(ctrl)
         base = os.path.join(CGROUP_ROOT, ctrl)
         if own is not None and os.path.isdir(base):
@@ -192,6 +202,12 @@ def v2_delegated(parent: str, controllers: tuple[str, ...] = ("memory", "pids"))
     except OSError:
         return False
     return all(c in enabled for c in controllers) and os.access(parent, os.W_OK)
+
+
+def v2_writable(parent: str) -> bool:
+    """True when we may create a v2 cgroup below `parent` and move processes into it (no
+    controller needed: every v2 cgroup counts CPU time in `cpu.stat`)."""
+    return os.access(parent, os.W_OK) and os.access(os.path.join(parent, "cgroup.procs"), os.W_OK)
 
 
 def remove_cgroup_tree(path: str, wait: float = 0.0) -> bool:
@@ -228,6 +244,8 @@ class LimitGroup:
     procs_files: list[str] = field(default_factory=list)  # the leaves' cgroup.procs
     rlimits: dict[str, int] = field(default_factory=dict)
     mode: dict[str, str] = field(default_factory=dict)
+    #: (leaf directory, "v2" | "v1") where each command gets a CPU-accounting cgroup, or None
+    cpu_leaf: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         lim = self.limits
@@ -236,6 +254,8 @@ class LimitGroup:
         # is never rooted at the caller's own cgroup.
         if not self._try_v2(need):
             self._try_v1(need)
+        if lim.cpu_seconds is not None:
+            self._try_cpu_accounting()
         if lim.memory_bytes is not None and "memory" not in self.mode:
             self.rlimits["RLIMIT_AS"] = lim.memory_bytes
             self.mode["memory"] = "rlimit RLIMIT_AS (per process; tmpfs is bounded by the tmpfs budget instead)"
@@ -243,8 +263,13 @@ class LimitGroup:
             self.rlimits["RLIMIT_NPROC"] = self._nproc_limit(lim.pids)
             self.mode["pids"] = "rlimit RLIMIT_NPROC (per uid in the sandbox's user namespace)"
         if lim.cpu_seconds is not None:
-            self.rlimits["RLIMIT_CPU"] = lim.cpu_seconds
-            self.mode["cpu_seconds"] = "rlimit RLIMIT_CPU (per process)"
+            self.rlimits["RLIMIT_CPU"] = lim.cpu_seconds  # backstop for processes nobody waits for
+            if self.cpu_leaf is not None:
+                stat = "cpu.stat usage_usec" if self.cpu_leaf[1] == "v2" else "cpuacct.usage"
+                self.mode["cpu_seconds"] = (f"cgroup {self.cpu_leaf[1]} {stat} (total of each command's "
+                                            "processes; RLIMIT_CPU per process as a backstop)")
+            else:
+                self.mode["cpu_seconds"] = CPU_RLIMIT_MODE
         if lim.file_size_bytes is not None:
             self.rlimits["RLIMIT_FSIZE"] = lim.file_size_bytes
             self.mode["file_size_bytes"] = "rlimit RLIMIT_FSIZE"
@@ -292,6 +317,34 @@ class LimitGroup:
         self.procs_files.append(os.path.join(path, LEAF, "cgroup.procs"))
         return True
 
+    def _try_cpu_accounting(self) -> None:
+        """Pick the hierarchy that counts each command's CPU time: the sandbox's v2 cgroup
+        when it has one; else a v2 cgroup of its own when the caller's v2 cgroup is
+        writable (root on a hybrid host, or a delegated subtree without memory/pids); else
+        v1 `cpuacct`. None of them: RLIMIT_CPU per process only."""
+        parents = cgroup_parents()
+        v2 = parents.get("v2")
+        if v2 is not None:
+            mine = os.path.join(v2, self.name)
+            if mine in self.dirs or (v2_writable(v2) and self._make(v2, {})):
+                self.cpu_leaf = (os.path.join(mine, LEAF), "v2")
+                return
+        acct = parents.get("cpuacct")
+        if acct is not None and os.access(acct, os.W_OK) and self._make(acct, {}):
+            self.cpu_leaf = (os.path.join(acct, self.name, LEAF), "v1")
+
+    def command_cgroup(self) -> "CommandCgroup | None":
+        """A new cgroup for one command below the CPU-accounting leaf (None without one)."""
+        if self.cpu_leaf is None:
+            return None
+        leaf, version = self.cpu_leaf
+        path = os.path.join(leaf, f"cmd-{uuid.uuid4().hex[:8]}")
+        try:
+            os.mkdir(path)
+        except OSError:
+            return None
+        return CommandCgroup(path, version)
+
     def _try_v2(self, need: dict) -> bool:
         parent = cgroup_parents().get("v2")
         if parent is None or not v2_delegated(parent):
@@ -327,10 +380,101 @@ class LimitGroup:
                 self.mode[ctrl] = "cgroup v1"
 
     def close(self) -> None:
-        """Remove the cgroups, leaves and anything a payload created below them (their
+        """Remove the cgroups, leaves, command cgroups and anything a payload created below them (their
         processes must be gone; waits briefly for the kernel to finish tearing them down)."""
         left = [d for d in self.dirs if not remove_cgroup_tree(d, wait=5.0)]
         self.dirs = left
         if left:
             raise CgroupBusy(f"cgroup {left[0]} still busy after the sandbox closed: kill its processes "
                              f"(cat {left[0]}/{LEAF}/cgroup.procs) and rmdir it")
+
+
+#: `LimitGroup.mode["cpu_seconds"]` where no cgroup counts a command's CPU time.
+CPU_RLIMIT_MODE = "rlimit RLIMIT_CPU (per process: a command with N busy processes can use N x the limit)"
+
+
+@dataclass
+class CommandCgroup:
+    """One command's own cgroup, below its sandbox's leaf: the command's process joins it
+    before exec (through an fd of its `cgroup.procs`, see `open_procs`), so every process
+    it starts is counted in it, and killed with it. Nothing inside can move out: no
+    cgroup filesystem is mounted in a sandbox, and the seccomp filter stops the nested
+    user namespace that mounting one would need."""
+
+    path: str
+    version: str  # "v2" (cpu.stat usage_usec) | "v1" (cpuacct.usage, nanoseconds)
+
+    def open_procs(self) -> int:
+        """A write fd of `cgroup.procs` for the command to join with (it writes "0")."""
+        return os.open(os.path.join(self.path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+
+    def usage(self) -> float | None:
+        """CPU seconds used by every process that ever ran in this cgroup (None when the
+        cgroup is gone)."""
+        try:
+            if self.version == "v1":
+                with open(os.path.join(self.path, "cpuacct.usage")) as fh:
+                    return int(fh.read()) / 1e9
+            with open(os.path.join(self.path, "cpu.stat")) as fh:
+                for line in fh:
+                    key, _, value = line.partition(" ")
+                    if key == "usage_usec":
+                        return int(value) / 1e6
+        except (OSError, ValueError):
+            return None
+        return None
+
+    def pids(self) -> list[int]:
+        """Host pids of the processes in this cgroup and below it."""
+        out = []
+        for dirpath, _dirs, files in os.walk(self.path):
+            if "cgroup.procs" in files:
+                try:
+                    with open(os.path.join(dirpath, "cgroup.procs")) as fh:
+                        out += [int(x) for x in fh.read().split()]
+                except (OSError, ValueError):
+                    pass
+        return out
+
+    def kill(self, *, spare: int | None = None, wait: float = 5.0) -> bool:
+        """SIGKILL every process in the cgroup (`spare`: a host pid to leave alive, e.g. a
+        session's shell); repeated until it is empty, since a fork may race the signal.
+        True when nothing but `spare` is left."""
+        deadline = time.monotonic() + wait
+        kill_file = os.path.join(self.path, "cgroup.kill")
+        while True:
+            left = [p for p in self.pids() if p != spare]
+            if not left:
+                return True
+            if spare is None and self.version == "v2" and os.path.exists(kill_file):
+                try:
+                    _write(kill_file, "1")
+                except OSError:
+                    pass
+            for pid in left:
+                try:
+                    os.kill(pid, 9)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if time.monotonic() >= deadline:
+                return not [p for p in self.pids() if p != spare]
+            time.sleep(0.01)
+
+    def remove(self) -> bool:
+        """rmdir the cgroup once empty; False while processes (background jobs) remain:
+        `LimitGroup.close` removes it with the rest of the tree."""
+        return remove_cgroup_tree(self.path)
+
+
+def sandbox_pid(host_pid: int) -> int | None:
+    """The pid a host process has in the sandbox's pid namespace (second NSpid field as
+    seen from here), None if gone."""
+    try:
+        with open(f"/proc/{host_pid}/status") as fh:
+            for line in fh:
+                if line.startswith("NSpid:"):
+                    parts = line.split()[1:]
+                    return int(parts[1]) if len(parts) > 1 else int(parts[0])
+    except (OSError, ValueError):
+        return None
+    return None

@@ -715,7 +715,7 @@ def _send(sock: socket.socket, msg: dict, fds: list[int] | None = None) -> None:
             os.close(big)
 
 
-def _recv(sock: socket.socket, maxfds: int = 8) -> tuple[dict | None, list[int]]:
+def _recv(sock: socket.socket, maxfds: int = 12) -> tuple[dict | None, list[int]]:
     fds = array.array("i")
     # close-on-exec at once: a threaded caller must not leak a received fd (a file being
     # written, a pipe end) into a process another thread starts meanwhile
@@ -788,19 +788,30 @@ def _reset_signals() -> None:
     signal.set_wakeup_fd(-1)
 
 
+#: RLIMIT_CPU's hard limit is this many seconds above the soft one: at the soft limit the
+#: kernel sends SIGXCPU (a death the caller can recognise and report as the CPU limit;
+#: with soft == hard it sends SIGKILL straight away), at the hard one SIGKILL.
+CPU_HARD_GRACE = 5
+
+
 def _apply_rlimits(limits: dict) -> None:
     for name, value in (limits or {}).items():
-        resource.setrlimit(getattr(resource, name), (int(value), int(value)))
+        hard = int(value) + CPU_HARD_GRACE if name == "RLIMIT_CPU" else int(value)
+        resource.setrlimit(getattr(resource, name), (int(value), hard))
 
 
 def _child_exec(req: dict, fds: list[int], sock_fd: int) -> None:
     """In the forked child of init: become the payload (never returns)."""
     try:
+        targets = [int(t) for t in req.get("fd_targets") or []]
+        if req.get("cgroup"):
+            # first of all: join the command's own cgroup (its CPU total, its kill), while
+            # the caller's fd of its cgroup.procs is still open ("0" = this process)
+            os.write(fds[3 + len(targets)], b"0")
         _reset_signals()
         os.setsid()
         for i, fd in enumerate(fds[:3]):
             os.dup2(fd, i, inheritable=True)
-        targets = [int(t) for t in req.get("fd_targets") or []]
         moved = [os.dup(fd) for fd in fds[3:3 + len(targets)]]  # out of the way of the targets
         for fd, target in zip(moved, targets):
             os.dup2(fd, target, inheritable=True)
@@ -1134,6 +1145,8 @@ class PrivateRoot:
         self._next_id = 0
         self._replies: dict[int, tuple[dict, list[int]]] = {}
         self._exits: dict[int, int] = {}
+        #: command id -> its pid in the sandbox's pid namespace
+        self.pids: dict[int, int] = {}
         self._closed = False
         self.proc: _InitProcess | None = None
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -1210,10 +1223,12 @@ class PrivateRoot:
     # -- API
     def spawn(self, argv: list[str], *, env: dict[str, str], cwd: str = "/", stdin=None, stdout=None,
               stderr=None, rlimits: dict | None = None, drop: bool = True, pass_fds: dict[int, int] | None = None,
-              pidns: bool = False) -> int:
+              pidns: bool = False, cgroup_fd: int | None = None) -> int:
         """Start `argv` inside (new session, privileges dropped); returns a command id.
         `pass_fds`: {fd number inside: caller fd} passed on besides stdio (at most 5).
-        `pidns`: run it in a pid namespace of its own (it sees no other process)."""
+        `pidns`: run it in a pid namespace of its own (it sees no other process).
+        `cgroup_fd`: a write fd of a `cgroup.procs` the command joins before anything else
+        (`minisandbox.sandbox.limits.CommandCgroup`); not passed on to the payload."""
         opened = []
         fds = []
         for stream, default in ((stdin, 0), (stdout, 1), (stderr, 2)):
@@ -1225,12 +1240,16 @@ class PrivateRoot:
         if len(extra) > 5 or any(t < 3 for t in extra):
             raise ValueError("pass_fds: at most 5 descriptors, numbered 3 or more (0-2 are stdin/out/err)")
         fds += list(extra.values())
+        if cgroup_fd is not None:
+            fds.append(cgroup_fd)
         try:
             with self._lock:
                 self._next_id += 1
                 cid = self._next_id
-            self._request({"op": "spawn", "id": cid, "argv": list(argv), "env": dict(env), "cwd": cwd,
-                           "rlimits": rlimits or {}, "drop": drop, "fd_targets": list(extra), "pidns": pidns}, fds)
+            reply, _ = self._request({"op": "spawn", "id": cid, "argv": list(argv), "env": dict(env), "cwd": cwd,
+                                      "rlimits": rlimits or {}, "drop": drop, "fd_targets": list(extra),
+                                      "pidns": pidns, "cgroup": cgroup_fd is not None}, fds)
+            self.pids[cid] = int(reply["pid"])
         finally:
             for fd in opened:
                 os.close(fd)
@@ -1254,6 +1273,7 @@ class PrivateRoot:
         while True:
             with self._lock:
                 if cid in self._exits:
+                    self.pids.pop(cid, None)
                     return os.waitstatus_to_exitcode(self._exits.pop(cid))
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:

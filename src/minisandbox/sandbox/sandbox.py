@@ -35,7 +35,7 @@ from typing import Callable, Protocol, TypeVar
 from minisandbox.sandbox import leftovers, rootfs
 from minisandbox.sandbox.conda_shim import shim_files
 from minisandbox.sandbox.interpreters import interpreter_binds
-from minisandbox.sandbox.limits import LimitGroup, Limits
+from minisandbox.sandbox.limits import CommandCgroup, LimitGroup, Limits, sandbox_pid
 from minisandbox.paths import CONDA_ROOT, REPO_PATH, state_dir
 
 #: No TERM: the reference images run tests through `docker exec` without a tty, where TERM
@@ -77,6 +77,44 @@ class ExecResult:
     truncated: bool = False  # output longer than the sandbox's max_output was cut
     seconds: float = 0.0  # wall time, where the executor measures it
     script: str = ""  # the exact script text that ran, where there was one
+    limit_hit: str = ""  # "cpu": stopped by its CPU time limit (a line in `output` says so)
+    cpu_seconds: float | None = None  # CPU time of all the command's processes, where a cgroup counts it
+
+
+@dataclass
+class CpuWatch:
+    """One command's CPU time against the per-command limit, read from its own cgroup
+    (`minisandbox.sandbox.limits.CommandCgroup`) from the moment the watch starts; `stop`
+    kills every process the command started."""
+
+    group: CommandCgroup
+    limit: float
+    start: float
+    stop: Callable[[], None]
+    used: float = 0.0
+    _read_at: float = 0.0
+
+    def exceeded(self, *, force: bool = False) -> bool:
+        """True once the command has used more than `limit` CPU seconds (the cgroup is
+        read at most every 50 ms unless `force`)."""
+        now = time.monotonic()
+        if force or now - self._read_at >= 0.05:
+            self._read_at = now
+            usage = self.group.usage()
+            if usage is not None:
+                self.used = usage - self.start
+        return self.used > self.limit
+
+    def message(self) -> str:
+        return (f"\nminisandbox: CPU time limit: the command's processes used {self.used:.2f} s of CPU in total, "
+                f"over the limit of {self.limit:g} s per command; all of them were killed (raise it with "
+                "--cpu-seconds N or MINISANDBOX_LIMITS=cpu=N)\n")
+
+
+def rlimit_cpu_message(limit: int | None) -> str:
+    """What a command killed by the RLIMIT_CPU fallback (no cgroup counts its total) gets."""
+    return (f"\nminisandbox: CPU time limit: a process of the command reached RLIMIT_CPU ({limit} s per process) "
+            "and was killed (SIGXCPU); raise it with --cpu-seconds N or MINISANDBOX_LIMITS=cpu=N\n")
 
 
 class Session(Protocol):
@@ -140,6 +178,7 @@ class Sandbox:
         self._sessions_lock = threading.Lock()
         self._start_tree: str | None = None
         self._upper_dirs: list[str] = []
+        self._cmd_cgroups: dict[int, CommandCgroup] = {}  # command id -> its CPU-accounting cgroup
         self._closed = False
         self._root: rootfs.PrivateRoot | None = None
         tracker = _track_host_resources(cfg)
@@ -223,16 +262,90 @@ class Sandbox:
     # -- processes
     def spawn(self, argv: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
               stdin=None, stdout=None, stderr=None, pass_fds: dict[int, int] | None = None,
-              pidns: bool = False) -> int:
+              pidns: bool = False, long_lived: bool = False) -> int:
         """Start a process inside; returns its command id (see wait/kill). `pass_fds` and
-        `pidns` as in `rootfs.PrivateRoot.spawn`."""
+        `pidns` as in `rootfs.PrivateRoot.spawn`. `long_lived`: a process that runs many
+        commands (a session's shell): where a cgroup counts CPU per command it gets no
+        RLIMIT_CPU of its own, which would add up its CPU over all of them."""
         self._ensure_start()
-        return self._live().spawn(argv, env={**self.env, **(env or {})}, cwd=cwd or self._default_cwd(),
-                                  stdin=stdin, stdout=stdout, stderr=stderr, rlimits=self.rlimits,
-                                  pass_fds=pass_fds, pidns=pidns)
+        return self._spawn(argv, env={**self.env, **(env or {})}, cwd=cwd or self._default_cwd(),
+                           stdin=stdin, stdout=stdout, stderr=stderr, pass_fds=pass_fds, pidns=pidns,
+                           long_lived=long_lived)
+
+    def _spawn(self, argv: list[str], *, long_lived: bool = False, **kw) -> int:
+        """`PrivateRoot.spawn` with the sandbox's rlimits, in a cgroup of its own when a
+        cgroup counts CPU time per command (see `cpu_watch`)."""
+        root = self._live()
+        lim = self.limits
+        group = lim.command_cgroup() if lim is not None and lim.limits.cpu_seconds is not None else None
+        fd = group.open_procs() if group is not None else None
+        rlimits = self.rlimits
+        if long_lived and group is not None:
+            rlimits.pop("RLIMIT_CPU", None)
+        try:
+            cid = root.spawn(argv, rlimits=rlimits, cgroup_fd=fd, **kw)
+        except BaseException:
+            if group is not None:
+                group.remove()
+            raise
+        finally:
+            if fd is not None:
+                os.close(fd)
+        if group is not None:
+            self._cmd_cgroups[cid] = group
+        return cid
+
+    def cpu_watch(self, cid: int) -> CpuWatch | None:
+        """Count command `cid`'s CPU time from now on against the per-command CPU limit;
+        None without a limit or a cgroup to count in (then RLIMIT_CPU per process is all)."""
+        group = self._cmd_cgroups.get(cid)
+        limit = self.limits.limits.cpu_seconds if self.limits else None
+        if group is None or limit is None:
+            return None
+        return CpuWatch(group, float(limit), group.usage() or 0.0, lambda: self.kill_cgroup(cid))
+
+    def kill_cgroup(self, cid: int, *, spare_leader: bool = False) -> None:
+        """SIGKILL every process command `cid` started, wherever it went in the process
+        tree (its cgroup); `spare_leader` keeps the command's own process (a session's
+        shell). Without a command cgroup: its process tree, as `kill` does."""
+        root = self._live()
+        group = self._cmd_cgroups.get(cid)
+        if group is None:
+            root.kill(cid, signal.SIGKILL, children_only=spare_leader)
+            return
+        spare = None
+        if spare_leader and cid in root.pids:
+            spare = next((p for p in group.pids() if sandbox_pid(p) == root.pids[cid]), None)
+        if not spare_leader:
+            root.kill(cid, signal.SIGKILL)
+        group.kill(spare=spare)
+
+    def _finished(self, cid: int) -> None:
+        """Command `cid` has exited: remove its cgroup when empty (when background jobs
+        are left in it, `close()` removes it with the sandbox's cgroup tree)."""
+        group = self._cmd_cgroups.pop(cid, None)
+        if group is not None:
+            group.remove()
 
     def wait(self, cid: int, timeout: float | None = None) -> int:
-        return self._live().wait(cid, timeout)
+        """Exit code of command `cid`; raises TimeoutError after `timeout` seconds (the
+        command keeps running). Enforces the per-command CPU limit meanwhile."""
+        root = self._live()
+        watch = self.cpu_watch(cid)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            step = 0.5 if left is None else max(0.0, min(0.5, left))
+            try:
+                code = root.wait(cid, step)
+            except TimeoutError:
+                if left is not None and left <= 0.5:
+                    raise
+                if watch is not None and watch.exceeded():
+                    watch.stop()
+                continue
+            self._finished(cid)
+            return code
 
     def poll(self, cid: int) -> int | None:
         """The exit code of command `cid` if it has exited, else None (never blocks)."""
@@ -246,8 +359,16 @@ class Sandbox:
         killing its process tree after `timeout` seconds; returns (bytes per pipe, exit
         code, timed out). The same collection `run` uses, for callers that need stdout and
         stderr apart (the SWE-ReX adapter). Keeps at most `max_output` bytes per pipe."""
-        outs, code, timed_out, _ = _collect_fds(self._live(), cid, fds, timeout, self.max_output)
+        outs, code, timed_out, _, _ = _collect_fds(self._live(), cid, fds, timeout, self.max_output,
+                                                    self.cpu_watch(cid), self._cpu_rlimit())
+        self._finished(cid)
         return outs, code, timed_out
+
+    def _cpu_rlimit(self) -> int | None:
+        """The RLIMIT_CPU fallback's limit when no cgroup counts per command (else None)."""
+        if self.limits is None or self.limits.cpu_leaf is not None:
+            return None
+        return self.limits.limits.cpu_seconds
 
     def _default_cwd(self) -> str:
         return self.config.repo_path if any(layer.mount_path == self.config.repo_path for layer in self.layers) else "/"
@@ -266,9 +387,9 @@ class Sandbox:
         if input is not None:
             in_r, in_w = os.pipe2(os.O_CLOEXEC)
         try:
-            cid = root.spawn(argv, env={**self.env, **(env or {})}, cwd=cwd or self._default_cwd(),
-                             stdin=in_r if in_r is not None else subprocess.DEVNULL, stdout=wfd, stderr=wfd,
-                             rlimits=self.rlimits, pass_fds=pass_fds, pidns=pidns)
+            cid = self._spawn(argv, env={**self.env, **(env or {})}, cwd=cwd or self._default_cwd(),
+                              stdin=in_r if in_r is not None else subprocess.DEVNULL, stdout=wfd, stderr=wfd,
+                              pass_fds=pass_fds, pidns=pidns)
         except BaseException:
             for fd in (rfd, wfd, in_r, in_w):
                 if fd is not None:
@@ -279,9 +400,10 @@ class Sandbox:
             os.close(in_r)
             threading.Thread(target=_feed, args=(in_w, input), daemon=True).start()
         try:
-            return _collect(root, cid, rfd, timeout, self.max_output)
+            return _collect(root, cid, rfd, timeout, self.max_output, self.cpu_watch(cid), self._cpu_rlimit())
         finally:
             os.close(rfd)
+            self._finished(cid)
 
     def execute(self, command: str, *, cwd: str | None = None, timeout: float | None = None,
                 env: dict[str, str] | None = None) -> ExecResult:
@@ -319,16 +441,17 @@ class Sandbox:
             rfd, wfd = os.pipe2(os.O_CLOEXEC)
             out_r, out_w = os.pipe2(os.O_CLOEXEC)
             try:
-                cid = root.spawn(["tar", "-x", "--no-same-owner", "-f", "-", "-C", target], env=self.env, cwd="/",
-                                 stdin=rfd, stdout=out_w, stderr=out_w, rlimits=self.rlimits)
+                cid = self._spawn(["tar", "-x", "--no-same-owner", "-f", "-", "-C", target], env=self.env, cwd="/",
+                                  stdin=rfd, stdout=out_w, stderr=out_w)
             finally:
                 os.close(rfd)
                 os.close(out_w)
             tar = subprocess.Popen(["tar", "-c", "-f", "-", "-C", source, "."], stdout=wfd, stderr=subprocess.PIPE)
             os.close(wfd)
             _, err = tar.communicate()
-            res = _collect(root, cid, out_r, 600, 1 << 16)
+            res = _collect(root, cid, out_r, 600, 1 << 16, self.cpu_watch(cid), self._cpu_rlimit())
             os.close(out_r)
+            self._finished(cid)
             if tar.returncode != 0 or res.returncode != 0:
                 raise rootfs.SandboxError(f"upload {source} -> {target} failed: {(err.decode() + res.output).strip()[:300]}")
         else:
@@ -498,24 +621,34 @@ def _feed(fd: int, data: bytes) -> None:
         pass
 
 
-def _collect(root: rootfs.PrivateRoot, cid: int, rfd: int, timeout: float | None, max_output: int) -> ExecResult:
+def _collect(root: rootfs.PrivateRoot, cid: int, rfd: int, timeout: float | None, max_output: int,
+             cpu: CpuWatch | None = None, cpu_rlimit: int | None = None) -> ExecResult:
     """Read a command's output (stdout and stderr on one pipe) until it exits; see
     `_collect_fds`."""
-    (out,), code, timed_out, truncated = _collect_fds(root, cid, [rfd], timeout, max_output)
-    return ExecResult(out.decode("utf-8", "replace"), code, timed_out, truncated)
+    (out,), code, timed_out, truncated, limit_hit = _collect_fds(root, cid, [rfd], timeout, max_output, cpu,
+                                                                 cpu_rlimit)
+    return ExecResult(out.decode("utf-8", "replace"), code, timed_out, truncated, limit_hit=limit_hit,
+                      cpu_seconds=None if cpu is None else round(cpu.used, 3))
 
 
 def _collect_fds(root: rootfs.PrivateRoot, cid: int, fds: list[int], timeout: float | None,
-                 max_output: int) -> tuple[list[bytes], int, bool, bool]:
+                 max_output: int, cpu: CpuWatch | None = None,
+                 cpu_rlimit: int | None = None) -> tuple[list[bytes], int, bool, bool, str]:
     """Read every pipe in `fds` until command `cid` exits (or times out: kill its tree);
-    returns (bytes per fd, exit code, timed out, truncated). Waits with
+    returns (bytes per fd, exit code, timed out, truncated, limit hit). Waits with
     `rootfs.wait_readable` (poll, so descriptors past 1024 work). Background processes that
     keep a pipe open do not block: after the exit only what is already buffered is read
-    (for at most 20 ms). At most `max_output` bytes are kept per pipe."""
+    (for at most 20 ms). At most `max_output` bytes are kept per pipe.
+
+    CPU time: with `cpu`, the command's cgroup total is checked at least every 0.5 s and
+    the command's every process killed once it passes the limit (limit hit "cpu", a line
+    saying so appended to the last pipe's output). Without a cgroup (`cpu_rlimit` set),
+    a death by SIGXCPU is reported the same way."""
     chunks: dict[int, list[bytes]] = {fd: [] for fd in fds}
     sizes = dict.fromkeys(fds, 0)
     open_fds = list(fds)
     timed_out = False
+    limit_hit = ""
     deadline = None if timeout is None else time.monotonic() + timeout
     code: int | None = None
     drain_end = 0.0
@@ -524,6 +657,15 @@ def _collect_fds(root: rootfs.PrivateRoot, cid: int, fds: list[int], timeout: fl
             code = root.poll(cid)
             if code is not None:
                 drain_end = time.monotonic() + 0.02
+                if cpu is not None and cpu.exceeded(force=True) and code != 0:
+                    limit_hit = "cpu"  # the RLIMIT_CPU backstop got there first
+        if code is None and cpu is not None and cpu.exceeded():
+            limit_hit = "cpu"
+            cpu.stop()
+            code = root.wait(cid, 30)
+            cpu.exceeded(force=True)  # the final total
+            drain_end = time.monotonic() + 0.02
+            continue
         now = time.monotonic()
         if code is not None and (not open_fds or now >= drain_end):
             break
@@ -555,4 +697,10 @@ def _collect_fds(root: rootfs.PrivateRoot, cid: int, fds: list[int], timeout: fl
         if code is not None and not got:
             break  # exited and nothing more buffered
     truncated = any(n > max_output for n in sizes.values())
-    return [b"".join(chunks[fd]) for fd in fds], code, timed_out, truncated
+    outs = [b"".join(chunks[fd]) for fd in fds]
+    if not limit_hit and cpu is None and cpu_rlimit is not None and code == -signal.SIGXCPU:
+        limit_hit = "cpu"
+    if limit_hit and outs:
+        note = cpu.message() if cpu is not None else rlimit_cpu_message(cpu_rlimit)
+        outs[-1] += note.encode()
+    return outs, code, timed_out, truncated, limit_hit

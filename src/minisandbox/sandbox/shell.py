@@ -10,6 +10,12 @@ Interrupt and timeout: SIGINT to the running command's processes (bash's descend
 bash), then SIGKILL after a grace period; bash survives, so the session keeps its state. A
 command that loops inside bash itself (a shell `while true` without children) cannot be
 interrupted that way: the session is then restarted (`restarted` is set in the result).
+
+CPU time limit: the session's bash runs in a cgroup of its own (`Sandbox.cpu_watch`), so
+each command's CPU total is the growth of that cgroup while it runs; past the limit every
+process in it but bash is killed (background jobs and daemons the command left included)
+and the result says `limit_hit="cpu"`. When bash itself is what burns the CPU, the
+session is restarted as for a timeout.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ class ShellSession:
         self._out, out_w = os.pipe2(os.O_CLOEXEC)
         try:
             self._cid = self.sandbox.spawn(["bash", "--norc", "--noprofile"], cwd=self._cwd, env=self._env,
-                                           stdin=in_r, stdout=out_w, stderr=out_w)
+                                           stdin=in_r, stdout=out_w, stderr=out_w, long_lived=True)
         finally:
             os.close(in_r)
             os.close(out_w)
@@ -80,6 +86,7 @@ class ShellSession:
         script = (f"eval \"$(cat <<'{eof_tag}'\n{command}\n{eof_tag}\n)\" < /dev/null\n"
                   f"printf '\\n{self._marker}%d\\n' \"$?\"\n")
         self._busy.set()
+        self._cpu = self.sandbox.cpu_watch(self._cid)
         try:
             view = memoryview(script.encode())
             while view:
@@ -99,6 +106,15 @@ class ShellSession:
         max_out = self.sandbox.max_output
         kept = bytearray()
         truncated = False
+        cpu = self._cpu
+        limit_hit = ""
+
+        def note(text: str) -> str:
+            return text + cpu.message() if limit_hit and cpu is not None else text
+
+        def used() -> float | None:
+            return None if cpu is None else round(cpu.used, 3)
+
         while True:
             idx = self._buf.find(marker)
             if idx >= 0:
@@ -109,7 +125,10 @@ class ShellSession:
                     self._buf = self._buf[end + 1:]
                     kept += out[: max(0, max_out - len(kept))]
                     truncated = truncated or len(out) > max_out
-                    return SessionResult(kept.decode("utf-8", "replace"), code, timed_out, truncated, restarted=restarted)
+                    if cpu is not None and not limit_hit and code != 0 and cpu.exceeded(force=True):
+                        limit_hit = "cpu"  # the RLIMIT_CPU backstop got there first
+                    return SessionResult(note(kept.decode("utf-8", "replace")), code, timed_out, truncated,
+                                         restarted=restarted, limit_hit=limit_hit, cpu_seconds=used())
             # keep only what might be the start of a marker in the buffer
             if len(self._buf) > len(marker) + 32:
                 cut = len(self._buf) - len(marker) - 32
@@ -119,13 +138,21 @@ class ShellSession:
                     truncated = True
                 self._buf = self._buf[cut:]
             now = time.monotonic()
-            if deadline is not None and now >= deadline and not timed_out:
-                timed_out = True
-                if not self._stop_command():
+            over = not limit_hit and cpu is not None and cpu.exceeded()
+            if (over or (deadline is not None and now >= deadline)) and not timed_out:
+                if over:
+                    limit_hit = "cpu"
+                    stopped = self._stop_command(kill=lambda: self.sandbox.kill_cgroup(self._cid, spare_leader=True))
+                    cpu.exceeded(force=True)
+                else:
+                    timed_out = True
+                    stopped = self._stop_command()
+                if not stopped:
                     restarted = True
                     out = (bytes(kept) + self._buf).decode("utf-8", "replace")
                     self._restart()
-                    return SessionResult(out, -signal.SIGKILL, True, truncated, restarted=True)
+                    return SessionResult(note(out), -signal.SIGKILL, timed_out, truncated, restarted=True,
+                                         limit_hit=limit_hit, cpu_seconds=used())
                 deadline = None
                 continue
             wait = 0.5 if deadline is None else max(0.0, min(0.5, deadline - now))
@@ -136,7 +163,8 @@ class ShellSession:
                     self._dead = True
                     self._exit_code = self.sandbox.wait(self._cid, 10)
                     out = (bytes(kept) + self._buf).decode("utf-8", "replace")
-                    return SessionResult(out, self._exit_code, timed_out, truncated, restarted=False)
+                    return SessionResult(note(out), self._exit_code, timed_out, truncated, restarted=False,
+                                         limit_hit=limit_hit, cpu_seconds=used())
                 self._buf += data
             else:
                 code = self.sandbox.poll(self._cid)
@@ -144,13 +172,17 @@ class ShellSession:
                     self._dead = True
                     self._exit_code = code
                     out = (bytes(kept) + self._buf).decode("utf-8", "replace")
-                    return SessionResult(out, code, timed_out, truncated, restarted=False)
+                    return SessionResult(note(out), code, timed_out, truncated, restarted=False,
+                                         limit_hit=limit_hit, cpu_seconds=used())
 
-    def _stop_command(self, grace: float = 1.0) -> bool:
-        """SIGINT then SIGKILL the running command (bash's descendants); True when the
-        marker came back, i.e. bash is alive and idle again."""
-        for sig in (signal.SIGINT, signal.SIGKILL):
-            self.sandbox.kill(self._cid, sig, children_only=True)
+    def _stop_command(self, grace: float = 1.0, kill=None) -> bool:
+        """SIGINT then SIGKILL the running command (bash's descendants), or call `kill`
+        once; True when the marker came back, i.e. bash is alive and idle again."""
+        for sig in ((signal.SIGINT, signal.SIGKILL) if kill is None else (None,)):
+            if kill is None:
+                self.sandbox.kill(self._cid, sig, children_only=True)
+            else:
+                kill()
             end = time.monotonic() + grace
             while time.monotonic() < end:
                 if ("\n" + self._marker).encode() in self._buf:
