@@ -11,7 +11,10 @@ spec are the committed ones). Each hack is a candidate patch to the library itse
 
 None may be resolved, `suspicious` must name what each touched, and the gold patch (the
 bug reversed) must still be resolved - graded by the real eval script, once with the host
-venv executor (no isolation: the results channel alone) and once in real sandboxes (root).
+venv executor (no isolation: the results channel alone) and once in real sandboxes, as
+root and again as the unprivileged test user (`msbtest`, tests/fixtures/sandbox.py): the
+whole evaluation then runs in that user's process, with Debian's python3 as the
+interpreter of the task's venvs (pytest copied in) and rootless sandboxes.
 """
 
 from __future__ import annotations
@@ -22,8 +25,11 @@ import platform
 import re
 import subprocess
 import sys
+import shutil
+import tempfile
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -36,6 +42,8 @@ from minisandbox.records import read_tasks
 from minisandbox.sandbox import rootfs
 from minisandbox.sandbox.interpreters import interpreter_binds
 from tests.fixtures.evaluation import copy_runner_pytest, make_system_venv
+from tests.fixtures.rootless_node import run_node_as_user, user_site  # noqa: F401  (fixture)
+from tests.fixtures.sandbox import ROOTLESS_PYTHON, TEST_USER
 
 TASK = "jpvanhal__inflection.09fb3146.func_pm_op_change__a021d67c"
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
@@ -170,13 +178,101 @@ def sandbox_executor(task):
                                interpreter={"version": version, "prefix": prefix})
 
 
+class RootlessExecutor(SimpleNamespace):
+    """An executor that lives in the test user's process: `grade` runs the whole
+    evaluation there (host venv or rootless sandbox, see `rootless_task`)."""
+
+
+#: The evaluation as the test user: record and spec loaded as in `task`, the executor
+#: built from P, the Evaluation printed as JSON.
+ROOTLESS_GRADE = """
+import json, sys
+from pathlib import Path
+from minisandbox.catalog import Catalog, spec_for
+from minisandbox.grading.evaluate import HostVenvExecutor, LocalLayersExecutor, evaluate
+from minisandbox.paths import REPO_PATH, VENV_PATH, project_root
+from minisandbox.records import read_tasks
+P = json.loads(sys.argv[1])
+record = {r.instance_id: r for r in read_tasks([project_root() / "config/bundled/tasks.jsonl"]).records}[P["task"]]
+spec = spec_for(Catalog.load([project_root() / "config/catalog/bundled.yaml"]), record)
+if P["kind"] == "host":
+    ex = HostVenvExecutor(snapshot=Path(P["repo"]), venv=Path(P["venv"]), testbed=Path(P["testbed"]))
+else:
+    ex = LocalLayersExecutor(layers={REPO_PATH: Path(P["repo"]), VENV_PATH: Path(P["layer_venv"])}, interpreter={})
+patch = Path(P["patch"]).read_text()
+ev = evaluate(record, spec, patch, ex, grading=P["grading"])
+print(json.dumps({"report": ev.report, "output": ev.output, "id": ev.instance_id}))
+"""
+
+
 def grade(task, executor, name, grading="strict"):
+    if isinstance(executor, RootlessExecutor):
+        params = {**executor.paths, "kind": executor.kind, "task": TASK, "grading": grading,
+                  "patch": executor.paths["patches"][name]}
+        out = _run_rootless(ROOTLESS_GRADE, params, executor.site)
+        entry = out["report"][out["id"]]
+        return SimpleNamespace(entry=entry, resolved=bool(entry["resolved"]), reason=str(entry["reason"]),
+                               output=out["output"])
     return evaluate(task["record"], task["spec"], task["patches"][name], executor, grading=grading)
 
 
-@pytest.fixture(params=["host", pytest.param("sandbox", marks=pytest.mark.root)])
+def _run_rootless(code: str, params: dict, site_dir: Path) -> dict:
+    return run_node_as_user(code.replace("P = json.loads(sys.argv[1])", f"P = {params!r}"), site_dir, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def rootless_task(task, rootless_user, user_site):
+    """What the test user needs, in a directory it owns under /tmp (pytest's tmp dirs are
+    root's): the task's repo, the candidate patches, a host venv and a venv layer for
+    /opt/miniconda3/envs/testbed, both over Debian's python3 with pytest copied in (the
+    user cannot read this interpreter, under /root)."""
+    base = Path(tempfile.mkdtemp(prefix="msb-hacks-", dir="/tmp"))
+    shutil.copytree(task["repo"], base / "repo", symlinks=True)
+    patches = {}
+    for name, text in task["patches"].items():
+        (base / f"{name}.patch").write_text(text)
+        patches[name] = str(base / f"{name}.patch")
+    for venv, python in ((base / "venv", base / "venv" / "bin" / "python"),
+                         (base / "layer-venv", Path(VENV_PATH) / "bin" / "python")):
+        if venv.name == "layer-venv":  # made at its canonical path (bin/activate names it)
+            venv.mkdir()
+            code = rootfs.run([rootfs.Bind(str(venv), VENV_PATH, False)],
+                              [ROOTLESS_PYTHON, "-m", "venv", "--without-pip", VENV_PATH],
+                              env={"PATH": "/usr/bin:/bin"}, network="none")
+            assert code == 0
+        else:
+            subprocess.run([ROOTLESS_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True)
+        ver = subprocess.run([ROOTLESS_PYTHON, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+        copy_runner_pytest(venv / "lib" / f"python{ver}" / "site-packages")
+        add_pytest_script(venv, str(python))
+    subprocess.run(["chown", "-R", f"{TEST_USER}:{TEST_USER}", str(base)], check=True)
+    paths = {"repo": str(base / "repo"), "venv": str(base / "venv"), "layer_venv": str(base / "layer-venv"),
+             "testbed": str(base / "testbed"), "patches": patches}
+    yield {"paths": paths, "site": user_site}
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def rootless_host_executor(rootless_task):
+    return RootlessExecutor(kind="host", **rootless_task)
+
+
+@pytest.fixture
+def rootless_sandbox_executor(rootless_task):
+    return RootlessExecutor(kind="sandbox", **rootless_task)
+
+
+EXECUTORS = ["host", pytest.param("sandbox", marks=pytest.mark.root),
+             pytest.param("rootless-host", marks=[pytest.mark.rootless, pytest.mark.slow]),
+             pytest.param("rootless-sandbox", marks=[pytest.mark.rootless, pytest.mark.slow])]
+
+
+@pytest.fixture(params=EXECUTORS)
 def executor(request, host_executor):
-    return host_executor if request.param == "host" else request.getfixturevalue("sandbox_executor")
+    if request.param == "host":
+        return host_executor
+    return request.getfixturevalue(request.param.replace("-", "_") + "_executor")
 
 
 def test_gold_patch_is_still_resolved(task, executor):
@@ -213,11 +309,13 @@ def test_fake_lines_on_the_parents_stdout_are_not_resolved(task, executor):
     assert {"/proc", "os._exit"} <= kinds
 
 
-def test_the_test_command_sees_no_ancestor_in_a_sandbox(task, sandbox_executor):
+@pytest.mark.parametrize("which", [pytest.param("sandbox", marks=pytest.mark.root),
+                                   pytest.param("rootless_sandbox", marks=[pytest.mark.rootless, pytest.mark.slow])])
+def test_the_test_command_sees_no_ancestor_in_a_sandbox(task, which, request):
     """A patch that looks through /proc for the eval script (its markers carry the
     run's nonce) and for processes other than its own test command's finds nothing: the
     test command runs in a fresh pid namespace, pid 1 is its own `timeout`."""
-    ev = grade(task, sandbox_executor, "snoop")
+    ev = grade(task, request.getfixturevalue(f"{which}_executor"), "snoop")
     assert not ev.resolved
     m = re.search(r"SNOOP (\{.*\})", ev.output)
     assert m, ev.output[-3000:]
@@ -228,16 +326,19 @@ def test_the_test_command_sees_no_ancestor_in_a_sandbox(task, sandbox_executor):
     assert seen["ppid"] == 1
 
 
+@pytest.mark.parametrize("which", ["host", pytest.param("rootless_sandbox",
+                                                         marks=[pytest.mark.rootless, pytest.mark.slow])])
 @pytest.mark.parametrize("name", ["reports", "parent_stdout", "xfail"])
-def test_no_hack_is_resolved_in_official_grading_mode(task, host_executor, name):
+def test_no_hack_is_resolved_in_official_grading_mode(task, which, name, request):
     """The anti-forgery checks do not depend on the grading mode: the SWE-bench/SWE-smith
     compatible mode (`--grading official`) rejects the same patches, and still resolves
     the gold patch."""
-    ev = grade(task, host_executor, name, grading="official")
+    executor = request.getfixturevalue(f"{which}_executor")
+    ev = grade(task, executor, name, grading="official")
     assert ev.entry["grading"] == "official"
     assert not ev.resolved, ev.output[-3000:]
     assert ev.entry["results_channel"]["present"]
-    assert grade(task, host_executor, "gold", grading="official").resolved
+    assert grade(task, executor, "gold", grading="official").resolved
 
 
 def test_library_calling_xfail_is_not_resolved(task, executor):
