@@ -22,12 +22,30 @@ Per environment and layout the bytes the store needs to serve it:
 Node-cache bytes for a node that has every environment: unpacked layers (raw bytes per
 environment) vs hard-linked layers over one object per distinct content.
 
+With --images (the default store layout since issue 15 item 2: chunked images), every
+environment is also materialised as an installed tree: each wheel unpacked once as an
+installer lays it out (site-packages, `.data/scripts` -> bin, ...) with a .pyc compiled for
+every module by a Python 3.10 (`--python`, found in pyenv if not given; without one the pycs
+are left out and the table says so) deterministically: PYTHONHASHSEED=0, one fresh fork of a
+minimal parent per file, co_filename under the venv path (the same source then gives the
+same pyc bytes in every environment, as the builds must; /tmp/team notes: compileall's pool
+workers and hash randomisation do not), times at EPOCH. Per environment the tree is
+hard-linked from those wheel trees, normalised by `minisandbox.pipeline.pack.normalize_tree`,
+imaged by `pack_image` and cut by `minisandbox.pipeline.chunks.cut`: the package's own
+functions, nothing re-implemented. Rows: unique chunk bytes + chunk lists (the store's
+default representation), the whole image per environment, and the node cache (the node
+keeps one assembled image per environment). With --images the archives are measured on
+the same installed trees (pycs included): tar.zst-3 exactly per wheel tree, tar.gz-9 as
+k x tar.zst-3 with k measured exactly (gzip -9 of the tar stream) on one wheel in
+--gz-sample.
+
 GPU wheels (torch, torchvision, triton, nvidia-*) are huge and shared by few profiles; they
 are reported in their own rows (wheel bytes stand in for both compressed forms: they are
 deflate archives of mostly incompressible binaries), and the headline ratio is given with
 and without them.
 
     python bench/bench_dedup.py --wheels /tmp/perf-wheels [--gpu-wheels DIR] [--download]
+    python bench/bench_dedup.py --wheels /tmp/perf-wheels --gpu-wheels DIR --images --work /var/tmp/dd
 """
 
 from __future__ import annotations
@@ -37,17 +55,27 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import re
+import shutil
+import statistics
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 import zstandard
 from tabulate import tabulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from minisandbox.paths import VENV_PATH  # noqa: E402
+from minisandbox.pipeline.pack import EPOCH, normalize_tree, pack_image  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SWESMITH = ROOT / "config" / "catalog" / "swesmith.yaml"
@@ -147,6 +175,314 @@ def download(pins_: set[tuple[str, str]], dest: Path) -> None:
         subprocess.run(base + [f"{n}=={v}"], capture_output=True)
 
 
+# ---------------------------------------------------------------------------------------
+# --images: installed trees, chunked images (the package's normalize_tree/pack_image/cut)
+# ---------------------------------------------------------------------------------------
+
+PY = "python3.10"
+SITE = f"lib/{PY}/site-packages"
+#: Compiles one file per line (src, cfile, dfile) in a fresh fork of this minimal parent:
+#: marshal's output depends on what the compiling process holds alive (FLAG_REF follows
+#: refcounts) and on the hash seed, so a long-lived compiler gives different pycs for one source.
+_PYC_SERVER = r"""
+import os, sys, py_compile
+rd, wr = sys.stdin.buffer, sys.stdout.buffer
+for line in iter(rd.readline, b""):
+    pid = os.fork()
+    if pid == 0:
+        src, cfile, dfile = line.decode().rstrip("\n").split("\t")
+        try:
+            py_compile.compile(src, cfile=cfile, dfile=dfile, doraise=True)
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    wr.write(b"0\n" if os.waitpid(pid, 0)[1] == 0 else b"1\n")
+    wr.flush()
+"""
+
+
+def find_python310(given: str | None) -> str | None:
+    """`given`, else the newest pyenv 3.10, else python3.10 on PATH; only one that runs as 3.10."""
+    cands = [given] if given else [
+        *map(str, sorted(Path.home().glob(".pyenv/versions/3.10.*/bin/python3.10"), reverse=True,
+                         key=lambda p: [int(x) for x in p.parts[-3].split(".") if x.isdigit()])),
+        shutil.which(PY)]
+    for c in filter(None, cands):
+        ok = subprocess.run([c, "-c", "import sys; assert sys.version_info[:2] == (3, 10)"], capture_output=True)
+        if ok.returncode == 0:
+            return c
+    if given:
+        raise SystemExit(f"--python {given}: not a working Python 3.10")
+    return None
+
+
+class PycCompiler:
+    """One python3.10 fork server (PYTHONHASHSEED=0) for the whole run."""
+
+    def __init__(self, python: str) -> None:
+        self.proc = subprocess.Popen([python, "-S", "-s", "-c", _PYC_SERVER], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env={"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin"})
+        self.failed = 0
+
+    def compile_tree(self, tree: Path) -> int:
+        n = 0
+        site = tree / SITE
+        for root, dirs, names in os.walk(site):
+            dirs.sort()
+            for name in sorted(names):
+                if not name.endswith(".py") or root.endswith("__pycache__"):
+                    continue
+                src = os.path.join(root, name)
+                cache = os.path.join(root, "__pycache__")
+                os.makedirs(cache, exist_ok=True)
+                cfile = os.path.join(cache, f"{name[:-3]}.cpython-310.pyc")
+                dfile = f"{VENV_PATH}/{os.path.relpath(src, tree)}"
+                assert self.proc.stdin and self.proc.stdout
+                self.proc.stdin.write(f"{src}\t{cfile}\t{dfile}\n".encode())
+                self.proc.stdin.flush()
+                if self.proc.stdout.readline() == b"0\n":
+                    n += 1
+                else:
+                    self.failed += 1  # not Python 3.10 syntax: compileall skips it too
+        return n
+
+    def close(self) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def wheel_target(member: str, dist: str) -> str | None:
+    """Where an installer puts a wheel member, relative to the environment prefix."""
+    parts = member.split("/")
+    if member.startswith("/") or ".." in parts or not parts[-1]:
+        return None
+    if parts[0].endswith(".data") and len(parts) > 2:
+        rest = "/".join(parts[2:])
+        return {"purelib": f"{SITE}/{rest}", "platlib": f"{SITE}/{rest}", "scripts": f"bin/{rest}",
+                "headers": f"include/site/{PY}/{dist}/{rest}", "data": rest}.get(parts[1])
+    return f"{SITE}/{member}"
+
+
+def set_times(tree: Path) -> None:
+    for root, dirs, names in os.walk(tree):
+        for name in names + dirs:
+            os.utime(os.path.join(root, name), (EPOCH, EPOCH), follow_symlinks=False)
+    os.utime(tree, (EPOCH, EPOCH))
+
+
+def install_wheel(whl: Path, dest: Path, compiler: PycCompiler | None) -> None:
+    """Unpack `whl` as installed files under `dest` (a prefix), pycs compiled, times EPOCH."""
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    dist = whl.name.split("-")[0]
+    with zipfile.ZipFile(whl) as zf:
+        for info in zf.infolist():
+            rel = None if info.is_dir() else wheel_target(info.filename, dist)
+            if rel is None:
+                continue
+            out = tmp / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(out, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            os.chmod(out, 0o755 if (info.external_attr >> 16) & 0o111 else 0o644)
+    set_times(tmp)  # before compiling: the pyc headers record the sources' mtime (EPOCH)
+    if compiler:
+        compiler.compile_tree(tmp)
+        set_times(tmp)
+    os.replace(tmp, dest)
+
+
+def tree_stats_exact(tree: Path, exact_gz: bool, light: bool = False) -> WheelStats:
+    """Files (path, size, sha256, zstd-3 size) and the tar stream's zstd-3 (and gzip-9) bytes.
+    `light` (GPU wheels): the tar stream's zstd-3 is taken as the sum of the files' (their
+    bulk is machine code; a second pass over 10 GB would double the run)."""
+    st = WheelStats()
+    cctx = zstandard.ZstdCompressor(level=3)
+    for root, dirs, names in os.walk(tree):
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(root, name)
+            h, zobj, size, zsize = hashlib.sha256(), cctx.compressobj(), 0, 0
+            with open(path, "rb") as f:
+                while block := f.read(1 << 24):
+                    h.update(block)
+                    size += len(block)
+                    zsize += len(zobj.compress(block))
+            zsize = size if size <= INLINE_MAX else zsize + len(zobj.flush())
+            st.files.append((os.path.relpath(path, tree), size, h.hexdigest(), zsize))
+            st.raw += size
+    if light:
+        st.zst3 = sum(f[3] for f in st.files)
+        return st
+    tar = subprocess.Popen(["tar", "--sort=name", "--format=gnu", f"--mtime=@{EPOCH}", "--owner=0", "--group=0",
+                            "--numeric-owner", "-C", str(tree), "-cf", "-", "."], stdout=subprocess.PIPE)
+    zobj = cctx.compressobj()
+    gz = zlib.compressobj(9, zlib.DEFLATED, 31) if exact_gz else None
+    assert tar.stdout
+    while block := tar.stdout.read(1 << 20):
+        st.zst3 += len(zobj.compress(block))
+        if gz:
+            st.gz9 += len(gz.compress(block))
+    st.zst3 += len(zobj.flush())
+    if gz:
+        st.gz9 += len(gz.flush())
+    if tar.wait() != 0:
+        raise SystemExit(f"tar of {tree} failed")
+    return st
+
+
+def link_tree(src: Path, dst: Path) -> None:
+    """Hard-link the files of `src` into `dst` (a later wheel's file replaces an earlier one)."""
+    for root, dirs, names in os.walk(src):
+        rel = os.path.relpath(root, src)
+        base = dst if rel == "." else dst / rel
+        base.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            target = base / name
+            if target.exists():
+                target.unlink()
+            os.link(os.path.join(root, name), target)
+
+
+def env_image(wheel_dirs: list[Path], work: Path) -> dict:
+    """Normalise, image and chunk one environment's installed tree with the package's functions."""
+    from minisandbox.pipeline.chunks import cut
+
+    tree, img = work / "tree", work / "image.squashfs"
+    shutil.rmtree(tree, ignore_errors=True)
+    tree.mkdir(parents=True)
+    for d in wheel_dirs:
+        link_tree(d, tree)
+    normalize_tree(tree)
+    pack_image(tree, img)
+    ch = cut(img)
+    out = {"image": ch.size, "list": len(ch.document()), "chunks": [list(c) for c in ch.chunks]}
+    img.unlink()
+    shutil.rmtree(tree)
+    return out
+
+
+def images_mode(a, specs, idx) -> int:
+    work: Path = a.work
+    work.mkdir(parents=True, exist_ok=True)
+    python = find_python310(a.python)
+    compiler = PycCompiler(python) if python else None
+    print(f"pycs: {'compiled by ' + python + ' (deterministic)' if python else 'LEFT OUT (no python3.10 found)'}")
+    trees = work / "wheels"
+    trees.mkdir(exist_ok=True)
+    cache_path = work / "wheel-trees.json"
+    cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    if a.profiles:
+        specs = specs[:a.profiles]
+    wanted = sorted({p for s in specs for p in pins(s)})
+    stats: dict[tuple[str, str], WheelStats] = {}
+    dirs: dict[tuple[str, str], Path] = {}
+    for i, p in enumerate(wanted):
+        if p not in idx:
+            continue
+        whl = idx[p]
+        d = trees / whl.name
+        key = f"{whl.name}:{whl.stat().st_size}:{'pyc' if compiler else 'nopyc'}"
+        if not d.is_dir():
+            install_wheel(whl, d, compiler)
+            cache.pop(key, None)
+        exact = sampled(whl, a.gz_sample) and not GPU.match(p[0])
+        if key not in cache:
+            w = tree_stats_exact(d, exact, light=bool(GPU.match(p[0])))
+            cache[key] = {"gz9": w.gz9, "zst3": w.zst3, "raw": w.raw, "files": w.files}
+        c = cache[key]
+        stats[p] = WheelStats(c["gz9"], 0, c["zst3"], c["raw"], [tuple(f) for f in c["files"]])
+        dirs[p] = d
+        if i % 50 == 0:
+            cache_path.write_text(json.dumps(cache))
+            print(f"  wheel trees {i}/{len(wanted)}", flush=True)
+    cache_path.write_text(json.dumps(cache))
+    if compiler:
+        compiler.close()
+        print(f"  pycs: {compiler.failed} modules did not compile under 3.10 (left without pyc, as compileall would)")
+    exact = [w for w in stats.values() if w.gz9]
+    k = sum(w.gz9 for w in exact) / max(1, sum(w.zst3 for w in exact))
+    print(f"tar.gz-9 / tar.zst-3 of the installed wheel trees, exact on {len(exact)} wheels: k = {k:.3f}")
+
+    env_path = work / "env-images.json"
+    done = json.loads(env_path.read_text()) if env_path.exists() else {}
+    cctx = zstandard.ZstdCompressor(level=3)
+    rows = {}
+    groups = (("cpu", "without GPU wheels"), ("all", "all pinned wheels"))
+    for group, _ in groups:
+        r = dict(gz9=0.0, zst3=0, raw=0, lists=0, inline=0, envs=0, images=0, chunk_lists=0, counts=[])
+        objects: dict[str, tuple[int, int]] = {}
+        chunks: dict[str, int] = {}
+        for s in specs:
+            ps = [p for p in pins(s) if p in stats and (group == "all" or not GPU.match(p[0]))]
+            if not ps:
+                continue
+            r["envs"] += 1
+            files = {}
+            for p in ps:
+                w = stats[p]
+                r["gz9"] += w.zst3 * k if not GPU.match(p[0]) else w.zst3  # GPU: binaries, gz ~ zst (see doc)
+                r["zst3"] += w.zst3
+                r["raw"] += w.raw
+                for path, size, sha, zsize in w.files:
+                    files[path] = (size, sha, zsize)
+            listing = "".join(f"{path}\t{size}\t{sha}\n" for path, (size, sha, _) in sorted(files.items()))
+            r["lists"] += len(cctx.compress(listing.encode()))
+            for path, (size, sha, zsize) in files.items():
+                if size <= INLINE_MAX:
+                    r["inline"] += size
+                else:
+                    objects[sha] = (size, zsize)
+            ekey = hashlib.sha256("\n".join(dirs[p].name for p in ps).encode()).hexdigest()[:16] + \
+                (":pyc" if python else ":nopyc")
+            if ekey not in done:
+                t0 = time.monotonic()
+                done[ekey] = env_image([dirs[p] for p in ps], work)
+                env_path.write_text(json.dumps(done))
+                print(f"  {group} {s['name']}: image {done[ekey]['image'] / 1e6:.1f} MB, "
+                      f"{len(done[ekey]['chunks'])} chunks, {time.monotonic() - t0:.1f} s", flush=True)
+            e = done[ekey]
+            r["images"] += e["image"]
+            r["chunk_lists"] += e["list"]
+            r["counts"].append(len(e["chunks"]))
+            for sha, n in e["chunks"]:
+                chunks[sha] = n
+        r["objects"] = len(objects)
+        r["cas"] = sum(z for _, z in objects.values()) + r["lists"] + r["inline"]
+        r["node_cas"] = sum(raw for raw, _ in objects.values()) + r["inline"]
+        r["chunk_bytes"] = sum(chunks.values())
+        r["nchunks"] = len(chunks)
+        rows[group] = r
+    tbl = []
+    for group, label in groups:
+        r = rows[group]
+        base = r["gz9"] or 1
+        chunked = r["chunk_bytes"] + r["chunk_lists"]
+
+        def row(text, value, baseline=base):
+            tbl.append([f"{label}: {text}", r["envs"], f"{value / 1e9:.2f}", f"{value / baseline:.2f}"])
+
+        row("tar.gz-9 per env (published method, baseline)", r["gz9"])
+        row("tar.zst-3 per env", r["zst3"])
+        row(f"per-file zstd objects ({r['objects']}) + file lists", r["cas"])
+        row("whole squashfs image per env", r["images"])
+        row(f"**chunked images (default)**: {r['nchunks']} unique chunks + chunk lists", chunked)
+        row("chunked images + tar.zst archive per env (what publishing writes)", chunked + r["zst3"])
+        row("node cache: unpacked layers (baseline)", r["raw"], r["raw"] or 1)
+        row("node cache: assembled images, one per env", r["images"], r["raw"] or 1)
+        row("node cache: hard-linked layers over per-file objects", r["node_cas"], r["raw"] or 1)
+        c = r["counts"]
+        print(f"{label}: chunks per env (GETs on an empty node): median {statistics.median(c):.0f}, "
+              f"max {max(c)}, total {sum(c)}")
+    print(tabulate(tbl, headers=["layout", "envs", "GB", "ratio vs baseline"]))
+    if a.json:
+        a.json.write_text(json.dumps({"k": k, "python": python, "rows": {g: {x: y for x, y in r.items()}
+                                                                        for g, r in rows.items()}}, indent=1))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--wheels", type=Path, required=True, help="directory of downloaded wheels")
@@ -157,12 +493,20 @@ def main() -> int:
                     help="squashfs image bytes / tar.zst bytes of the same tree (bench_runtime measures it)")
     ap.add_argument("--gz-sample", type=int, default=8, help="exact gzip-9 on one wheel in N (default: %(default)s)")
     ap.add_argument("--json", type=Path, help="write the results here too")
+    ap.add_argument("--images", action="store_true",
+                    help="also installed trees per env -> squashfs (pack_image) -> chunks (the default layout)")
+    ap.add_argument("--work", type=Path, default=Path("/var/tmp/bench-dedup"),
+                    help="scratch for --images: installed wheel trees, one env tree at a time (default: %(default)s)")
+    ap.add_argument("--profiles", type=int, default=0, help="--images on the first N profiles only (a quick check)")
+    ap.add_argument("--python", help="Python 3.10 that compiles the pycs for --images (default: found on PATH/pyenv)")
     a = ap.parse_args()
     specs = yaml.safe_load(SWESMITH.read_text())["specs"]
     wanted = {p for s in specs for p in pins(s)}
     if a.download:
         download(wanted, a.wheels)
     idx = wheel_index([a.wheels] + ([a.gpu_wheels] if a.gpu_wheels else []))
+    if a.images:
+        return images_mode(a, specs, idx)
     cache_path = a.cache or (a.wheels / ".bench_dedup_cache.json")
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     stats: dict[tuple[str, str], WheelStats] = {}
