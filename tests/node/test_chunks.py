@@ -228,3 +228,22 @@ def test_publish_uploads_only_the_chunks_the_store_lacks(two_envs: dict, tmp_pat
     assert upload_image_chunks(store, img, chunks) == (len(lacking), sum(dict(chunks)[d] for d in lacking))
     assert missing_chunks(store, [d for d, _ in chunks]) == []
     assert upload_image_chunks(store, img, chunks) == (0, 0)
+
+
+@pytest.mark.s3
+def test_assembly_from_s3_reuses_local_chunks(s3, tmp_path: Path) -> None:
+    """The same on a real S3 API (moto_server): chunks fetched in parallel, shared ones reused."""
+    from tests.fixtures.s3 import publish_synthetic_store
+
+    info = publish_synthetic_store(s3.url("chunked"), tmp_path / "work", n_envs=2, n_repos=1, failed_env=False,
+                                   images=True, chunked=True, payload=200_000)
+    store = CountingStore(s3.url("chunked"))
+    (a_key, a), (b_key, b) = sorted(info["envs"].items())
+    cache = new_cache(tmp_path)
+    path, made = cache.fetch_archive(store, Artifact.image_from_manifest(store, a))
+    assert made and file_digest(path) == (a["image"]["sha256"], a["image"]["size"])
+    store.reads.clear()
+    path, made = cache.fetch_archive(store, Artifact.image_from_manifest(store, b))
+    assert made and file_digest(path) == (b["image"]["sha256"], b["image"]["size"])
+    held, wanted = {d for d, _ in chunks_of(store, a)}, {d for d, _ in chunks_of(store, b)}
+    assert held & wanted and sorted(store.chunk_reads()) == sorted(chunk_path(d) for d in wanted - held)
