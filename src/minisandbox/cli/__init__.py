@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from minisandbox import __version__
@@ -44,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minisandbox", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"minisandbox {__version__}")
+    parser.add_argument("--store-public-key", metavar="PEM",
+                        help="verify every store manifest and index shard against this ed25519 public key "
+                             "(default: $MINISANDBOX_STORE_PUBLIC_KEY; unset: unsigned stores are read as they are)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -53,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.store_public_key:  # every store this process (and its children) opens verifies
+        from minisandbox.node.signing import PUBLIC_KEY_ENV
+
+        os.environ[PUBLIC_KEY_ENV] = os.path.abspath(args.store_public_key)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

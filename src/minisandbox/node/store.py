@@ -6,6 +6,10 @@ written after their archive, the index last; docs/design.md). Every write goes t
 moved into place. On S3 the move is a server-side copy + delete, so a partial object is
 never visible at `<rel>`.
 
+Signatures (optional, minisandbox.node.signing): with a private key configured, writing a
+manifest, an index shard or the catalog also writes its `.sig` (first, so a new document is
+never visible unsigned); with a public key configured, reading one verifies it.
+
 Endpoints and credentials come from the standard places: for S3 the AWS environment
 variables / config files (`AWS_ENDPOINT_URL` for moto or MinIO, `AWS_DEFAULT_REGION`,
 `AWS_ACCESS_KEY_ID`, ...) or `FSSPEC_S3_*` variables. Transient errors are retried with
@@ -27,6 +31,7 @@ from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attemp
 
 from minisandbox.fsutil import file_digest
 from minisandbox.errors import MinisandboxError
+from minisandbox.node import signing
 
 T = TypeVar("T")
 
@@ -86,8 +91,13 @@ class Store:
     """Atomic, verified, retried file operations on an fsspec URL root."""
 
     def __init__(self, url: str | os.PathLike[str], *, attempts: int | None = None,
-                 backoff: float = 0.2, **storage_options: Any) -> None:
+                 backoff: float = 0.2, signer: "signing.Signer | None" = None,
+                 verifier: "signing.Verifier | None" = None, **storage_options: Any) -> None:
+        """`signer`/`verifier` default to the keys named by $MINISANDBOX_SIGNING_KEY and
+        $MINISANDBOX_STORE_PUBLIC_KEY (none when unset)."""
         url = os.fspath(url)
+        self.signer = signer if signer is not None else _env_key(signing.SIGNING_KEY_ENV, signing.Signer)
+        self.verifier = verifier if verifier is not None else _env_key(signing.PUBLIC_KEY_ENV, signing.Verifier)
         self._url = url.rstrip("/") or url
         protocol = fsspec.core.split_protocol(self._url)[0] or "file"
         options = {**_storage_options(protocol), **storage_options}
@@ -183,7 +193,20 @@ class Store:
         return self._call("ls", rel, run)
 
     def read_bytes(self, rel: str) -> bytes:
-        return self._call("read", rel, lambda: self.fs.cat_file(self.path(rel)))
+        """An object's bytes; a signed document (manifest, index shard, catalog) is
+        verified first when this store has a public key."""
+        data = self._call("read", rel, lambda: self.fs.cat_file(self.path(rel)))
+        if self.verifier is not None and signing.is_signed_document(rel):
+            self.verifier.verify(f"store {self._url}", rel, data, self.read_signature(rel))
+        return data
+
+    def read_signature(self, rel: str) -> bytes | None:
+        """The `.sig` object of document `rel`, None when there is none."""
+        sig = signing.signature_path(rel)
+        try:
+            return self._call("read", sig, lambda: self.fs.cat_file(self.path(sig)))
+        except NotInStore:
+            return None
 
     def read_text(self, rel: str) -> str:
         return self.read_bytes(rel).decode("utf-8")
@@ -252,7 +275,18 @@ class Store:
                 raise
         self._call("put", rel, run)
 
-    def put_bytes(self, rel: str, data: bytes) -> None:
+    def put_bytes(self, rel: str, data: bytes, *, signature: bytes | None = None) -> None:
+        """Write an object atomically. A signed document gets its `.sig` written first:
+        `signature` when given (a copy carrying the publisher's), else made with this
+        store's signing key when it has one."""
+        if signing.is_signed_document(rel):
+            if signature is None and self.signer is not None:
+                signature = self.signer.sign(rel, data)
+            if signature is not None:
+                self._put_bytes(signing.signature_path(rel), signature)
+        self._put_bytes(rel, data)
+
+    def _put_bytes(self, rel: str, data: bytes) -> None:
         want = hashlib.sha256(data).hexdigest()
 
         def run() -> None:
@@ -281,6 +315,19 @@ class Store:
             if self.fs.exists(p):
                 self.fs.rm(p, recursive=recursive)
         self._call("delete", rel, run)
+
+
+_KEYS: dict[tuple[str, str], Any] = {}
+
+
+def _env_key(var: str, kind: type) -> Any:
+    """The Signer/Verifier for the key file named by $`var` (loaded once per path)."""
+    path = os.environ.get(var, "").strip()
+    if not path:
+        return None
+    if (var, path) not in _KEYS:
+        _KEYS[(var, path)] = kind(path)
+    return _KEYS[(var, path)]
 
 
 def _protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:

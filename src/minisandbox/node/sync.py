@@ -291,7 +291,8 @@ def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
                 if art.chunks is not None:  # chunks before the list that names them
                     nchunks, n = _copy_image_chunks(src, dst, art, progress, have)
                 n += sum(_copy_blob(src, dst, b, tmpdir, progress) for b in art.blobs)
-                dst.put_bytes(art.manifest_rel, manifest_bytes)  # after its blobs
+                dst.put_bytes(art.manifest_rel, manifest_bytes,  # after its blobs; the publisher's signature kept
+                              signature=src.read_signature(art.manifest_rel))
                 status, files = "copied", len(art.blobs) + 1 + nchunks
             with lock:
                 (report.copied if status == "copied" else report.skipped).append(art.key)
@@ -331,13 +332,13 @@ def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
                 return
             if have == len(data) and dst.read_bytes(rel) == data:
                 return
-            dst.put_bytes(rel, data)
+            dst.put_bytes(rel, data, signature=src.read_signature(rel))
             with lock:
                 report.files += 1
 
         nshards = int(catalog.get("shards", SHARDS))
         _run_all(one_shard, [shard_path(f"{i:02x}") for i in range(nshards)], max(workers, 8))
-        dst.put_bytes(CATALOG, catalog_bytes)
+        dst.put_bytes(CATALOG, catalog_bytes, signature=src.read_signature(CATALOG))
         report.files += 1
     report.stale_tmp_removed = remove_stale_tmp(dst, stale_tmp_after)
     report.seconds = time.perf_counter() - t0

@@ -1,0 +1,221 @@
+"""Publisher signatures (minisandbox.node.signing), written as the attacks: a store whose
+documents were signed at publish is read by a node that has the publisher's public key; a
+manifest changed afterwards, a signature removed, a document signed with another key, a
+shard moved to another shard's place are refused with one line naming the file; the
+untouched store is accepted; without a key, unsigned stores keep working. Through the
+real store code (build_store publishes with `Store.put_text`, as the pipeline steps do),
+the node's index and manifest reads, `minisandbox run`, `push`, and the real workflow."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minisandbox.index import shard_of, shard_path
+from minisandbox.node import published
+from minisandbox.node.signing import PUBLIC_KEY_ENV, SIGNING_KEY_ENV, SigningKeyError, StoreSignatureError
+from minisandbox.node.store import Store
+from tests.fixtures.runtime import build_store
+from tests.fixtures.sandbox import SRC
+
+cryptography = pytest.importorskip("cryptography")
+
+
+def make_keys(d: Path, name: str = "publisher") -> tuple[Path, Path]:
+    """An ed25519 key pair as PEM files, made with openssl as docs/pipeline.md shows."""
+    priv, pub = d / f"{name}.pem", d / f"{name}.pub.pem"
+    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(priv)], check=True, capture_output=True)
+    subprocess.run(["openssl", "pkey", "-in", str(priv), "-pubout", "-out", str(pub)], check=True, capture_output=True)
+    return priv, pub
+
+
+@pytest.fixture
+def keys(tmp_path):
+    return make_keys(tmp_path)
+
+
+@pytest.fixture
+def signed_store(tmp_path, keys, monkeypatch):
+    """A published store (2 envs, 3 tasks) written with the signing key configured."""
+    monkeypatch.setenv(SIGNING_KEY_ENV, str(keys[0]))
+    info = build_store(tmp_path / "store", tmp_path / "work", n_envs=2, n_tasks=3)
+    monkeypatch.delenv(SIGNING_KEY_ENV)
+    return info
+
+
+def node(url, pub: Path | None) -> Store:
+    """A node's view of the store (public key as $MINISANDBOX_STORE_PUBLIC_KEY would give it)."""
+    from minisandbox.node.signing import Verifier
+
+    return Store(url, verifier=Verifier(pub) if pub else None)
+
+
+def documents(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.is_file() and (p.name.endswith(".manifest.json") or p.name.endswith(".jsonl")
+                                      or p.name == "catalog.json"))
+
+
+def test_every_document_is_signed_and_a_node_with_the_key_reads_them(signed_store, keys):
+    root = Path(signed_store["url"])
+    docs = documents(root)
+    shards = {shard_of(t["instance_id"]) for t in signed_store["tasks"]}
+    assert len(docs) == 2 + 3 + len(shards) + 1  # env and repo manifests, shards, catalog
+    for rel in docs:
+        sig = (root / (rel + ".sig")).read_text()
+        assert sig.startswith("ed25519 "), rel
+    store = node(signed_store["url"], keys[1])
+    published.read_catalog(store)
+    for t in signed_store["tasks"][:3]:
+        entry = published.lookup(store, t["instance_id"])
+        assert published.read_manifest(store, "env", entry["env_key"])["key"] == entry["env_key"]
+        assert published.read_manifest(store, "repo", entry["repo_key"])["key"] == entry["repo_key"]
+
+
+def test_a_manifest_changed_after_signing_is_refused(signed_store, keys):
+    env = signed_store["envs"][0]["key"]
+    rel = f"artifacts/env/{env}.manifest.json"
+    path = Path(signed_store["url"]) / rel
+    m = json.loads(path.read_text())
+    m["spec"] = {"note": "valid schema, not what the publisher wrote"}
+    path.write_text(json.dumps(m, indent=1, sort_keys=True) + "\n")
+    with pytest.raises(StoreSignatureError) as exc:
+        published.read_manifest(node(signed_store["url"], keys[1]), "env", env)
+    msg = str(exc.value)
+    assert "\n" not in msg and rel in msg and "does not verify" in msg
+    # without a key the (schema-valid) manifest is read as before: signatures are optional
+    assert published.read_manifest(node(signed_store["url"], None), "env", env)["spec"] == m["spec"]
+
+
+def test_a_missing_signature_is_refused_when_a_key_is_given(signed_store, keys):
+    t = signed_store["tasks"][0]
+    rel = shard_path(shard_of(t["instance_id"]))
+    (Path(signed_store["url"]) / (rel + ".sig")).unlink()
+    with pytest.raises(StoreSignatureError) as exc:
+        published.lookup(node(signed_store["url"], keys[1]), t["instance_id"])
+    msg = str(exc.value)
+    assert "\n" not in msg and rel in msg and f"{rel}.sig is missing" in msg
+
+
+def test_another_key_and_a_moved_document_are_refused(signed_store, keys, tmp_path):
+    _, other_pub = make_keys(tmp_path, "other")
+    with pytest.raises(StoreSignatureError, match="index/catalog.json"):
+        published.read_catalog(node(signed_store["url"], other_pub))
+    # shard A's signed content and signature served at shard B's place
+    root = Path(signed_store["url"])
+    shards = sorted({shard_of(t["instance_id"]) for t in signed_store["tasks"]})
+    a, b = shard_path(shards[0]), shard_path(shards[1])
+    for suffix in ("", ".sig"):
+        (root / (b + suffix)).write_bytes((root / (a + suffix)).read_bytes())
+    victim = next(t for t in signed_store["tasks"] if shard_of(t["instance_id"]) == shards[1])
+    with pytest.raises(StoreSignatureError, match=b):
+        published.lookup(node(signed_store["url"], keys[1]), victim["instance_id"])
+
+
+def test_unsigned_store_works_without_a_key_and_is_refused_with_one(tmp_path, keys):
+    info = build_store(tmp_path / "store", tmp_path / "work", n_envs=1, n_tasks=1)
+    assert not list(Path(info["url"]).rglob("*.sig"))
+    t = info["tasks"][0]
+    assert published.lookup(node(info["url"], None), t["instance_id"])["env_key"] == t["env_key"]
+    with pytest.raises(StoreSignatureError, match="is missing"):
+        published.lookup(node(info["url"], keys[1]), t["instance_id"])
+
+
+def test_bad_key_files_are_one_line_errors(tmp_path):
+    from minisandbox.node.signing import Signer, Verifier
+
+    (tmp_path / "junk.pem").write_text("not a key\n")
+    for cls in (Signer, Verifier):
+        with pytest.raises(SigningKeyError, match="junk.pem"):
+            cls(tmp_path / "junk.pem")
+        with pytest.raises(SigningKeyError, match="nope.pem"):
+            cls(tmp_path / "nope.pem")
+
+
+def test_push_keeps_the_publishers_signatures(signed_store, keys, tmp_path):
+    """`minisandbox push` (node.sync.mirror) copies each document with its signature
+    (this store's catalog lists no artifacts: the index part; the workflow test below
+    pushes manifests too)."""
+    from minisandbox.node.sync import mirror
+
+    mirror(signed_store["url"], str(tmp_path / "copy"))
+    copy = node(str(tmp_path / "copy"), keys[1])
+    published.read_catalog(copy)
+    for t in signed_store["tasks"]:
+        assert published.lookup(copy, t["instance_id"])["env_key"] == t["env_key"]
+
+
+def _cli(args: list[str], **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "minisandbox.cli", *args], capture_output=True, text=True,
+                          timeout=300, env={"PATH": os.environ["PATH"], "PYTHONPATH": SRC, "HOME": "/root", **env})
+
+
+def test_fetch_through_a_signed_local_store(signed_store, keys, tmp_path):
+    """End to end on a node: `minisandbox --store-public-key PUB fetch` looks the task up,
+    reads and checks its manifests and restores both layers; after the repo manifest is
+    altered the same command stops with one line naming it, before restoring anything."""
+    t = signed_store["tasks"][0]
+    args = ["--store-public-key", str(keys[1]), "fetch", "--store", signed_store["url"]]
+    ok = _cli(args + ["--cache", str(tmp_path / "cache"), t["instance_id"]])
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith(f"{t['instance_id']}\tfetched") and "/testbed=" in ok.stdout
+    rel = f"artifacts/repo/{t['repo_key']}.manifest.json"
+    path = Path(signed_store["url"]) / rel
+    m = json.loads(path.read_text())
+    m["commit"] = "f" * 40
+    path.write_text(json.dumps(m, indent=1, sort_keys=True) + "\n")
+    bad = _cli(args + ["--cache", str(tmp_path / "cache2"), t["instance_id"]])
+    assert bad.returncode == 1
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) == 1 and rel in lines[0] and "does not verify" in lines[0], bad.stderr
+    assert not (tmp_path / "cache2" / "layers").exists() or not any((tmp_path / "cache2" / "layers").iterdir())
+    # the environment variable is the same switch
+    bad_env = _cli(args[2:] + ["--cache", str(tmp_path / "cache3"), t["instance_id"]], **{PUBLIC_KEY_ENV: str(keys[1])})
+    assert bad_env.returncode == 1 and rel in bad_env.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_the_workflow_signs_what_it_publishes(pipeline_workspace, tmp_path):
+    """The real workflow with `signing_key` set: every manifest, shard and the catalog it
+    publishes has a signature that verifies with the public key."""
+    priv, pub = make_keys(tmp_path)
+    ws = pipeline_workspace
+    ws.snakemake(config=(f"signing_key={priv}", "images=false"))
+    docs = documents(ws.store)
+    assert any(d.endswith(".manifest.json") for d in docs) and "index/catalog.json" in docs
+    store = node(str(ws.store), pub)
+    for rel in docs:
+        store.read_bytes(rel)  # verifies
+    cat = published.read_catalog(store)
+    assert cat["counts"]["tasks"] >= 1
+    # pushed elsewhere, every document still verifies (manifests included)
+    from minisandbox.node.sync import mirror
+
+    report = mirror(str(ws.store), str(tmp_path / "pushed"))
+    assert report.copied
+    pushed = node(str(tmp_path / "pushed"), pub)
+    nonempty = [d for d in docs if not d.startswith("index/tasks/") or (ws.store / d).stat().st_size]
+    assert documents(tmp_path / "pushed") == nonempty  # push skips empty shards (they read as empty)
+    for rel in nonempty:
+        pushed.read_bytes(rel)
+
+
+def test_use_signing_key_checks_the_key_before_exporting_it(tmp_path, keys, monkeypatch):
+    """What the workflow calls with `signing_key`: empty changes nothing, a bad file fails
+    at once naming it, a good one is exported for the steps."""
+    from minisandbox.node.signing import use_signing_key
+
+    monkeypatch.delenv(SIGNING_KEY_ENV, raising=False)
+    use_signing_key("")
+    assert SIGNING_KEY_ENV not in os.environ
+    with pytest.raises(SigningKeyError, match="missing.pem"):
+        use_signing_key(tmp_path / "missing.pem")
+    assert SIGNING_KEY_ENV not in os.environ
+    use_signing_key(keys[0])
+    assert os.environ[SIGNING_KEY_ENV] == str(keys[0].resolve())
