@@ -47,7 +47,9 @@ from minisandbox.node.cache import Cache  # noqa: E402
 from minisandbox.index import shard_of  # noqa: E402
 from minisandbox.node.iobudget import IOBudget, default_slots  # noqa: E402
 from minisandbox.fsutil import file_digest  # noqa: E402
-from minisandbox.pipeline.pack import pack_image, pack_tree  # noqa: E402
+from minisandbox.pipeline.chunks import write_chunk_list  # noqa: E402
+from minisandbox.pipeline.pack import normalize_tree, pack_image, pack_tree  # noqa: E402
+from minisandbox.pipeline.steps import chunks_entry, publish_image  # noqa: E402
 from minisandbox.paths import REPO_PATH, VENV_PATH  # noqa: E402
 from minisandbox.node.restore import can_mount_images  # noqa: E402
 from minisandbox.node.runtime import prepare  # noqa: E402
@@ -59,6 +61,9 @@ REPO_PACKAGE = "jedi"  # many small files, like a repository checkout
 SMALL_ENV_PACKAGES = ["networkx"]
 #: The distinct environments prepared at the same time (~100 MB, ~4k files each).
 CONC_ENV_PACKAGES = ["numpy", "numpy.libs", "pip", "setuptools", "networkx"]
+#: What the sibling environment has in addition to the realistic one (a different image
+#: that shares most chunks with it, as environments of one project family do).
+SIBLING_EXTRA = "networkx"
 
 
 def site_packages() -> Path:
@@ -90,6 +95,10 @@ def make_repo(dest: Path, package: str | None, marker: str = "") -> Path:
     return dest
 
 
+def dir_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
 def du(path: Path) -> tuple[int, int]:
     files = size = 0
     for root, dirs, names in os.walk(path):
@@ -100,9 +109,14 @@ def du(path: Path) -> tuple[int, int]:
 
 
 def publish(store: Store, kind: str, key: str, tree: Path, fmt: str, work: Path) -> tuple[dict, float]:
-    """Pack and publish one artifact; fmt "squashfs" publishes tar.zst plus a squashfs image."""
-    image = fmt == "squashfs"
+    """Pack and publish one artifact; fmt "squashfs" publishes tar.zst plus a whole squashfs
+    image (as before chunking), "chunked" tar.zst plus the image as chunks only (the default:
+    the package's normalize_tree, pack_image, write_chunk_list and publish_image)."""
+    chunked = fmt == "chunked"
+    image = fmt in ("squashfs", "chunked")
     fmt = "tar.zst" if image else fmt
+    if chunked:
+        normalize_tree(tree)
     archive = work / f"{key}.{fmt}"
     t = time.perf_counter()
     stats = pack_tree(tree, archive, fmt)
@@ -122,7 +136,15 @@ def publish(store: Store, kind: str, key: str, tree: Path, fmt: str, work: Path)
         pack_s += time.perf_counter() - t  # archive + image: both are published
         isha, isize = file_digest(img)
         manifest["image"] = {"format": "squashfs", "artifact": img.name, "sha256": isha, "size": isize}
-        store.put_file(img, f"artifacts/{kind}/{img.name}", sha256=isha)
+        if chunked:
+            t = time.perf_counter()
+            lst, _ = write_chunk_list(img, key)
+            pack_s += time.perf_counter() - t
+            manifest["image"].update(chunks=chunks_entry(img, key), whole=False)
+            publish_image(store, kind, key, manifest["image"], img, whole=False)
+            lst.unlink()
+        else:
+            store.put_file(img, f"artifacts/{kind}/{img.name}", sha256=isha)
         img.unlink()
     store.put_text(f"artifacts/{kind}/{key}.manifest.json", json.dumps(manifest))
     archive.unlink()
@@ -233,24 +255,30 @@ USER_SINGLE = textwrap.dedent("""
         warm.append(time.perf_counter() - t)
         shutil.rmtree(d)
     out["published"] = {"cold": cold, "warm": warm}
-    for name, images in (("unpack", False), ("image", True)):
-        cold, warm, how = [], [], ""
+    for name, images, store in (("unpack", False, cfg["store"]), ("image", True, cfg["store"]),
+                                ("chunked", True, cfg["chunked_store"])):
+        cold, warm, sibling, how = [], [], [], ""
         for i in range(cfg["reps"]):
             cache = Cache(node / f"cache-{name}-{i}", budget=IOBudget(0, node / "unused"))
             t = time.perf_counter()
-            p = prepare(cfg["task"], cfg["store"], cache=cache, images=images)
+            p = prepare(cfg["task"], store, cache=cache, images=images)
             cold.append(time.perf_counter() - t)
             how = "fuse" if p.mount_ns else "unpacked"
             p.release()
             for _ in range(cfg["warm_reps"]):
                 t = time.perf_counter()
-                w = prepare(cfg["task"], cfg["store"], cache=cache, images=images)
+                w = prepare(cfg["task"], store, cache=cache, images=images)
                 warm.append(time.perf_counter() - t)
                 w.release()
+            if name == "chunked":
+                t = time.perf_counter()
+                p = prepare(cfg["sibling"], store, cache=cache, images=True)
+                sibling.append(time.perf_counter() - t)
+                p.release()
             cache.gc(max_bytes=0)
             cache.stop_mounts()
             shutil.rmtree(node / f"cache-{name}-{i}", ignore_errors=True)
-        out[name] = {"cold": cold, "warm": warm, "how": how}
+        out[name] = {"cold": cold, "warm": warm, "sibling": sibling, "how": how}
     print(json.dumps(out))
 """)
 
@@ -259,49 +287,76 @@ def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict
     """One realistic environment (+ repo), cold and warm, every method side by side."""
     env_tree = make_env(work / "trees" / "env", env_pkgs)
     repo_tree = make_repo(work / "trees" / "repo", REPO_PACKAGE)
+    for tree in (env_tree, repo_tree):
+        normalize_tree(tree)  # as the pipeline does before packing
     ef, eb = du(env_tree)
     rf, rb = du(repo_tree)
     print(f"env tree: {ef} files, {eb / 1e6:.0f} MB; repo tree: {rf} files, {rb / 1e6:.0f} MB", flush=True)
-    stores = {"tar.gz": work / "store-gz", "squashfs": work / "store-img"}  # store-img: tar.zst + image
+    # store-img: tar.zst + whole image (as published before chunking); store-chunk: tar.zst +
+    # image as chunks (the default), plus a sibling task whose env has one package more and
+    # whose repo has another README: its images share most chunks with the first task's.
+    stores = {"tar.gz": work / "store-gz", "squashfs": work / "store-img", "chunked": work / "store-chunk"}
     pack_s, sizes, keys = {}, {}, {}
     for fmt, d in stores.items():
         st = Store(d)
         em, ep = publish(st, "env", "env-bench-0000000000000000", env_tree, fmt, work)
         rm, rp = publish(st, "repo", "repo-bench-000000000000-00000000", repo_tree, fmt, work)
-        write_index(st, [task_entry("bench__one", em["key"], rm["key"])])
+        tasks = [task_entry("bench__one", em["key"], rm["key"])]
         pack_s[fmt] = ep + rp
         sizes[fmt] = sum(m["size"] for m in (em, rm))
         if fmt == "squashfs":
             sizes["tar.zst"] = sizes[fmt]
             sizes["squashfs"] = sum(m["image"]["size"] for m in (em, rm))
+        if fmt == "chunked":
+            sizes["chunked"] = dir_bytes(d / "chunks")
+            shutil.copytree(site_packages() / SIBLING_EXTRA, next(env_tree.glob("lib/python*/site-packages")) /
+                            SIBLING_EXTRA, symlinks=True)
+            (repo_tree / "README.md").write_text("# bench repo, sibling\n")
+            for tree in (env_tree, repo_tree):
+                normalize_tree(tree)
+            es, _ = publish(st, "env", "env-bench-5151515151515151", env_tree, fmt, work)
+            rs, _ = publish(st, "repo", "repo-bench-515151515151-51515151", repo_tree, fmt, work)
+            tasks.append(task_entry("bench__sibling", es["key"], rs["key"]))
+            sizes["sibling"] = sum(m["image"]["size"] for m in (es, rs))
+            sizes["sibling_new"] = dir_bytes(d / "chunks") - sizes["chunked"]
+            print(f"sibling images {sizes['sibling'] / 1e6:.0f} MB, of which in chunks the first task's images "
+                  f"lack: {sizes['sibling_new'] / 1e6:.1f} MB", flush=True)
+        write_index(st, tasks)
         keys = {"env": em["key"], "repo": rm["key"]}
         print(f"packed {fmt}: {pack_s[fmt]:.1f} s", flush=True)
     rmtree(work / "trees")
     node = work / "node"
     kernel = can_mount_images()
-    cold: dict[str, list[float]] = {k: [] for k in ("published", "tar.zst", "squashfs")}
-    warm: dict[str, list[float]] = {k: [] for k in ("published", "tar.zst", "squashfs")}
+    cold: dict[str, list[float]] = {k: [] for k in ("published", "tar.zst", "squashfs", "chunked", "sibling")}
+    warm: dict[str, list[float]] = {k: [] for k in ("published", "tar.zst", "squashfs", "chunked", "sibling")}
     for i in range(a.reps):
         rmtree(node)
         cold["published"].append(published_cold(stores["tar.gz"], keys["env"], keys["repo"], node / "pub"))
         for j in range(min(a.reps, 3)):
             warm["published"].append(published_warm(node / "pub", j))
         rmtree(node)
-        for name, images in (("tar.zst", False), ("squashfs", True)):
+        for name, images in (("tar.zst", False), ("squashfs", True), ("chunked", True)):
             if images and not kernel:
                 continue
+            store_dir = str(stores["chunked" if name == "chunked" else "squashfs"])
             cache = Cache(node / f"cache-{name}", budget=IOBudget(0, node / "unused"))
             t = time.perf_counter()
-            p = prepare("bench__one", str(stores["squashfs"]), cache=cache, images=images)
+            p = prepare("bench__one", store_dir, cache=cache, images=images)
             cold[name].append(time.perf_counter() - t)
             assert p.downloaded
             p.release()
             for _ in range(a.warm_reps // a.reps + 1):
                 t = time.perf_counter()
-                w = prepare("bench__one", str(stores["squashfs"]), cache=cache, images=images)
+                w = prepare("bench__one", store_dir, cache=cache, images=images)
                 warm[name].append(time.perf_counter() - t)
                 assert not w.downloaded
                 w.release()
+            if name == "chunked":  # the node holds the first task's images: the sibling reuses their chunks
+                t = time.perf_counter()
+                p = prepare("bench__sibling", store_dir, cache=cache, images=True)
+                cold["sibling"].append(time.perf_counter() - t)
+                assert p.downloaded
+                p.release()
             cache.gc(max_bytes=0)  # unmounts images, removes layers
         rmtree(node)
         print(f"rep {i + 1}/{a.reps}: " + ", ".join(f"{k} cold {v[-1]:.2f} s" for k, v in cold.items() if v),
@@ -314,6 +369,7 @@ def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict
         os.chmod(work, 0o755)
         cfg = {"node": str(user_dir(work / "user-node")), "reps": a.reps, "warm_reps": a.warm_reps // a.reps + 1,
                "task": "bench__one", "store": str(stores["squashfs"]), "gz_store": str(stores["tar.gz"]),
+               "chunked_store": str(stores["chunked"]), "sibling": "bench__sibling",
                "env_key": keys["env"], "repo_key": keys["repo"]}
         proc = subprocess.run(runner + ["-c", USER_SINGLE, json.dumps(cfg)], capture_output=True, text=True, cwd="/tmp")
         if proc.returncode != 0:
@@ -326,6 +382,8 @@ def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict
     def row(label: str, c: list[float], w: list[float], base: tuple[float, float], pack: str, mb: str) -> list:
         if not c:
             return [label, pack, mb, "-", "-", "-", "-"]
+        if not w:
+            return [label, pack, mb, f"{med(c):.3f}", "-", f"{base[0] / med(c):.1f}x", "-"]
         return [label, pack, mb, f"{med(c):.3f}", f"{med(w):.4f}", f"{base[0] / med(c):.1f}x", f"{base[1] / med(w):.0f}x"]
 
     base = (med(cold["published"]), med(warm["published"]))
@@ -334,22 +392,33 @@ def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict
                 base, f"{pack_s['tar.gz']:.1f}", mb["tar.gz"]),
             row("root: tar.zst, streamed + unpacked into layers", cold["tar.zst"], warm["tar.zst"], base,
                 "(below)", mb["tar.zst"]),
-            row("root: squashfs image, verified + kernel mount (default)", cold["squashfs"], warm["squashfs"], base,
-                f"{pack_s['squashfs']:.1f} (tar.zst + image)", mb["squashfs"])]
+            row("root: whole squashfs image, downloaded + sha256 + kernel mount (before chunking)", cold["squashfs"],
+                warm["squashfs"], base, f"{pack_s['squashfs']:.1f} (tar.zst + image)", mb["squashfs"]),
+            row("root: chunked image, empty node: assembled from chunks + sha256 + kernel mount (default)",
+                cold["chunked"], warm["chunked"], base, f"{pack_s['chunked']:.1f} (tar.zst + image + chunks)",
+                f"{mb['chunked']} (chunks)"),
+            row("root: chunked image, sibling on the node (another env's images share chunks)", cold["sibling"], [],
+                base, "", f"{mb['sibling_new']} new of {mb['sibling']}")]
     if user:
         ubase = (med(user["published"]["cold"]), med(user["published"]["warm"]))
         rows += [row("unprivileged: published method, baseline", user["published"]["cold"], user["published"]["warm"],
                      ubase, "", mb["tar.gz"]),
                  row("unprivileged: tar.zst, streamed + unpacked (fallback)", user["unpack"]["cold"],
                      user["unpack"]["warm"], ubase, "", mb["tar.zst"]),
-                 row(f"unprivileged: squashfs image, verified + squashfuse ({user['image']['how']}) (default)",
-                     user["image"]["cold"], user["image"]["warm"], ubase, "", mb["squashfs"])]
+                 row(f"unprivileged: whole squashfs image, downloaded + sha256 + squashfuse ({user['image']['how']})",
+                     user["image"]["cold"], user["image"]["warm"], ubase, "", mb["squashfs"]),
+                 row(f"unprivileged: chunked image, empty node: assembled + sha256 + squashfuse "
+                     f"({user['chunked']['how']}) (default)", user["chunked"]["cold"], user["chunked"]["warm"], ubase,
+                     "", f"{mb['chunked']} (chunks)"),
+                 row("unprivileged: chunked image, sibling on the node", user["chunked"]["sibling"], [], ubase, "",
+                     f"{mb['sibling_new']} new of {mb['sibling']}")]
     print()
     print(tabulate(rows, headers=["method", "pack s", "MB", "cold ready s (median)", "warm ready s (median)",
                                   "cold speed-up", "warm speed-up"]))
     results["single"] = {"cold": cold, "warm": warm, "user": user, "pack_s": pack_s, "sizes": sizes,
                          "env_files": ef, "env_bytes": eb, "repo_files": rf, "repo_bytes": rb}
     rmtree(work / "store-gz")
+    rmtree(work / "store-chunk")
 
 
 # -- 8 concurrent distinct environments, per method ---------------------------------------------
@@ -372,7 +441,7 @@ CONC_WORKER = textwrap.dedent("""
         for kind in ("env", "repo"):
             shutil.copytree(d / "extracted" / kind, d / "sandbox" / kind, symlinks=True)
     else:
-        p = prepare(cfg["task"], cfg["store"], cache=cache, images=cfg["method"] == "image")
+        p = prepare(cfg["task"], cfg["store"], cache=cache, images=cfg["method"] in ("image", "chunked"))
         assert p.downloaded
     print(json.dumps({"ready_at": time.time()}), flush=True)
 """)
@@ -401,32 +470,38 @@ def run_concurrent(argv_prefix: list[str], cfgs: list[dict]) -> list[float]:
 def concurrent_methods(a: argparse.Namespace, work: Path, n: int, env_pkgs: list[str], results: dict) -> None:
     """n distinct environments prepared at the same time, cold, per method (median of reps)."""
     store = Store(work / "store-cm")
+    chunk_store = Store(work / "store-cm-chunk")
     gz = Store(work / "store-cm-gz")
     tasks = []
     base_tree = make_env(work / "trees" / "cm-base", env_pkgs)
     cf, cb = du(base_tree)
     repo_tree = make_repo(work / "trees" / "cm-repo", None, marker="cm")
+    normalize_tree(base_tree)
+    normalize_tree(repo_tree)
     gz_env, _ = publish(gz, "env", "env-cm-gz-000000000000", base_tree, "tar.gz", work)
     gz_repo, _ = publish(gz, "repo", "repo-cm-gz-00000000000-00000000", repo_tree, "tar.gz", work)
     for i in range(n):
         (base_tree / "env-id.txt").write_text(f"env {i}")  # a distinct digest per environment
-        em, _ = publish(store, "env", f"env-cm-{i:016x}", base_tree, "squashfs", work)
-        rm, _ = publish(store, "repo", f"repo-cm-{i:012x}-{i:08x}", repo_tree, "squashfs", work)
+        normalize_tree(base_tree)
+        for st, fmt in ((store, "squashfs"), (chunk_store, "chunked")):
+            em, _ = publish(st, "env", f"env-cm-{i:016x}", base_tree, fmt, work)
+            rm, _ = publish(st, "repo", f"repo-cm-{i:012x}-{i:08x}", repo_tree, fmt, work)
         tasks.append(task_entry(f"cm__task.{i}", em["key"], rm["key"]))
     write_index(store, tasks)
+    write_index(chunk_store, tasks)
     rmtree(work / "trees")
     print(f"\n{n} concurrent distinct envs of {cf} files, {cb / 1e6:.0f} MB each", flush=True)
     me = [sys.executable]
     runner = user_runner(work)
     if runner:
-        subprocess.run(["chmod", "-R", "a+rX", str(store.root), str(gz.root)], check=True)
+        subprocess.run(["chmod", "-R", "a+rX", str(store.root), str(chunk_store.root), str(gz.root)], check=True)
         os.chmod(work, 0o755)
     methods = [("root", "published", me), ("root", "unpack", me)]
     if can_mount_images():
-        methods.append(("root", "image", me))
-    if runner:
+        methods += [("root", "image", me), ("root", "chunked", me)]
+    if runner and not a.root_only:
         methods += [("unprivileged", "published", runner), ("unprivileged", "unpack", runner),
-                    ("unprivileged", "image", runner)]
+                    ("unprivileged", "image", runner), ("unprivileged", "chunked", runner)]
     times: dict[str, list[list[float]]] = {}
     for rep in range(a.reps):
         for who, method, prefix in methods:
@@ -436,7 +511,8 @@ def concurrent_methods(a: argparse.Namespace, work: Path, n: int, env_pkgs: list
             if who == "unprivileged":
                 user_dir(node)
             cfgs = [{"method": method, "node": str(node / f"n{i}"), "cache": str(node / "cache"), "task": t["instance_id"],
-                     "store": str(store.root), "gz_store": str(gz.root), "env_key": gz_env["key"],
+                     "store": str((chunk_store if method == "chunked" else store).root), "gz_store": str(gz.root),
+                     "env_key": gz_env["key"],
                      "repo_key": gz_repo["key"]} for i, t in enumerate(tasks)]
             env = dict(os.environ)
             ready = run_concurrent(prefix, cfgs)
@@ -455,7 +531,8 @@ def concurrent_methods(a: argparse.Namespace, work: Path, n: int, env_pkgs: list
             continue
         base_all = med(r[-1] for r in times[key])
         for method, label in (("published", "published method (baseline)"), ("unpack", "tar.zst unpack"),
-                              ("image", "squashfs image mount (default)")):
+                              ("image", "whole squashfs image: download + sha256 + mount (before chunking)"),
+                              ("chunked", "chunked image: assembled + sha256 + mount (default)")):
             k = f"{who}/{method}"
             if k not in times:
                 continue
@@ -466,6 +543,7 @@ def concurrent_methods(a: argparse.Namespace, work: Path, n: int, env_pkgs: list
     print(tabulate(rows, headers=["method", f"median ready s ({n} envs)", "all ready s", "speed-up (all ready)"]))
     results["concurrent_methods"] = {"n": n, "env_files": cf, "env_bytes": cb, "times": times}
     rmtree(work / "store-cm")
+    rmtree(work / "store-cm-chunk")
     rmtree(work / "store-cm-gz")
 
 
@@ -516,6 +594,7 @@ def main() -> int:
     ap.add_argument("--json", help="also write the results to this JSON file")
     ap.add_argument("--only", choices=["single", "methods", "concurrency"], help="run one part only")
     ap.add_argument("--distinct", type=int, default=8, help="concurrent distinct environments per method")
+    ap.add_argument("--root-only", action="store_true", help="the concurrent-methods part as root only")
     a = ap.parse_args()
     env_pkgs = ["numpy", "numpy.libs", "pip"] if a.quick else ENV_PACKAGES
     conc_pkgs = ["pip", "setuptools"] if a.quick else CONC_ENV_PACKAGES
