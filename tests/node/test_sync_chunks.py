@@ -112,6 +112,7 @@ def test_mirror_refuses_a_damaged_source_chunk_and_brings_back_a_lost_one(src: d
 def test_push_chunks_to_s3_pull_back_and_verify(src: dict, s3: S3, tmp_path: Path, capsys) -> None:
     url = s3.url("stores/chunked")
     assert main(["push", src["store"].url, url]) == 0
+    assert f"({len(all_chunks(src))} image chunks)" in capsys.readouterr().out
     fs = s3.fs()
     distinct = all_chunks(src)
     for d, n in distinct.items():
@@ -119,6 +120,8 @@ def test_push_chunks_to_s3_pull_back_and_verify(src: dict, s3: S3, tmp_path: Pat
     assert not [p for p in fs.find(f"{s3.bucket}/stores/chunked") if ".tmp-" in p]
     capsys.readouterr()
     assert main(["verify", url]) == 0 and main(["verify", "--quick", url]) == 0
+    refs = sum(len(chunks_of(src["store"], m)) for m in src["envs"].values())
+    assert f"+ {refs} image chunks, sizes checked" in capsys.readouterr().out
     local = tmp_path / "node"
     assert main(["pull", url, str(local)]) == 0
     for d in distinct:

@@ -31,11 +31,12 @@ def cmd_mirror(a: argparse.Namespace) -> int:
     if a.json:
         print(json.dumps({"src": report.src, "dst": report.dst, "copied": report.copied,
                           "skipped": report.skipped, "files": report.files, "bytes": report.bytes,
-                          "seconds": round(report.seconds, 3),
+                          "chunks": report.chunks, "seconds": round(report.seconds, 3),
                           "stale_tmp_removed": report.stale_tmp_removed}, indent=1))
     else:
         print(f"{a.command} {report.src} -> {report.dst}: {len(report.copied)} artifacts copied, "
-              f"{len(report.skipped)} already there, {report.files} objects written, {_mb(report.bytes)} "
+              f"{len(report.skipped)} already there, {report.files} objects written"
+              + (f" ({report.chunks} image chunks)" if report.chunks else "") + f", {_mb(report.bytes)} "
               f"in {report.seconds:.1f}s ({report.mb_per_s:.1f} MB/s)"
               + (f", {report.stale_tmp_removed} stale temp objects removed" if report.stale_tmp_removed else ""))
     return 0
@@ -50,7 +51,8 @@ def cmd_verify(a: argparse.Namespace) -> int:
     store = Store(a.store)
     if a.json:
         print(json.dumps({"store": report.store, "ok": report.ok, "artifacts": report.artifacts,
-                          "blobs": report.blobs, "tasks": report.tasks, "bytes": report.bytes,
+                          "blobs": report.blobs, "chunks": report.chunks, "tasks": report.tasks,
+                          "bytes": report.bytes,
                           "problems": [p.__dict__ for p in report.problems]}, indent=1))
     else:
         for p in report.problems:
@@ -60,7 +62,8 @@ def cmd_verify(a: argparse.Namespace) -> int:
         other = len(report.problems) - missing - corrupt
         checked = "sizes" if a.quick else "sha256"
         verdict = "OK" if report.ok else f"FAILED: {missing} missing, {corrupt} corrupt, {other} other"
-        print(f"verify {report.store}: {report.artifacts} artifacts ({report.blobs} files, {checked} checked, "
+        chunks = f" + {report.chunks} image chunks" if report.chunks else ""
+        print(f"verify {report.store}: {report.artifacts} artifacts ({report.blobs} files{chunks}, {checked} checked, "
               f"{_mb(report.bytes)} read), {report.tasks} tasks: {verdict}")
     return 0 if report.ok else 1
 
