@@ -357,36 +357,88 @@ def test_background_processes_killed_on_close(world):
     assert left == []
 
 
-def _host_state() -> tuple[int, int, set[str]]:
-    mounts = len(Path("/proc/self/mountinfo").read_text().splitlines())
-    procs = 0  # orphaned sandbox helpers (others' live sandboxes have live parents)
+#: Host directories a sandbox's private root is mounted on (rootfs._BASE_CANDIDATES), had
+#: it leaked into the host's mount namespace.
+ROOT_BASES = ("/mnt", "/media", "/srv", "/boot", "/run", "/var/empty", "/opt")
+
+
+def _own_mounts(base: str) -> list[str]:
+    """Host mounts the sandboxes under test could have left: on or under their layer and
+    scratch directory `base`, from a source there, or on a private-root base. Other jobs'
+    mounts on this shared machine (image layers in their node caches) are not counted."""
+    own = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        root, point = fields[3], fields[4]
+        source = line.split(" - ", 1)[1].split()[1] if " - " in line else ""
+        if any(x == base or x.startswith(base + "/") for x in (root, point, source)) or \
+                any(point == b or point.startswith(b + "/") for b in ROOT_BASES):
+            own.append(" ".join(fields[3:5]) + " " + line.split(" - ", 1)[-1])
+    return sorted(own)
+
+
+def _alive(pid: int, start: str) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2:].split()[19] == start
+
+
+def _in_session(sid: int) -> list[int]:
+    out = []
     for p in os.listdir("/proc"):
         try:
-            if p.isdigit() and b"rootfs.py" in Path(f"/proc/{p}/cmdline").read_bytes():
+            if p.isdigit():
                 stat = Path(f"/proc/{p}/stat").read_text()
-                procs += int(stat[stat.rindex(")") + 2:].split()[1]) == 1
+                if int(stat[stat.rindex(")") + 2:].split()[3]) == sid:
+                    out.append(int(p))
         except OSError:
             pass
-    cgroups = {str(p) for c in ("pids", "memory") for p in Path("/sys/fs/cgroup", c).rglob("minisandbox-*")}
-    return mounts, procs, cgroups
+    return out
 
 
 @pytest.mark.parametrize("world", MODES, indirect=True)
 def test_thousand_open_close_cycles_leave_nothing(world, tmp_path):
-    before = _host_state()
+    """Everything the runner's 1,000 sandboxes made is gone afterwards: counted for this
+    runner only (its cgroups, its fork server and sandbox inits by pid and start time, the
+    processes of the fork server's session, mounts it could have left, its own payloads),
+    so other jobs on the machine cannot make it pass or fail."""
+    tag = f"1000.{os.getpid() % 10000:04d}{int(time.time() * 1000) % 10000:04d}"  # this test's own sleeps
+    before = _own_mounts(str(world.repo.parent))
     out = world("""
         import tempfile
+        from minisandbox.sandbox import rootfs
+
+        def start_of(pid):
+            stat = open(f"/proc/{pid}/stat").read()
+            return stat[stat.rindex(")") + 2:].split()[19]
+
         scratch = tempfile.mkdtemp(dir=P["base"])
         t = time.monotonic()
+        inits, cgroups = [], []
         for i in range(1000):
             with Sandbox([Layer(P["repo"], "/testbed")], limits=Limits(pids=256, memory_bytes=1 << 30),
                          scratch_dir=scratch if i % 2 else None) as sb:
+                inits.append((sb._root.proc.pid, start_of(sb._root.proc.pid)))
+                cgroups += sb.limits.dirs
                 if i % 100 == 0:
-                    assert sb.execute("sleep 1000 & echo $((1 + 1))").output == "2\\n"
+                    assert sb.execute("sleep %s & echo $((1 + 1))" % P["tag"]).output == "2\\n"
+        zygote = rootfs._Zygote._instance.proc.pid
         out = {"seconds": time.monotonic() - t, "scratch": os.listdir(scratch),
-               "fds": len(os.listdir("/proc/self/fd"))}
-    """, timeout=900)
-    after = _host_state()
+               "fds": len(os.listdir("/proc/self/fd")), "inits": inits, "cgroups": cgroups,
+               "zygote": [zygote, start_of(zygote)], "pid": os.getpid()}
+    """, timeout=900, tag=tag)
     assert out["scratch"] == [] and out["fds"] < 20
-    assert after == before, (before, after)
-    assert subprocess.run(["pgrep", "-f", "sleep 1000"], capture_output=True).stdout == b""
+    deadline = time.monotonic() + 10  # the fork server exits once the runner's socket closes
+    while _alive(*out["zygote"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(*out["zygote"]) and _in_session(out["zygote"][0]) == []
+    assert len(out["inits"]) == 1000 and [i for i in out["inits"] if _alive(*i)] == []
+    if world.mode == "root":  # rootless: no writable cgroup on this machine, none made
+        assert len(out["cgroups"]) >= 1000
+    assert [c for c in out["cgroups"] if os.path.exists(c)] == []
+    prefix = f"minisandbox-{out['pid']}-"
+    assert [str(c) for c in Path("/sys/fs/cgroup").rglob(prefix + "*")] == []
+    assert _own_mounts(str(world.repo.parent)) == before
+    assert subprocess.run(["pgrep", "-f", f"sleep {tag}"], capture_output=True).stdout == b""

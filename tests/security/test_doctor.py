@@ -32,6 +32,8 @@ def test_doctor_as_root(as_root):
     finally:
         group.close()
     assert (checks["memory limit"]["status"] == "ok") == memory.startswith("cgroup")
+    cpu = checks["cpu time limit"]  # a cgroup counts each command's total here (root)
+    assert cpu["status"] == "ok" and cpu["detail"].startswith("a total per command: cgroup"), cpu
     assert res.returncode == 0, res.stderr
 
 
@@ -45,4 +47,7 @@ def test_doctor_rootless_reports_the_rlimit_fallback(rootless_user):
     delegated = "cgroup" in mem["detail"] and mem["status"] == "ok"
     if not delegated:
         assert mem["status"] == "warn" and "RLIMIT_AS" in mem["detail"] and "Delegate" in mem["detail"]
+    cpu = checks["cpu time limit"]
+    if cpu["status"] != "ok":  # no writable cgroup for the test user: the per-process fallback, said so
+        assert cpu["status"] == "warn" and "RLIMIT_CPU per process" in cpu["detail"] and "N times" in cpu["detail"]
     assert res.returncode == 0, res.stderr

@@ -326,6 +326,8 @@ class Sandbox:
         group = self._cmd_cgroups.pop(cid, None)
         if group is not None:
             group.remove()
+        if self._root is not None:
+            self._root.pids.pop(cid, None)
 
     def wait(self, cid: int, timeout: float | None = None) -> int:
         """Exit code of command `cid`; raises TimeoutError after `timeout` seconds (the
