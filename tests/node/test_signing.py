@@ -211,7 +211,8 @@ def test_use_signing_key_checks_the_key_before_exporting_it(tmp_path, keys, monk
     at once naming it, a good one is exported for the steps."""
     from minisandbox.node.signing import use_signing_key
 
-    monkeypatch.delenv(SIGNING_KEY_ENV, raising=False)
+    monkeypatch.setenv(SIGNING_KEY_ENV, "")  # recorded: the key exported below is undone afterwards
+    monkeypatch.delenv(SIGNING_KEY_ENV)
     use_signing_key("")
     assert SIGNING_KEY_ENV not in os.environ
     with pytest.raises(SigningKeyError, match="missing.pem"):
