@@ -2,6 +2,9 @@
 
 import os
 import sys
+from pathlib import Path
+
+import pytest
 
 # The project's commands (snakemake, minisandbox, moto_server, ray) are looked up on PATH by
 # the tests and by the workflow's rules. `.venv/bin/python -m pytest` (README, .ci/run) does
@@ -19,3 +22,29 @@ pytest_plugins: list[str] = [
     "tests.fixtures.s3",
     "tests.fixtures.slurm",
 ]
+
+
+def _mountpoints_under(base: str) -> list[str]:
+    """Mount points below `base` in this mount namespace, deepest first (mountinfo field 5,
+    octal escapes undone)."""
+    found = []
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        for line in f:
+            point = line.split()[4].encode().decode("unicode_escape")
+            if point.startswith(base.rstrip("/") + "/"):
+                found.append(point)
+    return sorted(found, key=len, reverse=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _unmount_test_caches(tmp_path_factory: pytest.TempPathFactory):
+    """Node caches keep their images mounted for reuse (docs/runtime.md); a test's cache in
+    pytest's tmp is never gc'ed, so unmount what is left there at the end of the session, or
+    every run leaks loop devices."""
+    yield
+    if os.geteuid() != 0:
+        return
+    from minisandbox.node.restore import unmount
+
+    for point in _mountpoints_under(str(tmp_path_factory.getbasetemp())):
+        unmount(Path(point))
