@@ -346,8 +346,9 @@ def link_tree(src: Path, dst: Path) -> None:
             os.link(os.path.join(root, name), target)
 
 
-def env_image(wheel_dirs: list[Path], work: Path) -> dict:
-    """Normalise, image and chunk one environment's installed tree with the package's functions."""
+def env_image(wheel_dirs: list[Path], work: Path, also_avg: list[int]) -> dict:
+    """Normalise, image and chunk one environment's installed tree with the package's functions
+    (and, for comparison, with other average chunk sizes: min avg/4, max avg*4)."""
     from minisandbox.pipeline.chunks import cut
 
     tree, img = work / "tree", work / "image.squashfs"
@@ -358,7 +359,10 @@ def env_image(wheel_dirs: list[Path], work: Path) -> dict:
     normalize_tree(tree)
     pack_image(tree, img)
     ch = cut(img)
-    out = {"image": ch.size, "list": len(ch.document()), "chunks": [list(c) for c in ch.chunks]}
+    out = {"image": ch.size, "list": len(ch.document()), "chunks": [list(c) for c in ch.chunks], "alt": {}}
+    for avg in also_avg:
+        alt = cut(img, min_size=avg // 4, avg_size=avg, max_size=avg * 4)
+        out["alt"][str(avg)] = {"list": len(alt.document()), "chunks": [list(c) for c in alt.chunks]}
     img.unlink()
     shutil.rmtree(tree)
     return out
@@ -403,7 +407,9 @@ def images_mode(a, specs, idx) -> int:
         compiler.close()
         print(f"  pycs: {compiler.failed} modules did not compile under 3.10 (left without pyc, as compileall would)")
     exact = [w for w in stats.values() if w.gz9]
-    k = sum(w.gz9 for w in exact) / max(1, sum(w.zst3 for w in exact))
+    if not exact:
+        raise SystemExit("no wheel was sampled for the exact gzip-9 (k): use a smaller --gz-sample")
+    k = sum(w.gz9 for w in exact) / sum(w.zst3 for w in exact)
     print(f"tar.gz-9 / tar.zst-3 of the installed wheel trees, exact on {len(exact)} wheels: k = {k:.3f}")
 
     env_path = work / "env-images.json"
@@ -411,8 +417,11 @@ def images_mode(a, specs, idx) -> int:
     cctx = zstandard.ZstdCompressor(level=3)
     rows = {}
     groups = (("cpu", "without GPU wheels"), ("all", "all pinned wheels"))
+    if not any(GPU.match(p[0]) for p in stats):
+        groups = groups[:1]  # no GPU wheels given (--gpu-wheels): "all" would repeat "without"
     for group, _ in groups:
-        r = dict(gz9=0.0, zst3=0, raw=0, lists=0, inline=0, envs=0, images=0, chunk_lists=0, counts=[])
+        r = dict(gz9=0.0, zst3=0, raw=0, lists=0, inline=0, envs=0, images=0, chunk_lists=0, counts=[],
+                 alt={str(v): {"list": 0, "counts": [], "chunks": {}} for v in a.also_avg})
         objects: dict[str, tuple[int, int]] = {}
         chunks: dict[str, int] = {}
         for s in specs:
@@ -437,9 +446,9 @@ def images_mode(a, specs, idx) -> int:
                     objects[sha] = (size, zsize)
             ekey = hashlib.sha256("\n".join(dirs[p].name for p in ps).encode()).hexdigest()[:16] + \
                 (":pyc" if python else ":nopyc")
-            if ekey not in done:
+            if ekey not in done or any(str(v) not in done[ekey].get("alt", {}) for v in a.also_avg):
                 t0 = time.monotonic()
-                done[ekey] = env_image([dirs[p] for p in ps], work)
+                done[ekey] = env_image([dirs[p] for p in ps], work, a.also_avg)
                 env_path.write_text(json.dumps(done))
                 print(f"  {group} {s['name']}: image {done[ekey]['image'] / 1e6:.1f} MB, "
                       f"{len(done[ekey]['chunks'])} chunks, {time.monotonic() - t0:.1f} s", flush=True)
@@ -449,11 +458,18 @@ def images_mode(a, specs, idx) -> int:
             r["counts"].append(len(e["chunks"]))
             for sha, n in e["chunks"]:
                 chunks[sha] = n
+            for v, alt in r["alt"].items():
+                alt["list"] += e["alt"][v]["list"]
+                alt["counts"].append(len(e["alt"][v]["chunks"]))
+                alt["chunks"].update((sha, n) for sha, n in e["alt"][v]["chunks"])
         r["objects"] = len(objects)
         r["cas"] = sum(z for _, z in objects.values()) + r["lists"] + r["inline"]
         r["node_cas"] = sum(raw for raw, _ in objects.values()) + r["inline"]
         r["chunk_bytes"] = sum(chunks.values())
         r["nchunks"] = len(chunks)
+        for alt in r["alt"].values():
+            alt["n"] = len(alt["chunks"])
+            alt["bytes"] = sum(alt.pop("chunks").values())
         rows[group] = r
     tbl = []
     for group, label in groups:
@@ -469,6 +485,10 @@ def images_mode(a, specs, idx) -> int:
         row(f"per-file zstd objects ({r['objects']}) + file lists", r["cas"])
         row("whole squashfs image per env", r["images"])
         row(f"**chunked images (default)**: {r['nchunks']} unique chunks + chunk lists", chunked)
+        for v, alt in r["alt"].items():
+            row(f"chunked images, FastCDC avg {int(v) // 1024} KiB (not the default): {alt['n']} chunks "
+                f"+ lists; per env median {statistics.median(alt['counts']):.0f}, max {max(alt['counts'])}",
+                alt["bytes"] + alt["list"])
         row("chunked images + tar.zst archive per env (what publishing writes)", chunked + r["zst3"])
         row("node cache: unpacked layers (baseline)", r["raw"], r["raw"] or 1)
         row("node cache: assembled images, one per env", r["images"], r["raw"] or 1)
@@ -497,6 +517,8 @@ def main() -> int:
                     help="also installed trees per env -> squashfs (pack_image) -> chunks (the default layout)")
     ap.add_argument("--work", type=Path, default=Path("/var/tmp/bench-dedup"),
                     help="scratch for --images: installed wheel trees, one env tree at a time (default: %(default)s)")
+    ap.add_argument("--also-avg", type=lambda v: [int(x) * 1024 for x in v.split(",")], default=[],
+                    help="--images: also cut with these FastCDC average sizes in KiB, e.g. 16,32 (comparison rows)")
     ap.add_argument("--profiles", type=int, default=0, help="--images on the first N profiles only (a quick check)")
     ap.add_argument("--python", help="Python 3.10 that compiles the pycs for --images (default: found on PATH/pyenv)")
     a = ap.parse_args()
