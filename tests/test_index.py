@@ -12,7 +12,7 @@ from minisandbox.node.store import Store
 def _tasks(n: int) -> list[dict]:
     return [
         {"instance_id": f"t-{i}", "env_key": "env-a" if i % 2 else "env-b", "repo_key": "repo-a",
-         "spec_name": "s", "record": {"instance_id": f"t-{i}"}}
+         "spec_name": "s", "record": {"instance_id": f"t-{i}", "repo": "r", "format": "swesmith", "patch": "", "fail_to_pass": [], "pass_to_pass": []}}
         for i in range(n)
     ]
 

@@ -97,6 +97,10 @@ def load_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 # ------------------------------------------------------------------ reading: the schema
 _INSTANCE_ID = re.compile(r"[A-Za-z0-9_.\-]{1,256}")
 _RECORD_FIELDS = {f.name: ("list" if "list" in str(f.type) else "str") for f in dataclasses.fields(TaskRecord)}
+#: Fields a TaskRecord cannot be made without (no default): an entry lacking one is refused here
+#: rather than failing later with a TypeError where the record is used.
+_RECORD_REQUIRED = tuple(f.name for f in dataclasses.fields(TaskRecord)
+                         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
 _LOG = re.compile(rf"logs/(?:{'|'.join(KINDS)})/{PLAIN_NAME}\.log")
 _SECTIONS = {"envs": "env", "repos": "repo", "interps": "interp"}
 
@@ -138,6 +142,9 @@ class IndexEntry(BaseModel):
             ok = (isinstance(v, list) and all(isinstance(t, str) for t in v)) if want == "list" else isinstance(v, str)
             if not ok:
                 raise ValueError(f"record field {name!r} must be {'a list of strings' if want == 'list' else 'a string'}")
+        missing = [name for name in _RECORD_REQUIRED if name not in value]
+        if missing:
+            raise ValueError(f"record lacks field {missing[0]!r}")
         if value.get("format", "swesmith") not in ("swesmith", "swebench"):
             raise ValueError("record format must be swesmith or swebench")
         _instance_id(value.get("instance_id"))

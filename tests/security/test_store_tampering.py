@@ -118,6 +118,23 @@ def test_index_entry_keys_are_plain_names(store):
     assert rel in str(exc.value) and "'env_key'" in str(exc.value)
 
 
+def test_index_record_lacking_a_field_is_an_error_naming_it(store):
+    """A record without `patch` used to reach TaskRecord(**record) and die with a TypeError."""
+    task = _task(store, 0)
+    rel = shard_path(shard_of(task["instance_id"]))
+    path = Path(store["url"]) / rel
+    original = path.read_text()
+    lines = original.splitlines()
+    entry = json.loads(lines[0])
+    del entry["record"]["patch"]
+    path.write_text("\n".join([json.dumps(entry)] + lines[1:]) + "\n")
+    with pytest.raises(StoreDataError) as exc:
+        prepare(entry["instance_id"], store["url"], cache=store["cache"])
+    assert rel in str(exc.value) and "lacks field 'patch'" in str(exc.value) and "\n" not in str(exc.value)
+    path.write_text(original)
+    _legit_path_works(store, 0)
+
+
 def test_garbage_shard_is_an_error_naming_the_shard(store):
     task = _task(store, 0)
     rel = shard_path(shard_of(task["instance_id"]))
