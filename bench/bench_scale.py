@@ -164,6 +164,7 @@ def incremental(tmp: Path, n_tasks: int, profiles: list[str]) -> list[list]:
         parts = line.split()
         if len(parts) == 2 and parts[1].isdigit() and parts[0] not in ("total", "count"):
             counts[parts[0]] = int(parts[1])
+    # env jobs rerun to validate the new tasks; the build itself is reused (pipeline.envjob)
     built = {k: v for k, v in counts.items() if k in ("repo", "env")}
     return [[f"+1000 tasks on {n_tasks} (repos already built)", json.dumps(counts, sort_keys=True),
              sum(built.values()), f"{w:.2f}", f"{rss:.0f}"]]
@@ -301,7 +302,7 @@ def main() -> None:
             print(tabulate(sub_rows, headers=["case", "sbatch calls", "ratio"]))
             print("\n2. Incremental: jobs that would run after adding tasks for built repos")
             print(tabulate(incremental(tmp, a.tasks, profiles),
-                           headers=["case", "jobs by rule", "env/repo jobs", "dry-run s", "peak RSS MB"]))
+                           headers=["case", "jobs by rule", "env/repo jobs (env: validate only)", "dry-run s", "peak RSS MB"]))
         moto, _ = start_moto()
         try:
             import s3fs

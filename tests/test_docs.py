@@ -163,4 +163,5 @@ def test_readme_build_command_plans(tmp_path: Path) -> None:
            f"catalog={ROOT / 'config' / 'catalog' / 'bundled.yaml'}"]
     res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert re.search(r"^env\s+3$", res.stdout, re.M) and re.search(r"^validate\s+3$", res.stdout, re.M)
+    # one job per environment builds, publishes and validates it (validation is on by default)
+    assert re.search(r"^env\s+3$", res.stdout, re.M) and re.search(r"^validated_tasks\s+1$", res.stdout, re.M)

@@ -250,8 +250,15 @@ def test_validation_reuses_results_of_unchanged_tasks(pipeline_workspace):
         fh.write(json.dumps(task("tiny__calc.good.new__dddd0001", "tiny__calc.good")) + "\n")
     proc = ws.snakemake("-n", config=("validate=true",))
     jobs = jobs_in(proc.stdout + proc.stderr)
-    assert "env" not in jobs and jobs.get("validate") == 1, jobs  # only the env that got a task
+    # only the job of the env that got a task reruns (validation is part of the env job) ...
+    assert jobs.get("env") == 1 and "repo" not in jobs, jobs
+    key = good.stem
+    lock = ws.path / "work" / "locks" / f"{key}.json"  # written by resolve, the build's first step
+    built = (lock.stat().st_mtime_ns, _catalog(ws)["envs"][key]["manifest"])
     ws.snakemake(config=("validate=true",))
+    # ... and reuses the build: nothing resolved or published again, only validated
+    assert (lock.stat().st_mtime_ns, _catalog(ws)["envs"][key]["manifest"]) == built
+    assert "build reused" in (ws.path / "work" / "logs" / "env" / f"{key}.log").read_text()
     second = json.loads(good.read_text())["tasks"]
     assert {iid for iid, t in second.items() if t.get("reused")} == set(first)
     assert not second["tiny__calc.good.new__dddd0001"].get("reused")

@@ -113,9 +113,10 @@ def test_bundled_build_runs_under_slurm(slurm_cluster, s3: S3, tmp_path: Path) -
 @pytest.mark.parametrize("profile", ["slurm", "local"])
 def test_profiles_plan_the_bundled_set(profile: str, tmp_path: Path) -> None:
     """Both profiles parse against the real workflow; the Slurm one packs the bundled
-    set's 5 build components (3 env+repo pairs, 2 lone SWE-bench snapshots of `parse`)
-    into 2 build jobs of at most 4 and its 3 environments into one validation job
-    (Snakemake's own dry-run grouping); the local profile does not group."""
+    set's 3 build components into 1 build job of at most 4 (Snakemake's own dry-run
+    grouping): each environment's job publishes the one repo only it uses and validates its
+    tasks, and `parse`'s job (validation on by default) waits for the 2 SWE-bench snapshots
+    its tasks start from, so those are in its component. The local profile does not group."""
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path),
          "-n", "--profile", str(ROOT / "profiles" / profile),
@@ -123,4 +124,4 @@ def test_profiles_plan_the_bundled_set(profile: str, tmp_path: Path) -> None:
         cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     groups = re.findall(r"Group job (\S+)", proc.stdout + proc.stderr)
-    assert sorted(groups) == (["build", "build", "validate"] if profile == "slurm" else []), groups
+    assert sorted(groups) == (["build"] if profile == "slurm" else []), groups

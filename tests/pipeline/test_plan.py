@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from minisandbox.catalog import Catalog
-from minisandbox.pipeline.plan import build_plan, load_or_build_plan, write_key_specs
+from minisandbox.pipeline.plan import build_plan, folded_repos, load_or_build_plan, write_key_specs, write_plan_files
 from tests.fixtures.pipeline import BUG_PATCH, spec, task
 
 C1 = "a" * 40
@@ -90,6 +90,46 @@ def test_key_spec_files_are_write_once(tmp_path):
     write_key_specs(plan, tmp_path / "specs")
     assert env_file.stat().st_mtime_ns == before  # untouched: no spurious reruns
     assert json.loads(env_file.read_text())["spec"]["name"] == "acme__lib.aaaaaaaa"
+
+
+def test_a_repo_only_its_environment_uses_is_folded_into_that_environments_job(tmp_path):
+    """SWE-smith: the env's build commit is its tasks' commit and nothing else uses it ->
+    no repo job. SWE-bench: the build commit C1 is also a task's base commit of the same
+    env (folded); C2 only a task's base commit (a repo job, which the env job waits for)."""
+    recs = [task("acme__lib.aaaaaaaa.x__00000001", "acme__lib.aaaaaaaa"),
+            _swebench("acme__widget-1", C1), _swebench("acme__widget-2", C2)]
+    plan = build_plan([_tasks(tmp_path, recs)], Catalog.load([_catalog(tmp_path)]), tmp_path, tmp_path / "t.jsonl")
+    by_commit = {(v["source"].rsplit("/", 1)[-1], v["commit"]): k for k, v in plan.repos.items()}
+    env_of = {v["spec"]["name"]: k for k, v in plan.envs.items()}
+    assert plan.folded == {by_commit["lib.git", C1]: env_of["acme__lib.aaaaaaaa"],
+                           by_commit["widget.git", C1]: env_of["acme/widget@1.0"]}
+    assert plan.repo_jobs() == [by_commit["widget.git", C2]]
+
+
+def test_a_repo_two_environments_use_keeps_its_own_job() -> None:
+    envs = {"env-a": {"repo_key": "repo-x"}, "env-b": {"repo_key": "repo-x"}, "env-c": {"repo_key": "repo-y"}}
+    assert folded_repos(envs, {}) == {"repo-y": "env-c"}
+    # a task of env-a starting from env-c's build commit: repo-y has two users now
+    assert folded_repos(envs, {"env-a": ["repo-x", "repo-y"]}) == {}
+
+
+def test_plan_files_are_skipped_when_the_last_plan_written_is_this_one(tmp_path):
+    tasks = _tasks(tmp_path, [task("acme__lib.aaaaaaaa.x__00000001", "acme__lib.aaaaaaaa")])
+    plan = load_or_build_plan([tasks], [_catalog(tmp_path)], tmp_path, tmp_path / "plans")
+    current = tmp_path / "plans" / "current.json"
+    write_plan_files(plan, tmp_path / "specs", current)
+    assert json.loads(current.read_text()) == plan.to_dict() and plan.fingerprint
+    (digest,) = (tmp_path / "specs" / "env-tasks").iterdir()
+    digest.write_text("{}")  # only a write could repair this: the fast path does not look
+    write_plan_files(plan, tmp_path / "specs", current)
+    assert digest.read_text() == "{}"
+    # another plan (one more task) rewrites what changed, then going back rewrites it again
+    more = _tasks(tmp_path, [task("acme__lib.aaaaaaaa.x__00000001", "acme__lib.aaaaaaaa"),
+                             task("acme__lib.aaaaaaaa.x__00000002", "acme__lib.aaaaaaaa")])
+    plan2 = load_or_build_plan([more], [_catalog(tmp_path)], tmp_path, tmp_path / "plans")
+    write_plan_files(plan2, tmp_path / "specs", current)
+    assert json.loads(digest.read_text())["tasks_sha256"] == plan2.env_tasks[digest.stem]
+    assert json.loads(current.read_text())["fingerprint"] == plan2.fingerprint != plan.fingerprint
 
 
 # ------------------------------------------------------------------ loud errors (issue 14)

@@ -21,8 +21,7 @@ from minisandbox.manifest import FORMATS
 from minisandbox.pipeline.plan import (
     invalid_summary,
     load_or_build_plan,
-    write_current,
-    write_key_specs,
+    write_plan_files,
 )
 
 
@@ -71,22 +70,65 @@ if _warning and workflow.is_main_process:
     print(_warning, file=sys.stderr)
 
 PLAN_FILE = str(Path(PLAN.tasks_file).with_name("plan.json"))
-write_key_specs(PLAN, Path(f"{W}/specs"))
-# Same content as PLAN_FILE at a path that never changes: per-key rules take it as a param,
-# so adding tasks reruns only the jobs whose own inputs changed.
+# Same content as PLAN_FILE at a path that never changes: the env rule takes it as a param,
+# so adding tasks reruns only the jobs whose own inputs changed. Written with the per-key
+# spec files, and only when the plan differs from the last one written there.
 CURRENT_PLAN = f"{W}/plan/current.json"
-write_current(PLAN, Path(CURRENT_PLAN))
+write_plan_files(PLAN, Path(f"{W}/specs"), Path(CURRENT_PLAN))
 
 ENV_KEYS = sorted(PLAN.envs)
 INTERP_KEYS = sorted(PLAN.interps)
-REPO_KEYS = sorted(PLAN.repos)
+# Repos with a job of their own; every other repo is folded into the job of the one
+# environment that uses it (Plan.folded: one job per SWE-smith environment, not two).
+REPO_KEYS = PLAN.repo_jobs()
 _BUNDLED_ABS = str(Path(BUNDLED_DIR).resolve())
 
 
-# ----------------------------------------------------------------- input/param functions
-def build_repo(wc):
-    """The snapshot an environment is built against (its spec's commit)."""
-    return f"{W}/repos/{PLAN.envs[wc.env_key]['repo_key']}"
+# ----------------------------------------------------------------- options and inputs
+# Snakemake plans each job in ~1 ms of CPU, and every input function, param function and
+# placeholder adds to it (docs/pipeline.md, "Numbers"): settings that are the same for
+# every job are one static option string, per-key inputs are precomputed lists.
+def _opts(*parts):
+    return " ".join(str(p) for p in parts if p != "")
+
+
+_PUBLISH_OPTS = _opts(
+    f"--work {W} --store {STORE} --format {FMT} --level {config['zstd_level']}",
+    "--image" if config["images"] else "",
+    "--image-whole" if config["images"] and config["image_whole"] else "",
+)
+REPO_OPTS = _PUBLISH_OPTS
+ENV_OPTS = _opts(
+    _PUBLISH_OPTS,
+    f"--timeout {config['build_timeout']} --plan {CURRENT_PLAN}",
+    f"--validate --repeats {config['validate_repeats']}" if config["validate"] else "",
+)
+
+
+def _env_deps(key):
+    """What one env job waits for: its interpreter layer, the repo job of the commit it is
+    built at (unless that repo is folded into this job) and, with validation, the repo jobs
+    of the commits its tasks start from (SWE-bench: several base commits)."""
+    entry = PLAN.envs[key]
+    ikey = (entry.get("interpreter") or {}).get("key")
+    deps = [f"{W}/published/interp/{ikey}.json"] if ikey else []
+    repos = {entry["repo_key"]} | (
+        set(PLAN.env_repos.get(key, ())) if config["validate"] else set()
+    )
+    deps += [
+        f"{W}/published/repo/{r}.json" for r in sorted(repos) if r not in PLAN.folded
+    ]
+    return deps
+
+
+ENV_DEPS = {k: _env_deps(k) for k in ENV_KEYS}
+# The env job's task-set digest: it revalidates when the environment's tasks change.
+ENV_TASKS = f"{W}/specs/env-tasks/{{env_key}}.json" if config["validate"] else []
+
+
+def env_deps(wc):
+    """The env rule's per-key input, a dict lookup (ENV_DEPS)."""
+    return ENV_DEPS[wc.env_key]
 
 
 def repo_bundled(wc):
@@ -97,37 +139,16 @@ def repo_bundled(wc):
 
 # No input function at all when nothing is bundled (one call per job saved at 5k keys).
 BUNDLED_INPUT = repo_bundled if config["bundled"] else []
-
-
-def env_repo_receipts(wc):
-    """Validation waits for every repo its tasks start from (SWE-bench: several base commits)."""
-    return [f"{W}/published/repo/{k}.json" for k in PLAN.env_repos[wc.env_key]]
-
-
-def interp_receipt(wc):
-    """An environment is published after its interpreter layer (rule `interp`; none for a
-    system interpreter)."""
-    key = getattr(wc, "env_key", None) or (
-        wc.key if getattr(wc, "kind", None) == "env" else None
-    )
-    ikey = (PLAN.envs[key].get("interpreter") or {}).get("key") if key else None
-    return [f"{W}/published/interp/{ikey}.json"] if ikey else []
-
-
-def validation_inputs(wc):
-    """The index merges every environment's validation (when validation is on)."""
-    if not config["validate"]:
-        return []
-    return [f"{W}/validation/{k}.json" for k in ENV_KEYS]
-
-
-def work_dir(wc, output):
-    """The run's workdir, from the job's receipt (`<workdir>/published/<kind>/<key>.json`)."""
-    return str(Path(output.receipt).parents[2])
+# Env jobs that publish their own repo need the bundled repositories too.
+if config["bundled"]:
+    for _r, _e in PLAN.folded.items():
+        if PLAN.sources[PLAN.repos[_r]["source_id"]].startswith(_BUNDLED_ABS):
+            ENV_DEPS[_e].append(BUNDLED_DONE)
 
 
 def receipts_dir(wc, input):
-    """The publish receipts' directory (holds env/ and repo/), from an env receipt input."""
+    """The publish receipts' directory (holds env/, repo/ and interp/), from the index's
+    first env receipt (a param derived from an input, not a second hard-coded path)."""
     env = input.env if isinstance(input.env, str) else input.env[0]
     return str(Path(env).parents[1])
 
@@ -142,3 +163,4 @@ localrules:
     bundled,
     index,
     interp,
+    validated_tasks,

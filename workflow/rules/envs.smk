@@ -1,38 +1,33 @@
-# env: one job per env key (resolve with uv, build the venv at the canonical path in a mount
-# namespace, pack, checksum, publish with its build log; minisandbox.pipeline.steps.job_env).
-# One job instead of five: Snakemake plans ~1.5 ms per job (docs/pipeline.md, "Numbers").
+# env: one job per env key (minisandbox.pipeline.envjob): the repo snapshot it is built at
+# when nothing else uses it (mirror, snapshot, pack, publish), then resolve with uv, build
+# the venv at the canonical path in a mount namespace, pack, checksum, publish with its build
+# log, then validate the environment's tasks. One job instead of three (repo, env, validate):
+# Snakemake plans ~1 ms per job (docs/pipeline.md, "Numbers"). A rerun caused only by new
+# tasks (or other validation inputs) reuses the build and validates.
 
 
 rule env:
-    """Resolve, build (at the canonical path, in a mount namespace), pack and publish one
-    environment; a failed build is recorded and published with its log (the job succeeds).
+    """Build and publish one environment (and the repo snapshot it is built at when no other
+    environment or task uses it), then validate its tasks; a failed build is recorded and
+    published with its log (the job succeeds).
     """
     input:
         spec=f"{W}/specs/env/{{env_key}}.json",
-        repo=build_repo,
-        interp=interp_receipt,
+        tasks=ENV_TASKS,
+        deps=env_deps,
     output:
         receipt=f"{W}/published/env/{{env_key}}.json",
+        validation=f"{W}/validation/{{env_key}}.json",
     log:
         f"{W}/logs/env/{{env_key}}.log",
     benchmark:
         f"{W}/benchmarks/env/{{env_key}}.tsv"
     threads: 2
     params:
-        work=work_dir,
-        store=STORE,
-        fmt=FMT,
-        level=config["zstd_level"],
-        image=(
-            ("--image --image-whole" if config["image_whole"] else "--image")
-            if config["images"]
-            else ""
-        ),
-        timeout=config["build_timeout"],
+        opts=ENV_OPTS,
     shell:
-        "minisandbox pipeline env --work {params.work} --store {params.store} --spec {input.spec}"
-        " --repo {input.repo} --format {params.fmt} --level {params.level} {params.image}"
-        " --timeout {params.timeout} --out {output.receipt} > {log} 2>&1"
+        "minisandbox pipeline env {params.opts} --workers {threads} --spec {input.spec}"
+        " --out {output.receipt} --validation {output.validation} > {log} 2>&1"
 
 
 rule interp:

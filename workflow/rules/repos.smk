@@ -1,6 +1,7 @@
-# bundled (optional) -> repo: one job per repo key (mirror once per source under a lock,
-# snapshot, pack, checksum, publish; minisandbox.pipeline.steps.job_repo). One job instead
-# of five: Snakemake plans ~1.5 ms per job (docs/pipeline.md, "Numbers").
+# bundled (optional) -> repo: one job per repo key that several environments or tasks use
+# (mirror once per source under a lock, snapshot, pack, checksum, publish;
+# minisandbox.pipeline.steps.job_repo). A repo only one environment uses is done inside that
+# environment's job (Plan.folded, rules/envs.smk).
 
 
 rule bundled:
@@ -16,7 +17,7 @@ rule bundled:
 
 
 rule repo:
-    """Mirror, snapshot, pack and publish one repo key (the repo layer of its tasks)."""
+    """Mirror, snapshot, pack and publish one repo key used by several environments or tasks."""
     input:
         spec=f"{W}/specs/repo/{{repo_key}}.json",
         bundled=BUNDLED_INPUT,
@@ -29,15 +30,6 @@ rule repo:
         f"{W}/benchmarks/repo/{{repo_key}}.tsv"
     threads: 2
     params:
-        work=work_dir,
-        store=STORE,
-        fmt=FMT,
-        level=config["zstd_level"],
-        image=(
-            ("--image --image-whole" if config["image_whole"] else "--image")
-            if config["images"]
-            else ""
-        ),
+        opts=REPO_OPTS,
     shell:
-        "minisandbox pipeline repo --work {params.work} --store {params.store} --spec {input.spec}"
-        " --format {params.fmt} --level {params.level} {params.image} --out {output.receipt} > {log} 2>&1"
+        "minisandbox pipeline repo {params.opts} --spec {input.spec} --out {output.receipt} > {log} 2>&1"

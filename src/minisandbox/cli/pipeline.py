@@ -118,11 +118,29 @@ def cmd_repo(a: argparse.Namespace) -> int:
 
 
 def cmd_env(a: argparse.Namespace) -> int:
-    from minisandbox.pipeline.steps import job_env
+    """The workflow's job for one environment (pipeline.envjob): its own repo snapshot when
+    nothing else uses it, the build and publish (reused when only validation inputs
+    changed), then the validation of its tasks (or a `validated: false` result)."""
+    from minisandbox.grading.validate import step_validate, write_not_validated
+    from minisandbox.pipeline.envjob import EnvJobSettings, mark_validated, run_env_job
 
-    st = job_env(Path(a.work), a.store, Path(a.spec), Path(a.repo), Path(f"{a.repo}.status.json"), a.format, a.level,
-                 a.image, a.timeout, Path(a.out), image_whole=a.image_whole)
-    print(f"env {_summary(st)}")
+    plan = json.loads(Path(a.plan).read_text())
+    settings = EnvJobSettings(store=a.store, fmt=a.format, level=a.level, image=a.image,
+                              image_whole=a.image_whole, timeout=a.timeout)
+    res = run_env_job(Path(a.work), settings, Path(a.spec), plan, Path(a.out), validate=a.validate,
+                      repeats=a.repeats)
+    if res.folded_repo:
+        print(f"repo {res.folded_repo}: published by this job (no other environment or task uses it)")
+    print(f"env {_summary(res.status)}" + (" (build reused: only its validation inputs changed)" if res.reused else ""))
+    out = Path(a.validation)
+    if a.validate:
+        val = step_validate(Path(a.plan), res.key, Path(a.out).parent.parent, a.store, out,
+                            out.parent / "logs" / res.key, repeats=a.repeats, workers=a.workers)
+        print(f"validated {len(val.tasks)} task(s) of {res.key} in {val.seconds:.1f} s: "
+              + ", ".join(f"{k} {v}" for k, v in val.counts().items()))
+    else:
+        write_not_validated(res.key, plan["envs"][res.key]["spec"]["name"], out)
+    mark_validated(Path(a.work), res.key, res.validation)
     return 0
 
 
@@ -145,11 +163,29 @@ def cmd_validate(a: argparse.Namespace) -> int:
     return 0
 
 
+def _validation_files(a: argparse.Namespace) -> list[Path]:
+    """`--validation FILE...` plus, with `--validation-dir`, every planned environment's
+    result in it (the workflow passes the directory: one file per env job)."""
+    from minisandbox.errors import MinisandboxError
+
+    files = [Path(v) for v in a.validation]
+    if a.validation_dir:
+        if not a.plan:
+            raise MinisandboxError("--validation-dir needs --plan (which environments to read)")
+        envs = json.loads(Path(a.plan).read_text())["envs"]
+        files += [Path(a.validation_dir) / f"{k}.json" for k in sorted(envs)]
+    missing = [f for f in files if not f.exists()]
+    if missing:
+        raise MinisandboxError(f"validation result {missing[0]} does not exist ({len(missing)} missing); "
+                               f"its env job writes it: rerun the workflow")
+    return files
+
+
 def cmd_validated_tasks(a: argparse.Namespace) -> int:
     from minisandbox.grading.validate import validated_ids
     from minisandbox.records import TaskRecord, to_raw
 
-    valid = set(validated_ids(Path(v) for v in a.validation))
+    valid = set(validated_ids(_validation_files(a)))
     lines = []
     with open(a.tasks, encoding="utf-8") as src:
         for line in src:
@@ -164,8 +200,7 @@ def cmd_validated_tasks(a: argparse.Namespace) -> int:
 def cmd_index(a: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import format_report, step_index
 
-    report = step_index(a.store, Path(a.plan), Path(a.receipts), [Path(v) for v in a.validation],
-                        Path(a.out), Path(a.report))
+    report = step_index(a.store, Path(a.plan), Path(a.receipts), _validation_files(a), Path(a.out), Path(a.report))
     text = format_report(report)
     atomic_write_text(Path(a.report).with_suffix(".txt"), text + "\n")
     print(text)
@@ -257,16 +292,22 @@ def register(sub) -> None:
     s.add_argument("--image-whole", action="store_true", help=IMAGE_WHOLE_HELP)
 
     for name, what in (("repo", "mirror (once per source), snapshot, pack, checksum and publish one repository "
-                                "snapshot (one workflow job per repo key)"),
-                       ("env", "resolve, build, pack, checksum and publish one environment (one workflow job per "
-                               "env key)")):
+                                "snapshot (the workflow job of a repo key that several environments or tasks use)"),
+                       ("env", "the workflow job of one env key: the repo snapshot it is built at when nothing else "
+                               "uses it, then resolve, build, pack, checksum and publish the environment (reused "
+                               "when only its validation inputs changed), then validate its tasks")):
         s = _step(steps, name, what[0].upper() + what[1:] + ".", cmd_repo if name == "repo" else cmd_env)
         s.add_argument("--work", required=True, help="the workflow's work dir (status files, trees, archives)")
         s.add_argument("--store", required=True, help="store URL")
         s.add_argument("--spec", required=True, help=f"{name} spec JSON from the plan")
         if name == "env":
-            s.add_argument("--repo", required=True, help="snapshot directory of the repo the env is built against")
+            s.add_argument("--plan", required=True, help="the current plan JSON (folded repos, tasks to validate)")
             s.add_argument("--timeout", type=float, default=1800, help="build timeout in seconds (default: %(default)s)")
+            s.add_argument("--validate", action="store_true", help="validate the environment's tasks after the build")
+            s.add_argument("--validation", required=True,
+                           help="validation JSON to write (`validated: false` without --validate)")
+            s.add_argument("--repeats", type=int, default=1, help="validation runs per phase; >1 detects flaky tests")
+            s.add_argument("--workers", type=int, default=2, help="concurrent task validations (default: %(default)s)")
         s.add_argument("--format", default="tar.zst", choices=["tar.zst", "tar.gz"], help="archive format (default: %(default)s)")
         s.add_argument("--level", type=int, default=3, help="compression level (default: %(default)s)")
         s.add_argument("--image", action="store_true", help="also build a squashfs image (nodes mount it)")
@@ -297,6 +338,8 @@ def register(sub) -> None:
 
     s = _step(steps, "validated-tasks", "Write the tasks whose validation status is valid.", cmd_validated_tasks)
     s.add_argument("--validation", nargs="*", default=[], help="validation JSON files")
+    s.add_argument("--validation-dir", help="directory with one validation JSON per planned environment (needs --plan)")
+    s.add_argument("--plan", help="plan JSON (which environments --validation-dir holds)")
     s.add_argument("--tasks", required=True, help="the plan's tasks.jsonl")
     s.add_argument("--out", required=True, help="task file (JSONL) to write")
 
@@ -305,5 +348,6 @@ def register(sub) -> None:
     s.add_argument("--plan", required=True, help="plan JSON")
     s.add_argument("--receipts", required=True, help="publish receipts dir")
     s.add_argument("--validation", nargs="*", default=[], help="validation JSON files")
+    s.add_argument("--validation-dir", help="directory with one validation JSON per planned environment")
     s.add_argument("--out", required=True, help="index receipt to write")
     s.add_argument("--report", required=True, help="run report JSON to write (and .txt next to it)")

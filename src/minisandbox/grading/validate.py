@@ -190,6 +190,14 @@ def write_result(result: EnvValidation, out: Path) -> None:
     atomic_write_text(out, json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n")
 
 
+def write_not_validated(env_key: str, spec_name: str, out: Path) -> None:
+    """The validation output of an environment job run with `validate: false`: the same
+    format with no task results and `validated: false` (the job's declared output exists
+    either way; the index reads validation results only when validation is on)."""
+    doc = {**EnvValidation(env_key, spec_name, {}, 0, 0.0).to_dict(), "validated": False}
+    atomic_write_text(out, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+
+
 def validated_ids(files: Iterable[Path]) -> list[str]:
     """Instance ids whose validation status is `valid`, over several env files."""
     out: set[str] = set()

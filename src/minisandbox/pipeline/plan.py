@@ -20,9 +20,9 @@ from minisandbox.catalog import Catalog, EnvSpec, require_catalog_files, spec_fo
 from minisandbox.pipeline.interp import env_key_part, plan_for
 from minisandbox.pipeline.keys import env_canonical, env_key, repo_key, source_id
 from minisandbox.records import InvalidRecord, TaskFileMissing, read_tasks
-from minisandbox.fsutil import atomic_write_json
+from minisandbox.fsutil import atomic_write_json, atomic_write_text
 
-PLAN_SCHEMA = 6
+PLAN_SCHEMA = 7
 
 
 class PlanError(MinisandboxError, ValueError):
@@ -43,6 +43,13 @@ class Plan:
     env_repos: dict[str, list[str]] = field(default_factory=dict)  # env_key -> its tasks' repo keys
     specs: dict[str, dict[str, Any]] = field(default_factory=dict)  # spec name -> spec (test command, parser, ...)
     interps: dict[str, dict[str, Any]] = field(default_factory=dict)  # interpreter key -> planned interpreter
+    folded: dict[str, str] = field(default_factory=dict)  # repo_key -> the env key whose job publishes it
+    fingerprint: str = ""  # identity of the inputs this plan was made from (the cache directory's name)
+
+    def repo_jobs(self) -> list[str]:
+        """Repo keys that get a workflow job of their own: every repo not folded into the
+        job of the one environment that uses it (see `folded_repos`)."""
+        return sorted(k for k in self.repos if k not in self.folded)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +64,8 @@ class Plan:
             "env_repos": self.env_repos,
             "specs": self.specs,
             "interps": self.interps,
+            "folded": self.folded,
+            "fingerprint": self.fingerprint,
         }
 
     @classmethod
@@ -72,6 +81,8 @@ class Plan:
             env_repos=d.get("env_repos", {}),
             specs=d.get("specs", {}),
             interps=d.get("interps", {}),
+            folded=d.get("folded", {}),
+            fingerprint=d.get("fingerprint", ""),
         )
 
 
@@ -177,7 +188,26 @@ def build_plan(task_files: Iterable[str | Path], catalog: Catalog, workdir: Path
         k: hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest() for k, ids in sorted(env_ids.items())
     }
     plan.env_repos = {k: sorted(v) for k, v in sorted(env_repos.items())}
+    plan.folded = folded_repos(plan.envs, plan.env_repos)
     return plan
+
+
+def folded_repos(envs: dict[str, dict[str, Any]], env_repos: dict[str, list[str]]) -> dict[str, str]:
+    """repo_key -> env_key for every repo snapshot that exactly one environment uses, as the
+    commit it is built at (and, if any, the commit its tasks start from): that environment's
+    workflow job mirrors, snapshots and publishes the repo itself. Snakemake plans ~1 ms per
+    job (docs/pipeline.md, "Numbers"), and SWE-smith has one repo per environment, so this
+    halves the jobs. A repo that another environment builds at, or that tasks of another
+    environment start from, keeps a job of its own that both depend on (no job waits for
+    another environment's build)."""
+    users: dict[str, set[str]] = {}
+    for ekey, entry in envs.items():
+        users.setdefault(entry["repo_key"], set()).add(ekey)
+    for ekey, rkeys in env_repos.items():
+        for rkey in rkeys:
+            users.setdefault(rkey, set()).add(ekey)
+    return {rkey: next(iter(ekeys)) for rkey, ekeys in sorted(users.items())
+            if len(ekeys) == 1 and envs[next(iter(ekeys))]["repo_key"] == rkey}
 
 
 def load_or_build_plan(
@@ -196,6 +226,7 @@ def load_or_build_plan(
         return Plan.from_dict(json.loads(plan_path.read_text()))
     catalog = Catalog.load(catalog_paths)
     plan = build_plan(task_paths, catalog, workdir, plan_dir / fp / "tasks.jsonl")
+    plan.fingerprint = fp
     atomic_write_json(plan_path, plan.to_dict())
     return plan
 
@@ -232,11 +263,25 @@ def invalid_summary(plan: Plan, *, shown: int = SHOWN_INVALID) -> tuple[str | No
     return "\n".join(lines), None
 
 
+def write_plan_files(plan: Plan, spec_dir: Path, current: Path) -> None:
+    """The per-key spec files and the current plan (`write_key_specs`, `write_current`),
+    skipped when the last plan written there was this one: a marker beside `current` holds
+    that plan's fingerprint. Every parse of a run (and of every cluster job) takes this
+    path; checking 5k environments' files one by one cost ~0.5 s per parse."""
+    marker = current.with_name(current.name + ".fingerprint")
+    if plan.fingerprint and marker.exists() and marker.read_text() == plan.fingerprint:
+        return
+    write_key_specs(plan, spec_dir)
+    write_current(plan, current)
+    if plan.fingerprint:
+        atomic_write_text(marker, plan.fingerprint)
+
+
 def write_current(plan: Plan, path: Path) -> None:
     """A stable path to the current plan (for rule params: a path that never changes)."""
-    doc = plan.to_dict()
-    if not path.exists() or json.loads(path.read_text()) != doc:
-        atomic_write_json(path, doc)
+    text = json.dumps(plan.to_dict(), indent=1, sort_keys=True) + "\n"  # atomic_write_json's bytes
+    if not path.exists() or path.read_text() != text:
+        atomic_write_text(path, text)
 
 
 def write_key_specs(plan: Plan, spec_dir: Path) -> None:
@@ -248,19 +293,19 @@ def write_key_specs(plan: Plan, spec_dir: Path) -> None:
     for kind, entries in (("env", plan.envs), ("repo", plan.repos), ("interp", plan.interps)):
         d = spec_dir / kind
         d.mkdir(parents=True, exist_ok=True)
+        present = {e.name for e in os.scandir(d)}
         for key, entry in entries.items():
-            path = d / f"{key}.json"
-            if not path.exists():
-                atomic_write_json(path, {"key": key, **entry})
+            if f"{key}.json" not in present:
+                atomic_write_json(d / f"{key}.json", {"key": key, **entry})
     # Per-environment task-set digests: rewritten only when that environment's tasks change,
-    # so per-environment jobs (validation) rerun for exactly those environments.
+    # so the environment's job (which validates its tasks) reruns for exactly those.
     d = spec_dir / "env-tasks"
     d.mkdir(parents=True, exist_ok=True)
     for key, digest in plan.env_tasks.items():
         path = d / f"{key}.json"
-        doc = {"env_key": key, "tasks_sha256": digest}
-        if not path.exists() or json.loads(path.read_text()) != doc:
-            atomic_write_json(path, doc)
+        text = json.dumps({"env_key": key, "tasks_sha256": digest}, indent=1, sort_keys=True) + "\n"
+        if not path.exists() or path.read_text() != text:
+            atomic_write_text(path, text)
     d = spec_dir / "source"
     d.mkdir(parents=True, exist_ok=True)
     for sid, src in plan.sources.items():

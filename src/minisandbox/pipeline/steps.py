@@ -392,7 +392,12 @@ def job_env(work: Path, store_url: str, env_spec: Path, repo_dir: Path, repo_sta
 
 
 def _entry_from_receipt(receipt: Path, spec_name: str | None = None) -> dict[str, Any]:
-    st = read_status(receipt)
+    if not receipt.exists():  # e.g. a repo receipt an env job writes beside its own (pipeline.envjob)
+        st = StageStatus(ok=False, stage="publish", key=receipt.stem,
+                         error=f"no publish receipt {receipt}: the job that publishes it did not run; rerun the "
+                               f"workflow (or --forcerun the environment that uses it)")
+    else:
+        st = read_status(receipt)
     if st.ok and st.data.get("status") == "ok":
         entry = {"status": "ok", "error": None, "manifest": st.data["manifest"], "log": st.data.get("log")}
     else:
