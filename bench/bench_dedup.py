@@ -28,8 +28,9 @@ installer lays it out (site-packages, `.data/scripts` -> bin, ...) with a .pyc c
 every module by a Python 3.10 (`--python`, found in pyenv if not given; without one the pycs
 are left out and the table says so) deterministically: PYTHONHASHSEED=0, one fresh fork of a
 minimal parent per file, co_filename under the venv path (the same source then gives the
-same pyc bytes in every environment, as the builds must; /tmp/team notes: compileall's pool
-workers and hash randomisation do not), times at EPOCH. Per environment the tree is
+same pyc bytes in every environment, as the builds must; compileall's pool workers and hash
+randomisation do not: docs/pipeline.md, "Measured: store and node-cache bytes of chunked
+images"), times at EPOCH. --also-avg adds rows cut with other FastCDC averages. Per environment the tree is
 hard-linked from those wheel trees, normalised by `minisandbox.pipeline.pack.normalize_tree`,
 imaged by `pack_image` and cut by `minisandbox.pipeline.chunks.cut`: the package's own
 functions, nothing re-implemented. Rows: unique chunk bytes + chunk lists (the store's
