@@ -7,12 +7,17 @@ unprivileged user, against the published method measured in the same run.
    * published method: Python `tarfile` gzip-9 archives; cold = extract env and repo, then a
      full copy of both for the sandbox; warm = the full copy only (the baseline);
    * tar.zst: `runtime.prepare(images=False)`: stream, verify, unpack into layers;
-   * squashfs image (the default when published): `runtime.prepare()`: download, check the
-     image's sha256 against the manifest, then a kernel loop mount (root) or squashfuse in
-     the cache's mount-holder namespace (unprivileged user `msbtest`, run through runuser);
+   * whole squashfs image (the default before chunking): `runtime.prepare()`: download, check
+     the image's sha256 against the manifest, then a kernel loop mount (root) or squashfuse
+     in the cache's mount-holder namespace (unprivileged user `msbtest`, run through runuser);
+   * chunked image (the default): the image published as chunks only; the node assembles it
+     (reusing chunks of images it holds), checks its sha256, mounts it as above; cold on an
+     empty node, and "sibling": the node already holds the images of a task whose env has
+     one package less (SIBLING_EXTRA) and whose repo has another README;
    the unprivileged rows repeat the published method as that user for their baseline.
 2. --distinct (8) distinct ~100 MB environments prepared at the same time, one process each,
-   per method, as root and unprivileged: median and all-ready seconds.
+   per method (chunked included), as root and unprivileged (--root-only: root): median and
+   all-ready seconds.
 3. 1/8/32/64 concurrent requests for distinct small environments, with and without the
    node's I/O budget.
 
