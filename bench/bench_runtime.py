@@ -167,7 +167,8 @@ def write_index(store: Store, tasks: list[dict]) -> None:
 
 def task_entry(iid: str, env_key: str, repo_key: str) -> dict:
     return {"instance_id": iid, "env_key": env_key, "repo_key": repo_key, "spec_name": "bench",
-            "status": "ready", "record": {"instance_id": iid}}
+            "status": "ready", "record": {"instance_id": iid, "format": "swesmith", "repo": "bench/bench", "patch": "",
+                                          "fail_to_pass": [], "pass_to_pass": []}}
 
 
 def rmtree(p: Path) -> None:
