@@ -41,6 +41,7 @@ from minisandbox.sandbox.conda_shim import write_shim
 from minisandbox.sandbox.hostlibs import add_packages, ldd_host_libs, shared_objects
 from minisandbox.sandbox.interpreters import SYSTEM, Interpreter, build_files, describe, find_interpreter
 from minisandbox.paths import CONDA_ROOT, HOME_PATH, REPO_PATH, VENV_PATH
+from minisandbox.pipeline import bytecode
 from minisandbox.pipeline.asof_index import AsOfIndex
 from minisandbox.pipeline.residue import HOME_DIR, RESIDUE_DIR, collect_residue, pack_home
 from minisandbox.syspkgs import require as require_system_packages
@@ -114,8 +115,9 @@ def build_script(spec: EnvSpec, lock: Lock, python_exe: str) -> str:
             lines.append(f"timeout -k 10 {WARMUP_TIMEOUT} bash -c {shlex.quote(cmd)} </dev/null "
                          "|| echo \"+ warm-up exited $? (tolerated)\"")
     lines += [
-        "echo '+ byte-compile'",
-        f"python -m compileall -q -j 0 {VENV_PATH} >/dev/null 2>&1 || true",
+        "echo '+ byte-compile (deterministic: one fresh process per file, PYTHONHASHSEED=0)'",
+        f"{bytecode.command(BUILD_DIR, [VENV_PATH])} "
+        f"|| python -m compileall -q -j 0 {VENV_PATH} >/dev/null 2>&1 || true",
         "echo '+ build done'",
     ]
     return "\n".join(lines) + "\n"
@@ -194,6 +196,7 @@ def build_env(
         shutil.copytree(repo_snapshot, testbed, symlinks=True)
         (build / "lock.txt").write_text(lock.text)
         (build / "build.sh").write_text(build_script(spec, lock, interp.canonical_executable))
+        (build / bytecode.SCRIPT_NAME).write_text(bytecode.SCRIPT)
         shutil.copy2(uv_bin(), tools / "uv")  # a copy: its host directory also holds a python
         write_shim(conda_bin)
         uv_cache, pip_cache = _uv_cache(), _pip_cache()

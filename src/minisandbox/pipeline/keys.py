@@ -16,7 +16,8 @@ from minisandbox.catalog import EnvSpec
 #: Bump when the build recipe changes in a way that must rebuild every environment.
 #: 2: the env artifact carries /testbed's install residue and the canonical HOME, and
 #: the build warms the test collection up (issue 11).
-BUILD_FORMAT = 2
+#: 3: venv .pyc files compiled deterministically (pipeline/bytecode.py), so chunked images share them.
+BUILD_FORMAT = 3
 
 _SLUG = re.compile(r"[^a-z0-9_.-]+")
 
