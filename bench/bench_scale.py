@@ -185,7 +185,7 @@ def build_big_index(store_url: str, n_tasks: int, profiles: list[str]) -> list[s
         p = i % len(profiles)
         iid = f"{profiles[p]}.bench__{i:08x}"
         tasks.append({"instance_id": iid, "env_key": ekeys[p], "repo_key": rkeys[p], "spec_name": profiles[p],
-                      "record": {"instance_id": iid, "repo": f"swesmith/{profiles[p]}", "patch": PATCH,
+                      "record": {"instance_id": iid, "format": "swesmith", "repo": f"swesmith/{profiles[p]}", "patch": PATCH,
                                  "fail_to_pass": [f"tests/test_x.py::test_{i}"],
                                  "pass_to_pass": ["tests/test_x.py::test_ok"], "problem_statement": "bench " * 20}})
     catalog, shards = build_index(tasks, envs, repos, [])
