@@ -87,3 +87,14 @@ def test_validate_env_on_real_runs(eval_project, tmp_path):
     # an environment that failed to build: nothing runs, every task is env-broken
     res = validate_env("env-calc", eval_project.spec, [good], None, env_error="build failed")
     assert res.tasks[good.instance_id]["status"] == "env-broken" and "build failed" in res.tasks[good.instance_id]["reason"]
+
+
+def test_an_env_job_without_validation_writes_a_not_validated_result(tmp_path: Path) -> None:
+    """`validate: false`: the env job's declared validation output says so and lists no task."""
+    from minisandbox.grading.validate import write_not_validated
+
+    out = tmp_path / "env-x.json"
+    write_not_validated("env-x", "spec-x", out)
+    data = json.loads(out.read_text())
+    assert (data["validated"], data["env_key"], data["spec_name"], data["tasks"]) == (False, "env-x", "spec-x", {})
+    assert validated_ids([out]) == []
