@@ -9,7 +9,8 @@
 #      checkout, with every extra (Slurm executor, S3, integrations, tests).
 #   4. `minisandbox`, `snakemake` and `uv` linked into a directory on PATH
 #      (/usr/local/bin as root, ~/.local/bin otherwise; MINISANDBOX_BIN_DIR overrides).
-#      A file there that this set-up did not make is left alone, and said so.
+#      A file there that this set-up did not make is left alone, and said so; a
+#      dangling link (its checkout was removed) is re-pointed.
 #   5. The Snakemake profile `slurm` installed where Snakemake finds a bare name
 #      (scripts/install-profiles.sh), so `snakemake --profile slurm` works.
 #
@@ -106,6 +107,9 @@ link_cmd() {
   if [ "$(readlink "$link" 2>/dev/null)" = "$target" ]; then return 0; fi
   if [ ! -e "$link" ] && [ ! -L "$link" ]; then
     ln -s "$target" "$link"; say "linked $link -> $target"
+  elif [ -L "$link" ] && [ ! -e "$link" ]; then  # dangling (its checkout is gone): nothing to keep
+    local was; was="$(readlink "$link")"
+    ln -sfn "$target" "$link"; say "re-pointed dangling $link -> $target (was $was)"
   elif ours "$link" "$name"; then
     ln -sfn "$target" "$link"; say "re-pointed $link -> $target (was $(readlink "$link" 2>/dev/null))"
   else
