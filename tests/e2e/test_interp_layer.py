@@ -31,7 +31,11 @@ def _b64(text: str) -> str:
 
 # The start state (SWE-smith form) has the bug and lacks the F2P test file: put the test file
 # back, run the suite (the bug fails test_sub), apply the gold fix (the bug patch reversed), run again.
-TEST_CMD = (f"set -e; cd /testbed; mkdir -p tests; echo {_b64(TESTS)} | base64 -d > tests/test_calc.py; {ACTIVATE}; "
+# No .pyc is written: the fix changes no byte count and lands in the same second as the start
+# state and the first run, and CPython's timestamp check (whole seconds + size) would then
+# take the first run's bytecode of the buggy module for current (the same in any container).
+TEST_CMD = (f"set -e; export PYTHONDONTWRITEBYTECODE=1; cd /testbed; mkdir -p tests; "
+            f"echo {_b64(TESTS)} | base64 -d > tests/test_calc.py; {ACTIVATE}; "
             f"pytest -q -p no:cacheprovider tests || true; echo {_b64(BUG_PATCH)} | base64 -d | git apply -R; "
             f"pytest -q -p no:cacheprovider tests; python -c 'import sys; print(sys.base_prefix)'")
 
