@@ -55,6 +55,23 @@ def _run(code: str, site: Path, base: Path, info: dict, **env: str):
     return run_node_as_user(PRELUDE + code, site, env={"MSB_TEST_CFG": json.dumps(cfg), **env})
 
 
+def _prepare_expecting_corrupt(site: Path, base: Path, info: dict) -> dict:
+    """Prepare the first task as the user and report the ArtifactCorruptError (or None), the
+    squashfuse daemons left, the cache's tmp and whether the env image was kept."""
+    return _run("""
+from minisandbox.node.cache import ArtifactCorruptError
+try:
+    prepare(cfg["tasks"][0], cfg["store"], cache=cache, images=True)
+    res = {"error": None}
+except ArtifactCorruptError as exc:
+    res = {"error": str(exc)}
+res["daemons"] = daemons()
+res["tmp"] = os.listdir(cache.tmp)
+res["env_image"] = (cache.archives / cfg["env_image"]).exists()
+print(json.dumps(res))
+""", site, base, info)
+
+
 def test_rootless_image_mount_seen_only_by_sandboxes_that_join(user_store, user_site: Path) -> None:  # noqa: F811
     info, base = user_store
     out = _run("""
@@ -118,16 +135,7 @@ def test_tampered_store_image_is_refused_and_never_mounted(user_store, user_site
     data = bytearray(img.read_bytes())
     data[300] ^= 0xFF
     img.write_bytes(bytes(data))
-    out = _run("""
-from minisandbox.node.cache import ArtifactCorruptError
-try:
-    prepare(cfg["tasks"][0], cfg["store"], cache=cache, images=True)
-    res = {"error": None}
-except ArtifactCorruptError as exc:
-    res = {"error": str(exc)}
-res["daemons"] = daemons()
-print(json.dumps(res))
-""", user_site, base, info)
+    out = _prepare_expecting_corrupt(user_site, base, info)
     assert out["error"] and "corrupt" in out["error"] and info["envs"][0]["key"] in out["error"]
     assert len(out["daemons"]) <= 1  # the repo image may be mounted; the env image never
 
@@ -195,18 +203,7 @@ def test_rootless_tampered_chunk_is_refused_and_never_mounted(user_chunked_store
     data = bytearray(victim.read_bytes())
     data[-1] ^= 0xFF
     victim.write_bytes(bytes(data))
-    out = _run("""
-from minisandbox.node.cache import ArtifactCorruptError
-try:
-    prepare(cfg["tasks"][0], cfg["store"], cache=cache, images=True)
-    res = {"error": None}
-except ArtifactCorruptError as exc:
-    res = {"error": str(exc)}
-res["daemons"] = daemons()
-res["tmp"] = os.listdir(cache.tmp)
-res["env_image"] = (cache.archives / cfg["env_image"]).exists()
-print(json.dumps(res))
-""", user_site, base, info)
+    out = _prepare_expecting_corrupt(user_site, base, info)
     assert out["error"] and chunk_path(chunks[-1][0]) in out["error"] and info["envs"][0]["key"] in out["error"]
     assert len(out["daemons"]) <= 1  # the repo image may be mounted; the env image never
     assert out["tmp"] == [] and not out["env_image"]
