@@ -41,6 +41,29 @@ def test_bad_image_chunks_is_one_line_naming_the_field(chunks: dict, field: str)
     assert "\n" not in msg and msg.startswith("store S: artifacts/env/k1.manifest.json:") and repr(field) in msg
 
 
+def test_a_layer_without_an_archive_is_served_by_its_image() -> None:
+    """config `archive: false`: no artifact/sha256/size, the image is the layer."""
+    m = manifest(chunks={"artifact": "k1.chunks.json", "sha256": A, "size": 200, "count": 2}, whole=False)
+    for name in ("artifact", "sha256", "size"):
+        del m[name]
+    assert validate_manifest(m, where="w") is m
+
+
+@pytest.mark.parametrize("drop, field", [
+    (("artifact", "sha256", "size", "image"), "artifact"),  # neither archive nor image
+    (("sha256",), "sha256"),  # half an archive
+    (("artifact", "size"), "artifact"),
+])
+def test_a_layer_needs_a_whole_archive_or_an_image(drop: tuple, field: str) -> None:
+    m = manifest()
+    for name in drop:
+        del m[name]
+    with pytest.raises(StoreDataError) as exc:
+        validate_manifest(m, where="store S: artifacts/env/k1.manifest.json")
+    msg = str(exc.value)
+    assert "\n" not in msg and msg.startswith("store S: artifacts/env/k1.manifest.json:") and repr(field) in msg
+
+
 def doc(**over) -> bytes:
     d = json.loads(chunk_list_document(B, 300, [(A, 100), (B, 200)]))
     d.update(over)

@@ -52,22 +52,24 @@ def make_manifest(
     kind: str,
     key: str,
     fmt: str,
-    archive: Path,
+    archive: Path | None,
     files: int,
     raw_bytes: int,
     spec: dict[str, Any],
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Digest the archive and describe it. `extra`: interpreter/lock (env) or commit/source (repo)."""
-    sha, size = file_digest(archive)
+    """Digest the archive and describe it. `extra`: interpreter/lock (env) or commit/source
+    (repo), and the image. `archive` None: the layer has no archive (`extra` must name an image)."""
+    described: dict[str, Any] = {}
+    if archive is not None:
+        sha, size = file_digest(archive)
+        described = {"artifact": artifact_name(key, fmt), "sha256": sha, "size": size}
     return {
         "schema": SCHEMA,
         "kind": kind,
         "key": key,
         "format": fmt,
-        "artifact": artifact_name(key, fmt),
-        "sha256": sha,
-        "size": size,
+        **described,
         "files": files,
         "raw_bytes": raw_bytes,
         "mount_path": VENV_PATH if kind == "env" else REPO_PATH,
@@ -299,9 +301,11 @@ class Manifest(_Model):
     kind: Literal["env", "repo", "interp"]
     key: PlainName
     format: Literal["tar.zst", "tar.gz"] = "tar.zst"
-    artifact: PlainName
-    sha256: Digest
-    size: Count
+    #: the archive; absent when the store serves the layer only as an image (config
+    #: `archive: false`, the default with images: docs/pipeline.md, "Store size")
+    artifact: PlainName | None = None
+    sha256: Digest | None = None
+    size: Count | None = None
     files: Count | None = None
     raw_bytes: Count | None = None
     mount_path: str | None = None
@@ -317,7 +321,9 @@ class Manifest(_Model):
 
     @field_validator("artifact")
     @classmethod
-    def _artifact(cls, value: str, info: ValidationInfo) -> str:
+    def _artifact(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return value
         plain_name(value, "artifact")
         suffix = FORMATS.get(info.data.get("format", "tar.zst"), "")
         if not value.endswith(suffix):
@@ -337,6 +343,16 @@ class Manifest(_Model):
         elif value != MOUNT_PATHS[kind]:
             raise ValueError(f"a {kind} layer's mount_path must be {MOUNT_PATHS[kind]}")
         return value
+
+    @model_validator(mode="after")
+    def _served_somehow(self) -> "Manifest":
+        archive = (self.artifact, self.sha256, self.size)
+        if any(v is None for v in archive) and any(v is not None for v in archive):
+            missing = next(n for n, v in zip(("artifact", "sha256", "size"), archive) if v is None)
+            raise ValueError(f"field {missing!r}: missing (an archive needs artifact, sha256 and size)")
+        if self.artifact is None and self.image is None:
+            raise ValueError("field 'artifact': missing (a layer without an archive needs an 'image')")
+        return self
 
     @model_validator(mode="after")
     def _interp_needs_mount_path(self) -> "Manifest":
@@ -381,3 +397,15 @@ def validate_manifest(data: object, *, where: str, kind: str | None = None, key:
     if key is not None and m.key != key:
         raise StoreDataError(f"{where}: field 'key' is {m.key!r} but the manifest's name says {key!r}; {hint}")
     return data
+
+
+def has_archive(manifest: dict[str, Any]) -> bool:
+    """Does the store hold an archive of this (validated) manifest's layer?"""
+    return manifest.get("artifact") is not None
+
+
+def content_id(manifest: dict[str, Any]) -> tuple[Any, ...]:
+    """What identifies a published layer's bytes: its archive's and its image's sha256 and
+    size (either may be absent). Two manifests with the same id describe the same layer."""
+    image = manifest.get("image") or {}
+    return (manifest.get("sha256"), manifest.get("size"), image.get("sha256"), image.get("size"))

@@ -24,8 +24,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.root]
 
 @pytest.fixture
 def built(pipeline_workspace):
+    """The workflow with archives too (`archive=true`): the tests below unpack them by hand.
+    The default (images as chunks only, no archive) is `test_images_are_published_and_verified`."""
     ws = pipeline_workspace
-    proc = ws.snakemake()
+    proc = ws.snakemake(config=("archive=true",))
     return ws, proc
 
 
@@ -159,21 +161,24 @@ def test_adding_tasks_for_built_envs_rebuilds_only_the_index(built):
     assert published.lookup(Store(str(ws.store)), "tiny__calc.good.new__cccc0007")["status"] == "ready"
 
 
-def test_images_are_published_and_verified(pipeline_workspace, tmp_path):
-    """`images=true` (default `image_whole=false`): each image is published as chunks plus a
-    chunk list named in the manifest, not as one file; `minisandbox verify` checks every
-    chunk; a root node assembles the image from the chunks, checks it, mounts it and runs
-    the task; the venv's .pyc files are valid inside the mounted image (normalize_tree)."""
+def test_images_are_published_and_verified(pipeline_workspace, tmp_path, monkeypatch):
+    """The default config (`images=true`, `image_whole=false`, `archive=false`): each image
+    is published as chunks plus a chunk list named in the manifest, not as one file, and no
+    archive; `minisandbox verify` checks every chunk; a root node assembles the image from
+    the chunks, checks it, mounts it and runs the task; the venv's .pyc files are valid
+    inside the mounted image (normalize_tree); a node that does not mount unpacks the image."""
     from minisandbox.node.chunks import ChunkedImage, fetch_chunk, read_chunk_list
 
     ws = pipeline_workspace
     ws.snakemake(config=("images=true",))
     store = Store(str(ws.store))
     cat = _catalog(ws)
+    assert not [p for p in ws.store.rglob("*.tar.*")]  # no archive of any layer
     for kind in ("envs", "repos"):
         for entry in cat[kind].values():
             if entry["status"] != "ok":
                 continue
+            assert "artifact" not in entry["manifest"] and "sha256" not in entry["manifest"]
             img = entry["manifest"]["image"]
             assert img["format"] == "squashfs" and img["whole"] is False
             assert not store.exists(f"artifacts/{entry['manifest']['kind']}/{img['artifact']}")  # chunks only
@@ -204,6 +209,19 @@ def test_images_are_published_and_verified(pipeline_workspace, tmp_path):
         subprocess.run(["minisandbox", "cache", "gc", "--max-bytes", "0"], check=True, capture_output=True,
                        env={**os.environ, "MINISANDBOX_CACHE": str(cache)})
         assert not mounts()  # gc unmounts unleased images
+        # a node that does not mount images (MINISANDBOX_IMAGES=0; no loop devices, no squashfuse)
+        monkeypatch.setenv("MINISANDBOX_IMAGES", "0")
+        with open_task("tiny__calc.good.sub__aaaa0001", str(ws.store), cache=str(cache)) as ts:
+            assert not mounts()
+            layers = {p.name for p in (cache / "layers").iterdir() if p.is_dir()}
+            images = {entry["manifest"]["image"]["sha256"] for kind in ("envs", "repos")
+                      for entry in cat[kind].values() if entry["status"] == "ok"}
+            assert len(images) == 2 and images <= layers  # env and repo: unpacked images (+ interp archive)
+            out = ts.sandbox.run(["python", "-c", "import tinycalc; print(tinycalc.add(2, 3), tinycalc.sub(5, 3))"])
+            assert out.output.split() == ["5", "8"], out.output
+            out = ts.sandbox.run(["python", "-c", PYC_CHECK])
+            valid, stale = map(int, out.output.split()[-2:])
+            assert valid > 100 and stale == 0, out.output
     finally:
         for line in mounts():  # never leave a loop mount behind, even when an assert failed
             subprocess.run(["umount", "-l", line.split()[1]], check=False)

@@ -98,3 +98,19 @@ def test_an_env_job_without_validation_writes_a_not_validated_result(tmp_path: P
     data = json.loads(out.read_text())
     assert (data["validated"], data["env_key"], data["spec_name"], data["tasks"]) == (False, "env-x", "spec-x", {})
     assert validated_ids([out]) == []
+
+
+def test_validation_memo_follows_the_image_when_there_is_no_archive():
+    """A layer published without an archive (config `archive: false`) is identified by its
+    image digest: a rebuilt environment must never reuse the old environment's results."""
+    from minisandbox.catalog import EnvSpec
+    from minisandbox.grading.validate import _memo_key
+
+    spec = EnvSpec(name="x__y.1", kind="swesmith", source="s", commit="0" * 40, python="3.11")
+    repo = {"kind": "repo", "image": {"sha256": "c" * 64, "size": 5}}
+    old, new = ({"kind": "env", "image": {"sha256": d * 64, "size": 9}} for d in "ab")
+    assert _memo_key(REC, spec, old, repo, 1) != _memo_key(REC, spec, new, repo, 1)
+    assert _memo_key(REC, spec, old, repo, 1) == _memo_key(REC, spec, dict(old), repo, 1)
+    with_archive = {**old, "artifact": "e.tar.zst", "sha256": "d" * 64, "size": 3}
+    assert _memo_key(REC, spec, with_archive, repo, 1) != _memo_key(REC, spec, {**with_archive, "sha256": "e" * 64},
+                                                                   repo, 1)

@@ -214,6 +214,70 @@ def test_gc_removes_assembled_images_and_their_lists(two_envs: dict, tmp_path: P
     assert not any(cache.archives.iterdir())
 
 
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def no_archive(tmp_path: Path) -> dict:
+    """An env published as config `archive: false` does it: image chunks and list only."""
+    (tmp_path / "work").mkdir()
+    store = Store(tmp_path / "store")
+    key = "env-bare0-0000000000000000"
+    tree = env_tree(tmp_path / "trees" / key, 0)
+    m = publish_tree(store, "env", key, tree, tmp_path / "work", image=True, chunked=True, whole=False,
+                     archive=False, extra={"interpreter": {"version": "3.11.9", "prefix": "/usr"}})
+    return {"store": store, "url": str(tmp_path / "store"), "m": m, "tree": tree}
+
+
+def test_without_an_archive_a_node_that_cannot_mount_unpacks_the_image(no_archive: dict, tmp_path: Path) -> None:
+    from minisandbox.node import restore
+    from minisandbox.node.runtime import ready_layer
+
+    store, m = CountingStore(no_archive["url"]), no_archive["m"]
+    assert "artifact" not in m and not list(Path(store.path("artifacts")).rglob("*.tar.*"))
+    cache = new_cache(tmp_path)
+    result, lease = ready_layer(cache, store, m, mount=False, owner="t1")
+    assert result.downloaded and result.path == cache.layers / m["image"]["sha256"]
+    assert not restore.is_mounted(result.path) and _files(result.path) == _files(no_archive["tree"])
+    assert sorted(store.chunk_reads()) == sorted(chunk_path(d) for d in {d for d, _ in chunks_of(store, m)})
+    # warm: nothing read from the store, the same tree
+    store.reads.clear()
+    again, lease2 = ready_layer(cache, store, m, mount=False, owner="t2")
+    assert not again.downloaded and again.path == result.path and store.reads == []
+    # GC never removes a leased tree, and removes it (and the assembled image) once released
+    assert cache.gc(max_bytes=0).removed == [] and result.path.is_dir()
+    lease.unlink()
+    lease2.unlink()
+    report = cache.gc(max_bytes=0)
+    assert [e.digest for e in report.removed] == [m["image"]["sha256"]] and report.freed > 0
+    assert not result.path.exists() and not any(cache.archives.iterdir())
+
+
+def test_an_empty_mountpoint_left_behind_is_not_taken_for_an_unpacked_layer(no_archive: dict,
+                                                                           tmp_path: Path) -> None:
+    from minisandbox.node.runtime import ready_layer
+
+    store, m = no_archive["store"], no_archive["m"]
+    cache = new_cache(tmp_path)
+    (cache.layers / m["image"]["sha256"]).mkdir(parents=True)  # a mount attempt died after mkdir
+    result, _ = ready_layer(cache, store, m, mount=False)
+    assert result.downloaded and _files(result.path) == _files(no_archive["tree"])
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/loop-control"), reason="needs root and loop devices")
+def test_an_unpacked_image_serves_a_later_mount_request_without_mounting(no_archive: dict, tmp_path: Path) -> None:
+    from minisandbox.node import restore
+    from minisandbox.node.runtime import ready_layer
+
+    store, m = no_archive["store"], no_archive["m"]
+    cache = new_cache(tmp_path)
+    first, _ = ready_layer(cache, store, m, mount=False)
+    second, _ = ready_layer(cache, store, m, mount=True, insist=True)
+    assert second.path == first.path and not second.downloaded and not restore.is_mounted(second.path)
+    assert _files(second.path) == _files(no_archive["tree"])
+
+
 def test_publish_uploads_only_the_chunks_the_store_lacks(two_envs: dict, tmp_path: Path) -> None:
     from minisandbox.pipeline.chunks import cut
     from minisandbox.pipeline.pack import pack_image

@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from minisandbox.pipeline.pack import pack_tree
-from minisandbox.node.restore import RestoreError, UnsafeArchiveError, ensure_layer, extract, unpack_file
+from minisandbox.pipeline.pack import pack_image, pack_tree
+from minisandbox.node.restore import RestoreError, UnsafeArchiveError, ensure_layer, extract, unpack_file, unsquash
+
+needs_squashfs = pytest.mark.skipif(not __import__("shutil").which("mksquashfs"),
+                                    reason="squashfs-tools not installed (apt-get install squashfs-tools)")
 
 
 def snapshot(root: Path) -> dict[str, tuple]:
@@ -205,3 +208,47 @@ def test_old_gnu_time_fields_are_not_taken_for_a_prefix(tmp_path: Path) -> None:
     with pytest.raises(UnsafeArchiveError, match="is below the symlink"):
         unpack_file(write_zst(tmp_path / "g.tar.zst", bytes(raw)), "tar.zst", tmp_path / "layers", "2" * 64)
     assert list(outside.iterdir()) == []
+
+
+@needs_squashfs
+def test_unsquash_restores_the_tree_an_image_was_packed_from(tmp_path: Path) -> None:
+    """A store without archives (config `archive: false`): nodes that cannot mount unpack the image."""
+    src = sample_tree(tmp_path / "src")
+    image = tmp_path / "layer.squashfs"
+    pack_image(src, image)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    n = unsquash(image, dest)
+    assert snapshot(dest) == snapshot(src)
+    assert n == sum(p.stat().st_size for p in src.rglob("*") if p.is_file() and not p.is_symlink()) - (3 << 20)
+
+
+@needs_squashfs
+@pytest.mark.parametrize("pseudo, name", [("a/null c 644 0 0 1 3", "/a/null"), ("a/pipe i 644 0 0 f", "/a/pipe"),
+                                          ("a/disk b 600 0 0 7 0", "/a/disk")])
+def test_unsquash_refuses_devices_and_fifos_before_unpacking(tmp_path: Path, pseudo: str, name: str) -> None:
+    src = tmp_path / "src"
+    (src / "a").mkdir(parents=True)
+    (src / "a" / "f").write_text("ok\n")
+    image = tmp_path / "bad.squashfs"
+    import subprocess
+
+    subprocess.run(["mksquashfs", str(src), str(image), "-noappend", "-quiet", "-no-progress", "-p", pseudo], check=True)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    with pytest.raises(UnsafeArchiveError) as exc:
+        unsquash(image, dest)
+    assert name in str(exc.value) and "\n" not in str(exc.value)
+    assert list(dest.iterdir()) == []  # checked before anything was created
+
+
+def test_unsquash_of_a_damaged_image_is_a_restore_error(tmp_path: Path) -> None:
+    if not __import__("shutil").which("unsquashfs"):
+        pytest.skip("squashfs-tools not installed")
+    image = tmp_path / "junk.squashfs"
+    image.write_bytes(os.urandom(8192))
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    with pytest.raises(RestoreError, match="junk.squashfs"):
+        unsquash(image, dest)
+

@@ -58,6 +58,25 @@ def test_mirror_copies_each_chunk_once_and_no_whole_image(src: dict, tmp_path: P
     assert again.copied == [] and again.chunks == 0
 
 
+def test_a_store_without_archives_mirrors_and_verifies(tmp_path: Path) -> None:
+    """config `archive: false` (the default): manifests name no archive; mirror copies the
+    chunks, lists and manifests, verify checks them, and a second mirror copies nothing."""
+    info = publish_synthetic_store(str(tmp_path / "src"), tmp_path / "work", n_envs=2, n_repos=1, failed_env=False,
+                                   images=True, chunked=True, archives=False, payload=100_000)
+    assert all("artifact" not in m for m in info["envs"].values())
+    dst = Store(tmp_path / "dst")
+    report = mirror(info["store"], dst)
+    assert sorted(report.copied) == sorted([*info["envs"], *info["repos"]])
+    assert not list(Path(dst.path("artifacts/env")).glob("*.tar.zst"))
+    assert verify(dst, quick=False).ok
+    assert mirror(info["store"], dst).copied == []
+    # a chunk lost at the destination is a problem verify names, with the artifact
+    lost = chunk_path(next(iter(all_chunks(info))))
+    Path(dst.path(lost)).unlink()
+    problems = verify(dst, quick=True).problems
+    assert problems and all(p.what == "missing" for p in problems) and any(lost in p.rel for p in problems)
+
+
 def test_verify_names_missing_and_corrupt_chunks_with_their_artifact(src: dict) -> None:
     store = src["store"]
     key, m = sorted(src["envs"].items())[0]

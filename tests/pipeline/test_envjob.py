@@ -32,12 +32,13 @@ def job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     calls: list[str] = []
     outcome = {"ok": True}
 
-    def job_repo(work_, store, repo_spec, source_spec, fmt, level, image, receipt_out, image_whole=False):
+    def job_repo(work_, store, repo_spec, source_spec, fmt, level, image, receipt_out, image_whole=False,
+                 with_archive=True):
         calls.append("repo")
         write_status(receipt_out, StageStatus(ok=True, stage="publish", key=REPO, data={"status": "ok"}))
 
     def job_env(work_, store, env_spec, repo_dir, repo_status, fmt, level, image, timeout, receipt_out,
-                image_whole=False):
+                image_whole=False, with_archive=True):
         calls.append("env")
         assert repo_dir == work / "repos" / REPO and repo_status == work / "repos" / f"{REPO}.status.json"
         data = {"status": "ok", "manifest": {"sha256": "s"}} if outcome["ok"] else {"status": "failed", "error": "x"}
@@ -93,12 +94,12 @@ def test_a_forced_rerun_builds_again(job) -> None:
     assert calls == ["repo", "env"] and not res.reused
 
 
-@pytest.mark.parametrize("change", ["level", "store", "image_whole", "timeout"])
+@pytest.mark.parametrize("change", ["level", "store", "image_whole", "timeout", "archive"])
 def test_other_settings_build_again(job, change: str) -> None:
     run, work, _, _ = job
     run()
     (work / "specs" / "env-tasks" / f"{KEY}.json").write_text('{"tasks_sha256": "2"}')
-    other = {"level": 9, "store": "/other", "image_whole": True, "timeout": 5}[change]
+    other = {"level": 9, "store": "/other", "image_whole": True, "timeout": 5, "archive": False}[change]
     res, calls = run(EnvJobSettings(**{**SETTINGS.__dict__, change: other}))
     assert calls == ["repo", "env"] and not res.reused
 

@@ -66,7 +66,7 @@ def test_concurrent_publishers_of_one_key(tmp_path):
     assert not [p for p in store.rglob("*") if ".tmp" in p.name]
 
 
-def _packed_with_image(tmp_path: Path) -> tuple[Path, Path]:
+def _packed_with_image(tmp_path: Path, with_archive: bool = True) -> tuple[Path, Path]:
     """pack (with image and chunk list) and checksum a repo tree, as job_repo does."""
     import shutil
 
@@ -78,7 +78,8 @@ def _packed_with_image(tmp_path: Path) -> tuple[Path, Path]:
     up = tmp_path / "snap.json"
     write_status(up, StageStatus(ok=True, stage="snapshot", key="repo-x-1", data={"snapshot_commit": "d" * 40}))
     archive = tmp_path / "packed" / "repo-x-1.tar.zst"
-    assert pipeline.step_pack("repo-x-1", tree, up, archive, tmp_path / "pack.json", "tar.zst", 3, image=True).ok
+    assert pipeline.step_pack("repo-x-1", tree, up, archive, tmp_path / "pack.json", "tar.zst", 3, image=True,
+                              with_archive=with_archive).ok
     assert pipeline.step_checksum("repo", _spec_file(tmp_path), archive, tmp_path / "pack.json", up,
                                   tmp_path / "m.json").ok
     return archive, tmp_path / "m.json"
@@ -124,3 +125,39 @@ def test_image_whole_uploads_the_image_too(tmp_path):
     assert img.get("whole", True) is True and img["chunks"]
     assert file_digest(store / "artifacts/repo/repo-x-1.squashfs") == (img["sha256"], img["size"])
     assert (store / "artifacts/repo/repo-x-1.chunks.json").is_file()
+
+
+def test_without_archive_only_chunks_list_and_manifest_are_published(tmp_path, monkeypatch):
+    """config `archive: false` (the default with images): no archive is packed or published;
+    the manifest names none and still passes the store schema."""
+    from minisandbox.manifest import validate_manifest
+    from minisandbox.node.store import Store
+
+    archive, manifest_status = _packed_with_image(tmp_path, with_archive=False)
+    assert not archive.exists()
+    m = read_status(manifest_status).data
+    assert not {"artifact", "sha256", "size"} & set(m) and m["image"]["chunks"]["count"] >= 1
+    assert m["files"] == 50 and m["raw_bytes"] > 0
+    order: list[str] = []
+    real_file = Store.put_file
+    monkeypatch.setattr(Store, "put_file", lambda self, local, rel, **kw: (order.append(rel), real_file(self, local, rel, **kw)))
+    store = tmp_path / "store"
+    st = pipeline.step_publish(str(store), "repo", "repo-x-1", manifest_status, archive, None, tmp_path / "r.json")
+    assert st.ok and st.data["status"] == "ok"
+    assert [r for r in order if not r.startswith("chunks/")] == ["artifacts/repo/repo-x-1.chunks.json"]
+    assert sorted(p.name for p in (store / "artifacts/repo").iterdir()) == ["repo-x-1.chunks.json",
+                                                                            "repo-x-1.manifest.json"]
+    validate_manifest(json.loads((store / "artifacts/repo/repo-x-1.manifest.json").read_text()), where="t",
+                      kind="repo", key="repo-x-1")
+
+
+def test_without_archive_and_without_image_the_archive_is_kept(tmp_path):
+    """`archive: false` only drops the archive when there is an image to serve the layer."""
+    tree = _tree(tmp_path / "tree")
+    up = tmp_path / "snap.json"
+    write_status(up, StageStatus(ok=True, stage="snapshot", key="repo-x-1", data={"snapshot_commit": "d" * 40}))
+    archive = tmp_path / "packed" / "repo-x-1.tar.zst"
+    assert pipeline.step_pack("repo-x-1", tree, up, archive, tmp_path / "pack.json", "tar.zst", 3, image=False,
+                              with_archive=False).ok
+    assert archive.stat().st_size > 0 and read_status(tmp_path / "pack.json").data["archive"] is True
+

@@ -25,7 +25,9 @@ from minisandbox.pipeline.plan import (
 )
 
 
-def _coerce_bools(cfg, keys=("bundled", "validate", "images", "image_whole")):
+def _coerce_bools(
+    cfg, keys=("bundled", "validate", "images", "image_whole", "archive")
+):
     """`--config validate=true` arrives as a string; the schema wants a boolean."""
     for k in keys:
         if isinstance(cfg.get(k), str) and cfg[k].lower() in (
@@ -96,6 +98,7 @@ _PUBLISH_OPTS = _opts(
     f"--work {W} --store {STORE} --format {FMT} --level {config['zstd_level']}",
     "--image" if config["images"] else "",
     "--image-whole" if config["images"] and config["image_whole"] else "",
+    "--no-archive" if config["images"] and not config["archive"] else "",
 )
 REPO_OPTS = _PUBLISH_OPTS
 ENV_OPTS = _opts(

@@ -79,7 +79,8 @@ def cmd_build(a: argparse.Namespace) -> int:
 def cmd_pack(a: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import step_pack
 
-    step_pack(a.key, Path(a.tree), Path(a.upstream), Path(a.out), Path(a.status), a.format, a.level, image=a.image)
+    step_pack(a.key, Path(a.tree), Path(a.upstream), Path(a.out), Path(a.status), a.format, a.level, image=a.image,
+              with_archive=not a.no_archive)
     return 0
 
 
@@ -98,6 +99,8 @@ def cmd_publish(a: argparse.Namespace) -> int:
     return 0
 
 
+NO_ARCHIVE_HELP = ("with --image, publish no tar archive: the store serves the layer as the image's chunks "
+                   "only (config archive: false)")
 IMAGE_WHOLE_HELP = ("also upload each image as one file (by default only its chunks and chunk list, from which "
                     "nodes assemble it: config image_whole)")
 
@@ -112,7 +115,7 @@ def cmd_repo(a: argparse.Namespace) -> int:
     sid = json.loads(Path(a.spec).read_text())["source_id"]
     source_spec = Path(a.work) / "specs" / "source" / f"{sid}.json"  # written at planning time
     st = job_repo(Path(a.work), a.store, Path(a.spec), source_spec, a.format, a.level, a.image, Path(a.out),
-                  image_whole=a.image_whole)
+                  image_whole=a.image_whole, with_archive=not a.no_archive)
     print(f"repo {_summary(st)}")
     return 0
 
@@ -126,7 +129,7 @@ def cmd_env(a: argparse.Namespace) -> int:
 
     plan = json.loads(Path(a.plan).read_text())
     settings = EnvJobSettings(store=a.store, fmt=a.format, level=a.level, image=a.image,
-                              image_whole=a.image_whole, timeout=a.timeout)
+                              image_whole=a.image_whole, timeout=a.timeout, archive=not a.no_archive)
     res = run_env_job(Path(a.work), settings, Path(a.spec), plan, Path(a.out), validate=a.validate,
                       repeats=a.repeats)
     if res.folded_repo:
@@ -272,6 +275,7 @@ def register(sub) -> None:
     s.add_argument("--format", default="tar.zst", choices=["tar.zst", "tar.gz"], help="archive format (default: %(default)s)")
     s.add_argument("--level", type=int, default=3, help="compression level (default: %(default)s)")
     s.add_argument("--image", action="store_true", help="also build a squashfs image (root nodes mount it)")
+    s.add_argument("--no-archive", action="store_true", help=NO_ARCHIVE_HELP)
 
     s = _step(steps, "checksum", "Digest an archive and write its manifest.", cmd_checksum)
     s.add_argument("--kind", required=True, choices=["env", "repo"], help="artifact kind")
@@ -312,6 +316,7 @@ def register(sub) -> None:
         s.add_argument("--level", type=int, default=3, help="compression level (default: %(default)s)")
         s.add_argument("--image", action="store_true", help="also build a squashfs image (nodes mount it)")
         s.add_argument("--image-whole", action="store_true", help=IMAGE_WHOLE_HELP)
+        s.add_argument("--no-archive", action="store_true", help=NO_ARCHIVE_HELP)
         s.add_argument("--out", required=True, help="publish receipt to write")
 
     s = _step(steps, "interp", "Pack and publish an interpreter layer (once per interpreter build).", cmd_interp)

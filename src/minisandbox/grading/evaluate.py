@@ -395,9 +395,9 @@ class LayerExecutor:
 
     @contextlib.contextmanager
     def open(self, record: TaskRecord) -> Iterator[_SandboxEnv]:
-        from minisandbox.node.cache import Artifact, Cache, Lease
+        from minisandbox.node.cache import Cache, Lease
         from minisandbox.paths import REPO_PATH, VENV_PATH
-        from minisandbox.node.runtime import check_host, sandbox_layers
+        from minisandbox.node.runtime import check_host, ready_layer, sandbox_layers
         from minisandbox.node.store import open_store
         from minisandbox.node.runtime import interpreter_manifest
         from minisandbox.sandbox.hostlibs import check_host_libs
@@ -418,7 +418,8 @@ class LayerExecutor:
         try:
             wanted = [(repo_m, REPO_PATH), (self.env_manifest, VENV_PATH)]
             for manifest, default in wanted + ([(interp_m, interp_m["mount_path"])] if interp_m else []):
-                result, lease = cache.layer(st, Artifact.from_manifest(st, manifest), owner=record.instance_id)
+                # unpacked, as before images existed: the archive, or the image where the store has none
+                result, lease = ready_layer(cache, st, manifest, mount=False, owner=record.instance_id)
                 leases.append(lease)
                 layers[manifest.get("mount_path") or default] = result.path
             yield _SandboxEnv(Path(layers[REPO_PATH]), sandbox_layers(layers, self.env_manifest, repo_m),

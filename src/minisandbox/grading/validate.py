@@ -36,6 +36,7 @@ from typing import Any
 
 from minisandbox.catalog import EnvSpec
 from minisandbox.fsutil import atomic_write_text
+from minisandbox.manifest import content_id
 from minisandbox.grading.evaluate import Evaluation, Executor, evaluate
 from minisandbox.grading.grading import Reason, is_pass, lookup
 from minisandbox.records import TaskRecord
@@ -280,8 +281,9 @@ def _memo_key(record: TaskRecord, spec: EnvSpec, env_m: dict[str, Any] | None, r
     doc = {
         "record": record.to_dict(),
         "test": [spec.test_cmd, spec.log_parser, spec.timeout],
-        "env": (env_m or {}).get("sha256"),
-        "repo": (repo_m or {}).get("sha256"),
+        # archive and image digests: a layer published without an archive has only the latter
+        "env": list(content_id(env_m or {})),
+        "repo": list(content_id(repo_m or {})),
         "repeats": repeats,
         "schema": SCHEMA,
     }

@@ -313,7 +313,9 @@ class Cache:
         with self.lock(digest):
             final = self.layers / digest
             result = LayerResult(final, digest, downloaded=False)
-            if not self.is_mounted(final):
+            if self._unpacked_image(digest):
+                self._touch(digest)  # unpacked here earlier (`image_tree_layer`): the same files
+            elif not self.is_mounted(final):
                 with self.budget.acquire(ticket) as slot:
                     result.waited_budget = slot.waited
                     path, result.downloaded = self._verified_image(store, image)
@@ -339,6 +341,46 @@ class Cache:
             lease = self._lease_one(digest, owner)
         result.seconds = time.monotonic() - t0
         return result, lease
+
+    def image_tree_layer(self, store: Store, image: Artifact, *, ticket: float | None = None,
+                         owner: str = "") -> tuple[LayerResult, Path]:
+        """Like `image_layer`, but the image's files are unpacked (`restore.unsquash`) into
+        layers/<sha256> instead of mounted there: for a node that can mount the image neither
+        with the kernel nor with squashfuse when the store holds no archive. Same name as the
+        mount since it is the same tree; it counts as ready only once its metadata says
+        `unpacked`, so an empty mountpoint left by a crash is never taken for a layer."""
+        t0 = time.monotonic()
+        digest = image.sha256
+        with self.lock(digest):
+            final = self.layers / digest
+            result = LayerResult(final, digest, downloaded=False)
+            if self._unpacked_image(digest) or self.is_mounted(final):
+                self._touch(digest)
+            else:
+                if final.is_dir():
+                    restore.remove_tree(final)  # a mountpoint or tree a dead process left
+                with self.budget.acquire(ticket) as slot:
+                    result.waited_budget = slot.waited
+                    path, result.downloaded = self._verified_image(store, image)
+                    result.attempts = 1 if result.downloaded else 0
+                    _, nbytes = restore.ensure_layer(self.layers, digest, lambda tmp: restore.unsquash(path, tmp))
+                atomic_write_json(self.layers / f"{digest}.json", {
+                    "digest": digest, "key": image.key, "kind": image.kind, "format": image.fmt,
+                    "artifact": image.rel, "store": image.store_url, "archive_bytes": image.size,
+                    "layer_bytes": nbytes or 0, "image": True, "unpacked": True, "created": time.time()})
+            lease = self._lease_one(digest, owner)
+        result.seconds = time.monotonic() - t0
+        return result, lease
+
+    def _unpacked_image(self, digest: str) -> bool:
+        """layers/<digest> is an image's unpacked tree (complete: its metadata is written last)."""
+        final = self.layers / digest
+        if not final.is_dir() or self.is_mounted(final):
+            return False
+        try:
+            return json.loads((self.layers / f"{digest}.json").read_text()).get("unpacked") is True
+        except (OSError, ValueError, AttributeError):
+            return False
 
     @property
     def mount_holder(self) -> MountHolder:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import threading
 import time
@@ -452,7 +453,57 @@ def mount_image(image: Path, mountpoint: Path, fmt: str = "squashfs") -> None:
     if proc.returncode != 0:
         err = (proc.stderr or proc.stdout).strip().splitlines()
         raise RestoreError(f"{image}: mount -t {fmt} failed (exit {proc.returncode}): {err[-1] if err else ''}; "
-                           f"set MINISANDBOX_IMAGES=0 to unpack archives instead")
+                           f"set MINISANDBOX_IMAGES=0 to unpack instead")
+
+
+#: file types a squashfs listing (`unsquashfs -lln`) may show: directory, file, symlink
+_IMAGE_TYPES = {"d", "-", "l"}
+
+
+def unsquash(image: Path, dest: Path) -> int:
+    """Unpack a verified squashfs image into the existing empty directory `dest`, for a node
+    that can mount it neither with the kernel nor with squashfuse when the store holds no
+    archive (config `archive: false`). Returns the bytes of its files.
+
+    The image's listing is checked first, with the archive's rules: only directories,
+    files and symlinks (unsquashfs run as root would create device nodes and fifos). A
+    squashfs tree cannot place an entry below a symlink or outside its root, so the
+    path rules of `checked_stream` hold by construction."""
+    exe = shutil.which("unsquashfs")
+    if not exe:
+        raise RestoreError(f"{image}: unsquashfs not found: install squashfs-tools (apt-get install squashfs-tools), "
+                           f"or publish archives too (config archive: true)")
+    listing = subprocess.run([exe, "-lln", "-d", "", str(image)], capture_output=True, text=True)
+    if listing.returncode != 0:
+        err = (listing.stderr or listing.stdout).strip().splitlines()
+        raise RestoreError(f"{image}: unsquashfs -lln failed (exit {listing.returncode}): {err[-1] if err else ''}")
+    for line in listing.stdout.splitlines():
+        fields = line.split(None, 5)
+        if not fields:
+            continue
+        if fields[0][0] not in _IMAGE_TYPES:
+            name = fields[-1] if len(fields) == 6 else line
+            raise UnsafeArchiveError(f"{image}: entry {name!r} is not a file, directory or symlink "
+                                     f"(mode {fields[0]}); refusing to unpack")
+    proc = subprocess.run([exe, "-no-xattrs", "-f", "-q", "-n", "-d", str(dest), str(image)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        err = (proc.stderr or proc.stdout).strip().splitlines()
+        raise RestoreError(f"{image}: unsquashfs failed (exit {proc.returncode}): {err[-1] if err else ''}")
+    return _file_bytes(dest)
+
+
+def _file_bytes(root: Path) -> int:
+    """Bytes of the regular files under `root`, a hard-linked file once."""
+    seen: set[int] = set()
+    total = 0
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            st = os.lstat(os.path.join(dirpath, name))
+            if stat.S_ISREG(st.st_mode) and st.st_ino not in seen:
+                seen.add(st.st_ino)
+                total += st.st_size
+    return total
 
 
 def unmount(mountpoint: Path) -> bool:

@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Callable, Iterable, TypeVar
 
+from minisandbox.manifest import has_archive
 from minisandbox.node.cache import Artifact, Cache, LayerResult, Lease
 from minisandbox.node.iobudget import IOBudget
 from minisandbox.paths import HOME_PATH, REPO_PATH, VENV_PATH
@@ -246,7 +247,8 @@ def interpreter_manifest(store: Store, env_m: dict[str, Any]) -> dict[str, Any] 
 
 def task_layer_names(task_id: str, store: Store | str | os.PathLike[str] | None = None) -> list[tuple[str, ...]]:
     """For each layer a task needs (repo, env, interpreter), the names its directory may
-    have in a node cache: the image's sha256 (mounted) and the archive's (unpacked).
+    have in a node cache: the archive's sha256 (unpacked) and the image's (mounted, or
+    unpacked when the store has no archive: `ready_layer`).
     `prepare` picks one by `use_images()` and by what works on the node, so a scheduler
     that asks "are this task's layers here?" must accept either (`integrations.ray`)."""
     st = open_store(store)
@@ -259,7 +261,8 @@ def task_layer_names(task_id: str, store: Store | str | os.PathLike[str] | None 
     names = []
     for m in manifests:
         image = Artifact.image_from_manifest(st, m)
-        names.append(tuple(n for n in (Artifact.from_manifest(st, m).sha256, image.sha256 if image else None) if n))
+        archive = Artifact.from_manifest(st, m) if has_archive(m) else None
+        names.append(tuple(a.sha256 for a in (archive, image) if a is not None))
     return names
 
 
@@ -280,6 +283,25 @@ def use_images(setting: bool | None = None) -> bool:
     return can_mount_images() or unavailable_reason() is None
 
 
+def ready_layer(cache: Cache, store: Store, manifest: dict[str, Any], *, mount: bool, insist: bool = False,
+                ticket: float | None = None, owner: str = "") -> tuple[LayerResult, Path]:
+    """One layer of a task, ready and leased, the best way this node can: mount the image
+    (`mount`: `use_images()`), else unpack the archive, else unpack the image (a store that
+    publishes no archive, config `archive: false`). `insist`: images were asked for
+    explicitly, so a failed mount is raised rather than hidden by unpacking."""
+    image = Artifact.image_from_manifest(store, manifest)
+    if image is not None and mount:
+        try:
+            return cache.image_layer(store, image, ticket=ticket, owner=owner)
+        except (RestoreError, FuseMountError):
+            if insist:
+                raise
+            # auto mode and the mount failed here (no loop devices, no FUSE?): unpack instead
+    if has_archive(manifest) or image is None:
+        return cache.layer(store, Artifact.from_manifest(store, manifest), ticket=ticket, owner=owner)
+    return cache.image_tree_layer(store, image, ticket=ticket, owner=owner)
+
+
 def prepare(task_id: str, store: Store | str | os.PathLike[str] | None = None, *, cache: Cache | None = None,
             budget: IOBudget | None = None, ticket: float | None = None, owner: str = "",
             images: bool | None = None) -> PreparedTask:
@@ -287,8 +309,8 @@ def prepare(task_id: str, store: Store | str | os.PathLike[str] | None = None, *
 
     `store`: Store, URL or None (`minisandbox.paths.default_store()`). `ticket`: priority
     in the I/O budget queue (default: now; older first). `images`: mount the manifests'
-    squashfs images instead of unpacking (default: `use_images()`); artifacts without an
-    image are unpacked."""
+    squashfs images instead of unpacking (default: `use_images()`); layers without an
+    image are unpacked (`ready_layer`)."""
     t0 = time.monotonic()
     st = open_store(store)
     if cache is None:
@@ -307,18 +329,8 @@ def prepare(task_id: str, store: Store | str | os.PathLike[str] | None = None, *
     try:
         wanted = [(repo_m, REPO_PATH), (env_m, VENV_PATH)] + ([(interp_m, interp_m["mount_path"])] if interp_m else [])
         for manifest, default_path in wanted:
-            image = Artifact.image_from_manifest(st, manifest) if mount else None
-            result = None
-            if image is not None:
-                try:
-                    result, lease_file = cache.image_layer(st, image, ticket=ticket, owner=owner or task_id)
-                except (RestoreError, FuseMountError):
-                    if images:  # explicitly asked for images: do not hide the failure
-                        raise
-                    # auto mode and the mount failed here (no loop devices, no FUSE?): unpack instead
-            if result is None:
-                result, lease_file = cache.layer(st, Artifact.from_manifest(st, manifest), ticket=ticket,
-                                                 owner=owner or task_id)
+            result, lease_file = ready_layer(cache, st, manifest, mount=mount, insist=bool(images), ticket=ticket,
+                                             owner=owner or task_id)
             lease_files.append(lease_file)
             results.append(result)
             layers[manifest.get("mount_path") or default_path] = result.path

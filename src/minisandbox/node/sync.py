@@ -39,7 +39,7 @@ from minisandbox.node.chunks import (ChunkedImage, ChunkError, DestinationChunks
                                      read_chunk_list)
 from minisandbox.node.published import read_catalog
 from minisandbox.fsutil import CHUNK, file_digest
-from minisandbox.manifest import manifest_path
+from minisandbox.manifest import content_id, has_archive, manifest_path
 from minisandbox.node.store import NotInStore, Store, open_store
 from minisandbox.errors import MinisandboxError
 from minisandbox.progress import Progress
@@ -129,7 +129,7 @@ def artifacts_of(catalog: dict[str, Any]) -> list[Artifact]:
             m = entry.get("manifest")
             if entry.get("status") != "ok" or not m:
                 continue
-            blobs = [Blob(f"artifacts/{kind}/{m['artifact']}", m["sha256"], int(m["size"]))]
+            blobs = [Blob(f"artifacts/{kind}/{m['artifact']}", m["sha256"], int(m["size"]))] if has_archive(m) else []
             img = m.get("image")
             chunked = ChunkedImage.from_manifest(m, where=f"{CATALOG} entry {kind} {key}") if img else None
             if chunked is not None:
@@ -278,7 +278,7 @@ def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
             except NotInStore as exc:
                 raise SyncError(f"{src.url_of(art.manifest_rel)} is missing but the index names {art.key}; "
                                 f"run `minisandbox verify {src.url}` and re-publish that key") from exc
-            if json.loads(manifest_bytes).get("sha256") != art.manifest["sha256"]:
+            if content_id(json.loads(manifest_bytes)) != content_id(art.manifest):
                 raise SyncError(f"{src.url_of(art.manifest_rel)} disagrees with {src.url_of(CATALOG)} "
                                 f"about {art.key}; re-run the index step on the source")
             nchunks = 0
@@ -450,7 +450,7 @@ def _verify_artifact(store: Store, art: Artifact, quick: bool,
     nbytes = 0
     try:
         published = json.loads(store.read_bytes(art.manifest_rel))
-        if published.get("sha256") != art.manifest["sha256"] or published.get("size") != art.manifest["size"]:
+        if content_id(published) != content_id(art.manifest):
             problems.append(Problem("mismatch", art.manifest_rel,
                                     f"manifest of {art.key} differs from the index; re-run the index step"))
     except NotInStore:

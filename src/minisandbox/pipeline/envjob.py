@@ -45,6 +45,8 @@ class EnvJobSettings:
     image: bool
     image_whole: bool
     timeout: float
+    #: publish a tar archive per layer besides the image's chunks (config `archive`)
+    archive: bool = True
 
 
 @dataclass(frozen=True)
@@ -147,10 +149,11 @@ def run_env_job(work: Path, settings: EnvJobSettings, env_spec: Path, plan: dict
         repo = plan["repos"][rkey]
         job_repo(work, settings.store, work / "specs" / "repo" / f"{rkey}.json",
                  work / "specs" / "source" / f"{repo['source_id']}.json", settings.fmt, settings.level,
-                 settings.image, receipts / "repo" / f"{rkey}.json", image_whole=settings.image_whole)
+                 settings.image, receipts / "repo" / f"{rkey}.json", image_whole=settings.image_whole,
+                 with_archive=settings.archive)
     st = job_env(work, settings.store, Path(env_spec), p.tree("repo", rkey), p.tree_status("repo", rkey),
                  settings.fmt, settings.level, settings.image, settings.timeout, receipt_out,
-                 image_whole=settings.image_whole)
+                 image_whole=settings.image_whole, with_archive=settings.archive)
     atomic_write_json(rec_path, {"build": build, "validation": None,
                                  "receipt": json.loads(receipt_out.read_text())})
     return EnvJobResult(st, key, False, folded_repo, validation)

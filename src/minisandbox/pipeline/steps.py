@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from minisandbox.catalog import EnvSpec
 from minisandbox.fsutil import atomic_write_json, file_digest
-from minisandbox.manifest import artifact_path, log_path, make_manifest, manifest_path
+from minisandbox.manifest import artifact_path, has_archive, log_path, make_manifest, manifest_path
 from minisandbox.pipeline.stage import StageStatus, first_failure, one_line, read_status, write_status
 
 
@@ -151,20 +151,25 @@ def image_path(archive: Path, key: str) -> Path:
 
 
 def step_pack(key: str, tree: Path, upstream: Path, archive: Path, status_out: Path, fmt: str, level: int,
-              image: bool = False) -> StageStatus:
-    """Archive the tree; with `image`, also a squashfs image root nodes mount instead of
-    unpacking (bench/bench_runtime.py: 54x faster cold restore than the published method)."""
+              image: bool = False, with_archive: bool = True) -> StageStatus:
+    """Archive the tree; with `image`, also a squashfs image nodes mount instead of unpacking
+    (bench/bench_runtime.py: 54x faster cold restore than the published method), cut into
+    chunks. `with_archive` False (config `archive: false`) writes no archive when there is an
+    image: the store then serves the layer as chunks only (docs/pipeline.md, "Store size")."""
     if _failed_upstream("pack", key, status_out, upstream):
         archive.parent.mkdir(parents=True, exist_ok=True)
         archive.write_bytes(b"")  # placeholder for the declared output; never published
         return read_status(status_out)
 
     def work() -> dict[str, Any]:
-        from minisandbox.pipeline.pack import normalize_tree, pack_tree
+        from minisandbox.pipeline.pack import normalize_tree, pack_tree, tree_stats
 
         normalize_tree(tree)  # before archive and image: same package, same bytes in every env
-        stats = pack_tree(tree, archive, fmt=fmt, level=level)
-        data: dict[str, Any] = {"files": stats.files, "raw_bytes": stats.raw_bytes, "format": fmt}
+        keep = with_archive or not image
+        stats = pack_tree(tree, archive, fmt=fmt, level=level) if keep else tree_stats(tree)
+        data: dict[str, Any] = {"files": stats.files, "raw_bytes": stats.raw_bytes, "format": fmt, "archive": keep}
+        if not keep:
+            archive.unlink(missing_ok=True)  # an earlier run's archive is not this layer's
         if image:
             from minisandbox.pipeline.chunks import write_chunk_list
             from minisandbox.pipeline.pack import pack_image
@@ -207,7 +212,7 @@ def step_checksum(kind: str, key_spec: Path, archive: Path, pack_status: Path, u
             if pack.get("chunks"):
                 extra["image"]["chunks"] = chunks_entry(image_path(archive, key), key)
         return make_manifest(
-            kind=kind, key=key, fmt=pack["format"], archive=archive,
+            kind=kind, key=key, fmt=pack["format"], archive=archive if pack.get("archive", True) else None,
             files=pack["files"], raw_bytes=pack["raw_bytes"], spec=spec, extra=extra,
         )
 
@@ -263,8 +268,8 @@ def publish_image(store: Any, kind: str, key: str, image: dict[str, Any], local_
 def step_publish(store_url: str, kind: str, key: str, manifest_status: Path, archive: Path, log: Path | None,
                  receipt_out: Path, image_whole: bool = False) -> StageStatus:
     """Image parts first (missing chunks, chunk list, the whole image only with
-    `image_whole`), then the archive, then the manifest: a visible manifest always has all
-    its parts (docs/pipeline.md, "Atomicity")."""
+    `image_whole`), then the archive (if packing wrote one), then the manifest: a visible
+    manifest always has all its parts (docs/pipeline.md, "Atomicity")."""
     from minisandbox.node.store import Store
 
     st = read_status(manifest_status)
@@ -293,7 +298,8 @@ def step_publish(store_url: str, kind: str, key: str, manifest_status: Path, arc
                 img["whole"] = False  # only the chunks: nodes assemble the image
             publish_image(store, kind, key, img, image_path(archive, key), bool(image_whole))
             manifest["image"] = img
-        store.put_file(archive, artifact_path(kind, key, manifest["format"]), sha256=manifest["sha256"])
+        if has_archive(manifest):
+            store.put_file(archive, artifact_path(kind, key, manifest["format"]), sha256=manifest["sha256"])
         store.put_text(manifest_path(kind, key), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         return {"status": "ok", "manifest": manifest, "log": upload_log(), "store": store_url}
 
@@ -343,7 +349,7 @@ class WorkPaths:
 
 
 def job_repo(work: Path, store_url: str, repo_spec: Path, source_spec: Path, fmt: str, level: int, image: bool,
-             receipt_out: Path, image_whole: bool = False) -> StageStatus:
+             receipt_out: Path, image_whole: bool = False, with_archive: bool = True) -> StageStatus:
     """mirror (once per source, under a lock) -> snapshot -> pack -> checksum -> publish."""
     from filelock import FileLock
 
@@ -360,7 +366,7 @@ def job_repo(work: Path, store_url: str, repo_spec: Path, source_spec: Path, fmt
             step_mirror(source_spec, p.mirror(sid), p.mirror_status(sid), p.log("mirror", sid))
         step_snapshot(repo_spec, p.mirror(sid), p.mirror_status(sid), p.tree("repo", key), p.tree_status("repo", key))
     step_pack(key, p.tree("repo", key), p.tree_status("repo", key), p.archive("repo", key), p.pack_status("repo", key),
-              fmt, level, image=image)
+              fmt, level, image=image, with_archive=with_archive)
     step_checksum("repo", repo_spec, p.archive("repo", key), p.pack_status("repo", key), p.tree_status("repo", key),
                   p.manifest("repo", key))
     return step_publish(store_url, "repo", key, p.manifest("repo", key), p.archive("repo", key), None, receipt_out,
@@ -368,7 +374,8 @@ def job_repo(work: Path, store_url: str, repo_spec: Path, source_spec: Path, fmt
 
 
 def job_env(work: Path, store_url: str, env_spec: Path, repo_dir: Path, repo_status: Path, fmt: str, level: int,
-            image: bool, timeout: float, receipt_out: Path, image_whole: bool = False) -> StageStatus:
+            image: bool, timeout: float, receipt_out: Path, image_whole: bool = False,
+            with_archive: bool = True) -> StageStatus:
     """resolve -> build -> pack -> checksum -> publish (with the build log); the built tree
     is removed once packed (it was a `temp()` output when these were separate rules)."""
     from minisandbox.manifest import FORMATS
@@ -380,7 +387,8 @@ def job_env(work: Path, store_url: str, env_spec: Path, repo_dir: Path, repo_sta
     try:
         step_resolve(env_spec, repo_dir, repo_status, p.lock(key), p.log("resolve", key))
         step_build(env_spec, p.lock(key), repo_dir, tree, status, p.log("build", key), timeout)
-        step_pack(key, tree, status, p.archive("env", key), p.pack_status("env", key), fmt, level, image=image)
+        step_pack(key, tree, status, p.archive("env", key), p.pack_status("env", key), fmt, level, image=image,
+                  with_archive=with_archive)
     finally:
         remove_tree(tree)  # venvs may hold read-only files
     step_checksum("env", env_spec, p.archive("env", key), p.pack_status("env", key), status, p.manifest("env", key))
