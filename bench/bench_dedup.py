@@ -58,6 +58,7 @@ import io
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -76,7 +77,7 @@ from tabulate import tabulate
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from minisandbox.paths import VENV_PATH  # noqa: E402
-from minisandbox.pipeline.pack import EPOCH, normalize_tree, pack_image  # noqa: E402
+from minisandbox.pipeline.pack import EPOCH, IMAGE_LEVEL, normalize_tree, pack_image  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SWESMITH = ROOT / "config" / "catalog" / "swesmith.yaml"
@@ -85,6 +86,8 @@ GPU = re.compile(r"^(torch|torchvision|torchaudio|triton|nvidia-[a-z0-9-]+)$")
 INLINE_MAX = 256
 #: Wheels bigger than this (torch, nvidia-*) are measured without building their tar in memory.
 LIGHT_ABOVE = 200_000_000
+#: --images: sampled GPU wheels at most this big (.whl bytes) get an exact gzip-9 of their tree.
+GPU_EXACT_MAX = 400_000_000
 
 
 def norm(name: str) -> str:
@@ -347,7 +350,7 @@ def link_tree(src: Path, dst: Path) -> None:
             os.link(os.path.join(root, name), target)
 
 
-def env_image(wheel_dirs: list[Path], work: Path, also_avg: list[int]) -> dict:
+def env_image(wheel_dirs: list[Path], work: Path, also_avg: list[int], level: int) -> dict:
     """Normalise, image and chunk one environment's installed tree with the package's functions
     (and, for comparison, with other average chunk sizes: min avg/4, max avg*4)."""
     from minisandbox.pipeline.chunks import cut
@@ -358,7 +361,7 @@ def env_image(wheel_dirs: list[Path], work: Path, also_avg: list[int]) -> dict:
     for d in wheel_dirs:
         link_tree(d, tree)
     normalize_tree(tree)
-    pack_image(tree, img)
+    pack_image(tree, img, level=level)
     ch = cut(img)
     out = {"image": ch.size, "list": len(ch.document()), "chunks": [list(c) for c in ch.chunks], "alt": {}}
     for avg in also_avg:
@@ -370,10 +373,14 @@ def env_image(wheel_dirs: list[Path], work: Path, also_avg: list[int]) -> dict:
 
 
 def images_mode(a, specs, idx) -> int:
+    from minisandbox.pipeline.chunks import CHUNK_AVG, CHUNK_MAX, CHUNK_MIN
+
     work: Path = a.work
     work.mkdir(parents=True, exist_ok=True)
+    level = a.image_level
     python = find_python310(a.python)
     compiler = PycCompiler(python) if python else None
+    print(f"images: squashfs zstd level {level} (pack_image's IMAGE_LEVEL is {IMAGE_LEVEL})")
     print(f"pycs: {'compiled by ' + python + ' (deterministic)' if python else 'LEFT OUT (no python3.10 found)'}")
     trees = work / "wheels"
     trees.mkdir(exist_ok=True)
@@ -393,9 +400,12 @@ def images_mode(a, specs, idx) -> int:
         if not d.is_dir():
             install_wheel(whl, d, compiler)
             cache.pop(key, None)
-        exact = sampled(whl, a.gz_sample) and not GPU.match(p[0])
+        gpu = bool(GPU.match(p[0]))
+        # GPU wheels: exact gzip-9 only on sampled wheels small enough to stream twice in
+        # reasonable time; the others are counted per file (see tree_stats_exact's `light`).
+        exact = sampled(whl, a.gz_sample) and (not gpu or whl.stat().st_size <= GPU_EXACT_MAX)
         if key not in cache:
-            w = tree_stats_exact(d, exact, light=bool(GPU.match(p[0])))
+            w = tree_stats_exact(d, exact, light=gpu and not exact)
             cache[key] = {"gz9": w.gz9, "zst3": w.zst3, "raw": w.raw, "files": w.files}
         c = cache[key]
         stats[p] = WheelStats(c["gz9"], 0, c["zst3"], c["raw"], [tuple(f) for f in c["files"]])
@@ -407,33 +417,48 @@ def images_mode(a, specs, idx) -> int:
     if compiler:
         compiler.close()
         print(f"  pycs: {compiler.failed} modules did not compile under 3.10 (left without pyc, as compileall would)")
-    exact = [w for w in stats.values() if w.gz9]
+    exact = [w for p, w in stats.items() if w.gz9 and not GPU.match(p[0])]
     if not exact:
         raise SystemExit("no wheel was sampled for the exact gzip-9 (k): use a smaller --gz-sample")
     k = sum(w.gz9 for w in exact) / sum(w.zst3 for w in exact)
     print(f"tar.gz-9 / tar.zst-3 of the installed wheel trees, exact on {len(exact)} wheels: k = {k:.3f}")
+    exact_gpu = [w for p, w in stats.items() if w.gz9 and GPU.match(p[0])]
+    k_gpu = sum(w.gz9 for w in exact_gpu) / sum(w.zst3 for w in exact_gpu) if exact_gpu else 1.0
+    if any(GPU.match(p[0]) for p in stats):
+        print(f"GPU wheel trees: k = {k_gpu:.3f} " + (f"exact on {len(exact_gpu)} wheels" if exact_gpu else
+                                                     "(none sampled: tar.gz-9 taken = zstd-3)"))
+
+    def gz9(p: tuple[str, str], w: WheelStats) -> float:
+        if not GPU.match(p[0]):
+            return w.zst3 * k
+        return w.gz9 or w.zst3 * k_gpu
 
     env_path = work / "env-images.json"
     done = json.loads(env_path.read_text()) if env_path.exists() else {}
     cctx = zstandard.ZstdCompressor(level=3)
     rows = {}
-    groups = (("cpu", "without GPU wheels"), ("all", "all pinned wheels"))
-    if not any(GPU.match(p[0]) for p in stats):
-        groups = groups[:1]  # no GPU wheels given (--gpu-wheels): "all" would repeat "without"
-    for group, _ in groups:
+    gpu_names = {s["name"] for s in specs if any(GPU.match(p[0]) for p in pins(s) if p in stats)}
+    groups = [("cpu", "without GPU wheels", False, False), ("all", "all pinned wheels (GPU included)", True, False),
+              ("gpu", f"the {len(gpu_names)} GPU profiles with their GPU wheels", True, True),
+              ("gpu-cpu", f"the {len(gpu_names)} GPU profiles without GPU wheels", False, True)]
+    if not gpu_names:
+        groups = groups[:1]  # no GPU wheels given (--gpu-wheels): the other rows would repeat these
+    for group, _, with_gpu, only_gpu_profiles in groups:
         r = dict(gz9=0.0, zst3=0, raw=0, lists=0, inline=0, envs=0, images=0, chunk_lists=0, counts=[],
                  alt={str(v): {"list": 0, "counts": [], "chunks": {}} for v in a.also_avg})
         objects: dict[str, tuple[int, int]] = {}
         chunks: dict[str, int] = {}
         for s in specs:
-            ps = [p for p in pins(s) if p in stats and (group == "all" or not GPU.match(p[0]))]
+            if only_gpu_profiles and s["name"] not in gpu_names:
+                continue
+            ps = [p for p in pins(s) if p in stats and (with_gpu or not GPU.match(p[0]))]
             if not ps:
                 continue
             r["envs"] += 1
             files = {}
             for p in ps:
                 w = stats[p]
-                r["gz9"] += w.zst3 * k if not GPU.match(p[0]) else w.zst3  # GPU: binaries, gz ~ zst (see doc)
+                r["gz9"] += gz9(p, w)
                 r["zst3"] += w.zst3
                 r["raw"] += w.raw
                 for path, size, sha, zsize in w.files:
@@ -446,10 +471,10 @@ def images_mode(a, specs, idx) -> int:
                 else:
                     objects[sha] = (size, zsize)
             ekey = hashlib.sha256("\n".join(dirs[p].name for p in ps).encode()).hexdigest()[:16] + \
-                (":pyc" if python else ":nopyc")
+                (":pyc" if python else ":nopyc") + f":zstd{level}"
             if ekey not in done or any(str(v) not in done[ekey].get("alt", {}) for v in a.also_avg):
                 t0 = time.monotonic()
-                done[ekey] = env_image([dirs[p] for p in ps], work, a.also_avg)
+                done[ekey] = env_image([dirs[p] for p in ps], work, a.also_avg, level)
                 env_path.write_text(json.dumps(done))
                 print(f"  {group} {s['name']}: image {done[ekey]['image'] / 1e6:.1f} MB, "
                       f"{len(done[ekey]['chunks'])} chunks, {time.monotonic() - t0:.1f} s", flush=True)
@@ -473,40 +498,142 @@ def images_mode(a, specs, idx) -> int:
             alt["bytes"] = sum(alt.pop("chunks").values())
         rows[group] = r
     tbl = []
-    for group, label in groups:
+    for group, label, _, _ in groups:
         r = rows[group]
         base = r["gz9"] or 1
         chunked = r["chunk_bytes"] + r["chunk_lists"]
 
         def row(text, value, baseline=base):
-            tbl.append([f"{label}: {text}", r["envs"], f"{value / 1e9:.2f}", f"{value / baseline:.2f}"])
+            tbl.append([f"{label}: {text}", r["envs"], f"{value / 1e9:.2f}", f"{value / baseline:.3f}"])
 
         row("tar.gz-9 per env (published method, baseline)", r["gz9"])
         row("tar.zst-3 per env", r["zst3"])
-        row(f"per-file zstd objects ({r['objects']}) + file lists", r["cas"])
-        row("whole squashfs image per env", r["images"])
-        row(f"**chunked images (default)**: {r['nchunks']} unique chunks + chunk lists", chunked)
+        row(f"per-file zstd objects ({r['objects']}) + file lists (not built, for comparison)", r["cas"])
+        row(f"whole squashfs image per env (zstd {level})", r["images"])
+        row(f"**chunked images (default store representation)**: {r['nchunks']} unique chunks "
+            f"+ chunk lists", chunked)
         for v, alt in r["alt"].items():
             row(f"chunked images, FastCDC avg {int(v) // 1024} KiB (not the default): {alt['n']} chunks "
                 f"+ lists; per env median {statistics.median(alt['counts']):.0f}, max {max(alt['counts'])}",
                 alt["bytes"] + alt["list"])
-        row("chunked images + tar.zst archive per env (what publishing writes)", chunked + r["zst3"])
+        row("optional extra, not counted: chunked images + a tar.zst archive per env (config `archive: true`)",
+            chunked + r["zst3"])
         row("node cache: unpacked layers (baseline)", r["raw"], r["raw"] or 1)
         row("node cache: assembled images, one per env", r["images"], r["raw"] or 1)
-        row("node cache: hard-linked layers over per-file objects", r["node_cas"], r["raw"] or 1)
+        row("node cache: hard-linked layers over per-file objects (not built)", r["node_cas"], r["raw"] or 1)
         c = r["counts"]
         print(f"{label}: chunks per env (GETs on an empty node): median {statistics.median(c):.0f}, "
               f"max {max(c)}, total {sum(c)}")
+    print(f"\nStore and node-cache bytes, squashfs images at zstd level {level}, FastCDC "
+          f"{CHUNK_MIN // 1024}/{CHUNK_AVG // 1024}/{CHUNK_MAX // 1024} KiB")
     print(tabulate(tbl, headers=["layout", "envs", "GB", "ratio vs baseline"]))
     if a.json:
-        a.json.write_text(json.dumps({"k": k, "python": python, "rows": {g: {x: y for x, y in r.items()}
-                                                                        for g, r in rows.items()}}, indent=1))
+        a.json.write_text(json.dumps({"k": k, "k_gpu": k_gpu, "exact_gpu": len(exact_gpu), "python": python,
+                                      "image_level": level, "gpu_profiles": sorted(gpu_names),
+                                      "labels": {g: lbl for g, lbl, _, _ in groups},
+                                      "rows": {g: {x: y for x, y in r.items()} for g, r in rows.items()}},
+                                     indent=1))
+    return 0
+
+
+def _tar_gz9(tree: Path) -> int:
+    """gzip -9 bytes of the tree's tar stream (the archive settings of tree_stats_exact)."""
+    tar = subprocess.Popen(["tar", "--sort=name", "--format=gnu", f"--mtime=@{EPOCH}", "--owner=0", "--group=0",
+                            "--numeric-owner", "-C", str(tree), "-cf", "-", "."], stdout=subprocess.PIPE)
+    gz, n = zlib.compressobj(9, zlib.DEFLATED, 31), 0
+    assert tar.stdout
+    while block := tar.stdout.read(1 << 20):
+        n += len(gz.compress(block))
+    if tar.wait() != 0:
+        raise SystemExit(f"tar of {tree} failed")
+    return n + len(gz.flush())
+
+
+def _cold_read(image: Path, mnt: Path) -> float | None:
+    """Seconds to read every file of the loop-mounted image with an empty page cache (root only)."""
+    if os.geteuid() != 0:
+        return None
+    mnt.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "squashfs", "-o", "loop,ro", str(image), str(mnt)], check=True)
+    try:
+        subprocess.run(["sync"], check=True)
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        t0 = time.monotonic()
+        subprocess.run(["bash", "-c", 'set -o pipefail; tar -cf - -C "$1" . | cat > /dev/null', "-", str(mnt)],
+                       check=True)
+        return time.monotonic() - t0
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def levels_mode(a) -> int:
+    """Existing squashfs images (e.g. a store's artifacts/env/*.squashfs) unpacked and packed again
+    by pack_image at each --level-list level: image bytes, mksquashfs CPU seconds, cold read of the
+    mounted image, and the unique FastCDC chunk bytes over all the images (the store's bytes)."""
+    from minisandbox.pipeline.chunks import cut
+
+    images = sorted(a.levels, key=lambda p: p.stat().st_size, reverse=True)
+    work = a.work / "levels"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    per: dict[int, dict] = {lv: {"image": [], "cpu": [], "read": [], "counts": [], "chunks": {}, "lists": 0}
+                            for lv in a.level_list}
+    raw_total = gz_total = 0
+    for img in images:
+        tree = work / "tree"
+        subprocess.run(["unsquashfs", "-q", "-n", "-d", str(tree), str(img)], check=True, stdout=subprocess.DEVNULL)
+        raw = sum(os.lstat(os.path.join(r, n)).st_size for r, _, ns in os.walk(tree) for n in ns)
+        gz = _tar_gz9(tree)
+        raw_total, gz_total = raw_total + raw, gz_total + gz
+        line = [f"{img.name}: raw {raw / 1e6:.1f} MB, tar.gz-9 {gz / 1e6:.1f} MB"]
+        for lv in a.level_list:
+            out = work / f"L{lv}.squashfs"
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            pack_image(tree, out, level=lv)
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+            read = _cold_read(out, work / "mnt")
+            ch = cut(out)
+            d = per[lv]
+            d["image"].append(ch.size)
+            d["cpu"].append(cpu)
+            d["read"].append(read)
+            d["counts"].append(len(ch.chunks))
+            d["lists"] += len(ch.document())
+            d["chunks"].update(ch.chunks)
+            line.append(f"L{lv} {ch.size / 1e6:.1f} MB {cpu:.1f} CPU s read {read or 0:.2f} s")
+            out.unlink()
+        shutil.rmtree(tree)
+        print("  " + "; ".join(line), flush=True)
+    base = per[a.level_list[0]]
+    tbl = []
+    for lv, d in per.items():
+        rel = [x / y for x, y in zip(d["image"], base["image"])]
+        reads = [x for x in d["read"] if x is not None]
+        uniq = sum(d["chunks"].values()) + d["lists"]
+        tbl.append([lv, f"{sum(d['image']) / 1e6:.1f}", f"{sum(d['image']) / sum(base['image']):.3f}",
+                    f"{statistics.median(rel):.3f}", f"{sum(d['cpu']):.1f}", f"{statistics.median(d['cpu']):.2f}",
+                    f"{sum(reads):.2f}" if reads else "n/a", f"{statistics.median(reads):.3f}" if reads else "n/a",
+                    f"{uniq / 1e6:.1f}", f"{uniq / gz_total:.3f}",
+                    f"{statistics.median(d['counts']):.0f} / {max(d['counts'])}"])
+    print(f"\n{len(images)} images, {raw_total / 1e6:.1f} MB raw, tar.gz-9 of the trees {gz_total / 1e6:.1f} MB; "
+          f"pack_image at each level; ratios vs level {a.level_list[0]} and vs tar.gz-9")
+    print(tabulate(tbl, headers=["level", "images MB", "vs first", "median per image", "CPU s total",
+                                 "CPU s median", "cold read s total", "cold read s median",
+                                 "unique chunks+lists MB", "vs tar.gz-9", "chunks/env median / max"]))
+    if a.json:
+        a.json.write_text(json.dumps({"images": [str(p) for p in images], "raw": raw_total, "gz9": gz_total,
+                                      "levels": {lv: {"image": d["image"], "cpu": d["cpu"], "read": d["read"],
+                                                      "counts": d["counts"], "lists": d["lists"],
+                                                      "unique_chunk_bytes": sum(d["chunks"].values())}
+                                                 for lv, d in per.items()}}, indent=1))
+    shutil.rmtree(work)
     return 0
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--wheels", type=Path, required=True, help="directory of downloaded wheels")
+    ap.add_argument("--wheels", type=Path, help="directory of downloaded wheels (required but with --levels)")
     ap.add_argument("--gpu-wheels", type=Path, help="directory of the GPU wheels (optional)")
     ap.add_argument("--download", action="store_true", help="pip download missing pins into --wheels first")
     ap.add_argument("--cache", type=Path, default=None, help="per-wheel stats cache (JSON)")
@@ -522,7 +649,18 @@ def main() -> int:
                     help="--images: also cut with these FastCDC average sizes in KiB, e.g. 16,32 (comparison rows)")
     ap.add_argument("--profiles", type=int, default=0, help="--images on the first N profiles only (a quick check)")
     ap.add_argument("--python", help="Python 3.10 that compiles the pycs for --images (default: found on PATH/pyenv)")
+    ap.add_argument("--image-level", type=int, default=IMAGE_LEVEL,
+                    help="--images: zstd level of the squashfs images (default: pack_image's, %(default)s)")
+    ap.add_argument("--levels", type=Path, nargs="+", metavar="IMAGE",
+                    help="instead: repack these squashfs images at each --level-list level (unsquashfs, pack_image), "
+                         "cold-read each mounted (root) and cut it into chunks; needs no wheels")
+    ap.add_argument("--level-list", type=lambda v: [int(x) for x in v.split(",")], default=[3, 9, 12, 15, 19],
+                    help="--levels: zstd levels, the first is the reference (default: 3,9,12,15,19)")
     a = ap.parse_args()
+    if a.levels:
+        return levels_mode(a)
+    if not a.wheels:
+        ap.error("--wheels is required (except with --levels)")
     specs = yaml.safe_load(SWESMITH.read_text())["specs"]
     wanted = {p for s in specs for p in pins(s)}
     if a.download:
