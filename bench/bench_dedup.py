@@ -40,13 +40,25 @@ the same installed trees (pycs included): tar.zst-3 exactly per wheel tree, tar.
 k x tar.zst-3 with k measured exactly (gzip -9 of the tar stream) on one wheel in
 --gz-sample.
 
+The images are packed at `--image-level` (default: pack_image's IMAGE_LEVEL). The headline
+row is the chunked images alone (the store's default representation); a tar.zst archive per
+layer is an optional extra (config `archive: true`) and its row is not counted.
+
 GPU wheels (torch, torchvision, triton, nvidia-*) are huge and shared by few profiles; they
-are reported in their own rows (wheel bytes stand in for both compressed forms: they are
-deflate archives of mostly incompressible binaries), and the headline ratio is given with
-and without them.
+are reported in their own rows (without --images wheel bytes stand in for both compressed
+forms: they are deflate archives of mostly incompressible binaries; with --images their
+trees are imaged too, tar.gz-9 exact on sampled GPU wheels up to GPU_EXACT_MAX and k x
+zstd-3 for the others), and the headline ratio is given with and without them.
+
+--levels IMAGE... (no wheels needed) unpacks existing squashfs images (e.g. a store's
+artifacts/env/*.squashfs), packs each again with pack_image at every --level-list zstd level
+and reports image bytes, mksquashfs CPU seconds, the cold read of the loop-mounted image
+(root: page cache dropped, `tar -cf - -C mnt . | cat > /dev/null`) and the unique FastCDC
+chunk bytes over all the images vs gzip -9 of the trees' tar streams.
 
     python bench/bench_dedup.py --wheels /tmp/perf-wheels [--gpu-wheels DIR] [--download]
     python bench/bench_dedup.py --wheels /tmp/perf-wheels --gpu-wheels DIR --images --work /var/tmp/dd
+    python bench/bench_dedup.py --levels STORE/artifacts/env/*.squashfs [--normalize] [--level-list 3,15]
 """
 
 from __future__ import annotations
@@ -582,6 +594,8 @@ def levels_mode(a) -> int:
     for img in images:
         tree = work / "tree"
         subprocess.run(["unsquashfs", "-q", "-n", "-d", str(tree), str(img)], check=True, stdout=subprocess.DEVNULL)
+        if a.normalize:
+            normalize_tree(tree)  # as step_pack does before packing (images built before it existed)
         raw = sum(os.lstat(os.path.join(r, n)).st_size for r, _, ns in os.walk(tree) for n in ns)
         gz = _tar_gz9(tree)
         raw_total, gz_total = raw_total + raw, gz_total + gz
@@ -617,7 +631,8 @@ def levels_mode(a) -> int:
                     f"{uniq / 1e6:.1f}", f"{uniq / gz_total:.3f}",
                     f"{statistics.median(d['counts']):.0f} / {max(d['counts'])}"])
     print(f"\n{len(images)} images, {raw_total / 1e6:.1f} MB raw, tar.gz-9 of the trees {gz_total / 1e6:.1f} MB; "
-          f"pack_image at each level; ratios vs level {a.level_list[0]} and vs tar.gz-9")
+          f"{'normalize_tree, then ' if a.normalize else ''}pack_image at each level; "
+          f"ratios vs level {a.level_list[0]} and vs tar.gz-9")
     print(tabulate(tbl, headers=["level", "images MB", "vs first", "median per image", "CPU s total",
                                  "CPU s median", "cold read s total", "cold read s median",
                                  "unique chunks+lists MB", "vs tar.gz-9", "chunks/env median / max"]))
@@ -654,6 +669,8 @@ def main() -> int:
     ap.add_argument("--levels", type=Path, nargs="+", metavar="IMAGE",
                     help="instead: repack these squashfs images at each --level-list level (unsquashfs, pack_image), "
                          "cold-read each mounted (root) and cut it into chunks; needs no wheels")
+    ap.add_argument("--normalize", action="store_true",
+                    help="--levels: normalize_tree each unpacked tree first (for images built before normalisation)")
     ap.add_argument("--level-list", type=lambda v: [int(x) for x in v.split(",")], default=[3, 9, 12, 15, 19],
                     help="--levels: zstd levels, the first is the reference (default: 3,9,12,15,19)")
     a = ap.parse_args()
