@@ -14,10 +14,14 @@ unprivileged user, against the published method measured in the same run.
      (reusing chunks of images it holds), checks its sha256, mounts it as above; cold on an
      empty node, and "sibling": the node already holds the images of a task whose env has
      one package less (SIBLING_EXTRA) and whose repo has another README;
+   * chunks only, no archive (the pipeline's default store now, config `archive: false`),
+     prepared with `images=False`: `runtime.ready_layer` assembles and verifies the image,
+     then unpacks it with unsquashfs into layers (`Cache.image_tree_layer`): the path of a
+     node that can mount the image neither with the kernel nor with squashfuse;
    the unprivileged rows repeat the published method as that user for their baseline.
 2. --distinct (8) distinct ~100 MB environments prepared at the same time, one process each,
-   per method (chunked included), as root and unprivileged (--root-only: root): median and
-   all-ready seconds.
+   per method (chunked and chunks-only/unsquashfs included), as root and unprivileged
+   (--root-only: root): median and all-ready seconds.
 3. 1/8/32/64 concurrent requests for distinct small environments, with and without the
    node's I/O budget.
 
@@ -53,7 +57,7 @@ from minisandbox.index import shard_of  # noqa: E402
 from minisandbox.node.iobudget import IOBudget, default_slots  # noqa: E402
 from minisandbox.fsutil import file_digest  # noqa: E402
 from minisandbox.pipeline.chunks import write_chunk_list  # noqa: E402
-from minisandbox.pipeline.pack import normalize_tree, pack_image, pack_tree  # noqa: E402
+from minisandbox.pipeline.pack import normalize_tree, pack_image, pack_tree, tree_stats  # noqa: E402
 from minisandbox.pipeline.steps import chunks_entry, publish_image  # noqa: E402
 from minisandbox.paths import REPO_PATH, VENV_PATH  # noqa: E402
 from minisandbox.node.restore import can_mount_images  # noqa: E402
@@ -113,32 +117,36 @@ def du(path: Path) -> tuple[int, int]:
     return files, size
 
 
-def publish(store: Store, kind: str, key: str, tree: Path, fmt: str, work: Path) -> tuple[dict, float]:
+def publish(store: Store, kind: str, key: str, tree: Path, fmt: str, work: Path,
+            archive: bool = True) -> tuple[dict, float]:
     """Pack and publish one artifact; fmt "squashfs" publishes tar.zst plus a whole squashfs
-    image (as before chunking), "chunked" tar.zst plus the image as chunks only (the default:
-    the package's normalize_tree, pack_image, write_chunk_list and publish_image)."""
+    image (as before chunking), "chunked" tar.zst plus the image as chunks only (the package's
+    normalize_tree, pack_image, write_chunk_list and publish_image). `archive` False (with an
+    image): no tar.zst at all, only the image's chunks, as the pipeline now publishes by
+    default (config `archive: false`; the manifest has no artifact/sha256/size)."""
     chunked = fmt == "chunked"
     image = fmt in ("squashfs", "chunked")
     fmt = "tar.zst" if image else fmt
+    archive = archive or not image
     if chunked:
         normalize_tree(tree)
-    archive = work / f"{key}.{fmt}"
+    packed = work / f"{key}.{fmt}"
     t = time.perf_counter()
-    stats = pack_tree(tree, archive, fmt)
+    stats = pack_tree(tree, packed, fmt) if archive else tree_stats(tree)
     pack_s = time.perf_counter() - t
-    sha, size = file_digest(archive)
-    manifest = {"schema": 1, "kind": kind, "key": key, "format": fmt, "artifact": archive.name, "sha256": sha,
-                "size": size, "files": stats.files, "raw_bytes": stats.raw_bytes,
-                "mount_path": VENV_PATH if kind == "env" else REPO_PATH, "spec": {},
+    manifest = {"schema": 1, "kind": kind, "key": key, "format": fmt, "files": stats.files,
+                "raw_bytes": stats.raw_bytes, "mount_path": VENV_PATH if kind == "env" else REPO_PATH, "spec": {},
                 "created": "2026-11-30T00:00:00Z", "tool_version": "bench"}
+    if archive:
+        sha, size = file_digest(packed)
+        manifest.update(artifact=packed.name, sha256=sha, size=size)
     if kind == "env":
         manifest["interpreter"] = {"version": sys.version.split()[0], "prefix": sys.prefix}
-    store.put_file(archive, f"artifacts/{kind}/{archive.name}", sha256=sha)
     if image:
         img = work / f"{key}.squashfs"
         t = time.perf_counter()
-        pack_image(tree, img)
-        pack_s += time.perf_counter() - t  # archive + image: both are published
+        pack_image(tree, img)  # at the package's IMAGE_LEVEL
+        pack_s += time.perf_counter() - t  # archive (if any) + image: both are published
         isha, isize = file_digest(img)
         manifest["image"] = {"format": "squashfs", "artifact": img.name, "sha256": isha, "size": isize}
         if chunked:
@@ -151,8 +159,10 @@ def publish(store: Store, kind: str, key: str, tree: Path, fmt: str, work: Path)
         else:
             store.put_file(img, f"artifacts/{kind}/{img.name}", sha256=isha)
         img.unlink()
+    if archive:  # after the image's parts, before the manifest (docs/pipeline.md, "Atomicity")
+        store.put_file(packed, f"artifacts/{kind}/{packed.name}", sha256=manifest["sha256"])
+        packed.unlink()
     store.put_text(f"artifacts/{kind}/{key}.manifest.json", json.dumps(manifest))
-    archive.unlink()
     return manifest, pack_s
 
 
@@ -262,7 +272,7 @@ USER_SINGLE = textwrap.dedent("""
         shutil.rmtree(d)
     out["published"] = {"cold": cold, "warm": warm}
     for name, images, store in (("unpack", False, cfg["store"]), ("image", True, cfg["store"]),
-                                ("chunked", True, cfg["chunked_store"])):
+                                ("chunked", True, cfg["chunked_store"]), ("unsquash", False, cfg["noarc_store"])):
         cold, warm, sibling, how = [], [], [], ""
         for i in range(cfg["reps"]):
             cache = Cache(node / f"cache-{name}-{i}", budget=IOBudget(0, node / "unused"))
@@ -298,22 +308,30 @@ def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict
     ef, eb = du(env_tree)
     rf, rb = du(repo_tree)
     print(f"env tree: {ef} files, {eb / 1e6:.0f} MB; repo tree: {rf} files, {rb / 1e6:.0f} MB", flush=True)
-    # store-img: tar.zst + whole image (as published before chunking); store-chunk: tar.zst +
-    # image as chunks (the default), plus a sibling task whose env has one package more and
-    # whose repo has another README: its images share most chunks with the first task's.
-    stores = {"tar.gz": work / "store-gz", "squashfs": work / "store-img", "chunked": work / "store-chunk"}
+    # store-img: tar.zst + whole image (as published before chunking); store-noarc: the image
+    # as chunks and no archive (the pipeline's default now, config `archive: false`);
+    # store-chunk: tar.zst + image as chunks, plus a sibling task whose env has one package
+    # more and whose repo has another README: its images share most chunks with the first
+    # task's (last: the sibling changes the trees).
+    stores = {"tar.gz": work / "store-gz", "squashfs": work / "store-img", "unsquash": work / "store-noarc",
+              "chunked": work / "store-chunk"}
     pack_s, sizes, keys = {}, {}, {}
-    for fmt, d in stores.items():
+    for name, d in stores.items():
         st = Store(d)
-        em, ep = publish(st, "env", "env-bench-0000000000000000", env_tree, fmt, work)
-        rm, rp = publish(st, "repo", "repo-bench-000000000000-00000000", repo_tree, fmt, work)
+        fmt = "chunked" if name == "unsquash" else name
+        em, ep = publish(st, "env", "env-bench-0000000000000000", env_tree, fmt, work, archive=name != "unsquash")
+        rm, rp = publish(st, "repo", "repo-bench-000000000000-00000000", repo_tree, fmt, work,
+                         archive=name != "unsquash")
         tasks = [task_entry("bench__one", em["key"], rm["key"])]
-        pack_s[fmt] = ep + rp
-        sizes[fmt] = sum(m["size"] for m in (em, rm))
-        if fmt == "squashfs":
-            sizes["tar.zst"] = sizes[fmt]
+        pack_s[name] = ep + rp
+        if name == "unsquash":
+            sizes[name] = dir_bytes(d / "chunks")
+        else:
+            sizes[name] = sum(m["size"] for m in (em, rm))
+        if name == "squashfs":
+            sizes["tar.zst"] = sizes[name]
             sizes["squashfs"] = sum(m["image"]["size"] for m in (em, rm))
-        if fmt == "chunked":
+        if name == "chunked":
             sizes["chunked"] = dir_bytes(d / "chunks")
             shutil.copytree(site_packages() / SIBLING_EXTRA, next(env_tree.glob("lib/python*/site-packages")) /
                             SIBLING_EXTRA, symlinks=True)
@@ -329,22 +347,25 @@ def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict
                   f"lack: {sizes['sibling_new'] / 1e6:.1f} MB", flush=True)
         write_index(st, tasks)
         keys = {"env": em["key"], "repo": rm["key"]}
-        print(f"packed {fmt}: {pack_s[fmt]:.1f} s", flush=True)
+        print(f"packed {name}: {pack_s[name]:.1f} s", flush=True)
     rmtree(work / "trees")
     node = work / "node"
     kernel = can_mount_images()
-    cold: dict[str, list[float]] = {k: [] for k in ("published", "tar.zst", "squashfs", "chunked", "sibling")}
-    warm: dict[str, list[float]] = {k: [] for k in ("published", "tar.zst", "squashfs", "chunked", "sibling")}
+    names = ("published", "tar.zst", "squashfs", "chunked", "sibling", "unsquash")
+    cold: dict[str, list[float]] = {k: [] for k in names}
+    warm: dict[str, list[float]] = {k: [] for k in names}
     for i in range(a.reps):
         rmtree(node)
         cold["published"].append(published_cold(stores["tar.gz"], keys["env"], keys["repo"], node / "pub"))
         for j in range(min(a.reps, 3)):
             warm["published"].append(published_warm(node / "pub", j))
         rmtree(node)
-        for name, images in (("tar.zst", False), ("squashfs", True), ("chunked", True)):
+        # "unsquash": images=False on a store without archives: ready_layer assembles and
+        # verifies the image, then unpacks it with unsquashfs (Cache.image_tree_layer)
+        for name, images in (("tar.zst", False), ("squashfs", True), ("chunked", True), ("unsquash", False)):
             if images and not kernel:
                 continue
-            store_dir = str(stores["chunked" if name == "chunked" else "squashfs"])
+            store_dir = str(stores["squashfs" if name == "tar.zst" else name])
             cache = Cache(node / f"cache-{name}", budget=IOBudget(0, node / "unused"))
             t = time.perf_counter()
             p = prepare("bench__one", store_dir, cache=cache, images=images)
@@ -375,7 +396,8 @@ def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict
         os.chmod(work, 0o755)
         cfg = {"node": str(user_dir(work / "user-node")), "reps": a.reps, "warm_reps": a.warm_reps // a.reps + 1,
                "task": "bench__one", "store": str(stores["squashfs"]), "gz_store": str(stores["tar.gz"]),
-               "chunked_store": str(stores["chunked"]), "sibling": "bench__sibling",
+               "chunked_store": str(stores["chunked"]), "noarc_store": str(stores["unsquash"]),
+               "sibling": "bench__sibling",
                "env_key": keys["env"], "repo_key": keys["repo"]}
         proc = subprocess.run(runner + ["-c", USER_SINGLE, json.dumps(cfg)], capture_output=True, text=True, cwd="/tmp")
         if proc.returncode != 0:
@@ -404,7 +426,10 @@ def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict
                 cold["chunked"], warm["chunked"], base, f"{pack_s['chunked']:.1f} (tar.zst + image + chunks)",
                 f"{mb['chunked']} (chunks)"),
             row("root: chunked image, sibling on the node (another env's images share chunks)", cold["sibling"], [],
-                base, "", f"{mb['sibling_new']} new of {mb['sibling']}")]
+                base, "", f"{mb['sibling_new']} new of {mb['sibling']}"),
+            row("root: chunks only, no archive: assembled + sha256 + unsquashfs into layers (images=False)",
+                cold["unsquash"], warm["unsquash"], base, f"{pack_s['unsquash']:.1f} (image + chunks)",
+                f"{mb['unsquash']} (chunks)")]
     if user:
         ubase = (med(user["published"]["cold"]), med(user["published"]["warm"]))
         rows += [row("unprivileged: published method, baseline", user["published"]["cold"], user["published"]["warm"],
@@ -417,7 +442,10 @@ def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict
                      f"({user['chunked']['how']}) (default)", user["chunked"]["cold"], user["chunked"]["warm"], ubase,
                      "", f"{mb['chunked']} (chunks)"),
                  row("unprivileged: chunked image, sibling on the node", user["chunked"]["sibling"], [], ubase, "",
-                     f"{mb['sibling_new']} new of {mb['sibling']}")]
+                     f"{mb['sibling_new']} new of {mb['sibling']}"),
+                 row(f"unprivileged: chunks only, no archive: assembled + sha256 + unsquashfs "
+                     f"({user['unsquash']['how']}) (images=False)", user["unsquash"]["cold"], user["unsquash"]["warm"],
+                     ubase, "", f"{mb['unsquash']} (chunks)")]
     print()
     print(tabulate(rows, headers=["method", "pack s", "MB", "cold ready s (median)", "warm ready s (median)",
                                   "cold speed-up", "warm speed-up"]))
@@ -425,6 +453,7 @@ def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict
                          "env_files": ef, "env_bytes": eb, "repo_files": rf, "repo_bytes": rb}
     rmtree(work / "store-gz")
     rmtree(work / "store-chunk")
+    rmtree(work / "store-noarc")
 
 
 # -- 8 concurrent distinct environments, per method ---------------------------------------------
@@ -477,6 +506,7 @@ def concurrent_methods(a: argparse.Namespace, work: Path, n: int, env_pkgs: list
     """n distinct environments prepared at the same time, cold, per method (median of reps)."""
     store = Store(work / "store-cm")
     chunk_store = Store(work / "store-cm-chunk")
+    noarc_store = Store(work / "store-cm-noarc")  # chunks only, no archive (the default now)
     gz = Store(work / "store-cm-gz")
     tasks = []
     base_tree = make_env(work / "trees" / "cm-base", env_pkgs)
@@ -489,25 +519,30 @@ def concurrent_methods(a: argparse.Namespace, work: Path, n: int, env_pkgs: list
     for i in range(n):
         (base_tree / "env-id.txt").write_text(f"env {i}")  # a distinct digest per environment
         normalize_tree(base_tree)
-        for st, fmt in ((store, "squashfs"), (chunk_store, "chunked")):
-            em, _ = publish(st, "env", f"env-cm-{i:016x}", base_tree, fmt, work)
-            rm, _ = publish(st, "repo", f"repo-cm-{i:012x}-{i:08x}", repo_tree, fmt, work)
+        for st, fmt, archive in ((store, "squashfs", True), (chunk_store, "chunked", True),
+                                 (noarc_store, "chunked", False)):
+            em, _ = publish(st, "env", f"env-cm-{i:016x}", base_tree, fmt, work, archive=archive)
+            rm, _ = publish(st, "repo", f"repo-cm-{i:012x}-{i:08x}", repo_tree, fmt, work, archive=archive)
         tasks.append(task_entry(f"cm__task.{i}", em["key"], rm["key"]))
-    write_index(store, tasks)
-    write_index(chunk_store, tasks)
+    for st in (store, chunk_store, noarc_store):
+        write_index(st, tasks)
     rmtree(work / "trees")
     print(f"\n{n} concurrent distinct envs of {cf} files, {cb / 1e6:.0f} MB each", flush=True)
     me = [sys.executable]
     runner = user_runner(work)
     if runner:
-        subprocess.run(["chmod", "-R", "a+rX", str(store.root), str(chunk_store.root), str(gz.root)], check=True)
+        subprocess.run(["chmod", "-R", "a+rX", str(store.root), str(chunk_store.root), str(noarc_store.root),
+                        str(gz.root)], check=True)
         os.chmod(work, 0o755)
-    methods = [("root", "published", me), ("root", "unpack", me)]
+    # "unsquash": the chunks-only store prepared with images=False (assemble, verify, unsquashfs)
+    methods = [("root", "published", me), ("root", "unpack", me), ("root", "unsquash", me)]
     if can_mount_images():
         methods += [("root", "image", me), ("root", "chunked", me)]
     if runner and not a.root_only:
         methods += [("unprivileged", "published", runner), ("unprivileged", "unpack", runner),
-                    ("unprivileged", "image", runner), ("unprivileged", "chunked", runner)]
+                    ("unprivileged", "unsquash", runner), ("unprivileged", "image", runner),
+                    ("unprivileged", "chunked", runner)]
+    stores = {"chunked": chunk_store, "unsquash": noarc_store}
     times: dict[str, list[list[float]]] = {}
     for rep in range(a.reps):
         for who, method, prefix in methods:
@@ -517,7 +552,7 @@ def concurrent_methods(a: argparse.Namespace, work: Path, n: int, env_pkgs: list
             if who == "unprivileged":
                 user_dir(node)
             cfgs = [{"method": method, "node": str(node / f"n{i}"), "cache": str(node / "cache"), "task": t["instance_id"],
-                     "store": str((chunk_store if method == "chunked" else store).root), "gz_store": str(gz.root),
+                     "store": str(stores.get(method, store).root), "gz_store": str(gz.root),
                      "env_key": gz_env["key"],
                      "repo_key": gz_repo["key"]} for i, t in enumerate(tasks)]
             env = dict(os.environ)
@@ -538,7 +573,8 @@ def concurrent_methods(a: argparse.Namespace, work: Path, n: int, env_pkgs: list
         base_all = med(r[-1] for r in times[key])
         for method, label in (("published", "published method (baseline)"), ("unpack", "tar.zst unpack"),
                               ("image", "whole squashfs image: download + sha256 + mount (before chunking)"),
-                              ("chunked", "chunked image: assembled + sha256 + mount (default)")):
+                              ("chunked", "chunked image: assembled + sha256 + mount (default)"),
+                              ("unsquash", "chunks only, no archive: assembled + sha256 + unsquashfs (images=False)")):
             k = f"{who}/{method}"
             if k not in times:
                 continue
@@ -550,6 +586,7 @@ def concurrent_methods(a: argparse.Namespace, work: Path, n: int, env_pkgs: list
     results["concurrent_methods"] = {"n": n, "env_files": cf, "env_bytes": cb, "times": times}
     rmtree(work / "store-cm")
     rmtree(work / "store-cm-chunk")
+    rmtree(work / "store-cm-noarc")
     rmtree(work / "store-cm-gz")
 
 
