@@ -51,7 +51,7 @@ def user_store(rootless_user, shared_tmp: Path, user_site: Path):  # noqa: F811
 
 def _run(code: str, site: Path, base: Path, info: dict, **env: str):
     cfg = {"base": str(base), "store": info["url"], "tasks": [t["instance_id"] for t in info["tasks"]],
-           "env_image": info["envs"][0]["image"]["sha256"], "env_tar": info["envs"][0]["sha256"]}
+           "env_image": info["envs"][0]["image"]["sha256"], "env_tar": info["envs"][0].get("sha256")}
     return run_node_as_user(PRELUDE + code, site, env={"MSB_TEST_CFG": json.dumps(cfg), **env})
 
 
@@ -153,7 +153,7 @@ print(json.dumps(res))
 @pytest.fixture
 def user_chunked_store(rootless_user, shared_tmp: Path, user_site: Path):  # noqa: F811
     """Like user_store, but published as the pipeline does by default: chunks and chunk
-    lists only, no whole image in the store."""
+    lists only, no whole image and no archive in the store."""
     if not shutil.which("mksquashfs") or not shutil.which("squashfuse"):
         pytest.skip("squashfs-tools / squashfuse not installed (scripts/setup.sh installs them)")
     reason = run_node_as_user("import json; from minisandbox.node.fusemount import unavailable_reason; "
@@ -161,7 +161,8 @@ def user_chunked_store(rootless_user, shared_tmp: Path, user_site: Path):  # noq
     if reason:
         pytest.skip(f"rootless FUSE mounts unavailable here: {reason}")
     info = build_store(shared_tmp / "store", shared_tmp / "work", n_envs=1, n_tasks=2, images=True, chunked=True,
-                       whole=False)
+                       whole=False, archive=False)
+    assert "sha256" not in info["envs"][0]
     subprocess.run(["chown", "-R", TEST_USER, str(shared_tmp)], check=True)
     yield info, shared_tmp
     run_node_as_user(PRELUDE + "cache.gc(max_bytes=0); cache.stop_mounts(); print(json.dumps(daemons()))",
@@ -207,3 +208,31 @@ def test_rootless_tampered_chunk_is_refused_and_never_mounted(user_chunked_store
     assert out["error"] and chunk_path(chunks[-1][0]) in out["error"] and info["envs"][0]["key"] in out["error"]
     assert len(out["daemons"]) <= 1  # the repo image may be mounted; the env image never
     assert out["tmp"] == [] and not out["env_image"]
+
+
+def test_rootless_without_squashfuse_nor_archive_the_image_is_unpacked(user_chunked_store,  # noqa: F811
+                                                                        user_site: Path) -> None:
+    """The default store (no archive) on a node where this user cannot mount: the image is
+    assembled, verified and unpacked with unsquashfs, and the sandbox runs on it."""
+    info, base = user_chunked_store
+    out = _run("""
+from minisandbox.sandbox.sandbox import Layer, Sandbox
+with prepare(cfg["tasks"][0], cfg["store"], cache=cache) as p:
+    res = {"mount_ns": p.mount_ns, "env": p.results[1].digest, "mounters": [r.mounter for r in p.results],
+           "owner": os.stat(p.layers[VENV_PATH] / "pyvenv.cfg").st_uid == os.getuid()}
+    with Sandbox([Layer(str(path), mount) for mount, path in p.layers.items()]) as sb:
+        r = sb.execute("cat /testbed/src/mod.py; cat /opt/miniconda3/envs/testbed/pyvenv.cfg")
+        res["sandbox"], res["rc"] = r.output, r.returncode
+with prepare(cfg["tasks"][0], cfg["store"], cache=cache) as p:
+    res["again"] = [r.downloaded for r in p.results]
+res["daemons"] = daemons()
+res["gc_removed"] = len(cache.gc(max_bytes=0).removed)
+res["layers_left"] = sorted(n for n in os.listdir(cache.layers) if not n.startswith("."))
+print(json.dumps(res))
+""", user_site, base, info, MINISANDBOX_SQUASHFUSE="/nonexistent/squashfuse")
+    assert out["mount_ns"] is None and out["env"] == info["envs"][0]["image"]["sha256"]
+    assert out["mounters"] == ["", ""] and out["owner"] and out["daemons"] == []
+    assert out["rc"] == 0 and out["sandbox"].startswith("def f():") and "home = " in out["sandbox"], out["sandbox"]
+    assert out["again"] == [False, False]
+    assert out["gc_removed"] == 2 and out["layers_left"] == []
+
