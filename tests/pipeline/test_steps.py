@@ -66,6 +66,17 @@ def test_concurrent_publishers_of_one_key(tmp_path):
     assert not [p for p in store.rglob("*") if ".tmp" in p.name]
 
 
+def _packed(tmp_path: Path, *, image: bool, with_archive: bool) -> tuple[Path, Path]:
+    """step_pack of a repo tree after a successful snapshot: (archive path, snapshot status)."""
+    tree = _tree(tmp_path / "tree")
+    up = tmp_path / "snap.json"
+    write_status(up, StageStatus(ok=True, stage="snapshot", key="repo-x-1", data={"snapshot_commit": "d" * 40}))
+    archive = tmp_path / "packed" / "repo-x-1.tar.zst"
+    assert pipeline.step_pack("repo-x-1", tree, up, archive, tmp_path / "pack.json", "tar.zst", 3, image=image,
+                              with_archive=with_archive).ok
+    return archive, up
+
+
 def _packed_with_image(tmp_path: Path, with_archive: bool = True) -> tuple[Path, Path]:
     """pack (with image and chunk list) and checksum a repo tree, as job_repo does."""
     import shutil
@@ -74,12 +85,7 @@ def _packed_with_image(tmp_path: Path, with_archive: bool = True) -> tuple[Path,
 
     if not shutil.which("mksquashfs"):
         pytest.skip("squashfs-tools not installed (apt-get install squashfs-tools)")
-    tree = _tree(tmp_path / "tree")
-    up = tmp_path / "snap.json"
-    write_status(up, StageStatus(ok=True, stage="snapshot", key="repo-x-1", data={"snapshot_commit": "d" * 40}))
-    archive = tmp_path / "packed" / "repo-x-1.tar.zst"
-    assert pipeline.step_pack("repo-x-1", tree, up, archive, tmp_path / "pack.json", "tar.zst", 3, image=True,
-                              with_archive=with_archive).ok
+    archive, up = _packed(tmp_path, image=True, with_archive=with_archive)
     assert pipeline.step_checksum("repo", _spec_file(tmp_path), archive, tmp_path / "pack.json", up,
                                   tmp_path / "m.json").ok
     return archive, tmp_path / "m.json"
@@ -153,11 +159,6 @@ def test_without_archive_only_chunks_list_and_manifest_are_published(tmp_path, m
 
 def test_without_archive_and_without_image_the_archive_is_kept(tmp_path):
     """`archive: false` only drops the archive when there is an image to serve the layer."""
-    tree = _tree(tmp_path / "tree")
-    up = tmp_path / "snap.json"
-    write_status(up, StageStatus(ok=True, stage="snapshot", key="repo-x-1", data={"snapshot_commit": "d" * 40}))
-    archive = tmp_path / "packed" / "repo-x-1.tar.zst"
-    assert pipeline.step_pack("repo-x-1", tree, up, archive, tmp_path / "pack.json", "tar.zst", 3, image=False,
-                              with_archive=False).ok
+    archive, _ = _packed(tmp_path, image=False, with_archive=False)
     assert archive.stat().st_size > 0 and read_status(tmp_path / "pack.json").data["archive"] is True
 
