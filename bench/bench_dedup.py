@@ -403,6 +403,7 @@ def images_mode(a, specs, idx) -> int:
     wanted = sorted({p for s in specs for p in pins(s)})
     stats: dict[tuple[str, str], WheelStats] = {}
     dirs: dict[tuple[str, str], Path] = {}
+    installed = 0
     for i, p in enumerate(wanted):
         if p not in idx:
             continue
@@ -411,6 +412,7 @@ def images_mode(a, specs, idx) -> int:
         key = f"{whl.name}:{whl.stat().st_size}:{'pyc' if compiler else 'nopyc'}"
         if not d.is_dir():
             install_wheel(whl, d, compiler)
+            installed += 1
             cache.pop(key, None)
         gpu = bool(GPU.match(p[0]))
         # GPU wheels: exact gzip-9 only on sampled wheels small enough to stream twice in
@@ -428,7 +430,8 @@ def images_mode(a, specs, idx) -> int:
     cache_path.write_text(json.dumps(cache))
     if compiler:
         compiler.close()
-        print(f"  pycs: {compiler.failed} modules did not compile under 3.10 (left without pyc, as compileall would)")
+        print(f"  pycs: {compiler.failed} modules of the {installed} wheels installed in this run did not compile "
+              "under 3.10 (left without pyc, as compileall would)")
     exact = [w for p, w in stats.items() if w.gz9 and not GPU.match(p[0])]
     if not exact:
         raise SystemExit("no wheel was sampled for the exact gzip-9 (k): use a smaller --gz-sample")
