@@ -245,8 +245,11 @@ def test_without_an_archive_a_node_that_cannot_mount_unpacks_the_image(no_archiv
     store.reads.clear()
     again, lease2 = ready_layer(cache, store, m, mount=False, owner="t2")
     assert not again.downloaded and again.path == result.path and store.reads == []
-    # GC never removes a leased tree, and removes it (and the assembled image) once released
+    # GC never removes a leased tree (over budget it drops only the assembled image), and
+    # removes the tree once released
+    assert (cache.archives / m["image"]["sha256"]).is_file()
     assert cache.gc(max_bytes=0).removed == [] and result.path.is_dir()
+    assert not (cache.archives / m["image"]["sha256"]).exists() and _files(result.path) == _files(no_archive["tree"])
     lease.unlink()
     lease2.unlink()
     report = cache.gc(max_bytes=0)
