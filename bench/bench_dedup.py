@@ -58,7 +58,7 @@ chunk bytes over all the images vs gzip -9 of the trees' tar streams.
 
     python bench/bench_dedup.py --wheels /tmp/perf-wheels [--gpu-wheels DIR] [--download]
     python bench/bench_dedup.py --wheels /tmp/perf-wheels --gpu-wheels DIR --images --work /var/tmp/dd
-    python bench/bench_dedup.py --levels STORE/artifacts/env/*.squashfs [--normalize] [--level-list 3,15]
+    python bench/bench_dedup.py --levels STORE/artifacts/env/*.squashfs [--level-list 3,15]
 """
 
 from __future__ import annotations
@@ -597,8 +597,6 @@ def levels_mode(a) -> int:
     for img in images:
         tree = work / "tree"
         subprocess.run(["unsquashfs", "-q", "-n", "-d", str(tree), str(img)], check=True, stdout=subprocess.DEVNULL)
-        if a.normalize:
-            normalize_tree(tree)  # as step_pack does before packing (images built before it existed)
         raw = sum(os.lstat(os.path.join(r, n)).st_size for r, _, ns in os.walk(tree) for n in ns)
         gz = _tar_gz9(tree)
         raw_total, gz_total = raw_total + raw, gz_total + gz
@@ -634,7 +632,7 @@ def levels_mode(a) -> int:
                     f"{uniq / 1e6:.1f}", f"{uniq / gz_total:.3f}",
                     f"{statistics.median(d['counts']):.0f} / {max(d['counts'])}"])
     print(f"\n{len(images)} images, {raw_total / 1e6:.1f} MB raw, tar.gz-9 of the trees {gz_total / 1e6:.1f} MB; "
-          f"{'normalize_tree, then ' if a.normalize else ''}pack_image at each level; "
+          f"pack_image at each level; "
           f"ratios vs level {a.level_list[0]} and vs tar.gz-9")
     print(tabulate(tbl, headers=["level", "images MB", "vs first", "median per image", "CPU s total",
                                  "CPU s median", "cold read s total", "cold read s median",
@@ -672,8 +670,6 @@ def main() -> int:
     ap.add_argument("--levels", type=Path, nargs="+", metavar="IMAGE",
                     help="instead: repack these squashfs images at each --level-list level (unsquashfs, pack_image), "
                          "cold-read each mounted (root) and cut it into chunks; needs no wheels")
-    ap.add_argument("--normalize", action="store_true",
-                    help="--levels: normalize_tree each unpacked tree first (for images built before normalisation)")
     ap.add_argument("--level-list", type=lambda v: [int(x) for x in v.split(",")], default=[3, 9, 12, 15, 19],
                     help="--levels: zstd levels, the first is the reference (default: 3,9,12,15,19)")
     a = ap.parse_args()
