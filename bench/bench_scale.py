@@ -88,8 +88,9 @@ def local_rules() -> set[str]:
     A dry-run prints them as plain `rule X:` blocks, so they are named here."""
     names = {"all"}
     for smk in (ROOT / "workflow" / "rules").glob("*.smk"):
-        for m in re.finditer(r"^localrules:\s*(.+)$", smk.read_text(), re.M):
-            names |= {n.strip() for n in m.group(1).split(",") if n.strip()}
+        # one line (`localrules: a, b`) or snakefmt's layout (one indented name per line)
+        for m in re.finditer(r"^localrules:[ \t]*(.*(?:\n[ \t]+\S.*)*)", smk.read_text(), re.M):
+            names |= {n for n in re.split(r"[,\s]+", m.group(1)) if n}
     return names
 
 
