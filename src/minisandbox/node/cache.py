@@ -301,76 +301,67 @@ class Cache:
         result.seconds = time.monotonic() - t0
         return result, lease
 
-    def image_layer(self, store: Store, image: Artifact, *, ticket: float | None = None,
+    def image_layer(self, store: Store, image: Artifact, *, unpack: bool = False, ticket: float | None = None,
                     owner: str = "") -> tuple[LayerResult, Path]:
         """Like `layer`, for a filesystem image: download the image file (or re-check the one
         kept here) against the manifest's sha256, then mount it read-only at layers/<sha256>:
         with the kernel (root with loop devices) or with squashfuse in this cache's mount
         holder (`minisandbox.node.fusemount`). A mountpoint counts as ready only while
-        mounted, so a crash between mkdir and mount is simply redone."""
+        mounted, so a crash between mkdir and mount is simply redone.
+
+        `unpack`: unpack the image's files there instead (`restore.unsquash`), for a node that
+        can mount it neither way when the store holds no archive. Same name as the mount
+        since it is the same tree, so either serves both requests; an unpacked tree counts as
+        ready only once its metadata says `unpacked` (written last), so an empty mountpoint
+        left by a crash is never taken for a layer."""
         t0 = time.monotonic()
         digest = image.sha256
         with self.lock(digest):
             final = self.layers / digest
             result = LayerResult(final, digest, downloaded=False)
             if self._unpacked_image(digest):
-                self._touch(digest)  # unpacked here earlier (`image_tree_layer`): the same files
-            elif not self.is_mounted(final):
+                self._touch(digest)
+            elif self.is_mounted(final):
+                result.mounter = "kernel" if restore.is_mounted(final) else "fuse"
+                self._touch(digest)
+            else:
                 with self.budget.acquire(ticket) as slot:
                     result.waited_budget = slot.waited
                     path, result.downloaded = self._verified_image(store, image)
                     result.attempts = 1 if result.downloaded else 0
-                    final.mkdir(parents=True, exist_ok=True)
-                    try:
-                        if kernel_mount(image.fmt):
-                            restore.mount_image(path, final, image.fmt)
-                        else:
-                            self.mount_holder.mount(path, final)
-                        result.mounter = "kernel" if restore.is_mounted(final) else "fuse"
-                    except BaseException:
-                        with contextlib.suppress(OSError):
-                            final.rmdir()
-                        raise
+                    if unpack:
+                        nbytes = self._unpack_image(path, final)
+                    else:
+                        result.mounter, nbytes = self._mount_image(path, final, image.fmt), 0
                 atomic_write_json(self.layers / f"{digest}.json", {
                     "digest": digest, "key": image.key, "kind": image.kind, "format": image.fmt,
                     "artifact": image.rel, "store": image.store_url, "archive_bytes": image.size,
-                    "layer_bytes": 0, "image": True, "created": time.time()})
-            else:
-                result.mounter = "kernel" if restore.is_mounted(final) else "fuse"
-                self._touch(digest)
+                    "layer_bytes": nbytes, "image": True, **({"unpacked": True} if unpack else {}),
+                    "created": time.time()})
             lease = self._lease_one(digest, owner)
         result.seconds = time.monotonic() - t0
         return result, lease
 
-    def image_tree_layer(self, store: Store, image: Artifact, *, ticket: float | None = None,
-                         owner: str = "") -> tuple[LayerResult, Path]:
-        """Like `image_layer`, but the image's files are unpacked (`restore.unsquash`) into
-        layers/<sha256> instead of mounted there: for a node that can mount the image neither
-        with the kernel nor with squashfuse when the store holds no archive. Same name as the
-        mount since it is the same tree; it counts as ready only once its metadata says
-        `unpacked`, so an empty mountpoint left by a crash is never taken for a layer."""
-        t0 = time.monotonic()
-        digest = image.sha256
-        with self.lock(digest):
-            final = self.layers / digest
-            result = LayerResult(final, digest, downloaded=False)
-            if self._unpacked_image(digest) or self.is_mounted(final):
-                self._touch(digest)
+    def _mount_image(self, image: Path, final: Path, fmt: str) -> str:
+        """Mount the verified image file at `final`; returns who mounted it."""
+        final.mkdir(parents=True, exist_ok=True)
+        try:
+            if kernel_mount(fmt):
+                restore.mount_image(image, final, fmt)
             else:
-                if final.is_dir():
-                    restore.remove_tree(final)  # a mountpoint or tree a dead process left
-                with self.budget.acquire(ticket) as slot:
-                    result.waited_budget = slot.waited
-                    path, result.downloaded = self._verified_image(store, image)
-                    result.attempts = 1 if result.downloaded else 0
-                    _, nbytes = restore.ensure_layer(self.layers, digest, lambda tmp: restore.unsquash(path, tmp))
-                atomic_write_json(self.layers / f"{digest}.json", {
-                    "digest": digest, "key": image.key, "kind": image.kind, "format": image.fmt,
-                    "artifact": image.rel, "store": image.store_url, "archive_bytes": image.size,
-                    "layer_bytes": nbytes or 0, "image": True, "unpacked": True, "created": time.time()})
-            lease = self._lease_one(digest, owner)
-        result.seconds = time.monotonic() - t0
-        return result, lease
+                self.mount_holder.mount(image, final)
+            return "kernel" if restore.is_mounted(final) else "fuse"
+        except BaseException:
+            with contextlib.suppress(OSError):
+                final.rmdir()
+            raise
+
+    def _unpack_image(self, image: Path, final: Path) -> int:
+        """Unpack the verified image file as the layer `final`; returns its file bytes."""
+        if final.is_dir():
+            restore.remove_tree(final)  # a mountpoint or tree a dead process left
+        _, nbytes = restore.ensure_layer(self.layers, final.name, lambda tmp: restore.unsquash(image, tmp))
+        return nbytes or 0
 
     def _unpacked_image(self, digest: str) -> bool:
         """layers/<digest> is an image's unpacked tree (complete: its metadata is written last)."""

@@ -448,12 +448,17 @@ def mount_image(image: Path, mountpoint: Path, fmt: str = "squashfs") -> None:
 
     Nothing is written to the host filesystem, so there is nothing to escape; device nodes
     inside the image are inert (nodev)."""
-    proc = subprocess.run(["mount", "-t", fmt, "-o", "loop,ro,nodev,nosuid", str(image), str(mountpoint)],
-                          capture_output=True, text=True)
+    _run_or_raise(["mount", "-t", fmt, "-o", "loop,ro,nodev,nosuid", str(image), str(mountpoint)],
+                  f"{image}: mount -t {fmt}", "; set MINISANDBOX_IMAGES=0 to unpack instead")
+
+
+def _run_or_raise(argv: list[str], what: str, hint: str = "") -> subprocess.CompletedProcess:
+    """Run a tool; on failure a RestoreError naming `what`, the exit code and its last line."""
+    proc = subprocess.run(argv, capture_output=True, text=True)
     if proc.returncode != 0:
         err = (proc.stderr or proc.stdout).strip().splitlines()
-        raise RestoreError(f"{image}: mount -t {fmt} failed (exit {proc.returncode}): {err[-1] if err else ''}; "
-                           f"set MINISANDBOX_IMAGES=0 to unpack instead")
+        raise RestoreError(f"{what} failed (exit {proc.returncode}): {err[-1] if err else ''}{hint}")
+    return proc
 
 
 #: file types a squashfs listing (`unsquashfs -lln`) may show: directory, file, symlink
@@ -473,10 +478,7 @@ def unsquash(image: Path, dest: Path) -> int:
     if not exe:
         raise RestoreError(f"{image}: unsquashfs not found: install squashfs-tools (apt-get install squashfs-tools), "
                            f"or publish archives too (config archive: true)")
-    listing = subprocess.run([exe, "-lln", "-d", "", str(image)], capture_output=True, text=True)
-    if listing.returncode != 0:
-        err = (listing.stderr or listing.stdout).strip().splitlines()
-        raise RestoreError(f"{image}: unsquashfs -lln failed (exit {listing.returncode}): {err[-1] if err else ''}")
+    listing = _run_or_raise([exe, "-lln", "-d", "", str(image)], f"{image}: unsquashfs -lln")
     for line in listing.stdout.splitlines():
         fields = line.split(None, 5)
         if not fields:
@@ -485,11 +487,7 @@ def unsquash(image: Path, dest: Path) -> int:
             name = fields[-1] if len(fields) == 6 else line
             raise UnsafeArchiveError(f"{image}: entry {name!r} is not a file, directory or symlink "
                                      f"(mode {fields[0]}); refusing to unpack")
-    proc = subprocess.run([exe, "-no-xattrs", "-f", "-q", "-n", "-d", str(dest), str(image)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        err = (proc.stderr or proc.stdout).strip().splitlines()
-        raise RestoreError(f"{image}: unsquashfs failed (exit {proc.returncode}): {err[-1] if err else ''}")
+    _run_or_raise([exe, "-no-xattrs", "-f", "-q", "-n", "-d", str(dest), str(image)], f"{image}: unsquashfs")
     return _file_bytes(dest)
 
 

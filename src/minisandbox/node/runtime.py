@@ -299,7 +299,7 @@ def ready_layer(cache: Cache, store: Store, manifest: dict[str, Any], *, mount: 
             # auto mode and the mount failed here (no loop devices, no FUSE?): unpack instead
     if has_archive(manifest) or image is None:
         return cache.layer(store, Artifact.from_manifest(store, manifest), ticket=ticket, owner=owner)
-    return cache.image_tree_layer(store, image, ticket=ticket, owner=owner)
+    return cache.image_layer(store, image, unpack=True, ticket=ticket, owner=owner)
 
 
 def prepare(task_id: str, store: Store | str | os.PathLike[str] | None = None, *, cache: Cache | None = None,
