@@ -162,23 +162,26 @@ def step_pack(key: str, tree: Path, upstream: Path, archive: Path, status_out: P
         return read_status(status_out)
 
     def work() -> dict[str, Any]:
-        from minisandbox.pipeline.pack import normalize_tree, pack_tree, tree_stats
+        from minisandbox.pipeline.pack import normalize_tree, pack_tree
 
         normalize_tree(tree)  # before archive and image: same package, same bytes in every env
         keep = with_archive or not image
-        stats = pack_tree(tree, archive, fmt=fmt, level=level) if keep else tree_stats(tree)
-        data: dict[str, Any] = {"files": stats.files, "raw_bytes": stats.raw_bytes, "format": fmt, "archive": keep}
+        stats = pack_tree(tree, archive, fmt=fmt, level=level) if keep else None
         if not keep:
             archive.unlink(missing_ok=True)  # an earlier run's archive is not this layer's
+        data: dict[str, Any] = {"format": fmt, "archive": keep}
         if image:
             from minisandbox.pipeline.chunks import write_chunk_list
             from minisandbox.pipeline.pack import pack_image
 
-            pack_image(tree, image_path(archive, key))
+            image_stats = pack_image(tree, image_path(archive, key))
+            stats = stats or image_stats  # the same tree: count its files once
             data["image"] = "squashfs"
             # the store's default representation of the image: chunks shared across envs
             write_chunk_list(image_path(archive, key), key)
             data["chunks"] = True
+        assert stats is not None  # keep is True without an image
+        data.update(files=stats.files, raw_bytes=stats.raw_bytes)
         return data
 
     st = _guard("pack", key, status_out, None, work)
