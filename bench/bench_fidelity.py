@@ -779,6 +779,9 @@ def main(argv: list[str] | None = None) -> int:
             "mirrors": str(mirrors), "test_timeout": args.test_timeout, "skipped": skipped, "results": results,
             "summary": summary(results)}
     (out / "results.json").write_text(json.dumps(data, indent=1, default=str))
+    # the cache mounts its layer images (loop devices as root): release them, as a node's gc would
+    subprocess.run([*MINISANDBOX, "cache", "gc", "--max-bytes", "0"], capture_output=True,
+                   env={**os.environ, "MINISANDBOX_CACHE": str(out / "cache")})
     print(render(data))
     if args.compare:
         print("\n" + compare(load_results(args.compare), data))
