@@ -40,6 +40,19 @@ def default_store(cwd: Path | None = None) -> str:
     return str(cwd / DEFAULT_STORE)
 
 
+def default_store_origin(cwd: Path | None = None) -> tuple[str, str]:
+    """`default_store()` and where it came from, in words, for error messages: the default
+    follows the current directory, so a command that works in the checkout fails elsewhere."""
+    if os.environ.get("MINISANDBOX_STORE"):
+        return os.environ["MINISANDBOX_STORE"], "from $MINISANDBOX_STORE"
+    cwd = Path.cwd() if cwd is None else Path(cwd)
+    store = default_store(cwd)
+    config = cwd / "config" / "config.yaml"
+    if _workflow_config_store(config):
+        return store, f"the store: of {config}"
+    return store, f"the default ./{DEFAULT_STORE} under the current directory"
+
+
 def _workflow_config_store(path: Path) -> str | None:
     """The `store:` of a workflow config file, None when there is no file or no field."""
     if not path.is_file():

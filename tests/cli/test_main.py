@@ -13,7 +13,7 @@ from minisandbox.cli import build_parser, main
 from minisandbox.errors import MinisandboxError
 
 USER_COMMANDS = ["fetch", "tasks", "cache", "run", "shell", "sandbox-exec", "eval", "push", "pull", "verify", "doctor", "plan",
-                 "pipeline"]
+                 "pipeline", "completion"]
 PIPELINE_STEPS = ["bundled", "mirror", "snapshot", "resolve", "build", "pack", "checksum", "publish", "repo", "env",
                   "interp", "validate", "validated-tasks", "index"]
 
@@ -34,7 +34,7 @@ def test_pipeline_group_holds_every_workflow_step() -> None:
     assert sorted(_choices(pipeline)) == sorted(PIPELINE_STEPS)
 
 
-@pytest.mark.parametrize("argv", [[c] for c in USER_COMMANDS] + [["cache", "ls"], ["cache", "gc"]]
+@pytest.mark.parametrize("argv", [[c] for c in USER_COMMANDS] + [["cache", "ls"], ["cache", "gc"], ["cache", "clear"]]
                          + [["pipeline", s] for s in PIPELINE_STEPS])
 def test_help_of_every_command_exits_0(argv: list[str], capsys) -> None:
     with pytest.raises(SystemExit) as exc:

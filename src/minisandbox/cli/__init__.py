@@ -7,8 +7,12 @@ lives in its own module exposing `register(subparsers)`; add a module to COMMAND
 add commands.
 
 Errors: a `MinisandboxError` (bad input, a missing store, a failed build: something the
-user can act on) prints one line naming what failed; anything else is a bug and prints its
-full traceback.
+user can act on) prints one line naming what failed and what to do (`-v` adds its
+traceback); anything else is a bug and prints its full traceback. A closed stdout (`| head`)
+ends the command quietly with exit status 141, as SIGPIPE does for other tools.
+
+Global options (before the command): `-q` (no progress, no notes on stderr), `-v` (more
+detail: tracebacks behind errors, log messages), `--no-progress`.
 
 The CLI may import anything in the package; nothing in the package imports the CLI.
 """
@@ -22,6 +26,7 @@ import sys
 
 from minisandbox import __version__
 from minisandbox.errors import MinisandboxError
+from minisandbox.cli.options import UsageError
 
 COMMAND_MODULES = [
     "minisandbox.cli.runtime",  # fetch, tasks, cache ls|gc
@@ -30,6 +35,7 @@ COMMAND_MODULES = [
     "minisandbox.cli.storage",  # push, pull, verify
     "minisandbox.cli.doctor",  # doctor
     "minisandbox.cli.pipeline",  # plan, and the `pipeline` group of workflow steps
+    "minisandbox.cli.completion",  # completion bash|zsh
 ]
 
 DESCRIPTION = """\
@@ -48,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--store-public-key", metavar="PEM",
                         help="verify every store manifest and index shard against this ed25519 public key "
                              "(default: $MINISANDBOX_STORE_PUBLIC_KEY; unset: unsigned stores are read as they are)")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress and no notes on stderr (errors and results only)")
+    parser.add_argument("-v", "--verbose", dest="verbosity", action="count", default=0,
+                        help="more detail on stderr: the traceback behind an error, log messages (-vv: debug)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bar or progress lines (same as MINISANDBOX_PROGRESS=off)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -55,20 +67,78 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # also from argparse printing --help into `| head`
+        return _stdout_closed()
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.store_public_key:  # every store this process (and its children) opens verifies
-        from minisandbox.node.signing import PUBLIC_KEY_ENV
-
-        os.environ[PUBLIC_KEY_ENV] = os.path.abspath(args.store_public_key)
+    _apply_global_options(args)
     try:
-        return int(args.func(args) or 0)
+        if getattr(args, "store", "") is None and args.command in DEFAULT_STORE_COMMANDS:
+            from minisandbox.paths import default_store_origin
+
+            args.store, args.store_origin = default_store_origin()
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
     except KeyboardInterrupt:
         return 130
     except MinisandboxError as exc:  # something the user can act on: one line
-        print(f"minisandbox {args.command}: error: {exc}", file=sys.stderr)
-        return 1
+        sys.stdout.flush()
+        if args.verbosity:
+            import traceback
+
+            traceback.print_exc()
+        print(f"minisandbox {args.command}: error: {exc}{_default_store_note(args, exc)}", file=sys.stderr)
+        return 2 if isinstance(exc, UsageError) else 1
     # anything else is a bug: the traceback propagates (the interpreter prints it, exit 1)
+
+
+#: Commands whose `--store` defaults to `minisandbox.paths.default_store()`.
+DEFAULT_STORE_COMMANDS = frozenset({"fetch", "tasks", "run", "shell", "eval"})
+
+
+def _apply_global_options(args: argparse.Namespace) -> None:
+    """-q/--no-progress turn progress off for this process and the ones it starts; -v
+    shows log messages."""
+    if args.quiet or args.no_progress:
+        os.environ["MINISANDBOX_PROGRESS"] = "off"
+    if args.quiet:
+        os.environ["MINISANDBOX_QUIET"] = "1"
+    if args.verbosity:
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG if args.verbosity > 1 else logging.INFO,
+                            format="minisandbox: %(name)s: %(message)s", stream=sys.stderr)
+
+
+def _default_store_note(args: argparse.Namespace, exc: MinisandboxError) -> str:
+    """When the store was not given and is not there, say which default was used: the
+    default follows the current directory, so the same command fails elsewhere."""
+    origin = getattr(args, "store_origin", None)
+    if origin is None:
+        return ""
+    from minisandbox.node.store import NotInStore, StoreIndexMissing
+
+    if not isinstance(exc, (StoreIndexMissing, NotInStore)):
+        return ""
+    return f" (no --store given: used {args.store}, {origin}; pass --store URL or set MINISANDBOX_STORE)"
+
+
+def _stdout_closed() -> int:
+    """The reader of our stdout went away (`minisandbox tasks | head -1`): stop quietly.
+    stdout is pointed at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a real file (tests): nothing to redirect
+        pass
+    return 128 + 13  # as if killed by SIGPIPE, what `head` expects of the writer
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from minisandbox.errors import SizeError
+from minisandbox.errors import MinisandboxError, SizeError
 from minisandbox.fsutil import parse_size
 
 
@@ -15,3 +15,17 @@ def size(text: str) -> int:
         return parse_size(text)
     except SizeError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class UsageError(MinisandboxError, ValueError):
+    """The command line is incomplete or contradictory in a way argparse cannot see (e.g.
+    `run TASK` without `-- CMD`): one line, exit status 2 as for argparse's own errors."""
+
+
+def note(message: str) -> None:
+    """An informational line on stderr (counts, hints); `-q` drops it."""
+    import os
+    import sys
+
+    if not os.environ.get("MINISANDBOX_QUIET"):
+        print(message, file=sys.stderr)

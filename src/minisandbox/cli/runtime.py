@@ -39,11 +39,12 @@ def _cache(a: argparse.Namespace, *, create: bool = True, progress=None):
 
 
 def cmd_fetch(a: argparse.Namespace) -> int:
-    from minisandbox.paths import default_store
+    from minisandbox.node.published import read_catalog
     from minisandbox.node.runtime import fetch
-    from minisandbox.node.store import Store
+    from minisandbox.node.store import open_store
 
-    store = Store(a.store or default_store())
+    store = open_store(a.store)
+    read_catalog(store)  # a wrong or missing store is one error, not one per task id
     with Progress("fetch", 0) as meter:  # bytes downloaded; a bar on a terminal, else lines
         results = fetch(a.task_ids, store, cache=_cache(a, progress=meter))
     failed = 0
@@ -125,6 +126,33 @@ def cmd_cache_gc(a: argparse.Namespace) -> int:
     return 0
 
 
+STORE_HELP = ("store URL (default: $MINISANDBOX_STORE, else the store: of ./config/config.yaml, else "
+              "./results/store; relative to the current directory)")
+def cmd_cache_clear(a: argparse.Namespace) -> int:
+    from minisandbox.node.cache import check_cache_dir
+    from minisandbox.paths import cache_dir
+
+    root = Path(a.cache) if a.cache else cache_dir()
+    if root.is_dir():
+        check_cache_dir(root)
+    cache = _cache(a, create=False)
+    if cache is None:
+        print(json.dumps({"cache": None, "freed": 0}) if a.json else "no cache on this node yet: nothing to clear")
+        return 0
+    report = cache.clear(force=a.force)
+    if a.json:
+        print(json.dumps({"cache": str(report.root), "entries": report.entries, "freed": report.freed,
+                          "unmounted": report.unmounted, "ended": report.ended,
+                          "leftovers": report.leftovers.__dict__ if report.leftovers else None}, indent=1))
+        return 0
+    for pid, owner in sorted(report.ended.items()):
+        print(f"ended pid {pid}" + (f" ({owner})" if owner else ""))
+    print(f"cache {report.root}: removed {report.entries} entries ({human(report.freed)}), "
+          f"{report.unmounted} image layers unmounted")
+    return 0
+
+
+CACHE_HELP = "cache dir (default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)"
 TASK_STATUSES = ("ready", "env-failed", "repo-failed")
 VALIDATION_STATUSES = ("valid", "env-broken", "flaky", "timeout")
 
@@ -137,34 +165,41 @@ def _task_row(entry: dict) -> dict:
             "repo_key": entry.get("repo_key"), "validation": validation.get("status")}
 
 
+TASK_COLUMNS = ("instance_id", "status", "env_key", "spec_name", "validation")
+
+
 def cmd_tasks(a: argparse.Namespace) -> int:
-    """Stream the index shard by shard (one shard in memory at a time, in index order): a
-    store of 50k tasks is listed without loading all of its records."""
+    """The index is read shard by shard and only the few fields shown are kept (never the
+    records: patches can be large), so 50k tasks list in a few MB; rows are sorted by
+    instance id so two listings diff cleanly. Plain output is tab-separated with a header
+    line only on a terminal (`--header`/`--no-header` force it), so `cut`/`sort`/`head`
+    see rows alone."""
+    from minisandbox.cli.options import note
     from minisandbox.node.published import iter_tasks, read_catalog
     from minisandbox.node.store import open_store
 
     store = open_store(a.store)
     read_catalog(store)  # a store without an index is an error, not an empty list
     counts: dict[str, int] = {}
-    shown = 0
-    if a.json:
-        sys.stdout.write("[")
+    rows = []
     for entry in iter_tasks(store):
         row = _task_row(entry)
         counts[row["status"]] = counts.get(row["status"], 0) + 1
         if (a.status and row["status"] not in a.status) or (a.validation and row["validation"] not in a.validation):
             continue
-        if a.json:
-            sys.stdout.write(("\n" if shown == 0 else ",\n") + json.dumps(row))
-        else:
-            print("\t".join(str(row[k] or "-") for k in ("instance_id", "status", "env_key", "spec_name",
-                                                          "validation")))
-        shown += 1
+        rows.append(row)
+    rows.sort(key=lambda r: r["instance_id"])
     if a.json:
-        sys.stdout.write("\n]\n")
+        print(json.dumps(rows, indent=1))
+    else:
+        header = a.header if a.header is not None else sys.stdout.isatty()
+        lines = ["\t".join(c.upper() for c in TASK_COLUMNS)] if header else []
+        lines += ["\t".join(str(row[k] or "-") for k in TASK_COLUMNS) for row in rows]
+        if lines:
+            sys.stdout.write("\n".join(lines) + "\n")
     total = sum(counts.values())
     by_status = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
-    print(f"{shown} of {total} tasks in {store.url} ({by_status})", file=sys.stderr)
+    note(f"{len(rows)} of {total} tasks in {store.url} ({by_status})")
     return 0
 
 
@@ -174,36 +209,60 @@ def register(sub) -> None:
                                    "into the node cache (verified, once per node).")
     p.add_argument("task_ids", nargs="+", metavar="TASK_ID")
     p.add_argument("--store", help="store URL (local dir, file://, s3://bucket/prefix); default: "
-                                   "$MINISANDBOX_STORE or the default config's store")
-    p.add_argument("--cache", help="cache dir (default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)")
+                                   "$MINISANDBOX_STORE, else the store: of ./config/config.yaml, else "
+                                   "./results/store (relative to the current directory)")
+    p.add_argument("--cache", help=CACHE_HELP)
     p.add_argument("--io-slots", type=int, help="concurrent unpacks on this node (default: "
                                                 "$MINISANDBOX_IO_SLOTS or half the cores, >= 2; 0 = unlimited)")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.set_defaults(func=cmd_fetch)
 
     t = sub.add_parser("tasks", help="List the tasks of a published store.",
-                       description="The store's tasks from its sharded index, one line each: instance id, "
-                                   "status (ready, env-failed, repo-failed), environment key, environment "
-                                   "spec, validation status. Streams shard by shard (constant memory); a "
-                                   "count by status goes to stderr.")
-    t.add_argument("--store", help="store URL (default: $MINISANDBOX_STORE or the default config's store)")
+                       description="The store's tasks from its sharded index, one tab-separated line each, "
+                                   "sorted by instance id: instance id, status (ready, env-failed, "
+                                   "repo-failed), environment key, environment spec, validation status. A "
+                                   "header line is printed only when stdout is a terminal (--header/"
+                                   "--no-header force it), so pipes see rows alone; a count by status goes "
+                                   "to stderr.")
+    t.add_argument("--store", help=STORE_HELP)
     t.add_argument("--status", nargs="+", choices=TASK_STATUSES, help="only tasks with one of these statuses")
     t.add_argument("--validation", nargs="+", choices=VALIDATION_STATUSES,
                    help="only tasks whose validation status is one of these")
+    t.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                   help="print the column names first (default: only when stdout is a terminal)")
     t.add_argument("--json", action="store_true", help="print a JSON list of the tasks (stdout holds only it)")
     t.set_defaults(func=cmd_tasks)
 
     c = sub.add_parser("cache", help="Inspect or clean this node's layer cache.",
                        description="The node cache holds restored layers and downloaded archives, shared by "
                                    "every sandbox on this machine.")
-    csub = c.add_subparsers(dest="cache_command", required=True, metavar="ls|gc")
-    ls = csub.add_parser("ls", help="List cached layers (most recently used first).")
-    ls.add_argument("--cache", help="cache dir (default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)")
+    csub = c.add_subparsers(dest="cache_command", required=True, metavar="ls|gc|clear")
+    ls = csub.add_parser("ls", help="List cached layers (most recently used first).",
+                         description="One line per cached layer or archive, most recently used first: "
+                                     "digest, kind (repo, env, ...), size on disk, last use, live leases "
+                                     "(sandboxes using it), key. A missing --cache is an error; a missing "
+                                     "default cache lists nothing.")
+    ls.add_argument("--cache", help=CACHE_HELP)
     ls.add_argument("--json", action="store_true", help="print the entries as JSON")
     ls.set_defaults(func=cmd_cache_ls)
-    gc = csub.add_parser("gc", help="Evict least-recently-used unleased layers.")
-    gc.add_argument("--cache", help="cache dir (default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)")
+    gc = csub.add_parser("gc", help="Evict least-recently-used unleased layers.",
+                         description="Always removes stale temporary files and leases of dead processes, and "
+                                     "the cgroups, scratch directories and mounts that dead sandbox controllers "
+                                     "left. With --max-bytes N, also evicts least-recently-used layers until the "
+                                     "cache holds at most N bytes; layers leased by a live sandbox are kept.")
+    gc.add_argument("--cache", help=CACHE_HELP)
     gc.add_argument("--max-bytes", type=size, default=None,
                     help="target cache size, e.g. 50G (default: only clean stale temp dirs and leases)")
     gc.add_argument("--json", action="store_true", help="print what was evicted and freed as JSON")
     gc.set_defaults(func=cmd_cache_gc)
+    cl = csub.add_parser("clear", help="Unmount every layer and remove the whole cache.",
+                         description="Unmounts the cache's image layers (kernel or squashfuse mounts), "
+                                     "cleans up after dead sandbox controllers, then removes the cache "
+                                     "directory (`rm -rf` fails on mounted read-only layers). Refuses while "
+                                     "a live process (a sandbox, an evaluation) leases a layer and names "
+                                     "it; --force ends those processes first.")
+    cl.add_argument("--cache", help=CACHE_HELP)
+    cl.add_argument("--force", action="store_true",
+                    help="end the processes that lease layers (SIGTERM, then SIGKILL after 5 s) and clear")
+    cl.add_argument("--json", action="store_true", help="print what was removed as JSON")
+    cl.set_defaults(func=cmd_cache_clear)

@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Iterator
 
+from minisandbox.cli.options import UsageError
 from minisandbox.sandbox.limits import DEFAULT_LIMITS, Limits
 
 
@@ -105,7 +106,7 @@ def _interpreter(text: str | None) -> tuple[str, str] | None:
     if text.startswith("/"):
         version = interpreters._prefix_version(text)
         if version is None:
-            raise ValueError(f"--python {text}: cannot tell the interpreter version; pass VERSION:PREFIX")
+            raise UsageError(f"--python {text}: cannot tell the interpreter version; pass VERSION:PREFIX")
         return version, text
     interp = interpreters.find_interpreter(text)
     return interp.version, interp.prefix
@@ -115,7 +116,7 @@ def _argv(cmd: list[str]) -> list[str]:
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if not cmd:
-        raise ValueError("no command given: add `-- CMD ...`")
+        raise UsageError("no command given: add `-- CMD ...` after the task id (or use `minisandbox shell TASK_ID`)")
     return ["bash", "-c", cmd[0]] if len(cmd) == 1 else cmd
 
 
@@ -258,13 +259,15 @@ def cmd_shell(args: argparse.Namespace) -> int:
         return _interactive(sb)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    from minisandbox.paths import default_store
+STORE_HELP = ("published store URL (default: $MINISANDBOX_STORE, else the store: of ./config/config.yaml, "
+              "else ./results/store; all relative to the current directory)")
 
+
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="Run a command in a task's sandbox (start state, network off).",
                        description="Run CMD in a fresh sandbox of TASK_ID (its layers fetched from the store into "
                                    "the node cache first); exits with the command's exit code.")
-    p.add_argument("--store", default=default_store(), help="published store URL (default: %(default)s)")
+    p.add_argument("--store", help=STORE_HELP)
     p.add_argument("--cache", help="node cache dir (default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)")
     p.add_argument("--diff", action="store_true", help="print the repo's diff since the start state afterwards")
     _add_sandbox_options(p)
@@ -275,7 +278,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("shell", help="Open an interactive bash session in a task's sandbox.",
                        description="A persistent bash session in a fresh sandbox of TASK_ID; Ctrl-C interrupts "
                                    "the running command, EOF (Ctrl-D) ends the session.")
-    p.add_argument("--store", default=default_store(), help="published store URL (default: %(default)s)")
+    p.add_argument("--store", help=STORE_HELP)
     p.add_argument("--cache", help="node cache dir (default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)")
     _add_sandbox_options(p)
     p.add_argument("task_id", metavar="TASK_ID", help="instance id of a task in the store")

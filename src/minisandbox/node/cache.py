@@ -53,6 +53,10 @@ class CacheError(MinisandboxError, RuntimeError):
     """A cache operation failed; the message names the artifact and what to do."""
 
 
+class CacheBusy(CacheError):
+    """`clear` found layers leased by live processes (or mounts it could not undo)."""
+
+
 class ArtifactCorruptError(CacheError):
     """The store's copy does not match its manifest (twice)."""
 
@@ -157,6 +161,17 @@ class GcReport:
     kept_leased: int = 0
     stale_removed: int = 0
     #: host resources of controllers that died without cleaning up (minisandbox.sandbox.leftovers)
+    leftovers: ReapReport | None = None
+
+
+@dataclass
+class ClearReport:
+    root: Path
+    freed: int = 0
+    entries: int = 0
+    unmounted: int = 0
+    #: processes that held leases and were ended (`clear(force=True)`): pid -> lease owner
+    ended: dict[int, str] = field(default_factory=dict)
     leftovers: ReapReport | None = None
 
 
@@ -647,6 +662,54 @@ class Cache:
         report.total_after = total
         return report
 
+    def holders(self) -> dict[int, str]:
+        """Live processes holding a lease on any layer: pid -> what they leased it for
+        (the lease's owner, e.g. a task id). Stale leases are removed on the way."""
+        out: dict[int, str] = {}
+        for d in sorted(p for p in self.leases.iterdir() if _DIGEST.fullmatch(p.name)):
+            for f in self.live_leases(d.name):
+                with contextlib.suppress(FileNotFoundError, json.JSONDecodeError):
+                    data = json.loads(f.read_text())
+                    owners = {o for o in (out.get(int(data["pid"]), ""), str(data.get("owner") or "")) if o}
+                    out[int(data["pid"])] = ", ".join(sorted(owners))
+        return out
+
+    def clear(self, *, force: bool = False, grace: float = 5.0) -> ClearReport:
+        """Unmount every layer and remove the whole cache directory.
+
+        Why not `rm -rf`: mounted image layers are read-only file systems, so removing the
+        tree fails on every file in them. Layers leased by a live process (a sandbox, an
+        evaluation) are refused with the holders named, unless `force`: then those
+        processes are ended (SIGTERM, SIGKILL after `grace` seconds) and the host resources
+        of dead controllers (cgroups, scratch dirs, mounts) are reaped first. Mounts under
+        the cache that cannot be undone stop the removal (nothing is half-deleted through a
+        mount)."""
+        holders = self.holders()
+        holders.pop(os.getpid(), None)  # this process leases nothing it would keep
+        if holders and not force:
+            raise CacheBusy(f"cache {self.root} is in use: layers leased by {_name_holders(holders)}; "
+                            f"end them first, or pass --force to end them")
+        report = ClearReport(self.root, ended=holders)
+        _end_processes(holders, grace)
+        report.leftovers = reap(self.state_dir())
+        entries = self.entries()
+        report.entries = len(entries)
+        report.freed = sum(e.layer_bytes + e.archive_bytes for e in entries)
+        for e in entries:
+            if self.is_mounted(e.path) and self._unmount(e.path):
+                report.unmounted += 1
+        if not self.stop_mounts():
+            raise CacheBusy(f"cache {self.root}: the rootless mount holder still has an image in use; "
+                            f"end the sandboxes using it (or pass --force) and run `minisandbox cache clear` again")
+        for mountpoint in reversed(_mounts_under(self.root)):  # e.g. left by a killed controller
+            restore.unmount(Path(mountpoint))
+        left = _mounts_under(self.root)
+        if left:
+            raise CacheBusy(f"cache {self.root}: {len(left)} mount(s) could not be undone ({left[0]}"
+                            f"{', ...' if len(left) > 1 else ''}); nothing was removed; `umount` them and retry")
+        restore.remove_tree(self.root)
+        return report
+
     def _evict(self, e: Entry, *, whole: bool) -> int | None:
         lock = self.lock(e.digest)
         try:
@@ -687,6 +750,53 @@ class Cache:
         return freed
 
 
+def check_cache_dir(root: Path) -> None:
+    """Refuse a directory that is not a cache before anything removes it (`cache clear
+    --cache ~/thesis` must not delete a thesis). `Cache(root)` creates the layout, so
+    check before constructing one."""
+    if not (Path(root) / "layers").is_dir():
+        raise CacheError(f"{root} does not look like a minisandbox cache (no layers/ directory): "
+                         f"not removing it; check --cache")
+
+
+def _name_holders(holders: dict[int, str]) -> str:
+    shown = [f"pid {pid}" + (f" ({owner})" if owner else "") for pid, owner in sorted(holders.items())[:5]]
+    more = f" and {len(holders) - 5} more" if len(holders) > 5 else ""
+    return ", ".join(shown) + more
+
+
+def _end_processes(holders: dict[int, str], grace: float) -> None:
+    """SIGTERM each holder, SIGKILL those still alive after `grace` seconds. A pid is
+    signalled only while its start time is the one seen now (never a recycled pid)."""
+    import signal
+
+    starts = {pid: proc_start(pid) for pid in holders}
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = [pid for pid, start in starts.items() if start is not None and proc_start(pid) == start]
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.05)
+            alive = [pid for pid in alive if proc_start(pid) == starts[pid]]
+        if not alive:
+            return
+
+
+def _mounts_under(root: Path) -> list[str]:
+    """Mount points at or under `root` in this mount namespace, outermost first."""
+    base = str(Path(root).resolve())
+    points = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            # field 5 is the mount point, with space, tab, newline, backslash octal-escaped
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
+            if point == base or point.startswith(base + "/"):
+                points.append(point)
+    return sorted(set(points))
+
+
 def kernel_mount(fmt: str = "squashfs") -> bool:
     """Mount images with the kernel (root with loop devices) rather than squashfuse."""
     return restore.can_mount_images(fmt)
@@ -706,4 +816,4 @@ def _du(path: Path) -> int:
     return total
 
 
-__all__ = ["Artifact", "ArtifactCorruptError", "Cache", "CacheError", "Entry", "GcReport", "Lease", "LayerResult"]
+__all__ = ["Artifact", "ArtifactCorruptError", "Cache", "CacheBusy", "CacheError", "ClearReport", "Entry", "GcReport", "Lease", "LayerResult"]
