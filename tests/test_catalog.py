@@ -399,7 +399,8 @@ def test_load_missing_name_and_bad_structure(tmp_path: Path) -> None:
     with pytest.raises(CatalogError) as exc:
         Catalog.load([path])
     assert str(path) in one_line_error(exc) and "spec #1" in str(exc.value) and "lacks name" in str(exc.value)
-    for text, expect in [("specs: 5\n", "'specs' list"), ("- a\n- b\n", "'specs' list"),
+    for text, expect in [("specs: 5\n", "`specs:` must be a list of specs, got a int"),
+                         ("- a\n- b\n", "a catalog is a mapping with one key, `specs:`"),
                          ("specs:\n  - just a string\n", "must be a mapping"),
                          ("specs:\n  - name: [unclosed\n", "invalid YAML at line")]:
         with pytest.raises(CatalogError, match=re.escape(expect)) as exc:
@@ -409,11 +410,31 @@ def test_load_missing_name_and_bad_structure(tmp_path: Path) -> None:
 
 def test_empty_file_is_an_empty_catalog_and_extra_round_trips(tmp_path: Path) -> None:
     assert len(Catalog.load([write(tmp_path, "empty.yaml", "")])) == 0
-    text = GOOD + "    extra:\n      python_conda: 3.10.15\n    note: top-level unknown key\n"
+    text = GOOD + "    extra:\n      python_conda: 3.10.15\n      note: free-form\n"
     spec = Catalog.load([write(tmp_path, "x.yaml", text)])["a__b.12345678"]
-    assert spec.extra == {"python_conda": "3.10.15", "note": "top-level unknown key"}
+    assert spec.extra == {"python_conda": "3.10.15", "note": "free-form"}
     assert EnvSpec.from_dict(spec.to_dict()) == spec
     assert EnvSpec.from_dict(spec.to_dict()).extra == spec.extra
+
+
+def test_an_unknown_spec_key_is_an_error_naming_file_spec_key_and_the_closest(tmp_path: Path) -> None:
+    """A typo is not taken as a free-form field: the spec would build with the default test
+    command and every task would look broken instead."""
+    path = write(tmp_path, "typo.yaml", GOOD + "    test_comand: pytest -x\n")
+    with pytest.raises(CatalogError) as exc:
+        Catalog.load([path])
+    assert one_line_error(exc) == (f"{path} (spec #1): spec 'a__b.12345678': unknown key 'test_comand' (did you mean "
+                                   f"'test_cmd'?): fix it, or put free-form fields under `extra:`")
+    with pytest.raises(CatalogError, match=r"unknown key 'zzz': fix it"):  # nothing close: no suggestion
+        Catalog.load([write(tmp_path, "far.yaml", GOOD + "    zzz: 1\n")])
+
+
+def test_a_misspelled_top_level_key_blames_the_catalog(tmp_path: Path) -> None:
+    path = write(tmp_path, "top.yaml", GOOD.replace("specs:", "spec:"))
+    with pytest.raises(CatalogError) as exc:
+        Catalog.load([path])
+    assert one_line_error(exc) == (f"{path}: unknown top-level key 'spec' (did you mean 'specs'?): a catalog is a "
+                                   f"mapping with one key, `specs:` (a list of specs)")
 
 
 def test_all_default_catalogs_load_together() -> None:

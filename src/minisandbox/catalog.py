@@ -39,6 +39,18 @@ class CatalogError(MinisandboxError, ValueError):
     """A catalog file or spec is unusable; the message is one line naming file and spec."""
 
 
+def _unknown_key(key: object, known: Iterable[str]) -> str:
+    """`'test_comand' (did you mean 'test_cmd'?)`: the closest known key, if one is close."""
+    import difflib
+
+    close = difflib.get_close_matches(str(key), sorted(known), n=1)
+    return f"{str(key)!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+
+
+#: The only top-level key of a catalog file.
+TOP_LEVEL = ("specs",)
+
+
 class CatalogMissing(CatalogError, FileNotFoundError):
     """A catalog file named by the configuration or `--catalog` does not exist."""
 
@@ -77,7 +89,9 @@ class EnvSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, origin: str = "") -> "EnvSpec":
-        """Validate one YAML entry. Unknown keys (and an `extra:` mapping) go to `extra`."""
+        """Validate one YAML entry. Keys are checked as strictly as the workflow config's:
+        an unknown key (a typo such as `test_comand`) is an error naming it and the closest
+        known key; free-form fields go under an explicit `extra:` mapping."""
         where = f"{origin}: " if origin else ""
         if not isinstance(data, dict):
             raise CatalogError(f"{where}spec entry must be a mapping, got {type(data).__name__}")
@@ -86,6 +100,10 @@ class EnvSpec:
         if missing:
             raise CatalogError(f"{who} lacks {', '.join(missing)}; add it to the spec")
         known = {f for f in cls.__dataclass_fields__ if f != "extra"}
+        unknown = [k for k in data if k not in known and k != "extra"]
+        if unknown:
+            raise CatalogError(f"{who}: unknown key {_unknown_key(unknown[0], known | {'extra'})}: fix it, or put "
+                               f"free-form fields under `extra:`")
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if key not in known:
@@ -131,10 +149,7 @@ class EnvSpec:
         extra = data.get("extra") or {}
         if not isinstance(extra, dict):
             raise CatalogError(f"{who}: extra must be a mapping")
-        kwargs["extra"] = {
-            **{k: v for k, v in data.items() if k not in known and k != "extra"},
-            **extra,
-        }
+        kwargs["extra"] = dict(extra)
         return cls(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:
@@ -189,8 +204,16 @@ class Catalog:
                 problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
                 raise CatalogError(f"{path}: invalid YAML{line}: {problem}; fix the file") from None
             data = {} if data is None else data
-            if not isinstance(data, dict) or not isinstance(data.get("specs", []), list):
-                raise CatalogError(f"{path}: expected a mapping with a 'specs' list")
+            if not isinstance(data, dict):
+                raise CatalogError(f"{path}: a catalog is a mapping with one key, `specs:` (a list of specs); "
+                                   f"got a {type(data).__name__}")
+            stray = [k for k in data if k not in TOP_LEVEL]
+            if stray:
+                raise CatalogError(f"{path}: unknown top-level key {_unknown_key(stray[0], TOP_LEVEL)}: a catalog "
+                                   f"is a mapping with one key, `specs:` (a list of specs)")
+            if not isinstance(data.get("specs", []), list):
+                raise CatalogError(f"{path}: `specs:` must be a list of specs, got a "
+                                   f"{type(data['specs']).__name__}")
             for pos, entry in enumerate(data.get("specs") or [], 1):
                 spec = EnvSpec.from_dict(entry, origin=f"{path} (spec #{pos})")
                 if spec.name in cat.specs:

@@ -303,3 +303,18 @@ def test_completion_follows_the_parser() -> None:
     cmds, opts, _choices = _tables(build_parser())
     assert "clear" in cmds["minisandbox cache"] and "--header" in opts["minisandbox tasks"]
     assert {"-q", "-v", "--no-progress"} <= set(opts["minisandbox"])
+
+
+# ------------------------------------------------------------------ catalog mistakes
+def test_plan_with_a_misspelled_catalog_key_blames_the_catalog(tmp_path: Path) -> None:
+    """`spec:` for `specs:` used to load an empty catalog and report every task as invalid."""
+    good = Path(__file__).resolve().parents[2] / "config" / "catalog" / "bundled.yaml"
+    bad = tmp_path / "catalog.yaml"
+    bad.write_text(good.read_text().replace("specs:", "spec:", 1))
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"instance_id": "a__b.1", "repo": "swesmith/a__b.12345678", "patch": "x",
+                                 "FAIL_TO_PASS": ["t"], "PASS_TO_PASS": []}) + "\n")
+    res = _cli(["plan", "--tasks", str(tasks), "--catalog", str(bad), "--plan-dir", str(tmp_path / "plan")])
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr == (f"minisandbox plan: error: {bad}: unknown top-level key 'spec' (did you mean 'specs'?): a "
+                          f"catalog is a mapping with one key, `specs:` (a list of specs)\n")
