@@ -30,9 +30,36 @@ def test_plain_lines_carry_done_total_percent_rate_and_eta(monkeypatch) -> None:
         for _ in range(3):
             p.update(1 << 20)
     lines = out.getvalue().splitlines()
-    assert p.mode == "lines" and len(lines) == 4  # one per update, then the final numbers
+    assert p.mode == "lines" and len(lines) == 3  # one per update; the final numbers were just shown: not again
     assert re.fullmatch(r"fetch: 1\.00M/3\.00M \(33%\), .*B/s, elapsed 00:00, ETA .*", lines[0]), lines[0]
     assert lines[-1].startswith("fetch: 3.00M/3.00M (100%)")
+
+
+def test_the_final_line_is_printed_once_and_only_when_it_adds_something(monkeypatch) -> None:
+    monkeypatch.setenv("MINISANDBOX_PROGRESS", "lines")
+    out = _Pipe()
+    p = Progress("pull", 100, stream=out, interval=0)
+    p.update(40)
+    p.interval = 3600  # the next updates print nothing: the final line must show them
+    p.update(60)
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert [line.split(" (")[0] for line in lines] == ["pull: 40.0/100", "pull: 100/100"]
+    assert len(set(lines)) == len(lines)
+
+
+def test_a_fixed_total_never_grows_and_finish_settles_on_the_work_done(monkeypatch) -> None:
+    monkeypatch.setenv("MINISANDBOX_PROGRESS", "lines")
+    out = _Pipe()
+    with Progress("fetch", 1000, stream=out, interval=0, fixed=True, unit="item") as p:
+        p.update(300)
+        p.add_total(500)  # found more work: a fixed total ignores it
+        assert p.total == 1000
+        p.update(500)
+        p.finish()  # 200 planned units were not needed (e.g. chunks found locally)
+    lines = out.getvalue().splitlines()
+    assert [re.search(r"\((\d+)%\)", line).group(1) for line in lines] == ["30", "80", "100"]
+    assert lines[-1].startswith("fetch: 800/800")
 
 
 def test_plain_lines_are_periodic_not_per_update(monkeypatch) -> None:

@@ -174,6 +174,32 @@ def test_blank_lines_are_skipped_and_line_numbers_stay_true(tmp_path: Path) -> N
     assert [(i.line, i.field) for i in got.invalid] == [(4, "<json>")]
 
 
+def test_json_errors_name_the_column_python_names(tmp_path: Path) -> None:
+    """The column is the one `json.loads` of that line reports (what a user checks with
+    Python or an editor), in .jsonl files and in .json files."""
+    bad = '{"instance_id": "a", "repo": x}'
+    want = f"(column {bad.index('x') + 1})"  # 30
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(smith("a__1")) + "\n" + bad + "\n")
+    got = read_tasks([path])
+    assert [(i.line, i.error) for i in got.invalid] == [(2, f"invalid JSON: Expecting value {want}")]
+    whole = tmp_path / "t.json"
+    whole.write_text("[\n" + bad + "\n]")
+    assert [(i.line, i.error) for i in read_tasks([whole]).invalid] == [
+        (2, f"invalid JSON: Expecting value {want}; fix the file and rerun")]
+
+
+def test_a_json_file_holding_one_record_per_line_is_read_as_jsonl(tmp_path: Path) -> None:
+    """Dataset exports often name JSONL files .json: a whole-file parse would blame "line 2
+    column 1" (Extra data) for any error further down."""
+    path = tmp_path / "export.json"
+    bad = '{"instance_id": "a", "repo": x}'
+    path.write_text(json.dumps(smith("a__1")) + "\n" + json.dumps(smith("a__2")) + "\n" + bad + "\n")
+    got = read_tasks([path])
+    assert [r.instance_id for r in got.records] == ["a__1", "a__2"]
+    assert [(i.line, i.error) for i in got.invalid] == [(3, "invalid JSON: Expecting value (column 30)")]
+
+
 def test_non_utf8_line_is_reported(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     path.write_bytes(b'{"instance_id": "\xff"}\n' + json.dumps(smith("a__1")).encode() + b"\n")

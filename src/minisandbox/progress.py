@@ -42,15 +42,19 @@ def _interval() -> float:
 
 
 class Progress:
-    """Work done of a total that may grow (`add_total`) as work is discovered.
+    """Work done of a total that may grow (`add_total`) as work is discovered, or of a
+    total known up front (`fixed=True`: `add_total` is ignored, so the percentage and the
+    ETA never jump back; `finish` settles the total on the work actually done when that
+    was less, e.g. chunks found locally).
 
     Thread-safe: pool workers call `update` concurrently. `unit="B"` shows bytes with
     binary prefixes; any other unit counts items. Use as a context manager.
     """
 
     def __init__(self, desc: str, total: int | None = None, *, unit: str = "B",
-                 stream: TextIO | None = None, interval: float | None = None) -> None:
+                 stream: TextIO | None = None, interval: float | None = None, fixed: bool = False) -> None:
         self.desc = desc
+        self.fixed = fixed
         self.unit = unit
         self.stream = stream if stream is not None else sys.stderr
         self.mode = _mode(self.stream)
@@ -58,6 +62,7 @@ class Progress:
         self.total = total
         self.n = 0
         self.lines = 0  # plain lines printed (tests read it)
+        self._printed: tuple[int, int | None] | None = None  # (done, total) the last plain line showed
         self._t0 = time.monotonic()
         self._last = self._t0
         self._lock = threading.Lock()
@@ -74,7 +79,10 @@ class Progress:
         return self._bar
 
     def add_total(self, n: int) -> None:
-        """More work was found (e.g. one more archive to download)."""
+        """More work was found (e.g. one more archive to download); ignored when the total
+        was fixed up front."""
+        if self.fixed:
+            return
         with self._lock:
             self.total = (self.total or 0) + n
             if self._draw() is not None:
@@ -101,13 +109,23 @@ class Progress:
             else:  # messages are output, not decoration: printed in every mode
                 print(line, file=self.stream, flush=True)
 
+    def finish(self) -> None:
+        """The work is complete: a fixed total larger than the work done becomes the work
+        done, so the last line reads 100% (call before `close`, only on success)."""
+        with self._lock:
+            if self.total and self.n < self.total:
+                self.total = self.n
+                if self._bar is not None:
+                    self._bar.total = self.n
+                    self._bar.refresh()
+
     def close(self) -> None:
         with self._lock:
             if self._bar is not None:
                 self._bar.close()
                 self._bar = None
-            elif self.mode == "lines" and self.lines:
-                self._print_line(time.monotonic())  # the final numbers, if lines were shown
+            elif self.mode == "lines" and self.lines and self._printed != (self.n, self.total):
+                self._print_line(time.monotonic())  # the final numbers, unless just shown
 
     def __enter__(self) -> "Progress":
         return self
@@ -129,3 +147,4 @@ class Progress:
     def _print_line(self, now: float) -> None:
         print(self.line(now), file=self.stream, flush=True)
         self.lines += 1
+        self._printed = (self.n, self.total)

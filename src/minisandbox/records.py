@@ -215,7 +215,14 @@ def _iter_json(path: Path) -> Iterator[tuple[int, Any]]:
         yield 0, RecordError("<file>", f"not UTF-8 text (byte {exc.start}); fix the file and rerun")
         return
     except json.JSONDecodeError as exc:
-        yield exc.lineno, RecordError("<json>", f"invalid JSON: {exc.msg}; fix the file and rerun")
+        if exc.msg == "Extra data" and exc.colno == 1:
+            # one document per line under a .json name (as many dataset exports are):
+            # read it as JSONL, so an error names its own line and column, not "line 2
+            # column 1" of a whole-file parse
+            yield from _iter_jsonl(path)
+            return
+        yield exc.lineno, RecordError("<json>", f"invalid JSON: {exc.msg} (column {exc.colno}); fix the file "
+                                                f"and rerun")
         return
     if isinstance(data, dict):
         data = [data]

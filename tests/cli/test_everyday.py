@@ -318,3 +318,29 @@ def test_plan_with_a_misspelled_catalog_key_blames_the_catalog(tmp_path: Path) -
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert res.stderr == (f"minisandbox plan: error: {bad}: unknown top-level key 'spec' (did you mean 'specs'?): a "
                           f"catalog is a mapping with one key, `specs:` (a list of specs)\n")
+
+
+# ------------------------------------------------------------------ progress
+@pytest.mark.parametrize("images", [False, True])
+def test_fetch_progress_total_is_known_up_front(tmp_path: Path, images: bool) -> None:
+    """Every progress line shows the same total (no percentage or ETA jumping back as more
+    archives are found), the last one 100% and only once."""
+    from tests.fixtures.runtime import build_store
+
+    if images and not shutil.which("mksquashfs"):
+        pytest.skip("images need mksquashfs")
+    pub = build_store(tmp_path / "store", tmp_path / "work", n_envs=2, n_tasks=3, images=images)
+    ids = [t["instance_id"] for t in pub["tasks"] if t["status"] == "ready"]
+    cache = tmp_path / "cache"
+    res = _cli(["fetch", "--store", pub["url"], "--cache", str(cache), *ids], MINISANDBOX_PROGRESS_INTERVAL="0",
+               MINISANDBOX_IMAGES="1" if images else "0")
+    assert res.returncode == 0, res.stderr
+    lines = [line for line in res.stderr.splitlines() if line.startswith("fetch: ")]
+    assert len(lines) >= 3, res.stderr
+    totals = {line.split("/")[1].split(" ")[0] for line in lines}
+    assert len(totals) == 1, lines
+    done, total = lines[-1].removeprefix("fetch: ").split(" ")[0].split("/")
+    assert done == total and "(100%)" in lines[-1]
+    assert lines[-2].removeprefix("fetch: ").split(" ")[0] != lines[-1].removeprefix("fetch: ").split(" ")[0]
+    if images:
+        _cli(["cache", "clear", "--cache", str(cache)])

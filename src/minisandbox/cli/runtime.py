@@ -40,13 +40,18 @@ def _cache(a: argparse.Namespace, *, create: bool = True, progress=None):
 
 def cmd_fetch(a: argparse.Namespace) -> int:
     from minisandbox.node.published import read_catalog
-    from minisandbox.node.runtime import fetch
+    from minisandbox.node.runtime import fetch, planned_bytes
     from minisandbox.node.store import open_store
 
     store = open_store(a.store)
     read_catalog(store)  # a wrong or missing store is one error, not one per task id
-    with Progress("fetch", 0) as meter:  # bytes downloaded; a bar on a terminal, else lines
-        results = fetch(a.task_ids, store, cache=_cache(a, progress=meter))
+    cache = _cache(a)
+    # bytes to download, known before the first one moves: the bar's total never grows
+    with Progress("fetch", planned_bytes(a.task_ids, store, cache=cache), fixed=True) as meter:
+        cache.progress = meter
+        results = fetch(a.task_ids, store, cache=cache)
+        if not any(isinstance(r, BaseException) for r in results):
+            meter.finish()
     failed = 0
     rows = []
     for tid, res in zip(a.task_ids, results, strict=True):

@@ -344,6 +344,38 @@ def prepare(task_id: str, store: Store | str | os.PathLike[str] | None = None, *
         mount_ns=cache.mount_namespace() if any(r.mounter == "fuse" for r in results) else None)
 
 
+def planned_bytes(task_ids: Iterable[str], store: Store | str | None = None, *, cache: Cache,
+                  images: bool | None = None) -> int:
+    """Bytes `fetch` of these tasks will download at most: each distinct layer this cache
+    lacks, counted once, at the size of the file that `ready_layer` would fetch (the image
+    when mounting, else the archive). Known before the first byte moves, so a progress
+    total never grows mid-transfer. An upper bound: chunks an image shares with ones already
+    here are copied locally instead. Tasks that cannot be resolved count 0 (fetch reports
+    them). Index and manifests are memoised, so `fetch` does not read them again."""
+    st = open_store(store)
+    mount = use_images(images)
+    sizes: dict[str, int] = {}
+    for task_id in dict.fromkeys(task_ids):
+        try:
+            entry = lookup_task(st, task_id)
+            env_m = _manifest(st, "env", entry["env_key"])
+            manifests = [_manifest(st, "repo", entry["repo_key"]), env_m, interpreter_manifest(st, env_m)]
+        except Exception:  # noqa: BLE001 - reported by fetch itself, per task
+            continue
+        for manifest in filter(None, manifests):
+            image = Artifact.image_from_manifest(st, manifest)
+            if image is not None and (mount or not has_archive(manifest)):
+                layer = cache.layers / image.sha256
+                ready = cache._unpacked_image(image.sha256) or cache.is_mounted(layer)
+                if not ready and not (cache.archives / image.sha256).is_file():
+                    sizes[image.sha256] = image.size
+            else:
+                artifact = Artifact.from_manifest(st, manifest)
+                if not (cache.layers / artifact.sha256).is_dir():
+                    sizes[artifact.sha256] = artifact.size
+    return sum(sizes.values())
+
+
 def fetch(task_ids: Iterable[str], store: Store | str | None = None, *, cache: Cache | None = None,
           workers: int | None = None) -> list[PreparedTask | BaseException]:
     """Warm this node's cache for several tasks (leases released at once). Results are in
