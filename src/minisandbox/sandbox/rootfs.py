@@ -80,9 +80,17 @@ SECUREBITS_LOCKED_DOWN = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 _SYSCALLS = {
-    "x86_64": {"pivot_root": 155, "capset": 126, "mount_setattr": 442, "keyctl": 250},
-    "aarch64": {"pivot_root": 41, "capset": 91, "mount_setattr": 442, "keyctl": 219},
+    "x86_64": {"pivot_root": 155, "capset": 126, "mount_setattr": 442, "keyctl": 250, "openat2": 437},
+    "aarch64": {"pivot_root": 41, "capset": 91, "mount_setattr": 442, "keyctl": 219, "openat2": 437},
 }
+
+# openat2(2) resolve flags
+RESOLVE_NO_MAGICLINKS = 0x02
+RESOLVE_IN_ROOT = 0x10
+
+#: How long init lets a file-open helper run before killing it (it opens with O_NONBLOCK
+#: and never reads, so only a stopped or starved helper gets there).
+OPEN_HELPER_TIMEOUT = 5.0
 
 #: Host system directories bound read-only into every private root (symlinks of a
 #: merged-/usr system are recreated as symlinks).
@@ -133,6 +141,8 @@ _seccomp = _load_seccomp()
 #: The filter every payload of this sandbox gets (built by init before pivot_root; None
 #: when the sandbox was created with seccomp=False).
 _PAYLOAD_SECCOMP: bytes | None = None
+#: The filter of init itself and so of every helper it forks (`seccomp.init_program`).
+_INIT_SECCOMP: bytes | None = None
 
 try:
     from minisandbox.errors import SandboxError
@@ -594,6 +604,10 @@ def _enter_own_pidns() -> None:
     if pid == 0:
         _mount_proc("/proc")
         return
+    # the reaper is a helper: it keeps nothing a payload lacks (non-dumpable, from init)
+    drop_privileges()
+    if _PAYLOAD_SECCOMP is not None:
+        _seccomp.install(_PAYLOAD_SECCOMP)
     os.closerange(0, 65536)
     while True:
         try:
@@ -825,9 +839,9 @@ def _child_exec(req: dict, fds: list[int], sock_fd: int) -> None:
             os.write(2, f"minisandbox: cannot enter {req.get('cwd')}: {exc.strerror}\n".encode())
             os._exit(126)
         os.umask(req.get("umask", 0o022))
+        _apply_rlimits(req.get("rlimits"))  # before the pid namespace: its reaper gets them too
         if req.get("pidns"):
             _enter_own_pidns()
-        _apply_rlimits(req.get("rlimits"))
         if req.get("drop", True):
             drop_privileges()
             if _PAYLOAD_SECCOMP is not None:
@@ -846,17 +860,90 @@ def _child_exec(req: dict, fds: list[int], sock_fd: int) -> None:
             os._exit(126)
 
 
+def _openat2(dirfd: int, path: str, flags: int, mode: int, resolve: int) -> int:
+    """openat2(2): `path` resolved under `dirfd` as `resolve` says."""
+    class OpenHow(ctypes.Structure):
+        _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+    tmpfile = getattr(os, "O_TMPFILE", 0)
+    creates = bool(flags & os.O_CREAT) or (tmpfile and flags & tmpfile == tmpfile)
+    how = OpenHow(flags, mode if creates else 0, resolve)
+    fd = _lib().syscall(_nr("openat2"), dirfd, _b(path), ctypes.byref(how), ctypes.sizeof(how))
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), path)
+    return fd
+
+
+#: File types the controller's file operations accept; a FIFO, socket or device could block
+#: the controller or reach beyond the sandbox's files.
+_PLAIN_TYPES = (stat.S_IFREG, stat.S_IFDIR)
+
+
+def _refuse_special(fd: int, path: str) -> None:
+    kind = stat.S_IFMT(os.fstat(fd).st_mode)
+    if kind not in _PLAIN_TYPES:
+        os.close(fd)
+        what = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+                stat.S_IFBLK: "a block device", stat.S_IFLNK: "a symlink"}.get(kind, "not a regular file")
+        raise OSError(errno.EINVAL, f"is {what}: only regular files and directories are read or written")
+
+
+def open_in_root(path: str, flags: int, mode: int = 0o644, *, makedirs: bool = False) -> int:
+    """Open `path` for the controller (read_file, write_file, upload) inside the sandbox:
+    every symlink resolves inside the root ("/": RESOLVE_IN_ROOT, an absolute target
+    included), no magic link (/proc/PID/root, /proc/PID/fd/N) is followed, only regular
+    files and directories are accepted, and nothing blocks: the file is looked at through
+    an O_PATH fd first and opened with O_NONBLOCK (a FIFO swapped in between is refused by
+    the second fstat), then O_NONBLOCK is cleared."""
+    resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS
+    root = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        if makedirs:
+            parts = [p for p in path.split("/") if p][:-1]
+            for i in range(1, len(parts) + 1):
+                try:
+                    os.close(_openat2(root, "/".join(parts[:i]), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, 0,
+                                      resolve))
+                except FileNotFoundError:
+                    parent = _openat2(root, "/".join(parts[:i - 1]) or ".",
+                                      os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, 0, resolve)
+                    try:
+                        os.mkdir(parts[i - 1], 0o755, dir_fd=parent)
+                    except FileExistsError:
+                        pass
+                    finally:
+                        os.close(parent)
+        try:
+            _refuse_special(_openat2(root, path, os.O_PATH | os.O_CLOEXEC, 0, resolve), path)
+        except FileNotFoundError:
+            if not flags & os.O_CREAT:
+                raise
+        fd = _openat2(root, path, flags | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, mode, resolve)
+        _refuse_special(fd, path)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return fd
+    finally:
+        os.close(root)
+
+
 def _child_open(req: dict, back: socket.socket) -> None:
     """In a forked child of init: open a file with the payload's privileges and hand the
     fd to init over `back`. init forwards it to the caller only once this child has
     exited, so the caller's fd is the only one left: a file written through it can be
-    executed right away (a copy still open here made exec fail with ETXTBSY under load)."""
+    executed right away (a copy still open here made exec fail with ETXTBSY under load).
+
+    The helper is as confined as a payload: non-dumpable (from init; no payload can
+    ptrace it or read its memory), the sandbox's rlimits, no capabilities, the payloads'
+    seccomp filter over init's; and it opens through `open_in_root`."""
     try:
+        _apply_rlimits(req.get("rlimits"))
         drop_privileges()
-        path = req["path"]
-        if req.get("makedirs"):
-            _mkdirs(os.path.dirname(path))
-        fd = os.open(path, req.get("flags", os.O_RDONLY) | os.O_CLOEXEC, req.get("mode", 0o644))
+        prctl(PR_SET_DUMPABLE, 0)
+        if _PAYLOAD_SECCOMP is not None:
+            _seccomp.install(_PAYLOAD_SECCOMP)
+        fd = open_in_root(req["path"], req.get("flags", os.O_RDONLY), req.get("mode", 0o644),
+                          makedirs=bool(req.get("makedirs")))
         _send(back, {"ok": True}, [fd])
         os._exit(0)
     except BaseException as exc:
@@ -867,15 +954,20 @@ def _child_open(req: dict, back: socket.socket) -> None:
             os._exit(1)
 
 
-def _finish_open(sock: socket.socket, seq: int, back: socket.socket) -> None:
+def _finish_open(sock: socket.socket, seq: int, back: socket.socket, started: float = 0.0,
+                 path: str = "") -> None:
     """The open helper has exited: forward its fd (or its error) as the reply."""
     try:
         try:
+            back.setblocking(False)
             msg, fds = _recv(back)
         except OSError:
             msg, fds = None, []
         if msg is None:
-            _send(sock, {"re": seq, "ok": False, "error": "open helper died"})
+            late = started and time.monotonic() - started >= OPEN_HELPER_TIMEOUT
+            why = (f"did not finish within {OPEN_HELPER_TIMEOUT:g} s and was killed" if late
+                   else "was killed before it answered")
+            _send(sock, {"re": seq, "ok": False, "error": f"{path}: the sandbox's file-open helper {why}"})
             return
         try:
             _send(sock, {**msg, "re": seq}, fds)
@@ -913,10 +1005,19 @@ def _serve(sock: socket.socket) -> None:
     """init's loop: spawn/kill/open requests in, exit events out, reap every zombie."""
     rfd = _sigchld_wakeup()
     children: dict[int, int] = {}  # pid -> command id
-    opening: dict[int, tuple[int, socket.socket]] = {}  # open helper pid -> (request seq, its socket)
+    # open helper pid -> (request seq, its socket, start time, path)
+    opening: dict[int, tuple[int, socket.socket, float, str]] = {}
     running = True
     while running:
-        ready = _wait_or_sigchld(sock, rfd)
+        now = time.monotonic()
+        for pid, (_seq, _back, started, _path) in opening.items():
+            if now - started >= OPEN_HELPER_TIMEOUT:  # stopped or starved: never let it stall the caller
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        wait = min((started + OPEN_HELPER_TIMEOUT - now for _s, _b, started, _p in opening.values()), default=5.0)
+        ready = _wait_or_sigchld(sock, rfd, max(0.05, min(5.0, wait)))
         while True:  # reap
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -958,7 +1059,7 @@ def _serve(sock: socket.socket) -> None:
                     sock.close()
                     _child_open(req, back)
                 back.close()
-                opening[pid] = (req["seq"], mine)
+                opening[pid] = (req["seq"], mine, time.monotonic(), str(req.get("path")))
             elif op == "ping":
                 _send(sock, {"re": req["seq"], "ok": True})
             elif op == "shutdown":
@@ -983,10 +1084,21 @@ def _serve(sock: socket.socket) -> None:
             break
 
 
-def _prepare_payload_filter(enabled: bool) -> None:
-    """Build the payloads' seccomp program in init (before pivot_root hides the stdlib)."""
-    global _PAYLOAD_SECCOMP
-    _PAYLOAD_SECCOMP = _seccomp.program() if enabled else None
+def _prepare_payload_filter(enabled: bool, ptrace: bool = False) -> None:
+    """Build the payloads' and init's seccomp programs in init (before pivot_root hides
+    the stdlib)."""
+    global _PAYLOAD_SECCOMP, _INIT_SECCOMP
+    _PAYLOAD_SECCOMP = _seccomp.program(ptrace=ptrace) if enabled else None
+    _INIT_SECCOMP = _seccomp.init_program(ptrace=ptrace) if enabled else None
+
+
+def _harden_init() -> None:
+    """After set-up: init (and every helper it forks, until a payload's exec) becomes
+    non-dumpable, so no payload can ptrace it, read its memory or open its /proc files
+    even as the same uid, and runs under `seccomp.init_program`."""
+    prctl(PR_SET_DUMPABLE, 0)
+    if _INIT_SECCOMP is not None:
+        _seccomp.install(_INIT_SECCOMP)
 
 
 def _start_sandbox(sock: socket.socket, spec: dict) -> None:
@@ -1033,8 +1145,9 @@ def _start_sandbox(sock: socket.socket, spec: dict) -> None:
                 _check(_lib().sethostname(name, len(name)), "sethostname")
             times["forked"] = time.monotonic()
             keyring = _join_fresh_keyring()
-            _prepare_payload_filter(bool(spec.get("seccomp", True)))
+            _prepare_payload_filter(bool(spec.get("seccomp", True)), bool(spec.get("ptrace")))
             info = _setup_root(spec)
+            _harden_init()
             info["keyring"] = keyring
             info["seccomp"] = _PAYLOAD_SECCOMP is not None
             times["root"] = time.monotonic()
@@ -1285,9 +1398,13 @@ class PrivateRoot:
         reply, _ = self._request({"op": "kill", "id": cid, "sig": int(sig), "children_only": children_only})
         return bool(reply.get("found"))
 
-    def open(self, path: str, flags: int = os.O_RDONLY, mode: int = 0o644, *, makedirs: bool = False) -> int:
-        """Open a path inside the root with the payload's privileges; returns an fd."""
-        _, fds = self._request({"op": "open", "path": path, "flags": flags, "mode": mode, "makedirs": makedirs})
+    def open(self, path: str, flags: int = os.O_RDONLY, mode: int = 0o644, *, makedirs: bool = False,
+             rlimits: dict | None = None) -> int:
+        """Open a path inside the root with the payload's privileges (and `rlimits`);
+        returns an fd of a regular file or directory (`open_in_root`: symlinks stay inside
+        the root, a FIFO, socket or device is refused at once)."""
+        _, fds = self._request({"op": "open", "path": path, "flags": flags, "mode": mode, "makedirs": makedirs,
+                                "rlimits": rlimits or {}}, timeout=OPEN_HELPER_TIMEOUT + 5)
         return fds[0]
 
     def close(self, timeout: float = 10.0) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -144,6 +145,9 @@ class SandboxConfig:
     limits: Limits | None = field(default_factory=Limits.default)
     #: the seccomp filter of every payload (minisandbox.sandbox.seccomp); False only to debug
     seccomp: bool = True
+    #: let payloads ptrace their sandbox's other payloads (gdb, strace); off by default.
+    #: init and its helpers stay out of reach either way (non-dumpable)
+    ptrace: bool = False
     scratch_dir: str | None = None  # on-disk upper layers (default: tmpfs in the sandbox)
     copy_layers: bool = False  # force the copy fallback instead of overlays
     binds: list[rootfs.Bind] = field(default_factory=list)  # extra binds
@@ -224,6 +228,7 @@ class Sandbox:
                 extra["tmpfs_size"] = self.limits.limits.tmpfs_bytes
             extra["cgroup_procs"] = self.limits.procs_files
             extra["seccomp"] = bool(cfg.seccomp)
+            extra["ptrace"] = bool(cfg.ptrace)
             spec = rootfs.build_spec(binds, network=cfg.network, rootless=cfg.rootless, overlays=overlays,
                                      files=files, **extra)
             self._root = rootfs.PrivateRoot(spec)
@@ -418,17 +423,24 @@ class Sandbox:
 
     # -- files
     def read_file(self, path: str) -> bytes:
-        """Contents of a file inside the sandbox (opened with the payload's privileges)."""
-        fd = self._live().open(path, os.O_RDONLY)
+        """Contents of a regular file inside the sandbox, opened with the payload's
+        privileges by a confined helper (`rootfs.open_in_root`: symlinks resolve inside the
+        sandbox, a FIFO, socket or device is refused at once: OSError)."""
+        fd = self._live().open(path, os.O_RDONLY, rlimits=self.rlimits)
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise IsADirectoryError(21, "is a directory, not a file", path)
         with os.fdopen(fd, "rb") as fh:
             return fh.read()
 
     def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
-        """Create or replace a file inside the sandbox (parent directories created)."""
+        """Create or replace a regular file inside the sandbox (parent directories
+        created; the same confinement as `read_file`)."""
         self._ensure_start()
         if isinstance(data, str):
             data = data.encode()
-        fd = self._live().open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, makedirs=True)
+        fd = self._live().open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, makedirs=True,
+                               rlimits=self.rlimits)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
 

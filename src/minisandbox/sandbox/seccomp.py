@@ -20,8 +20,17 @@ What it does (an attempted call fails with EPERM unless noted):
 * a call made through another ABI (32-bit `int 0x80` on x86_64) kills the process, and
   x32 calls fail, so no call number can be reached under a second name.
 
-Everything else is allowed (threads, fork, exec, sockets, ptrace of the sandbox's own
-processes). This module imports only the standard library: `rootfs` runs it in the
+* `ptrace`, `process_vm_readv`/`process_vm_writev` and `pidfd_getfd` (reading or driving
+  another process), unless the sandbox was created with `ptrace=True` (debuggers: gdb,
+  strace); even then init and its helpers are out of reach, being non-dumpable.
+
+Everything else is allowed (threads, fork, exec, sockets).
+
+Init and its helpers run under a filter too (`init_program`): the same deny list, except
+that init may still mount (a payload's own /proc, see `rootfs._enter_own_pidns`) and make
+a new pid and mount namespace for it; a nested user namespace, the keyring, bpf and the
+rest stay closed to it, so a process that took over init or a helper gains nothing a
+payload lacks but its uid. This module imports only the standard library: `rootfs` runs it in the
 sandbox's init (a ``python -I -S`` script), which builds the program once and installs it
 in each payload child after ``no_new_privs``, right before exec.
 """
@@ -65,6 +74,20 @@ DENIED: dict[str, tuple[int | None, int | None]] = {
     "sysfs": (139, None), "_sysctl": (156, None), "syslog": (103, 116), "vhangup": (153, 58),
 }
 
+#: Denied unless the sandbox allows debuggers (`ptrace=True`).
+PTRACE: dict[str, tuple[int | None, int | None]] = {
+    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
+    "pidfd_getfd": (438, 438),
+}
+
+#: What init itself still needs of DENIED after set-up: /proc for a payload's own pid
+#: namespace (mount, a read-only remount through mount_setattr).
+INIT_ALLOWED = ("mount", "mount_setattr")
+
+#: Namespace flags init may still use: a payload's own pid namespace needs a mount
+#: namespace for its /proc.
+INIT_NAMESPACES = 0x20000000 | 0x00020000
+
 #: Denied only when args[0] (the flags) holds a CLONE_NEW* bit.
 NAMESPACE_FLAGS_ARG0 = {"clone": (56, 220), "unshare": (272, 97)}
 
@@ -102,8 +125,11 @@ def _numbers(table: dict[str, tuple[int | None, int | None]], machine: str) -> l
     return sorted({nrs[col] for nrs in table.values() if nrs[col] is not None})
 
 
-def program(machine: str | None = None) -> bytes:
-    """The filter as packed `struct sock_filter` instructions for `machine`."""
+def program(machine: str | None = None, *, ptrace: bool = False, allow: tuple[str, ...] = (),
+            namespaces: int = 0) -> bytes:
+    """The filter as packed `struct sock_filter` instructions for `machine`: DENIED (minus
+    `allow`), the PTRACE calls unless `ptrace`, and clone/unshare with any CLONE_NEW* flag
+    except those in `namespaces`."""
     machine = machine or platform.machine()
     if machine not in AUDIT_ARCH:
         raise SeccompUnsupported(errno.ENOSYS, f"no seccomp filter for {machine}: add its syscall numbers to "
@@ -113,7 +139,10 @@ def program(machine: str | None = None) -> bytes:
            _ins(_LD_W_ABS, _NR)]
     if machine == "x86_64":
         out += [_ins(_JGE_K, X32_SYSCALL_BIT, 0, 1), _ins(_RET_K, eperm)]
-    for nr in _numbers(DENIED, machine):
+    denied = {k: v for k, v in DENIED.items() if k not in allow}
+    if not ptrace:
+        denied.update(PTRACE)
+    for nr in _numbers(denied, machine):
         out += [_ins(_JEQ_K, nr, 0, 1), _ins(_RET_K, eperm)]
     for nr in _numbers(NOT_IMPLEMENTED, machine):
         out += [_ins(_JEQ_K, nr, 0, 1), _ins(_RET_K, enosys)]
@@ -122,10 +151,16 @@ def program(machine: str | None = None) -> bytes:
         out.append(_ins(_JEQ_K, nr, len(flagged) - i, 0))
     out += [_ins(_RET_K, RET_ALLOW),
             _ins(_LD_W_ABS, _ARG0_LOW),  # the flags are an int: the low word is all of them
-            _ins(_JSET_K, CLONE_NEW_ANY, 0, 1),
+            _ins(_JSET_K, CLONE_NEW_ANY & ~namespaces, 0, 1),
             _ins(_RET_K, eperm),
             _ins(_RET_K, RET_ALLOW)]
     return b"".join(out)
+
+
+def init_program(machine: str | None = None, *, ptrace: bool = False) -> bytes:
+    """The filter of a sandbox's init and every helper it forks (see the module's doc).
+    Payloads inherit it below their own, so it allows ptrace exactly when theirs does."""
+    return program(machine, ptrace=ptrace, allow=INIT_ALLOWED, namespaces=INIT_NAMESPACES)
 
 
 class _SockFprog(ctypes.Structure):
@@ -133,8 +168,9 @@ class _SockFprog(ctypes.Structure):
 
 
 def install(prog: bytes) -> None:
-    """Install `prog` on the calling thread (no_new_privs must be set already; children and
-    exec'd programs inherit it, and it can never be removed)."""
+    """Install `prog` on the calling thread (no_new_privs must be set already, or the caller
+    hold CAP_SYS_ADMIN in its user namespace; children and exec'd programs inherit it, it
+    can never be removed, and a second filter only adds to the first)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
     buf = ctypes.create_string_buffer(prog, len(prog))
