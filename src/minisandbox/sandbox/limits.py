@@ -14,8 +14,16 @@ cgroup counts them (v2 `cpu.stat` usage_usec, present without any controller ena
 (minisandbox.sandbox.sandbox) kills the whole cgroup once its total passes the limit. Where
 no cgroup can be made (rootless without a delegated cgroup v2), RLIMIT_CPU per process is
 all there is: a command that forks N workers can then use N times the limit. RLIMIT_CPU is
-set in both cases, as a backstop for processes nobody waits for (a command's background
-jobs after it returned).
+set in both cases, as a backstop for processes nobody waits for.
+
+CPU time is also a total per sandbox (`sandbox_cpu_seconds`, default one CPU-hour): the
+sandbox's leaf counts every process it ever ran, a command's leftovers (a detached busy
+loop that respawns itself) included. The controller checks it while a command runs, and a
+single watcher thread per sandbox checks it while anything is left behind (a command's
+background processes, a session's shell): a command's leftovers are also still held to the
+per-command limit (their cgroup is the command's), and past the sandbox total every process
+in the sandbox is killed and it refuses new commands. Without a cgroup the total is not
+enforced (`SANDBOX_CPU_UNCOUNTED`, reported by `minisandbox doctor`).
 
 Why a parent and a leaf (docs/sandbox.md, "Limits"): the limits are written to
 ``minisandbox-<pid>-<hex>/`` and the sandbox's processes live in its child ``sandbox/``;
@@ -65,6 +73,8 @@ class Limits:
     memory_bytes: int | None = None  # whole sandbox (cgroup) or per process (RLIMIT_AS)
     pids: int | None = None  # processes+threads of the sandbox (cgroup) or of its uid (RLIMIT_NPROC)
     cpu_seconds: int | None = None  # CPU time of all processes of one command (cgroup), else per process
+    #: CPU time of everything the sandbox ever ran, background processes included (cgroup only)
+    sandbox_cpu_seconds: int | None = None
     file_size_bytes: int | None = None  # largest file a process may write (RLIMIT_FSIZE)
     open_files: int | None = None  # per process (RLIMIT_NOFILE)
     tmpfs_bytes: int | None = None  # ONE budget: root tree, upper layers, /tmp, /root, /dev/shm
@@ -125,15 +135,16 @@ def parse_limit(name: str, value: str | int | None, *, where: str = "limit") -> 
 
 
 _ALIASES = {"memory": "memory_bytes", "mem": "memory_bytes", "pids": "pids", "cpu": "cpu_seconds",
+            "sandbox_cpu": "sandbox_cpu_seconds", "cpu_total": "sandbox_cpu_seconds",
             "cpu_seconds": "cpu_seconds", "file_size": "file_size_bytes", "open_files": "open_files",
             "nofile": "open_files", "tmpfs": "tmpfs_bytes", "output": "output_bytes", "max_output": "output_bytes"}
 _ALIASES.update({f.name: f.name for f in fields(Limits)})
-_NAMES = {"memory", "pids", "cpu", "file_size", "open_files", "tmpfs", "output"}
+_NAMES = {"memory", "pids", "cpu", "sandbox_cpu", "file_size", "open_files", "tmpfs", "output"}
 
 #: The defaults every sandbox (run, shell, sandbox-exec, eval, validation) gets: enough for
 #: real test suites, small enough that one runaway sandbox cannot take a node down.
-DEFAULT_LIMITS = Limits(memory_bytes=8 << 30, pids=4096, cpu_seconds=3600, tmpfs_bytes=4 << 30,
-                        output_bytes=8 << 20)
+DEFAULT_LIMITS = Limits(memory_bytes=8 << 30, pids=4096, cpu_seconds=3600, sandbox_cpu_seconds=3600,
+                        tmpfs_bytes=4 << 30, output_bytes=8 << 20)
 
 
 def _own_cgroup(controller: str | None) -> str | None:
@@ -254,7 +265,7 @@ class LimitGroup:
         # is never rooted at the caller's own cgroup.
         if not self._try_v2(need):
             self._try_v1(need)
-        if lim.cpu_seconds is not None:
+        if lim.cpu_seconds is not None or lim.sandbox_cpu_seconds is not None:
             self._try_cpu_accounting()
         if lim.memory_bytes is not None and "memory" not in self.mode:
             self.rlimits["RLIMIT_AS"] = lim.memory_bytes
@@ -270,6 +281,13 @@ class LimitGroup:
                                             "processes; RLIMIT_CPU per process as a backstop)")
             else:
                 self.mode["cpu_seconds"] = CPU_RLIMIT_MODE
+        if lim.sandbox_cpu_seconds is not None:
+            if self.cpu_leaf is not None:
+                stat = "cpu.stat usage_usec" if self.cpu_leaf[1] == "v2" else "cpuacct.usage"
+                self.mode["sandbox_cpu_seconds"] = (f"cgroup {self.cpu_leaf[1]} {stat} of the whole sandbox "
+                                                    "(background processes included)")
+            else:
+                self.mode["sandbox_cpu_seconds"] = SANDBOX_CPU_UNCOUNTED
         if lim.file_size_bytes is not None:
             self.rlimits["RLIMIT_FSIZE"] = lim.file_size_bytes
             self.mode["file_size_bytes"] = "rlimit RLIMIT_FSIZE"
@@ -333,6 +351,32 @@ class LimitGroup:
         if acct is not None and os.access(acct, os.W_OK) and self._make(acct, {}):
             self.cpu_leaf = (os.path.join(acct, self.name, LEAF), "v1")
 
+    def events(self) -> dict[str, int]:
+        """The sandbox cgroups' limit events so far: {"oom_kill": processes the OOM killer
+        ended, "pids_max": forks refused at the process limit} (from memory.events /
+        memory.oom_control and pids.events; missing counters are left out)."""
+        out: dict[str, int] = {}
+        for d in self.dirs:
+            for fname, key, name in (("memory.events", "oom_kill", "oom_kill"),
+                                     ("memory.oom_control", "oom_kill", "oom_kill"),
+                                     ("pids.events", "max", "pids_max")):
+                try:
+                    with open(os.path.join(d, fname)) as fh:
+                        for line in fh:
+                            k, _, v = line.partition(" ")
+                            if k == key:
+                                out[name] = out.get(name, 0) + int(v)
+                except (OSError, ValueError):
+                    pass
+        return out
+
+    def sandbox_usage(self) -> float | None:
+        """CPU seconds used so far by every process the sandbox ever ran (None without a
+        cgroup that counts them)."""
+        if self.cpu_leaf is None:
+            return None
+        return CommandCgroup(*self.cpu_leaf).usage()
+
     def command_cgroup(self) -> "CommandCgroup | None":
         """A new cgroup for one command below the CPU-accounting leaf (None without one)."""
         if self.cpu_leaf is None:
@@ -391,6 +435,11 @@ class LimitGroup:
 
 #: `LimitGroup.mode["cpu_seconds"]` where no cgroup counts a command's CPU time.
 CPU_RLIMIT_MODE = "rlimit RLIMIT_CPU (per process: a command with N busy processes can use N x the limit)"
+
+#: `LimitGroup.mode["sandbox_cpu_seconds"]` where no cgroup counts the sandbox's CPU time.
+SANDBOX_CPU_UNCOUNTED = ("not enforced: no cgroup counts the sandbox's CPU time (rootless without a delegated "
+                         "cgroup v2); each process is held to RLIMIT_CPU (the per-command limit) instead, so "
+                         "background processes can together use more")
 
 
 @dataclass

@@ -1001,6 +1001,18 @@ def _wait_or_sigchld(sock: socket.socket, rfd: int, timeout: float = 5.0) -> lis
     return ready
 
 
+def _sandbox_stat() -> dict:
+    """What init sees of its sandbox's state, for telling why a command failed: processes
+    alive (init excluded) and the free and total bytes of the one tmpfs budget."""
+    procs = sum(1 for name in os.listdir("/proc") if name.isdigit()) - 1
+    try:
+        st = os.statvfs("/tmp")
+        tmpfs = [st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize]
+    except OSError:
+        tmpfs = None
+    return {"procs": procs, "tmpfs": tmpfs}
+
+
 def _serve(sock: socket.socket) -> None:
     """init's loop: spawn/kill/open requests in, exit events out, reap every zombie."""
     rfd = _sigchld_wakeup()
@@ -1060,6 +1072,14 @@ def _serve(sock: socket.socket) -> None:
                     _child_open(req, back)
                 back.close()
                 opening[pid] = (req["seq"], mine, time.monotonic(), str(req.get("path")))
+            elif op == "killall":  # every process but init (kill(-1) spares the caller)
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                _send(sock, {"re": req["seq"], "ok": True})
+            elif op == "stat":
+                _send(sock, {"re": req["seq"], "ok": True, **_sandbox_stat()})
             elif op == "ping":
                 _send(sock, {"re": req["seq"], "ok": True})
             elif op == "shutdown":
@@ -1406,6 +1426,16 @@ class PrivateRoot:
         _, fds = self._request({"op": "open", "path": path, "flags": flags, "mode": mode, "makedirs": makedirs,
                                 "rlimits": rlimits or {}}, timeout=OPEN_HELPER_TIMEOUT + 5)
         return fds[0]
+
+    def kill_all(self) -> None:
+        """SIGKILL every process in the sandbox but init (a one-shot command's leftovers, a
+        sandbox past its CPU budget)."""
+        self._request({"op": "killall"}, timeout=10)
+
+    def stat(self) -> dict:
+        """{"procs": processes alive but init, "tmpfs": [free bytes, size] or None}."""
+        reply, _ = self._request({"op": "stat"}, timeout=10)
+        return reply
 
     def close(self, timeout: float = 10.0) -> None:
         """Kill every process inside and wait until init has exited (the kernel then drops

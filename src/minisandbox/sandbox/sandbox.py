@@ -78,38 +78,66 @@ class ExecResult:
     truncated: bool = False  # output longer than the sandbox's max_output was cut
     seconds: float = 0.0  # wall time, where the executor measures it
     script: str = ""  # the exact script text that ran, where there was one
-    limit_hit: str = ""  # "cpu": stopped by its CPU time limit (a line in `output` says so)
+    #: "cpu": stopped by its CPU time limit; "cpu-total": by the sandbox's CPU budget (a line
+    #: in `output` says so)
+    limit_hit: str = ""
     cpu_seconds: float | None = None  # CPU time of all the command's processes, where a cgroup counts it
+    #: why the command ended, in one line, when a limit, a signal, a timeout or the sandbox
+    #: did it ("" for an ordinary exit); see `Sandbox.explain`
+    cause: str = ""
 
 
 @dataclass
 class CpuWatch:
     """One command's CPU time against the per-command limit, read from its own cgroup
-    (`minisandbox.sandbox.limits.CommandCgroup`) from the moment the watch starts; `stop`
-    kills every process the command started."""
+    (`minisandbox.sandbox.limits.CommandCgroup`) from the moment the watch starts, and the
+    sandbox's total against its budget; `stop` kills every process the command started
+    (`spend`, called once the total is over, every process of the sandbox)."""
 
     group: CommandCgroup
-    limit: float
+    limit: float | None
     start: float
     stop: Callable[[], None]
     used: float = 0.0
     _read_at: float = 0.0
+    budget: float | None = None  # the sandbox's CPU budget (seconds)
+    total: Callable[[], float | None] | None = None  # the sandbox's CPU total so far
+    spend: Callable[[], None] | None = None
+    total_used: float = 0.0
+    hit: str = ""  # "cpu" (per command) | "cpu-total" (the sandbox's budget)
 
     def exceeded(self, *, force: bool = False) -> bool:
-        """True once the command has used more than `limit` CPU seconds (the cgroup is
-        read at most every 50 ms unless `force`)."""
+        """True once the command has used more than `limit` CPU seconds or the sandbox more
+        than its budget (the cgroups are read at most every 50 ms unless `force`)."""
         now = time.monotonic()
         if force or now - self._read_at >= 0.05:
             self._read_at = now
             usage = self.group.usage()
             if usage is not None:
                 self.used = usage - self.start
-        return self.used > self.limit
+            if self.budget is not None and self.total is not None:
+                self.total_used = self.total() or self.total_used
+        if not self.hit and self.limit is not None and self.used > self.limit:
+            self.hit = "cpu"
+        elif not self.hit and self.budget is not None and self.total_used > self.budget:
+            self.hit = "cpu-total"
+            if self.spend is not None:
+                self.spend()
+        return bool(self.hit)
 
     def message(self) -> str:
+        if self.hit == "cpu-total":
+            return "\nminisandbox: " + budget_message(self.total_used, self.budget) + "\n"
         return (f"\nminisandbox: CPU time limit: the command's processes used {self.used:.2f} s of CPU in total, "
                 f"over the limit of {self.limit:g} s per command; all of them were killed (raise it with "
                 "--cpu-seconds N or MINISANDBOX_LIMITS=cpu=N)\n")
+
+
+def budget_message(used: float, budget: float | None) -> str:
+    """The one line of a sandbox whose CPU budget ran out."""
+    return (f"sandbox CPU budget: its processes used {used:.2f} s of CPU in total, over the budget of {budget:g} s "
+            "per sandbox; every process in it was killed and it runs no more commands (raise it with "
+            "--sandbox-cpu-seconds N or MINISANDBOX_LIMITS=sandbox_cpu=N)")
 
 
 def rlimit_cpu_message(limit: int | None) -> str:
@@ -183,6 +211,17 @@ class Sandbox:
         self._start_tree: str | None = None
         self._upper_dirs: list[str] = []
         self._cmd_cgroups: dict[int, CommandCgroup] = {}  # command id -> its CPU-accounting cgroup
+        # what the CPU watcher checks after a command returned: command id -> (its cgroup,
+        # per-command limit; None for a session's shell, held to the sandbox total only)
+        self._watched: dict[int, tuple[CommandCgroup, float | None]] = {}
+        self._watch_lock = threading.Lock()
+        self._watcher: threading.Thread | None = None
+        self._watch_wake = threading.Event()
+        #: set (one line) once the sandbox's CPU budget ran out: it runs no more commands
+        self.cpu_spent = ""
+        #: why the sandbox's processes were killed behind a caller's back (the watcher)
+        self.notes: list[str] = []
+        self._events_seen: dict[str, int] = {}
         self._closed = False
         self._root: rootfs.PrivateRoot | None = None
         tracker = _track_host_resources(cfg)
@@ -281,8 +320,10 @@ class Sandbox:
         """`PrivateRoot.spawn` with the sandbox's rlimits, in a cgroup of its own when a
         cgroup counts CPU time per command (see `cpu_watch`)."""
         root = self._live()
+        if self.cpu_spent:
+            raise rootfs.SandboxError(self.cpu_spent)
         lim = self.limits
-        group = lim.command_cgroup() if lim is not None and lim.limits.cpu_seconds is not None else None
+        group = lim.command_cgroup() if lim is not None else None
         fd = group.open_procs() if group is not None else None
         rlimits = self.rlimits
         if long_lived and group is not None:
@@ -298,16 +339,93 @@ class Sandbox:
                 os.close(fd)
         if group is not None:
             self._cmd_cgroups[cid] = group
+            if long_lived and self._budget() is not None:
+                self._watch(cid, group, None)
         return cid
 
+    def _budget(self) -> float | None:
+        """The sandbox's CPU budget where a cgroup counts its total (else None)."""
+        lim = self.limits
+        if lim is None or lim.cpu_leaf is None or lim.limits.sandbox_cpu_seconds is None:
+            return None
+        return float(lim.limits.sandbox_cpu_seconds)
+
     def cpu_watch(self, cid: int) -> CpuWatch | None:
-        """Count command `cid`'s CPU time from now on against the per-command CPU limit;
-        None without a limit or a cgroup to count in (then RLIMIT_CPU per process is all)."""
+        """Count command `cid`'s CPU time from now on against the per-command CPU limit and
+        the sandbox's total against its budget; None without a cgroup to count in (then
+        RLIMIT_CPU per process is all)."""
         group = self._cmd_cgroups.get(cid)
         limit = self.limits.limits.cpu_seconds if self.limits else None
-        if group is None or limit is None:
+        budget = self._budget()
+        if group is None or (limit is None and budget is None):
             return None
-        return CpuWatch(group, float(limit), group.usage() or 0.0, lambda: self.kill_cgroup(cid))
+        return CpuWatch(group, None if limit is None else float(limit), group.usage() or 0.0,
+                        lambda: self.kill_cgroup(cid), budget=budget,
+                        total=self.limits.sandbox_usage if self.limits else None, spend=self._spend_budget)
+
+    # -- the sandbox's CPU total, while nobody waits for a command
+    def _watch(self, cid: int, group: CommandCgroup, limit: float | None) -> None:
+        """Hold `group` (a returned command's leftovers, or a session's shell) to `limit`
+        and the sandbox's budget from the one watcher thread of this sandbox (started on
+        demand, ends when nothing is left to watch)."""
+        with self._watch_lock:
+            self._watched[cid] = (group, limit)
+            if self._watcher is None or not self._watcher.is_alive():
+                self._watch_wake.clear()
+                self._watcher = threading.Thread(target=self._watch_loop, name=f"minisandbox-cpu-{self.id}",
+                                                 daemon=True)
+                self._watcher.start()
+
+    def _watch_loop(self, interval: float = 0.5) -> None:
+        while not self._closed:
+            with self._watch_lock:
+                items = list(self._watched.items())
+                if not items:
+                    self._watcher = None
+                    return
+            for cid, (group, limit) in items:
+                if limit is None:
+                    continue  # a session's shell: the sandbox total only
+                if not group.pids():
+                    if group.remove():
+                        with self._watch_lock:
+                            self._watched.pop(cid, None)
+                    continue
+                used = group.usage()
+                if used is not None and used > limit:
+                    group.kill()
+                    self.notes.append(f"CPU time limit: command {cid}'s background processes used {used:.2f} s "
+                                      f"of CPU, over the limit of {limit:g} s per command; they were killed")
+            budget = self._budget()
+            total = self.limits.sandbox_usage() if self.limits is not None and budget is not None else None
+            if total is not None and budget is not None and total > budget:
+                self._spend_budget(total)
+            if self._watch_wake.wait(interval):
+                return
+
+    def _spend_budget(self, total: float | None = None) -> None:
+        """The sandbox's CPU budget ran out: kill every process in it, refuse new commands."""
+        if self.cpu_spent:
+            return
+        used = total if total is not None else (self.limits.sandbox_usage() if self.limits else None) or 0.0
+        self.cpu_spent = budget_message(used, self._budget())
+        self.notes.append(self.cpu_spent)
+        try:
+            if self._root is not None and not self._closed:
+                self._root.kill_all()
+        except (OSError, rootfs.SandboxError):
+            pass
+
+    def kill_leftovers(self) -> None:
+        """Kill every process still running in the sandbox (init aside): what a one-shot
+        command left behind (`minisandbox run`), so nothing changes the tree afterwards."""
+        self._live().kill_all()
+        with self._watch_lock:
+            items = list(self._watched.items())
+        for cid, (group, _limit) in items:
+            if group.kill(wait=2.0) and group.remove():
+                with self._watch_lock:
+                    self._watched.pop(cid, None)
 
     def kill_cgroup(self, cid: int, *, spare_leader: bool = False) -> None:
         """SIGKILL every process command `cid` started, wherever it went in the process
@@ -326,11 +444,16 @@ class Sandbox:
         group.kill(spare=spare)
 
     def _finished(self, cid: int) -> None:
-        """Command `cid` has exited: remove its cgroup when empty (when background jobs
-        are left in it, `close()` removes it with the sandbox's cgroup tree)."""
+        """Command `cid` has exited: remove its cgroup when empty; when background jobs are
+        left in it, the CPU watcher holds them to the per-command limit and the sandbox's
+        budget (and `close()` removes it with the sandbox's cgroup tree)."""
         group = self._cmd_cgroups.pop(cid, None)
-        if group is not None:
-            group.remove()
+        with self._watch_lock:
+            self._watched.pop(cid, None)  # a session's shell that exited
+        if group is not None and not group.remove() and not self._closed:
+            limit = self.limits.limits.cpu_seconds if self.limits else None
+            if limit is not None or self._budget() is not None:
+                self._watch(cid, group, float(limit) if limit is not None else float("inf"))
         if self._root is not None:
             self._root.pids.pop(cid, None)
 
@@ -407,10 +530,96 @@ class Sandbox:
             os.close(in_r)
             threading.Thread(target=_feed, args=(in_w, input), daemon=True).start()
         try:
-            return _collect(root, cid, rfd, timeout, self.max_output, self.cpu_watch(cid), self._cpu_rlimit())
+            res = _collect(root, cid, rfd, timeout, self.max_output, self.cpu_watch(cid), self._cpu_rlimit())
+        except rootfs.SandboxError as exc:
+            raise self._init_gone(exc) from None
         finally:
             os.close(rfd)
             self._finished(cid)
+        return self._with_cause(res, timeout)
+
+    # -- why a command ended
+    def _with_cause(self, res: ExecResult, timeout: float | None) -> ExecResult:
+        """`res` with its `cause` (and, for a limit that the output does not mention yet, a
+        last line saying so)."""
+        if res.returncode == 0 and not (res.timed_out or res.truncated or res.limit_hit):
+            return res  # the common case costs nothing
+        res.cause = self.explain(res.returncode, limit_hit=res.limit_hit, timed_out=res.timed_out, timeout=timeout,
+                                 truncated=res.truncated, cpu_used=res.cpu_seconds)
+        limits = [c for c in res.cause.split("; ") if c.startswith(("memory limit", "process limit", "tmpfs budget"))]
+        if limits:
+            res.output += "".join(f"\nminisandbox: {c}\n" for c in limits)
+        return res
+
+    def explain(self, code: int, *, limit_hit: str = "", timed_out: bool = False, timeout: float | None = None,
+                truncated: bool = False, cpu_used: float | None = None) -> str:
+        """Why a command that exited with `code` ended, in one line ("" for an ordinary
+        exit): a timeout, the CPU limit or budget, the memory or process limit (the
+        cgroup's event counters, else the processes init sees against RLIMIT_NPROC), a full
+        tmpfs budget, a signal, dropped output. Looked up only for a failure: init is
+        asked for the sandbox's state (one round trip) and the cgroups' counters read."""
+        lim = self.limits.limits if self.limits else Limits.unlimited()
+        parts: list[str] = []
+        if timed_out:
+            parts.append(f"timed out after {timeout:g} s: its processes were killed" if timeout
+                         else "timed out: its processes were killed")
+        if limit_hit == "cpu-total":
+            parts.append(self.cpu_spent or budget_message(cpu_used or 0.0, self._budget()))
+        elif limit_hit == "cpu":
+            parts.append(f"CPU time limit ({lim.cpu_seconds} s per command) reached: its processes were killed")
+        if code != 0 and not timed_out and not limit_hit:
+            parts += self._limit_causes()
+        if code < 0 and not timed_out and not limit_hit:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            parts.append(f"killed by {name}")
+        if truncated:
+            parts.append(f"output over {self.max_output} bytes was dropped (--max-output)")
+        return "; ".join(parts)
+
+    def _limit_causes(self) -> list[str]:
+        """The sandbox limits that were hit since the last look (see `explain`)."""
+        from minisandbox.fsutil import human_size
+
+        lim = self.limits.limits if self.limits else Limits.unlimited()
+        out = []
+        events = self.limits.events() if self.limits else {}
+        new = {k: v - self._events_seen.get(k, 0) for k, v in events.items() if v > self._events_seen.get(k, 0)}
+        self._events_seen.update(events)
+        if new.get("oom_kill"):
+            out.append(f"memory limit ({human_size(lim.memory_bytes or 0)}) reached: the kernel killed "
+                       f"{new['oom_kill']} process(es) (--memory)")
+        if new.get("pids_max"):
+            out.append(f"process limit ({lim.pids}) reached: {new['pids_max']} fork(s) refused (--pids)")
+        try:
+            st = self._live().stat()
+        except (OSError, rootfs.SandboxError):
+            st = {}
+        tmpfs = st.get("tmpfs")
+        if tmpfs and lim.tmpfs_bytes and tmpfs[0] < max(256 << 10, tmpfs[1] // 100):
+            out.append(f"tmpfs budget ({human_size(lim.tmpfs_bytes)}) is full: writes to /tmp, /root, /dev/shm "
+                       "and the writable layers fail (ENOSPC) (--tmpfs)")
+        nproc = self.limits.rlimits.get("RLIMIT_NPROC") if self.limits else None
+        procs = st.get("procs")
+        if nproc and lim.pids and procs is not None and os.geteuid() != 0 and procs + 2 >= lim.pids:
+            out.append(f"process limit ({lim.pids}, RLIMIT_NPROC) reached: {procs} processes are running (--pids)")
+        return out
+
+    def _init_gone(self, exc: rootfs.SandboxError) -> rootfs.SandboxError:
+        """The error for a command whose sandbox's init died under it, with the cause where
+        the cgroup tells it (the OOM killer)."""
+        events = self.limits.events() if self.limits else {}
+        if events.get("oom_kill", 0) > self._events_seen.get("oom_kill", 0) and self.limits is not None:
+            from minisandbox.fsutil import human_size
+
+            limit = self.limits.limits.memory_bytes
+            return rootfs.SandboxError(f"{exc}: the sandbox reached its memory limit "
+                                       f"({human_size(limit or 0)}) and the kernel's OOM killer ended it (--memory)")
+        if self.cpu_spent:
+            return rootfs.SandboxError(f"{exc}: {self.cpu_spent}")
+        return exc
 
     def execute(self, command: str, *, cwd: str | None = None, timeout: float | None = None,
                 env: dict[str, str] | None = None) -> ExecResult:
@@ -562,6 +771,7 @@ class Sandbox:
         if self._closed:
             return
         self._closed = True
+        self._watch_wake.set()
         for sess in list(self._sessions.values()):
             sess.detach()
         self._sessions.clear()
@@ -672,9 +882,9 @@ def _collect_fds(root: rootfs.PrivateRoot, cid: int, fds: list[int], timeout: fl
             if code is not None:
                 drain_end = time.monotonic() + 0.02
                 if cpu is not None and cpu.exceeded(force=True) and code != 0:
-                    limit_hit = "cpu"  # the RLIMIT_CPU backstop got there first
+                    limit_hit = cpu.hit  # the RLIMIT_CPU backstop got there first
         if code is None and cpu is not None and cpu.exceeded():
-            limit_hit = "cpu"
+            limit_hit = cpu.hit
             cpu.stop()
             code = root.wait(cid, 30)
             cpu.exceeded(force=True)  # the final total
