@@ -33,6 +33,7 @@ def _limit(name: str):
 
 #: CLI option -> Limits field. Unset options keep the default (`Limits.default()`).
 _LIMIT_OPTIONS = {"memory": "memory_bytes", "pids": "pids", "cpu_seconds": "cpu_seconds",
+                  "sandbox_cpu_seconds": "sandbox_cpu_seconds",
                   "file_size": "file_size_bytes", "tmpfs": "tmpfs_bytes", "max_output": "output_bytes"}
 
 
@@ -50,6 +51,10 @@ def _add_sandbox_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu-seconds", type=_limit("cpu_seconds"), default=argparse.SUPPRESS,
                    help=f"CPU time of all processes of one command, in total where a cgroup counts it, "
                         f"else per process (RLIMIT_CPU; see `minisandbox doctor`) (default {d['cpu_seconds']})")
+    p.add_argument("--sandbox-cpu-seconds", type=_limit("sandbox_cpu_seconds"), default=argparse.SUPPRESS,
+                   help=f"CPU time of everything the sandbox runs, background processes included; past it every "
+                        f"process is killed (cgroup only; see `minisandbox doctor`) "
+                        f"(default {d['sandbox_cpu_seconds']})")
     p.add_argument("--file-size", type=_limit("file_size_bytes"), default=argparse.SUPPRESS,
                    help=f"largest file a process may write (RLIMIT_FSIZE) (default {d['file_size_bytes']})")
     p.add_argument("--tmpfs", type=_limit("tmpfs_bytes"), default=argparse.SUPPRESS,
@@ -59,6 +64,8 @@ def _add_sandbox_options(p: argparse.ArgumentParser) -> None:
                    help=f"output shown per command; the rest is dropped (default {d['output_bytes']})")
     p.add_argument("--no-seccomp", action="store_true",
                    help="debugging only: no seccomp filter (nested namespaces, keyrings, bpf become reachable)")
+    p.add_argument("--allow-ptrace", action="store_true",
+                   help="let commands ptrace the sandbox's other processes (gdb -p, strace -p); off by default")
     p.add_argument("--scratch", help="directory for on-disk upper layers (default: tmpfs inside the sandbox)")
     p.add_argument("--copy-layers", action="store_true", help="copy layers instead of overlaying them")
     p.add_argument("--timeout", type=float, help="kill the command's process tree after this many seconds")
@@ -70,7 +77,7 @@ def _options(args: argparse.Namespace) -> dict:
     changes = {field: getattr(args, opt) for opt, field in _LIMIT_OPTIONS.items() if hasattr(args, opt)}
     return {"network": args.network, "rootless": args.rootless, "scratch_dir": args.scratch,
             "copy_layers": args.copy_layers, "limits": dataclasses.replace(Limits.default(), **changes),
-            "seccomp": not args.no_seccomp}
+            "seccomp": not args.no_seccomp, "ptrace": args.allow_ptrace}
 
 
 @contextlib.contextmanager
@@ -123,7 +130,9 @@ def _argv(cmd: list[str]) -> list[str]:
 def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
     """Run with the sandbox's stdout/stderr passed on to ours as they come, at most
     `sb.max_output` bytes in all (the rest is read and dropped, with one note on stderr:
-    a command printing without end cannot flood the terminal or a log)."""
+    a command printing without end cannot flood the terminal or a log). One-shot: what
+    the command leaves running is killed when it returns; a failure caused by a limit or a
+    signal gets one line saying so on stderr (`Sandbox.explain`)."""
     from minisandbox.sandbox.rootfs import wait_readable
 
     sys.stdout.flush()
@@ -140,6 +149,7 @@ def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
     deadline = None if timeout is None else time.monotonic() + timeout
     code: int | None = None
     drain_end = 0.0
+    told = False  # a line on stderr already says why it ended
     try:
         while dest:
             now = time.monotonic()
@@ -154,10 +164,12 @@ def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
                 code = sb.wait(cid, 30)
                 cpu.exceeded(force=True)
                 print(cpu.message().strip(), file=sys.stderr)
+                told = True
                 drain_end = time.monotonic() + 0.02
                 continue
             if code is None and deadline is not None and now >= deadline:
                 sb.kill(cid)
+                sb.kill_leftovers()
                 print(f"minisandbox: command timed out after {timeout} s; killed its process tree", file=sys.stderr)
                 return 124
             wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - now))
@@ -186,6 +198,12 @@ def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
         from minisandbox.sandbox.sandbox import rlimit_cpu_message
 
         print(rlimit_cpu_message(sb.limits.limits.cpu_seconds if sb.limits else None).strip(), file=sys.stderr)
+        told = True
+    if code != 0 and not told:
+        cause = sb.explain(code)
+        if cause:
+            print(f"minisandbox: the command ended with status {code}: {cause}", file=sys.stderr)
+    sb.kill_leftovers()  # one-shot: nothing it started outlives it (nor changes the diff)
     return 128 - code if code < 0 else code
 
 

@@ -220,6 +220,8 @@ def evaluate(
         results=getattr(result, "results", None), results_nonce=getattr(result, "results_nonce", None) or None,
         **mode,
     )
+    if result.cause:  # a limit, a signal or a timeout ended the run (ExecResult.cause)
+        rep[iid]["cause"] = result.cause
     return Evaluation(iid, rep, result.output, text, time.monotonic() - t0)
 
 
@@ -327,6 +329,7 @@ class _SandboxEnv:
             with Sandbox(layers, interpreter=interp, **options) as sb:
                 prep = sb.run(["bash", "-c", 'eval "$(cat)"'], input=script.render_prep().encode(), timeout=timeout)
                 output, code, timed_out, truncated = prep.output, prep.returncode, prep.timed_out, prep.truncated
+                cause = prep.cause
                 if code == 0 and not timed_out:
                     t1 = time.monotonic()
                     res = sb.run(script.test_argv(), cwd=script.repo_dir, env={"MINISANDBOX_RESULTS_FD": "3"},
@@ -334,9 +337,10 @@ class _SandboxEnv:
                     channel.release_child()
                     output += script.test_section(res.output, res.returncode, time.monotonic() - t1)
                     timed_out, truncated = res.timed_out, truncated or res.truncated
+                    cause = res.cause
             results = channel.collect()
         return EvalRun(output, code, timed_out, truncated, seconds=time.monotonic() - t0, script=script.render(),
-                       results=results, results_nonce=channel.nonce)
+                       cause=cause, results=results, results_nonce=channel.nonce)
 
 
 @dataclass

@@ -15,7 +15,15 @@ could not; it exists so that:
 Requests arrive on a UNIX socket (mode 0600), one JSON line each. Only paths of the node
 cache it was started for are accepted (`CACHE/archives/<sha256>` mounted at
 `CACHE/layers/<sha256>`), and callers in another pid namespace (a sandboxed process that
-could reach the socket) are refused.
+could reach the socket) are refused before anything is read from them.
+
+No caller can make it stop serving the others: each connection is served by a thread of
+its own and must send its request within `REQUEST_TIMEOUT` seconds (a client that connects
+and holds the connection open only ties up its own thread); mounts and unmounts take a
+lock, not the accept loop. The holder is non-dumpable (PR_SET_DUMPABLE 0): even a process of
+the same user in a sandbox joined to its namespaces, which could not name it anyway (it is
+in the host's pid namespace), could not ptrace it or read its memory; the controller that
+started it can still read its /proc entries (it owns the holder's user namespace).
 """
 
 from __future__ import annotations
@@ -29,9 +37,21 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
+
+#: Seconds a connection has to send its request line.
+REQUEST_TIMEOUT = 5.0
+
+PR_SET_DUMPABLE = 4
+
+
+def _not_dumpable() -> None:
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def _same_pidns(pid: int) -> bool:
@@ -103,9 +123,70 @@ def _umount(root: str, req: dict, children: dict[str, subprocess.Popen]) -> dict
     return {"ok": True, "was_mounted": True}
 
 
+def _read_request(conn: socket.socket) -> dict:
+    """The request line, read within REQUEST_TIMEOUT seconds ({} on a timeout or bad JSON)."""
+    conn.settimeout(REQUEST_TIMEOUT)
+    deadline = time.monotonic() + REQUEST_TIMEOUT
+    data = b""
+    try:
+        while b"\n" not in data and len(data) < 1 << 16 and time.monotonic() < deadline:
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        return json.loads(data.split(b"\n", 1)[0] or b"{}")
+    except (OSError, ValueError):
+        return {}
+
+
+def _serve_one(conn: socket.socket, root: str, sock_path: str, squashfuse: str,
+               children: dict[str, subprocess.Popen], lock: threading.Lock) -> None:
+    """One connection, in a thread of its own."""
+    with conn:
+        req = _read_request(conn)
+        op = req.get("op")
+        if op == "ping":
+            if lock.acquire(blocking=False):  # reap exited daemons, unless a mount is under way
+                try:
+                    _reap(children)
+                finally:
+                    lock.release()
+            reply = {"ok": True, "pid": os.getpid()}
+        elif op in ("mount", "umount", "stop"):
+            with lock:
+                _reap(children)
+                if op == "mount":
+                    reply = _mount(root, squashfuse, req, children)
+                elif op == "umount":
+                    reply = _umount(root, req, children)
+                else:
+                    for mnt in list(children):
+                        _umount(root, {"mountpoint": mnt}, children)
+                    if children:
+                        reply = {"ok": False, "busy": True, "error": f"{len(children)} image(s) still in use"}
+                    else:
+                        try:
+                            os.unlink(sock_path)
+                        except FileNotFoundError:
+                            pass
+                        try:
+                            conn.sendall(json.dumps({"ok": True}).encode() + b"\n")
+                        finally:
+                            os._exit(0)
+        else:
+            reply = {"ok": False, "error": f"unknown request {op!r}"}
+        try:
+            conn.settimeout(REQUEST_TIMEOUT)
+            conn.sendall(json.dumps(reply).encode() + b"\n")
+        except OSError:
+            pass
+
+
 def main(root: str, sock_path: str, squashfuse: str) -> None:
+    _not_dumpable()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     children: dict[str, subprocess.Popen] = {}
+    lock = threading.Lock()
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     tmp = f"{sock_path}.{os.getpid()}.tmp"
     if os.path.exists(tmp):
@@ -113,46 +194,23 @@ def main(root: str, sock_path: str, squashfuse: str) -> None:
     old = os.umask(0o077)
     srv.bind(tmp)
     os.umask(old)
-    srv.listen(16)
+    srv.listen(64)
     os.replace(tmp, sock_path)  # appears only once it accepts connections
     while True:
         conn, _ = srv.accept()
-        with conn:
-            _reap(children)
-            pid, _uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                                   struct.calcsize("3i")))
+        pid, _uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                               struct.calcsize("3i")))
+        if not _same_pidns(pid):  # refused before reading anything: a sandbox cannot hold us
             try:
-                line = conn.makefile("rb").readline()
-                req = json.loads(line or b"{}")
-            except ValueError:
-                req = {}
-            if not _same_pidns(pid):
-                reply = {"ok": False, "error": "refused: caller is in another pid namespace (a sandbox?)"}
-            elif req.get("op") == "ping":
-                reply = {"ok": True, "pid": os.getpid()}
-            elif req.get("op") == "mount":
-                reply = _mount(root, squashfuse, req, children)
-            elif req.get("op") == "umount":
-                reply = _umount(root, req, children)
-            elif req.get("op") == "stop":
-                for mnt in list(children):
-                    _umount(root, {"mountpoint": mnt}, children)
-                busy = [m for m in children]
-                if busy:
-                    reply = {"ok": False, "busy": True, "error": f"{len(busy)} image(s) still in use"}
-                else:
-                    conn.sendall(json.dumps({"ok": True}).encode() + b"\n")
-                    try:
-                        os.unlink(sock_path)
-                    except FileNotFoundError:
-                        pass
-                    return
-            else:
-                reply = {"ok": False, "error": f"unknown request {req.get('op')!r}"}
-            try:
-                conn.sendall(json.dumps(reply).encode() + b"\n")
+                conn.setblocking(False)
+                conn.send(json.dumps({"ok": False, "error": "refused: caller is in another pid namespace "
+                                      "(a sandbox?)"}).encode() + b"\n")
             except OSError:
                 pass
+            conn.close()
+            continue
+        threading.Thread(target=_serve_one, args=(conn, root, sock_path, squashfuse, children, lock),
+                         daemon=True).start()
 
 
 if __name__ == "__main__":

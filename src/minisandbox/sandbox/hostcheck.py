@@ -102,6 +102,19 @@ def _limits() -> list[Check]:
         out.append(Check("cpu time limit", WARN, f"RLIMIT_CPU per process (no writable cgroup v2 or cpuacct "
                          f"cgroup for uid {os.geteuid()}): a command with N busy processes can use N times "
                          f"the limit; {cpu_fix}"))
+    budget = mode.get("sandbox_cpu_seconds", "none")
+    total = Limits.default().sandbox_cpu_seconds
+    if budget.startswith("cgroup"):
+        out.append(Check("sandbox cpu budget", OK, f"{total} s per sandbox, background processes included: {budget}"))
+    elif total is None:
+        out.append(Check("sandbox cpu budget", WARN, "lifted ($MINISANDBOX_LIMITS sandbox_cpu=none): a sandbox's "
+                         "background processes can use CPU until it closes"))
+    else:
+        out.append(Check("sandbox cpu budget", WARN, f"not enforced (no writable cgroup v2 or cpuacct cgroup for uid "
+                         f"{os.geteuid()}): what is enforced instead is RLIMIT_CPU per process (the per-command "
+                         f"limit), so background processes a command leaves behind can together use more than "
+                         f"{total} s until the sandbox closes; for the budget run as root or under a delegated "
+                         "cgroup v2 (`systemd-run --user -p Delegate=yes --scope minisandbox ...`)"))
     out.append(Check("tmpfs / output limits", OK, "one tmpfs budget per sandbox; output kept per command"))
     return out
 
@@ -118,6 +131,36 @@ def _keyring() -> Check:
     return Check("session keyring", OK, "keyrings unavailable here (nothing to isolate)")
 
 
+_ISOLATION_PROBE = (
+    "import ctypes\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "init = [l.split()[1] for l in open('/proc/1/status') if l.startswith('Seccomp:')][0]\n"
+    "print(init, libc.ptrace(16, 1, 0, 0), ctypes.get_errno())\n"
+)
+
+
+def _isolation() -> Check:
+    """A real sandbox: its init is under seccomp and cannot be ptraced from inside."""
+    import errno
+
+    from minisandbox.sandbox.sandbox import Sandbox
+
+    try:
+        with Sandbox([], limits=Limits.unlimited()) as sb:
+            res = sb.run([sys.executable if sys.executable.startswith("/usr/") else "python3", "-c",
+                          _ISOLATION_PROBE])
+    except Exception as exc:  # reported as the check's result
+        return Check("init and helpers", FAIL, f"could not start a sandbox to check: {exc}")
+    fields = res.output.split()
+    if res.returncode == 0 and len(fields) == 3 and fields[0] == "2" and fields[1] == "-1" \
+            and int(fields[2]) == errno.EPERM:
+        return Check("init and helpers", OK, "init runs under seccomp and no payload can ptrace it (non-dumpable; "
+                     "ptrace is off unless --allow-ptrace); the controller's file reads/writes refuse FIFOs, "
+                     "sockets, devices and links out of the sandbox")
+    return Check("init and helpers", FAIL, f"init's isolation did not hold (seccomp mode, ptrace, errno: "
+                 f"{res.output.strip()[:200]})")
+
+
 def run_checks() -> list[Check]:
     """Every check, in the order `minisandbox doctor` prints them."""
-    return [_userns(), _seccomp(), *_limits(), _keyring()]
+    return [_userns(), _seccomp(), *_limits(), _keyring(), _isolation()]

@@ -79,7 +79,8 @@ class ShellSession:
         with self._lock:
             if self._dead:
                 raise SessionError(f"session {self.name} has exited (code {self._exit_code}); create it again")
-            return self._run(command, timeout)
+            res = self._run(command, timeout)
+            return self.sandbox._with_cause(res, timeout)  # type: ignore[return-value]  (same object)
 
     def _run(self, command: str, timeout: float | None) -> SessionResult:
         eof_tag = f"__MINISANDBOX_EOF_{secrets.token_hex(8)}__"
@@ -126,7 +127,7 @@ class ShellSession:
                     kept += out[: max(0, max_out - len(kept))]
                     truncated = truncated or len(out) > max_out
                     if cpu is not None and not limit_hit and code != 0 and cpu.exceeded(force=True):
-                        limit_hit = "cpu"  # the RLIMIT_CPU backstop got there first
+                        limit_hit = cpu.hit  # the RLIMIT_CPU backstop got there first
                     return SessionResult(note(kept.decode("utf-8", "replace")), code, timed_out, truncated,
                                          restarted=restarted, limit_hit=limit_hit, cpu_seconds=used())
             # keep only what might be the start of a marker in the buffer
@@ -141,7 +142,7 @@ class ShellSession:
             over = not limit_hit and cpu is not None and cpu.exceeded()
             if (over or (deadline is not None and now >= deadline)) and not timed_out:
                 if over:
-                    limit_hit = "cpu"
+                    limit_hit = cpu.hit or "cpu"
                     stopped = self._stop_command(kill=lambda: self.sandbox.kill_cgroup(self._cid, spare_leader=True))
                     cpu.exceeded(force=True)
                 else:
