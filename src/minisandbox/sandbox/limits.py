@@ -360,14 +360,18 @@ class LimitGroup:
             for fname, key, name in (("memory.events", "oom_kill", "oom_kill"),
                                      ("memory.oom_control", "oom_kill", "oom_kill"),
                                      ("pids.events", "max", "pids_max")):
-                try:
-                    with open(os.path.join(d, fname)) as fh:
-                        for line in fh:
-                            k, _, v = line.partition(" ")
-                            if k == key:
-                                out[name] = out.get(name, 0) + int(v)
-                except (OSError, ValueError):
-                    pass
+                seen = 0  # v2 counts an event in every ancestor, v1 only where it happened (the leaf)
+                for where in (d, os.path.join(d, LEAF)):
+                    try:
+                        with open(os.path.join(where, fname)) as fh:
+                            for line in fh:
+                                k, _, v = line.partition(" ")
+                                if k == key:
+                                    seen = max(seen, int(v))
+                    except (OSError, ValueError):
+                        pass
+                if seen:
+                    out[name] = out.get(name, 0) + seen
         return out
 
     def sandbox_usage(self) -> float | None:

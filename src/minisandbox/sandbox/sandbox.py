@@ -603,8 +603,12 @@ class Sandbox:
                        "and the writable layers fail (ENOSPC) (--tmpfs)")
         nproc = self.limits.rlimits.get("RLIMIT_NPROC") if self.limits else None
         procs = st.get("procs")
-        if nproc and lim.pids and procs is not None and os.geteuid() != 0 and procs + 2 >= lim.pids:
-            out.append(f"process limit ({lim.pids}, RLIMIT_NPROC) reached: {procs} processes are running (--pids)")
+        # RLIMIT_NPROC keeps no count of refusals: what is left running (init included; the
+        # command's own few processes have exited) tells instead
+        if nproc and lim.pids and procs is not None and os.geteuid() != 0 \
+                and procs + 1 >= lim.pids - min(4, lim.pids // 10):
+            out.append(f"process limit ({lim.pids}, RLIMIT_NPROC) reached: {procs + 1} processes are still "
+                       "running (--pids)")
         return out
 
     def _init_gone(self, exc: rootfs.SandboxError) -> rootfs.SandboxError:
