@@ -94,3 +94,42 @@ def test_filter_program_is_well_formed():
         assert len(prog) % 8 == 0 and 0 < len(prog) // 8 < 4096
     with pytest.raises(seccomp.SeccompUnsupported, match="seccomp=False"):
         seccomp.program("sparc64")
+
+
+INIT_PROBE = r"""
+import ctypes, errno, json, os
+from minisandbox.sandbox import seccomp
+libc = ctypes.CDLL(None, use_errno=True)
+def call(nr, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(nr, *[ctypes.c_long(a) for a in args])
+    return "ok" if r >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+libc.prctl(38, 1, 0, 0, 0)
+seccomp.install(seccomp.init_program())
+res = {"unshare_user": call(272, 0x10000000), "unshare_net": call(272, 0x40000000),
+       "unshare_pid_mnt": call(272, 0x20000000 | 0x00020000), "keyctl": call(250, 0, -3, 0),
+       "add_key": call(248, 0, 0, 0, 0, -4), "ptrace": call(101, 16, 1, 0, 0), "setns": call(308, 0, 0),
+       "bpf": call(321, 0, 0, 0), "mount_proc": call(165, 0, 0, 0, 0, 0)}
+print(json.dumps(res))
+"""
+
+
+@pytest.mark.root
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the probe uses x86_64 syscall numbers")
+def test_init_filter_keeps_what_init_needs_and_closes_the_rest(as_root):
+    """init's own filter (which its helpers inherit): a payload's pid namespace with its
+    /proc (a new pid and mount namespace, mount) stays possible, and nothing else the
+    payloads' filter closes: no nested user namespace, keyring, ptrace, setns or bpf."""
+    import subprocess
+    import sys
+
+    from tests.fixtures.sandbox import SRC
+
+    proc = subprocess.run([sys.executable, "-c", INIT_PROBE], capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout)
+    assert res["unshare_pid_mnt"] == "ok", res
+    assert res["mount_proc"] == "EFAULT", res  # reached the kernel (bad pointers), not the filter's EPERM
+    for name in ("unshare_user", "unshare_net", "keyctl", "add_key", "ptrace", "setns", "bpf"):
+        assert res[name] == "EPERM", (name, res)
