@@ -269,7 +269,7 @@ def _interactive(sb) -> int:
         if not session.alive:
             return r.returncode
         if r.returncode != 0 and tty:
-            print(f"[exit {r.returncode}]", file=sys.stderr)
+            print(f"[exit {r.returncode}{': ' + r.cause if r.cause else ''}]", file=sys.stderr)
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
