@@ -1,6 +1,6 @@
 """The bundled task set built through a real Slurm (scripts/slurm-up.sh) with the README's
 literal `snakemake --profile slurm -j 500` (the profile installed under its bare name by
-scripts/install-profiles.sh, the workflow profile profiles/default applied) and published
+scripts/install-profiles.sh, the workflow profile workflow/profiles/default applied) and published
 to object storage (moto_server on loopback): every Snakemake job is submitted with sbatch
 and accounted by slurmdbd, and the jobs reach the S3 endpoint through the standard AWS
 variables that Slurm passes on."""
@@ -43,10 +43,10 @@ def _literal_project(tmp_path: Path, store: str) -> tuple[Path, dict[str, str]]:
     (proj / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
     # The workflow profile (loaded automatically, wins over --profile): ours, plus faster
     # polling for a test cluster that answers at once -- the documented way to override.
-    wf = yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text())
+    wf = yaml.safe_load((ROOT / "workflow" / "profiles" / "default" / "config.yaml").read_text())
     wf.update({"slurm-init-seconds-before-status-checks": 5, "seconds-between-status-checks": 5, "latency-wait": 10})
-    (proj / "profiles" / "default").mkdir(parents=True)
-    (proj / "profiles" / "default" / "config.yaml").write_text(yaml.safe_dump(wf))
+    (proj / "workflow" / "profiles" / "default").mkdir(parents=True, exist_ok=True)  # copied above: replaced
+    (proj / "workflow" / "profiles" / "default" / "config.yaml").write_text(yaml.safe_dump(wf))
     xdg = tmp_path / "xdg"
     env = {**os.environ, "XDG_CONFIG_HOME": str(xdg),
            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
@@ -73,7 +73,7 @@ def test_bundled_build_runs_under_slurm(slurm_cluster, s3: S3, tmp_path: Path) -
     proc = subprocess.run(cmd, cwd=run, env=env, capture_output=True, text=True, timeout=3000)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-6000:]
-    assert "Using profiles slurm and workflow specific profile profiles/default" in log, log[:2000]
+    assert "Using profiles slurm and workflow specific profile workflow/profiles/default" in log, log[:2000]
 
     run_id = re.search(r"SLURM run ID: (\S+)", log).group(1)
     submitted = set(re.findall(r"has been submitted with SLURM jobid (\d+)", log))

@@ -10,14 +10,14 @@ statuses) and only supplies the environment per instance: the config's `environm
 section with `task_id` set to the instance id, and `environment_class` defaulting to
 `minisandbox.integrations.minisweagent.MinisandboxEnvironment`.
 
-    python -m minisandbox.integrations.minisweagent_batch --tasks tasks.jsonl \\
+    minisandbox-mini-batch --tasks tasks.jsonl \\
         --store results/store -o results/agent -c swebench.yaml -m <model> -w 4
     minisandbox eval --store results/store --predictions results/agent/preds.json
 
 Instances come from task files (`minisandbox.records.read_tasks`: SWE-bench or SWE-smith
 JSONL/JSON/Parquet; the agent sees `problem_statement`) or, without `--tasks`, from the
 store's index. Tested with mini-swe-agent 2.4 (tests/e2e/test_integrations_minisweagent_batch.py);
-docs/integrations/minisweagent.md.
+docs/integrations/minisweagent.md. Follows mini-swe-agent's runner (MIT; NOTICE.md).
 """
 
 from __future__ import annotations
@@ -147,32 +147,57 @@ def build_config(specs: list[str], model: str | None, model_class: str | None) -
     return recursive_merge(*configs)
 
 
-def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
-    from minisweagent.config import builtin_config_dir
-
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m minisandbox.integrations.minisweagent_batch",
-        description="Run mini-swe-agent's SWE-bench batch loop over task files, one minisandbox sandbox per "
-                    "instance (the environment gets the instance id). Writes OUT/preds.json and trajectories.")
+        prog="minisandbox-mini-batch",
+        description="Run mini-swe-agent's SWE-bench batch loop (`mini-extra swebench`) over task files, one "
+                    "minisandbox sandbox per instance (the environment gets the instance id; no Docker). Writes "
+                    "OUT/preds.json (grade it with `minisandbox eval --predictions OUT/preds.json`) and "
+                    "OUT/<id>/<id>.traj.json. Needs `pip install 'minisandbox[minisweagent]'`; "
+                    "docs/integrations/minisweagent.md.")
     p.add_argument("--tasks", nargs="+", help="task files (SWE-bench/SWE-smith JSONL/JSON/Parquet); "
                                               "default: the ready tasks of the store's index")
-    p.add_argument("--store", help="published store URL (default: $MINISANDBOX_STORE or the checkout's store)")
+    p.add_argument("--store", help="published store URL (default: $MINISANDBOX_STORE, else the store: of "
+                                   "./config/config.yaml, else ./results/store)")
     p.add_argument("-o", "--output", required=True, help="output directory (preds.json, <id>/<id>.traj.json)")
     p.add_argument("-c", "--config", action="append", dest="config_spec",
-                   help="mini-swe-agent config files or key=value specs, merged in order "
-                        "(default: its benchmarks/swebench.yaml)")
+                   help="mini-swe-agent config files (a name such as swebench.yaml finds its built-in one) or "
+                        "key=value specs, merged in order (default: its benchmarks/swebench.yaml)")
     p.add_argument("-m", "--model", help="model name")
     p.add_argument("--model-class", help="model class (e.g. litellm, or a dotted path)")
     p.add_argument("-w", "--workers", type=int, default=1, help="instances at once (default: 1)")
     p.add_argument("--filter", default="", help="regex on instance ids")
     p.add_argument("--slice", default="", help="slice of the (filtered) instances, e.g. 0:5")
     p.add_argument("--redo-existing", action="store_true", help="run instances already in preds.json again")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The `minisandbox-mini-batch` command: one line for an error the user can fix."""
+    a = parser().parse_args(argv)  # --help works without mini-swe-agent installed
+    try:
+        return _run(a)
+    except MinisandboxError as exc:
+        print(f"minisandbox-mini-batch: error: {exc}", file=sys.stderr)
+        return 1
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] != "minisweagent":
+            raise
+        print("minisandbox-mini-batch: error: mini-swe-agent is not installed: pip install "
+              "'minisandbox[minisweagent]'", file=sys.stderr)
+        return 1
+    except FileNotFoundError as exc:  # mini-swe-agent's config lookup: a -c file that does not exist
+        print(f"minisandbox-mini-batch: error: {exc}; check -c", file=sys.stderr)
+        return 1
+
+
+def _run(a: argparse.Namespace) -> int:
+    os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # its banner would mix with our output
     try:
         re.compile(a.filter)
     except re.error as exc:
         raise BatchError(f"--filter {a.filter!r}: {exc}") from None
+    from minisweagent.config import builtin_config_dir
     from minisweagent.run.benchmarks.swebench import filter_instances
 
     instances = filter_instances(load_instances(a.tasks, a.store), filter_spec=a.filter, slice_spec=a.slice)
@@ -185,8 +210,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except MinisandboxError as exc:
-        print(f"minisweagent_batch: {exc}", file=sys.stderr)
-        sys.exit(1)
+    sys.exit(main())
