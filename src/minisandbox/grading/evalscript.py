@@ -44,6 +44,7 @@ from minisandbox.grading.grading import (
     TESTS_TIMEOUT,
 )
 from minisandbox.grading.results import RESULTS_PLUGIN
+from minisandbox.grading.suspicious import tree_scan_lines
 from minisandbox.paths import REPO_PATH
 
 #: File names that configure pytest or run code at interpreter start-up.
@@ -294,6 +295,8 @@ class EvalScript:
         ]
         if self.patch is not None:
             rev = " -R" if self.reverse else ""
+            named = patch_paths(self.patch)
+            lines += tree_scan_lines(0, self.nonce, named)  # the tree before the patch (suspicious scan)
             lines += [
                 # 3. apply: git apply, else an all-or-nothing fuzzy patch
                 f'if git apply -v{rev} "$W/model.patch" < /dev/null; then',
@@ -308,8 +311,9 @@ class EvalScript:
                 "  exit 1",
                 "fi",
             ]
+            lines += tree_scan_lines(1, self.nonce, named)  # ... and the tree it produced, before any revert
             if self.protect:
-                lines += self._revert_lines(patch_paths(self.patch))
+                lines += self._revert_lines(named)
         lines += self._reference_lines()
         if self.test_patch.strip():
             lines += [

@@ -34,7 +34,7 @@ from minisandbox.grading.official import (
     official_tests_status,
 )
 from minisandbox.grading.results import Channel, applies, merge, parse_channel
-from minisandbox.grading.suspicious import scan_patch
+from minisandbox.grading.suspicious import scan_applied
 
 FAIL_TO_PASS = "FAIL_TO_PASS"
 PASS_TO_PASS = "PASS_TO_PASS"
@@ -65,6 +65,7 @@ class Reason(str, Enum):
     UNPARSEABLE_LOG = "unparseable-log"
     TESTS_FAILED = "tests-failed"
     RESULTS_TAMPERED = "results-tampered"  # pytest's outcome-making internals were replaced during the run
+    FORBIDDEN_CHANGE = "forbidden-change"  # the applied tree holds what no fix needs (grading.suspicious)
     ERROR = "error"  # the evaluation itself failed (sandbox could not start, ...)
 
 
@@ -212,7 +213,10 @@ def make_report(
         "resolved": False,
     }
     report = {instance_id: entry}
-    entry["suspicious"] = scan_patch(model_patch) if apply_patch else []
+    scan = scan_applied(model_patch, log, nonce) if apply_patch else None
+    entry["suspicious"] = list(scan.lines) if scan else []
+    if scan and scan.forbidden:
+        entry["forbidden"] = list(scan.forbidden)
     channel = parse_channel(results, results_nonce) if results_nonce else None
     use_channel = channel is not None and channel.present and applies(log_parser)
     if channel is not None:
@@ -263,6 +267,9 @@ def make_report(
         if use_channel and channel is not None and channel.critical:
             entry["reason"] = Reason.RESULTS_TAMPERED.value
             return report
+        if entry.get("forbidden"):
+            entry["reason"] = Reason.FORBIDDEN_CHANGE.value
+            return report
         entry["resolved"] = True
         entry["reason"] = Reason.RESOLVED.value
     return report
@@ -301,6 +308,9 @@ def _official(
     if official_resolved(ts):
         if channel is not None and channel.critical:
             entry["reason"] = Reason.RESULTS_TAMPERED.value
+            return report
+        if entry.get("forbidden"):
+            entry["reason"] = Reason.FORBIDDEN_CHANGE.value
             return report
         entry["resolved"] = True
         entry["reason"] = Reason.RESOLVED.value
