@@ -7,7 +7,8 @@ script:
 1. builds the local git repo with `minisandbox.pipeline.bundled.build_repo` (deterministic hashes);
 2. creates a uv venv on the pinned interpreter with the exact requirement pins plus an
    editable install of a work clone, and runs the real test suite with the SWE-smith test
-   command (`pytest --disable-warnings --color=no --tb=no --verbose`);
+   command (`pytest --disable-warnings --color=no --tb=no --verbose`; the SWE-bench-form spec
+   gets SWE-bench's own `pytest --no-header -rA --tb=no -p no:cacheprovider`);
 3. SWE-smith form: applies each bug, reruns the suite and labels tests with SWE-smith's rule
    (F2P = passes at the commit and fails or is missing with the
    bug; ERROR with the bug -> neither; P2P = passes at both, sampled to at most P2P_MAX);
@@ -439,7 +440,16 @@ def swebench_tasks(project: Project, refs: dict[str, str], workdir: Path, venv: 
     return tasks
 
 
-def spec(project: Project, name: str, commit: str | None) -> dict:
+#: SWE-bench's own pytest command (swebench.harness.constants TEST_PYTEST) for the SWE-bench
+#: form: its harness reads only `-rA` summary lines (`PASSED <id>`), so a spec without `-rA`
+#: cannot be graded in `--grading official` mode.
+SWEBENCH_TEST_CMD = (
+    "source /opt/miniconda3/bin/activate; conda activate testbed; "
+    "pytest --no-header -rA --tb=no -p no:cacheprovider"
+)
+
+
+def spec(project: Project, name: str, commit: str | None, test_cmd: str = DEFAULT_TEST_CMD) -> dict:
     return {
         "name": name,
         "kind": "bundled",
@@ -450,7 +460,7 @@ def spec(project: Project, name: str, commit: str | None) -> dict:
         "requirements_files": [],
         "pre_install": [],
         "install": ["python -m pip install -e ."],
-        "test_cmd": DEFAULT_TEST_CMD,
+        "test_cmd": test_cmd,
         "log_parser": "pytest",
         "timeout": 90,
     }
@@ -508,7 +518,8 @@ def main() -> int:
                 git(workdir, "fetch", "-q", "origin", "+refs/heads/*:refs/remotes/origin/*")
                 branches = tuple(Branch(b.name, b.patch, b.message, refs[b.name]) for b in branches)
                 sb_tasks += swebench_tasks(project, refs, workdir, venv)
-                specs.append(spec(project, f"{project.owner_repo}@{project.swebench_version}", None))
+                specs.append(spec(project, f"{project.owner_repo}@{project.swebench_version}", None,
+                                  SWEBENCH_TEST_CMD))
             recipes.append(recipe_for(project, branches, head=commit))
     finally:
         if not args.keep:

@@ -12,7 +12,14 @@ import pytest
 
 from minisandbox.grading.evaluate import read_existing_report
 from minisandbox.grading.grading import dumps, make_report
-from minisandbox.grading.official import Harness, harness_for, official_tests_status, parse_pytest
+from minisandbox.grading.official import (
+    Harness,
+    harness_for,
+    official_refusal,
+    official_tests_status,
+    parse_pytest,
+    parse_swesmith_pytest,
+)
 
 DATA = Path(__file__).parent / "data"
 NONCE = "5eb6a8d0c0ffee11"
@@ -111,3 +118,88 @@ def test_resume_never_reuses_a_report_of_the_other_mode(tmp_path):
     assert read_existing_report(path, "i", "official") is not None
     assert read_existing_report(path, "i", "strict") is None
     assert json.loads(path.read_text())["i"]["grading"] == "official"
+
+
+# ------------------------------------------------------------------ what official mode accepts
+
+ACTIVATE = "source /opt/miniconda3/bin/activate; conda activate testbed; "
+
+
+@pytest.mark.parametrize("cmd,parser,fmt,refused", [
+    (ACTIVATE + "pytest --disable-warnings --color=no --tb=no --verbose", "pytest", "swebench", True),
+    (ACTIVATE + "pytest --no-header -rA --tb=no -p no:cacheprovider", "pytest", "swebench", False),
+    ("python -m pytest -vrA tests", "pytest_options", "swebench", False),
+    ("pytest -r a", "pytest", "swebench", True),  # `a`: all but the passes
+    ("pytest -k rA", "matplotlib", "swebench", True),  # `rA` is -k's value here
+    ("pytest -v", "pytest_v2", "swebench", False),  # pytest_v2 and seaborn also read `-v` lines
+    ("pytest -v", "seaborn", "swebench", False),
+    ("tox --current-env -epy39 -v --", "pytest_v2", "swebench", False),  # pytest's options are not visible
+    ("./tests/runtests.py --verbosity 2", "django", "swebench", False),
+    (ACTIVATE + "pytest --disable-warnings --color=no --tb=no --verbose", "pytest", "swesmith", False),
+    ("pytest -rA --color=no", "pytest", "swesmith", False),
+    ("pytest --color=no", "pytest", "swesmith", True),
+    ("pytest -rA", "junit", "swebench", True),  # a parser official mode does not know
+])
+def test_official_mode_refuses_what_the_harness_cannot_read(cmd, parser, fmt, refused):
+    why = official_refusal(cmd, parser, fmt)
+    assert (why is not None) is refused, why
+    if why:
+        assert "\n" not in why and ("-rA" in why or "--grading strict" in why)
+
+
+def test_every_catalog_spec_is_accepted():
+    """The shipped catalogs (SWE-bench with its own commands, SWE-smith, the bundled set
+    whose SWE-bench-form spec now runs SWE-bench's `pytest -rA`) are all gradable."""
+    import yaml
+
+    from minisandbox.catalog import DEFAULT_TEST_CMD
+    root = Path(__file__).resolve().parents[2] / "config" / "catalog"
+    seen = 0
+    for name in ("swebench.yaml", "swesmith.yaml", "bundled.yaml"):
+        for spec in yaml.safe_load((root / name).read_text())["specs"]:
+            fmt = "swebench" if name == "swebench.yaml" or "@" in spec["name"] else "swesmith"
+            assert official_refusal(spec.get("test_cmd", DEFAULT_TEST_CMD), spec.get("log_parser", "pytest"),
+                                    fmt) is None, spec["name"]
+            seen += 1
+    assert seen > 300
+
+
+class _NeverOpened:
+    """An executor that fails the test if an evaluation reaches it."""
+
+    prepares_task_state = False
+
+    def open(self, record):
+        raise AssertionError(f"{record.instance_id} was run although official mode refuses it")
+
+
+def test_a_task_official_mode_cannot_read_is_refused_before_it_runs(eval_project, tmp_path):
+    from minisandbox.grading.evaluate import EvalTarget, evaluate, run_eval
+    from minisandbox.grading.official import OfficialGradingRefused
+
+    rec = eval_project.swebench
+    spec = eval_project.spec  # `pytest ... --verbose`-style command, no -rA
+    assert official_refusal(spec.test_cmd, spec.log_parser, rec.format)
+    with pytest.raises(OfficialGradingRefused) as err:
+        evaluate(rec, spec, rec.patch, _NeverOpened(), grading="official")
+    msg = str(err.value)
+    assert msg.count("\n") == 0 and rec.instance_id in msg and spec.name in msg and "-rA" in msg
+    preds = {rec.instance_id: {"instance_id": rec.instance_id, "model_patch": rec.patch, "model_name_or_path": "m"}}
+    with pytest.raises(OfficialGradingRefused):
+        run_eval(preds, {rec.instance_id: EvalTarget(rec, spec, _NeverOpened())}, tmp_path / "out",
+                 grading="official", progress=lambda line: None)
+    assert not (tmp_path / "out").exists()
+    # the same task in the default mode goes on to the executor (strict reads the `-v` lines)
+    ev = evaluate(rec, spec, rec.patch, _NeverOpened())
+    assert ev.reason == "error" and "was run" in ev.entry["error"]
+
+
+def test_swesmith_harness_reads_verbose_lines_like_swesmith():
+    log = ("tests/t.py::test_a PASSED                                   [ 33%]\n"
+           "tests/t.py::test_b FAILED                                   [ 66%]\n"
+           "tests/t.py::test_c SKIPPED (why)                            [100%]\n"
+           "FAILED tests/t.py::test_b - assert 1 == 2\n"
+           "SKIPPED [1] tests/t.py:9: why\n")
+    assert parse_swesmith_pytest(log) == {"tests/t.py::test_a": "PASSED", "tests/t.py::test_b": "FAILED",
+                                          "tests/t.py::test_c": "SKIPPED"}
+    assert parse_pytest(log) == {"tests/t.py::test_b": "FAILED"}  # SWE-bench's parser sees no pass here

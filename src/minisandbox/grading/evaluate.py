@@ -43,6 +43,7 @@ from minisandbox.grading.evalscript import (
     test_files_of,
 )
 from minisandbox.grading.grading import Reason, dumps, make_report, make_run_summary
+from minisandbox.grading.official import GradingMode, check_official
 from minisandbox.errors import MinisandboxError
 from minisandbox.grading.results import (
     RESULTS_PLUGIN,
@@ -195,6 +196,8 @@ def evaluate(
     """
     mode = {"grading": grading, "task_format": record.format}
     iid = record.instance_id
+    if grading == GradingMode.OFFICIAL.value:
+        check_official([(record, spec)])  # a log the harness cannot read is refused, not graded unresolved
     if apply_patch and not (patch and patch.strip()):
         rep = make_report(iid, patch, "", fail_to_pass=record.fail_to_pass, pass_to_pass=record.pass_to_pass,
                           log_parser=spec.log_parser, **mode)
@@ -596,6 +599,9 @@ def run_eval(
     or "official" (the task's own harness decision, minisandbox.grading.official).
     """
     out = Path(out)
+    if grading == GradingMode.OFFICIAL.value:  # refuse up front, before anything runs
+        check_official([(t.record, t.spec) for iid, t in targets.items()
+                        if iid in predictions and isinstance(t, EvalTarget)])
     todo: list[str] = []
     reports: dict[str, dict[str, Any] | None] = {}
     for iid, pred in predictions.items():

@@ -29,9 +29,12 @@ resolved, and `suspicious` is reported.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
+from typing import Protocol
 
+from minisandbox.errors import MinisandboxError
 from minisandbox.grading.logparsers import TestStatus
 
 StatusMap = dict[str, str]
@@ -85,6 +88,27 @@ def parse_pytest(log: str) -> StatusMap:
 
 
 _OPTION = re.compile(r"(.*?)\[(.*)\]")
+
+
+_SWESMITH_WORDS = ("FAILED", "PASSED", "SKIPPED", "ERROR", "XFAIL")  # swebench's TestStatus, in its order
+
+
+def parse_swesmith_pytest(log: str) -> StatusMap:
+    """SWE-smith's pytest parsers: its default (`PythonProfile.log_parser`, `-v` lines:
+    `^(\\S+)\\s+STATUS`, an id cut at its first space) and, on the same lines, its `-rA`
+    one for repos whose command has no `-v` (`parse_log_paramiko`: `^STATUS\\s(\\S+)`);
+    the last line for an id wins. Which of the two a repo uses is per profile in
+    SWE-smith; reading both is a documented deviation (docs/grading.md)."""
+    out: StatusMap = {}
+    for line in log.split("\n"):
+        for status in _SWESMITH_WORDS:
+            m = re.match(rf"^(\S+)(\s+){status}", line)
+            if m:
+                out[m.group(1)] = status
+            m = re.match(rf"^{status}\s(\S+)", line)
+            if m and not _SKIP_COUNT.match(m.group(1)):
+                out[m.group(1)] = status
+    return out
 
 
 def parse_pytest_options(log: str) -> StatusMap:
@@ -226,10 +250,119 @@ OFFICIAL_PARSERS: dict[str, OfficialParser] = {
 }
 
 
-def official_parser(name: str) -> OfficialParser:
-    """The official parser for `name`; unknown names use the pytest one (what both
-    harnesses fall back to)."""
+#: Parsers SWE-smith's harness reads pytest output with (everything but its unittest ones).
+_SWESMITH_PYTEST = frozenset({"pytest", "pytest_v2", "pytest_options", "matplotlib", "seaborn"})
+
+
+def official_parser(name: str, harness: Harness = Harness.SWEBENCH) -> OfficialParser:
+    """The official parser for `name` under `harness`; unknown names use the pytest one
+    (what both harnesses fall back to; `official_refusal` refuses them up front)."""
+    if harness is Harness.SWESMITH and name in _SWESMITH_PYTEST:
+        return parse_swesmith_pytest
     return OFFICIAL_PARSERS.get(name, parse_pytest)
+
+
+# -------------------------------------------------------------- what official mode accepts
+
+#: Parser name -> what the SWE-bench harness's parser needs in the log: "r" (`-rA`-style
+#: summary lines naming passed tests), "rv" (those or `-v` lines), None (not pytest).
+_SWEBENCH_NEEDS: dict[str, str | None] = {
+    "pytest": "r", "pytest_options": "r", "matplotlib": "r", "pytest_v2": "rv", "seaborn": "rv",
+    "django": None, "unittest": None, "sympy": None,
+}
+_VALUE_OPTS = "kmpcoWrn"  # pytest (and xdist) short options that take a value
+
+
+def _pytest_args(test_cmd: str) -> list[str] | None:
+    """The arguments after `pytest` / `py.test` / `python -m pytest` in a shell command,
+    or None when the command does not run pytest itself (tox, a runner script)."""
+    try:
+        words = shlex.split(test_cmd.replace(";", " ; "), comments=False)
+    except ValueError:
+        words = test_cmd.split()
+    for i, w in enumerate(words):
+        if w.rsplit("/", 1)[-1] in ("pytest", "py.test"):
+            return words[i + 1:]
+        if w in ("-m", "-mpytest") and (w == "-mpytest" or (i + 1 < len(words) and words[i + 1] == "pytest")):
+            return words[i + (1 if w == "-mpytest" else 2):]
+    return None
+
+
+def _report_flags(args: list[str]) -> tuple[str, bool]:
+    """(the last `-r` chars, whether `-v` is on) of pytest arguments."""
+    chars, verbose = "fE", False  # pytest's default -r
+    i = 0
+    while i < len(args):
+        w = args[i]
+        if w in (";", "&&", "||", "|"):
+            break
+        if w in ("--verbose",) or (w.startswith("--verbosity=") and w.split("=", 1)[1].lstrip("-").isdigit()
+                                   and int(w.split("=", 1)[1]) > 0):
+            verbose = True
+        elif w.startswith("-") and not w.startswith("--") and len(w) > 1:
+            for j, ch in enumerate(w[1:], 1):
+                if ch == "v":
+                    verbose = True
+                elif ch in _VALUE_OPTS:
+                    value = w[j + 1:]
+                    if not value and i + 1 < len(args):
+                        i += 1
+                        value = args[i]
+                    if ch == "r":
+                        chars = value
+                    break
+        i += 1
+    return chars, verbose
+
+
+def official_refusal(test_cmd: str, log_parser: str, task_format: str) -> str | None:
+    """Why the official harness could not read this task's log (what to do included), or
+    None when it can. Decided from the spec alone, before anything runs."""
+    if log_parser not in OFFICIAL_PARSERS:
+        return (f"official mode knows no log parser {log_parser!r} (it has {', '.join(sorted(OFFICIAL_PARSERS))}); "
+                "grade it with --grading strict")
+    harness = harness_for(task_format)
+    need = "rv" if harness is Harness.SWESMITH and log_parser in _SWESMITH_PYTEST else _SWEBENCH_NEEDS[log_parser]
+    if need is None:
+        return None
+    args = _pytest_args(test_cmd)
+    if args is None:
+        return None  # pytest runs under another command (tox -- -v ...): its options are not visible here
+    chars, verbose = _report_flags(args)
+    passes = any(c in chars for c in "ApP") and "N" not in chars
+    if passes or (verbose and "v" in need):
+        return None
+    what = "`-rA` summary lines (`PASSED <test>`)" if need == "r" else "`-rA` summary lines or `-v` result lines"
+    return (f"{harness.value}'s {log_parser!r} log parser reads only {what}, which the test command "
+            f"{test_cmd!r} does not print; add `-rA` to the spec's test_cmd, or grade with --grading strict")
+
+
+class OfficialGradingRefused(MinisandboxError, ValueError):
+    """`--grading official` on a task whose log the official harness cannot read."""
+
+
+class _Record(Protocol):
+    instance_id: str
+    format: str
+
+
+class _Spec(Protocol):
+    name: str
+    test_cmd: str
+    log_parser: str
+
+
+def check_official(tasks: Iterable[tuple[_Record, _Spec]]) -> None:
+    """Refuse, before anything runs, every task official mode cannot grade: one line per
+    task (the first five named in full), naming the task, its spec and what to do."""
+    lines = []
+    for record, spec in tasks:
+        why = official_refusal(spec.test_cmd, spec.log_parser, record.format)
+        if why:
+            lines.append(f"--grading official refuses {record.instance_id} (spec {spec.name}): {why}")
+    if lines:
+        more = f"\n... and {len(lines) - 5} more task(s) refused for the same kind of reason" if len(lines) > 5 else ""
+        raise OfficialGradingRefused("\n".join(lines[:5]) + more)
 
 
 # Evidence that a runner executed when the map is empty (swebench.harness.grading.SUITE_RAN).
@@ -248,7 +381,7 @@ def official_status_map(harness: Harness, test_output: str, parser: str, exit_co
     """The harness's status map of a run whose markers were found, or None when the
     harness would not grade it (SWE-bench: nothing parsed and no sign the suite ran, or a
     non-zero test exit code with no failure in the map)."""
-    parse = official_parser(parser)
+    parse = official_parser(parser, harness)
     sm = parse(test_output)
     if harness is Harness.SWESMITH:
         return sm
