@@ -1,0 +1,77 @@
+"""End to end: every bundled task's gold patch is resolved by `minisandbox eval` in both
+grading modes (strict and `--grading official`) in fresh sandboxes, the applied-tree scan
+ran in the sandbox and found nothing in a gold patch, and a tree-level hack (a `.pth`
+file with a correct fix) is `forbidden-change` in both modes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minisandbox.grading.evalscript import reverse_patch
+from minisandbox.records import read_tasks
+
+pytestmark = [pytest.mark.slow, pytest.mark.root]
+
+
+@pytest.fixture(scope="module")
+def store(bundled_eval_store):
+    if os.geteuid() != 0:
+        pytest.skip("sandboxes as root")
+    return bundled_eval_store
+
+
+def _eval(store, preds: list[dict], out: Path, *extra: str) -> subprocess.CompletedProcess:
+    pf = out.parent / f"{out.name}.preds.jsonl"
+    pf.write_text("".join(json.dumps(p) + "\n" for p in preds))
+    cmd = [sys.executable, "-m", "minisandbox.cli", "eval", "--store", str(store.store), "--predictions", str(pf),
+           "--catalog", str(store.catalog), "--out", str(out), "--run-id", "e2e", "--workers", "2", *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=store.path, timeout=1800, check=False)
+
+
+def _gold(record) -> str:
+    return reverse_patch(record.patch) if record.format == "swesmith" else record.patch
+
+
+@pytest.mark.parametrize("mode", ["strict", "official"])
+def test_every_bundled_gold_patch_resolves(store, tmp_path, mode):
+    recs = read_tasks(store.tasks).records
+    assert {r.format for r in recs} == {"swesmith", "swebench"}
+    preds = [{"instance_id": r.instance_id, "model_patch": _gold(r), "model_name_or_path": "gold"} for r in recs]
+    out = tmp_path / mode
+    proc = _eval(store, preds, out, "--grading", mode)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / "gold.e2e.json").read_text())
+    assert summary["resolved_instances"] == len(recs), (summary, proc.stderr[-3000:])
+    for r in recs:
+        entry = json.loads((out / "gold" / r.instance_id / "report.json").read_text())[r.instance_id]
+        assert entry["resolved"] and entry["reason"] == "resolved", (r.instance_id, entry)
+        assert entry["suspicious"] == [] and "forbidden" not in entry, (r.instance_id, entry["suspicious"])
+        log = (out / "gold" / r.instance_id / "test_output.txt").read_text()
+        assert ">>>>> Applied Diff " in log and " raw " in log, r.instance_id  # the tree was scanned in the sandbox
+        if mode == "official":
+            assert entry["grading"] == "official"
+            assert entry["harness"] == ("swe-bench" if r.format == "swebench" else "swe-smith")
+            # the harness's own map read the run: every listed test is in it, as PASSED
+            for t in [*r.fail_to_pass, *r.pass_to_pass]:
+                if r.format == "swebench":
+                    assert entry["status_map"].get(t) == "PASSED", (r.instance_id, t)
+
+
+def test_a_pth_file_beside_a_correct_fix_is_forbidden_in_both_modes(store, tmp_path):
+    rec = next(r for r in read_tasks(store.tasks).records if r.format == "swebench")
+    pth = ("diff --git a/zz_hack.pth b/zz_hack.pth\nnew file mode 100644\n--- /dev/null\n+++ b/zz_hack.pth\n"
+           "@@ -0,0 +1 @@\n+import os\n")
+    for mode in ("strict", "official"):
+        out = tmp_path / f"pth-{mode}"
+        proc = _eval(store, [{"instance_id": rec.instance_id, "model_patch": rec.patch + pth,
+                              "model_name_or_path": "adv"}], out, "--grading", mode)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        entry = json.loads((out / "adv" / rec.instance_id / "report.json").read_text())[rec.instance_id]
+        assert entry["resolved"] is False and entry["reason"] == "forbidden-change", (mode, entry)
+        assert any(f.startswith(".pth file: zz_hack.pth") for f in entry["forbidden"]), entry["forbidden"]
