@@ -172,23 +172,23 @@ def tree_scan_lines(stage: int, nonce: str, named: list[str]) -> list[str]:
         lines = [
             ": > \"$W/tree0.list\"",
             *(f"printf '%s\\0' {q(p)} >> \"$W/tree0.list\"" for p in named[:MAX_PATHS]),
-            'MS_OBJ=$(git rev-parse --git-path objects 2>/dev/null) && MS_OBJ=$(cd -- "$MS_OBJ" 2>/dev/null && pwd) '
+            'MS_OBJ=$(git -c safe.directory=\\* rev-parse --git-path objects 2>/dev/null) && MS_OBJ=$(cd -- "$MS_OBJ" 2>/dev/null && pwd) '
             '|| MS_OBJ=""',
             "ms_tree() {  # $1: stage, $2: NUL-separated paths; prints the tree of those paths",
             '  [ -n "$MS_OBJ" ] || return 1',
             '  local idx="$W/tree$1.idx"',
             '  mkdir -p "$W/objects" || return 1',
             '  if ! GIT_INDEX_FILE="$idx" GIT_OBJECT_DIRECTORY="$W/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$MS_OBJ" '
-            'git update-index --add --remove -z --stdin < "$2" > /dev/null 2>&1; then',
+            'git -c safe.directory=\\* update-index --add --remove -z --stdin < "$2" > /dev/null 2>&1; then',
             '    rm -f "$idx"',
             '    while IFS= read -r -d "" p; do',
             '      printf \'%s\\0\' "$p" | GIT_INDEX_FILE="$idx" GIT_OBJECT_DIRECTORY="$W/objects" '
-            'GIT_ALTERNATE_OBJECT_DIRECTORIES="$MS_OBJ" git update-index --add --remove -z --stdin > /dev/null 2>&1 '
+            'GIT_ALTERNATE_OBJECT_DIRECTORIES="$MS_OBJ" git -c safe.directory=\\* update-index --add --remove -z --stdin > /dev/null 2>&1 '
             '|| printf \'%s\\0\' "$p" >> "$W/unindexed$1"',
             '    done < "$2"',
             "  fi",
             '  GIT_INDEX_FILE="$idx" GIT_OBJECT_DIRECTORY="$W/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$MS_OBJ" '
-            "git write-tree 2>/dev/null",
+            "git -c safe.directory=\\* write-tree 2>/dev/null",
             "}",
             ': > "$W/pkgdirs"',
             'while IFS= read -r -d "" p; do',
@@ -200,7 +200,7 @@ def tree_scan_lines(stage: int, nonce: str, named: list[str]) -> list[str]:
         return lines
     b64 = "base64 -w0"  # GNU coreutils; every command here reads a file, never the script's stdin
     diff = (f'GIT_OBJECT_DIRECTORY="$W/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$MS_OBJ" '
-            "git -c core.quotepath=on -c diff.noprefix=false -c diff.mnemonicPrefix=false diff --no-color "
+            "git -c safe.directory=\\* -c core.quotepath=on -c diff.noprefix=false -c diff.mnemonicPrefix=false diff --no-color "
             "--no-ext-diff --no-textconv --no-renames --src-prefix=a/ --dst-prefix=b/")
     return [
         'cp "$W/tree0.list" "$W/tree1.list"',
