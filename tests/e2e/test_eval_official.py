@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,8 @@ import pytest
 from minisandbox.grading.evalscript import reverse_patch
 from minisandbox.records import read_tasks
 
-pytestmark = [pytest.mark.slow, pytest.mark.root]
+# the first test builds the bundled store with the real workflow (minutes, more on a loaded machine)
+pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.timeout(3600)]
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +59,32 @@ def test_every_bundled_gold_patch_resolves(store, tmp_path, mode):
         if mode == "official":
             assert entry["grading"] == "official"
             assert entry["harness"] == ("swe-bench" if r.format == "swebench" else "swe-smith")
-            # the harness's own map read the run: every listed test is in it, as PASSED
-            for t in [*r.fail_to_pass, *r.pass_to_pass]:
-                if r.format == "swebench":
+            if r.format == "swebench":  # the harness's own map read the run: every listed test, as PASSED
+                for t in [*r.fail_to_pass, *r.pass_to_pass]:
                     assert entry["status_map"].get(t) == "PASSED", (r.instance_id, t)
+                _same_as_swebench(r, entry, log, tmp_path)
+
+
+def _same_as_swebench(record, entry: dict, log: str, tmp_path: Path) -> None:
+    """The real `swebench` package grades the same sandbox log the same way (the
+    differential test of tests/grading on a run of the bundled SWE-bench-form task)."""
+    grading = pytest.importorskip("swebench.harness.grading", reason="the `test` extra installs swebench")
+    from types import SimpleNamespace
+
+    from swebench.harness.constants import TEST_EXIT_CODE
+    path = tmp_path / f"{record.instance_id}.swebench.log"
+    path.write_text(re.sub(rf"^{re.escape(TEST_EXIT_CODE)} (-?\d+) [0-9a-f]+$", rf"{TEST_EXIT_CODE}: \1", log,
+                           flags=re.M))
+    spec = SimpleNamespace(instance_id=record.instance_id, FAIL_TO_PASS=list(record.fail_to_pass),
+                           PASS_TO_PASS=list(record.pass_to_pass), eval_type="pass_and_fail",
+                           log_parser="parse_log_pytest")
+    their_map, found = grading.get_logs_eval(spec, str(path))
+    assert found and their_map == entry["status_map"], record.instance_id
+    pred = {"instance_id": record.instance_id, "model_patch": record.patch, "model_name_or_path": "gold"}
+    theirs = grading.get_eval_report(spec, pred, str(path), include_tests_status=True)[record.instance_id]
+    assert theirs["resolved"] is True
+    for block in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+        assert theirs["tests_status"][block] == entry["tests_status"][block], (record.instance_id, block)
 
 
 def test_a_pth_file_beside_a_correct_fix_is_forbidden_in_both_modes(store, tmp_path):
