@@ -70,6 +70,12 @@ def doc(**over) -> bytes:
     return json.dumps(d).encode()
 
 
+def packed(**over) -> bytes:
+    d = json.loads(chunk_list_document(B, 300, [(A, 100), (B, 200)], packs=[(A, 300)], at=[(0, 0), (0, 100)]))
+    d.update(over)
+    return json.dumps(d).encode()
+
+
 def test_chunk_list_roundtrip() -> None:
     cl = parse_chunk_list(doc(), where="w", image_sha256=B, image_size=300, count=2)
     assert cl.chunks == [(A, 100), (B, 200)]
@@ -82,12 +88,25 @@ def test_chunk_list_roundtrip() -> None:
     (doc(chunks=[[A, 100], [B, 199]]), "'chunks'"),       # lengths do not add up to size
     (doc(size=301), "'chunks'"),
     (doc(image_sha256=A), "'image_sha256'"),             # another image's list
-    (doc(schema=2), "'schema'"),
+    (doc(schema=3), "'schema'"),                        # a newer format: upgrade
+    (doc(schema=2), "'packs'"),                         # schema 2 without its pack fields
+    (doc(packs=[[A, 300]], at=[[0, 0], [0, 100]]), "'packs'"),  # pack fields in a schema 1 list
+    (packed(), None),
+    (packed(at=[[0, 0], [1, 0]]), "'at' entry 1: pack 1"),           # names a pack the list lacks
+    (packed(at=[[0, 0], [0, 101]]), "'at' entry 1: offset 101"),     # past the end of its pack
+    (packed(at=[[0, -1], [0, 100]]), "'at.0.1'"),                    # negative offset
+    (packed(packs=[["../../x", 300]]), "'packs.0.0'"),               # a pack name that is a path
+    (packed(packs=[[A, 0]]), "'packs.0.1'"),
+    (packed(at=[[0, 0]]), "'at' has 1 entries"),
     (doc(chunks=[[A, 300]]), "'chunks'"),               # count differs from the manifest
     (b"{not json", "not JSON"),
     (b"[]", "not a JSON object"),
 ])
-def test_bad_chunk_list_is_one_line_naming_the_field(data: bytes, field: str) -> None:
+def test_bad_chunk_list_is_one_line_naming_the_field(data: bytes, field: str | None) -> None:
+    if field is None:  # the valid schema 2 list the bad ones are made from
+        cl = parse_chunk_list(data, where="w", image_sha256=B, image_size=300, count=2)
+        assert cl.located() == [(A, 100, A, 0), (B, 200, A, 100)]
+        return
     with pytest.raises(StoreDataError) as exc:
         parse_chunk_list(data, where="store S: artifacts/env/k1.chunks.json", image_sha256=B, image_size=300, count=2)
     msg = str(exc.value)

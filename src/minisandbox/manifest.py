@@ -143,10 +143,20 @@ class _Model(BaseModel):
 
 
 # ------------------------------------------------------------------ chunked images
-# A layer image is stored as content-defined chunks (`chunks/<aa>/<sha256>`, raw bytes)
-# plus a chunk list `artifacts/<kind>/<key>.chunks.json` named by the manifest's
-# `image.chunks`; nodes reassemble the image from it (docs/pipeline.md, "Store size").
+# A layer image is stored as content-defined chunks plus a chunk list
+# `artifacts/<kind>/<key>.chunks.json` named by the manifest's `image.chunks`; nodes
+# reassemble the image from it (docs/pipeline.md, "Store size"). Schema 2 (what publishing
+# writes): the chunks live inside packs, `packs/<aa>/<sha256 of the pack>` (chunks
+# concatenated, read with ranged GETs, neighbours coalesced), each with its index
+# `packs/<aa>/<sha256>.idx` (which chunks, in order) that publishers read to find chunks the
+# store holds already. Schema 1 (older stores, and the list packing writes locally): one
+# object per chunk, `chunks/<aa>/<sha256>`.
 CHUNK_LIST_SCHEMA = 1
+PACKED_LIST_SCHEMA = 2
+PACK_INDEX_SCHEMA = 1
+PACK_INDEX_SUFFIX = ".idx"
+#: Largest pack a store may name (publishing makes ~16 MiB packs).
+MAX_PACK_BYTES = 1 << 32
 CHUNK_LIST_SUFFIX = ".chunks.json"
 #: Bounds a chunk list from a store must keep (far above what packing makes: ~2k chunks of
 #: <= 256 KiB for a 120 MB image), so a hostile list cannot make a node allocate without end.
@@ -163,6 +173,18 @@ def chunk_path(digest: str) -> str:
     if not isinstance(digest, str) or not re.fullmatch(DIGEST, digest):
         raise StoreDataError(f"chunk digest {str(digest)[:80]!r} is not 64 lowercase hex digits")
     return f"chunks/{digest[:2]}/{digest}"
+
+
+def pack_path(digest: str) -> str:
+    """Store-relative path of one pack object: `packs/<first two hex digits>/<sha256>`."""
+    if not isinstance(digest, str) or not re.fullmatch(DIGEST, digest):
+        raise StoreDataError(f"pack digest {str(digest)[:80]!r} is not 64 lowercase hex digits")
+    return f"packs/{digest[:2]}/{digest}"
+
+
+def pack_index_path(digest: str) -> str:
+    """Store-relative path of a pack's index (`<pack path>.idx`)."""
+    return pack_path(digest) + PACK_INDEX_SUFFIX
 
 
 def chunk_list_name(key: str) -> str:
@@ -186,27 +208,89 @@ class ChunksInfo(_Model):
         return value
 
 
-class ChunkList(_Model):
-    """A chunk list: the image's digest and size, and its chunks in order as [sha256, length]."""
+PackSize = Annotated[StrictInt, Field(ge=1, le=MAX_PACK_BYTES)]
+Offset = Annotated[StrictInt, Field(ge=0, le=MAX_PACK_BYTES)]
+PackNumber = Annotated[StrictInt, Field(ge=0, le=MAX_CHUNKS)]
 
-    schema_version: Literal[1] = Field(alias="schema")
+
+class ChunkList(_Model):
+    """A chunk list: the image's digest and size, and its chunks in order as [sha256, length].
+    Schema 2 adds `packs` ([sha256, size] of each pack the image reads from) and `at`
+    ([pack number, offset] of each chunk, parallel to `chunks`): every chunk lies inside
+    its pack, so a hostile list cannot name bytes outside the objects it names."""
+
+    schema_version: Literal[1, 2] = Field(alias="schema")
     image_sha256: Digest
     size: Annotated[StrictInt, Field(ge=0, le=MAX_IMAGE_BYTES)]
     chunks: Annotated[list[tuple[Digest, ChunkLength]], Field(max_length=MAX_CHUNKS)]
+    packs: Annotated[list[tuple[Digest, PackSize]], Field(max_length=MAX_CHUNKS)] | None = None
+    at: Annotated[list[tuple[PackNumber, Offset]], Field(max_length=MAX_CHUNKS)] | None = None
 
     @model_validator(mode="after")
     def _sizes_add_up(self) -> "ChunkList":
         total = sum(length for _, length in self.chunks)
         if total != self.size:
             raise ValueError(f"field 'chunks': lengths add up to {total}, field 'size' says {self.size}")
+        if self.schema_version == 1:
+            if self.packs is not None or self.at is not None:
+                raise ValueError("fields 'packs'/'at' belong to schema 2, the list says schema 1")
+            return self
+        if self.packs is None or self.at is None:
+            raise ValueError("schema 2 needs fields 'packs' and 'at'")
+        if len(self.at) != len(self.chunks):
+            raise ValueError(f"field 'at' has {len(self.at)} entries, field 'chunks' {len(self.chunks)}")
+        for i, ((pack, offset), (_, length)) in enumerate(zip(self.at, self.chunks)):
+            if pack >= len(self.packs):
+                raise ValueError(f"field 'at' entry {i}: pack {pack} but the list names {len(self.packs)} packs")
+            if offset + length > self.packs[pack][1]:
+                raise ValueError(f"field 'at' entry {i}: offset {offset} + length {length} is past the end of "
+                                 f"pack {self.packs[pack][0][:12]}.. (size {self.packs[pack][1]})")
         return self
 
+    def located(self) -> list[tuple[str, int, str, int]]:
+        """(chunk sha256, length, pack sha256, offset) per chunk (schema 2 only)."""
+        assert self.packs is not None and self.at is not None
+        return [(d, n, self.packs[p][0], off) for (d, n), (p, off) in zip(self.chunks, self.at)]
 
-def chunk_list_document(image_sha256: str, size: int, chunks: list[tuple[str, int]]) -> bytes:
-    """The bytes of a chunk list (compact, deterministic: same image, same bytes)."""
-    doc = {"schema": CHUNK_LIST_SCHEMA, "image_sha256": image_sha256, "size": size,
-           "chunks": [[sha, length] for sha, length in chunks]}
+
+class PackIndex(_Model):
+    """A pack's index: the chunks it holds, in order, as [sha256, length] (they fill it)."""
+
+    schema_version: Literal[1] = Field(alias="schema")
+    chunks: Annotated[list[tuple[Digest, ChunkLength]], Field(min_length=1, max_length=MAX_CHUNKS)]
+
+
+def chunk_list_document(image_sha256: str, size: int, chunks: list[tuple[str, int]], *,
+                        packs: list[tuple[str, int]] | None = None,
+                        at: list[tuple[int, int]] | None = None) -> bytes:
+    """The bytes of a chunk list (compact, deterministic: same image and packs, same bytes);
+    schema 2 when `packs` and `at` are given."""
+    doc: dict[str, Any] = {"schema": CHUNK_LIST_SCHEMA, "image_sha256": image_sha256, "size": size,
+                           "chunks": [[sha, length] for sha, length in chunks]}
+    if packs is not None:
+        assert at is not None and len(at) == len(chunks)
+        doc.update(schema=PACKED_LIST_SCHEMA, packs=[[p, n] for p, n in packs], at=[[p, o] for p, o in at])
     return (json.dumps(doc, separators=(",", ":"), sort_keys=True) + "\n").encode()
+
+
+def pack_index_document(chunks: list[tuple[str, int]]) -> bytes:
+    return (json.dumps({"schema": PACK_INDEX_SCHEMA, "chunks": [[d, n] for d, n in chunks]},
+                       separators=(",", ":")) + "\n").encode()
+
+
+def parse_pack_index(data: bytes, *, where: str, pack_size: int) -> list[tuple[str, int]]:
+    """The chunks of a pack index if it parses and its lengths fill the pack (`pack_size`, as
+    the store lists it), else a one-line StoreDataError naming `where`."""
+    hint = "delete the pack and its index from the store (publishing writes them again)"
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise StoreDataError(f"{where}: not JSON ({one_line_error(exc)}); {hint}") from None
+    idx = parse_store_model(PackIndex, doc, where=where, hint=hint)
+    total = sum(n for _, n in idx.chunks)
+    if total != pack_size:
+        raise StoreDataError(f"{where}: field 'chunks': lengths add up to {total}, the pack has {pack_size} bytes; {hint}")
+    return [(d, n) for d, n in idx.chunks]
 
 
 def parse_chunk_list(data: bytes, *, where: str, image_sha256: str, image_size: int, count: int) -> ChunkList:
@@ -219,6 +303,9 @@ def parse_chunk_list(data: bytes, *, where: str, image_sha256: str, image_size: 
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise StoreDataError(f"{where}: not JSON ({one_line_error(exc)}); {hint}") from None
+    if isinstance(doc, dict) and doc.get("schema") not in (CHUNK_LIST_SCHEMA, PACKED_LIST_SCHEMA):
+        raise StoreDataError(f"{where}: field 'schema' is {str(doc.get('schema'))[:20]!r}; this minisandbox reads "
+                             f"chunk lists of schema 1 and 2: upgrade minisandbox or re-publish the artifact")
     cl = parse_store_model(ChunkList, doc, where=where, hint=hint)
     if cl.image_sha256 != image_sha256:
         raise StoreDataError(f"{where}: field 'image_sha256' is {cl.image_sha256[:16]}.. but the manifest's image is "

@@ -36,7 +36,7 @@ def cmd_mirror(a: argparse.Namespace) -> int:
     else:
         print(f"{a.command} {report.src} -> {report.dst}: {len(report.copied)} artifacts copied, "
               f"{len(report.skipped)} already there, {report.files} objects written"
-              + (f" ({report.chunks} image chunks)" if report.chunks else "") + f", {_mb(report.bytes)} "
+              + (f" ({report.chunks} chunk packs or chunk objects)" if report.chunks else "") + f", {_mb(report.bytes)} "
               f"in {report.seconds:.1f}s ({report.mb_per_s:.1f} MB/s)"
               + (f", {report.stale_tmp_removed} stale temp objects removed" if report.stale_tmp_removed else ""))
     return 0

@@ -1,17 +1,27 @@
-"""Chunked images: chunk objects and chunk lists in a store, and reassembling an image.
+"""Chunked images: packs, chunk lists and chunk objects in a store, and reassembling an image.
 
-A layer image is stored as content-defined chunks, `chunks/<aa>/<sha256>` (raw bytes; the
-squashfs data is compressed already), and a chunk list `artifacts/<kind>/<key>.chunks.json`
-that the manifest names under `image.chunks` (schema: `minisandbox.manifest.ChunkList`;
-cutting: `minisandbox.pipeline.chunks`). Environments share most chunks, so the store keeps
-each once (docs/pipeline.md, "Store size: cross-environment dedup").
+A layer image is stored as content-defined chunks (cutting: `minisandbox.pipeline.chunks`)
+and a chunk list `artifacts/<kind>/<key>.chunks.json` that the manifest names under
+`image.chunks` (schema: `minisandbox.manifest.ChunkList`). Environments share most chunks,
+so the store keeps each once (docs/pipeline.md, "Store size: cross-environment dedup").
+
+Where the chunks live (docs/design.md, "Store layout"):
+* schema 2, what publishing writes: inside packs `packs/<aa>/<sha256>` of ~16 MiB (the new
+  chunks of one image, concatenated in image order) with an index `<pack>.idx` each. A node
+  reads an image with ranged GETs, neighbouring chunks of a pack coalesced into one read of up
+  to RANGE_BYTES, RANGE_WORKERS in flight: a 30 MB image is a handful of requests instead of
+  ~470, which is what an object store's per-request latency (tens of ms) needs. A publisher
+  finds the chunks the store holds from one listing of `packs/` and the indexes (each read
+  once per process), so a new image uploads only its new chunks, in a few PUTs.
+* schema 1, older stores: one object per chunk, `chunks/<aa>/<sha256>`, read WORKERS at a time.
 
 Everything read from a store is checked before use: a chunk list against the digest and
-size its manifest records, then against the schema; every chunk against its sha256 and
-length. The functions here serve publishing (upload what the store lacks), `push`/`pull`
-(copy what the destination lacks), `verify`, and the node cache, which reassembles an
-image from chunks it already holds in other images and from the store
-(`minisandbox.node.cache.Cache.image_layer`).
+size its manifest records, then against the schema (every pack offset inside its pack);
+every chunk, wherever it came from, against its sha256 and length; a pack index against the
+pack's listed size (and, when a mirror copies a pack, every chunk it names). The functions
+here serve publishing, `push`/`pull` (copy what the destination lacks), `verify`, and the
+node cache, which reassembles an image from chunks it already holds in other images and from
+the store (`minisandbox.node.cache.Cache.image_layer`).
 """
 
 from __future__ import annotations
@@ -22,17 +32,28 @@ import re
 import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
-from minisandbox.manifest import DIGEST, ChunkList, ChunksInfo, chunk_path, parse_chunk_list, parse_store_model
+from minisandbox.manifest import (DIGEST, PACK_INDEX_SUFFIX, ChunkList, ChunksInfo, StoreDataError, chunk_list_document,
+                                  chunk_path, pack_index_document, pack_index_path, pack_path, parse_chunk_list,
+                                  parse_pack_index, parse_store_model)
 from minisandbox.node.store import NotInStore, Store, StoreError
 from minisandbox.progress import Progress
 
-#: Store requests in flight for one image (chunks are ~64 KiB: on object stores latency,
-#: not bandwidth, bounds a single stream).
-WORKERS = 8
+#: Requests in flight for one image stored as one object per chunk (schema 1), and for
+#: existence checks: on object stores latency, not bandwidth, bounds one ~64 KiB request.
+WORKERS = 32
+#: Publishing: the new chunks of an image go into packs of about this size.
+PACK_BYTES = 16 << 20
+#: Reading: chunks of one pack closer than GAP_BYTES are read in one range (the gap is read
+#: and dropped) of at most RANGE_BYTES; RANGE_WORKERS ranges in flight.
+RANGE_BYTES = 4 << 20
+GAP_BYTES = 256 << 10
+RANGE_WORKERS = 12
+#: Packs uploaded at once by one publisher (each held in memory while it is sent).
+PACK_WORKERS = 4
 _HEX = re.compile(DIGEST)
 
 
@@ -99,8 +120,8 @@ def read_chunk_list(store: Store, ref: ChunkedImage) -> ChunkList:
 
 
 def fetch_chunk(store: Store, digest: str, length: int, what: str) -> bytes:
-    """One chunk's bytes from the store, checked (sha256 and length); a damaged copy is read
-    once more, then ChunkError names the chunk and `what` it belongs to."""
+    """One chunk object's bytes from the store (schema 1), checked (sha256 and length); a
+    damaged copy is read once more, then ChunkError names the chunk and `what` it belongs to."""
     rel = chunk_path(digest)
     got = ""
     for _ in (1, 2):
@@ -118,6 +139,86 @@ def fetch_chunk(store: Store, digest: str, length: int, what: str) -> bytes:
                      f"from a good store)", rel)
 
 
+# ------------------------------------------------------------------ packs: ranged reads
+@dataclass
+class Segment:
+    """One ranged read of a pack: bytes [start, end) holding chunks `items` as (list index,
+    offset in the pack, length, sha256), in list order."""
+
+    pack: str
+    start: int
+    end: int
+    items: list[tuple[int, int, int, str]] = field(default_factory=list)
+
+
+def plan_segments(located: list[tuple[str, int, str, int]], wanted: Iterable[int], *, gap: int = GAP_BYTES,
+                  limit: int = RANGE_BYTES) -> list[Segment]:
+    """The ranged reads that fetch chunks `wanted` (list indexes, ascending) of a packed list:
+    a chunk joins the previous read when it is in the same pack, at most `gap` bytes after
+    it, and the read stays within `limit` bytes (a chunk longer than `limit` is read alone)."""
+    out: list[Segment] = []
+    for i in wanted:
+        digest, length, pack, offset = located[i]
+        cur = out[-1] if out else None
+        if (cur is not None and cur.pack == pack and cur.end <= offset <= cur.end + gap
+                and offset + length - cur.start <= limit):
+            cur.end = offset + length
+        else:
+            cur = Segment(pack, offset, offset + length)
+            out.append(cur)
+        cur.items.append((i, offset, length, digest))
+    return out
+
+
+def fetch_segment(store: Store, seg: Segment, what: str) -> list[bytes]:
+    """The chunks of `seg`, each checked (sha256 and length); a short or damaged read is
+    read once more, then ChunkError names the pack, the range and what was wrong."""
+    rel = pack_path(seg.pack)
+    problem = ""
+    for _ in (1, 2):
+        try:
+            data = store.read_range(rel, seg.start, seg.end)
+        except NotInStore as exc:
+            raise ChunkError(f"pack {store.url_of(rel)} of {what} is missing from the store; re-publish it "
+                             f"(or push/pull it again)", rel, missing=True) from exc
+        if len(data) != seg.end - seg.start:
+            problem = (f"bytes {seg.start}-{seg.end} came back as {len(data)} bytes (truncated pack or "
+                       f"offsets past its end)")
+            continue
+        view = memoryview(data)
+        out = []
+        for _, offset, length, digest in seg.items:
+            part = view[offset - seg.start:offset - seg.start + length]
+            if hashlib.sha256(part).hexdigest() != digest:
+                problem = f"the chunk at offset {offset} (length {length}) does not have sha256 {digest[:12]}.."
+                break
+            out.append(bytes(part))
+        else:
+            return out
+    raise ChunkError(f"pack {store.url_of(rel)} of {what} is corrupt: {problem} on 2 reads; re-publish it (or "
+                     f"copy it again from a good store)", rel)
+
+
+def fetch_listed(store: Store, cl: ChunkList, i: int, what: str) -> bytes:
+    """Chunk `i` of list `cl`, from its pack (schema 2) or its own object (schema 1), checked."""
+    digest, length = cl.chunks[i]
+    if cl.schema_version == 1:
+        return fetch_chunk(store, digest, length, what)
+    assert cl.packs is not None and cl.at is not None
+    pack, offset = cl.at[i]
+    return fetch_segment(store, Segment(cl.packs[pack][0], offset, offset + length,
+                                        [(i, offset, length, digest)]), what)[0]
+
+
+def needed_objects(cl: ChunkList) -> dict[str, int]:
+    """Store-relative path -> size of every object the chunks of `cl` are read from."""
+    if cl.schema_version == 1:
+        return {chunk_path(d): n for d, n in cl.chunks}
+    assert cl.packs is not None
+    return {pack_path(p): n for p, n in cl.packs}
+
+
+# ------------------------------------------------------------------ publishing
 def _pool_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int) -> list[Any]:
     items = list(items)
     if workers <= 1 or len(items) <= 1:
@@ -133,52 +234,143 @@ def missing_chunks(store: Store, digests: Iterable[str], workers: int = WORKERS)
     return [d for d, ok in zip(unique, present) if not ok]
 
 
-def upload_image_chunks(store: Store, image: Path, chunks: list[tuple[str, int]], *,
-                        workers: int = WORKERS) -> tuple[int, int]:
-    """Upload the chunks of `image` (in the order of `chunks`) that `store` lacks, each read
-    from the image file at its offset and checked first. Returns (chunks uploaded, bytes)."""
-    where: dict[str, tuple[int, int]] = {}
+def _listing(store: Store, top: str) -> dict[str, int]:
+    """Store-relative path -> size of every object under `top` (one LIST per 1,000 objects)."""
+    try:
+        found = store.fs.find(store.path(top), detail=True)
+    except FileNotFoundError:
+        return {}
+    prefix = store.root.rstrip("/") + "/"
+    out: dict[str, int] = {}
+    for path, info in found.items():
+        path = path.rstrip("/")
+        rel = path[len(prefix):] if path.startswith(prefix) else path
+        out[rel] = int(info.get("size") or 0)
+    return out
+
+
+_INDEXES: dict[tuple[str, str, int], list[tuple[str, int]]] = {}
+_INDEXES_LOCK = threading.Lock()
+
+
+def pack_locations(store: Store, *, workers: int = WORKERS) -> tuple[dict[str, tuple[str, int]], dict[str, int]]:
+    """Where `store` holds chunks: (chunk sha256 -> (pack, offset), pack -> size), from one
+    listing of `packs/` and the index of each pack (read once per process: packs are named
+    by their content). A pack without its index (an upload in progress) or whose index does
+    not parse or fill it is left out: its chunks are packed again, never referenced."""
+    listed = _listing(store, "packs")
+    packs: dict[str, int] = {}
+    for rel, size in listed.items():
+        name = rel.rsplit("/", 1)[-1]
+        if _HEX.fullmatch(name) and rel == pack_path(name) and listed.get(rel + PACK_INDEX_SUFFIX):
+            packs[name] = size
+    todo = [p for p in packs if (store.url, p, packs[p]) not in _INDEXES]
+
+    def load(pack: str) -> None:
+        try:
+            data = store.read_bytes(pack_index_path(pack))
+            chunks = parse_pack_index(data, where=store.url_of(pack_index_path(pack)), pack_size=packs[pack])
+        except (NotInStore, StoreDataError):
+            return
+        with _INDEXES_LOCK:
+            _INDEXES[(store.url, pack, packs[pack])] = chunks
+
+    _pool_map(load, todo, workers)
+    where: dict[str, tuple[str, int]] = {}
+    sizes: dict[str, int] = {}
+    for pack, size in sorted(packs.items()):
+        chunks = _INDEXES.get((store.url, pack, size))
+        if chunks is None:
+            continue
+        sizes[pack] = size
+        at = 0
+        for digest, length in chunks:
+            where.setdefault(digest, (pack, at))
+            at += length
+    return where, sizes
+
+
+@dataclass
+class Published:
+    """What publishing an image as packs did: the chunk list's bytes, and what was sent."""
+
+    document: bytes
+    packs_written: int = 0
+    bytes_written: int = 0
+    chunks_new: int = 0
+
+
+def upload_image_packs(store: Store, image: Path, image_sha256: str, chunks: list[tuple[str, int]], *,
+                       pack_bytes: int = PACK_BYTES, workers: int = PACK_WORKERS) -> Published:
+    """Publish the chunks of `image` (cut as `chunks`, in order) that `store` lacks, as packs
+    of about `pack_bytes` (each chunk read from the image at its offset and checked first;
+    each pack written, then its index: an index is never visible before its pack), and return
+    the image's schema 2 chunk list (not written: the caller writes it, then the manifest).
+    Chunks the store holds already (in packs whose index says so) are referenced, not sent:
+    dedup across images as with one object per chunk."""
+    where, sizes = pack_locations(store)
+    first: dict[str, int] = {}
     at = 0
     for digest, length in chunks:
-        where.setdefault(digest, (at, length))
+        first.setdefault(digest, at)
         at += length
-    todo = missing_chunks(store, where, workers)
+    new = [(d, n) for d, n in dict(chunks).items() if d not in where]
+    groups: list[list[tuple[str, int]]] = []
+    size = 0
+    for digest, length in new:
+        if not groups or size + length > pack_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append((digest, length))
+        size += length
     fd = os.open(image, os.O_RDONLY)
     try:
-        def put(digest: str) -> int:
-            offset, length = where[digest]
-            data = os.pread(fd, length, offset)
-            if len(data) != length or hashlib.sha256(data).hexdigest() != digest:
-                raise ChunkError(f"{image} changed since it was cut (chunk at {offset} no longer has sha256 "
-                                 f"{digest[:12]}..); pack it again", chunk_path(digest))
-            store.put_bytes(chunk_path(digest), data)
-            return length
+        def put(group: list[tuple[str, int]]) -> tuple[str, int, list[tuple[str, int]]]:
+            parts = []
+            for digest, length in group:
+                data = os.pread(fd, length, first[digest])
+                if len(data) != length or hashlib.sha256(data).hexdigest() != digest:
+                    raise ChunkError(f"{image} changed since it was cut (chunk at {first[digest]} no longer has "
+                                     f"sha256 {digest[:12]}..); pack it again", str(image))
+                parts.append(data)
+            blob = b"".join(parts)
+            pack = hashlib.sha256(blob).hexdigest()
+            store.put_object(pack_path(pack), blob)
+            store.put_object(pack_index_path(pack), pack_index_document(group))
+            return pack, len(blob), group
 
-        sent = _pool_map(put, todo, workers)
+        written = _pool_map(put, groups, workers)
     finally:
         os.close(fd)
-    return len(todo), sum(sent)
+    for pack, blob_size, group in written:
+        sizes[pack] = blob_size
+        off = 0
+        for digest, length in group:
+            where[digest] = (pack, off)
+            off += length
+    order: dict[str, int] = {}
+    at_list: list[tuple[int, int]] = []
+    for digest, _ in chunks:
+        pack, offset = where[digest]
+        at_list.append((order.setdefault(pack, len(order)), offset))
+    doc = chunk_list_document(image_sha256, at, list(chunks), packs=[(p, sizes[p]) for p in order], at=at_list)
+    return Published(doc, len(written), sum(n for _, n, _ in written), len(new))
 
 
 def chunk_sizes(store: Store) -> dict[str, int]:
-    """digest -> size of every chunk object in `store`, from one listing of `chunks/` (on
-    S3 one request per 1,000 objects, instead of one per chunk and image)."""
-    try:
-        found = store.fs.find(store.path("chunks"), detail=True)
-    except FileNotFoundError:
-        return {}
-    out: dict[str, int] = {}
-    for path, info in found.items():
-        name = path.rstrip("/").rsplit("/", 1)[-1]
-        if len(name) == 64 and _HEX.fullmatch(name):
-            out[name] = int(info.get("size") or 0)
+    """Store-relative path -> size of every chunk object and pack in `store`, from one
+    listing of `chunks/` and `packs/` (on S3 one request per 1,000 objects, instead of one
+    per chunk and image)."""
+    out = {rel: n for rel, n in _listing(store, "chunks").items() if _HEX.fullmatch(rel.rsplit("/", 1)[-1])}
+    out.update((rel, n) for rel, n in _listing(store, "packs").items() if _HEX.fullmatch(rel.rsplit("/", 1)[-1]))
     return out
 
 
 class DestinationChunks:
-    """The chunks a destination store holds, shared by the copies of several images that run
-    at once: each chunk is copied by one of them, and every copy returns only when all the
-    chunks its image needs are in place (so its chunk list and manifest may follow)."""
+    """The chunk objects and packs a destination store holds (store-relative path -> size),
+    shared by the copies of several images that run at once: each object is copied by one of
+    them, and every copy returns only when all the objects its image needs are in place (so
+    its chunk list and manifest may follow)."""
 
     def __init__(self, sizes: dict[str, int]) -> None:
         self.sizes = sizes
@@ -186,60 +378,94 @@ class DestinationChunks:
         self._inflight: dict[str, threading.Event] = {}
 
     def claim(self, lengths: dict[str, int]) -> tuple[list[str], list[tuple[str, threading.Event]]]:
-        """(chunks this caller copies, chunks another caller is copying right now)."""
+        """(objects this caller copies, objects another caller is copying right now)."""
         mine, wait = [], []
         with self._lock:
-            for digest, length in lengths.items():
-                if self.sizes.get(digest) == length:
+            for rel, length in lengths.items():
+                if self.sizes.get(rel) == length:
                     continue
-                if digest in self._inflight:
-                    wait.append((digest, self._inflight[digest]))
+                if rel in self._inflight:
+                    wait.append((rel, self._inflight[rel]))
                 else:
-                    self._inflight[digest] = threading.Event()
-                    mine.append(digest)
+                    self._inflight[rel] = threading.Event()
+                    mine.append(rel)
         return mine, wait
 
-    def settle(self, digest: str, size: int | None) -> None:
-        """A claimed chunk is in place (`size`) or its copy failed (None)."""
+    def settle(self, rel: str, size: int | None) -> None:
+        """A claimed object is in place (`size`) or its copy failed (None)."""
         with self._lock:
             if size is not None:
-                self.sizes[digest] = size
-            self._inflight.pop(digest).set()
+                self.sizes[rel] = size
+            self._inflight.pop(rel).set()
 
 
-def copy_chunks(src: Store, dst: Store, chunks: list[tuple[str, int]], what: str, *, workers: int = WORKERS,
+def _copy_pack(src: Store, dst: Store, rel: str, size: int, what: str) -> int:
+    """Copy one pack and its index: the pack must hash to its name and have `size` bytes,
+    and its index must fill it with chunks that each hash to what the index says (so a
+    damaged or forged pack or index is never propagated). Returns the pack's size."""
+    digest = rel.rsplit("/", 1)[-1]
+    try:
+        data = src.read_bytes(rel)
+        index = src.read_bytes(rel + PACK_INDEX_SUFFIX)
+    except NotInStore as exc:
+        raise ChunkError(f"{exc} (a pack of {what}, or its index); re-publish it (or push/pull it again)", rel,
+                         missing=True) from exc
+    sha = hashlib.sha256(data).hexdigest()
+    if sha != digest or len(data) != size:
+        raise ChunkError(f"pack {src.url_of(rel)} of {what} is corrupt: size {len(data)} sha256 {sha[:12]}.., its "
+                         f"name says sha256 {digest[:12]}.. and the list size {size}; re-publish it", rel)
+    try:
+        chunks = parse_pack_index(index, where=src.url_of(rel + PACK_INDEX_SUFFIX), pack_size=size)
+    except StoreDataError as exc:
+        raise ChunkError(str(exc), rel + PACK_INDEX_SUFFIX) from None
+    view, at = memoryview(data), 0
+    for d, n in chunks:
+        if hashlib.sha256(view[at:at + n]).hexdigest() != d:
+            raise ChunkError(f"pack index {src.url_of(rel + PACK_INDEX_SUFFIX)} of {what} is corrupt: the chunk at "
+                             f"offset {at} does not have sha256 {d[:12]}..; re-publish it", rel + PACK_INDEX_SUFFIX)
+        at += n
+    dst.put_object(rel, data)
+    dst.put_object(rel + PACK_INDEX_SUFFIX, index)
+    return size
+
+
+def copy_chunks(src: Store, dst: Store, cl: ChunkList, what: str, *, workers: int = WORKERS,
                 meter: Progress | None = None, have: DestinationChunks | None = None) -> tuple[int, int]:
-    """Copy the chunks `dst` lacks from `src`, each checked on the way (a damaged source
-    chunk is never propagated). `have`: what `dst` holds (`chunk_sizes(dst)`), shared by
-    concurrent copies; without it, one existence request per chunk. Returns (chunks
-    copied by this call, bytes)."""
-    lengths = dict(chunks)
+    """Copy the chunk objects or packs (with their indexes) of `cl` that `dst` lacks from
+    `src`, each checked on the way (a damaged source is never propagated). `have`: what
+    `dst` holds (`chunk_sizes(dst)`), shared by concurrent copies; without it, one existence
+    request per object. Returns (objects copied by this call, bytes)."""
+    lengths = needed_objects(cl)
     if have is None:
-        todo, wait = missing_chunks(dst, lengths, workers), []
+        present = _pool_map(lambda rel: dst.exists(rel), list(lengths), workers)
+        todo, wait = [rel for rel, ok in zip(lengths, present) if not ok], []
     else:
         todo, wait = have.claim(lengths)
     if meter is not None:
-        meter.add_total(sum(lengths[d] for d in todo))
+        meter.add_total(sum(lengths[r] for r in todo))
 
-    def one(digest: str) -> int:
+    def one(rel: str) -> int:
         size = None
         try:
-            data = fetch_chunk(src, digest, lengths[digest], what)
-            dst.put_bytes(chunk_path(digest), data)
-            size = len(data)
+            if cl.schema_version == 1:
+                data = fetch_chunk(src, rel.rsplit("/", 1)[-1], lengths[rel], what)
+                dst.put_object(rel, data)
+                size = len(data)
+            else:
+                size = _copy_pack(src, dst, rel, lengths[rel], what)
         finally:
             if have is not None:
-                have.settle(digest, size)
+                have.settle(rel, size)
         if meter is not None:
             meter.update(size)
         return size
 
-    sent = sum(_pool_map(one, todo, workers))
-    for digest, event in wait:
+    sent = sum(_pool_map(one, todo, workers if cl.schema_version == 1 else PACK_WORKERS))
+    for rel, event in wait:
         event.wait()
-        if have is not None and have.sizes.get(digest) != lengths[digest]:
-            raise ChunkError(f"chunk {dst.url_of(chunk_path(digest))} of {what} could not be copied (the copy "
-                             f"for another image failed); rerun", chunk_path(digest))
+        if have is not None and have.sizes.get(rel) != lengths[rel]:
+            raise ChunkError(f"{dst.url_of(rel)} of {what} could not be copied (the copy for another image "
+                             f"failed); rerun", rel)
     return len(todo), sent
 
 
@@ -253,38 +479,43 @@ class ChunkProblem:
 def check_chunks(store: Store, cl: ChunkList, what: str, *, quick: bool, workers: int = WORKERS,
                  meter: Progress | None = None, memo: dict[str, int | None] | None = None
                  ) -> list[ChunkProblem]:
-    """`quick`: every chunk present with its length (one size request per distinct chunk;
-    `memo`, digest -> size or None when missing, shares the answers between images, as
-    chunks are shared). Otherwise every chunk is read and hashed and the chunks, in order,
-    must hash to the list's image_sha256."""
+    """`quick`: every chunk object or pack present with its size (one size request per
+    distinct object; `memo`, store-relative path -> size or None when missing, shares the
+    answers between images, as chunks are shared). Otherwise every chunk is read and
+    hashed and the chunks, in order, must hash to the list's image_sha256."""
     problems: list[ChunkProblem] = []
     if quick:
-        lengths = dict(cl.chunks)
+        lengths = needed_objects(cl)
+        noun = "chunk" if cl.schema_version == 1 else "pack"
         memo = {} if memo is None else memo
-        todo = [d for d in lengths if d not in memo]
+        todo = [rel for rel in lengths if rel not in memo]
 
-        def size_of(digest: str) -> int | None:
+        def size_of(rel: str) -> int | None:
             try:
-                return store.size(chunk_path(digest))
+                return store.size(rel)
             except NotInStore:
                 return None
 
         memo.update(zip(todo, _pool_map(size_of, todo, workers)))
-        for digest, length in lengths.items():
-            size, rel = memo[digest], chunk_path(digest)
+        for rel, length in lengths.items():
+            size = memo[rel]
             if size is None:
-                problems.append(ChunkProblem("missing", rel, f"chunk of {what}; re-publish it (or push/pull it again)"))
+                problems.append(ChunkProblem("missing", rel, f"{noun} of {what}; re-publish it (or push/pull it again)"))
             elif size != length:
-                problems.append(ChunkProblem("corrupt", rel, f"chunk of {what}: size {size} != {length} in its "
+                problems.append(ChunkProblem("corrupt", rel, f"{noun} of {what}: size {size} != {length} in its "
                                                              f"list; re-publish it or copy it again"))
         if meter is not None:
             meter.update(len(cl.chunks))
         return problems
     whole = hashlib.sha256()
     complete = True
+    seen: set[tuple[str, str]] = set()
     for digest, length, data in _ordered(store, cl, what, workers):
         if isinstance(data, ChunkError):
-            problems.append(ChunkProblem("missing" if data.missing else "corrupt", data.rel, str(data)))
+            problem = ChunkProblem("missing" if data.missing else "corrupt", data.rel, str(data))
+            if (problem.what, problem.rel) not in seen:  # one per object, not per chunk in it
+                seen.add((problem.what, problem.rel))
+                problems.append(problem)
             complete = False
             continue
         whole.update(data)
@@ -297,10 +528,16 @@ def check_chunks(store: Store, cl: ChunkList, what: str, *, quick: bool, workers
     return problems
 
 
-def _ordered(store: Store, cl: ChunkList, what: str, workers: int, skip: Callable[[int], bool] = lambda i: False):
-    """(digest, length, bytes | ChunkError) for each chunk in list order, fetched from the
-    store `workers` at a time ahead of the consumer (bounded memory: 2 x workers chunks).
-    Chunks where `skip(i)` is true yield None and are not fetched."""
+def _ordered(store: Store, cl: ChunkList, what: str, workers: int, skip: Callable[[int], bool] = lambda i: False
+             ) -> Iterator[tuple[str, int, bytes | ChunkError | None]]:
+    """(digest, length, bytes | ChunkError) for each chunk in list order, fetched ahead of
+    the consumer: chunk objects `workers` at a time (bounded memory: 2 x workers chunks),
+    packed chunks as coalesced ranges, RANGE_WORKERS at a time (at most 2 x RANGE_WORKERS
+    ranges of <= RANGE_BYTES held). Chunks where `skip(i)` is true yield None and are not
+    fetched."""
+    if cl.schema_version == 2:
+        yield from _ordered_packed(store, cl, what, skip)
+        return
     window = max(1, 2 * workers)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         pending: deque[tuple[int, Future | None]] = deque()
@@ -320,6 +557,38 @@ def _ordered(store: Store, cl: ChunkList, what: str, workers: int, skip: Callabl
             j, fut = pending.popleft()
             assert j == i
             yield digest, length, (fut.result() if fut is not None else None)
+
+
+def _ordered_packed(store: Store, cl: ChunkList, what: str, skip: Callable[[int], bool]
+                    ) -> Iterator[tuple[str, int, bytes | ChunkError | None]]:
+    segments = plan_segments(cl.located(), [i for i in range(len(cl.chunks)) if not skip(i)])
+
+    def get(seg: Segment) -> list[bytes] | ChunkError:
+        try:
+            return fetch_segment(store, seg, what)
+        except ChunkError as exc:
+            return exc
+
+    window = 2 * RANGE_WORKERS
+    with ThreadPoolExecutor(max_workers=RANGE_WORKERS) as pool:
+        pending: deque[tuple[Segment, Future]] = deque()
+        nxt = 0
+        current: deque[tuple[int, bytes | ChunkError]] = deque()
+        for i, (digest, length) in enumerate(cl.chunks):
+            if skip(i):
+                yield digest, length, None
+                continue
+            if not current:
+                while nxt < len(segments) and len(pending) < window:
+                    pending.append((segments[nxt], pool.submit(get, segments[nxt])))
+                    nxt += 1
+                seg, fut = pending.popleft()
+                got = fut.result()
+                current.extend((j, got if isinstance(got, ChunkError) else got[k])
+                               for k, (j, _, _, _) in enumerate(seg.items))
+            j, data = current.popleft()
+            assert j == i
+            yield digest, length, data
 
 
 # ------------------------------------------------------------------ node: reassembly
@@ -410,7 +679,7 @@ def assemble(store: Store, ref: ChunkedImage, cl: ChunkList, out: Path, local: L
                     result.reused += 1
                     result.reused_bytes += length
                 else:
-                    fetched = fetch_chunk(store, digest, length, ref.what)  # local copy changed
+                    fetched = fetch_listed(store, cl, i, ref.what)  # local copy changed
             if data is None:
                 if isinstance(fetched, ChunkError):
                     raise fetched
@@ -431,5 +700,7 @@ def assemble(store: Store, ref: ChunkedImage, cl: ChunkList, out: Path, local: L
     return result
 
 
-__all__ = ["Assembled", "ChunkError", "ChunkProblem", "ChunkedImage", "LocalChunks", "assemble", "check_chunks",
-           "chunk_sizes", "copy_chunks", "DestinationChunks", "fetch_chunk", "missing_chunks", "read_chunk_list", "upload_image_chunks"]
+__all__ = ["Assembled", "ChunkError", "ChunkProblem", "ChunkedImage", "LocalChunks", "Published", "Segment", "assemble",
+           "check_chunks", "chunk_sizes", "copy_chunks", "DestinationChunks", "fetch_chunk", "fetch_listed",
+           "fetch_segment", "missing_chunks", "needed_objects", "pack_locations", "plan_segments", "read_chunk_list",
+           "upload_image_packs"]

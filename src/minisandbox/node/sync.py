@@ -15,9 +15,10 @@ manifest, manifest equal to the catalog's copy), the logs and shards the index r
 and that ready tasks point at good artifacts.
 
 Images stored as chunks (manifest `image.chunks`, `minisandbox.node.chunks`): `mirror`
-copies the chunks the destination lacks (each checked), then the chunk list, then the
-manifest; `verify` checks the list against its manifest and every chunk (quick: present
-with its length; full: its sha256, and the chunks in order hash to the image's sha256).
+copies the packs (with their indexes; or, in stores of chunk list schema 1, the chunk
+objects) the destination lacks, each checked, then the chunk list, then the manifest;
+`verify` checks the list against its manifest and every pack or chunk object (quick: present
+with its size; full: every chunk's sha256, and the chunks in order hash to the image's sha256).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import fsspec.callbacks
 
 from minisandbox.index import CATALOG, SHARDS, shard_path
 from minisandbox.node.chunks import (ChunkedImage, ChunkError, DestinationChunks, check_chunks, chunk_sizes, copy_chunks,
-                                     read_chunk_list)
+                                     needed_objects, read_chunk_list)
 from minisandbox.node.published import read_catalog
 from minisandbox.fsutil import CHUNK, file_digest
 from minisandbox.manifest import content_id, has_archive, manifest_path
@@ -84,7 +85,7 @@ class SyncReport:
     skipped: list[str] = field(default_factory=list)   # already complete at dst
     files: int = 0                                     # objects written (incl. index)
     bytes: int = 0                                     # archive/image/chunk bytes transferred
-    chunks: int = 0                                    # chunk objects copied (others were there)
+    chunks: int = 0                                    # packs (or chunk objects) copied
     seconds: float = 0.0
     stale_tmp_removed: int = 0                         # left-over temp objects deleted at dst
 
@@ -217,7 +218,7 @@ def _copy_image_chunks(src: Store, dst: Store, art: Artifact, meter: Progress | 
     assert art.chunks is not None
     try:
         cl = read_chunk_list(src, art.chunks)
-        return copy_chunks(src, dst, cl.chunks, art.chunks.what, meter=meter, have=have)
+        return copy_chunks(src, dst, cl, art.chunks.what, meter=meter, have=have)
     except ChunkError as exc:
         raise SyncError(f"{exc} (not copied: the source is damaged; run `minisandbox verify {src.url}`, "
                         f"re-publish {art.key}, then rerun)") from None
@@ -241,7 +242,7 @@ def _complete_at(src: Store, dst: Store, art: Artifact, manifest_bytes: bytes, h
         cl = read_chunk_list(src, art.chunks)
     except ChunkError:
         return False  # copying will name the damage
-    return all(have.sizes.get(d) == n for d, n in cl.chunks)
+    return all(have.sizes.get(rel) == n for rel, n in needed_objects(cl).items())
 
 
 def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
@@ -366,10 +367,10 @@ def _modified(info: dict[str, Any]) -> float | None:
 
 def remove_stale_tmp(store: Store, older_than: float = STALE_TMP_SECONDS) -> int:
     """Delete `*.tmp-<uuid>` objects older than `older_than` seconds under the store's
-    artifacts/, chunks/, logs/ and index/ (what interrupted uploads leave). Returns how many."""
+    artifacts/, chunks/, packs/, logs/ and index/ (what interrupted uploads leave). Returns how many."""
     now = time.time()
     removed = 0
-    for top in ("artifacts", "chunks", "logs", "index"):
+    for top in ("artifacts", "chunks", "packs", "logs", "index"):
         try:
             found = store.fs.find(store.path(top), detail=True)
         except FileNotFoundError:
@@ -503,7 +504,7 @@ def verify(store: Store | str, *, quick: bool = False, workers: int = 4,
                            sum(b.size for a in arts for b in a.blobs) + sum(a.chunks.image_size for a in arts
                                                                              if a.chunks))
     lock = threading.Lock()
-    # quick: chunk sizes from one listing; a chunk missing from it is asked about once
+    # quick: chunk object and pack sizes from one listing; one missing from it is asked about once
     memo: dict[str, int | None] = chunk_sizes(store) if quick and any(a.chunks for a in arts) else {}
 
     def one(art: Artifact) -> None:

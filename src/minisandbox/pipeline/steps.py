@@ -250,18 +250,25 @@ def chunks_entry(image: Path, key: str) -> dict[str, Any]:
 
 
 def publish_image(store: Any, kind: str, key: str, image: dict[str, Any], local_image: Path, whole: bool) -> bool:
-    """Upload a manifest's image in its store representation: the chunks the store lacks,
-    then the chunk list, then (if `whole`, or when the image has no chunks) the image file.
+    """Upload a manifest's image in its store representation: the chunks the store lacks (in
+    packs), then the chunk list, then (if `whole`, or when the image has no chunks) the image
+    file. The store's chunk list says in which pack each chunk lies, which depends on what the
+    store held, so `image["chunks"]` is updated to it here (the manifest is written after).
     Returns whether the whole image was uploaded. Chunks are content-addressed, so chunks
-    another publisher is writing at the same moment are the same bytes."""
-    from minisandbox.node.chunks import upload_image_chunks
+    another publisher packs at the same moment are the same bytes (at worst stored twice)."""
+    import hashlib
+
+    from minisandbox.node.chunks import upload_image_packs
     from minisandbox.pipeline.chunks import chunk_list_path
 
     chunks = image.get("chunks")
     if chunks:
         lst = chunk_list_path(local_image, key)
-        upload_image_chunks(store, local_image, [(d, n) for d, n in json.loads(lst.read_bytes())["chunks"]])
-        store.put_file(lst, f"artifacts/{kind}/{chunks['artifact']}", sha256=chunks["sha256"])
+        cut = [(d, n) for d, n in json.loads(lst.read_bytes())["chunks"]]
+        done = upload_image_packs(store, local_image, image["sha256"], cut)
+        store.put_object(f"artifacts/{kind}/{chunks['artifact']}", done.document)
+        image["chunks"] = {**chunks, "sha256": hashlib.sha256(done.document).hexdigest(),
+                           "size": len(done.document), "count": len(cut)}
     if whole or not chunks:
         store.put_file(local_image, f"artifacts/{kind}/{image['artifact']}", sha256=image["sha256"])
         return True
