@@ -325,14 +325,14 @@ def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict
         tasks = [task_entry("bench__one", em["key"], rm["key"])]
         pack_s[name] = ep + rp
         if name == "unsquash":
-            sizes[name] = dir_bytes(d / "chunks")
+            sizes[name] = dir_bytes(d / "packs")
         else:
             sizes[name] = sum(m["size"] for m in (em, rm))
         if name == "squashfs":
             sizes["tar.zst"] = sizes[name]
             sizes["squashfs"] = sum(m["image"]["size"] for m in (em, rm))
         if name == "chunked":
-            sizes["chunked"] = dir_bytes(d / "chunks")
+            sizes["chunked"] = dir_bytes(d / "packs")
             shutil.copytree(site_packages() / SIBLING_EXTRA, next(env_tree.glob("lib/python*/site-packages")) /
                             SIBLING_EXTRA, symlinks=True)
             (repo_tree / "README.md").write_text("# bench repo, sibling\n")
@@ -342,7 +342,7 @@ def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict
             rs, _ = publish(st, "repo", "repo-bench-515151515151-51515151", repo_tree, fmt, work)
             tasks.append(task_entry("bench__sibling", es["key"], rs["key"]))
             sizes["sibling"] = sum(m["image"]["size"] for m in (es, rs))
-            sizes["sibling_new"] = dir_bytes(d / "chunks") - sizes["chunked"]
+            sizes["sibling_new"] = dir_bytes(d / "packs") - sizes["chunked"]
             print(f"sibling images {sizes['sibling'] / 1e6:.0f} MB, of which in chunks the first task's images "
                   f"lack: {sizes['sibling_new'] / 1e6:.1f} MB", flush=True)
         write_index(st, tasks)

@@ -147,18 +147,19 @@ def test_chunked_images_are_assembled_verified_and_mounted(chunked_store: dict, 
 
 
 def test_tampered_chunk_is_refused_and_nothing_is_mounted(chunked_store: dict, tmp_path: Path) -> None:
-    from minisandbox.manifest import chunk_path
+    from minisandbox.manifest import pack_path
     from minisandbox.node.cache import ArtifactCorruptError
 
     st = chunked_store["store"]
     env_m = chunked_store["envs"][0]
-    chunks = json.loads(st.read_bytes(f"artifacts/env/{env_m['image']['chunks']['artifact']}"))["chunks"]
-    victim = Path(st.path(chunk_path(chunks[0][0])))
+    doc = json.loads(st.read_bytes(f"artifacts/env/{env_m['image']['chunks']['artifact']}"))
+    pack, offset = doc["at"][0]
+    victim = Path(st.path(pack_path(doc["packs"][pack][0])))  # the pack holding the first chunk
     data = bytearray(victim.read_bytes())
-    data[100] ^= 0xFF
+    data[offset + 100] ^= 0xFF
     victim.write_bytes(bytes(data))
     cache = Cache(tmp_path / "cache", budget=IOBudget(2, tmp_path / "cache" / "budget"))
-    with pytest.raises(ArtifactCorruptError, match=f"{chunk_path(chunks[0][0])}.*{env_m['key']}"):
+    with pytest.raises(ArtifactCorruptError, match=f"{pack_path(doc['packs'][pack][0])}.*{env_m['key']}"):
         prepare(chunked_store["tasks"][0]["instance_id"], chunked_store["url"], cache=cache, images=True)
     env_layer = cache.layers / env_m["image"]["sha256"]
     assert not is_mounted(env_layer) and not (cache.archives / env_layer.name).exists()

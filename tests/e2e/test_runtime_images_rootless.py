@@ -196,16 +196,17 @@ print(json.dumps(res))
 
 def test_rootless_tampered_chunk_is_refused_and_never_mounted(user_chunked_store, user_site: Path) -> None:  # noqa: F811
     info, base = user_chunked_store
-    from minisandbox.manifest import chunk_path
+    from minisandbox.manifest import pack_path
 
     env_img = info["envs"][0]["image"]
-    chunks = json.loads(info["store"].read_bytes(f"artifacts/env/{env_img['chunks']['artifact']}"))["chunks"]
-    victim = Path(info["store"].path(chunk_path(chunks[-1][0])))
+    doc = json.loads(info["store"].read_bytes(f"artifacts/env/{env_img['chunks']['artifact']}"))
+    (pack, offset), (_, length) = doc["at"][-1], doc["chunks"][-1]
+    victim = Path(info["store"].path(pack_path(doc["packs"][pack][0])))  # the pack holding the last chunk
     data = bytearray(victim.read_bytes())
-    data[-1] ^= 0xFF
+    data[offset + length - 1] ^= 0xFF
     victim.write_bytes(bytes(data))
     out = _prepare_expecting_corrupt(user_site, base, info)
-    assert out["error"] and chunk_path(chunks[-1][0]) in out["error"] and info["envs"][0]["key"] in out["error"]
+    assert out["error"] and pack_path(doc["packs"][pack][0]) in out["error"] and info["envs"][0]["key"] in out["error"]
     assert len(out["daemons"]) <= 1  # the repo image may be mounted; the env image never
     assert out["tmp"] == [] and not out["env_image"]
 

@@ -101,16 +101,19 @@ def test_publish_order_chunks_list_archive_manifest_and_no_whole_image_by_defaul
     chunks = m["image"]["chunks"]
     assert chunks["artifact"] == "repo-x-1.chunks.json" and chunks["count"] >= 1
     order: list[str] = []
-    real_file, real_bytes = Store.put_file, Store.put_bytes
+    real_file, real_bytes, real_object = Store.put_file, Store.put_bytes, Store.put_object
     monkeypatch.setattr(Store, "put_file", lambda self, local, rel, **kw: (order.append(rel), real_file(self, local, rel, **kw)))
     monkeypatch.setattr(Store, "put_bytes", lambda self, rel, data: (order.append(rel), real_bytes(self, rel, data)))
+    monkeypatch.setattr(Store, "put_object", lambda self, rel, data: (order.append(rel), real_object(self, rel, data)))
     store = tmp_path / "store"
     st = pipeline.step_publish(str(store), "repo", "repo-x-1", manifest_status, archive, None, tmp_path / "r.json")
     assert st.ok and st.data["status"] == "ok"
-    n_chunks = len({c[0] for c in json.loads((archive.parent / "repo-x-1.chunks.json").read_text())["chunks"]})
-    assert all(r.startswith("chunks/") for r in order[:n_chunks])
-    assert order[n_chunks:] == ["artifacts/repo/repo-x-1.chunks.json", "artifacts/repo/repo-x-1.tar.zst",
-                                "artifacts/repo/repo-x-1.manifest.json"]
+    # the image's chunks in packs, each pack before its index, then the list, archive, manifest
+    packs = order[:-3]
+    assert packs and len(packs) % 2 == 0 and all(r.startswith("packs/") for r in packs)
+    assert all(packs[i + 1] == packs[i] + ".idx" for i in range(0, len(packs), 2))
+    assert order[-3:] == ["artifacts/repo/repo-x-1.chunks.json", "artifacts/repo/repo-x-1.tar.zst",
+                          "artifacts/repo/repo-x-1.manifest.json"]
     published = json.loads((store / "artifacts/repo/repo-x-1.manifest.json").read_text())
     assert published["image"]["whole"] is False and published == st.data["manifest"]
     validate_manifest(published, where="t", kind="repo", key="repo-x-1")
@@ -145,12 +148,13 @@ def test_without_archive_only_chunks_list_and_manifest_are_published(tmp_path, m
     assert not {"artifact", "sha256", "size"} & set(m) and m["image"]["chunks"]["count"] >= 1
     assert m["files"] == 50 and m["raw_bytes"] > 0
     order: list[str] = []
-    real_file = Store.put_file
+    real_file, real_object = Store.put_file, Store.put_object
     monkeypatch.setattr(Store, "put_file", lambda self, local, rel, **kw: (order.append(rel), real_file(self, local, rel, **kw)))
+    monkeypatch.setattr(Store, "put_object", lambda self, rel, data: (order.append(rel), real_object(self, rel, data)))
     store = tmp_path / "store"
     st = pipeline.step_publish(str(store), "repo", "repo-x-1", manifest_status, archive, None, tmp_path / "r.json")
     assert st.ok and st.data["status"] == "ok"
-    assert [r for r in order if not r.startswith("chunks/")] == ["artifacts/repo/repo-x-1.chunks.json"]
+    assert [r for r in order if not r.startswith("packs/")] == ["artifacts/repo/repo-x-1.chunks.json"]
     assert sorted(p.name for p in (store / "artifacts/repo").iterdir()) == ["repo-x-1.chunks.json",
                                                                             "repo-x-1.manifest.json"]
     validate_manifest(json.loads((store / "artifacts/repo/repo-x-1.manifest.json").read_text()), where="t",
