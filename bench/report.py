@@ -11,6 +11,8 @@ Reads, from `--data` (each written by the bench's own `--json OUT`):
 * bench_pipeline.json  planning time vs task count (`snakemake -n`, cold and warm)
 * bench_scale*.json    planning time of the Slurm-profile dry run at its task count (one file per count)
 * bench_dedup.json     store and node-cache bytes per layout (needs downloaded wheels: not run by --run-quick)
+* bench_fetch.json     cold fetch and publish of a chunked image through a latency proxy in front of moto_server,
+                       vs the same bytes as one object (not run by --run-quick: minutes)
 
 A missing file leaves its section saying so (with the command that produces it). Plots are
 PNGs (matplotlib, Agg backend, small) under docs/benchmarks/; the numbers are tables too.
@@ -200,6 +202,29 @@ def concurrency_section(rt: dict, sb: dict | None, img: Path) -> list[str]:
     return out
 
 
+def fetch_section(fetch: dict) -> list[str]:
+    """Per image size: time-to-ready and publish of the packed layout (and the per-chunk
+    layout before it) as ratios to the same bytes as one object, measured in the same run."""
+    out = [f"Proxy: {fetch.get('delay_ms')} ms per request, {fetch.get('mbit')} Mbit/s shared link.", ""]
+    rows = []
+    for r in fetch.get("results", []):
+        m = r["median"]
+        f1, p1 = m["fetch_one"], m["publish_one"]
+        label = f"{r['mb']:.0f} MB, {r['chunks']} chunks"
+        rows.append([label, "fetch: one object (baseline)", f"{f1:.2f}", "1.00x"])
+        rows.append([label, "**fetch: packed chunks (time-to-ready before mount)**", f"{m['fetch_packed']:.2f}",
+                     f"**{m['fetch_packed'] / f1:.2f}x**"])
+        for key, what in (("fetch_old8", "fetch: one object per chunk, 8 in flight (before packs)"),
+                          ("fetch_old32", "fetch: one object per chunk, 32 in flight (older stores)")):
+            if key in m:
+                rows.append([label, what, f"{m[key]:.2f}", f"{m[key] / f1:.2f}x"])
+        rows.append([label, "publish: one object (baseline)", f"{p1:.2f}", "1.00x"])
+        rows.append([label, "**publish: packed chunks, empty store**", f"{m['publish_packed']:.2f}",
+                     f"**{m['publish_packed'] / p1:.2f}x**"])
+    return out + [table(["image", "what", f"median s (of {fetch['results'][0]['reps'] if fetch.get('results') else '?'})",
+                         "vs one object"], rows)]
+
+
 def _num(x: Any) -> float | None:
     try:
         return float(str(x).split()[0].rstrip("kx"))
@@ -281,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     sb = load(a.data / "bench_sandbox.json")
     pipe = load(a.data / "bench_pipeline.json")
     dedup = load(a.data / "bench_dedup.json")
+    fetch = load(a.data / "bench_fetch.json")
     scales = [d for p in sorted(a.data.glob("bench_scale*.json")) if (d := load(p)) and "tasks" in d]
     missing = [n for n, d in (("bench_runtime.json", rt), ("bench_sandbox.json", sb), ("bench_pipeline.json", pipe))
                if d is None]
@@ -310,6 +336,11 @@ def main(argv: list[str] | None = None) -> int:
               "`bench/bench_pipeline.py` (synthetic SWE-smith-shaped task sets over the real catalog) and "
               "`bench/bench_scale.py` (`--json`, one file per `--tasks`).", ""]
     lines += planning_section(pipe, scales, img)
+    lines += ["", "## Cold fetch and publish against object-store latency", "",
+              "`bench/bench_fetch.py`: a chunked image published to and fetched from `moto_server` through "
+              "`tests/fixtures/latency_proxy.py`, against the same bytes as one object in the same run.", ""]
+    lines += fetch_section(fetch) if fetch else [
+        "bench_fetch.json absent (`python3 bench/bench_fetch.py --json results/bench/bench_fetch.json`)."]
     lines += ["", "## Store size by format", ""]
     lines += size_section(rt, dedup, img) if rt else ["bench_runtime.json absent."]
     a.out.write_text("\n".join(lines).rstrip() + "\n")

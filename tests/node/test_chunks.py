@@ -447,3 +447,25 @@ def test_assembly_from_s3_reuses_local_chunks(s3, tmp_path: Path) -> None:
     held, wanted = {d for d, _ in chunks_of(store, a)}, {d for d, _ in chunks_of(store, b)}
     hits = covered(store.ranges, located(store, b))
     assert held & wanted and all(hits[d] == 1 for d in wanted - held)
+
+
+@pytest.mark.s3
+def test_a_publisher_reads_each_pack_index_of_a_remote_store_once_per_host(s3, tmp_path: Path, monkeypatch) -> None:
+    """Indexes of a remote store are kept under the cache dir (per store): the next publishing
+    process lists packs/ but reads no index it has seen; a kept index that no longer fills its
+    pack is read from the store again."""
+    monkeypatch.setenv("MINISANDBOX_CACHE", str(tmp_path / "node-cache"))
+    (tmp_path / "work").mkdir()
+    url = s3.url("kept")
+    m = publish_env(Store(url), tmp_path, 0)
+    chunkmod._INDEXES.clear()  # a new process
+    store = CountingStore(url)
+    where, sizes = pack_locations(store)
+    assert sizes and not [r for r in store.reads if r.endswith(".idx")]
+    assert {p for _, _, p, _ in located(store, m)} <= set(sizes)
+    kept = next((tmp_path / "node-cache" / "pack-indexes").rglob("*.idx"))
+    kept.write_text('{"schema": 1, "chunks": [["' + "a" * 64 + '", 1]]}')
+    chunkmod._INDEXES.clear()
+    store.clear()
+    again, _ = pack_locations(store)
+    assert again == where and len([r for r in store.reads if r.endswith(".idx")]) == 1

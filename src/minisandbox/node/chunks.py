@@ -40,6 +40,7 @@ from minisandbox.manifest import (DIGEST, PACK_INDEX_SUFFIX, ChunkList, ChunksIn
                                   chunk_path, pack_index_document, pack_index_path, pack_path, parse_chunk_list,
                                   parse_pack_index, parse_store_model)
 from minisandbox.node.store import NotInStore, Store, StoreError
+from minisandbox.paths import cache_dir
 from minisandbox.progress import Progress
 
 #: Requests in flight for one image stored as one object per chunk (schema 1), and for
@@ -255,8 +256,8 @@ _INDEXES_LOCK = threading.Lock()
 
 def pack_locations(store: Store, *, workers: int = WORKERS) -> tuple[dict[str, tuple[str, int]], dict[str, int]]:
     """Where `store` holds chunks: (chunk sha256 -> (pack, offset), pack -> size), from one
-    listing of `packs/` and the index of each pack (read once per process: packs are named
-    by their content). A pack without its index (an upload in progress) or whose index does
+    listing of `packs/` and the index of each pack (read once per process, and kept on disk
+    for remote stores: packs are named by their content). A pack without its index (an upload in progress) or whose index does
     not parse or fill it is left out: its chunks are packed again, never referenced."""
     listed = _listing(store, "packs")
     packs: dict[str, int] = {}
@@ -266,12 +267,25 @@ def pack_locations(store: Store, *, workers: int = WORKERS) -> tuple[dict[str, t
             packs[name] = size
     todo = [p for p in packs if (store.url, p, packs[p]) not in _INDEXES]
 
+    kept = _kept_indexes(store)
+
     def load(pack: str) -> None:
-        try:
-            data = store.read_bytes(pack_index_path(pack))
-            chunks = parse_pack_index(data, where=store.url_of(pack_index_path(pack)), pack_size=packs[pack])
-        except (NotInStore, StoreDataError):
-            return
+        where = store.url_of(pack_index_path(pack))
+        local = kept / f"{pack}-{packs[pack]}.idx" if kept is not None else None
+        chunks = None
+        if local is not None and local.is_file():
+            try:
+                chunks = parse_pack_index(local.read_bytes(), where=str(local), pack_size=packs[pack])
+            except (OSError, StoreDataError):
+                chunks = None
+        if chunks is None:
+            try:
+                data = store.read_bytes(pack_index_path(pack))
+                chunks = parse_pack_index(data, where=where, pack_size=packs[pack])
+            except (NotInStore, StoreDataError):
+                return
+            if local is not None:
+                _keep(local, data)
         with _INDEXES_LOCK:
             _INDEXES[(store.url, pack, packs[pack])] = chunks
 
@@ -288,6 +302,27 @@ def pack_locations(store: Store, *, workers: int = WORKERS) -> tuple[dict[str, t
             where.setdefault(digest, (pack, at))
             at += length
     return where, sizes
+
+
+def _kept_indexes(store: Store) -> Path | None:
+    """Where this user keeps the pack indexes read from a remote `store` (they never change:
+    a pack is named by its content), so each is read once per host rather than once per
+    publishing process: <cache dir>/pack-indexes/<sha256 of the store URL>/. Kept per store,
+    so one store's indexes never stand in for another's. None for local stores."""
+    if store.local:
+        return None
+    return cache_dir() / "pack-indexes" / hashlib.sha256(store.url.encode()).hexdigest()[:32]
+
+
+def _keep(path: Path, data: bytes) -> None:
+    """Best effort (a read-only cache directory only costs the read next time)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 @dataclass
@@ -323,6 +358,7 @@ def upload_image_packs(store: Store, image: Path, image_sha256: str, chunks: lis
             size = 0
         groups[-1].append((digest, length))
         size += length
+    kept = _kept_indexes(store)
     fd = os.open(image, os.O_RDONLY)
     try:
         def put(group: list[tuple[str, int]]) -> tuple[str, int, list[tuple[str, int]]]:
@@ -335,8 +371,11 @@ def upload_image_packs(store: Store, image: Path, image_sha256: str, chunks: lis
                 parts.append(data)
             blob = b"".join(parts)
             pack = hashlib.sha256(blob).hexdigest()
+            index = pack_index_document(group)
             store.put_object(pack_path(pack), blob)
-            store.put_object(pack_index_path(pack), pack_index_document(group))
+            store.put_object(pack_index_path(pack), index)
+            if kept is not None:  # the next publisher on this host need not read it back
+                _keep(kept / f"{pack}-{len(blob)}.idx", index)
             return pack, len(blob), group
 
         written = _pool_map(put, groups, workers)
