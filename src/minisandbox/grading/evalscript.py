@@ -199,6 +199,14 @@ class EvalScript:
     #: directory (as the test command sees it) holding the results plugin; set by an
     #: executor that passes a results channel (minisandbox.grading.results)
     results_dir: str = ""
+    #: what the results plugin gets before the run (minisandbox.grading.gradedstate
+    #: `GradedState.manifest`, without "root": `results_manifest()` adds `repo_dir`)
+    graded_manifest: dict[str, object] = field(default_factory=dict)
+
+    def results_manifest(self) -> dict[str, object]:
+        """The manifest for this run's results channel, rooted at `repo_dir` as the
+        test command sees it (set by the executor before it opens the channel)."""
+        return {**self.graded_manifest, "root": self.repo_dir}
 
     def marker(self, text: str) -> str:
         return f"{text} {self.nonce}"

@@ -42,6 +42,7 @@ from minisandbox.grading.evalscript import (
     swebench_test_directives,
     test_files_of,
 )
+from minisandbox.grading.gradedstate import graded_state
 from minisandbox.grading.grading import Reason, dumps, make_report, make_run_summary
 from minisandbox.grading.official import GradingMode, check_official
 from minisandbox.errors import MinisandboxError
@@ -209,6 +210,8 @@ def evaluate(
                 record, spec, patch if apply_patch else None, env.reference_dir, reverse=reverse,
                 setup_task_state=not executor.prepares_task_state,
             )
+            graded = graded_state(script, env.reference_dir, [*record.fail_to_pass, *record.pass_to_pass])
+            script.graded_manifest = graded.manifest(script.repo_dir)
             # the script's own timeout guards the tests; this one guards set-up and a stuck sandbox
             result = env.execute(script, timeout=script.timeout + 120)
             text = result.script or script.render()
@@ -221,7 +224,7 @@ def evaluate(
         iid, patch, result.output, fail_to_pass=record.fail_to_pass, pass_to_pass=record.pass_to_pass,
         log_parser=spec.log_parser, nonce=script.nonce, timed_out=result.timed_out, apply_patch=apply_patch,
         results=getattr(result, "results", None), results_nonce=getattr(result, "results_nonce", None) or None,
-        **mode,
+        xfail_marked=graded.xfail_marked, **mode,
     )
     if result.cause:  # a limit, a signal or a timeout ended the run (ExecResult.cause)
         rep[iid]["cause"] = result.cause
@@ -270,7 +273,7 @@ class _HostEnv:
             "LANG": "C.UTF-8",
             "TMPDIR": tempfile.gettempdir(),
         }
-        with ResultsChannel() as channel:
+        with ResultsChannel(script.results_manifest()) as channel:
             script.results_dir = str(plugin_dir())
             env["MINISANDBOX_RESULTS_FD"] = str(channel.child_fd)
             text = script.render()
@@ -328,7 +331,7 @@ class _SandboxEnv:
         options["binds"] = [*options.get("binds", []),
                             Bind(str(plugin_file()), f"{SANDBOX_RESULTS_DIR}/{RESULTS_PLUGIN}.py", True)]
         truncated = False
-        with ResultsChannel() as channel:
+        with ResultsChannel(script.results_manifest()) as channel:
             with Sandbox(layers, interpreter=interp, **options) as sb:
                 prep = sb.run(["bash", "-c", 'eval "$(cat)"'], input=script.render_prep().encode(), timeout=timeout)
                 output, code, timed_out, truncated = prep.output, prep.returncode, prep.timed_out, prep.truncated

@@ -20,7 +20,7 @@ Every unresolved report says why (`Reason`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -64,7 +64,7 @@ class Reason(str, Enum):
     EMPTY_F2P = "empty-f2p"
     UNPARSEABLE_LOG = "unparseable-log"
     TESTS_FAILED = "tests-failed"
-    RESULTS_TAMPERED = "results-tampered"  # pytest's outcome-making internals were replaced during the run
+    RESULTS_TAMPERED = "results-tampered"  # an object or hook on the outcome path was not the graded state's
     FORBIDDEN_CHANGE = "forbidden-change"  # the applied tree holds what no fix needs (grading.suspicious)
     ERROR = "error"  # the evaluation itself failed (sandbox could not start, ...)
 
@@ -188,6 +188,7 @@ def make_report(
     results_nonce: str | None = None,
     grading: str = GradingMode.STRICT.value,
     task_format: str = "swebench",
+    xfail_marked: Callable[[str], bool] | None = None,
 ) -> dict[str, Any]:
     """One instance's report in SWE-bench's format, `{instance_id: {...}}`, plus `reason`
     (a `Reason` value) and `status_map` (per-test statuses, for fidelity checks).
@@ -200,6 +201,13 @@ def make_report(
     run's channel nonce (minisandbox.grading.results). With a channel, a test passes only
     if the log *and* the channel say so; `suspicious` lists what the patch touched
     (minisandbox.grading.suspicious) and what the channel saw at run time.
+
+    `xfail_marked(test_id)`: whether the test is marked xfail at the graded state
+    (`minisandbox.grading.gradedstate`, computed by the controller from the graded-state
+    sources); an XFAIL counts as a pass only then, in every mode. None: no test is marked
+    (an XFAIL never counts). A run whose results channel reports a critical finding (an
+    object or hook on the outcome path that is not the graded state's) is
+    `results-tampered`, in every mode.
 
     `grading="official"` decides `resolved` as the task's own harness does
     (`minisandbox.grading.official`; `task_format` picks SWE-bench's or SWE-smith's);
@@ -224,9 +232,15 @@ def make_report(
         entry["suspicious"] += _runtime_findings(channel)
 
     def statuses(test_output: str) -> StatusMap:
-        """The log's statuses, cross-checked with the channel when there is one."""
+        """The log's statuses, cross-checked with the channel when there is one, XFAIL
+        kept only for tests marked xfail at the graded state."""
         status_map = get_parser(log_parser)(test_output) if test_output else {}
-        return merge(status_map, channel, log_parser) if use_channel and channel is not None else status_map
+        if use_channel and channel is not None:
+            status_map = merge(status_map, channel, log_parser)
+        entry["suspicious"] += _unmarked_xfail(status_map, xfail_marked, noted)
+        return status_map
+
+    noted: set[str] = set()
 
     def done(reason: Reason, status_map: StatusMap | None = None) -> dict[str, Any]:
         entry["reason"] = reason.value
@@ -251,7 +265,7 @@ def make_report(
         return done(Reason.UNPARSEABLE_LOG)
     if mode is GradingMode.OFFICIAL:
         return _official(entry, report, chk, fail_to_pass, pass_to_pass, log_parser, task_format,
-                         channel if use_channel else None, statuses)
+                         channel if use_channel else None, statuses, xfail_marked, noted)
     status_map = statuses(chk.test_output)
     if not status_map and not session_seen(chk.test_output, log_parser):
         return done(Reason.UNPARSEABLE_LOG)  # the runner never started: nothing to grade
@@ -262,11 +276,11 @@ def make_report(
     if not fail_to_pass:
         entry["reason"] = Reason.EMPTY_F2P.value
         return report
+    if use_channel and channel is not None and channel.critical:
+        entry["reason"] = Reason.RESULTS_TAMPERED.value
+        return report
     ts = entry["tests_status"]
     if not ts[FAIL_TO_PASS]["failure"] and not ts[PASS_TO_PASS]["failure"]:
-        if use_channel and channel is not None and channel.critical:
-            entry["reason"] = Reason.RESULTS_TAMPERED.value
-            return report
         if entry.get("forbidden"):
             entry["reason"] = Reason.FORBIDDEN_CHANGE.value
             return report
@@ -285,6 +299,8 @@ def _official(
     task_format: str,
     channel: Channel | None,
     checked: Any,
+    xfail_marked: Callable[[str], bool] | None,
+    noted: set[str],
 ) -> dict[str, Any]:
     """The rest of `make_report` in official mode (markers already checked)."""
     entry["grading"] = GradingMode.OFFICIAL.value
@@ -297,6 +313,7 @@ def _official(
         entry["tests_status"] = official_tests_status(harness, fail_to_pass, pass_to_pass, {})
         entry["status_map"] = {}
         return report
+    entry["suspicious"] += _unmarked_xfail(sm, xfail_marked, noted)
     if channel is not None:  # a test the run saw fail cannot pass, whatever the log printed
         seen = checked(test_output)
         entry["suspicious"] += downgrade_forged(sm, seen)
@@ -305,10 +322,10 @@ def _official(
     entry["tests_status"] = ts
     entry["status_map"] = dict(sm)
     entry["reason"] = Reason.TESTS_FAILED.value
+    if channel is not None and channel.critical:
+        entry["reason"] = Reason.RESULTS_TAMPERED.value
+        return report
     if official_resolved(ts):
-        if channel is not None and channel.critical:
-            entry["reason"] = Reason.RESULTS_TAMPERED.value
-            return report
         if entry.get("forbidden"):
             entry["reason"] = Reason.FORBIDDEN_CHANGE.value
             return report
@@ -351,9 +368,24 @@ def _fail_unconfirmed(sm: StatusMap, checked: Mapping[str, str], tests: list[str
     return changed
 
 
+def _unmarked_xfail(sm: StatusMap, xfail_marked: Callable[[str], bool] | None, noted: set[str]) -> list[str]:
+    """An XFAIL counts only for a test marked xfail at the graded state: any other XFAIL
+    in `sm` becomes FAILED (a patch can make a failing test raise pytest's XFailed).
+    Returns one `suspicious` line per test changed (once per report, via `noted`)."""
+    out = []
+    for test_id, status in list(sm.items()):
+        if status != TestStatus.XFAIL.value or (xfail_marked is not None and xfail_marked(test_id)):
+            continue
+        sm[test_id] = TestStatus.FAILED.value
+        if test_id not in noted:
+            noted.add(test_id)
+            out.append(f"xfail: {test_id}: reported XFAIL but not marked xfail at the graded state")
+    return out
+
+
 def _runtime_findings(channel: Channel) -> list[str]:
     """The channel's evidence, in `suspicious` form."""
-    out = [f"runtime: replaced during the run: {name}" for name in channel.tampered]
+    out = [f"runtime: {'tampered' if name in channel.critical else 'seen'}: {name}" for name in channel.tampered]
     out += [f"runtime: {test_id}: {how}" for test_id, how in list(channel.forged.items())[:20]]
     if channel.present and not channel.complete:
         out.append("runtime: the test session ended before pytest finished (no end-of-session record)")

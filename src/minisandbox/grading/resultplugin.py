@@ -6,17 +6,34 @@ repository module. It runs inside the environment under test, with that environm
 Python and pytest, so it uses the standard library only and stays Python 3.5 compatible
 (no f-strings, no annotations).
 
-What it does (see docs/grading.md, "Results channel"):
+What it does (see docs/grading.md, "Results channel" and "Trust boundary"):
 
 * takes the results socket named by MINISANDBOX_RESULTS_FD, moves it to a close-on-exec
-  descriptor and reads the run's nonce from it (the controller wrote it there before the
-  run; whoever reads it first consumes it, so code that runs later cannot read it back);
-* keeps references to pytest's outcome exceptions and a snapshot of the runner's
-  internals at import time, before any repository code can patch them;
+  descriptor and reads the run's nonce and the controller's manifest from it (the repo
+  root, the digests of the graded state's test files and conftests, the paths the
+  candidate patch names; written before the run, so whoever reads first consumes it);
+* at import, before any repository code runs, captures the objects outcomes depend on:
+  the builtins (exception classes and functions), every function and class of pytest,
+  pluggy and unittest.case (with their methods), and a creation stamp for files;
 * for every test phase computes the status itself from ``call.excinfo`` (not from the
   report object, which repository code can patch), notes where the report disagrees, and
-  writes one JSON line per phase; at the end of the session it writes the exit status,
-  the number of tests collected and which runner internals changed during the run.
+  writes one JSON line per phase;
+* at the end of every test (after its teardown) checks that none of the captured objects
+  was replaced, that every hook implementation of the plugin manager comes from pytest or
+  pluggy, this plugin, an installed plugin that was there before the run, a repository
+  file the patch did not change, or a test file/conftest with its graded-state content
+  (judged by the file its code lives in), that the test function itself comes from such a
+  file, and that no trace/profile function from elsewhere is installed; any difference
+  is written as a critical ``tampered`` record (the grader then resolves nothing);
+* with audit hooks (Python 3.8+), which cannot be removed once added, records
+  ``sys.settrace``/``sys.setprofile`` and heap walks (``gc.get_objects``/``get_referrers``/
+  ``get_referents``) by untrusted code (critical) and frame walks (reported);
+* at the end of the session writes the exit status and the number of tests collected.
+
+Its state lives in closures only: the module replaces itself in ``sys.modules`` by the
+plugin object, and removes that entry once pytest has registered it. Code in the same
+process can still reach it through the plugin manager or by walking the heap; that is
+what the audit hooks and the checks above are for (docs/grading.md, "Trust boundary").
 
 A run without the environment variable (someone re-running eval.sh by hand, a nested
 pytest) leaves the plugin inert.
@@ -29,74 +46,14 @@ import sys
 
 FD_VAR = "MINISANDBOX_RESULTS_FD"
 NONCE_BYTES = 33  # 32 hex characters and a newline
+MANIFEST_MAX = 8 << 20
 _RESTORE = ("PYTHONPATH", "PYTEST_ADDOPTS")
-
-#: Runner internals whose replacement during a run means outcomes may be fabricated before
-#: they reach this plugin (they produce `call.excinfo` or run the test function).
-CRITICAL = (
-    "_pytest.runner.CallInfo",
-    "_pytest.runner.CallInfo.from_call",
-    "_pytest.runner.call_runtest_hook",
-    "_pytest.runner.call_and_report",
-    "_pytest.runner.runtestprotocol",
-    "_pytest.python.Function.runtest",
-    "_pytest.python.pytest_pyfunc_call",
-)
-#: Report-level internals: patching them fools the log, not this plugin (it recomputes the
-#: outcome), so a change is only reported.
-WATCHED = CRITICAL + (
-    "_pytest.reports.TestReport",
-    "_pytest.reports.TestReport.__init__",
-    "_pytest.reports.TestReport.from_item_and_call",
-    "_pytest.reports.BaseReport.passed",
-    "_pytest.reports.BaseReport.failed",
-    "_pytest.reports.BaseReport.skipped",
-    "_pytest.runner.pytest_runtest_makereport",
-    "_pytest.skipping.pytest_runtest_makereport",
-    "_pytest.terminal.TerminalReporter.pytest_runtest_logreport",
-    "_pytest.main.pytest_runtestloop",
-    "_pytest.main.Session.perform_collect",
-)
-
-
-def _lookup(dotted):
-    """The object at `dotted` (module path, then attributes; class attributes from the
-    class __dict__ so properties and classmethods compare by identity), or None."""
-    parts = dotted.split(".")
-    for cut in range(len(parts), 0, -1):
-        mod = sys.modules.get(".".join(parts[:cut]))
-        if mod is None:
-            continue
-        obj = mod
-        for name in parts[cut:]:
-            if isinstance(obj, type):
-                found = None
-                for klass in obj.__mro__:
-                    if name in klass.__dict__:
-                        found = klass.__dict__[name]
-                        break
-                obj = found
-            else:
-                obj = getattr(obj, name, None)
-            if obj is None:
-                return None
-        return obj
-    return None
-
-
-class _Channel(object):
-    def __init__(self, fd, nonce):
-        self.fd = fd
-        self.nonce = nonce
-
-    def write(self, record):
-        record["n"] = self.nonce
-        data = (json.dumps(record, sort_keys=True) + "\n").encode("utf-8", "replace")
-        try:
-            while data:
-                data = data[os.write(self.fd, data):]
-        except OSError:
-            pass
+#: Modules whose functions and classes (and their methods) are captured at import and
+#: must be the same objects at the end of every test.
+CAPTURED_PREFIXES = ("_pytest.", "pluggy.")
+CAPTURED_MODULES = ("pytest", "_pytest", "pluggy", "unittest.case", "unittest.util")
+#: Builtins that are not functions or classes but matter: how modules and classes are built.
+CAPTURED_DUNDER = ("__import__", "__build_class__")
 
 
 def _restore_env():
@@ -115,7 +72,28 @@ def _restore_env():
     sys.path[:] = [p for p in sys.path if not p or os.path.abspath(p) != here]
 
 
+def _read_manifest(sock):
+    """The controller's JSON line after the nonce ({} when unreadable). The controller
+    sends it right after the nonce, before the test command starts."""
+    buf = b""
+    sock.settimeout(10.0)
+    while not buf.endswith(b"\n") and len(buf) < MANIFEST_MAX:
+        try:
+            chunk = sock.recv(1 << 16)
+        except OSError:
+            break
+        if not chunk:
+            break
+        buf += chunk
+    try:
+        data = json.loads(buf.decode("utf-8")) if buf.strip() else {}
+    except ValueError:
+        data = {}
+    return data if isinstance(data, dict) else {}
+
+
 def _open_channel():
+    """(fd, nonce, manifest), or None when this run has no channel."""
     fd_text = os.environ.pop(FD_VAR, None)
     _restore_env()
     if not fd_text or not fd_text.isdigit():
@@ -130,11 +108,15 @@ def _open_channel():
         os.close(int(fd_text))
     except OSError:
         pass
+    manifest = {}
     try:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, os.dup(fd))
         try:
             nonce = sock.recv(NONCE_BYTES, socket.MSG_DONTWAIT)
+            if len(nonce) == NONCE_BYTES:
+                manifest = _read_manifest(sock)
         finally:
+            sock.setblocking(True)  # the descriptor is shared with fd: writes must block
             sock.close()
     except OSError:  # BlockingIOError: another session consumed the nonce
         nonce = b""
@@ -142,83 +124,347 @@ def _open_channel():
     if len(nonce) != NONCE_BYTES - 1:
         os.close(fd)
         return None
-    return _Channel(fd, nonce)
+    return fd, nonce, manifest
 
 
-_channel = _open_channel()
+def _install(fd, nonce, manifest):
+    """The plugin object; everything it knows is in this function's closures."""
+    import builtins
+    import types
 
-if _channel is not None:
     import pytest
 
-    _SKIP = pytest.skip.Exception
-    _XFAIL = getattr(pytest.xfail, "Exception", ())
-    _EXIT = getattr(pytest.exit, "Exception", ())
-    _SNAPSHOT = dict((name, _lookup(name)) for name in WATCHED)
-    _state = {"config": None, "collected": 0, "tampered": []}
+    try:
+        import unittest.case  # noqa: F401  (captured below: TestCase's assert methods)
+    except ImportError:
+        pass
 
-    def _changed():
-        out = []
-        for name, obj in _SNAPSHOT.items():
-            if _lookup(name) is not obj:
-                out.append(name)
-        return sorted(out)
+    # builtins this code calls, pinned before anything can replace them
+    _isinstance, _issubclass, _getattr, _hasattr, _len, _id = isinstance, issubclass, getattr, hasattr, len, id
+    _sorted, _list, _dict, _set, _str, _int, _any, _tuple, _type = sorted, list, dict, set, str, int, any, tuple, type
+    _repr, _range, _min = repr, range, min
+    _dumps, _write, _stat, _realpath, _sep = json.dumps, os.write, os.stat, os.path.realpath, os.sep
+    _relpath, _dirname, _abspath = os.path.relpath, os.path.dirname, os.path.abspath
+    _frame = sys._getframe
+    _gettrace, _getprofile = sys.gettrace, sys.getprofile
+    import hashlib
+    _sha256 = hashlib.sha256
 
-    def _note_tampering():
-        for name in _changed():
-            if name not in _state["tampered"]:
-                _state["tampered"].append(name)
-                _channel.write({"ev": "tampered", "what": name, "critical": name in CRITICAL})
-
-    def _has_xfail_mark(item):
+    def write(record):
+        record["n"] = nonce
+        data = (_dumps(record, sort_keys=True) + "\n").encode("utf-8", "replace")
         try:
-            return any(True for _ in item.iter_markers(name="xfail"))
+            while data:
+                data = data[_write(fd, data):]
+        except OSError:
+            pass
+
+    def creation_stamp():
+        """The kernel's current time as file times see it (a fresh pipe's ctime): a file
+        whose ctime is later was written during this run."""
+        r, w = os.pipe()
+        try:
+            return os.fstat(r).st_ctime_ns
+        finally:
+            os.close(r)
+            os.close(w)
+
+    STAMP = creation_stamp()
+    ME = _realpath(_abspath(__file__))
+    ROOT = _realpath(_str(manifest.get("root") or os.getcwd()))
+    GRADED = _dict((_str(k), _str(v)) for k, v in (manifest.get("files") or {}).items())
+    PATCHED = _set(_str(p).lstrip("./") if _str(p).startswith("./") else _str(p)
+                   for p in (manifest.get("patched") or []))
+    RUNNER_DIRS = _tuple(_realpath(_dirname(_abspath(m.__file__))) + _sep
+                         for m in (sys.modules.get("_pytest"), sys.modules.get("pluggy")) if m is not None)
+    STDLIB = _realpath(_dirname(_abspath(os.__file__))) + _sep
+
+    _SKIP = pytest.skip.Exception
+    _XFAIL = _getattr(pytest.xfail, "Exception", ())
+    _EXIT = _getattr(pytest.exit, "Exception", ())
+
+    # ------------------------------------------------------------------ the snapshot
+    kinds = (types.FunctionType, types.BuiltinFunctionType, _type, classmethod, staticmethod, property,
+             types.MethodType)
+    captured = []  # (label, live mapping, name, object)
+    trusted_codes = _set()  # code objects of captured runner functions
+
+    def capture(label, mapping, name, value):
+        captured.append((label, mapping, name, value))
+        fn = _getattr(value, "__func__", value)
+        code = _getattr(fn, "__code__", None)
+        if code is not None:
+            trusted_codes.add(code)
+
+    for name, value in _list(builtins.__dict__.items()):
+        if _isinstance(value, (_type, types.BuiltinFunctionType)) or name in CAPTURED_DUNDER:
+            capture("builtins." + name, builtins.__dict__, name, value)
+    for modname in _sorted(sys.modules):
+        if not (modname in CAPTURED_MODULES or modname.startswith(CAPTURED_PREFIXES)):
+            continue
+        mod = sys.modules.get(modname)
+        mdict = _getattr(mod, "__dict__", None)
+        if not _isinstance(mdict, _dict):
+            continue
+        for name, value in _list(mdict.items()):
+            if not _isinstance(value, kinds):
+                continue
+            capture(modname + "." + name, mdict, name, value)
+            if _isinstance(value, _type) and _getattr(value, "__module__", None) == modname:
+                cdict = value.__dict__
+                for attr, member in _list(cdict.items()):
+                    if _isinstance(member, kinds):
+                        capture(modname + "." + name + "." + attr, cdict, attr, member)
+
+    MISSING = object()
+
+    def callable_key(value):
+        """Identity of a function, or of a bound method's (function, instance): each
+        attribute access makes a new bound-method object."""
+        if _isinstance(value, types.MethodType):
+            return (_id(value.__func__), _id(value.__self__))
+        return _id(value)
+    state = {"config": None, "pm": None, "collected": 0, "reported": _set(), "hookexec": _set(),
+             "digests": {}, "audit": [], "busy": False}
+
+    def report_tampered(what, critical=True):
+        if what in state["reported"]:
+            return
+        state["reported"].add(what)
+        write({"ev": "tampered", "what": what, "critical": critical})
+
+    # ------------------------------------------------------------------ where code comes from
+    real_cache = {}
+
+    def real_of(name):
+        got = real_cache.get(name)
+        if got is None:
+            got = real_cache[name] = _realpath(name)
+        return got
+
+    def rel_to_root(path):
+        rel = _relpath(path, ROOT)
+        return None if rel == ".." or rel.startswith(".." + _sep) else rel.replace(_sep, "/")
+
+    def file_verdict(filename):
+        """None when code from `filename` may sit on the outcome path, else why not."""
+        if not filename or filename.startswith("<"):
+            return "code not from a file (%s)" % filename
+        real = real_of(filename)
+        if real == ME:
+            return None
+        try:
+            st = _stat(real)
+        except OSError:
+            return "code from a file that does not exist (%s)" % filename
+        rel = rel_to_root(real)
+        where = rel if rel is not None else real
+        if st.st_ctime_ns > STAMP:
+            return "%s was written during the test run" % where
+        if real.startswith(RUNNER_DIRS) or rel is None:
+            return None  # pytest/pluggy, or installed before the run
+        if rel in PATCHED:
+            return "%s is changed by the candidate patch" % rel
+        want = GRADED.get(rel)
+        if want is not None:
+            key = (real, st.st_ctime_ns, st.st_size)
+            got = state["digests"].get(key)
+            if got is None:
+                try:
+                    with open(real, "rb") as f:
+                        got = _sha256(f.read()).hexdigest()
+                except OSError:
+                    got = "?"
+                state["digests"][key] = got
+            if got != want:
+                return "%s differs from the graded state" % rel
+        return None
+
+    def code_verdict(code):
+        """file_verdict, plus: code that claims a pytest/pluggy file must be one of the
+        functions captured at import or start at a `def` of its name there."""
+        filename = code.co_filename
+        bad = file_verdict(filename)
+        if bad is not None or code in trusted_codes:
+            return bad
+        real = real_of(filename)
+        if real.startswith(RUNNER_DIRS) or real == ME:
+            try:
+                with open(real, "rb") as f:
+                    lines = f.read().decode("utf-8", "replace").splitlines()
+                line = lines[code.co_firstlineno - 1] if 0 < code.co_firstlineno <= _len(lines) else ""
+            except OSError:
+                line = ""
+            if ("def " + code.co_name) not in line and not line.lstrip().startswith("@"):
+                return "code claiming %s:%d is not defined there" % (filename, code.co_firstlineno)
+        return None
+
+    def callable_verdict(obj):
+        fn = _getattr(obj, "__func__", obj)
+        code = _getattr(fn, "__code__", None)
+        if code is not None:
+            return code_verdict(code)
+        mod = sys.modules.get(_getattr(_type(obj), "__module__", "") or "")
+        f = _getattr(mod, "__file__", None)
+        if f is None:
+            return "%r is not Python code from a file" % (_type(obj).__name__,)
+        return file_verdict(f)
+
+    def hook_impls(hook_caller):
+        get = _getattr(hook_caller, "get_hookimpls", None)
+        if get is not None:
+            return get()
+        return _list(_getattr(hook_caller, "_nonwrappers", [])) + _list(_getattr(hook_caller, "_wrappers", []))
+
+    # ------------------------------------------------------------------ audit hooks
+    def untrusted_caller(skip_stdlib):
+        """file_verdict of the code that raised the current audit event (frames of this
+        plugin and, with skip_stdlib, of the standard library and importlib skipped)."""
+        f = _frame(2)
+        while f is not None:
+            name = f.f_code.co_filename
+            real = real_of(name) if not name.startswith("<") else name
+            if real == ME or (skip_stdlib and (name.startswith("<frozen") or (
+                    real.startswith(STDLIB) and "-packages" + _sep not in real))):
+                f = f.f_back
+                continue
+            return file_verdict(name), name
+        return None, None
+
+    WATCH = {"sys.settrace": True, "sys.setprofile": True, "gc.get_objects": True,
+             "gc.get_referrers": True, "gc.get_referents": True, "sys._getframe": False,
+             "sys._current_frames": False}
+
+    def audit(event, args):
+        if event not in WATCH or state["busy"]:
+            return
+        state["busy"] = True
+        try:
+            critical = WATCH[event]
+            # the responsible code: past the standard library for what is critical (a
+            # tracer set through bdb), the direct caller otherwise (logging walks frames)
+            why, name = untrusted_caller(skip_stdlib=critical)
+            if why is not None:
+                rel = rel_to_root(real_of(name)) if not name.startswith("<") else name
+                msg = "%s called from %s (%s)" % (event, rel or name, why)
+                if msg not in state["reported"] and (msg, critical) not in state["audit"]:
+                    state["audit"].append((msg, critical))
+        except Exception:
+            pass
+        finally:
+            state["busy"] = False
+
+    add_hook = _getattr(sys, "addaudithook", None)
+    if add_hook is not None:
+        add_hook(audit)
+
+    # ------------------------------------------------------------------ the end-of-test check
+    def check(item=None):
+        """Every check of the module docstring; each finding written once."""
+        for label, mapping, name, value in captured:
+            now = mapping.get(name, MISSING)
+            if now is value:
+                continue
+            # pytest patches some of its own classes (legacypath: Config methods): a
+            # function of pytest's own files replacing one of pytest's is not a finding
+            own = not label.startswith("builtins.") and _isinstance(now, types.FunctionType) and \
+                real_of(now.__code__.co_filename).startswith(RUNNER_DIRS) and code_verdict(now.__code__) is None
+            if not own:
+                report_tampered("%s replaced" % label)
+        pm = state["pm"]
+        if pm is not None:
+            relay = _getattr(pm, "hook", None)
+            callers = _list(_getattr(relay, "__dict__", {}).items())
+            for hook_name, caller in callers:
+                for attr, value in _list(_getattr(caller, "__dict__", {}).items()):
+                    if _isinstance(value, (types.FunctionType, types.MethodType)) and \
+                            callable_key(value) not in state["hookexec"]:
+                        report_tampered("%s.%s replaced" % (hook_name, attr))
+                try:
+                    impls = hook_impls(caller)
+                except Exception:
+                    continue
+                for impl in impls:
+                    why = callable_verdict(_getattr(impl, "function", None))
+                    if why is not None:
+                        report_tampered("hook %s from %s" % (hook_name, why))
+            for attr, value in _list(_getattr(pm, "__dict__", {}).items()):
+                if _isinstance(value, (types.FunctionType, types.MethodType)) and \
+                        callable_key(value) not in state["hookexec"]:
+                    report_tampered("plugin manager %s replaced" % attr)
+        if item is not None:
+            fn = None
+            try:
+                fn = _getattr(item, "function", None)
+            except Exception:
+                pass
+            if fn is not None:
+                why = callable_verdict(fn)
+                if why is not None:
+                    report_tampered("test %s: its function: %s" % (item.nodeid, why))
+            if "runtest" in _getattr(item, "__dict__", {}):
+                report_tampered("test %s: runtest replaced on the item" % item.nodeid)
+        for what, getter in (("trace", _gettrace), ("profile", _getprofile)):
+            fn = getter()
+            if fn is not None:
+                why = callable_verdict(fn)
+                if why is not None:
+                    report_tampered("sys.set%s function: %s" % (what, why))
+        while state["audit"]:
+            what, critical = state["audit"].pop(0)
+            report_tampered(what, critical)
+
+    # ------------------------------------------------------------------ outcomes
+    def has_xfail_mark(item):
+        try:
+            return _any(True for _ in item.iter_markers(name="xfail"))
         except Exception:  # very old pytest
             return item.get_marker("xfail") is not None
 
-    _PYTEST_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
-                         for m in (sys.modules.get("_pytest"), sys.modules.get("pluggy")) if m is not None)
-
-    def _outcome_caller(exc):
-        """The file of the innermost frame outside pytest that led to the outcome
-        exception (who called pytest.xfail())."""
-        tb = getattr(exc, "tb", None) or getattr(exc, "_excinfo", (None, None, None))[2]
+    def tb_files(exc):
+        tb = _getattr(exc, "tb", None) or _getattr(exc, "_excinfo", (None, None, None))[2]
         files = []
         while tb is not None:
-            files.append(os.path.abspath(tb.tb_frame.f_code.co_filename))
+            files.append(_realpath(_abspath(tb.tb_frame.f_code.co_filename)))
             tb = tb.tb_next
+        return files
+
+    def outcome_caller(files):
+        """The file of the innermost frame outside pytest that led to the outcome
+        exception (who called pytest.xfail())."""
         for name in reversed(files):
-            if not name.startswith(_PYTEST_DIRS):
+            if not name.startswith(RUNNER_DIRS):
                 return name
         return None
 
-    def _rootdir(item):
-        return str(getattr(item.config, "rootpath", None) or item.config.rootdir)
+    def rootdir(item):
+        return _str(_getattr(item.config, "rootpath", None) or item.config.rootdir)
 
-    def _relative(item, path):
-        rel = os.path.relpath(path, _rootdir(item))
-        return path if rel.startswith(".." + os.sep) else rel
+    def relative(item, path):
+        rel = _relpath(path, rootdir(item))
+        return path if rel.startswith(".." + _sep) else rel
 
-    def _test_code(item, path):
+    def test_code(item, path):
         """True for test code (allowed to call pytest.xfail()): the test's own module, a
         conftest, test modules and anything under a tests/testing directory, and code
         outside the repository (installed test helpers)."""
-        rel = os.path.relpath(path, _rootdir(item))
-        if rel.startswith(".." + os.sep):
+        rel = _relpath(path, rootdir(item))
+        if rel.startswith(".." + _sep):
             return True
-        parts = rel.split(os.sep)
+        parts = rel.split(_sep)
         name = parts[-1]
         if name == "conftest.py" or name.startswith("test_") or name.endswith("_test.py") or name == "tests.py":
             return True
-        return any(p in ("tests", "test", "testing") for p in parts[:-1])
+        return _any(p in ("tests", "test", "testing") for p in parts[:-1])
 
-    def _status(item, call, rep):
+    def status_of(item, call, rep):
         """(status, note) of one phase, from call.excinfo; the report only decides among
         the outcomes the exception allows (xfail, xpass, strict xpass)."""
         when = call.when
-        outcome = getattr(rep, "outcome", None)
+        outcome = _getattr(rep, "outcome", None)
         if outcome == "rerun":
             return None, None  # pytest-rerunfailures: the attempt that counts comes later
-        wasxfail = hasattr(rep, "wasxfail")
+        wasxfail = _hasattr(rep, "wasxfail")
         exc = call.excinfo
         if exc is None:
             if when != "call":
@@ -233,84 +479,131 @@ if _channel is not None:
                 return "FAILED", "report says %s without an exception" % outcome
             return ("XPASS" if wasxfail else "PASSED"), None
         etype = exc.type
-        if _EXIT and issubclass(etype, _EXIT):
+        if _EXIT and _issubclass(etype, _EXIT):
             return "ERROR", None
-        if issubclass(etype, _SKIP) and not (_XFAIL and issubclass(etype, _XFAIL)):
+        if _issubclass(etype, _SKIP) and not (_XFAIL and _issubclass(etype, _XFAIL)):
             if outcome != "skipped":
                 return "SKIPPED", "report says %s for a skip" % outcome
             return "SKIPPED", None
-        if _XFAIL and issubclass(etype, _XFAIL):
+        if _XFAIL and _issubclass(etype, _XFAIL):
             if outcome != "skipped" or not wasxfail:
                 return "FAILED", "report says %s for an xfail() call" % outcome
-            caller = _outcome_caller(exc)
-            if caller is not None and not _test_code(item, caller):
-                return "FAILED", "xfail() called from library code %s" % _relative(item, caller)
+            files = tb_files(exc)
+            if files and not files[-1].startswith(RUNNER_DIRS):
+                return "FAILED", "xfail exception not raised by pytest.xfail() (raised in %s)" % relative(
+                    item, files[-1])
+            caller = outcome_caller(files)
+            if caller is not None and not test_code(item, caller):
+                return "FAILED", "xfail() called from library code %s" % relative(item, caller)
             return "XFAIL", None
         # a real exception: a failure, or an expected failure of an xfail-marked test
-        if outcome == "skipped" and wasxfail and _has_xfail_mark(item):
+        if outcome == "skipped" and wasxfail and has_xfail_mark(item):
             return "XFAIL", None
         status = "FAILED" if when == "call" else "ERROR"
         if outcome != "failed":
             return status, "report says %s for %s" % (outcome, etype.__name__)
         return status, None
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_configure(config):
-        if _state["config"] is None:
-            _state["config"] = config
+    def report_status(report):
+        """The status a report states (for reports made in another process)."""
+        outcome = _getattr(report, "outcome", None)
+        if outcome == "passed":
+            if report.when != "call":
+                return None
+            return "XPASS" if _hasattr(report, "wasxfail") else "PASSED"
+        if outcome == "skipped":
+            return "XFAIL" if _hasattr(report, "wasxfail") else "SKIPPED"
+        if outcome == "failed":
+            return "FAILED" if report.when == "call" else "ERROR"
+        return None
 
-    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    # ------------------------------------------------------------------ the hooks
+    plugin = types.SimpleNamespace()
+
+    def pytest_plugin_registered(plugin, manager):
+        """Our own registration (a historic call): keep the plugin manager and what its
+        hook callers run through, and leave sys.modules."""
+        if plugin is not me or state["pm"] is not None:
+            return
+        state["pm"] = manager
+        for value in _list(_getattr(manager, "__dict__", {}).values()):
+            if _isinstance(value, (types.FunctionType, types.MethodType)):
+                state["hookexec"].add(callable_key(value))
+                keep.append(value)
+        for caller in _list(_getattr(_getattr(manager, "hook", None), "__dict__", {}).values()):
+            for value in _list(_getattr(caller, "__dict__", {}).values()):
+                if _isinstance(value, (types.FunctionType, types.MethodType)):
+                    state["hookexec"].add(callable_key(value))
+                    keep.append(value)
+        for name in _list(sys.modules):
+            if sys.modules.get(name) is me:
+                del sys.modules[name]
+
+    def pytest_configure(config):
+        if state["config"] is None:
+            state["config"] = config
+
     def pytest_runtest_makereport(item, call):
         result = yield
-        if item.config is not _state["config"]:
+        if item.config is not state["config"]:
             return  # a nested in-process session (pytester): not ours to report
         try:
             rep = result.get_result()
         except BaseException:
             rep = None
-        _note_tampering()
-        status, note = _status(item, call, rep)
+        if call.when == "teardown":
+            check(item)
+        status, note = status_of(item, call, rep)
         record = {"ev": "phase", "id": item.nodeid, "when": call.when, "status": status,
-                  "report": getattr(rep, "outcome", None)}
+                  "report": _getattr(rep, "outcome", None)}
         if note:
             record["forged"] = note
-        _channel.write(record)
+        write(record)
 
-    def _report_status(report):
-        """The status a report states (for reports made in another process)."""
-        outcome = getattr(report, "outcome", None)
-        if outcome == "passed":
-            if report.when != "call":
-                return None
-            return "XPASS" if hasattr(report, "wasxfail") else "PASSED"
-        if outcome == "skipped":
-            return "XFAIL" if hasattr(report, "wasxfail") else "SKIPPED"
-        if outcome == "failed":
-            return "FAILED" if report.when == "call" else "ERROR"
-        return None
-
-    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(report):
         """pytest-xdist: tests run in worker processes, which have no channel (the fd
         was taken out of the environment before they started); their reports reach this
         process and are recorded as they state themselves, marked as such."""
-        if getattr(report, "node", None) is None or getattr(report, "outcome", None) == "rerun":
+        if _getattr(report, "node", None) is None or _getattr(report, "outcome", None) == "rerun":
             return
-        _channel.write({"ev": "phase", "id": report.nodeid, "when": report.when,
-                        "status": _report_status(report), "report": report.outcome, "worker": True})
+        write({"ev": "phase", "id": report.nodeid, "when": report.when,
+               "status": report_status(report), "report": report.outcome, "worker": True})
 
-    @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(session, config, items):
-        if config is _state["config"]:
-            _state["collected"] = len(items)
+        if config is state["config"]:
+            state["collected"] = _len(items)
 
-    @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(session, exitstatus):
-        if session.config is not _state["config"]:
+        if session.config is not state["config"]:
             return
-        _note_tampering()
-        _channel.write({"ev": "end", "exitstatus": int(exitstatus), "collected": _state["collected"],
-                        "tampered": list(_state["tampered"])})
+        check()
+        write({"ev": "end", "exitstatus": _int(exitstatus), "collected": state["collected"],
+               "tampered": _sorted(state["reported"])})
 
-    _channel.write({"ev": "hello", "pid": os.getpid(), "pytest": getattr(pytest, "__version__", "?"),
-                    "python": sys.version.split()[0]})
+    keep = []  # objects whose ids are in state["hookexec"] (ids stay unique while alive)
+    hookimpl = pytest.hookimpl
+    plugin.pytest_plugin_registered = pytest_plugin_registered
+    plugin.pytest_configure = hookimpl(tryfirst=True)(pytest_configure)
+    plugin.pytest_runtest_makereport = hookimpl(hookwrapper=True, tryfirst=True)(pytest_runtest_makereport)
+    plugin.pytest_runtest_logreport = hookimpl(tryfirst=True)(pytest_runtest_logreport)
+    plugin.pytest_collection_modifyitems = hookimpl(trylast=True)(pytest_collection_modifyitems)
+    plugin.pytest_sessionfinish = hookimpl(trylast=True)(pytest_sessionfinish)
+    me = plugin
+    write({"ev": "hello", "pid": os.getpid(), "pytest": _getattr(pytest, "__version__", "?"),
+           "python": sys.version.split()[0], "checks": {"captured": _len(captured), "graded_files": _len(GRADED),
+                                                        "audit": add_hook is not None}})
+    return plugin
+
+
+def _main():
+    opened = _open_channel()
+    if opened is None:
+        return
+    plugin = _install(*opened)
+    # pytest takes the plugin from sys.modules after the import; it leaves again once
+    # registered (pytest_plugin_registered)
+    sys.modules[__name__] = plugin
+
+
+_main()
+del _main

@@ -32,6 +32,8 @@ from minisandbox.grading.logparsers import StatusMap, get_parser, record
 PYTEST_PARSERS = frozenset({"pytest", "pytest_v2", "pytest_options", "matplotlib", "seaborn"})
 #: The plugin's module name inside the environment under test (`-p` takes a module name).
 RESULTS_PLUGIN = "_minisandbox_results"
+#: Largest manifest sent to the plugin (the plugin reads at most this much).
+MANIFEST_MAX = 8 << 20
 #: Where a sandbox sees the plugin (a read-only bind of `plugin_file()`).
 SANDBOX_RESULTS_DIR = "/run/minisandbox/results"
 
@@ -67,15 +69,31 @@ class ResultsChannel:
     once it is started, `collect()` after the run.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, manifest: Mapping[str, object] | None = None) -> None:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.nonce = secrets.token_hex(16)
+        # the manifest (minisandbox.grading.gradedstate.GradedState.manifest) follows the
+        # nonce: the plugin reads both at import, before any repository code runs
         mine.sendall((self.nonce + "\n").encode())
+        line = (json.dumps(dict(manifest or {}), sort_keys=True) + "\n").encode()
+        if len(line) > MANIFEST_MAX:
+            line = b"{}\n"  # the plugin then trusts no test file by content (checks by path remain)
+        if len(line) <= 1 << 15:
+            mine.sendall(line)
+        else:  # more than a socket buffer holds before anyone reads: the plugin reads it at import
+            threading.Thread(target=self._send, args=(mine, line), name="minisandbox-manifest", daemon=True).start()
         self._sock = mine
         self.child_fd: int | None = theirs.detach()
         self._chunks: list[bytes] = []
         self._thread = threading.Thread(target=self._read, name="minisandbox-results", daemon=True)
         self._thread.start()
+
+    @staticmethod
+    def _send(sock: socket.socket, data: bytes) -> None:
+        try:
+            sock.sendall(data)
+        except OSError:
+            pass
 
     def _read(self) -> None:
         try:
@@ -123,8 +141,9 @@ class Channel:
     exit_status: int | None = None
     collected: int | None = None
     forged: dict[str, str] = field(default_factory=dict)  # node id -> how the report lied
-    tampered: list[str] = field(default_factory=list)  # runner internals replaced during the run
-    critical: list[str] = field(default_factory=list)  # ... of those, the ones that make outcomes
+    tampered: list[str] = field(default_factory=list)  # what the plugin's checks found during the run
+    critical: list[str] = field(default_factory=list)  # ... of those, the ones that void the verdict
+    checks: dict[str, object] = field(default_factory=dict)  # what the plugin checked (its hello)
     foreign: int = 0  # lines that were not this run's records
     worker_reports: int = 0  # phases taken from pytest-xdist workers' reports (not recomputed)
 
@@ -157,6 +176,8 @@ def parse_channel(text: str | None, nonce: str | None) -> Channel:
         ev = rec.get("ev")
         if ev == "hello":
             ch.present = True
+            if isinstance(rec.get("checks"), dict):
+                ch.checks = rec["checks"]
         elif ev == "phase" and isinstance(rec.get("id"), str):
             status = rec.get("status")
             if isinstance(status, str):

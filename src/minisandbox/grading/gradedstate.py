@@ -1,0 +1,259 @@
+"""The graded state, computed by the controller: the base tree plus the task's test files.
+
+Why: two decisions of the grader must not rest on anything a candidate patch can reach.
+
+* **Which tests may count XFAIL as a pass.** A patch can make a failing test *report*
+  XFAIL (replace `builtins.AssertionError` with a class that builds pytest's XFailed, call
+  `pytest.xfail()` from library code, ...). So an XFAIL counts only for a test that is
+  marked xfail in the test sources of the graded state, read here, on the controller,
+  from files the patch never touched (`xfail_marked`).
+* **Which hook implementations may sit on the outcome path.** The results plugin accepts
+  a hook from a test file or conftest only when the file still has the content it had at
+  the graded state; the digests come from here and reach the plugin on the results
+  socket before any patched code runs (`manifest`).
+
+The graded state is the clean snapshot (SWE-bench: the base commit; SWE-smith: the profile
+commit) with the task's test files: SWE-smith - every file the test lists name, from the
+snapshot; SWE-bench - the files the test patch touches, at the base commit, with the test
+patch applied. Every `conftest.py` of the snapshot is part of it (the eval script puts
+back any the patch changes).
+
+"Marked" is decided statically and generously (a conditional mark counts as marked): an
+`xfail`/`expectedFailure` name anywhere in the test function's decorators (this covers
+`pytest.param(..., marks=pytest.mark.xfail)` inside a `parametrize`) or body (an
+imperative `pytest.xfail()`, `request.node.add_marker(pytest.mark.xfail)`), in an
+enclosing class's decorators or `pytestmark`, in the module's `pytestmark`, in a
+module-level name one of those decorators uses, or in a conftest on the test file's path
+(conftests that add marks in a collection hook).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from minisandbox.grading.evalscript import EvalScript, patch_paths, test_files_of
+
+XFAIL_NAMES = frozenset({"xfail", "expectedFailure"})
+#: Directories never searched for conftests (not part of a test run).
+_SKIP_DIRS = frozenset({".git", ".hg", ".tox", ".nox", "node_modules", "__pycache__", ".venv", "venv", "build",
+                        ".eggs", ".mypy_cache", ".pytest_cache"})
+_DJANGO_ID = re.compile(r"^(\w+) \(([\w.]+)\)")  # "test_x (app.tests.Class)"
+_UNITTEST_ID = re.compile(r"^([\w.]+)\.(\w+)\.(\w+)$")  # "app.tests.Class.test_x"
+
+
+def _mentions_xfail(node: ast.AST, names: frozenset[str] = frozenset()) -> bool:
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and n.attr in XFAIL_NAMES:
+            return True
+        if isinstance(n, ast.Name) and (n.id in XFAIL_NAMES or n.id in names):
+            return True
+        if isinstance(n, ast.Constant) and n.value in XFAIL_NAMES:  # getattr(pytest.mark, "xfail")
+            return True
+    return False
+
+
+def _assigns(stmt: ast.stmt, name: str) -> bool:
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else (
+        [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else [])
+    return any(isinstance(t, ast.Name) and t.id == name for t in targets)
+
+
+@dataclass
+class _Marks:
+    """What one test module marks xfail: qualified names (class chain + function)."""
+
+    module: bool = False
+    marked: set[tuple[str, ...]] = field(default_factory=set)
+    defined: set[tuple[str, ...]] = field(default_factory=set)
+
+    def function_marked(self, qualname: tuple[str, ...]) -> bool:
+        """True when the function (or any enclosing class) is marked; `qualname` may omit
+        classes (ids of runners that name the function only)."""
+        if self.module:
+            return True
+        if any(qualname[:i] in self.marked for i in range(1, len(qualname) + 1)):
+            return True
+        if len(qualname) == 1:  # function name only: any definition of it
+            return any(q[-1] == qualname[0] and any(q[:i] in self.marked for i in range(1, len(q) + 1))
+                       for q in self.defined)
+        return False
+
+
+def scan_marks(source: str | bytes) -> _Marks:
+    """The xfail marks of one test module, from its source (a module that does not parse
+    marks nothing)."""
+    out = _Marks()
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return out
+    # module-level names whose value mentions xfail (a mark alias, a parameter list)
+    names = frozenset(t.id for s in tree.body if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None
+                      and _mentions_xfail(s.value)
+                      for t in (s.targets if isinstance(s, ast.Assign) else [s.target]) if isinstance(t, ast.Name))
+    out.module = any(_assigns(s, "pytestmark") and _mentions_xfail(s) for s in tree.body)
+
+    def visit(body: list[ast.stmt], prefix: tuple[str, ...]) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.ClassDef):
+                q = prefix + (stmt.name,)
+                out.defined.add(q)
+                if any(_mentions_xfail(d, names) for d in stmt.decorator_list) or any(
+                        _assigns(s, "pytestmark") and _mentions_xfail(s, names) for s in stmt.body):
+                    out.marked.add(q)
+                visit(stmt.body, q)
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                q = prefix + (stmt.name,)
+                out.defined.add(q)
+                if any(_mentions_xfail(d, names) for d in stmt.decorator_list) or any(
+                        _mentions_xfail(s, names) for s in stmt.body):
+                    out.marked.add(q)
+
+    visit(tree.body, ())
+    return out
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _conftests(reference: Path) -> dict[str, bytes]:
+    """Every `conftest.py` of the snapshot (repo-relative path -> content)."""
+    out: dict[str, bytes] = {}
+    for top, dirs, files in os.walk(reference):
+        dirs[:] = [d for d in dirs if d not in _SKIP_DIRS]
+        if "conftest.py" in files:
+            p = Path(top) / "conftest.py"
+            if p.is_file() and not p.is_symlink():
+                out[p.relative_to(reference).as_posix()] = p.read_bytes()
+    return out
+
+
+def _apply_test_patch(files: dict[str, bytes | None], test_patch: str) -> dict[str, bytes | None]:
+    """`files` (base-commit content, None = absent) with the test patch applied, by `git
+    apply` in a scratch directory; unchanged when it does not apply (the eval script then
+    reports the set-up failure itself)."""
+    with tempfile.TemporaryDirectory(prefix="minisandbox-graded-") as tmp:
+        root = Path(tmp)
+        for rel, content in files.items():
+            if content is not None:
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (root / rel).write_bytes(content)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1",
+               "HOME": tmp, "GIT_CEILING_DIRECTORIES": tmp}
+        res = subprocess.run(["git", "apply", "-"], input=test_patch.encode(), cwd=root, env=env,
+                             capture_output=True)
+        if res.returncode != 0:
+            return dict(files)
+        out: dict[str, bytes | None] = {}
+        for rel in files:
+            p = root / rel
+            out[rel] = p.read_bytes() if p.is_file() else None
+        return out
+
+
+@dataclass
+class GradedState:
+    """Test files and conftests of the graded state (repo-relative path -> content), plus
+    the snapshot to read any other test file from, and the paths the candidate patch names."""
+
+    files: dict[str, bytes]
+    reference: Path | None = None
+    patched: list[str] = field(default_factory=list)
+    _cache: dict[str, _Marks | None] = field(default_factory=dict, repr=False, compare=False)
+
+    def digests(self) -> dict[str, str]:
+        return {rel: sha256(data) for rel, data in sorted(self.files.items())}
+
+    def manifest(self, root: str) -> dict[str, object]:
+        """What the results plugin gets before the run (see resultplugin): the repo root as
+        the test command sees it, the graded files' digests, the paths the patch names."""
+        return {"root": root, "files": self.digests(), "patched": list(self.patched)}
+
+    def _source(self, rel: str) -> bytes | None:
+        if rel in self.files:
+            return self.files[rel]
+        if self.reference is None or rel.startswith("/") or ".." in rel.split("/"):
+            return None
+        p = self.reference / rel
+        return p.read_bytes() if p.is_file() and not p.is_symlink() else None
+
+    def _marks(self, rel: str) -> _Marks | None:
+        if rel not in self._cache:
+            src = self._source(rel)
+            self._cache[rel] = scan_marks(src) if src is not None else None
+        return self._cache[rel]
+
+    def _conftest_marks(self, rel: str) -> bool:
+        """A conftest on the path of `rel` that mentions xfail (marks added by a hook)."""
+        parts = rel.split("/")[:-1]
+        for i in range(len(parts) + 1):
+            c = "/".join([*parts[:i], "conftest.py"])
+            src = self._source(c)
+            if src is not None and re.search(rb"\b(?:xfail|expectedFailure)\b", src):
+                return True
+        return False
+
+    def _candidates(self, test_id: str) -> list[tuple[str, tuple[str, ...]]]:
+        """(file, qualified name) the id may stand for."""
+        if "::" in test_id:
+            path, *names = test_id.split("::")
+            names = [n.split("[", 1)[0] for n in names]
+            return [(path, tuple(n for n in names if n and n != "()"))]
+        m = _DJANGO_ID.match(test_id) or None
+        if m:
+            func, dotted = m.group(1), m.group(2)
+            mod, _, cls = dotted.rpartition(".")
+            return [(rel, (cls, func)) for rel in self._module_files(mod)] or [(rel, (cls, func))
+                                                                             for rel in self._all_files()]
+        m = _UNITTEST_ID.match(test_id)
+        if m:
+            return [(rel, (m.group(2), m.group(3))) for rel in self._module_files(m.group(1))]
+        func = test_id.split("[", 1)[0].split(" ", 1)[0]
+        return [(rel, (func,)) for rel in self._all_files()]
+
+    def _all_files(self) -> list[str]:
+        return [rel for rel in self.files if rel.endswith(".py") and not rel.endswith("conftest.py")]
+
+    def _module_files(self, module: str) -> list[str]:
+        tail = module.replace(".", "/")
+        return [rel for rel in self._all_files() if rel[:-3] == tail or rel[:-3].endswith("/" + tail)
+                or rel[:-3].endswith("/" + tail + "/__init__")]
+
+    def xfail_marked(self, test_id: str) -> bool:
+        """True when the test is marked xfail at the graded state (module docstring)."""
+        for rel, qual in self._candidates(test_id):
+            marks = self._marks(rel)
+            if marks is not None and qual and marks.function_marked(qual):
+                return True
+            if marks is not None and self._conftest_marks(rel):
+                return True
+        return False
+
+
+def graded_state(script: EvalScript, reference: Path, tests: list[str]) -> GradedState:
+    """The graded state of `script`'s run over the snapshot `reference` (module docstring).
+    `tests`: FAIL_TO_PASS + PASS_TO_PASS (their files are read from the snapshot when the
+    script does not rewrite them)."""
+    reference = Path(reference)
+    files: dict[str, bytes | None] = dict(script.reference_files)
+    if script.test_patch.strip():
+        files = _apply_test_patch(files, script.test_patch)
+    graded: dict[str, bytes] = {k: v for k, v in _conftests(reference).items()}
+    for rel in test_files_of(tests):
+        if rel not in files and not rel.startswith("/") and ".." not in rel.split("/"):
+            p = reference / rel
+            if p.is_file() and not p.is_symlink():
+                graded[rel] = p.read_bytes()
+    graded.update({k: v for k, v in files.items() if v is not None})
+    for k, v in files.items():
+        if v is None:
+            graded.pop(k, None)
+    return GradedState(graded, reference, patch_paths(script.patch or ""))
