@@ -205,15 +205,18 @@ print(json.dumps({"report": ev.report, "output": ev.output, "id": ev.instance_id
 """
 
 
-def grade(task, executor, name, grading="strict"):
+def grade(task, executor, name, grading="strict", patch=None):
+    """Evaluate the candidate patch `name` of `task` (or the text `patch`)."""
     if isinstance(executor, RootlessExecutor):
+        assert patch is None, "rootless grading takes the task's named patches"
         params = {**executor.paths, "kind": executor.kind, "task": TASK, "grading": grading,
                   "patch": executor.paths["patches"][name]}
         out = _run_rootless(ROOTLESS_GRADE, params, executor.site)
         entry = out["report"][out["id"]]
         return SimpleNamespace(entry=entry, resolved=bool(entry["resolved"]), reason=str(entry["reason"]),
                                output=out["output"])
-    return evaluate(task["record"], task["spec"], task["patches"][name], executor, grading=grading)
+    return evaluate(task["record"], task["spec"], task["patches"][name] if patch is None else patch, executor,
+                    grading=grading)
 
 
 def _run_rootless(code: str, params: dict, site_dir: Path) -> dict:

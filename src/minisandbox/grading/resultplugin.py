@@ -187,6 +187,7 @@ def _install(fd, nonce, manifest):
     kinds = (types.FunctionType, types.BuiltinFunctionType, _type, classmethod, staticmethod, property,
              types.MethodType)
     captured = []  # (label, live mapping, name, object)
+    captured_modules = []  # (name, module): sys.modules must still name the same module
     trusted_codes = _set()  # code objects of captured runner functions
 
     def capture(label, mapping, name, value):
@@ -206,6 +207,7 @@ def _install(fd, nonce, manifest):
         mdict = _getattr(mod, "__dict__", None)
         if not _isinstance(mdict, _dict):
             continue
+        captured_modules.append((modname, mod))
         for name, value in _list(mdict.items()):
             if not _isinstance(value, kinds):
                 continue
@@ -225,7 +227,7 @@ def _install(fd, nonce, manifest):
             return (_id(value.__func__), _id(value.__self__))
         return _id(value)
     state = {"config": None, "pm": None, "collected": 0, "reported": _set(), "hookexec": _set(),
-             "digests": {}, "audit": [], "busy": False}
+             "digests": {}, "busy": False}
 
     def report_tampered(what, critical=True):
         if what in state["reported"]:
@@ -280,30 +282,77 @@ def _install(fd, nonce, manifest):
                 return "%s differs from the graded state" % rel
         return None
 
-    def code_verdict(code):
-        """file_verdict, plus: code that claims a pytest/pluggy file must be one of the
-        functions captured at import or start at a `def` of its name there."""
+    module_codes = {}  # real file -> every code object its loaded module defines
+
+    def codes_of_module(real, hint):
+        """Code objects of the functions and classes (methods, nested functions and
+        classes included) of the module loaded from `real`: `hint` (the registered plugin
+        object, or its class's module) first, then any sys.modules entry of that file."""
+        got = module_codes.get(real)
+        if got is not None:
+            return got
+        mods = []
+        if _isinstance(hint, types.ModuleType):
+            mods.append(hint)
+        elif hint is not None:
+            mods.append(sys.modules.get(_getattr(_type(hint), "__module__", "") or ""))
+        for mod in _list(sys.modules.values()):
+            f = _getattr(mod, "__file__", None)
+            if _isinstance(f, _str) and f.endswith((".py", ".pyc")) and \
+                    real_of(f[:-1] if f.endswith(".pyc") else f) == real:
+                mods.append(mod)
+        codes = _set()
+        todo = []
+        for mod in mods:
+            f = _getattr(mod, "__file__", None)
+            if not _isinstance(f, _str) or real_of(f[:-1] if f.endswith(".pyc") else f) != real:
+                continue
+            for value in _list(_getattr(mod, "__dict__", {}).values()):
+                todo.append(value)
+                if _isinstance(value, _type):
+                    todo.extend(_list(value.__dict__.values()))
+        while todo:
+            value = todo.pop()
+            value = _getattr(value, "__func__", value)
+            value = _getattr(value, "fget", value)
+            code = _getattr(value, "__code__", None) if not _isinstance(value, types.CodeType) else value
+            if not _isinstance(code, types.CodeType) or code in codes:
+                continue
+            if real_of(code.co_filename) != real:
+                continue
+            codes.add(code)
+            todo.extend(c for c in code.co_consts if _isinstance(c, types.CodeType))
+        module_codes[real] = codes
+        return codes
+
+    verified = _set()  # code objects found in their own file's module
+
+    def code_verdict(code, plugin=None):
+        """file_verdict, plus: the code must be defined by the module loaded from the file
+        it names (code compiled under another file's name is not), or be one of the
+        functions captured at import."""
         filename = code.co_filename
         bad = file_verdict(filename)
-        if bad is not None or code in trusted_codes:
+        if bad is not None or code in trusted_codes or code in verified:
             return bad
         real = real_of(filename)
-        if real.startswith(RUNNER_DIRS) or real == ME:
-            try:
-                with open(real, "rb") as f:
-                    lines = f.read().decode("utf-8", "replace").splitlines()
-                line = lines[code.co_firstlineno - 1] if 0 < code.co_firstlineno <= _len(lines) else ""
-            except OSError:
-                line = ""
-            if ("def " + code.co_name) not in line and not line.lstrip().startswith("@"):
-                return "code claiming %s:%d is not defined there" % (filename, code.co_firstlineno)
-        return None
+        if real == ME:
+            return None
+        if code in codes_of_module(real, plugin):
+            verified.add(code)
+            return None
+        module_codes.pop(real, None)  # defined since the module was scanned? look once more
+        if code in codes_of_module(real, plugin):
+            verified.add(code)
+            return None
+        return "code claiming %s:%d is not defined by that file's module" % (
+            rel_to_root(real) or filename, code.co_firstlineno)
 
-    def callable_verdict(obj):
+    def callable_verdict(obj, plugin=None):
         fn = _getattr(obj, "__func__", obj)
         code = _getattr(fn, "__code__", None)
         if code is not None:
-            return code_verdict(code)
+            return code_verdict(code, plugin)
         mod = sys.modules.get(_getattr(_type(obj), "__module__", "") or "")
         f = _getattr(mod, "__file__", None)
         if f is None:
@@ -346,9 +395,8 @@ def _install(fd, nonce, manifest):
             why, name = untrusted_caller(skip_stdlib=critical)
             if why is not None:
                 rel = rel_to_root(real_of(name)) if not name.startswith("<") else name
-                msg = "%s called from %s (%s)" % (event, rel or name, why)
-                if msg not in state["reported"] and (msg, critical) not in state["audit"]:
-                    state["audit"].append((msg, critical))
+                # written at once: the code that walks the heap may disable this plugin next
+                report_tampered("%s called from %s (%s)" % (event, rel or name, why), critical)
         except Exception:
             pass
         finally:
@@ -371,6 +419,9 @@ def _install(fd, nonce, manifest):
                 real_of(now.__code__.co_filename).startswith(RUNNER_DIRS) and code_verdict(now.__code__) is None
             if not own:
                 report_tampered("%s replaced" % label)
+        for modname, mod in captured_modules:
+            if sys.modules.get(modname) is not mod:
+                report_tampered("sys.modules[%r] replaced" % modname)
         pm = state["pm"]
         if pm is not None:
             relay = _getattr(pm, "hook", None)
@@ -385,7 +436,7 @@ def _install(fd, nonce, manifest):
                 except Exception:
                     continue
                 for impl in impls:
-                    why = callable_verdict(_getattr(impl, "function", None))
+                    why = callable_verdict(_getattr(impl, "function", None), _getattr(impl, "plugin", None))
                     if why is not None:
                         report_tampered("hook %s from %s" % (hook_name, why))
             for attr, value in _list(_getattr(pm, "__dict__", {}).items()):
@@ -399,7 +450,7 @@ def _install(fd, nonce, manifest):
             except Exception:
                 pass
             if fn is not None:
-                why = callable_verdict(fn)
+                why = callable_verdict(fn, _getattr(item, "module", None))
                 if why is not None:
                     report_tampered("test %s: its function: %s" % (item.nodeid, why))
             if "runtest" in _getattr(item, "__dict__", {}):
@@ -407,12 +458,9 @@ def _install(fd, nonce, manifest):
         for what, getter in (("trace", _gettrace), ("profile", _getprofile)):
             fn = getter()
             if fn is not None:
-                why = callable_verdict(fn)
+                why = callable_verdict(fn, _getattr(item, "module", None))
                 if why is not None:
                     report_tampered("sys.set%s function: %s" % (what, why))
-        while state["audit"]:
-            what, critical = state["audit"].pop(0)
-            report_tampered(what, critical)
 
     # ------------------------------------------------------------------ outcomes
     def has_xfail_mark(item):
@@ -518,7 +566,8 @@ def _install(fd, nonce, manifest):
         return None
 
     # ------------------------------------------------------------------ the hooks
-    plugin = types.SimpleNamespace()
+    # a plain instance (hashable: pluggy keeps plugins in sets), of a class of its own
+    plugin = _type("MinisandboxResults", (object,), {"__slots__": ("__dict__", "__weakref__")})()
 
     def pytest_plugin_registered(plugin, manager):
         """Our own registration (a historic call): keep the plugin manager and what its
