@@ -6,7 +6,15 @@ same run on the same tasks), and the validation cost per task.
 Needs a published store of the bundled set (`snakemake --cores 2` in the checkout, or
 pass --store/--catalog/--tasks). Host venvs are built once under --work (not timed).
 
+With `--checks`: the cost of the grader's trust-boundary checks (docs/grading.md, "Trust
+boundary"): seconds per gold evaluation with the checks (graded state computed by the
+controller, the results plugin's end-of-test checks and audit hooks) and without them
+(the same plugin with its checks off, no graded state), one task per bundled repo, in a
+plain venv over this interpreter (its pytest), built from the committed bundled sources:
+needs no store.
+
 Usage: python bench/bench_eval.py [--store results/store] [--repeats 3]
+       python bench/bench_eval.py --checks [--repeats 5] [--json OUT]
 """
 
 from __future__ import annotations
@@ -31,6 +39,95 @@ from minisandbox.node.runtime import prepare
 from minisandbox.grading.validate import gold_run
 
 
+def _runner_venv(path: Path) -> Path:
+    """A venv over this interpreter that sees its site-packages (pytest), with a
+    `pytest` command (the bundled specs call it)."""
+    import site
+    import subprocess
+
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(path)], check=True)
+    py = path / "bin" / "python"
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    dirs = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    (Path(purelib) / "_bench_runner_site.pth").write_text("".join(f"{d}\n" for d in dirs))
+    (path / "bin" / "pytest").write_text(f"#!{py}\nimport sys\nimport pytest\nsys.exit(pytest.main())\n")
+    (path / "bin" / "pytest").chmod(0o755)
+    return path
+
+
+def bench_checks(a: argparse.Namespace) -> int:
+    """Gold evaluations with and without the trust-boundary checks (module docstring)."""
+    import json
+    from unittest import mock
+
+    from minisandbox.grading import evaluate as evaluate_mod
+    from minisandbox.grading.evaluate import HostVenvExecutor
+    from minisandbox.grading.gradedstate import GradedState, graded_state
+    from minisandbox.pipeline.bundled import materialize
+
+    catalog = Catalog.load(a.catalog)
+    work = Path(a.work or tempfile.mkdtemp(prefix="bench-checks-"))
+    repos = materialize(work / "repos")
+    venv = _runner_venv(work / "venv")
+    recs, seen = [], set()
+    for rec in read_tasks(a.tasks[:1]).records:  # SWE-smith bundled: one task per repo
+        if rec.repo not in seen:
+            seen.add(rec.repo)
+            recs.append(rec)
+
+    class Unchecked(GradedState):
+        def manifest(self, root: str) -> dict[str, object]:
+            return {"root": root, "checks": False}
+
+    def no_state(script, reference, tests):
+        return Unchecked({})
+
+    def xfail_everywhere(test_id: str) -> bool:
+        return True
+
+    rows, on_all, off_all, state_all = [], [], [], []
+    for rec in recs:
+        spec = spec_for(catalog, rec)
+        name = rec.repo.split("/", 1)[-1].rsplit(".", 1)[0]
+        host = HostVenvExecutor(snapshot=repos[name], venv=venv, testbed=work / f"testbed-{name}")
+        patch, reverse = gold_run(rec)
+        on_t, off_t, st_t = [], [], []
+        for _ in range(a.repeats):
+            for checks in (True, False):
+                t0 = time.perf_counter()
+                if checks:
+                    ev = evaluate(rec, spec, patch, host, reverse=reverse)
+                else:
+                    with mock.patch.object(evaluate_mod, "graded_state", no_state), \
+                            mock.patch.object(GradedState, "xfail_marked", staticmethod(xfail_everywhere)):
+                        ev = evaluate(rec, spec, patch, host, reverse=reverse)
+                (on_t if checks else off_t).append(time.perf_counter() - t0)
+                assert ev.resolved, (rec.instance_id, checks, ev.reason, ev.entry.get("suspicious"))
+                ch = ev.entry["results_channel"]
+                assert ch["present"] and ch["complete"], ch
+            with host.open(rec) as env:
+                script = evaluate_mod.plan_script(rec, spec, patch, env.reference_dir, reverse=reverse,
+                                                  setup_task_state=True)
+                t0 = time.perf_counter()
+                graded_state(script, env.reference_dir, [*rec.fail_to_pass, *rec.pass_to_pass])
+                st_t.append(time.perf_counter() - t0)
+        on_all += on_t
+        off_all += off_t
+        state_all += st_t
+        rows.append([rec.instance_id[:48], ev.entry["results_channel"]["tests"], statistics.median(on_t),
+                     statistics.median(off_t), statistics.median(on_t) / statistics.median(off_t),
+                     1000 * statistics.median(st_t)])
+    rows.append(["ALL (median)", "", statistics.median(on_all), statistics.median(off_all),
+                 statistics.median(on_all) / statistics.median(off_all), 1000 * statistics.median(state_all)])
+    headers = ["task", "tests", "with checks s", "without s (baseline)", "ratio", "graded state ms"]
+    print(f"gold-patch evaluation in a host venv, {a.repeats} repeats, checks on/off alternated")
+    print(tabulate(rows, headers=headers, floatfmt=".3f"))
+    if a.json:
+        Path(a.json).write_text(json.dumps({"repeats": a.repeats, "headers": headers, "rows": rows}, indent=1))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--store", default=str(ROOT / "results" / "store"))
@@ -39,7 +136,11 @@ def main() -> int:
                                                    str(ROOT / "config" / "bundled" / "tasks_swebench.jsonl")])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--work", default=None, help="host venv dir (default: a temp dir)")
+    ap.add_argument("--checks", action="store_true", help="cost of the trust-boundary checks (no store needed)")
+    ap.add_argument("--json", default=None, help="with --checks: write the table here as JSON")
     a = ap.parse_args()
+    if a.checks:
+        return bench_checks(a)
     catalog = Catalog.load(a.catalog)
     recs = read_tasks(a.tasks).records
     work = Path(a.work or tempfile.mkdtemp(prefix="bench-eval-"))

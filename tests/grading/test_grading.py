@@ -40,7 +40,7 @@ def report(log: str, f2p, p2p, patch=PATCH, **kw):
 
 def test_resolved_when_every_f2p_and_p2p_passes():
     log = log_with("t.py::test_a PASSED\nt.py::test_b XFAIL\nt.py::test_c PASSED\n")
-    r = report(log, ["t.py::test_a", "t.py::test_b"], ["t.py::test_c"])
+    r = report(log, ["t.py::test_a", "t.py::test_b"], ["t.py::test_c"], xfail_marked={"t.py::test_b"}.__contains__)
     assert r["resolved"] is True and r["reason"] == "resolved"
     assert r["patch_successfully_applied"] and r["patch_exists"] and not r["patch_is_None"]
     assert r["tests_status"]["FAIL_TO_PASS"] == {"success": ["t.py::test_a", "t.py::test_b"], "failure": []}

@@ -31,7 +31,7 @@ The hacks (docs/grading.md, "Trust boundary", says which check stops each):
 * `heap_walk` - `gc.get_objects()` to find the results plugin and unregister it, then the
   swallowing hook;
 * `forged_filename` - the swallowing hook compiled under the name of an installed file
-  (`pytest_timeout.py`, a plugin present before the patch).
+  (`pytest_timeout.py`, a plugin present before the patch, or pytest's own `python.py`).
 """
 
 from __future__ import annotations
@@ -210,7 +210,10 @@ if _pm is not None:
     _pm.register(_Swallow(), "inflection-speedups")
 ''',
     "forged_filename": FIND_PM_BY_FRAMES + '''
-import pytest_timeout as _pt_mod
+try:
+    import pytest_timeout as _pt_mod
+except ImportError:  # not installed in this environment: claim one of pytest's own files
+    import _pytest.python as _pt_mod
 _ns = {}
 exec(compile("""
 import pytest

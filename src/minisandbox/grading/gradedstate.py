@@ -210,6 +210,7 @@ class GradedState:
         m = _DJANGO_ID.match(test_id) or None
         if m:
             func, dotted = m.group(1), m.group(2)
+            dotted = dotted.removesuffix("." + func)  # Python 3.11+: "test_x (app.tests.Class.test_x)"
             mod, _, cls = dotted.rpartition(".")
             return [(rel, (cls, func)) for rel in self._module_files(mod)] or [(rel, (cls, func))
                                                                              for rel in self._all_files()]

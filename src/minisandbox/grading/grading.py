@@ -2,7 +2,11 @@
 
 The semantics are SWE-bench's (a test passes if PASSED or XFAIL; resolved = every
 FAIL_TO_PASS and every PASS_TO_PASS test passes) with the holes a reward must not have
-closed (see docs/grading.md):
+closed (see docs/grading.md, and its "Trust boundary"):
+
+* an XFAIL counts only for a test marked xfail at the graded state (decided by the
+  controller from the graded-state sources, `minisandbox.grading.gradedstate`), and a run
+  whose results channel reports a critical finding is `results-tampered`, in every mode;
 
 * an empty FAIL_TO_PASS list is never resolved (SWE-bench scores it 1.0);
 * a test missing from the log fails, for both lists (SWE-smith assumes a missing test

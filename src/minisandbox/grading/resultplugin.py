@@ -170,6 +170,7 @@ def _install(fd, nonce, manifest):
             os.close(w)
 
     STAMP = creation_stamp()
+    CHECKS = manifest.get("checks", True) is not False  # off only for bench/bench_eval.py's baseline
     ME = _realpath(_abspath(__file__))
     ROOT = _realpath(_str(manifest.get("root") or os.getcwd()))
     GRADED = _dict((_str(k), _str(v)) for k, v in (manifest.get("files") or {}).items())
@@ -265,10 +266,10 @@ def _install(fd, nonce, manifest):
             return "%s was written during the test run" % where
         if real.startswith(RUNNER_DIRS) or rel is None:
             return None  # pytest/pluggy, or installed before the run
-        if rel in PATCHED:
-            return "%s is changed by the candidate patch" % rel
         want = GRADED.get(rel)
-        if want is not None:
+        if want is None and rel in PATCHED:
+            return "%s is changed by the candidate patch" % rel
+        if want is not None:  # a test file or conftest: its graded-state content decides
             key = (real, st.st_ctime_ns, st.st_size)
             got = state["digests"].get(key)
             if got is None:
@@ -402,13 +403,15 @@ def _install(fd, nonce, manifest):
         finally:
             state["busy"] = False
 
-    add_hook = _getattr(sys, "addaudithook", None)
+    add_hook = _getattr(sys, "addaudithook", None) if CHECKS else None
     if add_hook is not None:
         add_hook(audit)
 
     # ------------------------------------------------------------------ the end-of-test check
     def check(item=None):
         """Every check of the module docstring; each finding written once."""
+        if not CHECKS:
+            return
         for label, mapping, name, value in captured:
             now = mapping.get(name, MISSING)
             if now is value:

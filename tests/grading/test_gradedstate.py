@@ -1,0 +1,190 @@
+"""The graded state: which tests are marked xfail, from the graded-state sources only."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import textwrap
+
+import pytest
+
+from minisandbox.grading.evalscript import EvalScript
+from minisandbox.grading.gradedstate import GradedState, graded_state, scan_marks
+from minisandbox.grading.grading import make_report
+from minisandbox.grading.results import ResultsChannel
+
+SOURCE = textwrap.dedent(
+    """\
+    import sys
+    import pytest
+
+    known = pytest.mark.xfail(reason="known")
+    CASES = [1, pytest.param(2, marks=pytest.mark.xfail), 3]
+
+
+    def test_plain():
+        assert True
+
+
+    @pytest.mark.xfail(sys.platform == "win32", reason="only there")
+    def test_conditional():
+        pass
+
+
+    @known
+    def test_alias():
+        pass
+
+
+    @pytest.mark.parametrize("x", [1, pytest.param(2, marks=[pytest.mark.xfail(strict=True)])])
+    def test_param(x):
+        pass
+
+
+    @pytest.mark.parametrize("x", CASES)
+    def test_param_list(x):
+        pass
+
+
+    def test_imperative():
+        if sys.version_info < (3,):
+            pytest.xfail("old python")
+
+
+    class TestGroup:
+        pytestmark = [pytest.mark.xfail]
+
+        def test_in_group(self):
+            pass
+
+
+    class TestOther:
+        def test_not_marked(self):
+            pass
+
+        @pytest.mark.xfail
+        def test_marked(self):
+            pass
+
+
+    class Cases(unittest.TestCase):
+        @unittest.expectedFailure
+        def test_expected(self):
+            pass
+    """
+)
+
+
+def test_marks_are_read_from_the_source():
+    m = scan_marks(SOURCE)
+    assert not m.module
+    marked = {".".join(q) for q in m.marked}
+    assert marked == {"test_conditional", "test_alias", "test_param", "test_param_list", "test_imperative",
+                      "TestGroup", "TestOther.test_marked", "Cases.test_expected"}
+    assert m.function_marked(("TestGroup", "test_in_group"))
+    assert not m.function_marked(("TestOther", "test_not_marked"))
+    assert not m.function_marked(("test_plain",))
+    assert scan_marks("import pytest\npytestmark = pytest.mark.xfail\ndef test_a(): pass\n").module
+    assert not scan_marks("this is not python(").marked
+
+
+def test_xfail_marked_by_id_kind(tmp_path):
+    files = {"tests/test_m.py": SOURCE.encode(),
+             "tests/admin/tests.py": b"import unittest\nclass AdminTests(unittest.TestCase):\n"
+                                     b"    @unittest.expectedFailure\n    def test_e(self): pass\n"
+                                     b"    def test_f(self): pass\n"}
+    st = GradedState(files)
+    assert st.xfail_marked("tests/test_m.py::test_param[2]")
+    assert st.xfail_marked("tests/test_m.py::TestGroup::test_in_group")
+    assert not st.xfail_marked("tests/test_m.py::TestOther::test_not_marked")
+    assert not st.xfail_marked("tests/test_m.py::test_plain")
+    assert not st.xfail_marked("tests/elsewhere.py::test_alias")  # not a graded file
+    assert st.xfail_marked("test_e (admin.tests.AdminTests)")  # Django's runner
+    assert st.xfail_marked("test_e (admin.tests.AdminTests.test_e)")  # ... on Python 3.11+
+    assert not st.xfail_marked("test_f (admin.tests.AdminTests)")
+    assert st.xfail_marked("test_alias")  # sympy's runner names the function only
+    assert not st.xfail_marked("test_plain")
+
+
+def test_a_conftest_that_adds_xfail_marks_counts_for_its_directory():
+    st = GradedState({"tests/conftest.py": b"def pytest_collection_modifyitems(items):\n"
+                                           b"    items[0].add_marker('xfail')\n",
+                      "tests/test_a.py": b"def test_a(): pass\n", "other/test_b.py": b"def test_b(): pass\n"})
+    assert st.xfail_marked("tests/test_a.py::test_a")
+    assert not st.xfail_marked("other/test_b.py::test_b")
+
+
+def test_graded_state_applies_the_test_patch_and_takes_every_conftest(tmp_path):
+    ref = tmp_path / "ref"
+    (ref / "tests" / "sub").mkdir(parents=True)
+    (ref / "tests" / "test_a.py").write_text("def test_a():\n    pass\n")
+    (ref / "tests" / "sub" / "conftest.py").write_text("X = 1\n")
+    (ref / "tests" / "test_other.py").write_text("def test_o(): pass\n")
+    test_patch = ("diff --git a/tests/test_a.py b/tests/test_a.py\n--- a/tests/test_a.py\n+++ b/tests/test_a.py\n"
+                  "@@ -1,2 +1,4 @@\n+import pytest\n+@pytest.mark.xfail\n def test_a():\n     pass\n")
+    script = EvalScript(test_cmd="pytest", timeout=10, patch="diff --git a/lib.py b/lib.py\n",
+                        reference_files={"tests/test_a.py": (ref / "tests" / "test_a.py").read_bytes()},
+                        test_patch=test_patch)
+    st = graded_state(script, ref, ["tests/test_a.py::test_a", "tests/test_other.py::test_o"])
+    assert st.files["tests/test_a.py"].startswith(b"import pytest\n@pytest.mark.xfail")
+    assert st.xfail_marked("tests/test_a.py::test_a")  # marked by the test patch
+    assert set(st.files) == {"tests/test_a.py", "tests/test_other.py", "tests/sub/conftest.py"}
+    man = st.manifest("/testbed")
+    assert man["root"] == "/testbed" and man["patched"] == ["lib.py"]
+    assert man["files"]["tests/sub/conftest.py"] == hashlib.sha256(b"X = 1\n").hexdigest()
+
+
+def test_the_manifest_follows_the_nonce_on_the_results_socket():
+    import socket
+
+    man = {"root": "/testbed", "files": {"t.py": "0" * 64}, "patched": ["lib.py"]}
+    with ResultsChannel(man) as ch:
+        theirs = socket.socket(fileno=ch.child_fd)
+        ch.child_fd = None
+        theirs.settimeout(5)
+        data = b""
+        while data.count(b"\n") < 2:
+            data += theirs.recv(1 << 16)
+        theirs.close()
+    nonce, line = data.decode().splitlines()[:2]
+    assert nonce == ch.nonce and json.loads(line) == man
+
+
+LOG = ">>>>> Applied Patch N\n>>>>> Start Test Output N\n{}\n>>>>> End Test Output N\n>>>>> Test Exit Code 0 N\n"
+PATCH = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+
+
+@pytest.mark.parametrize("mode", ["strict", "official"])
+def test_xfail_counts_only_when_marked_at_the_graded_state(mode):
+    log = LOG.format("t.py::test_a XFAIL\nt.py::test_b PASSED\nXFAIL t.py::test_a\nPASSED t.py::test_b")
+
+    def rep(marked):
+        return make_report("i", PATCH, log, fail_to_pass=["t.py::test_a"], pass_to_pass=["t.py::test_b"],
+                           log_parser="pytest", nonce="N", grading=mode, xfail_marked=marked)["i"]
+
+    r = rep(None)
+    assert not r["resolved"] and r["reason"] == "tests-failed"
+    assert r["tests_status"]["FAIL_TO_PASS"]["failure"] == ["t.py::test_a"]
+    assert "xfail: t.py::test_a: reported XFAIL but not marked xfail at the graded state" in r["suspicious"]
+    assert not rep(lambda t: False)["resolved"]
+    assert rep(lambda t: t == "t.py::test_a")["resolved"]
+    xpass = LOG.format("t.py::test_a XPASS\nt.py::test_b PASSED\nXPASS t.py::test_a\nPASSED t.py::test_b")
+    assert not make_report("i", PATCH, xpass, fail_to_pass=["t.py::test_a"], pass_to_pass=["t.py::test_b"],
+                           log_parser="pytest", nonce="N", grading=mode, xfail_marked=lambda t: True)["i"]["resolved"]
+
+
+@pytest.mark.parametrize("mode", ["strict", "official"])
+def test_a_critical_channel_finding_is_never_resolved(mode):
+    log = LOG.format("t.py::test_a PASSED\nPASSED t.py::test_a")
+    lines = [{"ev": "hello"}, {"ev": "phase", "id": "t.py::test_a", "when": "call", "status": "PASSED"},
+             {"ev": "tampered", "what": "builtins.AssertionError replaced", "critical": True},
+             {"ev": "end", "exitstatus": 0, "collected": 1}]
+    text = "\n".join(json.dumps({**rec, "n": "K"}) for rec in lines)
+    r = make_report("i", PATCH, log, fail_to_pass=["t.py::test_a"], pass_to_pass=[], log_parser="pytest",
+                    nonce="N", grading=mode, results=text, results_nonce="K")["i"]
+    assert not r["resolved"] and r["reason"] == "results-tampered"
+    assert r["results_channel"]["critical"] == ["builtins.AssertionError replaced"]
+    assert "runtime: tampered: builtins.AssertionError replaced" in r["suspicious"]
+    clean = "\n".join(json.dumps({**rec, "n": "K"}) for rec in lines if rec["ev"] != "tampered")
+    assert make_report("i", PATCH, log, fail_to_pass=["t.py::test_a"], pass_to_pass=[], log_parser="pytest",
+                       nonce="N", grading=mode, results=clean, results_nonce="K")["i"]["resolved"]
