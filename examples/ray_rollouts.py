@@ -10,7 +10,12 @@ then:
 
     python examples/ray_rollouts.py --address auto --store results/store -n 8
 
-Without --address a single-node local Ray is started for the run. Rollouts alternate a
+Without --address a single-node local Ray is started for the run and stopped at the end.
+What it leaves behind: nothing in your home (Ray would otherwise write its authentication
+token to ~/.ray/auth_token, which later local clusters and `ray start` pick up; the run
+uses a fresh token in RAY_AUTH_TOKEN instead, unless you configured one) and Ray's session
+logs under /tmp/ray (Ray's default; --temp-dir moves them, e.g. into a directory you then
+remove). Rollouts alternate a
 "gold" policy (writes and applies the task's reference fix, like an agent would) and a
 "noop" policy (changes nothing), so the summary shows both outcomes; --policy picks one.
 """
@@ -33,6 +38,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("-n", "--rollouts", type=int, default=8, help="number of rollouts (default 8)")
     p.add_argument("--pool-size", type=int, default=2, help="concurrent sandboxes per node (default 2)")
     p.add_argument("--io-slots", type=int, default=2, help="minisandbox_io of the local Ray (no --address)")
+    p.add_argument("--temp-dir", help="Ray's session directory for the local Ray (no --address; default /tmp/ray)")
     p.add_argument("--policy", choices=["mixed", "gold", "noop"], default="mixed")
     p.add_argument("--json", help="write the per-rollout results here")
     return p.parse_args(argv)
@@ -60,6 +66,20 @@ def progress_bar(total: int):
         return Plain()
 
 
+def _run_token() -> None:
+    """A local cluster's token for this run only, so Ray writes none to ~/.ray/auth_token
+    (a user who set RAY_AUTH_MODE, RAY_AUTH_TOKEN(_PATH) or has a token file keeps theirs)."""
+    import os
+    import secrets
+
+    if any(k in os.environ for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")):
+        return
+    if (Path.home() / ".ray" / "auth_token").exists():
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import ray
@@ -73,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.address:
         ray.init(address=args.address, logging_level="ERROR")
     else:
-        ray.init(resources=node_resources(args.io_slots), logging_level="ERROR")
+        _run_token()
+        ray.init(resources=node_resources(args.io_slots), logging_level="ERROR", _temp_dir=args.temp_dir)
     ids = task_ids(store)
     if not ids:
         print(f"no ready tasks in {store}", file=sys.stderr)

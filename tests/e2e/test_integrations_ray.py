@@ -149,3 +149,28 @@ def test_example_script(ray_cluster, bundled_store, tmp_path: Path) -> None:
     assert len(rows) == 4 and all(r["error"] is None for r in rows)
     assert sum(r["resolved"] for r in rows) == sum(r["policy"] == "gold" for r in rows) >= 2
     assert len({r["node_id"] for r in rows}) == 2
+
+
+def test_example_with_a_local_ray_leaves_nothing_in_home(bundled_store, tmp_path: Path) -> None:
+    """Without --address the example starts its own Ray: Ray would write ~/.ray/auth_token
+    (then picked up by every later local cluster); the example gives it a run-only token."""
+    import os
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    env.update(HOME=str(home), MINISANDBOX_CACHE=str(tmp_path / "cache"), RAY_USAGE_STATS_ENABLED="0")
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "ray_rollouts.py"), "--store", bundled_store.url,
+         "--catalog", str(bundled_store.catalog), "-n", "1", "--pool-size", "1", "--policy", "gold",
+         "--temp-dir", str(tmp_path / "ray")],
+        capture_output=True, text=True, timeout=600, env=env)
+    try:
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert "1 resolved" in out.stdout
+        assert sorted(p.name for p in home.rglob("*")) == [], "the example left files in HOME"
+    finally:
+        from minisandbox.node.cache import Cache
+
+        if (tmp_path / "cache").exists():  # its images are kernel-mounted: release them
+            Cache(tmp_path / "cache").clear(force=False)
