@@ -97,7 +97,7 @@ def test_unreachable_s3_store_names_url_and_hint(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     store = Store("s3://bucket/prefix", attempts=2, backoff=0.01, endpoint_url=f"http://127.0.0.1:{port}",
                   config_kwargs={"connect_timeout": 1, "retries": {"max_attempts": 1}})
-    with pytest.raises(StoreError, match=r"store s3://bucket/prefix unreachable.*AWS_ENDPOINT_URL"):
+    with pytest.raises(StoreError, match=r"store s3://bucket/prefix: cannot reach the S3 endpoint .*AWS_ENDPOINT_URL"):
         store.read_text("index/catalog.json")
 
 

@@ -20,7 +20,17 @@ def _mb(n: float) -> str:
 
 
 def cmd_mirror(a: argparse.Namespace) -> int:
+    from minisandbox.cli.options import note
     from minisandbox.node.sync import mirror
+
+    if a.create_bucket:
+        from minisandbox.node.store import Store
+
+        dst = Store(a.dst)
+        if dst.bucket is None:
+            note(f"{a.command}: --create-bucket: {a.dst} is not in object storage: nothing to create")
+        elif dst.create_bucket():
+            note(f"{a.command}: created bucket {dst.bucket} at {dst.endpoint()}")
 
     with Progress(a.command, 0) as meter:  # bytes to copy; a bar on a terminal, else lines
         def per_artifact(key: str, status: str) -> None:
@@ -79,6 +89,9 @@ def register(sub) -> None:
         p.add_argument("--workers", type=int, default=4, help="parallel transfers (default 4)")
         p.add_argument("--json", action="store_true", help="print the report as JSON")
         p.add_argument("-v", "--verbose", action="store_true", help="one line per artifact on stderr")
+        p.add_argument("--create-bucket", action="store_true",
+                       help="create DST's bucket first if it does not exist (s3://BUCKET/...; without it a "
+                            "missing bucket is an error naming it)")
         p.set_defaults(func=cmd_mirror)
 
     v = sub.add_parser("verify", help="Check every artifact of a store against its index (exit 1 on problems).",

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 import fsspec
+import fsspec.config
 import fsspec.core
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
@@ -67,6 +68,10 @@ def is_transient(exc: BaseException) -> bool:
         return True  # a short or damaged upload: the next attempt starts from scratch
     if isinstance(exc, _PERMANENT):
         return False
+    if _unreachable(exc):
+        return False  # reported at once, naming the endpoint (Store._call)
+    if type(exc).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
+        return False  # no attempt will find them
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return True
     mod = type(exc).__module__ or ""
@@ -78,13 +83,57 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
+#: S3 client settings (botocore's Config, passed by s3fs as `config_kwargs`), from the
+#: environment: an endpoint that does not answer is reported within seconds, not after
+#: minutes of nested retries (s3fs's own loop, botocore's, ours).
+S3_CONNECT_TIMEOUT_ENV = "MINISANDBOX_S3_CONNECT_TIMEOUT"  # seconds to open a connection (3)
+S3_READ_TIMEOUT_ENV = "MINISANDBOX_S3_READ_TIMEOUT"  # seconds to wait for a response (60)
+S3_ATTEMPTS_ENV = "MINISANDBOX_S3_ATTEMPTS"  # botocore attempts per request, the first included (3)
+
+
+def _env_number(name: str, default: float, kind: type = float) -> Any:
+    text = os.environ.get(name)
+    if text is None or not text.strip():
+        return kind(default)
+    try:
+        value = kind(text)
+    except ValueError:
+        value = None
+    if value is None or value <= 0:
+        raise StoreError(f"${name}={text!r}: expected a positive number")
+    return value
+
+
+def s3_client_options() -> dict[str, Any]:
+    """s3fs options for a quick, bounded failure: botocore's connect/read timeouts and its
+    attempts per request (standard retry mode: throttling and transient errors, backoff
+    with jitter) from MINISANDBOX_S3_*. s3fs's own retry loop around botocore's is turned
+    off in `Store` (retries are counted in one place). Settings given through fsspec's own
+    configuration (FSSPEC_S3_CONFIG_KWARGS, ...) win."""
+    config = {"connect_timeout": _env_number(S3_CONNECT_TIMEOUT_ENV, 3),
+              "read_timeout": _env_number(S3_READ_TIMEOUT_ENV, 60),
+              "retries": {"total_max_attempts": _env_number(S3_ATTEMPTS_ENV, 3, int), "mode": "standard"}}
+    user = fsspec.config.conf.get("s3", {})
+    return {"config_kwargs": {**config, **(user.get("config_kwargs") or {})}}
+
+
 def _storage_options(protocol: str) -> dict[str, Any]:
-    """Explicit endpoint for S3 from the environment, so fsspec's instance cache is keyed on it."""
+    """Explicit endpoint for S3 from the environment, so fsspec's instance cache is keyed on
+    it, and the client settings of `s3_client_options`."""
     if protocol in ("s3", "s3a"):
+        options = s3_client_options()
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         if endpoint:
-            return {"endpoint_url": endpoint}
+            options["endpoint_url"] = endpoint
+        return options
     return {}
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """The endpoint itself cannot be reached (refused, no route, DNS, connect timeout):
+    botocore has already retried; more attempts would only make the user wait."""
+    names = {c.__name__ for c in type(exc).__mro__}
+    return bool(names & {"EndpointConnectionError", "ConnectTimeoutError", "ProxyConnectionError"})
 
 
 class Store:
@@ -108,6 +157,10 @@ class Store:
                              f"(for s3://: pip install s3fs)") from exc
         self.root = root.rstrip("/") if root != "/" else root
         self.local = "file" in _protocols(self.fs)
+        if "s3" in _protocols(self.fs):
+            self.fs.retries = 1  # s3fs's loop (5 by default) around botocore's own: attempts multiply
+        #: what a request may cost before it fails, for messages (botocore rewrites its config)
+        self._client = dict((options.get("config_kwargs") or {}))
         self.attempts = attempts if attempts is not None else DEFAULT_ATTEMPTS
         self.backoff = backoff
 
@@ -158,6 +211,10 @@ class Store:
         except Exception as exc:
             if type(exc).__module__.startswith("minisandbox."):
                 raise  # our own errors (e.g. an unsafe archive met while streaming) keep their type
+            if _unreachable(exc):
+                raise StoreError(f"store {self._url}: cannot reach the S3 endpoint {self.endpoint()} "
+                                 f"({type(exc).__name__}, {self.attempts_note()}); check AWS_ENDPOINT_URL "
+                                 f"(or AWS_ENDPOINT_URL_S3) and that the service is up") from exc
             if is_transient(exc):
                 raise StoreError(f"store {self._url} unreachable ({what} {rel}, {self.attempts} attempts): "
                                  f"{type(exc).__name__}: {_one_line(exc)}; {self._hint()}") from exc
@@ -169,11 +226,64 @@ class Store:
         if self.local and not os.path.isdir(self.root):
             return (f"store {self._url} does not exist (no directory {self.root}); "
                     f"publish one first or pass --store URL")
+        if self.bucket_missing():
+            return self._bucket_message()
         return f"{self.url_of(rel)} not found in store {self._url}"
+
+    # -- object storage: endpoint and bucket ----------------------------------------------
+    def endpoint(self) -> str:
+        """The S3 endpoint this store talks to (for messages)."""
+        client = getattr(self.fs, "s3", None)
+        url = getattr(getattr(client, "meta", None), "endpoint_url", None)
+        return url or getattr(self.fs, "endpoint_url", None) or os.environ.get("AWS_ENDPOINT_URL") or "AWS default"
+
+    def attempts_note(self) -> str:
+        retries = self._client.get("retries") or {}
+        tries = retries.get("total_max_attempts") or retries.get("max_attempts")
+        timeout = self._client.get("connect_timeout")
+        if not tries:
+            return "no answer"
+        return f"{tries} attempts, {timeout:g} s connect timeout each: ${S3_ATTEMPTS_ENV}, ${S3_CONNECT_TIMEOUT_ENV}"
+
+    @property
+    def bucket(self) -> str | None:
+        """The bucket of an object-storage URL (None for a local store)."""
+        return None if self.local else self.root.split("/", 1)[0] or None
+
+    def bucket_missing(self) -> bool:
+        """The store's bucket does not exist (asked once per Store, only on a miss:
+        a missing bucket otherwise shows up as every object missing)."""
+        if self.bucket is None or "s3" not in _protocols(self.fs):
+            return False
+        if not hasattr(self, "_bucket_missing"):
+            try:
+                self.fs.invalidate_cache(self.bucket)
+                self._bucket_missing = not self.fs.exists(self.bucket)
+            except Exception:  # noqa: BLE001 - unknown (no permission to look): not claimed
+                self._bucket_missing = False
+        return self._bucket_missing
+
+    def _bucket_message(self) -> str:
+        return (f"store {self._url}: bucket {self.bucket!r} does not exist at {self.endpoint()}; create it "
+                f"(`minisandbox push --create-bucket SRC {self._url}`, or `aws s3 mb s3://{self.bucket}`) "
+                f"or check the URL")
+
+    def create_bucket(self) -> bool:
+        """Create the store's bucket if it does not exist; True when it was created."""
+        if not self.bucket_missing():
+            return False
+        self._call("create bucket", "", lambda: self.fs.mkdir(self.bucket))
+        self._bucket_missing = False
+        return True
 
     # -- reads ----------------------------------------------------------------------------
     def exists(self, rel: str) -> bool:
-        return self._call("exists", rel, lambda: bool(self.fs.exists(self.path(rel))))
+        """Whether the object is there; a store whose bucket does not exist is an error
+        (naming the bucket), not a store where nothing exists."""
+        found = self._call("exists", rel, lambda: bool(self.fs.exists(self.path(rel))))
+        if not found and self.bucket_missing():
+            raise StoreError(self._bucket_message())
+        return found
 
     def size(self, rel: str) -> int:
         return int(self._call("size", rel, lambda: self.fs.size(self.path(rel))))
