@@ -54,10 +54,11 @@ def probe(pid):
     verr = ctypes.get_errno()
     limits = open(f"/proc/{pid}/limits").read()
     cpu = [l.split()[3] for l in limits.splitlines() if l.startswith("Max cpu time")][0]
+    aspace = [l.split()[3] for l in limits.splitlines() if l.startswith("Max address space")][0]
     return {"ptrace": ptr, "ptrace_errno": errno.errorcode.get(perr, perr), "mem": mem,
             "vm": vm, "vm_errno": errno.errorcode.get(verr, verr), "seccomp": st.get("Seccomp"),
             "filters": st.get("Seccomp_filters"), "nnp": st.get("NoNewPrivs"), "capeff": st.get("CapEff"),
-            "cpu_rlimit": cpu}
+            "cpu_rlimit": cpu, "as_rlimit": aspace}
 
 found, init = [], probe(1)
 open("/tmp/scanner.ready", "w").close()
@@ -110,6 +111,7 @@ BODY = """
         out["scan"] = json.loads(sb.read_file("/tmp/scan.json"))
         out["errors"] = errors[:3]
         out["rlimits_cpu"] = sb.rlimits.get("RLIMIT_CPU")
+        out["rlimits_as"] = sb.rlimits.get("RLIMIT_AS")  # the rlimit fallback of the memory limit (rootless)
     # payloads and ptrace: off by default, each other's with ptrace=True
     probe = ("import ctypes, os, time, errno\\n"
              "libc = ctypes.CDLL(None, use_errno=True)\\n"
@@ -144,5 +146,8 @@ def test_helpers_cannot_be_driven_by_a_payload(attack) -> None:
     for h in ready:  # a payload's confinement: no capabilities, no_new_privs, the sandbox's rlimits
         assert h["capeff"] == "0000000000000000" and h["nnp"] == "1", h
         assert h["cpu_rlimit"] == "77" and out["rlimits_cpu"] == 77, h
+    if out["rlimits_as"]:  # memory by RLIMIT_AS: init and its helpers are held to it too
+        for proc in [scan["init"], *ready]:
+            assert proc["as_rlimit"] == str(out["rlimits_as"]), proc
     assert out["payload_ptrace_False"] == ["-1", "EPERM"], out
     assert out["payload_ptrace_True"][0] == "0", out

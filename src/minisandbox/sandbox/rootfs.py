@@ -1168,6 +1168,10 @@ def _start_sandbox(sock: socket.socket, spec: dict) -> None:
             _prepare_payload_filter(bool(spec.get("seccomp", True)), bool(spec.get("ptrace")))
             info = _setup_root(spec)
             _harden_init()
+            # the sandbox's per-process memory and file-size rlimits hold for init too; not
+            # RLIMIT_NPROC (init must still fork to serve and clean up a full sandbox) nor
+            # RLIMIT_CPU (a long-lived server; the cgroup budget counts it where there is one)
+            _apply_rlimits(spec.get("init_rlimits"))
             info["keyring"] = keyring
             info["seccomp"] = _PAYLOAD_SECCOMP is not None
             times["root"] = time.monotonic()

@@ -268,6 +268,8 @@ class Sandbox:
             extra["cgroup_procs"] = self.limits.procs_files
             extra["seccomp"] = bool(cfg.seccomp)
             extra["ptrace"] = bool(cfg.ptrace)
+            extra["init_rlimits"] = {k: v for k, v in self.limits.rlimits.items()
+                                     if k in ("RLIMIT_AS", "RLIMIT_FSIZE")}
             spec = rootfs.build_spec(binds, network=cfg.network, rootless=cfg.rootless, overlays=overlays,
                                      files=files, **extra)
             self._root = rootfs.PrivateRoot(spec)
