@@ -8,7 +8,7 @@ Every Ray node that should run sandboxes advertises its I/O budget:
 
 then:
 
-    python examples/ray_rollouts.py --address auto --store results/store -n 8
+    .venv/bin/python examples/ray_rollouts.py --address auto --store results/store -n 8
 
 Without --address a single-node local Ray is started for the run and stopped at the end.
 What it leaves behind: nothing in your home (Ray would otherwise write its authentication

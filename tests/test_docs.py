@@ -165,3 +165,117 @@ def test_readme_build_command_plans(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr[-3000:]
     # one job per environment builds, publishes and validates it (validation is on by default)
     assert re.search(r"^env\s+3$", res.stdout, re.M) and re.search(r"^validated_tasks\s+1$", res.stdout, re.M)
+
+
+# ----------------------------------------------------------------------- every shell command, as written
+#: Programs the docs run through the project's environment. Debian has no `python` and its
+#: `python3` lacks the dependencies, so a project file run with either fails on a fresh
+#: clone after the README's set-up: the docs use `.venv/bin/python` (or `uv run`).
+PROJECT_DIRS = ("bench/", "scripts/", "examples/", "tests/")
+
+#: How each documented project program is checked without running it for hours, needing a
+#: model, or fetched repositories/wheels: its `--help` must succeed and list every option
+#: the docs pass to it. (The runs themselves are the benches' and e2e tests' business.)
+HELP_ONLY = {
+    "bench/bench_fetch.py": "minutes against a throttled moto_server",
+    "bench/bench_scale.py": "plans 50,000 tasks; minutes",
+    "bench/report.py": "renders saved bench output; --run-quick runs the benches",
+    "bench/bench_dedup.py": "needs every profile's wheels downloaded",
+    "bench/bench_fidelity.py": "clones and builds real repositories; hours",
+    "bench/bench_runtime.py": "10-45 minutes",
+    "bench/bench_pipeline.py": "real workflow runs; minutes",
+    "scripts/gen_catalog.py": "needs the shared data directory (docs/catalog.md); --check runs when it is there",
+    "examples/ray_rollouts.py": "a Ray cluster and a store (tests/e2e/test_integrations_ray.py runs it)",
+    "tests/fixtures/latency_proxy.py": "a long-running proxy",
+}
+
+
+def _shell_commands() -> list[tuple[str, str]]:
+    """(where, command) for every documented command line that runs a program of this
+    checkout or a console script: code blocks, indented blocks and inline code spans."""
+    starts = re.compile(r"^(?:[A-Z_]+=\S+ )*(\.venv/bin/python|uv run|python3?|minisandbox-mini-batch)\s")
+    out: list[tuple[str, str]] = []
+    for doc in DOCS:
+        lines = doc.read_text().splitlines()
+        block = False
+        for n, line in enumerate(lines, 1):
+            where = f"{doc.relative_to(ROOT)}:{n}"
+            if line.strip().startswith("```"):
+                block = not block
+                continue
+            text = line.strip()
+            candidates = [text] if block or line.startswith("    ") else re.findall(r"`([^`]+)`", line)
+            for cand in candidates:
+                if starts.match(cand):
+                    while cand.endswith("\\") and n < len(lines):
+                        cand = cand[:-1] + " " + lines[n].strip()
+                        n += 1
+                    out.append((where, cand))
+    return out
+
+
+SHELL = _shell_commands()
+
+
+def test_docs_run_project_programs_through_the_project_environment() -> None:
+    """`python bench/x.py` fails on Debian (no `python`; `python3` lacks the deps)."""
+    assert len(SHELL) >= 10
+    bare = [(w, c) for w, c in SHELL
+            if re.match(r"^(?:[A-Z_]+=\S+ )*python3? ", c) and any(d in c.split()[1] for d in PROJECT_DIRS)]
+    assert bare == [], f"use .venv/bin/python: {bare}"
+    for doc in DOCS:  # a command substitution runs Debian's python too, and captures banners
+        assert "$(python" not in doc.read_text(), f"{doc.relative_to(ROOT)}: $(python ...) in a command"
+
+
+def _program(command: str) -> tuple[str, list[str]] | None:
+    words = _words(command)
+    while words and re.match(r"^[A-Z_]+=", words[0]):
+        words = words[1:]
+    if words[:2] == ["uv", "run"]:
+        words = ["python", *words[2:]] if words[2:3] != ["python"] else words[2:]
+    if words and words[0].endswith("python") and len(words) > 1 and words[1].startswith(PROJECT_DIRS):
+        return words[1], words[2:]
+    return None
+
+
+@pytest.mark.parametrize("program", sorted({p[0] for _w, c in SHELL if (p := _program(c))}))
+def test_documented_project_programs_take_the_documented_options(program: str) -> None:
+    assert program in HELP_ONLY, f"{program}: add it to HELP_ONLY with why it is not run here, or run it"
+    assert (ROOT / program).is_file(), f"{program} does not exist"
+    res = subprocess.run([str(Path(sys.executable)), str(ROOT / program), "--help"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0 and "usage:" in res.stdout, res.stderr[-2000:]
+    for where, command in SHELL:
+        p = _program(command)
+        if p is None or p[0] != program:
+            continue
+        for w in p[1]:
+            if w.startswith("--"):
+                assert re.search(rf"(?<![\w-]){re.escape(w.split('=')[0])}(?![\w-])", res.stdout), \
+                    f"{where}: `{command}`: {program} has no {w}"
+
+
+def test_gen_catalog_check_runs_where_its_data_is() -> None:
+    """The documented `--check` (docs/catalog.md): with the shared data directory beside
+    the checkout it must pass; without it, one line naming the missing input (exit 2)."""
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_catalog.py"), "--check"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    if (ROOT.parent / "shared" / "data").is_dir():
+        assert res.returncode == 0, res.stdout + res.stderr
+    else:
+        assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
+
+
+def test_mini_batch_console_command_as_documented() -> None:
+    """`minisandbox-mini-batch` is installed with the package ([project.scripts]) and takes
+    every option the docs show."""
+    exe = Path(sys.executable).parent / "minisandbox-mini-batch"
+    assert exe.is_file(), "reinstall the project (uv sync) to get the console script"
+    res = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.startswith("usage: minisandbox-mini-batch"), res.stderr
+    shown = [c for _w, c in SHELL if c.startswith("minisandbox-mini-batch ")]
+    assert shown
+    for command in shown:
+        for w in _words(command)[1:]:
+            if w.startswith("-") and w != "-":
+                assert re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", res.stdout), f"`{command}`: no {w}"

@@ -90,3 +90,18 @@ def test_run_and_shell_for_a_task_in_a_store(as_root, tmp_path):
     res = cli("run", *common, "demo__proj.broken", "--", "true")
     assert res.returncode == 1 and "demo__proj.broken" in res.stderr and len(res.stderr.splitlines()) == 1
     assert not list(Path(tmp_path / "work").glob("**/new.txt"))
+
+
+def test_sandbox_exec_activates_a_layer_at_the_venv_path(as_root, tmp_path):
+    """docs/sandbox.md's `sandbox-exec --layer ENV:/opt/miniconda3/envs/testbed -- python ...`
+    finds the venv's python, as `run` does (no `python: command not found`)."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("#!/bin/sh\necho venv-python \"$@\"\n")
+    (venv / "bin" / "python").chmod(0o755)
+    res = cli("sandbox-exec", "--layer", f"{venv}:/opt/miniconda3/envs/testbed", "--",
+              "python -V; echo $VIRTUAL_ENV")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "venv-python -V\n/opt/miniconda3/envs/testbed\n"
+    plain = cli("sandbox-exec", "--", "echo ${VIRTUAL_ENV:-none}")  # no venv layer: nothing activated
+    assert plain.stdout == "none\n"

@@ -155,15 +155,18 @@ def test_example_with_a_local_ray_leaves_nothing_in_home(bundled_store, tmp_path
     """Without --address the example starts its own Ray: Ray would write ~/.ray/auth_token
     (then picked up by every later local cluster); the example gives it a run-only token."""
     import os
+    import shutil
+    import tempfile
 
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
     env.update(HOME=str(home), MINISANDBOX_CACHE=str(tmp_path / "cache"), RAY_USAGE_STATS_ENABLED="0")
+    temp_dir = tempfile.mkdtemp(prefix="msbray-", dir="/tmp")  # short: Ray's socket paths are limited
     out = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "ray_rollouts.py"), "--store", bundled_store.url,
          "--catalog", str(bundled_store.catalog), "-n", "1", "--pool-size", "1", "--policy", "gold",
-         "--temp-dir", str(tmp_path / "ray")],
+         "--temp-dir", temp_dir],
         capture_output=True, text=True, timeout=600, env=env)
     try:
         assert out.returncode == 0, out.stderr[-3000:]
@@ -172,5 +175,6 @@ def test_example_with_a_local_ray_leaves_nothing_in_home(bundled_store, tmp_path
     finally:
         from minisandbox.node.cache import Cache
 
+        shutil.rmtree(temp_dir, ignore_errors=True)
         if (tmp_path / "cache").exists():  # its images are kernel-mounted: release them
             Cache(tmp_path / "cache").clear(force=False)

@@ -220,13 +220,26 @@ def cmd_exec(args: argparse.Namespace) -> int:
     from minisandbox.sandbox.sandbox import Sandbox
 
     argv = _argv(args.cmd) if [c for c in args.cmd if c != "--"] else None
-    with Sandbox(args.layer or [], interpreter=_interpreter(args.python), **_options(args)) as sb:
+    with Sandbox(args.layer or [], interpreter=_interpreter(args.python), **_options(args),
+                 env=_venv_env(args.layer or [])) as sb:
         if argv is None:  # no command: a persistent shell session on stdin
             return _interactive(sb)
         code = _run_streaming(sb, argv, args.timeout)
         if args.diff:
             sys.stdout.write(sb.diff())
         return code
+
+
+def _venv_env(layers: list) -> dict[str, str]:
+    """A layer at the canonical venv path is the task's environment: activate it as `run`
+    does (its bin/ first on PATH), so `sandbox-exec ... -- python -m pytest` finds the
+    venv's python and tools."""
+    from minisandbox.paths import VENV_PATH
+    from minisandbox.sandbox.sandbox import DEFAULT_ENV
+
+    if not any(layer.mount_path == VENV_PATH for layer in layers):
+        return {}
+    return {"PATH": f"{VENV_PATH}/bin:{DEFAULT_ENV['PATH']}", "VIRTUAL_ENV": VENV_PATH}
 
 
 def _interactive(sb) -> int:
