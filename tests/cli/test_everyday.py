@@ -344,3 +344,20 @@ def test_fetch_progress_total_is_known_up_front(tmp_path: Path, images: bool) ->
     assert lines[-2].removeprefix("fetch: ").split(" ")[0] != lines[-1].removeprefix("fetch: ").split(" ")[0]
     if images:
         _cli(["cache", "clear", "--cache", str(cache)])
+
+
+# ------------------------------------------------------------------ workflow --config mistakes
+@pytest.mark.parametrize("setting,expect", [
+    ("stor=s3://bucket/x", "minisandbox: config key 'stor' is not a workflow setting; did you mean 'store'? "
+                           "(every key: config/README.md)"),
+    ("zstd_level=abc", "minisandbox: config zstd_level: 'abc' is not of type 'integer' (every key: config/README.md)"),
+])
+def test_a_config_typo_is_one_line_not_the_schema(setting: str, expect: str, tmp_path: Path) -> None:
+    pytest.importorskip("snakemake")
+    root = Path(__file__).resolve().parents[2]
+    res = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "-n", "--cores", "1", "--snakefile",
+                          str(root / "workflow" / "Snakefile"), "--directory", str(tmp_path), "--config", setting],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert res.returncode == 1
+    assert expect in res.stderr.splitlines(), res.stderr[-3000:]
+    assert "Failed validating" not in res.stderr and "'properties'" not in res.stderr  # no schema dump

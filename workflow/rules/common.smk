@@ -48,8 +48,39 @@ def _as_list(value):
     return list(value)
 
 
+def _validate_config(cfg, schema_file):
+    """The schema check, with one line per mistake: a misspelled key names itself and the
+    closest known key, a bad value its key and what was wrong (Snakemake's own message
+    prints the whole schema)."""
+    import difflib
+
+    import yaml
+    from snakemake.exceptions import WorkflowError
+
+    schema_path = Path(workflow.current_basedir) / schema_file
+    known = sorted(yaml.safe_load(schema_path.read_text())["properties"])
+    for key in cfg:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            sys.exit(
+                f"minisandbox: config key {key!r} is not a workflow setting{hint} "
+                "(every key: config/README.md)"
+            )
+    try:
+        validate(cfg, schema_file)
+    except WorkflowError as exc:
+        err = exc.__context__  # the jsonschema error (raised while handling it)
+        if not hasattr(err, "absolute_path"):
+            raise
+        where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        sys.exit(
+            f"minisandbox: config {where}: {err.message} (every key: config/README.md)"
+        )
+
+
 _coerce_bools(config)
-validate(config, "../schemas/config.schema.yaml")
+_validate_config(config, "../schemas/config.schema.yaml")
 
 W = config["workdir"].rstrip("/")
 STORE = config["store"]
