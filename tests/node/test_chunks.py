@@ -469,3 +469,24 @@ def test_a_publisher_reads_each_pack_index_of_a_remote_store_once_per_host(s3, t
     store.clear()
     again, _ = pack_locations(store)
     assert again == where and len([r for r in store.reads if r.endswith(".idx")]) == 1
+
+
+@pytest.mark.s3
+def test_a_truncated_pack_on_s3_is_named_not_taken_for_an_unreachable_store(s3, tmp_path: Path) -> None:
+    """S3 answers a range past the end of an object with 'range not satisfiable': that is a
+    truncated pack (one line naming it and the artifact), not a store to retry or to check
+    the credentials of."""
+    (tmp_path / "work").mkdir()
+    url = s3.url("trunc")
+    m = publish_env(Store(url), tmp_path, 0)
+    store = Store(url)
+    _, _, pack, off = located(store, m)[-1]
+    fs = s3.fs()
+    key = f"{s3.bucket}/trunc/{pack_path(pack)}"
+    fs.pipe_file(key, fs.cat_file(key)[:off // 2])
+    cache = new_cache(tmp_path)
+    with pytest.raises(ArtifactCorruptError) as exc:
+        cache.fetch_archive(store, Artifact.image_from_manifest(store, m))
+    msg = str(exc.value)
+    assert pack_path(pack) in msg and "truncated" in msg and m["key"] in msg and "\n" not in msg
+    assert not any(cache.tmp.iterdir())
