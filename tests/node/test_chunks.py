@@ -490,3 +490,25 @@ def test_a_truncated_pack_on_s3_is_named_not_taken_for_an_unreachable_store(s3, 
     msg = str(exc.value)
     assert pack_path(pack) in msg and "truncated" in msg and m["key"] in msg and "\n" not in msg
     assert not any(cache.tmp.iterdir())
+
+
+def test_plan_segments_coalesces_neighbours_of_one_pack_within_gap_and_limit() -> None:
+    from minisandbox.node.chunks import plan_segments
+
+    P, Q = "p" * 64, "q" * 64
+    located = [("a", 100, P, 0), ("b", 100, P, 100),      # adjacent: one read
+               ("c", 100, P, 250),                         # a 50-byte gap: the same read
+               ("d", 100, P, 1000),                        # gap too wide: a new read
+               ("e", 100, Q, 1100),                        # another pack: a new read
+               ("f", 100, Q, 0),                           # backwards in the pack: a new read
+               ("g", 100, Q, 100), ("h", 100, Q, 200)]
+    segs = plan_segments(located, range(8), gap=100, limit=1000)
+    assert [(s.pack, s.start, s.end, [i for i, *_ in s.items]) for s in segs] == [
+        (P, 0, 350, [0, 1, 2]), (P, 1000, 1100, [3]), (Q, 1100, 1200, [4]), (Q, 0, 300, [5, 6, 7])]
+    # a read stops before it would pass the limit
+    segs = plan_segments(located, range(8), gap=100, limit=250)
+    assert [(s.start, s.end) for s in segs] == [(0, 200), (250, 350), (1000, 1100), (1100, 1200), (0, 200),
+                                                (200, 300)]
+    # skipped chunks (held locally) are not read: their neighbours still join across them
+    segs = plan_segments(located, [0, 2], gap=200, limit=1000)
+    assert [(s.start, s.end, [i for i, *_ in s.items]) for s in segs] == [(0, 350, [0, 2])]
