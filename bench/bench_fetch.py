@@ -25,9 +25,9 @@ fixed: 4 MiB ranges, 16 MiB packs), so their ratio carries over; what does not s
 is moto itself, a single Python process that moves ~10-50 MB/s on a busy 2-core machine,
 far below the 1 Gbit/s link, so the large rows measure moto's throughput more than the link.
 
-    python bench/bench_fetch.py                       # 31 MB and 256 MB, 3 reps (~10 min)
-    python bench/bench_fetch.py --sizes 31 --reps 3   # quick
-    python bench/bench_fetch.py --json results/bench/bench_fetch.json
+    .venv/bin/python bench/bench_fetch.py                       # 31 MB and 256 MB, 3 reps (~10 min)
+    .venv/bin/python bench/bench_fetch.py --sizes 31 --reps 3   # quick
+    .venv/bin/python bench/bench_fetch.py --json results/bench/bench_fetch.json
 """
 
 from __future__ import annotations
