@@ -194,6 +194,7 @@ class EvalScript:
     prelude: str = ""  # shell lines run first (host-venv runs put the venv on PATH here)
     nonce: str = field(default_factory=lambda: secrets.token_hex(8))
     protect: bool = True  # anti-tamper step; on for every grading run
+    scan_tree: bool = True  # print the applied diff for `suspicious` (off only to measure its cost)
     setup_patch: str = ""  # task start state from a clean snapshot (SWE-smith: the bug patch)
     setup_remove: list[str] = field(default_factory=list)  # ... and the F2P test files removed
     #: directory (as the test command sees it) holding the results plugin; set by an
@@ -304,7 +305,8 @@ class EvalScript:
         if self.patch is not None:
             rev = " -R" if self.reverse else ""
             named = patch_paths(self.patch)
-            lines += tree_scan_lines(0, self.nonce, named)  # the tree before the patch (suspicious scan)
+            if self.scan_tree:  # the tree before the patch (suspicious scan)
+                lines += tree_scan_lines(0, self.nonce, named)
             lines += [
                 # 3. apply: git apply, else an all-or-nothing fuzzy patch
                 f'if git apply -v{rev} "$W/model.patch" < /dev/null; then',
@@ -319,7 +321,8 @@ class EvalScript:
                 "  exit 1",
                 "fi",
             ]
-            lines += tree_scan_lines(1, self.nonce, named)  # ... and the tree it produced, before any revert
+            if self.scan_tree:  # ... and the tree it produced, before any revert
+                lines += tree_scan_lines(1, self.nonce, named)
             if self.protect:
                 lines += self._revert_lines(named)
         lines += self._reference_lines()
