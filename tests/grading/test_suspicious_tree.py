@@ -220,17 +220,38 @@ def test_applied_diff_lines_count_only_with_the_nonce_and_before_the_tests(base,
     assert not read_applied_tree(forged, nonce).unavailable
 
 
-def test_without_a_git_repository_the_patch_text_is_scanned(tmp_path):
-    repo = tmp_path / "plain"
+def test_the_scan_needs_no_git_repository_and_never_reads_the_repos_own(tmp_path):
+    """The scan runs git on a private repository in the script's work directory: a plain
+    directory is scanned from its tree too, and a `.git/config` that would run a command
+    (an fsmonitor hook) is never read."""
+    plain = tmp_path / "plain"
+    write(plain / "m.py", "x = 1\n")
+    repo = tmp_path / "repo"
     write(repo / "m.py", "x = 1\n")
+    git(repo, "init", "-q")
+    canary = tmp_path / "canary"
+    git(repo, "config", "core.fsmonitor", f"touch {canary} #")
     patch = "--- a/m.py\n+++ b/m.py\n@@ -1 +1,2 @@\n x = 1\n+import os; os._exit(0)\n"
-    script = EvalScript(test_cmd="true", timeout=30, patch=patch, repo_dir=str(repo))
     env = {**ENV, "GIT_CEILING_DIRECTORIES": str(tmp_path)}
-    log = subprocess.run(["bash", "-s"], input=script.render(), capture_output=True, text=True, env=env).stdout
-    scan = scan_applied(patch, log, script.nonce)
-    assert scan.source == "patch text"
-    assert any(s.startswith("os._exit: m.py") for s in scan.lines), scan.lines
-    assert any(s.startswith("tree scan unavailable") for s in scan.lines) and scan.forbidden == []
+    for where in (plain, repo):
+        script = EvalScript(test_cmd="true", timeout=30, patch=patch, repo_dir=str(where))
+        log = subprocess.run(["bash", "-s"], input=script.render(), capture_output=True, text=True, env=env).stdout
+        scan = scan_applied(patch, log, script.nonce)
+        assert scan.source == "applied tree", log
+        assert scan.lines == ["os._exit: m.py: import os; os._exit(0)"] and scan.forbidden == []
+    assert not canary.exists()
+    git(repo, "status")  # the repository's config is live: git itself would have run it
+    assert canary.exists()
+
+
+def test_a_path_inside_dot_git_is_forbidden():
+    """`git apply` refuses `.git/...` paths; the fuzzy `patch` fallback would write the
+    repository's hooks or config."""
+    patch = ("diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\nnew file mode 100755\n"
+             "--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+#!/bin/sh\n")
+    scan = scan_applied(patch, "", None)
+    assert labels(scan.forbidden) == {"git metadata"}, scan.lines
+    assert scan_applied(patch.replace(".git/", ".github/"), "", None).forbidden == []
 
 
 def test_every_forbidden_label_is_documented():

@@ -4,7 +4,8 @@ The scan reads the tree the patch *produced*, not the patch text: a patch can sa
 thing in its text and write another (a `GIT binary patch` hunk carries a Python file as
 base85, a fuzzy `patch` run lands hunks elsewhere). The eval script (`tree_scan_lines`,
 run where the patch is applied) indexes every path the patch names or wrote, before and
-after applying it, into two private git trees and prints `git diff` of the two (raw
+after applying it, into two trees of a private git repository (the repository's own `.git`
+is never read) and prints `git diff` of the two (raw
 records and the added lines, base64, on lines carrying the run's nonce, before the test
 command starts: nothing the tests print can forge them). `scan_applied` turns that into
 findings. Without that section (the patch did not apply, an old log) the patch text's
@@ -14,8 +15,8 @@ Two kinds of finding (docs/grading.md, "Rewards a candidate patch cannot forge")
 
 * **forbidden** (the run is never resolved: reason `forbidden-change`): binary content,
   native extensions, symlinks and submodules, `.pth` files, `sitecustomize`/
-  `usercustomize`, `entry_points.txt`, `.gitattributes`, a new top-level module that
-  shadows the standard library, and a tree the scan could not read (a path it could not
+  `usercustomize`, `entry_points.txt`, `.gitattributes`, paths inside `.git`, a new
+  top-level module that shadows the standard library, and a tree the scan could not read (a path it could not
   index, a diff too large to scan, a snapshot that failed only after the patch). No fix
   needs any of them, and each is a way to run or hide code the scan cannot see.
 * **reported** (evidence for review, not a verdict): mode changes, `conftest.py`, pytest
@@ -71,6 +72,7 @@ MAX_PATHS = 20000
 FORBIDDEN = (
     "binary file", "native extension", "symlink", "submodule", ".pth file", "start-up hook",
     "entry points file", ".gitattributes", "shadows the standard library", "unscannable", "binary hunk",
+    "git metadata",
 )
 _NATIVE = (".so", ".pyd", ".dll", ".dylib", ".pyc", ".pyo", ".egg", ".whl")
 _STARTUP = ("sitecustomize", "usercustomize")
@@ -117,6 +119,10 @@ def _text_rules(scan: Scan, added: dict[str, list[str]]) -> None:
 
 # ------------------------------------------------------------------ the patch text (fallback)
 
+#: Patch lines that name a path, and a path component `.git` in them (`git apply` refuses
+#: such paths; the fuzzy `patch` fallback writes them: the repository's hooks and config).
+_PATH_LINES = ("diff --git ", "--- ", "+++ ", "rename to ", "copy to ", "rename from ", "copy from ")
+_GIT_DIR = re.compile(r'(?:^|[\s/"])\.git(?:/|"?$|\s)')
 _HUNK_FILE = re.compile(r"^\+\+\+ (?:\"?b/)?(.+?)\"?(?:\t.*)?$")
 
 
@@ -160,52 +166,49 @@ def _scan_patch_text(patch: str | None) -> Scan:
 
 def tree_scan_lines(stage: int, nonce: str, named: list[str]) -> list[str]:
     """Bash lines for the eval script. Stage 0 (after the backup, before the patch):
-    index every path the patch names as it is now into a private index and object
-    directory (the repository's own index and objects are only read), and note which
-    of their ancestor directories are packages (`__init__.py`). Stage 1 (right after
-    the patch applied, before anything is reverted): index those paths plus every file
-    written since the time stamp, then print the diff of the two trees on
-    `>>>>> Applied Diff <nonce> <section> <base64>` lines."""
+    index every path the patch names as it is now, and note which of their ancestor
+    directories are packages (`__init__.py`). Stage 1 (right after the patch applied,
+    before anything is reverted): index those paths plus every file written since the time
+    stamp, then print the diff of the two trees on `>>>>> Applied Diff <nonce> <section>
+    <base64>` lines. git runs on a private repository in the script's work directory
+    (`GIT_DIR`, index and objects there; the work tree is the repo): the repository's own
+    `.git` (its config, hooks, filters), which a fuzzy `patch` could have written, is never
+    read, and the environment needs no git repository at all."""
     q = shlex.quote
     mark = q(f"{APPLIED_DIFF} {nonce}")
+    git = ('GIT_DIR="$W/tree.git" GIT_WORK_TREE="$PWD" GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 '
+           'GIT_ATTR_NOSYSTEM=1 git -c core.fsmonitor=false -c core.hooksPath=/dev/null')
     if stage == 0:
-        lines = [
+        return [
             ": > \"$W/tree0.list\"",
             *(f"printf '%s\\0' {q(p)} >> \"$W/tree0.list\"" for p in named[:MAX_PATHS]),
-            'MS_OBJ=$(git -c safe.directory=\\* rev-parse --git-path objects 2>/dev/null) && MS_OBJ=$(cd -- "$MS_OBJ" 2>/dev/null && pwd) '
-            '|| MS_OBJ=""',
             "ms_tree() {  # $1: stage, $2: NUL-separated paths; prints the tree of those paths",
-            '  [ -n "$MS_OBJ" ] || return 1',
-            '  local idx="$W/tree$1.idx"',
-            '  mkdir -p "$W/objects" || return 1',
-            '  if ! GIT_INDEX_FILE="$idx" GIT_OBJECT_DIRECTORY="$W/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$MS_OBJ" '
-            'git -c safe.directory=\\* update-index --add --remove -z --stdin < "$2" > /dev/null 2>&1; then',
+            '  local idx="$W/tree$1.idx" n=0',
+            f'  if ! GIT_INDEX_FILE="$idx" {git} update-index --add --remove -z --stdin < "$2" > /dev/null 2>&1; then',
             '    rm -f "$idx"',
             '    while IFS= read -r -d "" p; do',
-            '      printf \'%s\\0\' "$p" | GIT_INDEX_FILE="$idx" GIT_OBJECT_DIRECTORY="$W/objects" '
-            'GIT_ALTERNATE_OBJECT_DIRECTORIES="$MS_OBJ" git -c safe.directory=\\* update-index --add --remove -z --stdin > /dev/null 2>&1 '
-            '|| printf \'%s\\0\' "$p" >> "$W/unindexed$1"',
+            '      n=$((n+1)); if [ $n -gt 500 ]; then printf \'%s\\0\' "(and more)" >> "$W/unindexed$1"; break; fi',
+            f'      printf \'%s\\0\' "$p" | GIT_INDEX_FILE="$idx" {git} update-index --add --remove -z --stdin '
+            '> /dev/null 2>&1 || printf \'%s\\0\' "$p" >> "$W/unindexed$1"',
             '    done < "$2"',
             "  fi",
-            '  GIT_INDEX_FILE="$idx" GIT_OBJECT_DIRECTORY="$W/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$MS_OBJ" '
-            "git -c safe.directory=\\* write-tree 2>/dev/null",
+            f'  GIT_INDEX_FILE="$idx" {git} write-tree 2>/dev/null',
             "}",
             ': > "$W/pkgdirs"',
             'while IFS= read -r -d "" p; do',
             '  d="$p"',
             '  while [ "${d%/*}" != "$d" ]; do d="${d%/*}"; [ -f "$d/__init__.py" ] && printf \'%s\\0\' "$d"; done',
             'done < "$W/tree0.list" >> "$W/pkgdirs"',
-            'MS_T0=$(ms_tree 0 "$W/tree0.list") || MS_T0=""',
+            'MS_T0=""',
+            f'if git init -q --bare --template= "$W/tree.git" > /dev/null 2>&1 < /dev/null; then '
+            'MS_T0=$(ms_tree 0 "$W/tree0.list") || MS_T0=""; fi',
         ]
-        return lines
     b64 = "base64 -w0"  # GNU coreutils; every command here reads a file, never the script's stdin
-    diff = (f'GIT_OBJECT_DIRECTORY="$W/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$MS_OBJ" '
-            "git -c safe.directory=\\* -c core.quotepath=on -c diff.noprefix=false -c diff.mnemonicPrefix=false diff --no-color "
+    diff = (f"{git} -c core.quotepath=on -c diff.noprefix=false -c diff.mnemonicPrefix=false diff --no-color "
             "--no-ext-diff --no-textconv --no-renames --src-prefix=a/ --dst-prefix=b/")
     return [
         'cp "$W/tree0.list" "$W/tree1.list"',
-        'find . -path ./.git -prune -o -newer "$W/stamp" ! -type d -printf \'%P\\0\' 2>/dev/null '
-        f'| head -z -n {MAX_PATHS} >> "$W/tree1.list"',
+        'find . -path ./.git -prune -o -newer "$W/stamp" ! -type d -printf \'%P\\0\' >> "$W/tree1.list" 2>/dev/null',
         'if [ -z "$MS_T0" ]; then',
         f"  echo {mark} unavailable base",
         'elif ! MS_T1=$(ms_tree 1 "$W/tree1.list"); then',
@@ -386,7 +389,7 @@ def scan_tree(tree: AppliedTree) -> Scan:
     scan = Scan(source="applied tree")
     if tree.unavailable:
         if tree.unavailable == "base":  # the environment has no git repository: read the patch text
-            scan.add("tree scan unavailable", ".", "no git repository in the environment; scanned the patch text")
+            scan.add("tree scan unavailable", ".", "git could not run in the environment; scanned the patch text")
         else:
             scan.add("unscannable", ".", f"the applied tree could not be read ({tree.unavailable})")
         return scan
@@ -457,4 +460,6 @@ def scan_applied(patch: str | None, log: str, nonce: str | None) -> Scan:
             current = line.rsplit(" b/", 1)[-1].strip('"')
         elif line.rstrip() == "GIT binary patch":
             scan.add("binary hunk", current, "the patch sends this file as a `GIT binary patch`")
+        if line.startswith(_PATH_LINES) and _GIT_DIR.search(line):
+            scan.add("git metadata", line.split(" ", 1)[-1][:120], "the patch names a path inside `.git`")
     return scan
