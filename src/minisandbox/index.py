@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
 import hashlib
 import json
 import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.manifest import KINDS, PLAIN_NAME, StoreDataError, parse_store_model, plain_name, validate_manifest
@@ -95,66 +94,116 @@ def load_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------ reading: the schema
-_INSTANCE_ID = re.compile(r"[A-Za-z0-9_.\-]{1,256}")
-_RECORD_FIELDS = {f.name: ("list" if "list" in str(f.type) else "str") for f in dataclasses.fields(TaskRecord)}
-#: Fields a TaskRecord cannot be made without (no default): an entry lacking one is refused here
-#: rather than failing later with a TypeError where the record is used.
-_RECORD_REQUIRED = tuple(f.name for f in dataclasses.fields(TaskRecord)
-                         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
-_LOG = re.compile(rf"logs/(?:{'|'.join(KINDS)})/{PLAIN_NAME}\.log")
+_INSTANCE_ID = r"[A-Za-z0-9_.\-]{1,256}"
+_LOG = rf"logs/(?:{'|'.join(KINDS)})/{PLAIN_NAME}\.log"
 _SECTIONS = {"envs": "env", "repos": "repo", "interps": "interp"}
 
 
+@functools.cache
+def _record_fields() -> tuple[dict[str, str], tuple[str, ...]]:
+    """TaskRecord's fields (name -> "list" or "str") and those it cannot be made without (no
+    default): an entry lacking one is refused here rather than failing later with a
+    TypeError where the record is used."""
+    fields = dataclasses.fields(TaskRecord)
+    kinds = {f.name: ("list" if "list" in str(f.type) else "str") for f in fields}
+    required = tuple(f.name for f in fields
+                     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+    return kinds, required
+
+
 def _instance_id(value: Any) -> str:
-    if not isinstance(value, str) or not _INSTANCE_ID.fullmatch(value) or value in (".", ".."):
+    if not isinstance(value, str) or not re.fullmatch(_INSTANCE_ID, value) or value in (".", ".."):
         raise ValueError("must be a task id of [A-Za-z0-9_.-] (not '.' or '..'), at most 256 characters")
     return value
 
 
-class IndexEntry(BaseModel):
-    """One task line of an index shard."""
+@functools.cache
+def _models() -> dict[str, Any]:
+    """The pydantic models of index shards and the catalog, built on first use (see
+    `minisandbox.manifest._models`: a `minisandbox run` whose documents were verified before
+    builds none)."""
+    from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
-    model_config = ConfigDict(extra="allow")
+    class IndexEntry(BaseModel):
+        """One task line of an index shard."""
 
-    instance_id: str
-    env_key: str
-    repo_key: str
-    status: Literal["ready", "env-failed", "repo-failed"] = "ready"
-    record: dict[str, Any]
+        model_config = ConfigDict(extra="allow")
 
-    @field_validator("instance_id")
-    @classmethod
-    def _iid(cls, value: Any) -> str:
-        return _instance_id(value)
+        instance_id: str
+        env_key: str
+        repo_key: str
+        status: Literal["ready", "env-failed", "repo-failed"] = "ready"
+        record: dict[str, Any]
 
-    @field_validator("env_key", "repo_key")
-    @classmethod
-    def _key(cls, value: Any) -> str:
-        return plain_name(value, "key")
+        @field_validator("instance_id")
+        @classmethod
+        def _iid(cls, value: Any) -> str:
+            return _instance_id(value)
 
-    @field_validator("record")
-    @classmethod
-    def _record(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for name, v in value.items():
-            want = _RECORD_FIELDS.get(name)
-            if want is None:
-                raise ValueError(f"record has an unknown field {name!r}")
-            ok = (isinstance(v, list) and all(isinstance(t, str) for t in v)) if want == "list" else isinstance(v, str)
-            if not ok:
-                raise ValueError(f"record field {name!r} must be {'a list of strings' if want == 'list' else 'a string'}")
-        missing = [name for name in _RECORD_REQUIRED if name not in value]
-        if missing:
-            raise ValueError(f"record lacks field {missing[0]!r}")
-        if value.get("format", "swesmith") not in ("swesmith", "swebench"):
-            raise ValueError("record format must be swesmith or swebench")
-        _instance_id(value.get("instance_id"))
-        return value
+        @field_validator("env_key", "repo_key")
+        @classmethod
+        def _key(cls, value: Any) -> str:
+            return plain_name(value, "key")
+
+        @field_validator("record")
+        @classmethod
+        def _record(cls, value: dict[str, Any]) -> dict[str, Any]:
+            record_kinds, record_required = _record_fields()
+            for name, v in value.items():
+                want = record_kinds.get(name)
+                if want is None:
+                    raise ValueError(f"record has an unknown field {name!r}")
+                ok = (isinstance(v, list) and all(isinstance(t, str) for t in v)) if want == "list" else isinstance(v, str)
+                if not ok:
+                    raise ValueError(f"record field {name!r} must be {'a list of strings' if want == 'list' else 'a string'}")
+            missing = [name for name in record_required if name not in value]
+            if missing:
+                raise ValueError(f"record lacks field {missing[0]!r}")
+            if value.get("format", "swesmith") not in ("swesmith", "swebench"):
+                raise ValueError("record format must be swesmith or swebench")
+            _instance_id(value.get("instance_id"))
+            return value
+
+
+    class _CatalogEntry(BaseModel):
+        model_config = ConfigDict(extra="allow")
+
+        status: str
+        log: str | None = None
+        manifest: dict[str, Any] | None = None
+
+        @field_validator("log")
+        @classmethod
+        def _log(cls, value: str | None) -> str | None:
+            if value is not None and not re.fullmatch(_LOG, value):
+                raise ValueError("must be logs/<kind>/<key>.log")
+            return value
+
+
+    class _Catalog(BaseModel):
+        model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+        schema_version: Literal[1] = Field(alias="schema")
+        shards: StrictInt = Field(ge=1, le=256)
+        envs: dict[str, _CatalogEntry] = Field(default_factory=dict)
+        repos: dict[str, _CatalogEntry] = Field(default_factory=dict)
+        interps: dict[str, _CatalogEntry] = Field(default_factory=dict)
+
+    IndexEntry.__qualname__ = "IndexEntry"  # as the module's attribute (`__getattr__`): repr and pickle work
+    return {"IndexEntry": IndexEntry, "_Catalog": _Catalog}
+
+
+def __getattr__(name: str) -> Any:
+    """`from minisandbox.index import IndexEntry` builds the models then."""
+    if name == "IndexEntry":
+        return _models()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def validate_entry(data: Any, *, where: str) -> dict[str, Any]:
     """`data` (one parsed shard line) if it matches the schema, else StoreDataError."""
     hint = "re-run the index step (or fix the store)"
-    entry = parse_store_model(IndexEntry, data, where=where, hint=hint)
+    entry = parse_store_model(_models()["IndexEntry"], data, where=where, hint=hint)
     if entry.record["instance_id"] != entry.instance_id:
         raise StoreDataError(f"{where}: record.instance_id {entry.record['instance_id']!r} differs from "
                              f"instance_id {entry.instance_id!r}; {hint}")
@@ -180,35 +229,10 @@ def parse_shard(data: bytes, *, where: str) -> list[dict[str, Any]]:
     return out
 
 
-class _CatalogEntry(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    status: str
-    log: str | None = None
-    manifest: dict[str, Any] | None = None
-
-    @field_validator("log")
-    @classmethod
-    def _log(cls, value: str | None) -> str | None:
-        if value is not None and not _LOG.fullmatch(value):
-            raise ValueError("must be logs/<kind>/<key>.log")
-        return value
-
-
-class _Catalog(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-    schema_version: Literal[1] = Field(alias="schema")
-    shards: StrictInt = Field(ge=1, le=256)
-    envs: dict[str, _CatalogEntry] = Field(default_factory=dict)
-    repos: dict[str, _CatalogEntry] = Field(default_factory=dict)
-    interps: dict[str, _CatalogEntry] = Field(default_factory=dict)
-
-
 def validate_catalog(data: Any, *, where: str) -> dict[str, Any]:
     """`data` (the parsed catalog) if it and every manifest copy in it match the schema."""
     hint = "re-run the index step (or fix the store)"
-    cat = parse_store_model(_Catalog, data, where=where, hint=hint)
+    cat = parse_store_model(_models()["_Catalog"], data, where=where, hint=hint)
     for section, kind in _SECTIONS.items():
         for key, entry in getattr(cat, section).items():
             try:

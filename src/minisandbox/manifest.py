@@ -10,14 +10,15 @@ become host paths (docs/sandbox.md, "Store data is untrusted input").
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import posixpath
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints, ValidationError,
-                      ValidationInfo, field_validator, model_validator)
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
 
 from minisandbox import __version__
 from minisandbox.errors import MinisandboxError
@@ -106,9 +107,6 @@ MOUNT_PATHS = {"repo": REPO_PATH, "env": VENV_PATH}
 KINDS = ("env", "repo", "interp")
 IMAGE_SUFFIX = {"squashfs": ".squashfs"}
 
-Digest = Annotated[str, StringConstraints(strict=True, pattern=f"^{DIGEST}$")]
-Count = Annotated[StrictInt, Field(ge=0)]
-
 
 def plain_name(value: str, what: str = "name") -> str:
     """`value` if it is one plain path component (no `/`, no `..`, no leading dot)."""
@@ -134,14 +132,6 @@ def interpreter_prefix_ok(path: str, *, system: bool = False) -> bool:
     return not any(path == r or path.startswith(r + "/") for r in FORBIDDEN_PREFIX_ROOTS)
 
 
-PlainName = Annotated[str, StringConstraints(strict=True, pattern=f"^{PLAIN_NAME}$")]
-
-
-class _Model(BaseModel):
-    # Unknown keys stay (additive manifest changes keep working) but are never used as paths.
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-
 # ------------------------------------------------------------------ chunked images
 # A layer image is stored as content-defined chunks plus a chunk list
 # `artifacts/<kind>/<key>.chunks.json` named by the manifest's `image.chunks`; nodes
@@ -165,8 +155,6 @@ MAX_CHUNKS = 1 << 22
 MAX_CHUNK_BYTES = 64 << 20
 MAX_CHUNK_LIST_BYTES = 512 << 20
 
-ChunkLength = Annotated[StrictInt, Field(ge=1, le=MAX_CHUNK_BYTES)]
-
 
 def chunk_path(digest: str) -> str:
     """Store-relative path of one chunk object: `chunks/<first two hex digits>/<sha256>`."""
@@ -189,75 +177,6 @@ def pack_index_path(digest: str) -> str:
 
 def chunk_list_name(key: str) -> str:
     return f"{key}{CHUNK_LIST_SUFFIX}"
-
-
-class ChunksInfo(_Model):
-    """`image.chunks` of a manifest: where the image's chunk list is and what it must be."""
-
-    artifact: PlainName
-    sha256: Digest
-    size: Annotated[StrictInt, Field(ge=1, le=MAX_CHUNK_LIST_BYTES)]
-    count: Annotated[StrictInt, Field(ge=0, le=MAX_CHUNKS)]
-
-    @field_validator("artifact")
-    @classmethod
-    def _artifact(cls, value: str) -> str:
-        plain_name(value, "chunk list artifact")
-        if not value.endswith(CHUNK_LIST_SUFFIX):
-            raise ValueError(f"must end with {CHUNK_LIST_SUFFIX}")
-        return value
-
-
-PackSize = Annotated[StrictInt, Field(ge=1, le=MAX_PACK_BYTES)]
-Offset = Annotated[StrictInt, Field(ge=0, le=MAX_PACK_BYTES)]
-PackNumber = Annotated[StrictInt, Field(ge=0, le=MAX_CHUNKS)]
-
-
-class ChunkList(_Model):
-    """A chunk list: the image's digest and size, and its chunks in order as [sha256, length].
-    Schema 2 adds `packs` ([sha256, size] of each pack the image reads from) and `at`
-    ([pack number, offset] of each chunk, parallel to `chunks`): every chunk lies inside
-    its pack, so a hostile list cannot name bytes outside the objects it names."""
-
-    schema_version: Literal[1, 2] = Field(alias="schema")
-    image_sha256: Digest
-    size: Annotated[StrictInt, Field(ge=0, le=MAX_IMAGE_BYTES)]
-    chunks: Annotated[list[tuple[Digest, ChunkLength]], Field(max_length=MAX_CHUNKS)]
-    packs: Annotated[list[tuple[Digest, PackSize]], Field(max_length=MAX_CHUNKS)] | None = None
-    at: Annotated[list[tuple[PackNumber, Offset]], Field(max_length=MAX_CHUNKS)] | None = None
-
-    @model_validator(mode="after")
-    def _sizes_add_up(self) -> "ChunkList":
-        total = sum(length for _, length in self.chunks)
-        if total != self.size:
-            raise ValueError(f"field 'chunks': lengths add up to {total}, field 'size' says {self.size}")
-        if self.schema_version == 1:
-            if self.packs is not None or self.at is not None:
-                raise ValueError("fields 'packs'/'at' belong to schema 2, the list says schema 1")
-            return self
-        if self.packs is None or self.at is None:
-            raise ValueError("schema 2 needs fields 'packs' and 'at'")
-        if len(self.at) != len(self.chunks):
-            raise ValueError(f"field 'at' has {len(self.at)} entries, field 'chunks' {len(self.chunks)}")
-        for i, ((pack, offset), (_, length)) in enumerate(zip(self.at, self.chunks)):
-            if pack >= len(self.packs):
-                raise ValueError(f"field 'at' entry {i}: pack {pack} but the list names {len(self.packs)} packs")
-            if offset + length > self.packs[pack][1]:
-                raise ValueError(f"field 'at' entry {i}: offset {offset} + length {length} is past the end of "
-                                 f"pack {self.packs[pack][0][:12]}.. (size {self.packs[pack][1]})")
-        return self
-
-    def located(self) -> list[tuple[str, int, str, int]]:
-        """(chunk sha256, length, pack sha256, offset) per chunk (schema 2 only)."""
-        assert self.packs is not None and self.at is not None
-        return [(d, n, self.packs[p][0], off) for (d, n), (p, off) in zip(self.chunks, self.at)]
-
-
-class PackIndex(_Model):
-    """A pack's index: the chunks it holds, in order, as [sha256, length] (they fill it)."""
-
-    schema_version: Literal[1] = Field(alias="schema")
-    chunks: Annotated[list[tuple[Digest, ChunkLength]], Field(min_length=1, max_length=MAX_CHUNKS)]
 
 
 def chunk_list_document(image_sha256: str, size: int, chunks: list[tuple[str, int]], *,
@@ -286,16 +205,16 @@ def parse_pack_index(data: bytes, *, where: str, pack_size: int) -> list[tuple[s
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise StoreDataError(f"{where}: not JSON ({one_line_error(exc)}); {hint}") from None
-    idx = parse_store_model(PackIndex, doc, where=where, hint=hint)
+    idx = parse_store_model(_models()["PackIndex"], doc, where=where, hint=hint)
     total = sum(n for _, n in idx.chunks)
     if total != pack_size:
         raise StoreDataError(f"{where}: field 'chunks': lengths add up to {total}, the pack has {pack_size} bytes; {hint}")
     return [(d, n) for d, n in idx.chunks]
 
 
-def parse_chunk_list(data: bytes, *, where: str, image_sha256: str, image_size: int, count: int) -> ChunkList:
-    """The chunk list in `data` if it matches the schema and the manifest that named it
-    (`image_sha256`, `image_size`: its image; `count`: image.chunks.count), else a one-line
+def parse_chunk_list(data: bytes, *, where: str, image_sha256: str, image_size: int, count: int) -> Any:
+    """The chunk list (a `ChunkList`) in `data` if it matches the schema and the manifest
+    that named it (`image_sha256`, `image_size`: its image; `count`: image.chunks.count), else a one-line
     StoreDataError naming `where` and the field. The caller checked `data` against
     image.chunks.sha256 and size first (a changed list is a corrupt artifact, not bad data)."""
     hint = "re-publish the artifact or fix the store"
@@ -306,7 +225,7 @@ def parse_chunk_list(data: bytes, *, where: str, image_sha256: str, image_size: 
     if isinstance(doc, dict) and doc.get("schema") not in (CHUNK_LIST_SCHEMA, PACKED_LIST_SCHEMA):
         raise StoreDataError(f"{where}: field 'schema' is {str(doc.get('schema'))[:20]!r}; this minisandbox reads "
                              f"chunk lists of schema 1 and 2: upgrade minisandbox or re-publish the artifact")
-    cl = parse_store_model(ChunkList, doc, where=where, hint=hint)
+    cl = parse_store_model(_models()["ChunkList"], doc, where=where, hint=hint)
     if cl.image_sha256 != image_sha256:
         raise StoreDataError(f"{where}: field 'image_sha256' is {cl.image_sha256[:16]}.. but the manifest's image is "
                              f"{image_sha256[:16]}..; {hint}")
@@ -323,129 +242,223 @@ def one_line_error(exc: BaseException) -> str:
     return text[0][:200] if text else type(exc).__name__
 
 
-class ImageInfo(_Model):
-    format: Literal["squashfs"] = "squashfs"
-    artifact: PlainName
-    sha256: Digest
-    size: Annotated[StrictInt, Field(ge=0, le=MAX_IMAGE_BYTES)]
-    chunks: ChunksInfo | None = None
-    #: False: the store holds only the chunks (config `image_whole: false`, the default)
-    whole: StrictBool = True
+@functools.cache
+def _models() -> dict[str, Any]:
+    """The pydantic models of the store documents, built on first use: building them costs
+    more than the rest of a `minisandbox run` start-up, and a node whose documents were
+    verified once when they entered its cache (`minisandbox.node.verified`) needs none."""
+    from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints, ValidationInfo,
+                          field_validator, model_validator)
 
-    @model_validator(mode="after")
-    def _somewhere(self) -> "ImageInfo":
-        if not self.whole and self.chunks is None:
-            raise ValueError("field 'whole': an image that is not stored whole needs 'chunks'")
-        return self
+    Digest = Annotated[str, StringConstraints(strict=True, pattern=f"^{DIGEST}$")]
+    Count = Annotated[StrictInt, Field(ge=0)]
+    PlainName = Annotated[str, StringConstraints(strict=True, pattern=f"^{PLAIN_NAME}$")]
 
-    @field_validator("artifact")
-    @classmethod
-    def _artifact(cls, value: str, info: ValidationInfo) -> str:
-        plain_name(value, "image artifact")
-        suffix = IMAGE_SUFFIX.get(info.data.get("format", "squashfs"), "")
-        if not value.endswith(suffix):
-            raise ValueError(f"must end with {suffix}")
-        return value
+    class _Model(BaseModel):
+        # Unknown keys stay (additive manifest changes keep working) but are never used as paths.
+        model_config = ConfigDict(extra="allow", populate_by_name=True)
 
+    ChunkLength = Annotated[StrictInt, Field(ge=1, le=MAX_CHUNK_BYTES)]
 
-class InterpreterInfo(_Model):
-    version: Annotated[str, StringConstraints(strict=True, pattern=f"^{FULL_VERSION}$")]
-    prefix: str
-    kind: Literal["uv-managed", "pyenv", "system"] | None = None
-    key: Annotated[str, StringConstraints(strict=True, pattern=f"^{INTERP_KEY}$")] | None = None
+    class ChunksInfo(_Model):
+        """`image.chunks` of a manifest: where the image's chunk list is and what it must be."""
 
-    @model_validator(mode="after")
-    def _prefix(self) -> "InterpreterInfo":
-        system = self.kind == "system" or (self.kind is None and self.prefix.startswith("/usr"))
-        if not interpreter_prefix_ok(self.prefix, system=system):
-            raise ValueError(f"interpreter.prefix {self.prefix!r} is not allowed: use a pyenv "
-                             f"'.../versions/X.Y.Z' or '/opt/minisandbox/python/cpython-X.Y.Z...' prefix"
-                             + (" (or /usr for a system interpreter)" if self.kind in (None, "system") else ""))
-        return self
+        artifact: PlainName
+        sha256: Digest
+        size: Annotated[StrictInt, Field(ge=1, le=MAX_CHUNK_LIST_BYTES)]
+        count: Annotated[StrictInt, Field(ge=0, le=MAX_CHUNKS)]
 
-
-class SubdirInfo(_Model):
-    """A directory *inside* an env layer (issue 11: `testbed`, `home`)."""
-
-    dir: str
-    path: str | None = None
-
-    @model_validator(mode="after")
-    def _dir(self) -> "SubdirInfo":
-        parts = self.dir.split("/")
-        if not (0 < len(parts) <= 8) or not all(re.fullmatch(r"[A-Za-z0-9._+-]+", p) and p not in (".", "..")
-                                                for p in parts):
-            raise ValueError(f"dir {self.dir!r} must be a relative path of plain names (no '.', '..' or '/' at either end)")
-        return self
-
-
-class HomeInfo(SubdirInfo):
-    path: Literal["/root"] | None = None
-
-
-class Manifest(_Model):
-    schema_version: Literal[1] = Field(alias="schema")
-    kind: Literal["env", "repo", "interp"]
-    key: PlainName
-    format: Literal["tar.zst", "tar.gz"] = "tar.zst"
-    #: the archive; absent when the store serves the layer only as an image (config
-    #: `archive: false`, the default with images: docs/pipeline.md, "Store size")
-    artifact: PlainName | None = None
-    sha256: Digest | None = None
-    size: Count | None = None
-    files: Count | None = None
-    raw_bytes: Count | None = None
-    mount_path: str | None = None
-    interpreter: InterpreterInfo | None = None
-    image: ImageInfo | None = None
-    testbed: SubdirInfo | None = None
-    home: HomeInfo | None = None
-
-    @field_validator("key")
-    @classmethod
-    def _key(cls, value: str) -> str:
-        return plain_name(value, "key")
-
-    @field_validator("artifact")
-    @classmethod
-    def _artifact(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is None:
+        @field_validator("artifact")
+        @classmethod
+        def _artifact(cls, value: str) -> str:
+            plain_name(value, "chunk list artifact")
+            if not value.endswith(CHUNK_LIST_SUFFIX):
+                raise ValueError(f"must end with {CHUNK_LIST_SUFFIX}")
             return value
-        plain_name(value, "artifact")
-        suffix = FORMATS.get(info.data.get("format", "tar.zst"), "")
-        if not value.endswith(suffix):
-            raise ValueError(f"must end with {suffix} (the archive format)")
-        return value
 
-    @field_validator("mount_path")
-    @classmethod
-    def _mount_path(cls, value: str | None, info: ValidationInfo) -> str | None:
-        kind = info.data.get("kind")
-        if value is None or kind is None:
+    PackSize = Annotated[StrictInt, Field(ge=1, le=MAX_PACK_BYTES)]
+    Offset = Annotated[StrictInt, Field(ge=0, le=MAX_PACK_BYTES)]
+    PackNumber = Annotated[StrictInt, Field(ge=0, le=MAX_CHUNKS)]
+
+    class ChunkList(_Model):
+        """A chunk list: the image's digest and size, and its chunks in order as [sha256, length].
+        Schema 2 adds `packs` ([sha256, size] of each pack the image reads from) and `at`
+        ([pack number, offset] of each chunk, parallel to `chunks`): every chunk lies inside
+        its pack, so a hostile list cannot name bytes outside the objects it names."""
+
+        schema_version: Literal[1, 2] = Field(alias="schema")
+        image_sha256: Digest
+        size: Annotated[StrictInt, Field(ge=0, le=MAX_IMAGE_BYTES)]
+        chunks: Annotated[list[tuple[Digest, ChunkLength]], Field(max_length=MAX_CHUNKS)]
+        packs: Annotated[list[tuple[Digest, PackSize]], Field(max_length=MAX_CHUNKS)] | None = None
+        at: Annotated[list[tuple[PackNumber, Offset]], Field(max_length=MAX_CHUNKS)] | None = None
+
+        @model_validator(mode="after")
+        def _sizes_add_up(self) -> "ChunkList":
+            total = sum(length for _, length in self.chunks)
+            if total != self.size:
+                raise ValueError(f"field 'chunks': lengths add up to {total}, field 'size' says {self.size}")
+            if self.schema_version == 1:
+                if self.packs is not None or self.at is not None:
+                    raise ValueError("fields 'packs'/'at' belong to schema 2, the list says schema 1")
+                return self
+            if self.packs is None or self.at is None:
+                raise ValueError("schema 2 needs fields 'packs' and 'at'")
+            if len(self.at) != len(self.chunks):
+                raise ValueError(f"field 'at' has {len(self.at)} entries, field 'chunks' {len(self.chunks)}")
+            for i, ((pack, offset), (_, length)) in enumerate(zip(self.at, self.chunks)):
+                if pack >= len(self.packs):
+                    raise ValueError(f"field 'at' entry {i}: pack {pack} but the list names {len(self.packs)} packs")
+                if offset + length > self.packs[pack][1]:
+                    raise ValueError(f"field 'at' entry {i}: offset {offset} + length {length} is past the end of "
+                                     f"pack {self.packs[pack][0][:12]}.. (size {self.packs[pack][1]})")
+            return self
+
+        def located(self) -> list[tuple[str, int, str, int]]:
+            """(chunk sha256, length, pack sha256, offset) per chunk (schema 2 only)."""
+            assert self.packs is not None and self.at is not None
+            return [(d, n, self.packs[p][0], off) for (d, n), (p, off) in zip(self.chunks, self.at)]
+
+    class PackIndex(_Model):
+        """A pack's index: the chunks it holds, in order, as [sha256, length] (they fill it)."""
+
+        schema_version: Literal[1] = Field(alias="schema")
+        chunks: Annotated[list[tuple[Digest, ChunkLength]], Field(min_length=1, max_length=MAX_CHUNKS)]
+
+    class ImageInfo(_Model):
+        format: Literal["squashfs"] = "squashfs"
+        artifact: PlainName
+        sha256: Digest
+        size: Annotated[StrictInt, Field(ge=0, le=MAX_IMAGE_BYTES)]
+        chunks: ChunksInfo | None = None
+        #: False: the store holds only the chunks (config `image_whole: false`, the default)
+        whole: StrictBool = True
+
+        @model_validator(mode="after")
+        def _somewhere(self) -> "ImageInfo":
+            if not self.whole and self.chunks is None:
+                raise ValueError("field 'whole': an image that is not stored whole needs 'chunks'")
+            return self
+
+        @field_validator("artifact")
+        @classmethod
+        def _artifact(cls, value: str, info: ValidationInfo) -> str:
+            plain_name(value, "image artifact")
+            suffix = IMAGE_SUFFIX.get(info.data.get("format", "squashfs"), "")
+            if not value.endswith(suffix):
+                raise ValueError(f"must end with {suffix}")
             return value
-        if kind == "interp":
-            if not interpreter_prefix_ok(value):
-                raise ValueError("an interp layer's mount_path must be an interpreter prefix "
-                                 "('.../versions/X.Y.Z' or '/opt/minisandbox/python/cpython-X.Y.Z...')")
-        elif value != MOUNT_PATHS[kind]:
-            raise ValueError(f"a {kind} layer's mount_path must be {MOUNT_PATHS[kind]}")
-        return value
 
-    @model_validator(mode="after")
-    def _served_somehow(self) -> "Manifest":
-        archive = (self.artifact, self.sha256, self.size)
-        if any(v is None for v in archive) and any(v is not None for v in archive):
-            missing = next(n for n, v in zip(("artifact", "sha256", "size"), archive) if v is None)
-            raise ValueError(f"field {missing!r}: missing (an archive needs artifact, sha256 and size)")
-        if self.artifact is None and self.image is None:
-            raise ValueError("field 'artifact': missing (a layer without an archive needs an 'image')")
-        return self
+    class InterpreterInfo(_Model):
+        version: Annotated[str, StringConstraints(strict=True, pattern=f"^{FULL_VERSION}$")]
+        prefix: str
+        kind: Literal["uv-managed", "pyenv", "system"] | None = None
+        key: Annotated[str, StringConstraints(strict=True, pattern=f"^{INTERP_KEY}$")] | None = None
 
-    @model_validator(mode="after")
-    def _interp_needs_mount_path(self) -> "Manifest":
-        if self.kind == "interp" and self.mount_path is None:
-            raise ValueError("an interp layer needs a mount_path (its interpreter prefix)")
-        return self
+        @model_validator(mode="after")
+        def _prefix(self) -> "InterpreterInfo":
+            system = self.kind == "system" or (self.kind is None and self.prefix.startswith("/usr"))
+            if not interpreter_prefix_ok(self.prefix, system=system):
+                raise ValueError(f"interpreter.prefix {self.prefix!r} is not allowed: use a pyenv "
+                                 f"'.../versions/X.Y.Z' or '/opt/minisandbox/python/cpython-X.Y.Z...' prefix"
+                                 + (" (or /usr for a system interpreter)" if self.kind in (None, "system") else ""))
+            return self
+
+    class SubdirInfo(_Model):
+        """A directory *inside* an env layer (issue 11: `testbed`, `home`)."""
+
+        dir: str
+        path: str | None = None
+
+        @model_validator(mode="after")
+        def _dir(self) -> "SubdirInfo":
+            parts = self.dir.split("/")
+            if not (0 < len(parts) <= 8) or not all(re.fullmatch(r"[A-Za-z0-9._+-]+", p) and p not in (".", "..")
+                                                    for p in parts):
+                raise ValueError(f"dir {self.dir!r} must be a relative path of plain names (no '.', '..' or '/' at either end)")
+            return self
+
+    class HomeInfo(SubdirInfo):
+        path: Literal["/root"] | None = None
+
+    class Manifest(_Model):
+        schema_version: Literal[1] = Field(alias="schema")
+        kind: Literal["env", "repo", "interp"]
+        key: PlainName
+        format: Literal["tar.zst", "tar.gz"] = "tar.zst"
+        #: the archive; absent when the store serves the layer only as an image (config
+        #: `archive: false`, the default with images: docs/pipeline.md, "Store size")
+        artifact: PlainName | None = None
+        sha256: Digest | None = None
+        size: Count | None = None
+        files: Count | None = None
+        raw_bytes: Count | None = None
+        mount_path: str | None = None
+        interpreter: InterpreterInfo | None = None
+        image: ImageInfo | None = None
+        testbed: SubdirInfo | None = None
+        home: HomeInfo | None = None
+
+        @field_validator("key")
+        @classmethod
+        def _key(cls, value: str) -> str:
+            return plain_name(value, "key")
+
+        @field_validator("artifact")
+        @classmethod
+        def _artifact(cls, value: str | None, info: ValidationInfo) -> str | None:
+            if value is None:
+                return value
+            plain_name(value, "artifact")
+            suffix = FORMATS.get(info.data.get("format", "tar.zst"), "")
+            if not value.endswith(suffix):
+                raise ValueError(f"must end with {suffix} (the archive format)")
+            return value
+
+        @field_validator("mount_path")
+        @classmethod
+        def _mount_path(cls, value: str | None, info: ValidationInfo) -> str | None:
+            kind = info.data.get("kind")
+            if value is None or kind is None:
+                return value
+            if kind == "interp":
+                if not interpreter_prefix_ok(value):
+                    raise ValueError("an interp layer's mount_path must be an interpreter prefix "
+                                     "('.../versions/X.Y.Z' or '/opt/minisandbox/python/cpython-X.Y.Z...')")
+            elif value != MOUNT_PATHS[kind]:
+                raise ValueError(f"a {kind} layer's mount_path must be {MOUNT_PATHS[kind]}")
+            return value
+
+        @model_validator(mode="after")
+        def _served_somehow(self) -> "Manifest":
+            archive = (self.artifact, self.sha256, self.size)
+            if any(v is None for v in archive) and any(v is not None for v in archive):
+                missing = next(n for n, v in zip(("artifact", "sha256", "size"), archive) if v is None)
+                raise ValueError(f"field {missing!r}: missing (an archive needs artifact, sha256 and size)")
+            if self.artifact is None and self.image is None:
+                raise ValueError("field 'artifact': missing (a layer without an archive needs an 'image')")
+            return self
+
+        @model_validator(mode="after")
+        def _interp_needs_mount_path(self) -> "Manifest":
+            if self.kind == "interp" and self.mount_path is None:
+                raise ValueError("an interp layer needs a mount_path (its interpreter prefix)")
+            return self
+
+    models = {"ChunksInfo": ChunksInfo, "ChunkList": ChunkList, "PackIndex": PackIndex, "ImageInfo": ImageInfo, "InterpreterInfo": InterpreterInfo, "SubdirInfo": SubdirInfo, "HomeInfo": HomeInfo, "Manifest": Manifest}
+    for name, cls in models.items():  # named as the module's attributes (`__getattr__`): repr and pickle work
+        cls.__qualname__ = name
+    return models
+
+
+_MODEL_NAMES = ("ChunksInfo", "ChunkList", "PackIndex", "ImageInfo", "InterpreterInfo", "SubdirInfo", "HomeInfo", "Manifest")
+
+
+def __getattr__(name: str) -> Any:
+    """`from minisandbox.manifest import Manifest` (or ChunkList, ...) builds the models then."""
+    if name in _MODEL_NAMES:  # any other name (the import system asks for `__path__`) builds nothing
+        return _models()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def first_error(exc: ValidationError) -> str:
@@ -466,6 +479,8 @@ def parse_store_model(model: type[BaseModel], data: object, *, where: str, hint:
     field and what to do (`hint`): the one way every store document is checked."""
     if not isinstance(data, dict):
         raise StoreDataError(f"{where}: not a JSON object; {hint}")
+    from pydantic import ValidationError
+
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -478,7 +493,7 @@ def validate_manifest(data: object, *, where: str, kind: str | None = None, key:
     what the manifest's location says it describes (a manifest moved to another key's place
     is refused)."""
     hint = "re-publish the artifact or fix the store"
-    m = parse_store_model(Manifest, data, where=where, hint=hint)
+    m = parse_store_model(_models()["Manifest"], data, where=where, hint=hint)
     if kind is not None and m.kind != kind:
         raise StoreDataError(f"{where}: field 'kind' is {m.kind!r} but the manifest describes a {kind}; {hint}")
     if key is not None and m.key != key:
@@ -496,3 +511,4 @@ def content_id(manifest: dict[str, Any]) -> tuple[Any, ...]:
     size (either may be absent). Two manifests with the same id describe the same layer."""
     image = manifest.get("image") or {}
     return (manifest.get("sha256"), manifest.get("size"), image.get("sha256"), image.get("size"))
+

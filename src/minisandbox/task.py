@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from minisandbox.node.cache import Cache
-from minisandbox.grading.evalscript import test_files_of
 from minisandbox.node.iobudget import IOBudget
 from minisandbox.paths import REPO_PATH, VENV_PATH, cache_dir
 from minisandbox.records import TaskRecord
@@ -130,6 +129,8 @@ def _setup_script(record: TaskRecord, testbed: dict[str, Any] | None = None) -> 
     if record.patch.strip():
         lines.append("git -c safe.directory='*' apply --whitespace=nowarn /tmp/.minisandbox-task.patch "
                      "|| patch --batch -p1 --no-backup-if-mismatch -r - -i /tmp/.minisandbox-task.patch")
+    from minisandbox.grading.evalscript import test_files_of  # only SWE-smith tasks: not on every `run`
+
     for path in test_files_of(list(record.fail_to_pass)):
         lines.append(f"rm -rf -- {q(path)}")
     lines += [

@@ -3,8 +3,14 @@
 User commands sit at the top level (`fetch`, `run`, `shell`, `sandbox-exec`, `eval`,
 `tasks`, `cache`, `push`/`pull`/`verify`, `plan`); the workflow's internal steps, which the
 Snakemake rules call, are grouped under `minisandbox pipeline <step>`. Each command group
-lives in its own module exposing `register(subparsers)`; add a module to COMMAND_MODULES to
-add commands.
+lives in its own module exposing `register(subparsers)`; add a command to COMMANDS (its
+name -> the module registering it) to add it.
+
+Start-up cost: agents call `minisandbox run` tens of thousands of times, so a call imports
+only the module of its command (`main` finds the command word before building the parser;
+`--help` and unknown words build the whole parser), and `--version` imports nothing but the
+version. Command modules import what their commands need inside the command functions
+(tests/test_import_structure.py keeps the import graph of `run` and `--version` fixed).
 
 Errors: a `MinisandboxError` (bad input, a missing store, a failed build: something the
 user can act on) prints one line naming what failed and what to do (`-v` adds its
@@ -19,24 +25,29 @@ The CLI may import anything in the package; nothing in the package imports the C
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import os
 import sys
 
 from minisandbox import __version__
 from minisandbox.errors import MinisandboxError
-from minisandbox.cli.options import UsageError
 
-COMMAND_MODULES = [
-    "minisandbox.cli.runtime",  # fetch, tasks, cache ls|gc
-    "minisandbox.cli.sandbox",  # run, shell, sandbox-exec
-    "minisandbox.cli.eval",  # eval
-    "minisandbox.cli.storage",  # push, pull, verify
-    "minisandbox.cli.doctor",  # doctor
-    "minisandbox.cli.pipeline",  # plan, and the `pipeline` group of workflow steps
-    "minisandbox.cli.completion",  # completion bash|zsh
-]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (`--version` imports nothing else)
+if TYPE_CHECKING:
+    import argparse
+
+#: Top-level command -> the module whose `register` adds it (in the order `--help` lists them).
+COMMANDS = {
+    "fetch": "minisandbox.cli.runtime", "tasks": "minisandbox.cli.runtime", "cache": "minisandbox.cli.runtime",
+    "run": "minisandbox.cli.sandbox", "shell": "minisandbox.cli.sandbox", "sandbox-exec": "minisandbox.cli.sandbox",
+    "eval": "minisandbox.cli.eval",
+    "push": "minisandbox.cli.storage", "pull": "minisandbox.cli.storage", "verify": "minisandbox.cli.storage",
+    "doctor": "minisandbox.cli.doctor",
+    "plan": "minisandbox.cli.pipeline", "pipeline": "minisandbox.cli.pipeline",  # plan, and the workflow steps
+    "completion": "minisandbox.cli.completion",  # completion bash|zsh
+}
+COMMAND_MODULES = list(dict.fromkeys(COMMANDS.values()))
+#: Top-level options that take a value (the word after them is not the command).
+_VALUE_OPTIONS = ("--store-public-key",)
 
 DESCRIPTION = """\
 Container-free, pre-built environments and namespace sandboxes for SWE agents.
@@ -47,7 +58,11 @@ Typical use: `minisandbox fetch TASK_ID` (get a task's environment onto this nod
 (see docs/pipeline.md) and copied with `push`/`pull`."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(modules: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser with the commands of `modules` (default: every command module)."""
+    import argparse
+    import importlib
+
     parser = argparse.ArgumentParser(prog="minisandbox", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"minisandbox {__version__}")
@@ -61,9 +76,35 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-progress", action="store_true",
                         help="no progress bar or progress lines (same as MINISANDBOX_PROGRESS=off)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in COMMAND_MODULES if modules is None else modules:
         importlib.import_module(name).register(sub)
     return parser
+
+
+def _command_word(argv: list[str]) -> str | None:
+    """The first word of `argv` that is not a top-level option or its value."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in _VALUE_OPTIONS:
+            skip = True
+        elif word == "--":
+            return None
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def _modules_for(argv: list[str]) -> list[str] | None:
+    """The command modules `argv` needs: its command's, none for a bare `--version`, else all
+    (help and argparse's errors list every command)."""
+    word = _command_word(argv)
+    if word in COMMANDS:
+        return [COMMANDS[word]]
+    if word is None and "--version" in argv and not {"-h", "--help"} & set(argv):
+        return []
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,7 +115,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv == ["--version"]:  # the common case without argparse (half of the start-up)
+        print(f"minisandbox {__version__}")
+        return 0
+    parser = build_parser(_modules_for(argv))
     args = parser.parse_args(argv)
     _apply_global_options(args)
     try:
@@ -94,6 +139,8 @@ def _main(argv: list[str] | None) -> int:
 
             traceback.print_exc()
         print(f"minisandbox {args.command}: error: {exc}{_default_store_note(args, exc)}", file=sys.stderr)
+        from minisandbox.cli.options import UsageError
+
         return 2 if isinstance(exc, UsageError) else 1
     # anything else is a bug: the traceback propagates (the interpreter prints it, exit 1)
 

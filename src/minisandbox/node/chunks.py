@@ -28,20 +28,24 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import threading
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from minisandbox.manifest import (DIGEST, PACK_INDEX_SUFFIX, ChunkList, ChunksInfo, StoreDataError, chunk_list_document,
-                                  chunk_path, pack_index_document, pack_index_path, pack_path, parse_chunk_list,
-                                  parse_pack_index, parse_store_model)
+from minisandbox.fsutil import LazyPattern
+from minisandbox.manifest import (CHUNK_LIST_SUFFIX, DIGEST, MAX_CHUNK_LIST_BYTES, MAX_CHUNKS, PACK_INDEX_SUFFIX,
+                                  StoreDataError, chunk_list_document, chunk_path, pack_index_document,
+                                  pack_index_path, pack_path, parse_chunk_list, parse_pack_index, plain_name)
 from minisandbox.node.store import NotInStore, Store, StoreError
 from minisandbox.paths import cache_dir
 from minisandbox.progress import Progress
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from minisandbox.manifest import ChunkList
 
 #: Requests in flight for one image stored as one object per chunk (schema 1), and for
 #: existence checks: on object stores latency, not bandwidth, bounds one ~64 KiB request.
@@ -55,7 +59,7 @@ GAP_BYTES = 256 << 10
 RANGE_WORKERS = 12
 #: Packs uploaded at once by one publisher (each held in memory while it is sent).
 PACK_WORKERS = 4
-_HEX = re.compile(DIGEST)
+_HEX = LazyPattern(DIGEST)
 
 
 class ChunkError(StoreError):
@@ -84,17 +88,29 @@ class ChunkedImage:
     @classmethod
     def from_manifest(cls, manifest: dict[str, Any], *, where: str = "manifest") -> "ChunkedImage | None":
         """The manifest's `image.chunks`, or None. The manifest passed `validate_manifest`
-        already when it came from a store; the chunk part is checked here again because it
-        names a store object."""
+        already when it came from a store (the `ChunksInfo` schema); the fields that name a
+        store object or bound an allocation are checked here again, in plain Python (a
+        `minisandbox run` on a warm node builds no schema models)."""
         img = manifest.get("image") or {}
         if not isinstance(img, dict) or not img.get("chunks"):
             return None
-        info = parse_store_model(ChunksInfo, img["chunks"], where=f"{where}: image.chunks",
-                                 hint="re-publish the artifact")
+        info = img["chunks"]
+        where = f"{where}: image.chunks"
+        try:
+            artifact = plain_name(info.get("artifact") if isinstance(info, dict) else None, "chunk list artifact")
+        except ValueError as exc:
+            raise StoreDataError(f"{where}: {exc}; re-publish the artifact") from None
+        if not artifact.endswith(CHUNK_LIST_SUFFIX):
+            raise StoreDataError(f"{where}: artifact must end with {CHUNK_LIST_SUFFIX}; re-publish the artifact")
+        size, count = info.get("size"), info.get("count")
+        if not (type(size) is int and 1 <= size <= MAX_CHUNK_LIST_BYTES and type(count) is int
+                and 0 <= count <= MAX_CHUNKS):
+            raise StoreDataError(f"{where}: size or count out of range ({size!r}, {count!r}); re-publish the artifact")
+        chunk_path(info.get("sha256"))  # 64 lowercase hex, or StoreDataError
         image_sha = img.get("sha256")
-        chunk_path(image_sha)  # 64 lowercase hex, or StoreDataError
-        return cls(kind=manifest["kind"], key=manifest["key"], list_rel=f"artifacts/{manifest['kind']}/{info.artifact}",
-                   list_sha256=info.sha256, list_size=info.size, count=info.count,
+        chunk_path(image_sha)
+        return cls(kind=manifest["kind"], key=manifest["key"], list_rel=f"artifacts/{manifest['kind']}/{artifact}",
+                   list_sha256=info["sha256"], list_size=size, count=count,
                    image_sha256=image_sha, image_size=int(img["size"]))
 
     @property
@@ -224,6 +240,8 @@ def _pool_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int) -> l
     items = list(items)
     if workers <= 1 or len(items) <= 1:
         return [fn(it) for it in items]
+    from concurrent.futures import ThreadPoolExecutor  # here: it imports logging, which a warm `run` never needs
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(fn, items))
 
@@ -578,6 +596,8 @@ def _ordered(store: Store, cl: ChunkList, what: str, workers: int, skip: Callabl
         yield from _ordered_packed(store, cl, what, skip)
         return
     window = max(1, 2 * workers)
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         pending: deque[tuple[int, Future | None]] = deque()
         nxt = 0
@@ -609,6 +629,8 @@ def _ordered_packed(store: Store, cl: ChunkList, what: str, skip: Callable[[int]
             return exc
 
     window = 2 * RANGE_WORKERS
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=RANGE_WORKERS) as pool:
         pending: deque[tuple[Segment, Future]] = deque()
         nxt = 0
