@@ -6,7 +6,9 @@
 #   2. uv from PyPI, into its own venv (Debian's python3 refuses `pip install` into
 #      itself): ${XDG_DATA_HOME:-~/.local/share}/minisandbox/uv-venv.
 #   3. The project's environment, made by uv from the committed uv.lock: .venv/ in the
-#      checkout, with every extra (Slurm executor, S3, integrations, tests).
+#      checkout, with every extra (Slurm executor, S3, integrations, tests), byte-compiled
+#      (the installed packages and the checkout's src/): where PYTHONDONTWRITEBYTECODE is
+#      set (CI, containers) Python would otherwise compile every module on every call.
 #   4. `minisandbox`, `snakemake` and `uv` linked into a directory on PATH
 #      (/usr/local/bin as root, ~/.local/bin otherwise; MINISANDBOX_BIN_DIR overrides).
 #      A file there that this set-up did not make is left alone, and said so; a
@@ -23,7 +25,9 @@ say() { echo "setup: $*"; }
 
 # --------------------------------------------------------------------- 1. Debian packages
 # squashfs-tools builds layer images; squashfuse + fuse3 mount them on non-root nodes
-APT_PKGS=(git tar zstd util-linux iproute2 procps psmisc passwd python3 python3-venv patch squashfs-tools squashfuse fuse3)
+# bubblewrap: the one-shot sandbox bench/ measures minisandbox against (bench/bench_cli.py)
+APT_PKGS=(git tar zstd util-linux iproute2 procps psmisc passwd python3 python3-venv patch squashfs-tools squashfuse fuse3
+          bubblewrap)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -70,10 +74,11 @@ export UV_PROJECT_ENVIRONMENT="$ROOT/.venv"
 export UV_SYSTEM_CERTS="${UV_SYSTEM_CERTS:-1}" UV_NATIVE_TLS="${UV_NATIVE_TLS:-1}"
 # --locked: the environment is exactly uv.lock. A pyproject.toml edited without
 # re-locking is named, then re-locked here so the set-up still works.
-if ! "$UV" sync --locked --all-extras --python "$PY_PATH" --quiet 2>/tmp/.minisandbox-uv-sync.$$; then
+# --compile-bytecode: every installed module byte-compiled now, once (uv does not by default).
+if ! "$UV" sync --locked --all-extras --compile-bytecode --python "$PY_PATH" --quiet 2>/tmp/.minisandbox-uv-sync.$$; then
   if grep -q -i 'lockfile.*needs to be updated\|--locked' /tmp/.minisandbox-uv-sync.$$; then
     say "uv.lock does not match pyproject.toml: re-locking (commit the new uv.lock)"
-    "$UV" sync --all-extras --python "$PY_PATH" --quiet
+    "$UV" sync --all-extras --compile-bytecode --python "$PY_PATH" --quiet
   else
     cat /tmp/.minisandbox-uv-sync.$$ >&2
     rm -f /tmp/.minisandbox-uv-sync.$$
@@ -81,7 +86,10 @@ if ! "$UV" sync --locked --all-extras --python "$PY_PATH" --quiet 2>/tmp/.minisa
   fi
 fi
 rm -f /tmp/.minisandbox-uv-sync.$$
-say "project environment $ROOT/.venv ($("$ROOT/.venv/bin/python" --version))"
+# The project itself is an editable install (its modules are read from src/, which uv does not
+# compile): compile them too. A module edited later is compiled again by whoever imports it.
+"$ROOT/.venv/bin/python" -m compileall -q -j 0 "$ROOT/src" >/dev/null
+say "project environment $ROOT/.venv ($("$ROOT/.venv/bin/python" --version), byte-compiled)"
 
 # --------------------------------------------------------------------- 4. commands on PATH
 if [ -n "${MINISANDBOX_BIN_DIR:-}" ]; then BIN_DIR="$MINISANDBOX_BIN_DIR"

@@ -12,6 +12,8 @@ Layout under the cache root (`minisandbox.paths.cache_dir()`):
     locks/<sha256>.lock       one cross-process lock per digest
     leases/<sha256>/<id>.json live uses of a layer: GC never removes a leased layer
     budget/                   the node's I/O budget (minisandbox.node.iobudget)
+    verified/<aa>/<sha256>    store documents (manifests, index shards) validated here once
+                              (minisandbox.node.verified): the next `run` only parses them
 
 Why stream: the archive is read from the store once, hashed, decompressed, checked and
 unpacked in one pass into a temporary layer dir; only when the sha256 and size match the
@@ -42,6 +44,7 @@ from minisandbox.node.chunks import ChunkedImage, ChunkError, LocalChunks, assem
 from minisandbox.node.fusemount import FuseMountError, MountHolder
 from minisandbox.node.iobudget import IOBudget
 from minisandbox.node.store import Store, StoreError
+from minisandbox.node.verified import Verified
 from minisandbox.errors import MinisandboxError
 from minisandbox.progress import Progress
 from minisandbox.manifest import DIGEST, KINDS, StoreDataError, plain_name
@@ -255,6 +258,8 @@ class Cache:
         for d in (self.layers, self.archives, self.tmp, self.locks, self.leases):
             d.mkdir(parents=True, exist_ok=True)
         self.budget = budget if budget is not None else IOBudget(directory=self.root / "budget")
+        #: store documents this node validated already (`minisandbox.node.verified`)
+        self.verified = Verified(self.root / "verified")
 
     # -- locks and leases -----------------------------------------------------------------
     def lock(self, digest: str) -> FileLock:

@@ -8,11 +8,16 @@ The format itself (sharding, catalog layout, `build_index`) is the contract
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 from minisandbox.index import CATALOG, SHARDS, UnknownTask, parse_shard, shard_of, shard_path, validate_catalog
 from minisandbox.manifest import StoreDataError, manifest_path, validate_manifest
 from minisandbox.node.store import NotInStore, Store, StoreIndexMissing
+
+if TYPE_CHECKING:
+    from minisandbox.node.verified import Verified
+
+T = TypeVar("T")
 
 
 def publish_index(store: Store, catalog: dict[str, Any], shards: dict[str, list[str]]) -> None:
@@ -42,17 +47,37 @@ def _json(data: bytes, where: str) -> Any:
             from None
 
 
-def iter_shard(store: Store, shard: str) -> Iterator[dict[str, Any]]:
+def _checked(verified: Verified | None, what: str, data: bytes, validate: Callable[[bytes], T],
+             parse: Callable[[bytes], T]) -> T:
+    """`validate(data)`, or only `parse(data)` when this node validated these very bytes as
+    `what` before (`minisandbox.node.verified`); `validate` returns what `parse` would."""
+    if verified is not None and verified.known(what, data):
+        return parse(data)
+    out = validate(data)
+    if verified is not None:
+        verified.remember(what, data)
+    return out
+
+
+def _shard_lines(data: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+
+
+def iter_shard(store: Store, shard: str, verified: Verified | None = None) -> Iterator[dict[str, Any]]:
     """The validated task entries of one shard (a missing shard reads as empty; a damaged
-    one is a StoreDataError naming it)."""
+    one is a StoreDataError naming it). `verified`: skip validating a shard this node
+    validated before (the node cache's markers)."""
     path = shard_path(shard)
     if not store.exists(path):
         return
-    yield from parse_shard(store.read_bytes(path), where=f"store {store.url}: index shard {path}")
+    where = f"store {store.url}: index shard {path}"
+    yield from _checked(verified, f"shard {path}", store.read_bytes(path),
+                        lambda data: parse_shard(data, where=where), _shard_lines)
 
 
-def read_manifest(store: Store, kind: str, key: str) -> dict[str, Any]:
-    """The validated manifest of artifact `kind`/`key` (kind and key must match its place)."""
+def read_manifest(store: Store, kind: str, key: str, verified: Verified | None = None) -> dict[str, Any]:
+    """The validated manifest of artifact `kind`/`key` (kind and key must match its place).
+    `verified`: as `iter_shard`."""
     rel = manifest_path(kind, key)
     try:
         data = store.read_bytes(rel)
@@ -60,12 +85,13 @@ def read_manifest(store: Store, kind: str, key: str) -> dict[str, Any]:
         raise NotInStore(f"{kind} manifest {store.url_of(rel)} is missing although the index lists it; "
                          f"re-run the publish step for {key}") from None
     where = f"store {store.url}: {rel}"
-    return validate_manifest(_json(data, where), where=where, kind=kind, key=key)
+    return _checked(verified, f"manifest {rel}", data,
+                    lambda d: validate_manifest(_json(d, where), where=where, kind=kind, key=key), json.loads)
 
 
-def lookup(store: Store, instance_id: str) -> dict[str, Any]:
-    """The index entry of one task (reads one shard)."""
-    for entry in iter_shard(store, shard_of(instance_id)):
+def lookup(store: Store, instance_id: str, verified: Verified | None = None) -> dict[str, Any]:
+    """The index entry of one task (reads one shard; `verified`: as `iter_shard`)."""
+    for entry in iter_shard(store, shard_of(instance_id), verified):
         if entry["instance_id"] == instance_id:
             return entry
     raise UnknownTask(f"unknown task id {instance_id!r} in store {store.url}; list its tasks with "

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import re
 from collections.abc import Mapping
-from typing import Any, Callable, Iterable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 from minisandbox.manifest import has_archive
 from minisandbox.node.cache import Artifact, Cache, LayerResult, Lease
@@ -30,6 +30,9 @@ from minisandbox.node.restore import RestoreError
 from minisandbox.sandbox.hostlibs import check_host_libs
 from minisandbox.node.store import Store, StoreIndexMissing, open_store  # noqa: F401  (StoreIndexMissing: re-exported)
 from minisandbox.errors import MinisandboxError
+
+if TYPE_CHECKING:
+    from minisandbox.node.verified import Verified
 
 T = TypeVar("T")
 
@@ -189,27 +192,28 @@ def _memo(store: Store, what: str, fn: Callable[[], T]) -> T:
     return value
 
 
-def _manifest(store: Store, kind: str, key: str) -> dict[str, Any]:
-    """The validated manifest (`minisandbox.node.published.read_manifest`), memoised."""
+def _manifest(store: Store, kind: str, key: str, verified: Verified | None = None) -> dict[str, Any]:
+    """The validated manifest (`minisandbox.node.published.read_manifest`), memoised.
+    `verified`: the node cache's record of documents it validated (`Cache.verified`)."""
     from minisandbox.manifest import manifest_path
     from minisandbox.node.published import read_manifest
 
-    return _memo(store, manifest_path(kind, key), lambda: read_manifest(store, kind, key))
+    return _memo(store, manifest_path(kind, key), lambda: read_manifest(store, kind, key, verified))
 
 
-def lookup_task(store: Store, instance_id: str) -> dict[str, Any]:
+def lookup_task(store: Store, instance_id: str, verified: Verified | None = None) -> dict[str, Any]:
     """The task's index entry, with one-line errors for a missing index or unknown id."""
-    return _memo(store, f"task:{instance_id}", lambda: _lookup_task(store, instance_id))
+    return _memo(store, f"task:{instance_id}", lambda: _lookup_task(store, instance_id, verified))
 
 
-def _lookup_task(store: Store, instance_id: str) -> dict[str, Any]:
+def _lookup_task(store: Store, instance_id: str, verified: Verified | None = None) -> dict[str, Any]:
     from minisandbox.index import CATALOG
     from minisandbox.node.published import lookup
 
     if not store.exists(CATALOG):
         raise StoreIndexMissing(f"no index at {store.url_of(CATALOG)}: is {store.url} a published store? "
                                 f"Build one with `snakemake --cores N` or pass --store URL")
-    entry = lookup(store, instance_id)
+    entry = lookup(store, instance_id, verified)
     status = entry.get("status", "ready")
     if status != "ready":
         key = entry.get("env_key") if status == "env-failed" else entry.get("repo_key")
@@ -219,7 +223,7 @@ def _lookup_task(store: Store, instance_id: str) -> dict[str, Any]:
     return entry
 
 
-def interpreter_manifest(store: Store, env_m: dict[str, Any]) -> dict[str, Any] | None:
+def interpreter_manifest(store: Store, env_m: dict[str, Any], verified: Verified | None = None) -> dict[str, Any] | None:
     """The manifest of an environment's interpreter layer; None for a system interpreter
     or a store published before interpreter layers (then a local interpreter of the same
     version is bound instead: `sandbox.interpreters.interpreter_binds`). Every field that
@@ -233,7 +237,7 @@ def interpreter_manifest(store: Store, env_m: dict[str, Any]) -> dict[str, Any] 
     what = f"environment {env_m.get('key')} in {store.url}"
     if not isinstance(key, str) or not KEY_PATTERN.fullmatch(key):
         raise RestoreError(f"{what}: interpreter key {key!r} is malformed; re-publish the environment")
-    m = _manifest(store, "interp", key)
+    m = _manifest(store, "interp", key, verified)
     kind = (m.get("interpreter") or {}).get("kind") if isinstance(m.get("interpreter"), dict) else None
     try:
         prefix = check_prefix(m.get("mount_path"), str(kind))
@@ -317,11 +321,11 @@ def prepare(task_id: str, store: Store | str | os.PathLike[str] | None = None, *
         cache = Cache(budget=budget)
     ticket = time.time() if ticket is None else ticket
     mount = use_images(images)
-    entry = lookup_task(st, task_id)
-    repo_m = _manifest(st, "repo", entry["repo_key"])
-    env_m = _manifest(st, "env", entry["env_key"])
+    entry = lookup_task(st, task_id, cache.verified)
+    repo_m = _manifest(st, "repo", entry["repo_key"], cache.verified)
+    env_m = _manifest(st, "env", entry["env_key"], cache.verified)
     check_host_libs(env_m.get("host_libs"), f"environment {entry['env_key']}")  # before any download
-    interp_m = interpreter_manifest(st, env_m)
+    interp_m = interpreter_manifest(st, env_m, cache.verified)
     check_host(env_m, f"task {task_id} (environment {entry['env_key']})")
     lease_files: list[Path] = []
     results: list[LayerResult] = []
