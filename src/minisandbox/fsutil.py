@@ -21,6 +21,29 @@ from minisandbox.errors import SizeError
 CHUNK = 1 << 20
 
 
+class LazyPattern:
+    """A regular expression compiled on first use (`.match`, `.fullmatch`, ... as on the
+    compiled pattern). Why: modules define their patterns at module level, and compiling
+    them all at import is start-up cost for every command, most of which never match them
+    (`minisandbox run` is called tens of thousands of times; tests/test_import_structure.py
+    checks that importing its modules compiles none)."""
+
+    __slots__ = ("pattern", "flags", "_compiled")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self.pattern = pattern
+        self.flags = flags
+        self._compiled: re.Pattern[str] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern, self.flags)
+        return getattr(self._compiled, name)
+
+    def __repr__(self) -> str:
+        return f"LazyPattern({self.pattern!r})"
+
+
 def atomic_write_bytes(path: Path | str, data: bytes) -> None:
     """Write `data` to `path` via a unique temp file + rename, so readers see the old file or
     the new one, never half a file. Safe across threads and processes (the temp name is
@@ -61,7 +84,7 @@ def file_digest(path: Path | str) -> tuple[str, int]:
 
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtb]?)(?:i?b)?\s*")
+_SIZE = LazyPattern(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtb]?)(?:i?b)?\s*")
 
 
 def parse_size(text: str) -> int:

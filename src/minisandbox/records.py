@@ -9,12 +9,12 @@ unsupported type, not Parquet) is one `InvalidRecord` at line 0, field `<file>`.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
 
 from minisandbox.errors import MinisandboxError
+from minisandbox.fsutil import LazyPattern
 
 Format = Literal["swesmith", "swebench"]
 
@@ -30,8 +30,8 @@ SWEBENCH_FIELDS = (
     "PASS_TO_PASS",
 )
 #: What an instance id may contain (it becomes a directory name in reports and caches).
-INSTANCE_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
-_COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
+INSTANCE_ID = LazyPattern(r"^[A-Za-z0-9_.\-]+$")
+_COMMIT = LazyPattern(r"^[0-9a-f]{7,40}$")
 
 
 @dataclass(frozen=True)
@@ -320,3 +320,14 @@ def to_raw(record: TaskRecord) -> dict[str, Any]:
     else:
         raw["image_name"] = record.image_name
     return raw
+
+
+def test_files_of(test_ids: list[str]) -> list[str]:
+    """Unique file paths of pytest node ids (`path::name` -> `path`), in order: the files a
+    SWE-smith task's start state removes and grading puts back (here, with the record, so a
+    sandbox's start state needs no grading module)."""
+    out: dict[str, None] = {}
+    for t in test_ids:
+        if "::" in t:
+            out[t.split("::", 1)[0]] = None
+    return list(out)

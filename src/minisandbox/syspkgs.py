@@ -8,14 +8,14 @@ again on each node that restores the environment.
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 from collections.abc import Iterable
 
 from minisandbox.errors import MinisandboxError
+from minisandbox.fsutil import LazyPattern
 
-_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]*(?::[a-z0-9-]+)?$")
+_NAME = LazyPattern(r"^[a-z0-9][a-z0-9+.-]*(?::[a-z0-9-]+)?$")
 
 
 class MissingSystemPackages(MinisandboxError):

@@ -30,7 +30,7 @@ from typing import Any
 from minisandbox.node.cache import Cache
 from minisandbox.node.iobudget import IOBudget
 from minisandbox.paths import REPO_PATH, VENV_PATH, cache_dir
-from minisandbox.records import TaskRecord
+from minisandbox.records import TaskRecord, test_files_of
 from minisandbox.node.runtime import PreparedTask, prepare
 from minisandbox.sandbox.sandbox import DEFAULT_ENV, ExecResult, Sandbox
 from minisandbox.errors import MinisandboxError
@@ -129,8 +129,6 @@ def _setup_script(record: TaskRecord, testbed: dict[str, Any] | None = None) -> 
     if record.patch.strip():
         lines.append("git -c safe.directory='*' apply --whitespace=nowarn /tmp/.minisandbox-task.patch "
                      "|| patch --batch -p1 --no-backup-if-mismatch -r - -i /tmp/.minisandbox-task.patch")
-    from minisandbox.grading.evalscript import test_files_of  # only SWE-smith tasks: not on every `run`
-
     for path in test_files_of(list(record.fail_to_pass)):
         lines.append(f"rm -rf -- {q(path)}")
     lines += [

@@ -46,6 +46,7 @@ from minisandbox.grading.grading import (
 from minisandbox.grading.results import RESULTS_PLUGIN
 from minisandbox.grading.suspicious import tree_scan_lines
 from minisandbox.paths import REPO_PATH
+from minisandbox.records import test_files_of  # noqa: F401  (re-exported: graders import it from here)
 
 #: File names that configure pytest or run code at interpreter start-up.
 INFRA_NAMES = (
@@ -146,15 +147,6 @@ def modified_and_new_files(patch: str) -> tuple[list[str], list[str]]:
                 modified.append(_unquote(old_path))
             old_path = None
     return list(dict.fromkeys(modified)), list(dict.fromkeys(new))
-
-
-def test_files_of(test_ids: list[str]) -> list[str]:
-    """Unique file paths of pytest node ids (`path::name` -> `path`), in order."""
-    out: dict[str, None] = {}
-    for t in test_ids:
-        if "::" in t:
-            out[t.split("::", 1)[0]] = None
-    return list(out)
 
 
 def swebench_test_directives(test_patch: str, repo: str) -> list[str]:

@@ -28,7 +28,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from typing import Any, BinaryIO
 
 from filelock import FileLock, Timeout
 
-from minisandbox.fsutil import CHUNK, atomic_write_json, file_digest
+from minisandbox.fsutil import CHUNK, LazyPattern, atomic_write_json, file_digest
 
 from minisandbox.node import restore
 from minisandbox.node.chunks import ChunkedImage, ChunkError, LocalChunks, assemble, read_chunk_list
@@ -64,7 +63,7 @@ class ArtifactCorruptError(CacheError):
     """The store's copy does not match its manifest (twice)."""
 
 
-_DIGEST = re.compile(DIGEST)
+_DIGEST = LazyPattern(DIGEST)
 
 
 def check_digest(digest: str, what: str) -> str:

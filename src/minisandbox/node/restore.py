@@ -37,7 +37,6 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, TypeVar
 
-import zstandard
 
 from minisandbox.fsutil import CHUNK
 from minisandbox.errors import MinisandboxError
@@ -61,6 +60,8 @@ class RestoreError(MinisandboxError, RuntimeError):
 
 # -- decompression --------------------------------------------------------------------------
 def _zstd_chunks(f: BinaryIO) -> Iterator[bytes]:
+    import zstandard  # here, not at import: a warm `minisandbox run` unpacks nothing
+
     reader = zstandard.ZstdDecompressor().stream_reader(f, read_size=CHUNK, read_across_frames=True)
     while chunk := reader.read(CHUNK):
         yield chunk
@@ -329,6 +330,8 @@ def extract_fileobj(f: BinaryIO, fmt: str, dest: Path, label: str) -> int:
     `label` names the archive in errors. Returns the number of decompressed bytes. Raises
     UnsafeArchiveError / RestoreError; on error `dest` may hold a partial tree (callers
     extract into a temporary directory)."""
+    import zstandard  # here, not at import: a warm `minisandbox run` unpacks nothing
+
     if fmt not in DECOMPRESSORS:
         raise RestoreError(f"{label}: unknown archive format {fmt!r}; expected one of {', '.join(DECOMPRESSORS)}")
     proc = subprocess.Popen(_tar_argv(dest), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,

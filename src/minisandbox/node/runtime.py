@@ -16,7 +16,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
@@ -30,6 +29,7 @@ from minisandbox.node.restore import RestoreError
 from minisandbox.sandbox.hostlibs import check_host_libs
 from minisandbox.node.store import Store, StoreIndexMissing, open_store  # noqa: F401  (StoreIndexMissing: re-exported)
 from minisandbox.errors import MinisandboxError
+from minisandbox.fsutil import LazyPattern
 
 if TYPE_CHECKING:
     from minisandbox.node.verified import Verified
@@ -45,7 +45,7 @@ class EnvManifestError(MinisandboxError, ValueError):
     """An env manifest field this node needs is malformed (one line naming the field)."""
 
 
-_PLAIN = re.compile(r"[A-Za-z0-9._+-]+")
+_PLAIN = LazyPattern(r"[A-Za-z0-9._+-]+")
 
 
 def _sub_dir(env_key: str, field_name: str, value: object) -> str:

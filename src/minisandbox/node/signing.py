@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import base64
 import os
-import re
 from pathlib import Path
 
 from minisandbox.errors import MinisandboxError
+from minisandbox.fsutil import LazyPattern
 from minisandbox.manifest import StoreDataError
 
 #: Private key (PEM) that publishing signs with; unset: documents are published unsigned.
@@ -43,7 +43,7 @@ _SIG_PREFIX = "ed25519 "
 
 #: The store documents that carry a signature (everything else is named by sha256 in one
 #: of them, or is a build log).
-SIGNED_DOCUMENT = re.compile(r"artifacts/(env|repo|interp)/[^/]+\.manifest\.json"
+SIGNED_DOCUMENT = LazyPattern(r"artifacts/(env|repo|interp)/[^/]+\.manifest\.json"
                              r"|index/catalog\.json|index/tasks/[0-9a-f]{2}\.jsonl")
 
 

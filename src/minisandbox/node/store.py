@@ -23,18 +23,19 @@ import hashlib
 import os
 import uuid
 from pathlib import Path
-from typing import Any, Callable, TypeVar
-
-import fsspec
-import fsspec.config
-import fsspec.core
-from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+import time
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from minisandbox.fsutil import file_digest
 from minisandbox.errors import MinisandboxError
 from minisandbox.node import signing
 
+if TYPE_CHECKING:
+    import fsspec
+
 T = TypeVar("T")
+#: URL schemes fsspec serves from the local file system.
+_LOCAL_PROTOCOLS = ("file", "local")
 
 #: Default number of attempts for one store operation (1 + retries).
 DEFAULT_ATTEMPTS = int(os.environ.get("MINISANDBOX_STORE_ATTEMPTS", "4"))
@@ -113,6 +114,8 @@ def s3_client_options() -> dict[str, Any]:
     config = {"connect_timeout": _env_number(S3_CONNECT_TIMEOUT_ENV, 3),
               "read_timeout": _env_number(S3_READ_TIMEOUT_ENV, 60),
               "retries": {"total_max_attempts": _env_number(S3_ATTEMPTS_ENV, 3, int), "mode": "standard"}}
+    import fsspec.config
+
     user = fsspec.config.conf.get("s3", {})
     return {"config_kwargs": {**config, **(user.get("config_kwargs") or {})}}
 
@@ -148,21 +151,43 @@ class Store:
         self.signer = signer if signer is not None else _env_key(signing.SIGNING_KEY_ENV, signing.Signer)
         self.verifier = verifier if verifier is not None else _env_key(signing.PUBLIC_KEY_ENV, signing.Verifier)
         self._url = url.rstrip("/") or url
-        protocol = fsspec.core.split_protocol(self._url)[0] or "file"
+        protocol = self._url.split("://", 1)[0] if "://" in self._url else "file"
         options = {**_storage_options(protocol), **storage_options}
-        try:
-            self.fs, root = fsspec.core.url_to_fs(self._url, **options)
-        except ImportError as exc:
-            raise StoreError(f"store {self._url}: {exc}; install the filesystem package "
-                             f"(for s3://: pip install s3fs)") from exc
+        self._options = options
+        self._fs: fsspec.AbstractFileSystem | None = None
+        if protocol in _LOCAL_PROTOCOLS and not storage_options:
+            # A local store's reads (every `minisandbox run`) need no fsspec, whose import
+            # costs more than the rest of the command's start-up: `fs` is made on first use.
+            root = _local_path(self._url)
+        else:
+            root = self._make_fs()
         self.root = root.rstrip("/") if root != "/" else root
-        self.local = "file" in _protocols(self.fs)
-        if "s3" in _protocols(self.fs):
-            self.fs.retries = 1  # s3fs's loop (5 by default) around botocore's own: attempts multiply
+        self.local = protocol in _LOCAL_PROTOCOLS if self._fs is None else "file" in _protocols(self._fs)
         #: what a request may cost before it fails, for messages (botocore rewrites its config)
         self._client = dict((options.get("config_kwargs") or {}))
         self.attempts = attempts if attempts is not None else DEFAULT_ATTEMPTS
         self.backoff = backoff
+
+    def _make_fs(self) -> str:
+        """Make the fsspec file system of the URL (importing fsspec); returns its root path."""
+        import fsspec.core
+
+        try:
+            fs, root = fsspec.core.url_to_fs(self._url, **self._options)
+        except ImportError as exc:
+            raise StoreError(f"store {self._url}: {exc}; install the filesystem package "
+                             f"(for s3://: pip install s3fs)") from exc
+        if "s3" in _protocols(fs):
+            fs.retries = 1  # s3fs's loop (5 by default) around botocore's own: attempts multiply
+        self._fs = fs
+        return root
+
+    @property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        """The fsspec file system (for a local store: made on first use)."""
+        if self._fs is None:
+            self._make_fs()
+        return self._fs
 
     # -- naming ---------------------------------------------------------------------------
     @property
@@ -190,11 +215,22 @@ class Store:
             return "check the path exists and is readable, or pass --store URL"
         return "check AWS_ENDPOINT_URL / AWS_DEFAULT_REGION / credentials and that the bucket exists"
 
-    def _call(self, what: str, rel: str, fn: Callable[[], T]) -> T:
+    def _attempts(self, what: str, rel: str, fn: Callable[[], T]) -> T:
+        """`fn()`, retried with exponential backoff while it fails transiently, `attempts`
+        times in all. The first attempt runs bare: tenacity (whose import costs a CLI call
+        ~10 ms) is only brought in once a transient failure needs another attempt."""
+        try:
+            return fn()
+        except Exception as exc:
+            if self.attempts <= 1 or not is_transient(exc):
+                raise
+        from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+        time.sleep(min(self.backoff, 5))  # the wait after attempt 1; attempt k waits backoff * 2**(k-1)
         try:
             for attempt in Retrying(
-                stop=stop_after_attempt(max(1, self.attempts)),
-                wait=wait_exponential(multiplier=self.backoff, max=5),
+                stop=stop_after_attempt(self.attempts - 1),
+                wait=wait_exponential(multiplier=self.backoff * 2, max=5),
                 retry=retry_if_exception(is_transient),
                 reraise=True,
             ):
@@ -202,6 +238,11 @@ class Store:
                     return fn()
         except RetryError as exc:  # pragma: no cover - reraise=True makes this rare
             raise StoreError(f"store {self._url} unreachable during {what} {rel}: {exc}; {self._hint()}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _call(self, what: str, rel: str, fn: Callable[[], T]) -> T:
+        try:
+            return self._attempts(what, rel, fn)
         except FileNotFoundError as exc:
             if isinstance(exc, StoreError):
                 raise
@@ -280,6 +321,8 @@ class Store:
     def exists(self, rel: str) -> bool:
         """Whether the object is there; a store whose bucket does not exist is an error
         (naming the bucket), not a store where nothing exists."""
+        if self._fs is None:  # a local store, fsspec not needed yet (as LocalFileSystem.exists)
+            return self._call("exists", rel, lambda: os.path.lexists(self.path(rel)))
         found = self._call("exists", rel, lambda: bool(self.fs.exists(self.path(rel))))
         if not found and self.bucket_missing():
             raise StoreError(self._bucket_message())
@@ -305,7 +348,7 @@ class Store:
     def read_bytes(self, rel: str) -> bytes:
         """An object's bytes; a signed document (manifest, index shard, catalog) is
         verified first when this store has a public key."""
-        data = self._call("read", rel, lambda: self.fs.cat_file(self.path(rel)))
+        data = self._call("read", rel, lambda: self._cat(rel))
         if self.verifier is not None and signing.is_signed_document(rel):
             self.verifier.verify(f"store {self._url}", rel, data, self.read_signature(rel))
         return data
@@ -323,11 +366,17 @@ class Store:
                 raise
         return self._call("read", f"{rel} [{start}:{end}]", run)
 
+    def _cat(self, rel: str) -> bytes:
+        if self._fs is None:  # a local store, fsspec not needed yet (as LocalFileSystem.cat_file)
+            with open(self.path(rel), "rb") as fh:
+                return fh.read()
+        return self.fs.cat_file(self.path(rel))
+
     def read_signature(self, rel: str) -> bytes | None:
         """The `.sig` object of document `rel`, None when there is none."""
         sig = signing.signature_path(rel)
         try:
-            return self._call("read", sig, lambda: self.fs.cat_file(self.path(sig)))
+            return self._call("read", sig, lambda: self._cat(sig))
         except NotInStore:
             return None
 
@@ -467,6 +516,17 @@ def _env_key(var: str, kind: type) -> Any:
 def _protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
     proto = fs.protocol
     return (proto,) if isinstance(proto, str) else tuple(proto)
+
+
+def _local_path(url: str) -> str:
+    """The directory of a local store URL (a path, `file://PATH` or `local://PATH`), as
+    fsspec's LocalFileSystem names it: absolute, `~` expanded."""
+    path = url.split("://", 1)[1] if "://" in url else url
+    if path.startswith("/"):
+        return path
+    if path.startswith("~"):
+        return os.path.expanduser(path)
+    return f"{os.getcwd()}/{'' if path == '.' else path.removeprefix('./')}"
 
 
 def _one_line(exc: BaseException) -> str:

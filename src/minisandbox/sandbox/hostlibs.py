@@ -10,18 +10,18 @@ time lets a node say, before it starts anything, which library is missing.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any, Iterable
 
 from minisandbox.errors import MinisandboxError
+from minisandbox.fsutil import LazyPattern
 
 #: A soname as ldd prints it: libssl.so.3, ld-linux-x86-64.so.2, libc.so.6
-SONAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*\.so(\.[0-9]+)*")
-_LDD_LINE = re.compile(r"^\s*(\S+)\s+=>\s+(\S+)\s+\(0x[0-9a-f]+\)\s*$")
-_LDD_DIRECT = re.compile(r"^\s*(/\S+)\s+\(0x[0-9a-f]+\)\s*$")  # the dynamic loader itself
+SONAME = LazyPattern(r"[A-Za-z0-9_][A-Za-z0-9._+-]*\.so(\.[0-9]+)*")
+_LDD_LINE = LazyPattern(r"^\s*(\S+)\s+=>\s+(\S+)\s+\(0x[0-9a-f]+\)\s*$")
+_LDD_DIRECT = LazyPattern(r"^\s*(/\S+)\s+\(0x[0-9a-f]+\)\s*$")  # the dynamic loader itself
 _BATCH = 200
 
 

@@ -28,12 +28,13 @@ import subprocess
 from dataclasses import dataclass
 
 from minisandbox.errors import MinisandboxError
+from minisandbox.fsutil import LazyPattern
 from minisandbox.sandbox.rootfs import SYSTEM_DIRS, Bind
 
-_FULL = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
+_FULL = LazyPattern(r"^(\d+)\.(\d+)\.(\d+)$")
 _SYSTEM_BIN_DIRS = ("/usr/bin", "/usr/local/bin")
 #: uv's directory names for CPython builds, e.g. cpython-3.10.13-linux-x86_64-gnu
-_UV_NAME = re.compile(r"^cpython-(\d+\.\d+\.\d+)-linux-[a-z0-9_]+-gnu$")
+_UV_NAME = LazyPattern(r"^cpython-(\d+\.\d+\.\d+)-linux-[a-z0-9_]+-gnu$")
 
 UV_MANAGED, PYENV, SYSTEM = "uv-managed", "pyenv", "system"
 KINDS = (UV_MANAGED, PYENV, SYSTEM)
@@ -41,11 +42,11 @@ KINDS = (UV_MANAGED, PYENV, SYSTEM)
 UV_PREFIX_ROOT = "/opt/minisandbox/python"
 #: Allowed mount paths of interpreter layers (also /tmp/team contract with store validation).
 PREFIX_PATTERNS = {
-    PYENV: re.compile(r"/(?:[A-Za-z0-9._-]+/)*versions/\d+\.\d+\.\d+"),
-    UV_MANAGED: re.compile(re.escape(UV_PREFIX_ROOT) + r"/cpython-\d+\.\d+\.\d+[A-Za-z0-9._+-]*"),
+    PYENV: LazyPattern(r"/(?:[A-Za-z0-9._-]+/)*versions/\d+\.\d+\.\d+"),
+    UV_MANAGED: LazyPattern(re.escape(UV_PREFIX_ROOT) + r"/cpython-\d+\.\d+\.\d+[A-Za-z0-9._+-]*"),
 }
 #: Interpreter artifact keys: cpython-<version>-<uv|pyenv>-<16 hex>.
-KEY_PATTERN = re.compile(r"cpython-\d+\.\d+\.\d+-(uv|pyenv)-[0-9a-f]{16}")
+KEY_PATTERN = LazyPattern(r"cpython-\d+\.\d+\.\d+-(uv|pyenv)-[0-9a-f]{16}")
 SYSTEM_WARNING = ("base interpreter is the system's ({prefix}): it is not shipped as a layer, so a node "
                   "needs the same Python {version} at {prefix}; install uv-managed or pyenv {version} to ship it")
 

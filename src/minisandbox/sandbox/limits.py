@@ -42,7 +42,7 @@ import uuid
 from dataclasses import dataclass, field, fields, replace
 
 from minisandbox.errors import MinisandboxError, SizeError
-from minisandbox.fsutil import human_size, parse_size
+from minisandbox.fsutil import LazyPattern, human_size, parse_size
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 
@@ -179,7 +179,7 @@ def cgroup_name(pid: int | None = None) -> str:
     return f"{CGROUP_PREFIX}{os.getpid() if pid is None else pid}-{uuid.uuid4().hex[:8]}"
 
 
-_NAME = re.compile(rf"{re.escape(CGROUP_PREFIX)}(\d+)-[0-9a-f]{{8}}")
+_NAME = LazyPattern(rf"{re.escape(CGROUP_PREFIX)}(\d+)-[0-9a-f]{{8}}")
 
 
 def cgroup_owner(name: str) -> int | None:

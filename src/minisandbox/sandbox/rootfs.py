@@ -487,7 +487,7 @@ def _overlay_into(root_fd: int, scratch: str, n: int, lower: str, target: str, u
                 os.close(fd)
 
 
-_DIGEST_DIR = re.compile(r"[0-9a-f]{64}")
+_DIGEST_DIR = r"[0-9a-f]{64}"  # a pattern string: compiled (and cached by `re`) on first use
 
 
 def _layer_subdir_fd(path: str) -> int | None:
@@ -496,7 +496,7 @@ def _layer_subdir_fd(path: str) -> int | None:
     layer's root without following symlinks, since `sub/dir` comes from archive content and
     overlayfs would resolve a symlink there against the host's root. None for other paths."""
     parts = path.split("/")
-    idx = max((i for i, p in enumerate(parts) if _DIGEST_DIR.fullmatch(p)), default=None)
+    idx = max((i for i, p in enumerate(parts) if re.fullmatch(_DIGEST_DIR, p)), default=None)
     if idx is None or idx == len(parts) - 1:
         return None
     base = os.open("/".join(parts[: idx + 1]), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
