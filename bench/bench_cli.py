@@ -12,8 +12,8 @@ Rows (median and p95 of --n runs, each a fresh process, warm node cache):
 * --concurrent (64) `minisandbox run TASK -- true` processes started at once: time until
   all exited, against the same number of `bwrap ... true` + `python -c pass` pairs.
 
-The store is built here from the tests' fixture helpers (a tiny env and repo whose
-interpreter is this machine's /usr python3).
+The store is the tests' `build_local_store` (a tiny env and repo whose interpreter is this
+machine's /usr python3).
 
     python bench/bench_cli.py [--n 20] [--concurrent 64] [--json OUT]
 """
@@ -37,34 +37,11 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from tabulate import tabulate  # noqa: E402
 
+from tests.fixtures.runtime import build_local_store  # noqa: E402  (the tests' tiny published store)
+
 BWRAP = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
          "--die-with-parent", "true"]
 TASK = "bench__cli.0"
-
-
-def build_store(work: Path) -> str:
-    """One task over a tiny env (interpreter: /usr's python3) and a git repo snapshot."""
-    from minisandbox.node.store import Store
-    from tests.fixtures.runtime import make_env_tree, make_repo_tree, publish_tree, write_index
-
-    version = subprocess.run(["/usr/bin/python3", "-c", "import platform; print(platform.python_version())"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    store = Store(work / "store")
-    pack = work / "pack"
-    pack.mkdir(parents=True)
-    layout = {"image": True, "chunked": True, "whole": False, "archive": False}
-    env = publish_tree(store, "env", "env-bench-0000000000000000", make_env_tree(work / "env", "pkg"), pack,
-                       extra={"interpreter": {"version": version, "prefix": "/usr"}, "lock_sha256": "0" * 64},
-                       **layout)
-    tree = make_repo_tree(work / "repo", "demo")
-    subprocess.run("git init -q && git add -A && git -c user.name=b -c user.email=b@b commit -qm snap",
-                   shell=True, cwd=tree, check=True)
-    rkey = "repo-bench-000000000000-00000000"
-    publish_tree(store, "repo", rkey, tree, pack, extra={"commit": "0" * 40, "source": "local"}, **layout)
-    write_index(store, [{"instance_id": TASK, "env_key": env["key"], "repo_key": rkey, "spec_name": "bench",
-                         "status": "ready", "record": {"instance_id": TASK, "repo": "bench/cli", "format": "swesmith",
-                                                      "patch": "", "fail_to_pass": [], "pass_to_pass": []}}])
-    return str(work / "store")
 
 
 def timed(argv: list[str], n: int, env: dict) -> list[float]:
@@ -116,7 +93,7 @@ def main() -> int:
     env = {"PATH": f"{Path(exe).parent}:/usr/bin:/bin", "MINISANDBOX_CACHE": str(cache), "HOME": str(work)}
     nobc = {**env, "PYTHONDONTWRITEBYTECODE": "1"}
     try:
-        store = build_store(work)
+        store = build_local_store(work, TASK)
         subprocess.run([exe, "fetch", "--store", store, TASK], check=True, env=env, stdout=subprocess.DEVNULL)
         run = [exe, "run", "--store", store, TASK, "--", "true"]
         timed(run, 2, env)  # warm the page cache and bytecode
