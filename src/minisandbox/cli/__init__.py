@@ -76,8 +76,6 @@ def build_parser(modules: list[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--no-progress", action="store_true",
                         help="no progress bar or progress lines (same as MINISANDBOX_PROGRESS=off)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    import importlib
-
     for name in COMMAND_MODULES if modules is None else modules:
         importlib.import_module(name).register(sub)
     return parser
