@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
