@@ -2,13 +2,17 @@
 """CLI latency bench: what one `minisandbox` process costs, against bubblewrap and a bare
 interpreter start measured in the same run (a shared machine drifts; ratios do not).
 
-Rows (median and p95 of --n runs, each a fresh process, warm node cache):
+Rows (median and p95 wall time, median CPU time, of --n runs, each a fresh process, warm
+node cache; the rows' samples are taken round-robin, and `--tree NAME=DIR` adds the rows of
+another source tree, for before/after in one run):
 * BASELINE `bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent true`
   (bubblewrap one-shot) and `python -c pass` (the interpreter the CLI runs on);
 * `minisandbox --version` (target: <= 2x `python -c pass`);
 * `minisandbox run TASK -- true` (whole process) over a small published store (chunked
   squashfs images, no archives: the pipeline's default layout), ratio to bwrap + python;
-* the same two with PYTHONDONTWRITEBYTECODE=1 (bytecode must have been compiled at set-up);
+* `run` with PYTHONDONTWRITEBYTECODE=1 (bytecode must have been compiled at set-up), and
+  never byte-compiled (also an empty PYTHONPYCACHEPREFIX: what a venv that `uv sync` did not
+  compile pays where writing bytecode is off);
 * --concurrent (64) `minisandbox run TASK -- true` processes started at once: time until
   all exited, against the same number of `bwrap ... true` + `python -c pass` pairs.
 
@@ -44,12 +48,27 @@ BWRAP = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--
 TASK = "bench__cli.0"
 
 
-def timed(argv: list[str], n: int, env: dict) -> list[float]:
-    out = []
+def sample(argv: list[str], env: dict) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one process: user + sys of it and of the children it
+    waited for (a sandbox's init and the fork server are not its children: not counted)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"bench_cli: {' '.join(argv)} failed ({os.waitstatus_to_exitcode(status)})")
+    return wall, ru.ru_utime + ru.ru_stime
+
+
+def interleaved(cases: dict[str, tuple[list[str], dict]], n: int) -> dict[str, dict[str, list[float]]]:
+    """n samples of every case, taken round-robin (load that drifts during the run hits every
+    row alike): {case: {"wall": [...], "cpu": [...]}}."""
+    out = {k: {"wall": [], "cpu": []} for k in cases}
     for _ in range(n):
-        t0 = time.perf_counter()
-        subprocess.run(argv, check=True, env=env, stdout=subprocess.DEVNULL)
-        out.append(time.perf_counter() - t0)
+        for key, (argv, env) in cases.items():
+            wall, cpu = sample(argv, env)
+            out[key]["wall"].append(wall)
+            out[key]["cpu"].append(cpu)
     return out
 
 
@@ -80,6 +99,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=20, help="samples per row")
     ap.add_argument("--concurrent", type=int, default=64, help="CLI processes started at once (0: skip)")
+    ap.add_argument("--tree", action="append", default=[], metavar="NAME=DIR",
+                    help="also measure the source tree DIR (e.g. `git archive` of another commit) as NAME, "
+                         "through PYTHONPATH=DIR/src (before/after in one run)")
     ap.add_argument("--json", help="also write the rows to this JSON file (bench/report.py reads it)")
     a = ap.parse_args()
     if not shutil.which("bwrap"):
@@ -91,36 +113,47 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="msb-bench-cli-", dir="/tmp"))
     cache = work / "cache"
     env = {"PATH": f"{Path(exe).parent}:/usr/bin:/bin", "MINISANDBOX_CACHE": str(cache), "HOME": str(work)}
-    nobc = {**env, "PYTHONDONTWRITEBYTECODE": "1"}
+    trees = {"this checkout": None, **dict(t.split("=", 1) for t in a.tree)}
     try:
         store = build_local_store(work, TASK)
         subprocess.run([exe, "fetch", "--store", store, TASK], check=True, env=env, stdout=subprocess.DEVNULL)
         run = [exe, "run", "--store", store, TASK, "--", "true"]
-        timed(run, 2, env)  # warm the page cache and bytecode
-        samples = {
-            "bwrap": timed(BWRAP, a.n, env),
-            "python": timed([sys.executable, "-c", "pass"], a.n, env),
-            "version": timed([exe, "--version"], a.n, env),
-            "run": timed(run, a.n, env),
-            "version_nobc": timed([exe, "--version"], a.n, nobc),
-            "run_nobc": timed(run, a.n, nobc),
-        }
-        med = {k: ms(v)[0] for k, v in samples.items()}
-        anchor = med["bwrap"] + med["python"]
+        cases: dict[str, tuple[list[str], dict]] = {
+            "bwrap": (BWRAP, env), "python": ([sys.executable, "-c", "pass"], env)}
+        for name, src in trees.items():
+            tenv = env if src is None else {**env, "PYTHONPATH": str(Path(src) / "src")}
+            cases[f"version {name}"] = ([exe, "--version"], tenv)
+            cases[f"run {name}"] = (run, tenv)
+            cases[f"run nobc {name}"] = (run, {**tenv, "PYTHONDONTWRITEBYTECODE": "1"})
+            cases[f"run never compiled {name}"] = (run, {**tenv, "PYTHONDONTWRITEBYTECODE": "1",
+                                                          "PYTHONPYCACHEPREFIX": str(work / "no-pycache")})
+        for argv, cenv in cases.values():  # warm-up: page cache, bytecode, the verified-document markers
+            sample(argv, cenv)
+        samples = interleaved(cases, a.n)
+        med = {k: {m: statistics.median(v[m]) for m in ("wall", "cpu")} for k, v in samples.items()}
+        anchor = {m: med["bwrap"][m] + med["python"][m] for m in ("wall", "cpu")}
         rows = []
 
-        def row(name: str, key: str, base: float | None, note: str = "") -> None:
-            m, p95 = ms(samples[key])
-            rows.append([name, len(samples[key]), round(m, 1), round(p95, 1),
-                         round(m / base, 2) if base else "", note])
+        def row(name: str, key: str, base: dict | None, note: str = "") -> None:
+            wall_ms, p95 = ms(samples[key]["wall"])
+            cpu_ms = med[key]["cpu"] * 1000
+            rows.append([name, len(samples[key]["wall"]), round(wall_ms, 1), round(p95, 1), round(cpu_ms, 1),
+                         round(med[key]["wall"] / base["wall"], 2) if base else "",
+                         round(med[key]["cpu"] / base["cpu"], 2) if base else "", note])
 
         row("BASELINE bwrap one-shot (`true`)", "bwrap", None)
         row("BASELINE `python -c pass`", "python", None)
-        row("`minisandbox --version`", "version", med["python"], "ratio to python -c pass; target <= 2")
-        row("`minisandbox run TASK -- true`", "run", anchor, "ratio to bwrap + python; target <= 4 (no helper)")
-        row("`--version`, PYTHONDONTWRITEBYTECODE=1", "version_nobc", med["python"], "ratio to python -c pass")
-        row("`run -- true`, PYTHONDONTWRITEBYTECODE=1", "run_nobc", anchor, "ratio to bwrap + python")
-        print(tabulate(rows, headers=["what", "n", "median ms", "p95 ms", "ratio", "note"], tablefmt="github"))
+        for name in trees:
+            row(f"`minisandbox --version` ({name})", f"version {name}", med["python"],
+                "vs python -c pass; target <= 2")
+            row(f"`minisandbox run TASK -- true` ({name})", f"run {name}", anchor,
+                "vs bwrap + python; target <= 4 (no helper)")
+            row(f"  same, PYTHONDONTWRITEBYTECODE=1 ({name})", f"run nobc {name}", anchor, "bytecode compiled at set-up")
+            row(f"  same, never byte-compiled ({name})", f"run never compiled {name}", anchor,
+                "empty PYTHONPYCACHEPREFIX: every module compiled on every call")
+        headers = ["what", "n", "median ms", "p95 ms", "CPU ms", "ratio (wall)", "ratio (CPU)", "note"]
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; samples taken round-robin")
+        print(tabulate(rows, headers=headers, tablefmt="github"))
         conc_rows = []
         if a.concurrent:
             k = a.concurrent
@@ -135,7 +168,7 @@ def main() -> int:
             Path(a.json).write_text(json.dumps({
                 "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0],
                             "load": os.getloadavg()[0]},
-                "latency_rows": {"headers": ["what", "n", "median ms", "p95 ms", "ratio", "note"], "rows": rows},
+                "latency_rows": {"headers": headers, "rows": rows},
                 "concurrent_rows": {"headers": ["what", "processes", "all done s", "ratio"], "rows": conc_rows},
                 "samples_s": samples,
             }, indent=1))

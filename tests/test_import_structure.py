@@ -64,13 +64,14 @@ RUN_MODULES = {
     "minisandbox.sandbox.interpreters", "minisandbox.sandbox.leftovers", "minisandbox.sandbox.limits",
     "minisandbox.sandbox.rootfs", "minisandbox.sandbox.sandbox", "minisandbox.sandbox.seccomp",
 }
-#: Third-party packages a warm `run` may import (filelock: the cache's digest locks).
-RUN_THIRD_PARTY = {"filelock"}
+#: Third-party packages a warm `run` may import.
+RUN_THIRD_PARTY: set[str] = set()
 #: Never on the warm `run` path: schema models (the node validated its documents when they
 #: entered its cache), fsspec/s3fs (a local store is read with os), retries (tenacity, only
-#: after a failure), archives (zstandard: nothing is unpacked), config (yaml), the grader.
+#: after a failure), archives (zstandard: nothing is unpacked), config (yaml), the grader,
+#: filelock (fsutil.FileLock) and the stdlib modules these used to bring in.
 RUN_FORBIDDEN = {"pydantic", "pydantic_core", "fsspec", "s3fs", "tenacity", "zstandard", "yaml", "asyncio",
-                 "minisandbox.grading", "minisandbox.catalog"}
+                 "filelock", "logging", "decimal", "ssl", "email", "minisandbox.grading", "minisandbox.catalog"}
 #: Modules the machine's interpreter may add to any process (site customisation).
 AMBIENT = {"__main__", "sitecustomize", "usercustomize"}
 

@@ -31,10 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from filelock import FileLock
 
 from minisandbox.catalog import EnvSpec
-from minisandbox.fsutil import atomic_write_text
+from minisandbox.fsutil import FileLock, atomic_write_text
 from minisandbox.grading.evalscript import (
     EvalScript,
     modified_and_new_files,

@@ -35,9 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from filelock import FileLock, Timeout
-
-from minisandbox.fsutil import CHUNK, LazyPattern, atomic_write_json, file_digest
+from minisandbox.fsutil import CHUNK, FileLock, LazyPattern, LockTimeout, atomic_write_json, file_digest
 
 from minisandbox.node import restore
 from minisandbox.node.chunks import ChunkedImage, ChunkError, LocalChunks, assemble, read_chunk_list
@@ -603,7 +601,7 @@ class Cache:
                 lock = self.lock(digest)
                 try:
                     lock.acquire(timeout=0)
-                except Timeout:
+                except LockTimeout:
                     continue
                 try:
                     restore.remove_tree(tmp)
@@ -618,7 +616,7 @@ class Cache:
             lock = self.lock(part.name.split(".")[0])
             try:
                 lock.acquire(timeout=0)
-            except Timeout:
+            except LockTimeout:
                 continue
             try:
                 part.unlink(missing_ok=True)
@@ -719,7 +717,7 @@ class Cache:
         lock = self.lock(e.digest)
         try:
             lock.acquire(timeout=0)
-        except Timeout:
+        except LockTimeout:
             return None  # being fetched right now: in use
         try:
             freed = 0

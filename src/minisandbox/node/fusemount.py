@@ -32,10 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from minisandbox.errors import MinisandboxError
-from minisandbox.fsutil import atomic_write_json
+from minisandbox.fsutil import FileLock, atomic_write_json
 
 HOLDER_SCRIPT = Path(__file__).with_name("mountholder.py")
 

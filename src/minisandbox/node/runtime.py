@@ -13,7 +13,6 @@ import copy
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Mapping
@@ -397,6 +396,8 @@ def fetch(task_ids: Iterable[str], store: Store | str | None = None, *, cache: C
             return exc
         prepared.release()
         return prepared
+
+    from concurrent.futures import ThreadPoolExecutor  # here: it imports logging, which `run` never needs
 
     with ThreadPoolExecutor(max_workers=n) as pool:
         return list(pool.map(one, range(len(ids))))

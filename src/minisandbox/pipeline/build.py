@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
 
 from minisandbox.sandbox import rootfs
 from minisandbox.catalog import EnvSpec
 from minisandbox.sandbox.conda_shim import write_shim
 from minisandbox.sandbox.hostlibs import add_packages, ldd_host_libs, shared_objects
 from minisandbox.sandbox.interpreters import SYSTEM, Interpreter, build_files, describe, find_interpreter
+from minisandbox.fsutil import FileLock
 from minisandbox.paths import CONDA_ROOT, HOME_PATH, REPO_PATH, VENV_PATH
 from minisandbox.pipeline import bytecode
 from minisandbox.pipeline.asof_index import AsOfIndex

@@ -361,7 +361,7 @@ class WorkPaths:
 def job_repo(work: Path, store_url: str, repo_spec: Path, source_spec: Path, fmt: str, level: int, image: bool,
              receipt_out: Path, image_whole: bool = False, with_archive: bool = True) -> StageStatus:
     """mirror (once per source, under a lock) -> snapshot -> pack -> checksum -> publish."""
-    from filelock import FileLock
+    from minisandbox.fsutil import FileLock
 
     from minisandbox.manifest import FORMATS
 
