@@ -168,7 +168,7 @@ def main() -> int:
         if a.json:
             Path(a.json).write_text(json.dumps({
                 "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0],
-                            "load": os.getloadavg()[0]},
+                            "load": round(os.getloadavg()[0], 1)},
                 "latency_rows": {"headers": headers, "rows": rows},
                 "concurrent_rows": {"headers": ["what", "processes", "all done s", "failed", "ratio"],
                                     "rows": conc_rows},

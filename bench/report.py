@@ -13,6 +13,8 @@ Reads, from `--data` (each written by the bench's own `--json OUT`):
 * bench_dedup.json     store and node-cache bytes per layout (needs downloaded wheels: not run by --run-quick)
 * bench_fetch.json     cold fetch and publish of a chunked image through a latency proxy in front of moto_server,
                        vs the same bytes as one object (not run by --run-quick: minutes)
+* bench_cli.json       CLI start-up: `--version`, `run TASK -- true` (and without bytecode), 64 `run`s at once,
+                       vs bubblewrap one-shot and `python -c pass` measured in the same run
 
 A missing file leaves its section saying so (with the command that produces it). Plots are
 PNGs (matplotlib, Agg backend, small) under docs/benchmarks/; the numbers are tables too.
@@ -42,6 +44,7 @@ QUICK_RUNS = {
     "bench_runtime.json": ["bench/bench_runtime.py", "--quick", "--reps", "2", "--warm-reps", "5"],
     "bench_sandbox.json": ["bench/bench_sandbox.py", "--n", "15", "--concurrent", "8"],
     "bench_pipeline.json": ["bench/bench_pipeline.py", "--repeats", "1", "--skip-baseline"],
+    "bench_cli.json": ["bench/bench_cli.py", "--n", "5", "--concurrent", "16"],
 }
 
 
@@ -202,6 +205,18 @@ def concurrency_section(rt: dict, sb: dict | None, img: Path) -> list[str]:
     return out
 
 
+def cli_section(cli: dict) -> list[str]:
+    """The CLI bench's own tables (ratios to the same run's bubblewrap and interpreter start)."""
+    out = [f"Load average {cli.get('machine', {}).get('load', '?')} during the run.", ""]
+    lat = cli.get("latency_rows") or {}
+    if lat.get("rows"):
+        out += [table(lat["headers"], lat["rows"]), ""]
+    conc = cli.get("concurrent_rows") or {}
+    if conc.get("rows"):
+        out += [table(conc["headers"], conc["rows"])]
+    return out
+
+
 def fetch_section(fetch: dict) -> list[str]:
     """Per image size: time-to-ready and publish of the packed layout (and the per-chunk
     layout before it) as ratios to the same bytes as one object, measured in the same run."""
@@ -307,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     pipe = load(a.data / "bench_pipeline.json")
     dedup = load(a.data / "bench_dedup.json")
     fetch = load(a.data / "bench_fetch.json")
+    cli = load(a.data / "bench_cli.json")
     scales = [d for p in sorted(a.data.glob("bench_scale*.json")) if (d := load(p)) and "tasks" in d]
     missing = [n for n, d in (("bench_runtime.json", rt), ("bench_sandbox.json", sb), ("bench_pipeline.json", pipe))
                if d is None]
@@ -336,6 +352,12 @@ def main(argv: list[str] | None = None) -> int:
               "`bench/bench_pipeline.py` (synthetic SWE-smith-shaped task sets over the real catalog) and "
               "`bench/bench_scale.py` (`--json`, one file per `--tasks`).", ""]
     lines += planning_section(pipe, scales, img)
+    lines += ["", "## CLI start-up", "",
+              "`bench/bench_cli.py`: whole `minisandbox` processes over a warm node cache; ratios to bubblewrap "
+              "one-shot and `python -c pass` from the same run (CPU ratios are the comparable ones on a busy "
+              "machine).", ""]
+    lines += cli_section(cli) if cli else [
+        "bench_cli.json absent (`.venv/bin/python bench/bench_cli.py --json results/bench/bench_cli.json`)."]
     lines += ["", "## Cold fetch and publish against object-store latency", "",
               "`bench/bench_fetch.py`: a chunked image published to and fetched from `moto_server` through "
               "`tests/fixtures/latency_proxy.py`, against the same bytes as one object in the same run.", ""]

@@ -40,8 +40,11 @@ def test_report_from_saved_data(tmp_path):
     assert f"| root squashfs | {cold:.3f} |" in text
     sizes = rt["single"]["sizes"]
     assert f"| tar.zst | {sizes['tar.zst'] / 1e6:.1f} |" in text
+    cli = json.loads((DATA / "bench_cli.json").read_text())
+    version = next(r for r in cli["latency_rows"]["rows"] if r[0].startswith("`minisandbox --version`"))
+    assert f"| {version[0]} | {version[1]} | {version[2]} |" in text  # the CLI bench's rows, as it saved them
     for heading in ("Restore time by method", "Sandbox creation distribution", "Concurrency curves",
-                    "Planning time vs task count", "Store size by format"):
+                    "Planning time vs task count", "CLI start-up", "Store size by format"):
         assert f"## {heading}" in text
 
 
