@@ -2,7 +2,8 @@
 """The sandbox's hot path, operation by operation, for before/after comparisons of one
 change: creation, `execute("true")`, a failing command (the cause lookup), `read_file`,
 `write_file`, and a command that leaves a background process (the CPU watcher), with
-the default limits.
+the default limits; plus, as the baseline measured in the same run, a bubblewrap one-shot
+(`bwrap` with the host system read-only, new namespaces, `true`) when bwrap is installed.
 
 Run it on two source trees in alternation (`--src` of each, e.g. a `git worktree` of the
 commit before) and compare the medians: the machine's load changes between runs, so
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -50,7 +52,11 @@ def main() -> None:
     rootfs.prestart()
     samples: dict[str, list[float]] = {k: [] for k in ("create", "execute true", "execute false (exit 1)",
                                                        "read_file", "write_file", "execute 'sleep 5 &'",
-                                                       "close")}
+                                                       "close", "baseline: bwrap one-shot true")}
+    bwrap = shutil.which("bwrap")
+    bwrap_argv = [bwrap, "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib",
+                  "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+                  "--unshare-all", "--die-with-parent", "--", "/usr/bin/true"] if bwrap else []
     with tempfile.TemporaryDirectory(prefix="bench-ops-") as tmp:
         repo = make_repo(Path(tmp) / "repo")
         for i in range(args.n + 2):
@@ -77,14 +83,20 @@ def main() -> None:
             a = time.perf_counter()
             sb.close()
             t["close"] = time.perf_counter() - a
+            if bwrap:
+                a = time.perf_counter()
+                subprocess.run(bwrap_argv, check=True)
+                t["baseline: bwrap one-shot true"] = time.perf_counter() - a
             if i >= 2:  # warm-up
                 samples["create"].append(t1 - t0)
                 for k, v in t.items():
                     samples[k].append(v)
-    medians = {k: statistics.median(v) * 1000 for k, v in samples.items()}
+    medians = {k: statistics.median(v) * 1000 for k, v in samples.items() if v}
+    base = medians.get("baseline: bwrap one-shot true")
     print(f"{args.src}: {args.n} sandboxes, load {os.getloadavg()[0]:.1f}")
     for k, v in medians.items():
-        print(f"  {k:<26} {v:8.2f} ms median")
+        ratio = f"  {v / base:5.2f}x bwrap" if base else ""
+        print(f"  {k:<30} {v:8.2f} ms median{ratio}")
     if args.json:
         Path(args.json).write_text(json.dumps({"src": args.src, "n": args.n, "median_ms": medians}))
 
