@@ -30,6 +30,7 @@ import subprocess
 import threading
 import time
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, TypeVar
 
@@ -374,36 +375,38 @@ class Sandbox:
             self._watched[cid] = (group, limit)
             if self._watcher is None or not self._watcher.is_alive():
                 self._watch_wake.clear()
-                self._watcher = threading.Thread(target=self._watch_loop, name=f"minisandbox-cpu-{self.id}",
-                                                 daemon=True)
+                # a weak reference: a sandbox dropped without close() is still collected
+                self._watcher = threading.Thread(target=_watch_thread, args=(weakref.ref(self), self._watch_wake),
+                                                 name=f"minisandbox-cpu-{self.id}", daemon=True)
                 self._watcher.start()
 
-    def _watch_loop(self, interval: float = 0.5) -> None:
-        while not self._closed:
-            with self._watch_lock:
-                items = list(self._watched.items())
-                if not items:
-                    self._watcher = None
-                    return
-            for cid, (group, limit) in items:
-                if limit is None:
-                    continue  # a session's shell: the sandbox total only
-                if not group.pids():
-                    if group.remove():
-                        with self._watch_lock:
-                            self._watched.pop(cid, None)
-                    continue
-                used = group.usage()
-                if used is not None and used > limit:
-                    group.kill()
-                    self.notes.append(f"CPU time limit: command {cid}'s background processes used {used:.2f} s "
-                                      f"of CPU, over the limit of {limit:g} s per command; they were killed")
-            budget = self._budget()
-            total = self.limits.sandbox_usage() if self.limits is not None and budget is not None else None
-            if total is not None and budget is not None and total > budget:
-                self._spend_budget(total)
-            if self._watch_wake.wait(interval):
-                return
+    def _watch_pass(self) -> bool:
+        """One look at what the watcher holds (see `_watch`); False when nothing is left."""
+        if self._closed:
+            return False
+        with self._watch_lock:
+            items = list(self._watched.items())
+            if not items:
+                self._watcher = None
+                return False
+        for cid, (group, limit) in items:
+            if limit is None:
+                continue  # a session's shell: the sandbox total only
+            if not group.pids():
+                if group.remove():
+                    with self._watch_lock:
+                        self._watched.pop(cid, None)
+                continue
+            used = group.usage()
+            if used is not None and used > limit:
+                group.kill()
+                self.notes.append(f"CPU time limit: command {cid}'s background processes used {used:.2f} s "
+                                  f"of CPU, over the limit of {limit:g} s per command; they were killed")
+        budget = self._budget()
+        total = self.limits.sandbox_usage() if self.limits is not None and budget is not None else None
+        if total is not None and budget is not None and total > budget:
+            self._spend_budget(total)
+        return True
 
     def _spend_budget(self, total: float | None = None) -> None:
         """The sandbox's CPU budget ran out: kill every process in it, refuse new commands."""
@@ -829,6 +832,18 @@ def _track_host_resources(cfg: SandboxConfig) -> leftovers.Tracker:
     parents = leftovers.caller_cgroup_dirs()  # every sandbox has a cgroup where one can be made
     tracker.add(cgroup_parents=parents, scratch_parents=[cfg.scratch_dir] if cfg.scratch_dir else [])
     return tracker
+
+
+def _watch_thread(ref: "weakref.ref[Sandbox]", wake: threading.Event, interval: float = 0.5) -> None:
+    """The CPU watcher of one sandbox: a pass every `interval` seconds until nothing is
+    left to watch, the sandbox is closed (`wake`) or collected."""
+    while True:
+        sb = ref()
+        if sb is None or not sb._watch_pass():
+            return
+        del sb
+        if wake.wait(interval):
+            return
 
 
 def _check_owner(layer: Layer, rootless: bool | None) -> None:
