@@ -157,6 +157,9 @@ def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
                 code = sb.poll(cid)
                 if code is not None:
                     drain_end = now + 0.02  # a background process may keep the pipes open
+                    if code != 0 and cpu is not None and cpu.exceeded(force=True):  # the watcher got there first
+                        print(cpu.message().strip(), file=sys.stderr)
+                        told = True
             elif now >= drain_end:
                 break
             if code is None and cpu is not None and cpu.exceeded():

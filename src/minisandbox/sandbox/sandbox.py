@@ -212,9 +212,10 @@ class Sandbox:
         self._start_tree: str | None = None
         self._upper_dirs: list[str] = []
         self._cmd_cgroups: dict[int, CommandCgroup] = {}  # command id -> its CPU-accounting cgroup
-        # what the CPU watcher checks after a command returned: command id -> (its cgroup,
-        # per-command limit; None for a session's shell, held to the sandbox total only)
-        self._watched: dict[int, tuple[CommandCgroup, float | None]] = {}
+        # what the CPU watcher checks: command id -> (its cgroup, per-command limit (None for a
+        # session's shell, held to the sandbox total only), whether the command has returned
+        # (its cgroup is then removed once empty))
+        self._watched: dict[int, tuple[CommandCgroup, float | None, bool]] = {}
         self._watch_lock = threading.Lock()
         self._watcher: threading.Thread | None = None
         self._watch_wake = threading.Event()
@@ -313,13 +314,17 @@ class Sandbox:
         """Start a process inside; returns its command id (see wait/kill). `pass_fds` and
         `pidns` as in `rootfs.PrivateRoot.spawn`. `long_lived`: a process that runs many
         commands (a session's shell): where a cgroup counts CPU per command it gets no
-        RLIMIT_CPU of its own, which would add up its CPU over all of them."""
+        RLIMIT_CPU of its own, which would add up its CPU over all of them.
+
+        Nobody may wait for a spawned command, so the sandbox's CPU watcher holds it to the
+        sandbox's budget (a session's shell) and to the per-command limit (any other) until
+        `wait`/`collect` take over."""
         self._ensure_start()
         return self._spawn(argv, env={**self.env, **(env or {})}, cwd=cwd or self._default_cwd(),
                            stdin=stdin, stdout=stdout, stderr=stderr, pass_fds=pass_fds, pidns=pidns,
-                           long_lived=long_lived)
+                           long_lived=long_lived, watch=True)
 
-    def _spawn(self, argv: list[str], *, long_lived: bool = False, **kw) -> int:
+    def _spawn(self, argv: list[str], *, long_lived: bool = False, watch: bool = False, **kw) -> int:
         """`PrivateRoot.spawn` with the sandbox's rlimits, in a cgroup of its own when a
         cgroup counts CPU time per command (see `cpu_watch`)."""
         root = self._live()
@@ -342,8 +347,11 @@ class Sandbox:
                 os.close(fd)
         if group is not None:
             self._cmd_cgroups[cid] = group
+            limit = self.limits.limits.cpu_seconds if self.limits else None
             if long_lived and self._budget() is not None:
-                self._watch(cid, group, None)
+                self._watch(cid, group, None, returned=False)
+            elif watch and (limit is not None or self._budget() is not None):
+                self._watch(cid, group, float(limit) if limit is not None else float("inf"), returned=False)
         return cid
 
     def _budget(self) -> float | None:
@@ -367,12 +375,12 @@ class Sandbox:
                         total=self.limits.sandbox_usage if self.limits else None, spend=self._spend_budget)
 
     # -- the sandbox's CPU total, while nobody waits for a command
-    def _watch(self, cid: int, group: CommandCgroup, limit: float | None) -> None:
+    def _watch(self, cid: int, group: CommandCgroup, limit: float | None, *, returned: bool) -> None:
         """Hold `group` (a returned command's leftovers, or a session's shell) to `limit`
         and the sandbox's budget from the one watcher thread of this sandbox (started on
         demand, ends when nothing is left to watch)."""
         with self._watch_lock:
-            self._watched[cid] = (group, limit)
+            self._watched[cid] = (group, limit, returned)
             if self._watcher is None or not self._watcher.is_alive():
                 self._watch_wake.clear()
                 # a weak reference: a sandbox dropped without close() is still collected
@@ -389,10 +397,10 @@ class Sandbox:
             if not items:
                 self._watcher = None
                 return False
-        for cid, (group, limit) in items:
+        for cid, (group, limit, returned) in items:
             if limit is None:
                 continue  # a session's shell: the sandbox total only
-            if not group.pids():
+            if returned and not group.pids():  # (a running command's first process may not have joined yet)
                 if group.remove():
                     with self._watch_lock:
                         self._watched.pop(cid, None)
@@ -400,7 +408,8 @@ class Sandbox:
             used = group.usage()
             if used is not None and used > limit:
                 group.kill()
-                self.notes.append(f"CPU time limit: command {cid}'s background processes used {used:.2f} s "
+                what = "background processes" if returned else "processes"
+                self.notes.append(f"CPU time limit: command {cid}'s {what} used {used:.2f} s "
                                   f"of CPU, over the limit of {limit:g} s per command; they were killed")
         budget = self._budget()
         total = self.limits.sandbox_usage() if self.limits is not None and budget is not None else None
@@ -427,8 +436,8 @@ class Sandbox:
         self._live().kill_all()
         with self._watch_lock:
             items = list(self._watched.items())
-        for cid, (group, _limit) in items:
-            if group.kill(wait=2.0) and group.remove():
+        for cid, (group, _limit, returned) in items:
+            if returned and group.kill(wait=2.0) and group.remove():
                 with self._watch_lock:
                     self._watched.pop(cid, None)
 
@@ -458,7 +467,7 @@ class Sandbox:
         if group is not None and not group.remove() and not self._closed:
             limit = self.limits.limits.cpu_seconds if self.limits else None
             if limit is not None or self._budget() is not None:
-                self._watch(cid, group, float(limit) if limit is not None else float("inf"))
+                self._watch(cid, group, float(limit) if limit is not None else float("inf"), returned=True)
         if self._root is not None:
             self._root.pids.pop(cid, None)
 
