@@ -56,11 +56,57 @@ def test_empty_f2p_is_env_broken():
 
 
 def test_timeout_and_flaky():
-    r = status([ev("timeout", {})], [ev("resolved", GOOD_GOLD)])
-    assert r["status"] == "timeout"
+    r = status([ev("tests-failed", GOOD_BEFORE)], [ev("timeout", {"t.py::p": "PASSED"})])
+    assert r["status"] == "timeout" and "gold" in r["reason"]
     flip = {"t.py::f": "PASSED", "t.py::p": "FAILED"}
     r = status([ev("tests-failed", GOOD_BEFORE)] * 2, [ev("resolved", GOOD_GOLD), ev("tests-failed", flip)])
     assert r["status"] == "flaky" and r["detail"]["flaky_tests"] == ["t.py::p"]
+
+
+def test_a_before_run_that_hangs_reproduces_the_bug():
+    """SWE-smith's semantics: a before run killed at the timeout while the gold run
+    completes reproduces the bug; F2P tests may be missing, P2P tests must have passed."""
+    killed = {"t.py::p": "PASSED"}  # the run was killed while t.py::f hung
+    r = status([ev("timeout", killed)], [ev("resolved", GOOD_GOLD)])
+    assert r["status"] == "valid" and "hangs" in r["reason"], r
+    r = status([ev("timeout", {})], [ev("resolved", GOOD_GOLD)])  # killed before P2P passed
+    assert r["status"] == "env-broken" and r["detail"] == {"p2p_failing_without_patch": ["t.py::p"]}
+    r = status([ev("timeout", {"t.py::f": "PASSED", "t.py::p": "PASSED"})], [ev("resolved", GOOD_GOLD)])
+    assert r["status"] == "env-broken" and r["detail"] == {"f2p_passing_without_patch": ["t.py::f"]}
+
+
+def hang_bug(eval_project, tmp_path: Path) -> str:
+    """A bug patch on the clean tree that makes `calc.wait()` hang forever."""
+    from tests.fixtures.evaluation import CALC, _git, diff
+
+    work = tmp_path / "hangwork"
+    work.mkdir()
+    _git(work, "init", "-q")
+    clean = {str(p.relative_to(eval_project.clean)): p.read_text() for p in eval_project.clean.rglob("*")
+             if p.is_file()}
+    return diff(work, clean, {"calc.py": CALC.replace("    return True", "    while True:\n        time.sleep(1)")})
+
+
+def test_a_bug_that_hangs_validates_on_real_runs(eval_project, tmp_path):
+    """Real runs on a local fixture: the bug hangs test_wait, the before run is killed at the
+    spec's timeout, the gold run completes: valid. A P2P test that only runs after the hang
+    never passed before the kill: env-broken, as SWE-smith would never have labelled it P2P."""
+    import dataclasses
+
+    ex = HostVenvExecutor(eval_project.clean, eval_project.venv, tmp_path / "tb")
+    spec = dataclasses.replace(eval_project.spec, timeout=4)
+    bug = hang_bug(eval_project, tmp_path)
+    good = eval_project.record(instance_id="calc__calc.00000000.hang__1", patch=bug,
+                               fail_to_pass=["tests/test_calc.py::test_wait"],
+                               pass_to_pass=["tests/test_calc.py::test_add"])
+    late = eval_project.record(instance_id="calc__calc.00000000.hang__2", patch=bug,
+                               fail_to_pass=["tests/test_calc.py::test_wait"],
+                               pass_to_pass=["tests/test_calc.py::test_add", "tests/test_other.py::test_sub"])
+    res = validate_env("env-calc", spec, [good, late], ex, workers=1, log_dir=tmp_path / "logs")
+    g = res.tasks[good.instance_id]
+    assert g["status"] == "valid" and [r["reason"] for r in g["runs"]] == ["timeout", "resolved"], g
+    bad = res.tasks[late.instance_id]
+    assert bad["status"] == "env-broken" and bad["detail"] == {"p2p_failing_without_patch": ["tests/test_other.py::test_sub"]}
 
 
 def test_validate_env_on_real_runs(eval_project, tmp_path):

@@ -3,8 +3,8 @@ reference behaviour before anyone trains on it?
 
 For every task of one environment, in fresh sandboxes:
 
-* **before** - the task state with no patch: every FAIL_TO_PASS test must fail and every
-  PASS_TO_PASS test must pass;
+* **before** - the task state with no patch: every FAIL_TO_PASS test must not pass (fail,
+  or be missing because the run was killed) and every PASS_TO_PASS test must pass;
 * **gold** - the gold patch (SWE-smith: the reverse of the bug patch; SWE-bench: `patch`)
   through the same eval script a candidate gets (anti-tamper step included): every
   FAIL_TO_PASS and PASS_TO_PASS test must pass.
@@ -12,8 +12,11 @@ For every task of one environment, in fresh sandboxes:
 With `repeats > 1` each run is repeated; a test whose pass/fail outcome changes between
 repetitions of the same run marks the task `flaky`. Statuses:
 
-* `valid` - both expectations hold in every repetition;
-* `timeout` - some run hit the spec's timeout (or the sandbox's);
+* `valid` - both expectations hold in every repetition. As in SWE-smith, a before run that
+  is killed at the timeout while the gold run completes reproduces the bug (a bug that
+  hangs): its FAIL_TO_PASS tests count as not passed, its PASS_TO_PASS tests must still
+  have passed before it was killed;
+* `timeout` - a gold run hit the spec's timeout (or the sandbox's);
 * `flaky` - outcomes differ between repetitions;
 * `env-broken` - an expectation fails (details name the tests), the gold patch does not
   apply, the FAIL_TO_PASS list is empty, or the environment did not build.
@@ -77,8 +80,8 @@ def classify(record: TaskRecord, before: list[Evaluation], gold: list[Evaluation
     errors = [ev for _, _, ev in runs if ev.reason == Reason.ERROR.value]
     if errors:
         return result("env-broken", f"evaluation error: {errors[0].entry.get('error', '?')}")
-    if any(ev.reason == Reason.TIMEOUT.value for _, _, ev in runs):
-        return result("timeout", "a run exceeded the spec's timeout")
+    if any(ev.reason == Reason.TIMEOUT.value for ev in gold):
+        return result("timeout", "a gold run exceeded the spec's timeout")
     if any(ev.reason == Reason.PATCH_APPLY_FAILED.value for ev in gold):
         return result("env-broken", "gold patch does not apply to the task state")
     bad_setup = [ev.reason for _, _, ev in runs if ev.reason in (Reason.TEST_SETUP_FAILED.value,
@@ -105,6 +108,9 @@ def classify(record: TaskRecord, before: list[Evaluation], gold: list[Evaluation
     if detail:
         return result("env-broken", "the environment does not reproduce the reference results: "
                       + ", ".join(f"{k} ({len(v)})" for k, v in detail.items()))
+    if any(ev.reason == Reason.TIMEOUT.value for ev in before):
+        return result("valid", "no patch: the run hangs (killed at the timeout) with no F2P test passed and "
+                      "every P2P test passed; gold: all pass")
     return result("valid", "no patch: F2P fail and P2P pass; gold: all pass")
 
 
