@@ -4,7 +4,13 @@ packing and publishing a real pyenv interpreter once per build, and the errors."
 from __future__ import annotations
 
 import json
+import os
+import stat
+import subprocess
+import sys
 import tarfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -91,3 +97,56 @@ def test_failed_interp_is_recorded_not_raised(tmp_path: Path) -> None:
     st = step_interp(spec, str(tmp_path / "store"), tmp_path / "work", tmp_path / "r.json", "tar.zst", 3)
     assert not st.ok and st.error.startswith("interp: no CPython 3.1.99")
     assert not (tmp_path / "store" / "artifacts").exists()
+
+
+def _touch_ctimes(prefix: str, stop: threading.Event) -> int:
+    """What a neighbouring build does to a shared install: change the inodes' ctimes (as a
+    new hard link does) while others read it. chmod to the same mode changes nothing else."""
+    touched = 0
+    while not stop.is_set():
+        for root, _dirs, names in os.walk(prefix):
+            for name in names:
+                path = os.path.join(root, name)
+                st = os.lstat(path)
+                if stat.S_ISREG(st.st_mode):
+                    os.chmod(path, stat.S_IMODE(st.st_mode))
+                    touched += 1
+            if stop.is_set():
+                break
+    return touched
+
+
+@pytest.mark.slow
+def test_concurrent_packings_of_one_interpreter_both_succeed(tmp_path: Path) -> None:
+    """Two interp jobs for one interpreter at the same time (two workflows on one host: one
+    work dir and store each; and two jobs of one workflow: a shared work dir and store), while
+    a neighbour keeps changing the install's inode ctimes: every job publishes, and the
+    archives of the separate stores are byte-identical."""
+    interp = _smallest_pyenv()
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(plan_interpreter(interp.version)))
+
+    def job(name: str, store: str, work: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "minisandbox.cli", "pipeline", "interp", "--spec", str(spec), "--store", store,
+             "--work", work, "--format", "tar.zst", "--level", "3", "--out", str(tmp_path / f"{name}.json")],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    stop = threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        toucher = pool.submit(_touch_ctimes, interp.prefix, stop)
+        try:
+            procs = {"a": job("a", str(tmp_path / "store-a"), str(tmp_path / "work-a")),
+                     "b": job("b", str(tmp_path / "store-b"), str(tmp_path / "work-b")),
+                     "c": job("c", str(tmp_path / "store-c"), str(tmp_path / "work-c")),
+                     "d": job("d", str(tmp_path / "store-c"), str(tmp_path / "work-c"))}
+            outs = {n: p.communicate(timeout=600)[0] for n, p in procs.items()}
+        finally:
+            stop.set()
+        assert toucher.result() > 0
+    for name, proc in procs.items():
+        st = read_status(tmp_path / f"{name}.json")
+        assert proc.returncode == 0 and st.ok and st.data["status"] == "ok", (name, st.error, outs[name])
+    ms = {n: read_status(tmp_path / f"{n}.json").data["manifest"] for n in procs}
+    assert ms["a"]["sha256"] == ms["b"]["sha256"] == ms["c"]["sha256"] == ms["d"]["sha256"]
+    assert not list((tmp_path / "work-c").glob("*.tar.zst")) and not list((tmp_path / "work-c").glob(".cpython-*.*/"))

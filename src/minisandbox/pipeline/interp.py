@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -96,62 +95,63 @@ def local_interpreter(planned: dict[str, Any]) -> Interpreter:
     return interp
 
 
-def _site_packages_ignore(interp: Interpreter):
-    """copytree ignore: the contents of the base interpreter's site-packages (a venv built
-    without --system-site-packages never sees them; pyenv's may hold a whole tool stack)."""
-    site = os.path.realpath(os.path.join(interp.prefix, "lib", f"python{interp.minor}", "site-packages"))
-
-    def ignore(directory: str, names: list[str]) -> list[str]:
-        return list(names) if os.path.realpath(directory) == site else []
-
-    return ignore
+def base_site_packages(interp: Interpreter) -> Path:
+    """The base interpreter's site-packages, archived empty: a venv built without
+    --system-site-packages never sees it (pyenv's may hold a whole tool stack)."""
+    return Path(interp.prefix) / "lib" / f"python{interp.minor}" / "site-packages"
 
 
-def _link_or_copy(src: str, dst: str) -> None:
+def _published(store: Any, key: str) -> dict[str, Any] | None:
+    """The store's manifest of interpreter layer `key` when the layer is complete there."""
+    from minisandbox.node.store import NotInStore
+
     try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
-
-
-def stage_tree(interp: Interpreter, dest: Path) -> Path:
-    """The layer's content: the interpreter prefix without its site-packages contents,
-    hard-linked where possible (packing reads it once; nothing writes to it)."""
-    shutil.copytree(interp.prefix, dest, symlinks=True, ignore=_site_packages_ignore(interp),
-                    copy_function=_link_or_copy)
-    return dest
+        existing = json.loads(store.read_text(manifest_path("interp", key)))
+    except NotInStore:
+        return None
+    if existing and existing.get("key") == key and store.exists(artifact_path("interp", key, existing["format"])):
+        return existing
+    return None
 
 
 def pack_and_publish(spec: dict[str, Any], store_url: str, work: Path, fmt: str, level: int) -> dict[str, Any]:
     """Publish the interpreter layer of `spec` (a planned interpreter) unless the store
-    already has it; returns its manifest."""
-    from minisandbox.node.store import NotInStore, Store
-    from minisandbox.pipeline.pack import normalize_tree, pack_tree
+    already has it; returns its manifest.
+
+    The host's prefix is streamed straight into the archive (`pack.pack_stream`): nothing
+    links, copies or writes into an install that other builds and users read at the same
+    time. Builds on one host that need the same layer take a lock per key in `work`, so the
+    second one finds it published and packs nothing; builds on other hosts pack the same
+    bytes (the archive is deterministic) into a scratch file of their own."""
+    from filelock import FileLock
+
+    from minisandbox.node.store import Store
+    from minisandbox.pipeline.pack import pack_stream
 
     key = spec["key"]
     store = Store(store_url)
-    try:
-        existing = json.loads(store.read_text(manifest_path("interp", key)))
-    except NotInStore:
-        existing = None
-    if existing and existing.get("key") == key and store.exists(artifact_path("interp", key, existing["format"])):
+    existing = _published(store, key)
+    if existing:
         return existing
     interp = local_interpreter(spec)
     work.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=work, prefix=f".{key}.") as tmp:
-        tree = stage_tree(interp, Path(tmp) / "tree")
-        normalize_tree(tree)  # restamps pycs as new files; host-linked files keep their times
-        archive = work / f"{key}.{fmt}"
-        stats = pack_tree(tree, archive, fmt=fmt, level=level)
-    described = interpreters.describe(interp)
-    manifest = make_manifest(
-        kind="interp", key=key, fmt=fmt, archive=archive, files=stats.files, raw_bytes=stats.raw_bytes,
-        spec={"version": interp.version, "kind": interp.kind, "prefix": described["prefix"]},
-        extra={"mount_path": interpreters.check_prefix(described["prefix"], interp.kind), "interpreter": described},
-    )
-    store.put_file(archive, artifact_path("interp", key, fmt), sha256=manifest["sha256"])
-    store.put_text(manifest_path("interp", key), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    archive.unlink(missing_ok=True)
+    with FileLock(str(work / f".{key}.lock")):
+        existing = _published(store, key)  # published by a neighbour while this one waited
+        if existing:
+            return existing
+        with tempfile.TemporaryDirectory(dir=work, prefix=f".{key}.") as tmp:
+            archive = Path(tmp) / f"{key}.{fmt}"
+            stats = pack_stream(Path(interp.prefix), archive, fmt=fmt, level=level,
+                                empty_dirs=(base_site_packages(interp),))
+            described = interpreters.describe(interp)
+            manifest = make_manifest(
+                kind="interp", key=key, fmt=fmt, archive=archive, files=stats.files, raw_bytes=stats.raw_bytes,
+                spec={"version": interp.version, "kind": interp.kind, "prefix": described["prefix"]},
+                extra={"mount_path": interpreters.check_prefix(described["prefix"], interp.kind),
+                       "interpreter": described},
+            )
+            store.put_file(archive, artifact_path("interp", key, fmt), sha256=manifest["sha256"])
+            store.put_text(manifest_path("interp", key), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return manifest
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import importlib.util
+import io
 import os
 import shutil
 import stat
@@ -67,6 +68,26 @@ EPOCH = 1577836800
 _PYC_HEADER = 16  # magic, flags, source mtime, source size (PEP 552), all 4 bytes
 
 
+def restamped_pyc(pyc: str, data: bytes) -> bytes | None:
+    """`data` (the bytes of the timestamp-based .pyc at `pyc`) with header mtime EPOCH when it
+    is valid for its source `../<name>.py` (a regular file of the recorded size and mtime,
+    what the interpreter checks); None when it is not, or is hash-based, or already EPOCH.
+    Pure: reads only the source's metadata (see `_restamp_pyc` for why a stale pyc stays stale)."""
+    try:
+        source = importlib.util.source_from_cache(pyc)
+        sst = os.lstat(source)
+    except (ValueError, FileNotFoundError, NotADirectoryError):
+        return None
+    if not stat.S_ISREG(sst.st_mode):
+        return None
+    if len(data) < _PYC_HEADER or int.from_bytes(data[4:8], "little") != 0:
+        return None
+    mtime, size = int.from_bytes(data[8:12], "little"), int.from_bytes(data[12:16], "little")
+    if size != sst.st_size & 0xFFFFFFFF or mtime != int(sst.st_mtime) & 0xFFFFFFFF or mtime == EPOCH:
+        return None
+    return data[:8] + EPOCH.to_bytes(4, "little") + data[12:]
+
+
 def _restamp_pyc(pyc: str) -> bool:
     """Give one timestamp-based .pyc the header mtime EPOCH if it was valid for its source.
 
@@ -77,26 +98,19 @@ def _restamp_pyc(pyc: str) -> bool:
     The new bytes go to a new file renamed over the old one, never written through the old
     inode (an interpreter layer's tree is hard-linked to the host's files)."""
     try:
-        source = importlib.util.source_from_cache(pyc)
-    except ValueError:
-        return False
-    try:
-        pst, sst = os.lstat(pyc), os.lstat(source)
+        pst = os.lstat(pyc)
     except FileNotFoundError:
         return False
-    if not (stat.S_ISREG(pst.st_mode) and stat.S_ISREG(sst.st_mode)):
+    if not stat.S_ISREG(pst.st_mode):
         return False
     with open(pyc, "rb") as f:
-        data = f.read()
-    if len(data) < _PYC_HEADER or int.from_bytes(data[4:8], "little") != 0:
-        return False
-    mtime, size = int.from_bytes(data[8:12], "little"), int.from_bytes(data[12:16], "little")
-    if size != sst.st_size & 0xFFFFFFFF or mtime != int(sst.st_mtime) & 0xFFFFFFFF or mtime == EPOCH:
+        data = restamped_pyc(pyc, f.read())
+    if data is None:
         return False
     tmp = f"{pyc}.tmp-{uuid.uuid4().hex}"
     try:
         with open(tmp, "wb") as f:
-            f.write(data[:8] + EPOCH.to_bytes(4, "little") + data[12:])
+            f.write(data)
         os.chmod(tmp, stat.S_IMODE(pst.st_mode))
         os.replace(tmp, pyc)
     except PermissionError as exc:
@@ -253,6 +267,90 @@ def pack_tree(src: Path, out: Path, fmt: str = "tar.zst", level: int = 3) -> Pac
         tmp.unlink(missing_ok=True)
         raise
     return tree_stats(src)
+
+
+def _stream_members(src: str, tar: tarfile.TarFile, empty: frozenset[str]) -> PackStats:
+    """Add `src`'s contents to `tar` in name order (as GNU tar --sort=name), normalised as
+    `_normalise` does, with valid pycs restamped in memory (`restamped_pyc`). Directories
+    whose real path is in `empty` are archived empty. Nothing under `src` is written to."""
+    files = raw = 0
+    seen: set[tuple[int, int]] = set()
+
+    def add(path: str, arcname: str) -> None:
+        nonlocal files, raw
+        info = tar.gettarinfo(path, arcname)
+        if info is None:  # sockets and other special files are not part of a layer
+            return
+        info = _normalise(info)
+        assert info is not None
+        if info.isreg():
+            st = os.lstat(path)
+            with open(path, "rb") as fh:
+                if arcname.endswith(".pyc") and os.path.basename(os.path.dirname(path)) == "__pycache__":
+                    data = fh.read()
+                    new = restamped_pyc(path, data)
+                    info.size = len(new if new is not None else data)
+                    tar.addfile(info, io.BytesIO(new if new is not None else data))
+                else:
+                    tar.addfile(info, fh)
+            files += 1
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                raw += info.size
+        else:
+            tar.addfile(info)
+            if not info.isdir():
+                files += 1
+
+    def walk(directory: str, arcdir: str) -> None:
+        if os.path.realpath(directory) in empty:
+            return
+        for name in sorted(os.listdir(directory)):
+            if arcdir == "." and name in TOP_LEVEL_EXCLUDES:
+                continue
+            path = os.path.join(directory, name)
+            add(path, f"{arcdir}/{name}")
+            if os.path.isdir(path) and not os.path.islink(path):
+                walk(path, f"{arcdir}/{name}")
+
+    add(src, ".")
+    walk(src, ".")
+    return PackStats(files=files, raw_bytes=raw)
+
+
+def pack_stream(src: Path, out: Path, fmt: str = "tar.zst", level: int = 3,
+                empty_dirs: tuple[Path, ...] = ()) -> PackStats:
+    """Archive the contents of a tree that is not ours to change (an interpreter's install
+    prefix) straight into `out`, atomically: no staging copy, no hard link, no write to the
+    tree. Member times are EPOCH and valid pycs are restamped in the stream, so the archive
+    holds what `normalize_tree` then `pack_tree` would give for a copy of the tree.
+
+    Why not stage and tar: a hard-linked staging tree shares inodes with the host install;
+    another build linking the same install changes their ctimes and GNU tar fails with
+    `file changed as we read it`. Reading each file once into the stream is also faster
+    than linking, walking and re-reading the tree. `empty_dirs` (e.g. the base
+    interpreter's site-packages) are archived as empty directories."""
+    src, out = _checked(src, out, fmt, FORMATS, "archive")
+    empty = frozenset(os.path.realpath(d) for d in empty_dirs)
+    tmp = out.with_name(f"{out.name}.tmp-{uuid.uuid4().hex}")
+    try:
+        with open(tmp, "wb") as f:
+            if fmt == "tar.zst":
+                cctx = zstandard.ZstdCompressor(level=level, threads=-1, write_checksum=True)
+                with cctx.stream_writer(f, closefd=False) as z, \
+                        tarfile.open(fileobj=z, mode="w|", format=tarfile.GNU_FORMAT) as tar:
+                    stats = _stream_members(str(src), tar, empty)
+            else:
+                with gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=f, mtime=0) as gz, \
+                        tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
+                    stats = _stream_members(str(src), tar, empty)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return stats
 
 
 def pack_image(src: Path, out: Path, fmt: str = "squashfs", level: int = IMAGE_LEVEL) -> PackStats:
