@@ -280,3 +280,20 @@ def test_invalid_record_dict_is_json_serialisable() -> None:
         "file": "f.jsonl", "line": 3, "field": "patch", "error": "missing", "instance_id": "x__1",
     }
     assert str(inv) == "f.jsonl:3 (x__1): field 'patch': missing"
+
+
+def test_labelling_candidates_are_accepted_in_label_mode_only(tmp_path: Path) -> None:
+    """A SWE-smith record without FAIL_TO_PASS/PASS_TO_PASS is a labelling candidate in
+    label mode, and an invalid record everywhere else."""
+    cand = drop(drop(smith("a__b.1.cand__1"), "FAIL_TO_PASS"), "PASS_TO_PASS")
+    empty = smith("a__b.1.cand__2", FAIL_TO_PASS=[], PASS_TO_PASS="")
+    f = write_jsonl(tmp_path / "c.jsonl", [cand, empty, bench()])
+    plain = read_tasks([f])
+    assert [(r.line, r.field, r.error) for r in plain.invalid] == [(1, "FAIL_TO_PASS", "missing"),
+                                                                  (2, "PASS_TO_PASS", "not a JSON list: Expecting value")]
+    lab = read_tasks([f], label=True)
+    assert [(r.instance_id, r.fail_to_pass, r.pass_to_pass) for r in lab.records] == [
+        ("a__b.1.cand__1", [], []), ("a__b.1.cand__2", [], [])]
+    assert [(r.line, r.field) for r in lab.invalid] == [(3, "repo")] and "SWE-smith" in lab.invalid[0].error
+    with pytest.raises(RecordError, match="missing"):
+        normalize(cand)

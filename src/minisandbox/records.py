@@ -141,8 +141,12 @@ def _text(raw: dict[str, Any], name: str, *, required: bool, allow_empty: bool =
     return value
 
 
-def normalize(raw: Any) -> TaskRecord:
-    """Validate one raw record and return it normalised; raises RecordError naming the field."""
+def normalize(raw: Any, *, label: bool = False) -> TaskRecord:
+    """Validate one raw record and return it normalised; raises RecordError naming the field.
+
+    `label`: a labelling candidate (docs/labelling.md): a SWE-smith record whose
+    FAIL_TO_PASS/PASS_TO_PASS may be absent, as the labelling computes them. Everywhere else
+    an absent list is an invalid record."""
     if not isinstance(raw, dict):
         raise RecordError("<record>", f"must be an object, got {type(raw).__name__}")
     fmt = detect_format(raw)
@@ -155,8 +159,11 @@ def normalize(raw: Any) -> TaskRecord:
     patch = _text(raw, "patch", required=True)
     if "diff --git" not in patch and "--- " not in patch:
         raise RecordError("patch", "not a unified diff")
-    f2p = _test_list(raw, "FAIL_TO_PASS")
-    p2p = _test_list(raw, "PASS_TO_PASS")
+    if label and fmt != "swesmith":
+        raise RecordError("repo", "labelling takes SWE-smith records (a `patch` that is the bug, no "
+                                  "base_commit/version/test_patch); label SWE-bench tasks with their own harness")
+    f2p = [] if label and raw.get("FAIL_TO_PASS") in (None, "") else _test_list(raw, "FAIL_TO_PASS")
+    p2p = [] if label and raw.get("PASS_TO_PASS") in (None, "") else _test_list(raw, "PASS_TO_PASS")
     common = dict(
         instance_id=instance_id,
         format=fmt,
@@ -273,10 +280,11 @@ def _iter_raw(path: Path) -> Iterator[tuple[int, Any]]:
     yield from reader(path)
 
 
-def read_tasks(paths: Iterable[str | Path]) -> Ingested:
+def read_tasks(paths: Iterable[str | Path], *, label: bool = False) -> Ingested:
     """Read task files; bad records, bad files and duplicates are collected in `.invalid`.
 
     Nothing here is fatal: one broken line or file never hides the other records.
+    `label`: read labelling candidates (`normalize`).
     """
     out = Ingested()
     seen = out.origins
@@ -289,7 +297,7 @@ def read_tasks(paths: Iterable[str | Path]) -> Ingested:
             iid = raw.get("instance_id", "") if isinstance(raw, dict) else ""
             iid = iid if isinstance(iid, str) else ""
             try:
-                rec = normalize(raw)
+                rec = normalize(raw, label=label)
             except RecordError as exc:
                 out.invalid.append(InvalidRecord(str(path), line, exc.field, str(exc), iid))
                 continue

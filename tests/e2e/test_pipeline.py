@@ -285,3 +285,34 @@ def test_validation_reuses_results_of_unchanged_tasks(pipeline_workspace):
     assert not second["tiny__calc.good.new__dddd0001"].get("reused")
     assert {t["status"] for t in second.values()} == {"valid"}
     assert _catalog(ws)["counts"]["validation_valid"] == 3
+
+
+def test_retry_failed_rebuilds_exactly_what_failed(pipeline_workspace, tmp_path):
+    """A build fails for a reason outside the spec (here a file it needs is missing). A
+    plain rerun keeps the recorded failure (no job); `retry_failed=true` once the cause is
+    gone rebuilds that environment (and the index) and nothing that succeeded."""
+    ws = pipeline_workspace
+    flag = tmp_path / "the-mirror-is-back"
+    ws.specs[1]["install"] = ["python -m pip install -e .", f"test -e {flag} || exit 3"]
+    ws.write_catalog()
+    ws.snakemake()
+    cat = _catalog(ws)
+    assert {e["spec_name"]: e["status"] for e in cat["envs"].values()} == {"tiny__calc.good": "ok",
+                                                                          "tiny__calc.broken": "failed"}
+    good_key = next(k for k, e in cat["envs"].items() if e["status"] == "ok")
+    good_receipt = ws.path / "work" / "published" / "env" / f"{good_key}.json"
+    before = good_receipt.stat().st_mtime_ns
+    flag.write_text("")
+    proc = ws.snakemake("-n")
+    assert "Nothing to be done" in proc.stdout + proc.stderr  # a plain rerun is a no-op
+    proc = ws.snakemake("-n", config=("retry_failed=true",))
+    assert jobs_in(proc.stdout + proc.stderr) == {"env": 1, "index": 1, "all": 1, "total": 3}, (proc.stdout + proc.stderr)[-3000:]
+    assert "retry_failed: 1 failed key(s)" in proc.stderr
+    failed_key = next(k for k in cat["envs"] if k != good_key)
+    assert json.loads((ws.path / "work" / "failed" / "env" / f"{failed_key}.json").read_text())["data"]["status"] == "failed"
+    ws.snakemake(config=("retry_failed=true",))
+    cat = _catalog(ws)
+    assert {e["status"] for e in cat["envs"].values()} == {"ok"}
+    assert good_receipt.stat().st_mtime_ns == before  # what succeeded was not touched
+    proc = ws.snakemake("-n", config=("retry_failed=true",))
+    assert "Nothing to be done" in proc.stdout + proc.stderr

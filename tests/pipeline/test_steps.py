@@ -166,3 +166,80 @@ def test_without_archive_and_without_image_the_archive_is_kept(tmp_path):
     archive, _ = _packed(tmp_path, image=False, with_archive=False)
     assert archive.stat().st_size > 0 and read_status(tmp_path / "pack.json").data["archive"] is True
 
+
+
+# -- transient failures are retried, every failure is recorded with its cause -------------
+
+
+def test_transient_failures_are_retried_then_recorded_with_their_cause(tmp_path, monkeypatch):
+    import errno
+    import subprocess
+
+    monkeypatch.setattr(pipeline, "RETRY_DELAY", 0.0)
+    calls: list[int] = []
+
+    def flaky() -> dict:
+        calls.append(1)
+        if len(calls) < 3:
+            raise ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")
+        return {"fine": True}
+
+    log = tmp_path / "step.log"
+    st = pipeline._guard("mirror", "src-x", tmp_path / "s.json", log, flaky)
+    assert st.ok and st.data == {"fine": True} and len(calls) == 3
+    assert log.read_text().count("network error (ConnectionResetError)") == 2
+
+    def always(exc: Exception):
+        def fn() -> dict:
+            calls.append(1)
+            raise exc
+        return fn
+
+    calls.clear()  # a tool killed by a signal: retried ATTEMPTS times, then recorded as transient
+    st = pipeline._guard("build", "env-x", tmp_path / "b.json", None,
+                         always(subprocess.CalledProcessError(-9, ["uv", "pip", "install"])))
+    assert not st.ok and len(calls) == pipeline.ATTEMPTS
+    assert st.data["cause"] == {"kind": "transient", "detail": "tool killed by signal 9", "attempts": 3}
+    assert "gave up after 3 attempts" in st.error
+    assert read_status(tmp_path / "b.json").data["cause"]["kind"] == "transient"
+
+    calls.clear()  # what a rerun cannot fix is recorded at once
+    st = pipeline._guard("build", "env-x", tmp_path / "c.json", None,
+                         always(RuntimeError("build of x failed (exit 3): no matching distribution")))
+    assert not st.ok and len(calls) == 1
+    assert st.data["cause"] == {"kind": "permanent", "detail": "RuntimeError", "attempts": 1}
+    # the cause reaches the publish receipt (the one the index and retry_failed read)
+    pipeline.step_publish(str(tmp_path / "store"), "env", "env-x", tmp_path / "b.json", tmp_path / "a.tar.zst",
+                          None, tmp_path / "r.json")
+    r = read_status(tmp_path / "r.json")
+    assert r.data["status"] == "failed" and r.data["cause"]["detail"] == "tool killed by signal 9"
+
+
+def test_transient_cause_reads_tool_messages_and_io_errors():
+    import errno
+
+    t = pipeline.transient_cause
+    assert t(RuntimeError("git fetch: fatal: unable to access: Could not resolve host: github.com"))
+    assert t(RuntimeError("uv: error sending request for url (https://pypi.org/simple/x/)"))
+    assert t(OSError(errno.EIO, "Input/output error")) == "I/O error (EIO)"
+    assert t(RuntimeError("tar of /x failed (exit -9): ")) is not None
+    wrapped = RuntimeError("publish failed")
+    wrapped.__cause__ = TimeoutError("read timed out")
+    assert t(wrapped) == "network error (TimeoutError)"
+    assert t(RuntimeError("build of x timed out after 1800 s")) is None  # a slow build stays slow
+    assert t(RuntimeError("commit abc not found in /src; check the spec's commit")) is None
+    assert t(OSError(errno.ENOENT, "No such file or directory")) is None
+
+
+def test_failed_receipts_lists_exactly_the_recorded_failures(tmp_path):
+    rec = tmp_path / "published"
+    ok = {"status": "ok", "manifest": {}}
+    write_status(rec / "env" / "env-a.json", StageStatus(ok=True, stage="publish", key="env-a", data=ok))
+    write_status(rec / "env" / "env-b.json", StageStatus(ok=True, stage="publish", key="env-b",
+                                                          data={"status": "failed", "error": "build: exit 3"}))
+    write_status(rec / "interp" / "cpython-1.json", StageStatus(ok=False, stage="interp", key="cpython-1",
+                                                                 error="interp: tar failed"))
+    write_status(rec / "repo" / "repo-a.json", StageStatus(ok=True, stage="publish", key="repo-a", data=ok))
+    got = pipeline.failed_receipts(rec, {"env": ["env-a", "env-b", "env-never-run"], "repo": ["repo-a"],
+                                         "interp": ["cpython-1"]})
+    assert sorted(p.relative_to(rec).as_posix() for p in got) == ["env/env-b.json", "interp/cpython-1.json"]

@@ -26,7 +26,8 @@ from minisandbox.pipeline.plan import (
 
 
 def _coerce_bools(
-    cfg, keys=("bundled", "validate", "images", "image_whole", "archive")
+    cfg,
+    keys=("bundled", "validate", "images", "image_whole", "archive", "retry_failed"),
 ):
     """`--config validate=true` arrives as a string; the schema wants a boolean."""
     for k in keys:
@@ -115,6 +116,27 @@ INTERP_KEYS = sorted(PLAN.interps)
 # environment that uses it (Plan.folded: one job per SWE-smith environment, not two).
 REPO_KEYS = PLAN.repo_jobs()
 _BUNDLED_ABS = str(Path(BUNDLED_DIR).resolve())
+
+# retry_failed: the jobs whose receipts record a failure run again (and what depends on
+# them, which failed with them); what succeeded is left alone, and a plain rerun keeps
+# recorded failures (docs/pipeline.md, "Failures"). The failed receipts are moved to
+# {W}/failed/ (kept for reference) and the index receipt is removed, so those jobs' outputs
+# are missing; this happens on the first run given the option, a dry run included.
+if config.get("retry_failed") and workflow.is_main_process:
+    from minisandbox.pipeline.steps import failed_receipts, set_aside
+
+    _failed = failed_receipts(
+        Path(f"{W}/published"), {"interp": INTERP_KEYS, "repo": REPO_KEYS, "env": ENV_KEYS}
+    )
+    set_aside(_failed, Path(f"{W}/failed"))
+    if _failed:  # Snakemake leaves a missing intermediate alone while its consumer is done
+        Path(f"{W}/index.json").unlink(missing_ok=True)
+    print(
+        f"minisandbox: retry_failed: {len(_failed)} failed key(s) to rebuild"
+        + "".join(f"\n  {p}" for p in _failed[:20])
+        + (f"\n  ... and {len(_failed) - 20} more" if len(_failed) > 20 else ""),
+        file=sys.stderr,
+    )
 
 
 # ----------------------------------------------------------------- options and inputs

@@ -217,12 +217,25 @@ def validated_ids(files: Iterable[Path]) -> list[str]:
 # --------------------------------------------------------------------------- workflow step
 
 
-def step_validate(plan_path: Path, env_key: str, receipts: Path, store: str, out: Path, log_dir: Path, *,
-                  repeats: int = 1, workers: int = 2) -> EnvValidation:
-    """The workflow's validation job for one environment: tasks and spec from the plan,
-    layers from the publish receipts (the index does not exist yet)."""
+@dataclass
+class EnvTasks:
+    """One environment job's tasks and how to run them (`load_env_tasks`): what validation
+    and labelling share."""
+
+    spec: EnvSpec  # the environment's spec
+    records: list[TaskRecord]
+    repo_key_of: dict[str, str]  # instance id -> the repo key its task starts from
+    spec_of: dict[str, EnvSpec]  # instance id -> the task's own spec (test command, parser, timeout)
+    executor: Executor | None  # None when the environment or a repo did not publish
+    error: str | None  # why there is no executor
+    env_manifest: dict[str, Any] | None
+    repo_manifests: dict[str, dict[str, Any]]
+
+
+def load_env_tasks(plan_path: Path, env_key: str, receipts: Path, store: str) -> EnvTasks:
+    """The tasks of `env_key` and their spec from the plan, and an executor over the layers
+    the publish receipts name (the index does not exist yet while the workflow runs)."""
     from minisandbox.grading.evaluate import LayerExecutor
-    from minisandbox.fsutil import atomic_write_json
     from minisandbox.status import read_status
 
     plan = json.loads(Path(plan_path).read_text())
@@ -263,15 +276,27 @@ def step_validate(plan_path: Path, env_key: str, receipts: Path, store: str, out
     executor = None
     if error is None and env_m is not None:
         executor = LayerExecutor(store=store, env_manifest=env_m, repo_manifests=repo_ms, repo_key_of=repo_key_of)
+    return EnvTasks(spec, records, repo_key_of, spec_of, executor, error, env_m, repo_ms)
+
+
+def step_validate(plan_path: Path, env_key: str, receipts: Path, store: str, out: Path, log_dir: Path, *,
+                  repeats: int = 1, workers: int = 2) -> EnvValidation:
+    """The workflow's validation job for one environment: tasks and spec from the plan,
+    layers from the publish receipts (the index does not exist yet)."""
+    from minisandbox.fsutil import atomic_write_json
+
+    job = load_env_tasks(plan_path, env_key, receipts, store)
+    spec, records, spec_of, executor = job.spec, job.records, job.spec_of, job.executor
     # Per-task results are kept by what determines them, so adding tasks to a built
     # environment validates only the new (or changed) ones.
     memo = Path(out).parent / "memo" / env_key
-    keys = {r.instance_id: _memo_key(r, spec_of.get(r.instance_id, spec), env_m, repo_ms.get(repo_key_of[r.instance_id]),
-                                     repeats) for r in records} if executor is not None else {}
+    keys = {r.instance_id: _memo_key(r, spec_of.get(r.instance_id, spec), job.env_manifest,
+                                     job.repo_manifests.get(job.repo_key_of[r.instance_id]), repeats)
+            for r in records} if executor is not None else {}
     reused = {iid: json.loads((memo / f"{k}.json").read_text()) for iid, k in keys.items() if (memo / f"{k}.json").exists()}
     todo = [r for r in records if r.instance_id not in reused]
     result = validate_env(env_key, spec, todo, executor, repeats=repeats, workers=workers, log_dir=log_dir,
-                          env_error=error, spec_of=spec_of)
+                          env_error=job.error, spec_of=spec_of)
     for iid, res in result.tasks.items():
         if iid in keys and res["status"] != "env-broken":  # env errors are worth retrying
             atomic_write_json(memo / f"{keys[iid]}.json", res)

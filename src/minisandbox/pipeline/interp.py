@@ -157,15 +157,19 @@ def pack_and_publish(spec: dict[str, Any], store_url: str, work: Path, fmt: str,
 
 def step_interp(spec_path: Path, store_url: str, work: Path, receipt_out: Path, fmt: str, level: int) -> StageStatus:
     """Pipeline step (rule `interp`): the receipt has the shape of a publish receipt."""
-    from minisandbox.pipeline.stage import one_line
+    from minisandbox.pipeline.steps import failure_message, retrying
 
     spec = json.loads(Path(spec_path).read_text())
     key = spec["key"]
-    try:
-        manifest = pack_and_publish(spec, store_url, Path(work), fmt, level)
+    log = Path(receipt_out).with_suffix(".log")
+    # a transient failure (I/O, the store's network, a killed tool) is retried before it is
+    # recorded; a recorded failure fails every environment of this interpreter
+    manifest, exc, cause = retrying("interp", key, log, lambda: pack_and_publish(spec, store_url, Path(work), fmt, level))
+    if exc is None:
         st = StageStatus(ok=True, stage="interp", key=key,
                          data={"status": "ok", "manifest": manifest, "log": None, "store": store_url})
-    except Exception as exc:  # recorded: every environment of this interpreter fails with it
-        st = StageStatus(ok=False, stage="interp", key=key, error=f"interp: {one_line(str(exc))}")
+    else:
+        st = StageStatus(ok=False, stage="interp", key=key, error=failure_message("interp", exc, cause),
+                         log=str(log), data={"cause": cause})
     write_status(receipt_out, st)
     return st

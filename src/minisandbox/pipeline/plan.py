@@ -121,9 +121,11 @@ def _source_for(spec: EnvSpec, workdir: Path) -> str:
     return resolve_source(spec.source, workdir)
 
 
-def build_plan(task_files: Iterable[str | Path], catalog: Catalog, workdir: Path, tasks_out: Path) -> Plan:
-    """Expand tasks into unique keys; write the per-task mapping to `tasks_out` (JSONL)."""
-    ingested = read_tasks(task_files)
+def build_plan(task_files: Iterable[str | Path], catalog: Catalog, workdir: Path, tasks_out: Path, *,
+               label: bool = False) -> Plan:
+    """Expand tasks into unique keys; write the per-task mapping to `tasks_out` (JSONL).
+    `label`: the task files hold labelling candidates (`records.normalize`)."""
+    ingested = read_tasks(task_files, label=label)
     plan = Plan(invalid=[r.to_dict() for r in ingested.invalid], tasks_file=str(tasks_out))
     tasks_out.parent.mkdir(parents=True, exist_ok=True)
     tmp = tasks_out.with_name(tasks_out.name + f".tmp{os.getpid()}")
@@ -211,21 +213,23 @@ def folded_repos(envs: dict[str, dict[str, Any]], env_repos: dict[str, list[str]
 
 
 def load_or_build_plan(
-    task_files: Iterable[str | Path], catalog_files: Iterable[str | Path], workdir: Path, plan_dir: Path
+    task_files: Iterable[str | Path], catalog_files: Iterable[str | Path], workdir: Path, plan_dir: Path,
+    *, label: bool = False,
 ) -> Plan:
-    """Cached plan for these inputs (content-addressed under `plan_dir`)."""
+    """Cached plan for these inputs (content-addressed under `plan_dir`); `label`: of
+    labelling candidates (a plan of its own: other records are valid)."""
     task_paths = [Path(p) for p in task_files]
     catalog_paths = [Path(p) for p in catalog_files]
     for p in task_paths:
         if not p.exists():
             raise TaskFileMissing(f"task file {p} does not exist; check --config tasks=... or --tasks")
     require_catalog_files(catalog_paths)
-    fp = _fingerprint(task_paths, catalog_paths, workdir)
+    fp = _fingerprint(task_paths, catalog_paths, workdir) + ("-label" if label else "")
     plan_path = plan_dir / fp / "plan.json"
     if plan_path.exists():
         return Plan.from_dict(json.loads(plan_path.read_text()))
     catalog = Catalog.load(catalog_paths)
-    plan = build_plan(task_paths, catalog, workdir, plan_dir / fp / "tasks.jsonl")
+    plan = build_plan(task_paths, catalog, workdir, plan_dir / fp / "tasks.jsonl", label=label)
     plan.fingerprint = fp
     atomic_write_json(plan_path, plan.to_dict())
     return plan

@@ -7,32 +7,117 @@ passed on, never raised to Snakemake: the index reports it and the other keys go
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import re
+import subprocess
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from minisandbox.catalog import EnvSpec
 from minisandbox.fsutil import atomic_write_json, file_digest
 from minisandbox.manifest import artifact_path, has_archive, log_path, make_manifest, manifest_path
 from minisandbox.pipeline.stage import StageStatus, first_failure, one_line, read_status, write_status
 
+T = TypeVar("T")
+
 
 def _load(path: Path) -> dict[str, Any]:
     return json.loads(Path(path).read_text())
 
 
+#: Attempts of one step (the first and the retries) before a transient failure is recorded.
+ATTEMPTS = 3
+#: Seconds before the n-th retry: n x RETRY_DELAY (a flaky mirror or index gets time to recover).
+RETRY_DELAY = 5.0
+
+_TRANSIENT_ERRNOS = frozenset({
+    errno.EIO, errno.ECONNRESET, errno.ECONNREFUSED, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EHOSTUNREACH,
+    errno.ENETUNREACH, errno.ENETDOWN, errno.ENETRESET, errno.EPIPE, errno.EAGAIN, errno.ESTALE,
+})
+#: Exception types of the object-store and HTTP clients that mean "the network failed".
+_TRANSIENT_TYPES = ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError",
+                    "ClientConnectorError", "ServerDisconnectedError", "IncompleteRead", "RemoteDisconnected")
+#: What tools print (and steps pass on in their one-line errors) when the network, the disk
+#: or the kernel failed them, not the build itself: git, uv, curl, tar and the shell.
+_TRANSIENT_TEXT = re.compile(
+    r"connection (?:reset|refused|aborted|timed out|closed)|temporary failure in name resolution|"
+    r"could not resolve (?:host|proxy)|network is unreachable|no route to host|remote end hung up|early eof|"
+    r"rpc failed|error sending request|failed to fetch|request failed after|input/output error|"
+    r"stale file handle|killed by signal|\bsignal (?:9|15)\b|\bsigkill\b|\(exit -(?:9|15)\)|\(exit 137\)|"
+    r"\b50[234] (?:service unavailable|bad gateway|gateway time-?out)\b|too many requests|slowdown",
+    re.IGNORECASE)
+
+
+def transient_cause(exc: BaseException) -> str | None:
+    """Why `exc` is worth retrying (a network error, an I/O error, a tool killed by a
+    signal), or None when running the step again would fail the same way (a bad spec, a
+    package that does not build, a missing commit)."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, (ConnectionError, TimeoutError)) or type(e).__name__ in _TRANSIENT_TYPES:
+            return f"network error ({type(e).__name__})"
+        if isinstance(e, OSError) and e.errno in _TRANSIENT_ERRNOS:
+            return f"I/O error ({errno.errorcode.get(e.errno or 0, e.errno)})"
+        if isinstance(e, subprocess.CalledProcessError) and e.returncode < 0:
+            return f"tool killed by signal {-e.returncode}"
+        m = _TRANSIENT_TEXT.search(str(e))
+        if m:
+            return f"transient: {m.group(0)}"
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def retrying(stage: str, key: str, log: Path | None, fn: Callable[[], T]) -> tuple[T | None, BaseException | None, dict[str, Any]]:
+    """Run `fn`, again after a transient failure (`transient_cause`), at most `ATTEMPTS`
+    times. Returns (result, None, cause) or (None, the last exception, cause), where cause
+    is `{"kind": "transient"|"permanent", "detail", "attempts"}` ({"attempts"} on success).
+    Every failed attempt's traceback goes to `log`. Safe for the pipeline's steps: each one
+    writes its output atomically, so a retry starts from a clean state."""
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return fn(), None, {"attempts": attempt}
+        except Exception as exc:  # classified below: retried or returned to be recorded
+            cause = transient_cause(exc)
+            last = attempt == ATTEMPTS or cause is None
+            if log is not None:
+                Path(log).parent.mkdir(parents=True, exist_ok=True)
+                with Path(log).open("a") as fh:
+                    fh.write(f"\n# {stage} {key} failed (attempt {attempt}/{ATTEMPTS}"
+                             f"{', ' + cause if cause else ', not transient'}"
+                             f"{'' if last else f'; retrying in {RETRY_DELAY * attempt:g} s'})\n"
+                             f"{traceback.format_exc()}")
+            if last:
+                return None, exc, {"kind": "transient" if cause else "permanent",
+                                   "detail": cause or type(exc).__name__, "attempts": attempt}
+            time.sleep(RETRY_DELAY * attempt)
+    raise AssertionError("unreachable")  # pragma: no cover - the loop always returns
+
+
+def failure_message(stage: str, exc: BaseException, cause: dict[str, Any]) -> str:
+    """The one-line error of a failed step: what failed and, for a transient failure, that
+    it was retried (so a reader knows a rerun with `retry_failed` may well succeed)."""
+    msg = f"{stage}: {one_line(str(exc))}"
+    if cause.get("kind") == "transient":
+        msg += f" ({cause['detail']}; gave up after {cause['attempts']} attempts)"
+    return msg
+
+
 def _guard(stage: str, key: str, status_out: Path, log: Path | None, fn: Callable[[], dict[str, Any]]) -> StageStatus:
-    """Run one step; turn any exception into a failed status with a one-line error."""
-    try:
-        data = fn()
+    """Run one step (`retrying` transient failures); turn any exception into a failed
+    status with a one-line error and its cause."""
+    data, exc, cause = retrying(stage, key, log, fn)
+    if exc is None:
         st = StageStatus(ok=True, stage=stage, key=key, log=str(log) if log else None, data=data or {})
-    except Exception as exc:  # recorded, not raised: one bad key must not stop the others
-        if log is not None:
-            with Path(log).open("a") as fh:
-                fh.write(f"\n# {stage} failed\n{traceback.format_exc()}")
-        st = StageStatus(ok=False, stage=stage, key=key, error=f"{stage}: {one_line(str(exc))}", log=str(log) if log else None)
+    else:  # recorded, not raised: one bad key must not stop the others
+        st = StageStatus(ok=False, stage=stage, key=key, error=failure_message(stage, exc, cause),
+                         log=str(log) if log else None, data={"cause": cause})
     write_status(status_out, st)
     return st
 
@@ -41,7 +126,8 @@ def _failed_upstream(stage: str, key: str, status_out: Path, *upstream: Path) ->
     bad = first_failure(*upstream)
     if bad is None:
         return False
-    write_status(status_out, StageStatus(ok=False, stage=stage, key=key, error=bad.error, log=bad.log))
+    write_status(status_out, StageStatus(ok=False, stage=stage, key=key, error=bad.error, log=bad.log,
+                                         data={"cause": bad.data.get("cause")} if bad.data.get("cause") else {}))
     return True
 
 
@@ -235,7 +321,9 @@ def _with_interpreter(st: StageStatus, key: str, receipt_out: Path) -> StageStat
         return st
     error = (ist.error if ist is not None and ist.error else
              f"publish: interpreter layer {ikey} was not published (no receipt {receipt}); run rule interp")
-    return StageStatus(ok=False, stage="publish", key=key, log=st.log, error=error)
+    cause = ist.data.get("cause") if ist is not None else None
+    return StageStatus(ok=False, stage="publish", key=key, log=st.log, error=error,
+                       data={"cause": cause} if cause else {})
 
 
 def chunks_entry(image: Path, key: str) -> dict[str, Any]:
@@ -295,7 +383,8 @@ def step_publish(store_url: str, kind: str, key: str, manifest_status: Path, arc
 
     if not st.ok:
         def failed() -> dict[str, Any]:
-            return {"status": "failed", "error": st.error, "log": upload_log(), "store": store_url}
+            return {"status": "failed", "error": st.error, "cause": st.data.get("cause") or {"kind": "permanent"},
+                    "log": upload_log(), "store": store_url}
 
         res = _guard("publish", key, receipt_out, None, failed)
         return res
@@ -404,6 +493,45 @@ def job_env(work: Path, store_url: str, env_spec: Path, repo_dir: Path, repo_sta
     step_checksum("env", env_spec, p.archive("env", key), p.pack_status("env", key), status, p.manifest("env", key))
     return step_publish(store_url, "env", key, p.manifest("env", key), p.archive("env", key), p.log("build", key),
                         receipt_out, image_whole=image_whole)
+
+
+# -- rebuilding what failed ---------------------------------------------------------------
+
+
+def failed_receipts(receipts: Path, keys: dict[str, Any]) -> list[Path]:
+    """The publish receipts (`<receipts>/<kind>/<key>.json`, kind env, repo or interp) that
+    record a failure, for `keys` (kind -> keys with a job of their own). A missing receipt
+    is not listed: its job runs anyway. The workflow's `retry_failed` option forces exactly
+    these jobs (and what depends on them, which failed with them) to run again; a plain
+    rerun leaves every recorded failure as it is."""
+    out: list[Path] = []
+    for kind, ks in keys.items():
+        for key in ks:
+            path = Path(receipts) / kind / f"{key}.json"
+            try:
+                st = read_status(path)
+            except FileNotFoundError:
+                continue
+            except (ValueError, TypeError):  # a torn or foreign file: rebuilding it is the fix
+                out.append(path)
+                continue
+            if not st.ok or st.data.get("status") != "ok":
+                out.append(path)
+    return out
+
+
+def set_aside(receipts: list[Path], dest: Path) -> list[Path]:
+    """Move each failed receipt `<receipts>/<kind>/<key>.json` to `<dest>/<kind>/<key>.json`
+    (kept for reference), so that its job's output is missing and Snakemake runs it again.
+    Returns the new paths. Why not Snakemake's own means: `--forcerun` cannot be set from
+    the workflow, and an mtime mark is ignored for inputs whose checksum is unchanged."""
+    out: list[Path] = []
+    for path in receipts:
+        target = Path(dest) / path.parent.name / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+        out.append(target)
+    return out
 
 
 # -- index --------------------------------------------------------------------------------

@@ -1,0 +1,306 @@
+"""Labelling new tasks as SWE-smith does: FAIL_TO_PASS and PASS_TO_PASS from two runs of
+the whole test suite, the fixed code and the bug.
+
+Input: SWE-smith-form records whose `patch` is a candidate bug and whose lists are absent
+or empty (`records.read_tasks(label=True)`). For one environment (one workflow job, as
+validation), in fresh sandboxes over the published layers:
+
+* **fixed** - the clean snapshot (the bug patch applied, then reversed: what the gold run
+  of validation runs), the whole suite. Run once per environment and test command, not
+  once per candidate: every candidate of a SWE-smith environment starts from the same
+  snapshot, so one reference serves them all (SWE-smith also runs its reference once per
+  repository), which halves the cost of labelling;
+* **bug** - each candidate's task state (its bug applied), the whole suite.
+
+With `repeats > 1` each run is repeated; a test whose pass/fail outcome differs between
+repeats of one run is flaky: left out of both lists and reported. Then, for every test
+that passed in the fixed run:
+
+* FAIL_TO_PASS - failed with the bug, or missing from its log (the bug broke its collection,
+  or the run was killed because the bug hangs);
+* PASS_TO_PASS - passed with the bug;
+* neither - an ERROR with the bug (a broken fixture is not the bug's test).
+
+Statuses (`STATUSES`): `labelled`; dropped: `no-f2p` (nothing fails with the bug),
+`too-broad` (more FAIL_TO_PASS tests than `max_f2p`), `hangs` (the bug run was killed
+before any test reported a result), `bug-broken` (the bug does not apply, or its run's
+output cannot be read), `fixed-broken` (the reference run of the fixed code failed:
+timeout, unreadable output), `env-broken` (the environment did not build, or a sandbox
+could not start).
+
+Output (`write_result`): one JSON per environment, `{W}/labels/<env_key>.json`, and every
+run's log under the log directory; `labelled_records` reads the labelled records back.
+docs/labelling.md has the formats and the commands.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from minisandbox.catalog import EnvSpec
+from minisandbox.fsutil import atomic_write_text
+from minisandbox.grading.evaluate import Evaluation, Executor, evaluate
+from minisandbox.grading.grading import Reason, TestStatus, is_pass
+from minisandbox.records import TaskRecord, to_raw
+
+STATUSES = ("labelled", "no-f2p", "too-broad", "hangs", "bug-broken", "fixed-broken", "env-broken")
+SCHEMA = 1
+MAX_LISTED = 20  # tests named per problem in a candidate's detail
+
+#: Reasons of a run that completed and whose log was read (the lists are empty, so a
+#: finished run reports `empty-f2p`).
+_COMPLETED = {Reason.EMPTY_F2P.value, Reason.TESTS_FAILED.value, Reason.RESOLVED.value}
+
+
+def candidate(record: TaskRecord) -> TaskRecord:
+    """The record as a labelling candidate: no lists, so the eval script runs the whole
+    suite and restores or removes no test file."""
+    return replace(record, fail_to_pass=[], pass_to_pass=[])
+
+
+def _listed(tests: Iterable[str]) -> list[str]:
+    tests = sorted(set(tests))
+    return tests[:MAX_LISTED] + ([f"... {len(tests) - MAX_LISTED} more"] if len(tests) > MAX_LISTED else [])
+
+
+def _runs(phase: str, evs: list[Evaluation]) -> list[dict[str, Any]]:
+    return [{"phase": phase, "repeat": i, "reason": ev.reason, "seconds": round(ev.seconds, 2),
+             "results": len(ev.status_map)} for i, ev in enumerate(evs)]
+
+
+def _flaky(evs: list[Evaluation]) -> set[str]:
+    """Tests whose pass/fail outcome differs between repeats of one run (missing = not passed)."""
+    if len(evs) < 2:
+        return set()
+    names = set().union(*(ev.status_map for ev in evs))
+    return {t for t in names if len({is_pass(ev.status_map.get(t)) for ev in evs}) > 1}
+
+
+def reference_problem(fixed: list[Evaluation]) -> tuple[str, str] | None:
+    """(status, reason) when the fixed code's reference runs cannot serve as a reference."""
+    if not fixed:
+        return "fixed-broken", "no reference run"
+    for ev in fixed:
+        if ev.reason == Reason.ERROR.value:
+            return "env-broken", f"evaluation error: {ev.entry.get('error', '?')}"
+        if ev.reason == Reason.TIMEOUT.value:
+            return "fixed-broken", "the fixed code's test run exceeded the spec's timeout"
+        if ev.reason not in _COMPLETED:
+            return "fixed-broken", f"the fixed code's test run ended with {ev.reason}"
+        if not any(is_pass(s) for s in ev.status_map.values()):
+            return "fixed-broken", "no test passes with the fixed code"
+    return None
+
+
+def label_from(fixed: list[Evaluation], bug: list[Evaluation], *, max_f2p: int = 0) -> dict[str, Any]:
+    """A candidate's labels and status from the fixed (reference) and bug runs (pure: the
+    rules are in the module docstring). `max_f2p` 0: no limit."""
+    runs = _runs("fixed", fixed) + _runs("bug", bug)
+    out: dict[str, Any] = {"FAIL_TO_PASS": [], "PASS_TO_PASS": [], "detail": {}, "runs": runs}
+
+    def result(status: str, reason: str) -> dict[str, Any]:
+        return {"status": status, "reason": reason, **out}
+
+    problem = reference_problem(fixed)
+    if problem:
+        return result(*problem)
+    errors = [ev for ev in bug if ev.reason == Reason.ERROR.value]
+    if errors:
+        return result("env-broken", f"evaluation error: {errors[0].entry.get('error', '?')}")
+    if any(ev.reason in (Reason.TEST_SETUP_FAILED.value, Reason.PATCH_APPLY_FAILED.value) for ev in bug):
+        return result("bug-broken", "the bug patch does not apply to the snapshot")
+    if any(ev.reason == Reason.UNPARSEABLE_LOG.value for ev in bug):
+        return result("bug-broken", "the bug run's output has no test results (the test runner did not start)")
+    timed_out = [ev for ev in bug if ev.reason == Reason.TIMEOUT.value]
+    if timed_out and all(not ev.status_map for ev in timed_out):
+        return result("hangs", "the bug hangs before any test result (the run was killed at the spec's timeout)")
+    flaky = _flaky(fixed) | _flaky(bug)
+    passed_fixed = {t for t in fixed[0].status_map if all(is_pass(ev.status_map.get(t)) for ev in fixed)} - flaky
+    f2p, p2p, errored = [], [], []
+    for t in sorted(passed_fixed):
+        got = [ev.status_map.get(t) for ev in bug]
+        if any(s == TestStatus.ERROR.value for s in got):
+            errored.append(t)
+        elif all(is_pass(s) for s in got):
+            p2p.append(t)
+        elif not any(is_pass(s) for s in got):
+            f2p.append(t)
+    out.update(FAIL_TO_PASS=f2p, PASS_TO_PASS=p2p)
+    out["counts"] = {"fail_to_pass": len(f2p), "pass_to_pass": len(p2p), "flaky": len(flaky),
+                     "error_with_bug": len(errored), "passed_fixed": len(passed_fixed)}
+    if flaky:
+        out["detail"]["flaky_tests"] = _listed(flaky)
+    if errored:
+        out["detail"]["error_with_bug"] = _listed(errored)
+    if timed_out:
+        out["bug_timed_out"] = True
+    if not f2p:
+        return result("no-f2p", "no test that passes with the fixed code fails with the bug")
+    if max_f2p and len(f2p) > max_f2p:
+        out["detail"]["fail_to_pass"] = _listed(f2p)
+        return result("too-broad", f"{len(f2p)} FAIL_TO_PASS tests, more than the maximum {max_f2p}")
+    how = " (the bug run hangs and was killed; tests it never reached count as failing)" if timed_out else ""
+    return result("labelled", f"{len(f2p)} FAIL_TO_PASS, {len(p2p)} PASS_TO_PASS{how}")
+
+
+def _write_logs(log_dir: Path | None, name: str, phase: str, evs: list[Evaluation], res: dict[str, Any],
+                offset: int) -> None:
+    if log_dir is None:
+        return
+    d = Path(log_dir) / name
+    d.mkdir(parents=True, exist_ok=True)
+    for i, ev in enumerate(evs):
+        p = d / f"{phase}-{i}.log"
+        p.write_text(ev.output or f"(no output) {ev.entry.get('error', '')}\n", encoding="utf-8")
+        if offset + i < len(res["runs"]):
+            res["runs"][offset + i]["log"] = str(p)
+
+
+@dataclass
+class EnvLabels:
+    env_key: str
+    spec_name: str
+    tasks: dict[str, dict[str, Any]]
+    repeats: int
+    max_f2p: int
+    seconds: float
+    references: dict[str, dict[str, Any]]  # group (test command) -> its reference runs
+
+    def counts(self) -> dict[str, int]:
+        out = {s: 0 for s in STATUSES}
+        for t in self.tasks.values():
+            out[t["status"]] = out.get(t["status"], 0) + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA, "env_key": self.env_key, "spec_name": self.spec_name, "repeats": self.repeats,
+            "max_f2p": self.max_f2p, "seconds": round(self.seconds, 2), "counts": self.counts(),
+            "labelled_ids": sorted(i for i, t in self.tasks.items() if t["status"] == "labelled"),
+            "references": self.references, "tasks": dict(sorted(self.tasks.items())),
+        }
+
+
+def _groups(records: list[TaskRecord], spec: EnvSpec, spec_of: dict[str, EnvSpec],
+            repo_key_of: dict[str, str] | None) -> Iterator[tuple[str, EnvSpec, list[TaskRecord]]]:
+    """Candidates that share a reference: same snapshot, same test command, parser, timeout."""
+    groups: dict[tuple[str, str, str, float, str], list[TaskRecord]] = {}
+    specs: dict[tuple[str, str, str, float, str], EnvSpec] = {}
+    for r in records:
+        s = spec_of.get(r.instance_id, spec)
+        k = (s.name, s.test_cmd, s.log_parser, float(s.timeout), (repo_key_of or {}).get(r.instance_id, ""))
+        groups.setdefault(k, []).append(r)
+        specs.setdefault(k, s)
+    for i, (k, rs) in enumerate(groups.items()):
+        yield f"{k[0]}.{i}", specs[k], rs
+
+
+def label_env(env_key: str, spec: EnvSpec, records: list[TaskRecord], executor: Executor | None, *,
+              repeats: int = 1, workers: int = 2, max_f2p: int = 0, log_dir: Path | None = None,
+              env_error: str | None = None, spec_of: dict[str, EnvSpec] | None = None,
+              repo_key_of: dict[str, str] | None = None) -> EnvLabels:
+    """Label every candidate of one environment: one reference (fixed) run per group of
+    candidates (`_groups`), then each candidate's bug run, `workers` at a time."""
+    t0 = time.monotonic()
+    tasks: dict[str, dict[str, Any]] = {}
+    refs: dict[str, dict[str, Any]] = {}
+    if env_error is not None or executor is None:
+        for r in records:
+            tasks[r.instance_id] = {"status": "env-broken", "reason": f"environment not built: {env_error}",
+                                    "FAIL_TO_PASS": [], "PASS_TO_PASS": [], "detail": {}, "runs": []}
+        return EnvLabels(env_key, spec.name, tasks, repeats, max_f2p, time.monotonic() - t0, refs)
+    ex = executor
+    for group, gspec, rs in _groups(records, spec, spec_of or {}, repo_key_of):
+        cands = [candidate(r) for r in rs]
+        # the fixed state is the snapshot: any candidate's bug reversed on its own bug state
+        fixed: list[Evaluation] = []
+        for c in cands:
+            fixed = [evaluate(c, gspec, c.patch, ex, reverse=True) for _ in range(repeats)]
+            if not any(ev.reason == Reason.PATCH_APPLY_FAILED.value or ev.reason == Reason.TEST_SETUP_FAILED.value
+                       for ev in fixed):
+                break  # a candidate whose bug does not apply cannot give the reference
+        ref = {"via": cands[0].instance_id, "runs": _runs("fixed", fixed)}
+        _write_logs(log_dir, f"_reference.{group}", "fixed", fixed, ref, 0)
+        refs[group] = ref
+
+        def one(c: TaskRecord, fixed: list[Evaluation] = fixed, gspec: EnvSpec = gspec) -> tuple[str, dict[str, Any]]:
+            try:
+                bug = [] if reference_problem(fixed) else [evaluate(c, gspec, None, ex, apply_patch=False)
+                                                            for _ in range(repeats)]
+                res = label_from(fixed, bug, max_f2p=max_f2p)
+                _write_logs(log_dir, c.instance_id, "bug", bug, res, len(fixed))
+                return c.instance_id, res
+            except Exception as exc:  # one candidate's failure never hides the others' results
+                return c.instance_id, {"status": "env-broken", "reason": f"labelling error: {exc}",
+                                       "FAIL_TO_PASS": [], "PASS_TO_PASS": [], "detail": {}, "runs": []}
+
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            for iid, res in pool.map(one, cands):
+                tasks[iid] = res
+    return EnvLabels(env_key, spec.name, tasks, repeats, max_f2p, time.monotonic() - t0, refs)
+
+
+def write_result(result: EnvLabels, out: Path) -> None:
+    atomic_write_text(out, json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n")
+
+
+def labelled_records(records: Iterable[TaskRecord], results: dict[str, dict[str, Any]]) -> list[TaskRecord]:
+    """The records labelled (status `labelled`), with their computed lists, in input order."""
+    out = []
+    for r in records:
+        res = results.get(r.instance_id)
+        if res and res.get("status") == "labelled":
+            out.append(replace(r, fail_to_pass=list(res["FAIL_TO_PASS"]), pass_to_pass=list(res["PASS_TO_PASS"])))
+    return out
+
+
+def write_labelled(records: Iterable[TaskRecord], results: dict[str, dict[str, Any]], out: Path,
+                   report: Path | None = None) -> dict[str, Any]:
+    """`out`: the labelled records in SWE-smith form (JSONL, what `--config tasks=` takes);
+    `report`: counts and every dropped candidate with its status and reason."""
+    records = list(records)
+    good = labelled_records(records, results)
+    atomic_write_text(out, "".join(json.dumps(to_raw(r), ensure_ascii=False) + "\n" for r in good))
+    counts = {s: 0 for s in STATUSES}
+    dropped: dict[str, dict[str, Any]] = {}
+    for r in records:
+        res = results.get(r.instance_id) or {"status": "env-broken", "reason": "not labelled (no result)"}
+        counts[res["status"]] = counts.get(res["status"], 0) + 1
+        if res["status"] != "labelled":
+            dropped[r.instance_id] = {"status": res["status"], "reason": res.get("reason", ""),
+                                      **({"detail": res["detail"]} if res.get("detail") else {})}
+    doc = {"candidates": len(records), "labelled": len(good), "counts": counts, "dropped": dropped}
+    if report is not None:
+        atomic_write_text(report, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    return doc
+
+
+# --------------------------------------------------------------------------- workflow step
+
+
+def step_label(plan_path: Path, env_key: str, receipts: Path, store: str, out: Path, log_dir: Path, *,
+               repeats: int = 1, workers: int = 2, max_f2p: int = 0) -> EnvLabels:
+    """The workflow's labelling for one environment (the env job in label mode): candidates
+    and spec from the plan, layers from the publish receipts."""
+    from minisandbox.grading.validate import load_env_tasks
+
+    job = load_env_tasks(plan_path, env_key, receipts, store)
+    result = label_env(env_key, job.spec, job.records, job.executor, repeats=repeats, workers=workers,
+                       max_f2p=max_f2p, log_dir=log_dir, env_error=job.error, spec_of=job.spec_of,
+                       repo_key_of=job.repo_key_of)
+    write_result(result, out)
+    return result
+
+
+def read_results(files: Iterable[Path]) -> dict[str, dict[str, Any]]:
+    """instance id -> labelling result, over several environments' files."""
+    out: dict[str, dict[str, Any]] = {}
+    for f in files:
+        out.update(json.loads(Path(f).read_text()).get("tasks", {}))
+    return out
