@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -287,13 +288,14 @@ def test_validation_reuses_results_of_unchanged_tasks(pipeline_workspace):
     assert _catalog(ws)["counts"]["validation_valid"] == 3
 
 
-def test_retry_failed_rebuilds_exactly_what_failed(pipeline_workspace, tmp_path):
-    """A build fails for a reason outside the spec (here a file it needs is missing). A
-    plain rerun keeps the recorded failure (no job); `retry_failed=true` once the cause is
-    gone rebuilds that environment (and the index) and nothing that succeeded."""
+def test_retry_failed_rebuilds_exactly_what_failed(pipeline_workspace, monkeypatch):
+    """A build fails for a reason outside the spec (here a setting of the build host, passed
+    into the build, is missing). A plain rerun keeps the recorded failure (no job);
+    `retry_failed=true` once the cause is gone rebuilds that environment (and the index)
+    and nothing that succeeded."""
     ws = pipeline_workspace
-    flag = tmp_path / "the-mirror-is-back"
-    ws.specs[1]["install"] = ["python -m pip install -e .", f"test -e {flag} || exit 3"]
+    monkeypatch.delenv("PIP_MINISANDBOX_MIRROR_BACK", raising=False)
+    ws.specs[1]["install"] = ["python -m pip install -e .", 'test "$PIP_MINISANDBOX_MIRROR_BACK" = yes || exit 3']
     ws.write_catalog()
     ws.snakemake()
     cat = _catalog(ws)
@@ -302,7 +304,7 @@ def test_retry_failed_rebuilds_exactly_what_failed(pipeline_workspace, tmp_path)
     good_key = next(k for k, e in cat["envs"].items() if e["status"] == "ok")
     good_receipt = ws.path / "work" / "published" / "env" / f"{good_key}.json"
     before = good_receipt.stat().st_mtime_ns
-    flag.write_text("")
+    monkeypatch.setenv("PIP_MINISANDBOX_MIRROR_BACK", "yes")  # build hosts pass PIP_* settings into builds
     proc = ws.snakemake("-n")
     assert "Nothing to be done" in proc.stdout + proc.stderr  # a plain rerun is a no-op
     proc = ws.snakemake("-n", config=("retry_failed=true",))
@@ -316,3 +318,45 @@ def test_retry_failed_rebuilds_exactly_what_failed(pipeline_workspace, tmp_path)
     assert good_receipt.stat().st_mtime_ns == before  # what succeeded was not touched
     proc = ws.snakemake("-n", config=("retry_failed=true",))
     assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_label_mode_labels_candidates_and_the_labels_validate(pipeline_workspace, tmp_path):
+    """`--config label=true` on candidates (bug patches, no lists): each env job labels its
+    candidates; results/labelled_tasks.jsonl holds SWE-smith records that validate, and the
+    dropped ones are reported. `minisandbox label` gives the same labels from the store."""
+    from tests.fixtures.pipeline import BUG_PATCH
+
+    ws = pipeline_workspace
+    harmless = BUG_PATCH.replace("-    return a - b\n+    return a + b\n", "-    return a - b\n+    return (a - b)\n")
+    cands = [
+        {"instance_id": "tiny__calc.good.sub__cccc0001", "repo": "swesmith/tiny__calc.good", "patch": BUG_PATCH},
+        {"instance_id": "tiny__calc.good.noop__cccc0002", "repo": "swesmith/tiny__calc.good", "patch": harmless,
+         "FAIL_TO_PASS": [], "PASS_TO_PASS": []},
+        {"instance_id": "tiny__calc.broken.sub__cccc0003", "repo": "swesmith/tiny__calc.broken", "patch": BUG_PATCH},
+    ]
+    ws.tasks.write_text("".join(json.dumps(c) + "\n" for c in cands))
+    ws.snakemake(config=("label=true", "validate_repeats=2"))
+    out = ws.path / "results" / "labelled_tasks.jsonl"
+    labelled = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["instance_id"] for r in labelled] == ["tiny__calc.good.sub__cccc0001"]
+    assert labelled[0]["FAIL_TO_PASS"] == ["tests/test_calc.py::test_sub"]
+    assert labelled[0]["PASS_TO_PASS"] == ["tests/test_calc.py::test_add", "tests/test_calc.py::test_mul[0-9-0]",
+                                           "tests/test_calc.py::test_mul[2-3-6]"]
+    report = json.loads((ws.path / "results" / "labelling_report.json").read_text())
+    assert report["counts"]["labelled"] == 1 and report["dropped"]["tiny__calc.good.noop__cccc0002"]["status"] == "no-f2p"
+    assert report["dropped"]["tiny__calc.broken.sub__cccc0003"]["status"] == "env-broken"
+    assert "Nothing to be done" in (lambda p: p.stdout + p.stderr)(ws.snakemake("-n", config=("label=true",
+                                                                                               "validate_repeats=2")))
+    # the same labels from the published store, for a handful of candidates
+    cli = subprocess.run([sys.executable, "-m", "minisandbox.cli", "label", "--tasks", str(ws.tasks), "--store",
+                          str(ws.store), "--catalog", str(ws.catalog), "--out", str(tmp_path / "l.jsonl"),
+                          "--report", str(tmp_path / "r.json"), "--logs", str(tmp_path / "logs")],
+                         capture_output=True, text=True, cwd=ws.path)
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    assert [json.loads(x) for x in (tmp_path / "l.jsonl").read_text().splitlines()] == labelled
+    assert "DROPPED tiny__calc.good.noop__cccc0002: no-f2p" in cli.stderr
+    # outside label mode the candidates are invalid records; the labelled ones validate
+    ws.tasks.write_text(out.read_text())
+    ws.snakemake(config=("validate=true",))
+    valid = (ws.path / "results" / "validated_tasks.jsonl").read_text().splitlines()
+    assert [json.loads(x)["instance_id"] for x in valid] == ["tiny__calc.good.sub__cccc0001"]

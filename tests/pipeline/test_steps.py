@@ -175,7 +175,9 @@ def test_transient_failures_are_retried_then_recorded_with_their_cause(tmp_path,
     import errno
     import subprocess
 
-    monkeypatch.setattr(pipeline, "RETRY_DELAY", 0.0)
+    from minisandbox.pipeline import stage
+
+    monkeypatch.setattr(stage, "RETRY_DELAY", 0.0)
     calls: list[int] = []
 
     def flaky() -> dict:
@@ -198,7 +200,7 @@ def test_transient_failures_are_retried_then_recorded_with_their_cause(tmp_path,
     calls.clear()  # a tool killed by a signal: retried ATTEMPTS times, then recorded as transient
     st = pipeline._guard("build", "env-x", tmp_path / "b.json", None,
                          always(subprocess.CalledProcessError(-9, ["uv", "pip", "install"])))
-    assert not st.ok and len(calls) == pipeline.ATTEMPTS
+    assert not st.ok and len(calls) == stage.ATTEMPTS
     assert st.data["cause"] == {"kind": "transient", "detail": "tool killed by signal 9", "attempts": 3}
     assert "gave up after 3 attempts" in st.error
     assert read_status(tmp_path / "b.json").data["cause"]["kind"] == "transient"
@@ -218,7 +220,7 @@ def test_transient_failures_are_retried_then_recorded_with_their_cause(tmp_path,
 def test_transient_cause_reads_tool_messages_and_io_errors():
     import errno
 
-    t = pipeline.transient_cause
+    from minisandbox.pipeline.stage import transient_cause as t
     assert t(RuntimeError("git fetch: fatal: unable to access: Could not resolve host: github.com"))
     assert t(RuntimeError("uv: error sending request for url (https://pypi.org/simple/x/)"))
     assert t(OSError(errno.EIO, "Input/output error")) == "I/O error (EIO)"

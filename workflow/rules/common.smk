@@ -27,7 +27,15 @@ from minisandbox.pipeline.plan import (
 
 def _coerce_bools(
     cfg,
-    keys=("bundled", "validate", "images", "image_whole", "archive", "retry_failed"),
+    keys=(
+        "bundled",
+        "validate",
+        "images",
+        "image_whole",
+        "archive",
+        "retry_failed",
+        "label",
+    ),
 ):
     """`--config validate=true` arrives as a string; the schema wants a boolean."""
     for k in keys:
@@ -84,6 +92,10 @@ _coerce_bools(config)
 _validate_config(config, "../schemas/config.schema.yaml")
 
 W = config["workdir"].rstrip("/")
+# Label mode (docs/labelling.md): the task files hold candidates to label; each env job
+# labels its candidates instead of validating them.
+LABEL = config["label"]
+VALIDATE = config["validate"] and not LABEL
 STORE = config["store"]
 FMT = config["format"]
 EXT = FORMATS[FMT].lstrip(".")
@@ -94,7 +106,9 @@ BUNDLED_DONE = f"{BUNDLED_DIR}.json"
 
 # Bad input stops the run with one line naming the file (and record, field), not a stack.
 try:
-    PLAN = load_or_build_plan(TASK_FILES, CATALOG_FILES, Path.cwd(), Path(f"{W}/plan"))
+    PLAN = load_or_build_plan(
+        TASK_FILES, CATALOG_FILES, Path.cwd(), Path(f"{W}/plan"), label=LABEL
+    )
 except MinisandboxError as exc:
     sys.exit(f"minisandbox: {exc}")
 _warning, _fatal = invalid_summary(PLAN)
@@ -126,10 +140,12 @@ if config.get("retry_failed") and workflow.is_main_process:
     from minisandbox.pipeline.steps import failed_receipts, set_aside
 
     _failed = failed_receipts(
-        Path(f"{W}/published"), {"interp": INTERP_KEYS, "repo": REPO_KEYS, "env": ENV_KEYS}
+        Path(f"{W}/published"),
+        {"interp": INTERP_KEYS, "repo": REPO_KEYS, "env": ENV_KEYS},
     )
     set_aside(_failed, Path(f"{W}/failed"))
-    if _failed:  # Snakemake leaves a missing intermediate alone while its consumer is done
+    # Snakemake leaves a missing intermediate alone while its consumer is done.
+    if _failed:
         Path(f"{W}/index.json").unlink(missing_ok=True)
     print(
         f"minisandbox: retry_failed: {len(_failed)} failed key(s) to rebuild"
@@ -157,7 +173,12 @@ REPO_OPTS = _PUBLISH_OPTS
 ENV_OPTS = _opts(
     _PUBLISH_OPTS,
     f"--timeout {config['build_timeout']} --plan {CURRENT_PLAN}",
-    f"--validate --repeats {config['validate_repeats']}" if config["validate"] else "",
+    f"--validate --repeats {config['validate_repeats']}" if VALIDATE else "",
+    (
+        f"--label --repeats {config['validate_repeats']} --max-f2p {config['label_max_f2p']}"
+        if LABEL
+        else ""
+    ),
 )
 
 
@@ -169,7 +190,7 @@ def _env_deps(key):
     ikey = (entry.get("interpreter") or {}).get("key")
     deps = [f"{W}/published/interp/{ikey}.json"] if ikey else []
     repos = {entry["repo_key"]} | (
-        set(PLAN.env_repos.get(key, ())) if config["validate"] else set()
+        set(PLAN.env_repos.get(key, ())) if VALIDATE or LABEL else set()
     )
     deps += [
         f"{W}/published/repo/{r}.json" for r in sorted(repos) if r not in PLAN.folded
@@ -179,7 +200,9 @@ def _env_deps(key):
 
 ENV_DEPS = {k: _env_deps(k) for k in ENV_KEYS}
 # The env job's task-set digest: it revalidates when the environment's tasks change.
-ENV_TASKS = f"{W}/specs/env-tasks/{{env_key}}.json" if config["validate"] else []
+ENV_TASKS = f"{W}/specs/env-tasks/{{env_key}}.json" if VALIDATE or LABEL else []
+# The env job's second output: its validation result, or in label mode its labels.
+ENV_RESULT = f"{W}/{'labels' if LABEL else 'validation'}/{{env_key}}.json"
 
 
 def env_deps(wc):
@@ -220,3 +243,4 @@ localrules:
     index,
     interp,
     validated_tasks,
+    labelled_tasks,

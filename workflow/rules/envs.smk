@@ -8,8 +8,8 @@
 
 rule env:
     """Build and publish one environment (and the repo snapshot it is built at when no other
-    environment or task uses it), then validate its tasks; a failed build is recorded and
-    published with its log (the job succeeds).
+    environment or task uses it), then validate its tasks (in label mode: label its
+    candidates); a failed build is recorded and published with its log (the job succeeds).
     """
     input:
         spec=f"{W}/specs/env/{{env_key}}.json",
@@ -17,7 +17,7 @@ rule env:
         deps=env_deps,
     output:
         receipt=f"{W}/published/env/{{env_key}}.json",
-        validation=f"{W}/validation/{{env_key}}.json",
+        result=ENV_RESULT,
     log:
         f"{W}/logs/env/{{env_key}}.log",
     benchmark:
@@ -27,7 +27,7 @@ rule env:
         opts=ENV_OPTS,
     shell:
         "minisandbox pipeline env {params.opts} --workers {threads} --spec {input.spec}"
-        " --out {output.receipt} --validation {output.validation} > {log} 2>&1"
+        " --out {output.receipt} --validation {output.result} > {log} 2>&1"
 
 
 rule interp:

@@ -17,7 +17,7 @@ rule index:
         store=STORE,
         receipts=receipts_dir,
         # each env job writes its validation result with its receipt
-        validation=f"--validation-dir {W}/validation" if config["validate"] else "",
+        validation=f"--validation-dir {W}/validation" if VALIDATE else "",
     shell:
         "minisandbox pipeline index --store {params.store} --plan {input.plan} --receipts {params.receipts}"
         " {params.validation} --out {output.receipt} --report {output.report} 2>&1 | tee {log}"

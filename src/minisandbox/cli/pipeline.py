@@ -130,13 +130,20 @@ def cmd_env(a: argparse.Namespace) -> int:
     plan = json.loads(Path(a.plan).read_text())
     settings = EnvJobSettings(store=a.store, fmt=a.format, level=a.level, image=a.image,
                               image_whole=a.image_whole, timeout=a.timeout, archive=not a.no_archive)
-    res = run_env_job(Path(a.work), settings, Path(a.spec), plan, Path(a.out), validate=a.validate,
-                      repeats=a.repeats)
+    res = run_env_job(Path(a.work), settings, Path(a.spec), plan, Path(a.out), validate=a.validate or a.label,
+                      repeats=a.repeats, label=a.label, max_f2p=a.max_f2p)
     if res.folded_repo:
         print(f"repo {res.folded_repo}: published by this job (no other environment or task uses it)")
     print(f"env {_summary(res.status)}" + (" (build reused: only its validation inputs changed)" if res.reused else ""))
     out = Path(a.validation)
-    if a.validate:
+    if a.label:
+        from minisandbox.grading.label import step_label
+
+        lab = step_label(Path(a.plan), res.key, Path(a.out).parent.parent, a.store, out,
+                         out.parent / "logs" / res.key, repeats=a.repeats, workers=a.workers, max_f2p=a.max_f2p)
+        print(f"labelled {len(lab.tasks)} candidate(s) of {res.key} in {lab.seconds:.1f} s: "
+              + ", ".join(f"{k} {v}" for k, v in lab.counts().items()))
+    elif a.validate:
         val = step_validate(Path(a.plan), res.key, Path(a.out).parent.parent, a.store, out,
                             out.parent / "logs" / res.key, repeats=a.repeats, workers=a.workers)
         print(f"validated {len(val.tasks)} task(s) of {res.key} in {val.seconds:.1f} s: "
@@ -200,6 +207,27 @@ def cmd_validated_tasks(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_labelled_tasks(a: argparse.Namespace) -> int:
+    """Label mode's last step: the labelled candidates as SWE-smith records, and a report
+    naming every dropped candidate with its status and reason."""
+    from minisandbox.errors import MinisandboxError
+    from minisandbox.grading.label import read_results, write_labelled
+    from minisandbox.records import TaskRecord
+
+    plan = json.loads(Path(a.plan).read_text())
+    files = [Path(a.labels_dir) / f"{k}.json" for k in sorted(plan.get("envs", {}))]
+    missing = [f for f in files if not f.exists()]
+    if missing:
+        raise MinisandboxError(f"labelling result {missing[0]} does not exist ({len(missing)} missing); "
+                               f"run the workflow with --config label=true")
+    with open(a.tasks, encoding="utf-8") as src:
+        records = [TaskRecord.from_dict(json.loads(line)["record"]) for line in src if line.strip()]
+    doc = write_labelled(records, read_results(files), Path(a.out), Path(a.report))
+    print(f"{doc['labelled']} of {doc['candidates']} candidate(s) labelled, written to {a.out}; "
+          + ", ".join(f"{k} {v}" for k, v in doc["counts"].items() if v) + f" (dropped ones in {a.report})")
+    return 0
+
+
 def cmd_index(a: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import format_report, step_index
 
@@ -207,6 +235,67 @@ def cmd_index(a: argparse.Namespace) -> int:
     text = format_report(report)
     atomic_write_text(Path(a.report).with_suffix(".txt"), text + "\n")
     print(text)
+    return 0
+
+
+# ----------------------------------------------------------------------------- label
+def cmd_label(a: argparse.Namespace) -> int:
+    """`minisandbox label`: label a handful of candidates against a published store whose
+    environments they use (docs/labelling.md); the workflow's `label=true` is the batch
+    form (builds what is missing, one job per environment)."""
+    from minisandbox.catalog import Catalog, CatalogError, default_catalog_paths, spec_for, task_commit
+    from minisandbox.errors import MinisandboxError
+    from minisandbox.grading.evaluate import LayerExecutor
+    from minisandbox.grading.label import label_env, write_labelled, write_result
+    from minisandbox.node.published import read_catalog
+    from minisandbox.node.store import open_store
+    from minisandbox.pipeline.keys import repo_key
+    from minisandbox.records import read_tasks
+
+    ing = read_tasks(a.tasks, label=True)
+    for bad in ing.invalid:
+        print(f"minisandbox label: skipping invalid record {bad}", file=sys.stderr)
+    if not ing.records:
+        raise MinisandboxError(f"no labelling candidate in {' '.join(a.tasks)}: SWE-smith records with `instance_id`, "
+                               f"`repo` (swesmith/<profile>) and `patch` (the bug) are needed")
+    catalogs = a.catalog or default_catalog_paths()
+    if not catalogs:
+        raise CatalogError("no environment catalog found; pass --catalog config/catalog/<name>.yaml")
+    catalog = Catalog.load(catalogs)
+    store = open_store(a.store)
+    index = read_catalog(store)
+    envs = {e.get("spec_name"): e for e in index.get("envs", {}).values() if e.get("status") == "ok"}
+    groups: dict[str, tuple] = {}  # spec name -> (spec, env manifest, repo key, repo manifest, records)
+    results: dict[str, dict] = {}
+    for rec in ing.records:
+        try:
+            spec = spec_for(catalog, rec)
+        except KeyError as exc:
+            results[rec.instance_id] = {"status": "env-broken", "reason": f"no environment spec: {exc}"}
+            continue
+        env = envs.get(spec.name)
+        rkey = repo_key(spec.source, task_commit(spec, rec))
+        repo = (index.get("repos", {}).get(rkey) or {})
+        if env is None or repo.get("status") != "ok":
+            what = f"environment of spec {spec.name}" if env is None else f"repo snapshot {rkey}"
+            results[rec.instance_id] = {"status": "env-broken", "reason": f"{store.url} has no published {what}: "
+                                        f"build it (snakemake --config label=true tasks=...)"}
+            continue
+        groups.setdefault(spec.name, (spec, env["manifest"], rkey, repo["manifest"], []))[4].append(rec)
+    out_dir = Path(a.out).parent
+    for name, (spec, env_m, rkey, repo_m, recs) in groups.items():
+        ex = LayerExecutor(store=store.url, env_manifest=env_m, repo_manifests={rkey: repo_m},
+                           repo_key_of={r.instance_id: rkey for r in recs})
+        res = label_env(env_m.get("key", name), spec, recs, ex, repeats=a.repeats, workers=a.workers,
+                        max_f2p=a.max_f2p, log_dir=Path(a.logs) / name)
+        write_result(res, out_dir / "labels" / f"{env_m.get('key', name)}.json")
+        results.update(res.tasks)
+        print(f"{name}: {len(recs)} candidate(s) in {res.seconds:.1f} s: "
+              + ", ".join(f"{k} {v}" for k, v in res.counts().items() if v), file=sys.stderr)
+    doc = write_labelled(ing.records, results, Path(a.out), Path(a.report))
+    for iid, d in doc["dropped"].items():
+        print(f"DROPPED {iid}: {d['status']}: {d['reason']}", file=sys.stderr)
+    print(f"{doc['labelled']} of {doc['candidates']} candidate(s) labelled: {a.out} (report: {a.report})")
     return 0
 
 
@@ -228,6 +317,29 @@ def register(sub) -> None:
     p.add_argument("--plan-dir", default="results/work/plan", help="where plans are cached (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the counts and the invalid records as JSON")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("label", help="Compute FAIL_TO_PASS/PASS_TO_PASS of candidate bugs (SWE-smith records).",
+                       description="Label a handful of candidate bugs as SWE-smith does, in sandboxes over a "
+                                   "published store's environments: the whole suite with the fixed code (once per "
+                                   "environment) and with each bug; FAIL_TO_PASS = passed fixed and failed or "
+                                   "missing with the bug, PASS_TO_PASS = passed in both; flaky tests left out. "
+                                   "Writes the labelled records (SWE-smith JSONL) and a report of the dropped "
+                                   "ones. For many candidates run the workflow with --config label=true "
+                                   "(docs/labelling.md).")
+    p.add_argument("--tasks", nargs="+", required=True, help="candidate records (JSONL/JSON/Parquet): instance_id, "
+                                                             "repo, patch (the bug); lists absent or empty")
+    p.add_argument("--store", help="published store URL (default: $MINISANDBOX_STORE or the default config's)")
+    p.add_argument("--catalog", nargs="+", help="environment catalogs (default: those config/config.yaml names)")
+    p.add_argument("--out", default="results/label/labelled_tasks.jsonl",
+                   help="labelled records to write (default: %(default)s)")
+    p.add_argument("--report", default="results/label/report.json",
+                   help="report to write: counts, dropped candidates and why (default: %(default)s)")
+    p.add_argument("--logs", default="results/label/logs", help="run logs (default: %(default)s)")
+    p.add_argument("--repeats", type=int, default=1, help="runs of each suite; >1 finds flaky tests (default: 1)")
+    p.add_argument("--max-f2p", type=int, default=0,
+                   help="drop candidates with more FAIL_TO_PASS tests, over-broad bugs (default: 0, no limit)")
+    p.add_argument("--workers", type=int, default=2, help="concurrent runs (default: %(default)s)")
+    p.set_defaults(func=cmd_label)
 
     g = sub.add_parser("pipeline", help="Internal steps of the build workflow (called by the Snakemake rules).",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -310,6 +422,11 @@ def register(sub) -> None:
             s.add_argument("--validate", action="store_true", help="validate the environment's tasks after the build")
             s.add_argument("--validation", required=True,
                            help="validation JSON to write (`validated: false` without --validate)")
+            s.add_argument("--label", action="store_true",
+                           help="label the environment's candidates instead (docs/labelling.md); --validation "
+                                "is then the labelling JSON to write")
+            s.add_argument("--max-f2p", type=int, default=0,
+                           help="with --label: drop candidates with more FAIL_TO_PASS tests (0: no limit)")
             s.add_argument("--repeats", type=int, default=1, help="validation runs per phase; >1 detects flaky tests")
             s.add_argument("--workers", type=int, default=2, help="concurrent task validations (default: %(default)s)")
         s.add_argument("--format", default="tar.zst", choices=["tar.zst", "tar.gz"], help="archive format (default: %(default)s)")
@@ -347,6 +464,14 @@ def register(sub) -> None:
     s.add_argument("--plan", help="plan JSON (which environments --validation-dir holds)")
     s.add_argument("--tasks", required=True, help="the plan's tasks.jsonl")
     s.add_argument("--out", required=True, help="task file (JSONL) to write")
+
+    s = _step(steps, "labelled-tasks", "Write the labelled candidates (label mode) and the labelling report.",
+              cmd_labelled_tasks)
+    s.add_argument("--plan", required=True, help="plan JSON (which environments --labels-dir holds)")
+    s.add_argument("--labels-dir", required=True, help="directory with one labelling JSON per planned environment")
+    s.add_argument("--tasks", required=True, help="the plan's tasks.jsonl")
+    s.add_argument("--out", required=True, help="task file (JSONL, SWE-smith records) to write")
+    s.add_argument("--report", required=True, help="report JSON to write (counts, dropped candidates and why)")
 
     s = _step(steps, "index", "Write the store's index (all tasks -> artifacts) and the run report.", cmd_index)
     s.add_argument("--store", required=True, help="store URL")

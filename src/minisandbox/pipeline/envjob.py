@@ -8,8 +8,9 @@ in one process:
    it (`Plan.folded`; `steps.job_repo`, receipt `published/repo/<repo_key>.json` as for a
    `repo` job); any other repo has a `repo` job of its own that this job waits for;
 2. resolve, build, pack, checksum and publish (`steps.job_env`);
-3. then the caller validates the environment's tasks (`minisandbox.grading.validate`; the
-   CLI glues the two, since pipeline code must not import grading).
+3. then the caller validates the environment's tasks (`minisandbox.grading.validate`), or
+   in label mode labels its candidates (`minisandbox.grading.label`); the CLI glues them,
+   since pipeline code must not import grading.
 
 A job that reruns only because its validation inputs changed (tasks added to the
 environment, a task's repo republished, validation switched on) must not rebuild: a
@@ -90,15 +91,17 @@ def build_inputs(settings: EnvJobSettings, entry: dict[str, Any], folded: bool, 
 
 
 def validation_inputs(plan: dict[str, Any], key: str, work: Path, receipts: Path, *, validate: bool,
-                      repeats: int) -> dict[str, Any]:
-    """What the validation of this environment depends on beyond its build: its task set
-    (the digest file the rule takes as input), the receipts of the repos its tasks start
-    from (except the one this job publishes) and the validation settings."""
+                      repeats: int, label: bool = False, max_f2p: int = 0) -> dict[str, Any]:
+    """What the validation (or, in label mode, the labelling) of this environment depends
+    on beyond its build: its task set (the digest file the rule takes as input), the
+    receipts of the repos its tasks start from (except the one this job publishes) and the
+    settings."""
     if not validate:
         return {"validate": False}
     mine = {r for r, e in plan.get("folded", {}).items() if e == key}
     return {
         "validate": True,
+        **({"label": True, "max_f2p": max_f2p} if label else {}),
         "repeats": repeats,
         "tasks": _digest(Path(work) / "specs" / "env-tasks" / f"{key}.json"),
         "repos": {r: _digest(receipts / "repo" / f"{r}.json") for r in plan.get("env_repos", {}).get(key, [])
@@ -125,7 +128,7 @@ def _read_record(path: Path) -> dict[str, Any] | None:
 
 
 def run_env_job(work: Path, settings: EnvJobSettings, env_spec: Path, plan: dict[str, Any], receipt_out: Path,
-                *, validate: bool, repeats: int) -> EnvJobResult:
+                *, validate: bool, repeats: int, label: bool = False, max_f2p: int = 0) -> EnvJobResult:
     """Steps 1-2 of the module docstring; writes the receipt and the record."""
     from minisandbox.manifest import FORMATS
     from minisandbox.pipeline.steps import WorkPaths, job_env, job_repo
@@ -136,7 +139,8 @@ def run_env_job(work: Path, settings: EnvJobSettings, env_spec: Path, plan: dict
     folded_repo = rkey if plan.get("folded", {}).get(rkey) == key else None
     receipts = _receipts(receipt_out)
     build = build_inputs(settings, entry, folded_repo is not None, receipts)
-    validation = validation_inputs(plan, key, work, receipts, validate=validate, repeats=repeats)
+    validation = validation_inputs(plan, key, work, receipts, validate=validate, repeats=repeats, label=label,
+                                   max_f2p=max_f2p)
     rec_path = record_path(work, key)
     record = _read_record(rec_path)
     if _reusable(record, build, validation, receipts, folded_repo):
