@@ -154,7 +154,7 @@ def lab(tmp_path: Path, eval_project):
         "instance_id": f"lab__lab.00000000.{name}__1", "repo": "swesmith/lab__lab.00000000",
         "patch": diff(work, files, change)}) + "\n" for name, change in bugs.items()))
     spec = EnvSpec(name="lab.0000", kind="bundled", source=str(clean), commit="0" * 40, python="3.11",
-                   test_cmd=TEST_CMD, log_parser="pytest", timeout=4)
+                   test_cmd=TEST_CMD, log_parser="pytest", timeout=10)  # ample for a loaded machine
     ex = HostVenvExecutor(clean, eval_project.venv, tmp_path / "tb")
     return spec, ex, cands
 
