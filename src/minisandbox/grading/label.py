@@ -52,6 +52,7 @@ from minisandbox.records import TaskRecord, to_raw
 STATUSES = ("labelled", "no-f2p", "too-broad", "hangs", "bug-broken", "fixed-broken", "env-broken")
 SCHEMA = 1
 MAX_LISTED = 20  # tests named per problem in a candidate's detail
+REFERENCE_TRIES = 3  # candidates tried for an environment's reference run
 
 #: Reasons of a run that completed and whose log was read (the lists are empty, so a
 #: finished run reports `empty-f2p`).
@@ -117,6 +118,9 @@ def label_from(fixed: list[Evaluation], bug: list[Evaluation], *, max_f2p: int =
         return result("bug-broken", "the bug patch does not apply to the snapshot")
     if any(ev.reason == Reason.UNPARSEABLE_LOG.value for ev in bug):
         return result("bug-broken", "the bug run's output has no test results (the test runner did not start)")
+    tampered = [ev.reason for ev in bug if ev.reason in (Reason.RESULTS_TAMPERED.value, Reason.FORBIDDEN_CHANGE.value)]
+    if tampered:  # a bug that rewrites how outcomes are made is no bug to train on
+        return result("bug-broken", f"the bug run ended with {tampered[0]}")
     timed_out = [ev for ev in bug if ev.reason == Reason.TIMEOUT.value]
     if timed_out and all(not ev.status_map for ev in timed_out):
         return result("hangs", "the bug hangs before any test result (the run was killed at the spec's timeout)")
@@ -218,14 +222,17 @@ def label_env(env_key: str, spec: EnvSpec, records: list[TaskRecord], executor: 
     ex = executor
     for group, gspec, rs in _groups(records, spec, spec_of or {}, repo_key_of):
         cands = [candidate(r) for r in rs]
-        # the fixed state is the snapshot: any candidate's bug reversed on its own bug state
+        # the fixed state is the snapshot: any candidate's bug reversed on its own bug state.
+        # A candidate whose bug does not apply (or whose reversal the grading refuses) cannot
+        # give the reference: try the next, at most REFERENCE_TRIES (an environment whose
+        # suite itself fails would otherwise cost a run per candidate)
         fixed: list[Evaluation] = []
-        for c in cands:
-            fixed = [evaluate(c, gspec, c.patch, ex, reverse=True) for _ in range(repeats)]
-            if not any(ev.reason == Reason.PATCH_APPLY_FAILED.value or ev.reason == Reason.TEST_SETUP_FAILED.value
-                       for ev in fixed):
-                break  # a candidate whose bug does not apply cannot give the reference
-        ref = {"via": cands[0].instance_id, "runs": _runs("fixed", fixed)}
+        via = cands[0]
+        for via in cands[:REFERENCE_TRIES]:
+            fixed = [evaluate(via, gspec, via.patch, ex, reverse=True) for _ in range(repeats)]
+            if reference_problem(fixed) is None:
+                break
+        ref = {"via": via.instance_id, "runs": _runs("fixed", fixed)}
         _write_logs(log_dir, f"_reference.{group}", "fixed", fixed, ref, 0)
         refs[group] = ref
 
