@@ -339,3 +339,110 @@ def test_files_of(test_ids: list[str]) -> list[str]:
         if "::" in t:
             out[t.split("::", 1)[0]] = None
     return list(out)
+
+
+# --------------------------------------------------------------------------- selection
+
+
+class SelectionError(MinisandboxError, ValueError):
+    """A subset filter (`--instance-ids`, `--repo`) that cannot be used or matches nothing."""
+
+
+def repo_names(repo: str) -> set[str]:
+    """The names a user may give for a record's `repo` (compared case-insensitively):
+    the field itself, and `owner/name` for both formats (SWE-smith's
+    `swesmith/owner__name.sha8` also answers to `owner__name.sha8` and `owner/name`)."""
+    names = {repo}
+    tail = repo.split("/", 1)[1] if repo.startswith("swesmith/") else ""
+    if tail:
+        names.add(tail)
+        owner_name = tail.rsplit(".", 1)[0] if "." in tail else tail
+        if "__" in owner_name:
+            names.add(owner_name.replace("__", "/", 1))
+    return {n.casefold() for n in names}
+
+
+def read_id_file(path: str | Path) -> list[str]:
+    """Instance ids from a file: a JSON list, or ids separated by white space (one per line
+    is usual); `#` starts a comment. Why both: SWE-bench subsets are shared either way."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SelectionError(f"file of instance ids {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SelectionError(f"file of instance ids {path}: not UTF-8 text (byte {exc.start})") from None
+    if text.lstrip().startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SelectionError(f"file of instance ids {path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+        if not all(isinstance(x, str) for x in data):
+            raise SelectionError(f"file of instance ids {path}: a JSON list must hold only strings")
+        ids = list(data)
+    else:
+        ids = [word for line in text.splitlines() for word in line.split("#", 1)[0].split()]
+    for n, iid in enumerate(ids, 1):
+        if not INSTANCE_ID.match(iid):
+            raise SelectionError(f"file of instance ids {path}: id {n} {iid!r} is not an instance id")
+    return ids
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A subset of tasks: by instance id and/or by repository (both must match when both
+    are given). The one filter behind `eval`, `tasks` and `fetch`'s `--instance-ids`/`--repo`."""
+
+    ids: tuple[str, ...] | None = None  # None: every id
+    repos: tuple[str, ...] = ()
+    _id_set: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_id_set", frozenset(self.ids or ()))
+
+    @classmethod
+    def parse(cls, ids: Iterable[str] | None = None, repos: Iterable[str] | None = None) -> "Selection":
+        """From the command-line values: an id, or `@FILE` for a file of ids (`read_id_file`)."""
+        picked: list[str] | None = None
+        if ids is not None:
+            picked = []
+            for value in ids:
+                if value.startswith("@"):
+                    picked += read_id_file(value[1:])
+                elif INSTANCE_ID.match(value):
+                    picked.append(value)
+                else:
+                    hint = f"; to read ids from the file, write @{value}" if Path(value).is_file() else ""
+                    raise SelectionError(f"--instance-ids: {value!r} is not an instance id{hint}")
+        return cls(tuple(dict.fromkeys(picked)) if picked is not None else None,
+                   tuple(dict.fromkeys(r.strip() for r in repos or () if r.strip())))
+
+    @property
+    def active(self) -> bool:
+        return self.ids is not None or bool(self.repos)
+
+    def matches(self, instance_id: str, repo: str | None) -> bool:
+        """Is this task selected? `repo` None: not known here, only the id is judged."""
+        if self.ids is not None and instance_id not in self._id_set:
+            return False
+        if self.repos and repo is not None:
+            names = repo_names(repo)
+            return any(r.casefold() in names for r in self.repos)
+        return True
+
+    def check_found(self, found_ids: Iterable[str], found_repos: Iterable[str], source: str) -> None:
+        """Raise SelectionError naming what the filter asked for and `source` does not hold
+        (ids that are no task there, repositories no task belongs to): a typo must not
+        look like an empty result."""
+        missing = sorted(set(self.ids or ()) - set(found_ids))
+        if missing:
+            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            raise SelectionError(f"--instance-ids: {len(missing)} id(s) name no task in {source}: {shown}")
+        if self.repos:
+            names: set[str] = set()
+            for repo in found_repos:
+                names |= repo_names(repo)
+            unknown = [r for r in self.repos if r.casefold() not in names]
+            if unknown:
+                raise SelectionError(f"--repo: no task of {', '.join(unknown)} in {source} (give owner/name, "
+                                     f"as `minisandbox tasks` lists the tasks)")

@@ -73,7 +73,7 @@ def test_known_tasks_are_graded_then_unknown_ones_fail_the_run_json_alone_on_std
     assert summary["unknown_ids"] == ["nobody__nothing.1"]
     assert summary["submitted_ids"] == [iid] and summary["error_ids"] == [iid]
     assert Path(summary["report"]).is_file()
-    assert json.loads((tmp_path / "out" / "m__x" / iid / "report.json").read_text())[iid]["reason"] == "error"
+    assert json.loads((tmp_path / "out" / "minisandbox" / "m__x" / iid / "report.json").read_text())[iid]["reason"] == "error"
     assert res.stderr.splitlines()[-1].startswith("minisandbox eval: error: 1 prediction(s) name no task in")
     # progress went to stderr as plain lines (not a terminal)
     assert f"[1/1] {iid}: error" in res.stderr

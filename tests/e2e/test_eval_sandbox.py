@@ -95,9 +95,10 @@ def test_eval_gold_and_adversarial_predictions(store, tmp_path):
     ]
     out2 = tmp_path / "adv"
     _eval(store, adv, out2)
-    rep = json.loads((out2 / "adv" / target.instance_id / "report.json").read_text())[target.instance_id]
+    rep = json.loads((out2 / "e2e" / "adv" / target.instance_id / "report.json").read_text())[target.instance_id]
     assert rep["resolved"] is False and rep["reason"] == "tests-failed"
-    assert "reverted protected path conftest.py" in (out2 / "adv" / target.instance_id / "test_output.txt").read_text()
+    output = (out2 / "e2e" / "adv" / target.instance_id / "test_output.txt").read_text()
+    assert "reverted protected path conftest.py" in output
 
     for name, patch, reason in (("skip", skip_all, "tests-failed"), ("bad", bad, "patch-apply-failed"),
                                 ("empty", "", "empty-patch")):
@@ -106,7 +107,7 @@ def test_eval_gold_and_adversarial_predictions(store, tmp_path):
         s = json.loads((o / f"{name}.e2e.json").read_text())
         assert s["resolved_instances"] == 0, (name, s)
         if name != "empty":
-            r = json.loads((o / name / target.instance_id / "report.json").read_text())[target.instance_id]
+            r = json.loads((o / "e2e" / name / target.instance_id / "report.json").read_text())[target.instance_id]
             assert r["reason"] == reason, (name, r["reason"])
         else:
             assert s["empty_patch_ids"] == [target.instance_id]

@@ -112,5 +112,5 @@ def test_batch_run_over_a_task_file_then_eval(bundled_store, tmp_path: Path) -> 
     for mode, summary in summaries.items():
         assert summary["resolved_ids"] == sorted(FIXED), (mode, summary)
         assert summary["empty_patch_ids"] == [UNFIXED], (mode, summary)
-    report = json.loads((tmp_path / "eval-official" / "scripted" / FIXED[0] / "report.json").read_text())
+    report = json.loads((tmp_path / "eval-official" / "minisandbox" / "scripted" / FIXED[0] / "report.json").read_text())
     assert report[FIXED[0]]["grading"] == "official" and report[FIXED[0]]["harness"] == "swe-smith"

@@ -176,9 +176,9 @@ def test_run_eval_parallel_resume_and_summary(eval_project, tmp_path):
     assert summary["empty_patch_ids"] == [recs["c"].instance_id]
     assert summary["reasons"] == {"empty-patch": 1, "resolved": 1, "tests-failed": 1}
     assert len([s for s in seen if s.startswith("[")]) == 3
-    rep = json.loads((out / "m__x" / recs["a"].instance_id / "report.json").read_text())
+    rep = json.loads((out / "r1" / "m__x" / recs["a"].instance_id / "report.json").read_text())
     assert rep[recs["a"].instance_id]["resolved"] is True
-    assert (out / "m__x" / recs["a"].instance_id / "eval.sh").exists()
+    assert (out / "r1" / "m__x" / recs["a"].instance_id / "eval.sh").exists()
     # resume: nothing is run again
     seen.clear()
     summary2, _ = run_eval(preds, targets, out, run_id="r1", workers=2, progress=seen.append)
@@ -257,3 +257,139 @@ def test_bash_revert_patterns_match_is_protected(eval_project, host):
     reverted = {line.split("reverted protected path ", 1)[1].strip()
                 for line in ev.output.splitlines() if "reverted protected path " in line}
     assert reverted == {p for p in paths if is_protected(p)}, ev.output
+
+
+# ---------------------------------------------------------------- results that cannot go stale
+
+
+def _preds(tmp_path, items, name="preds.jsonl"):
+    path = tmp_path / name
+    path.write_text("".join(json.dumps({"instance_id": i, "model_patch": p, "model_name_or_path": m}) + "\n"
+                            for i, p, m in items))
+    return load_predictions(path)
+
+
+def test_resume_reuses_a_report_only_when_every_input_is_unchanged(eval_project, tmp_path):
+    """A new checkpoint under the same model name (another patch), another run id, a changed
+    spec or grading mode: evaluated again. Unchanged: reused."""
+    import dataclasses
+
+    from minisandbox.grading.evaluate import instance_dir
+
+    rec = eval_project.swesmith
+    iid = rec.instance_id
+    ex = HostVenvExecutor(eval_project.clean, eval_project.venv, tmp_path / "tb")
+    targets = {iid: EvalTarget(rec, eval_project.spec, ex)}
+    out = tmp_path / "out"
+    bad = _preds(tmp_path, [(iid, eval_project.patches["break_p2p"], "m/x")])
+    gold = _preds(tmp_path, [(iid, eval_project.patches["gold"], "m/x")])
+
+    def run(preds, run_id="r1", tgt=targets, grading="strict"):
+        seen: list[str] = []
+        summary, _ = run_eval(preds, tgt, out, run_id=run_id, progress=seen.append, grading=grading)
+        return summary, [s for s in seen if s.startswith("[")]
+
+    s1, ran = run(bad)
+    assert s1["unresolved_ids"] == [iid] and len(ran) == 1
+    d = instance_dir(out, "r1", "m/x", iid)
+    assert d == out / "r1" / "m__x" / iid
+    assert (d / "patch.diff").read_text() == eval_project.patches["break_p2p"]
+    log = (d / "run_instance.log").read_text()
+    assert f"Result for {iid}: resolved: False" in log and " - INFO - " in log
+    inputs = json.loads((d / "report.json").read_text())[iid]["eval_inputs"]
+    assert set(inputs) == {"patch_sha256", "grading", "grader_version", "task_sha256", "spec_sha256", "executor",
+                           "layers"}
+    # unchanged: reused, nothing runs
+    s2, ran = run(bad)
+    assert (s2, ran) == (s1, [])
+    # the same model name with another patch (a new checkpoint): evaluated again, the new verdict
+    s3, ran = run(gold)
+    assert s3["resolved_ids"] == [iid] and len(ran) == 1
+    assert (d / "patch.diff").read_text() == eval_project.patches["gold"]
+    # another run id: its own directory, evaluated there
+    s4, ran = run(gold, run_id="r2")
+    assert s4["resolved_ids"] == [iid] and len(ran) == 1 and (out / "r2" / "m__x" / iid / "report.json").is_file()
+    # a changed spec (timeout) or the other grading mode: evaluated again
+    spec2 = dataclasses.replace(eval_project.spec, timeout=eval_project.spec.timeout + 1)
+    _, ran = run(gold, tgt={iid: EvalTarget(rec, spec2, ex)})
+    assert len(ran) == 1
+    _, ran = run(gold, tgt={iid: EvalTarget(rec, spec2, ex)})
+    assert ran == []
+    _, ran = run(gold, tgt={iid: EvalTarget(rec, spec2, ex)}, grading="official")
+    assert len(ran) == 1
+    # a changed task record (its PASS_TO_PASS list): evaluated again
+    rec2 = dataclasses.replace(rec, pass_to_pass=rec.pass_to_pass[:1])
+    _, ran = run(gold, tgt={iid: EvalTarget(rec2, spec2, ex)})
+    assert len(ran) == 1
+    # the run log holds every invocation
+    assert (out / "r1" / "run.log").read_text().count("run r1: 1 instance(s)") == 7
+
+
+def test_resume_with_changed_layers_or_unknown_layers_evaluates_again(eval_project, tmp_path):
+    rec = eval_project.swesmith
+    iid = rec.instance_id
+
+    class Layers(HostVenvExecutor):
+        digests: list[str] | None = ["layer-a"]
+
+        def layer_digests(self, record):
+            return self.digests
+
+    ex = Layers(eval_project.clean, eval_project.venv, tmp_path / "tb")
+    preds = _preds(tmp_path, [(iid, "", "m")])  # empty patch: nothing runs, but the report is kept
+    out = tmp_path / "out"
+
+    def ran() -> int:
+        seen: list[str] = []
+        run_eval(preds, {iid: EvalTarget(rec, eval_project.spec, ex)}, out, progress=seen.append)
+        return len([s for s in seen if s.startswith("[")])
+
+    assert ran() == 1 and ran() == 0
+    ex.digests = ["layer-b"]  # the store re-published the task's environment
+    assert ran() == 1 and ran() == 0
+    ex.digests = None  # layers that cannot be named: never reused
+    assert ran() == 1 and ran() == 1
+
+
+def test_summary_counts_whitespace_patches_as_empty_on_every_run(eval_project, tmp_path):
+    rec = eval_project.swesmith
+    iid = rec.instance_id
+    ex = HostVenvExecutor(eval_project.clean, eval_project.venv, tmp_path / "tb")
+    preds = _preds(tmp_path, [(iid, "\n  \n", "m")])
+    first, _ = run_eval(preds, {iid: EvalTarget(rec, eval_project.spec, ex)}, tmp_path / "o", progress=lambda s: None)
+    again, _ = run_eval(preds, {iid: EvalTarget(rec, eval_project.spec, ex)}, tmp_path / "o", progress=lambda s: None)
+    assert first == again
+    assert first["empty_patch_ids"] == [iid] and first["completed_ids"] == [] and first["unresolved_ids"] == []
+    assert first["reasons"] == {"empty-patch": 1}
+
+
+def test_stopping_a_run_kills_what_runs_and_writes_the_partial_summary(eval_project, tmp_path):
+    """StopSignal.stop() from another thread (what Ctrl-C does in the CLI's main thread): the
+    hanging evaluation is killed at once, the queued ones never start, no report is written
+    for them, and the summary lists them as incomplete; the next run evaluates them."""
+    import threading
+    import time
+
+    from minisandbox.grading.evaluate import EvalInterrupted, StopSignal
+
+    recs = [eval_project.record(instance_id=f"calc__calc.00000000.s__{n}") for n in range(3)]
+    preds = _preds(tmp_path, [(r.instance_id, eval_project.patches["hang"], "m") for r in recs])
+    spec = eval_project.spec.__class__(**{**eval_project.spec.to_dict(), "timeout": 600})
+    targets = {r.instance_id: EvalTarget(r, spec, HostVenvExecutor(eval_project.clean, eval_project.venv,
+                                                                    tmp_path / "tb")) for r in recs}
+    stop = StopSignal()
+    seen: list[str] = []
+    out = tmp_path / "out"
+    timer = threading.Timer(8.0, stop.stop)
+    timer.start()
+    t0 = time.monotonic()
+    with pytest.raises(EvalInterrupted) as info:
+        run_eval(preds, targets, out, workers=1, progress=seen.append, stop=stop)
+    timer.cancel()
+    assert time.monotonic() - t0 < 60  # not 600 s: the hanging test was killed
+    summary = info.value.summary
+    assert json.loads(info.value.path.read_text()) == summary
+    assert summary["interrupted"] and summary["completed_ids"] == [] and summary["error_ids"] == []
+    assert summary["incomplete_ids"] == sorted(preds) and summary["submitted_instances"] == 3
+    assert not list(out.glob("minisandbox/m/*/report.json"))
+    assert not any(s.startswith("[") for s in seen)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from minisandbox.catalog import default_catalog_paths
+from minisandbox.cli.options import add_selection_options, selection
 from minisandbox.errors import MinisandboxError
 
 
@@ -30,6 +31,7 @@ def _unknown(ids: list[str], source: str) -> str:
 def cmd_eval(a: argparse.Namespace) -> int:
     from minisandbox.catalog import Catalog, CatalogError, spec_for
     from minisandbox.grading.evaluate import (
+        EvalInterrupted,
         EvalTarget,
         PredictionsError,
         SandboxExecutor,
@@ -37,24 +39,30 @@ def cmd_eval(a: argparse.Namespace) -> int:
         run_eval,
     )
     from minisandbox.index import UnknownTask
-    from minisandbox.records import TaskRecord, read_tasks
+    from minisandbox.records import SelectionError, TaskRecord, read_tasks
 
     preds = load_predictions(a.predictions)
     if not preds:
         raise PredictionsError(f"{a.predictions} holds no predictions")
+    sel = selection(a)
+    if sel.ids is not None:  # a subset of the predictions file: only those are graded
+        sel.check_found(preds, (), f"the predictions file {a.predictions}")
+        preds = {iid: p for iid, p in preds.items() if sel.matches(iid, None)}
     catalogs = a.catalog or default_catalog_paths()
     if not catalogs:
         raise CatalogError("no environment catalog found; pass --catalog config/catalog/<name>.yaml")
     catalog = Catalog.load(catalogs)
     records: dict[str, TaskRecord] = {}
     targets: dict[str, Any] = {}  # instance -> EvalTarget, or the exception that stops it
+    repo_of: dict[str, str] = {}  # instance -> its record's repo (for --repo)
     if a.tasks:
         ing = read_tasks(a.tasks)
         for bad in ing.invalid:
             print(f"minisandbox eval: skipping invalid record {bad}", file=sys.stderr)
-        records = {r.instance_id: r for r in ing.records}
+        records = {r.instance_id: r for r in ing.records if r.instance_id in preds}
         source = " ".join(a.tasks)
     else:  # the records the store's index holds
+        from minisandbox.node.published import lookup
         from minisandbox.node.runtime import TaskNotReady, lookup_task
         from minisandbox.node.store import open_store
 
@@ -67,6 +75,14 @@ def cmd_eval(a: argparse.Namespace) -> int:
                 continue  # counted below with the others
             except TaskNotReady as exc:  # its build failed: graded as an error, named in the report
                 targets[iid] = exc
+                repo_of[iid] = str(lookup(st, iid)["record"].get("repo", ""))
+    repo_of.update({iid: r.repo for iid, r in records.items()})
+    if sel.repos:  # only the predictions for tasks of these repositories
+        sel.check_found((), repo_of.values(), f"the tasks of {a.predictions} ({source})")
+        keep = {iid for iid, repo in repo_of.items() if sel.matches(iid, repo)}
+        preds = {iid: p for iid, p in preds.items() if iid in keep}
+        records = {iid: r for iid, r in records.items() if iid in keep}
+        targets = {iid: t for iid, t in targets.items() if iid in keep}
     unknown = sorted(set(preds) - set(records) - set(targets))
     if len(unknown) == len(preds):
         raise UnknownPredictions(_unknown(unknown, source))
@@ -77,8 +93,12 @@ def cmd_eval(a: argparse.Namespace) -> int:
         except KeyError as exc:
             targets[iid] = ValueError(str(exc).strip("'\""))
     t0 = time.monotonic()
-    summary, path = run_eval(preds, targets, Path(a.out), run_id=a.run_id, workers=a.workers,
-                             resume=not a.no_resume, grading=a.grading)
+    try:
+        summary, path = run_eval(preds, targets, Path(a.out), run_id=a.run_id, workers=a.workers,
+                                 resume=not a.no_resume, grading=a.grading)
+        interrupted = ""
+    except EvalInterrupted as stopped:
+        summary, path, interrupted = stopped.summary, stopped.path, stopped.signal_name
     if a.json:
         print(json.dumps({**summary, "report": str(path), "unknown_ids": unknown}, indent=1))
     else:
@@ -87,6 +107,10 @@ def cmd_eval(a: argparse.Namespace) -> int:
               f"{summary['unresolved_instances']} unresolved, {summary['empty_patch_instances']} empty patches, "
               f"{summary['error_instances']} errors; reasons {summary['reasons']}")
         print(f"report: {path}")
+    if interrupted:
+        print(f"minisandbox eval: stopped by {interrupted}: {len(summary['incomplete_ids'])} instance(s) not "
+              f"evaluated (the same command resumes); partial summary {path}", file=sys.stderr)
+        return 130
     if unknown:  # the known ones are graded; the run still fails loudly
         raise UnknownPredictions(_unknown(unknown, source))
     return 0
@@ -97,17 +121,22 @@ def register(sub) -> None:
         "eval", help="Grade predictions in fresh sandboxes (SWE-bench report format).",
         description="Evaluate SWE-bench-format predictions (instance_id, model_patch, model_name_or_path): "
                     "each patch in a fresh sandbox from the published store; writes "
-                    "OUT/<model>/<instance_id>/report.json and the run summary OUT/<model>.<run_id>.json. "
-                    "Re-running resumes: instances with a report are not evaluated again. Exits 1 when a "
-                    "prediction names no known task (the others are graded).")
+                    "OUT/<run_id>/<model>/<instance_id>/ (report.json, patch.diff, run_instance.log, "
+                    "test_output.txt, eval.sh; SWE-bench's harness layout), OUT/<run_id>/run.log and the run "
+                    "summary OUT/<model>.<run_id>.json. Re-running resumes: a report is reused only when the "
+                    "patch, grading mode, grader, task record, spec and layers are all unchanged. Ctrl-C or "
+                    "SIGTERM stops: running sandboxes are killed, the partial summary is written, exit 130. "
+                    "Exits 1 when a prediction names no known task (the others are graded).")
     p.add_argument("--store", help="published store URL (default: $MINISANDBOX_STORE or the default config's)")
     p.add_argument("--tasks", nargs="+", help="task files (JSONL/JSON/Parquet); default: the records in the store's index")
     p.add_argument("--predictions", required=True, help="predictions JSONL (or JSON)")
     p.add_argument("--catalog", nargs="+", help="environment catalogs (default: those config/config.yaml names)")
     p.add_argument("--out", default="results/eval", help="report directory (default: results/eval)")
-    p.add_argument("--run-id", default="minisandbox", help="names the summary file")
+    p.add_argument("--run-id", default="minisandbox",
+                   help="names the run: its directory OUT/<run_id>/ and the summary file (default: minisandbox)")
     p.add_argument("--workers", type=int, default=2, help="concurrent evaluations (default: 2)")
-    p.add_argument("--no-resume", action="store_true", help="evaluate again even if a report exists")
+    p.add_argument("--no-resume", action="store_true", help="evaluate again even if an up-to-date report exists")
+    add_selection_options(p, "predictions")
     p.add_argument("--json", action="store_true", help="print the run summary as JSON (progress stays on stderr)")
     p.add_argument("--grading", choices=("strict", "official"), default="strict",
                    help="strict (default: no false positives, for rewards) or official (the decision of the task's "

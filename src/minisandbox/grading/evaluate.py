@@ -17,9 +17,13 @@ instance and a SWE-bench run summary, resumes from existing reports and prints p
 from __future__ import annotations
 
 import contextlib
+import datetime
+import functools
+import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -42,7 +46,7 @@ from minisandbox.grading.evalscript import (
     test_files_of,
 )
 from minisandbox.grading.gradedstate import graded_state
-from minisandbox.grading.grading import Reason, dumps, make_report, make_run_summary
+from minisandbox.grading.grading import Reason, dumps, make_report, make_run_summary, swebench_view
 from minisandbox.grading.official import GradingMode, check_official
 from minisandbox.errors import MinisandboxError
 from minisandbox.grading.results import (
@@ -71,9 +75,10 @@ class Environment(Protocol):
 
     reference_dir: Path  # host dir with the clean snapshot (SWE-smith: profile commit; SWE-bench: base commit)
 
-    def execute(self, script: EvalScript, timeout: float) -> ExecResult:
+    def execute(self, script: EvalScript, timeout: float, stop: StopSignal | None = None) -> ExecResult:
         """Run `script` (after filling in repo_dir/prelude as this environment needs);
-        give up after `timeout` seconds (timed_out=True)."""
+        give up after `timeout` seconds (timed_out=True). With `stop`, what runs is
+        registered with it (`StopSignal.running`) so that stopping the run kills it."""
         ...
 
 
@@ -187,12 +192,15 @@ def evaluate(
     reverse: bool = False,
     apply_patch: bool = True,
     grading: str = "strict",
+    stop: StopSignal | None = None,
 ) -> Evaluation:
     """Evaluate `patch` for `record` in a fresh environment from `executor`.
 
     `apply_patch=False` runs the task state itself (validation's "before" run; `patch`
     is ignored). An empty or missing patch is reported without running anything.
     `grading`: "strict" (default) or "official" (minisandbox.grading.official).
+    `stop`: a run's StopSignal; once stopped, nothing starts (`Cancelled`) and what runs
+    is killed (the caller then discards the result).
     """
     mode = {"grading": grading, "task_format": record.format}
     iid = record.instance_id
@@ -205,6 +213,8 @@ def evaluate(
     t0 = time.monotonic()
     try:
         with executor.open(record) as env:
+            if stop is not None:
+                stop.check()
             script = plan_script(
                 record, spec, patch if apply_patch else None, env.reference_dir, reverse=reverse,
                 setup_task_state=not executor.prepares_task_state,
@@ -212,8 +222,13 @@ def evaluate(
             graded = graded_state(script, env.reference_dir, [*record.fail_to_pass, *record.pass_to_pass])
             script.graded_manifest = graded.manifest(script.repo_dir)
             # the script's own timeout guards the tests; this one guards set-up and a stuck sandbox
-            result = env.execute(script, timeout=script.timeout + 120)
+            if stop is not None:
+                result = env.execute(script, timeout=script.timeout + 120, stop=stop)
+            else:
+                result = env.execute(script, timeout=script.timeout + 120)
             text = result.script or script.render()
+    except Cancelled:
+        raise
     except Exception as exc:  # a broken environment must not stop the other evaluations
         rep = make_report(iid, patch, "", fail_to_pass=record.fail_to_pass, pass_to_pass=record.pass_to_pass,
                           log_parser=spec.log_parser, error=f"{type(exc).__name__}: {exc}", apply_patch=apply_patch,
@@ -233,21 +248,44 @@ def evaluate(
 # --------------------------------------------------------------------------- host executor
 
 
+def _kill_session(sid: int) -> None:
+    """SIGKILL every process of session `sid` (the script's process group, and the groups
+    `timeout` and shells make of their own inside it), read from /proc."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(sid, signal.SIGKILL)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            if int(fields[3]) == sid:  # field 6 (session), counted after "pid (comm)"
+                os.kill(int(entry), signal.SIGKILL)
+        except (OSError, IndexError, ValueError):
+            continue
+
+
 def _run_bash(script: str, *, cwd: str, env: dict[str, str], timeout: float,
-              pass_fds: tuple[int, ...] = ()) -> ExecResult:
-    """Run a bash script in its own process group; kill the whole group on overrun. The
-    script is read whole before it runs (`eval "$(cat)"`), so nothing it starts can read
-    the rest of it from the shell's stdin."""
+              pass_fds: tuple[int, ...] = (), stop: StopSignal | None = None) -> ExecResult:
+    """Run a bash script in its own process group; kill the whole group on overrun (or
+    when `stop` is stopped). The script is read whole before it runs (`eval "$(cat)"`),
+    so nothing it starts can read the rest of it from the shell's stdin."""
     t0 = time.monotonic()
     proc = subprocess.Popen(
         ["/bin/bash", "-c", 'eval "$(cat)"'], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds,
     )
+    guard = stop.running(lambda: _kill_session(proc.pid)) if stop is not None else contextlib.nullcontext()
     try:
-        out, _ = proc.communicate(script.encode(), timeout=timeout)
+        with guard:
+            out, _ = proc.communicate(script.encode(), timeout=timeout)
         timed_out = False
+    except Cancelled:
+        _kill_session(proc.pid)
+        proc.communicate()
+        raise
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
+        _kill_session(proc.pid)
         out, _ = proc.communicate()
         timed_out = True
     return ExecResult(out.decode(errors="replace"), proc.returncode, timed_out, seconds=time.monotonic() - t0)
@@ -259,7 +297,7 @@ class _HostEnv:
     venv: Path
     testbed: Path
 
-    def execute(self, script: EvalScript, timeout: float) -> ExecResult:
+    def execute(self, script: EvalScript, timeout: float, stop: StopSignal | None = None) -> ExecResult:
         script.repo_dir = str(self.testbed)
         script.test_cmd = strip_conda_activation(script.test_cmd)
         venv_bin = self.venv / "bin"
@@ -276,10 +314,36 @@ class _HostEnv:
             script.results_dir = str(plugin_dir())
             env["MINISANDBOX_RESULTS_FD"] = str(channel.child_fd)
             text = script.render()
-            res = _run_bash(text, cwd=str(self.testbed), env=env, timeout=timeout, pass_fds=(channel.child_fd,))
+            res = _run_bash(text, cwd=str(self.testbed), env=env, timeout=timeout, pass_fds=(channel.child_fd,),
+                            stop=stop)
             results = channel.collect()
         return EvalRun(res.output, res.returncode, res.timed_out, seconds=res.seconds, script=text,
                        results=results, results_nonce=channel.nonce)
+
+
+def _tree_digest(root: Path) -> str:
+    """sha256 over every path, mode and content (symlinks: their target) below `root`."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            h.update(path.relative_to(root).as_posix().encode() + b"\0")
+            if path.is_symlink():
+                h.update(b"L" + os.readlink(path).encode() + b"\0")
+            else:
+                h.update(oct(path.stat().st_mode).encode() + b"\0" + path.read_bytes() + b"\0")
+    return "tree:" + h.hexdigest()
+
+
+def _venv_digest(venv: Path) -> str:
+    """sha256 over the venv's pyvenv.cfg and the names of its installed distributions."""
+    h = hashlib.sha256()
+    cfg = venv / "pyvenv.cfg"
+    h.update(cfg.read_bytes() if cfg.is_file() else b"")
+    for dist in sorted(p.name for p in venv.glob("lib/python*/site-packages/*.dist-info")):
+        h.update(dist.encode() + b"\0")
+    return "venv:" + h.hexdigest()
 
 
 @dataclass
@@ -293,6 +357,14 @@ class HostVenvExecutor:
     testbed: Path
     prepares_task_state: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _digests: list[str] | None = field(default=None, repr=False)
+
+    def layer_digests(self, record: TaskRecord) -> list[str]:
+        """Digests of the snapshot's tree and of what the venv has installed (`eval_inputs`);
+        computed once (the snapshot is never modified)."""
+        if self._digests is None:
+            self._digests = [_tree_digest(Path(self.snapshot)), _venv_digest(Path(self.venv))]
+        return list(self._digests)
 
     @contextlib.contextmanager
     def open(self, record: TaskRecord) -> Iterator[_HostEnv]:
@@ -313,7 +385,7 @@ class _SandboxEnv:
     interpreter: dict[str, str]
     options: dict[str, Any]
 
-    def execute(self, script: EvalScript, timeout: float) -> ExecResult:
+    def execute(self, script: EvalScript, timeout: float, stop: StopSignal | None = None) -> ExecResult:
         """Steps 1-5 as one script, read whole from stdin before it runs (never a file
         or a pipe a test could read); then the test command as a process of its own in a
         fresh pid namespace, with the results socket as fd 3: it sees no ancestor (not the
@@ -331,7 +403,8 @@ class _SandboxEnv:
                             Bind(str(plugin_file()), f"{SANDBOX_RESULTS_DIR}/{RESULTS_PLUGIN}.py", True)]
         truncated = False
         with ResultsChannel(script.results_manifest()) as channel:
-            with Sandbox(layers, interpreter=interp, **options) as sb:
+            with Sandbox(layers, interpreter=interp, **options) as sb, \
+                    (stop.running(sb.abort) if stop is not None else contextlib.nullcontext()):
                 prep = sb.run(["bash", "-c", 'eval "$(cat)"'], input=script.render_prep().encode(), timeout=timeout)
                 output, code, timed_out, truncated = prep.output, prep.returncode, prep.timed_out, prep.truncated
                 cause = prep.cause
@@ -358,6 +431,13 @@ class SandboxExecutor:
     cache: Any = None  # minisandbox.node.cache.Cache
     options: dict[str, Any] = field(default_factory=lambda: {"network": "none"})
     prepares_task_state: bool = False
+
+    def layer_digests(self, record: TaskRecord) -> list[str]:
+        """The sha256s of the task's layers (repo, env, interpreter) as the store's index
+        names them now (`eval_inputs`)."""
+        from minisandbox.node.runtime import task_layer_names
+
+        return [",".join(names) for names in task_layer_names(record.instance_id, self.store)]
 
     @contextlib.contextmanager
     def open(self, record: TaskRecord) -> Iterator[_SandboxEnv]:
@@ -552,13 +632,68 @@ def _safe(name: str) -> str:
     return name.replace("/", "__")
 
 
-def instance_dir(out: Path, model: str, instance_id: str) -> Path:
-    return out / _safe(model) / instance_id
+def instance_dir(out: Path, run_id: str, model: str, instance_id: str) -> Path:
+    """SWE-bench's harness layout: `OUT/<run_id>/<model>/<instance_id>/` (OUT plays the role
+    of its `logs/run_evaluation`), so two runs never share a report."""
+    return Path(out) / run_id / _safe(model) / instance_id
 
 
-def read_existing_report(path: Path, instance_id: str, grading: str = "strict") -> dict[str, Any] | None:
-    """A finished report from an earlier run (resume), or None if absent or unreadable,
-    or graded in another mode (`grading`: a strict report is never reused as official)."""
+# --------------------------------------------------------------------------- what a result rests on
+
+
+@functools.lru_cache(maxsize=1)
+def grader_version() -> str:
+    """The package version plus a digest of every source file of the grader
+    (`minisandbox.grading`: eval script, parsers, report, results plugin, official mode).
+    Why a digest and not a constant: a grader change that nobody remembered to version must
+    still invalidate every stored verdict."""
+    import minisandbox
+
+    h = hashlib.sha256()
+    pkg = Path(__file__).resolve().parent
+    for path in sorted(pkg.rglob("*.py")):
+        h.update(path.relative_to(pkg).as_posix().encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return f"{minisandbox.__version__}+{h.hexdigest()[:16]}"
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def eval_inputs(patch: str | None, target: EvalTarget, grading: str) -> dict[str, Any] | None:
+    """Everything an instance's verdict rests on, as digests (stored in its report as
+    `eval_inputs`; a report is reused only when they are all equal): the patch, the grading
+    mode, the grader's version, the task record, its spec (test command, parser, timeout,
+    eval commands...; FAIL_TO_PASS/PASS_TO_PASS are in the record), the executor and its
+    sandbox options, and the digests of the task's layers. None when the layers cannot be
+    named (an executor without `layer_digests`, or a task whose lookup fails): such an
+    instance is always evaluated again."""
+    digests = getattr(target.executor, "layer_digests", None)
+    if digests is None:
+        return None
+    try:
+        layers = digests(target.record)
+    except Exception:  # the evaluation itself reports why the task cannot be prepared
+        return None
+    if layers is None:
+        return None
+    return {
+        "patch_sha256": None if patch is None else hashlib.sha256(patch.encode()).hexdigest(),
+        "grading": grading,
+        "grader_version": grader_version(),
+        "task_sha256": _digest(target.record.to_dict()),
+        "spec_sha256": _digest(target.spec.to_dict()),
+        "executor": f"{type(target.executor).__name__}:{_digest(getattr(target.executor, 'options', None))[:16]}",
+        "layers": layers,
+    }
+
+
+def read_existing_report(path: Path, instance_id: str, grading: str = "strict",
+                         inputs: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """A finished report from an earlier run (resume), or None if absent or unreadable, an
+    error (retried), graded in another mode (`grading`: a strict report is never reused as
+    official), or, with `inputs` (`eval_inputs`), made from anything else."""
     try:
         rep = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
@@ -568,7 +703,113 @@ def read_existing_report(path: Path, instance_id: str, grading: str = "strict") 
         return None  # errors are retried on resume
     if entry.get("grading", "strict") != grading:
         return None
+    if inputs is not None and entry.get("eval_inputs") != inputs:
+        return None
     return rep
+
+
+# --------------------------------------------------------------------------- stopping a run
+
+
+class Cancelled(MinisandboxError, RuntimeError):
+    """The run was stopped (Ctrl-C, SIGTERM) before this evaluation could finish."""
+
+
+class EvalInterrupted(KeyboardInterrupt):
+    """`run_eval` was stopped by a signal; the partial summary is written (`summary`,
+    `path`). A KeyboardInterrupt, so callers that do not know it still stop."""
+
+    def __init__(self, signal_name: str, summary: dict[str, Any], path: Path) -> None:
+        super().__init__(signal_name)
+        self.signal_name, self.summary, self.path = signal_name, summary, path
+
+
+class StopSignal:
+    """Stops an eval run: once `stop()` is called no environment starts, and every one
+    running is killed (each registered its kill with `running`). Thread-safe; `stop` is
+    called from the main thread, never from a signal handler."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._kills: dict[int, Callable[[], None]] = {}
+        self._next = 0
+
+    @property
+    def stopped(self) -> bool:
+        return self._event.is_set()
+
+    def check(self) -> None:
+        if self._event.is_set():
+            raise Cancelled("the evaluation run was stopped")
+
+    @contextlib.contextmanager
+    def running(self, kill: Callable[[], None]) -> Iterator[None]:
+        """Register `kill` (ends what is running) for the block; refuses to start when stopped."""
+        with self._lock:
+            self.check()
+            self._next += 1
+            token = self._next
+            self._kills[token] = kill
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._kills.pop(token, None)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._event.set()
+            kills = list(self._kills.values())
+        for kill in kills:
+            with contextlib.suppress(Exception):
+                kill()
+
+
+class _Signalled(KeyboardInterrupt):
+    """SIGTERM, turned into what SIGINT raises, so both stop a run the same way."""
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM raise KeyboardInterrupt in the main thread for the block (signal
+    handlers can only be set there; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_it(signum: int, frame: Any) -> None:
+        raise _Signalled(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, raise_it) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+# --------------------------------------------------------------------------- logs
+
+
+class _Log:
+    """An append-only log in SWE-bench's harness format (`asctime - LEVEL - message`)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._fh = path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def __call__(self, message: str, level: str = "INFO") -> None:
+        now = datetime.datetime.now()
+        stamp = now.strftime("%Y-%m-%d %H:%M:%S") + f",{now.microsecond // 1000:03d}"
+        with self._lock:
+            self._fh.write(f"{stamp} - {level} - {message}\n")
+            self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
 
 
 @dataclass
@@ -578,6 +819,32 @@ class EvalTarget:
     record: TaskRecord
     spec: EnvSpec
     executor: Executor
+
+
+def _fingerprints(predictions: dict[str, dict[str, Any]], targets: dict[str, EvalTarget | Exception],
+                  ids: list[str], grading: str) -> dict[str, dict[str, Any] | None]:
+    """`eval_inputs` of every instance in `ids` (a store lookup each: done in parallel)."""
+    def one(iid: str) -> dict[str, Any] | None:
+        target = targets[iid]
+        if isinstance(target, Exception):
+            return None
+        return eval_inputs(predictions[iid].get("model_patch"), target, grading)
+
+    if len(ids) <= 1:
+        return {iid: one(iid) for iid in ids}
+    with ThreadPoolExecutor(max_workers=min(8, len(ids))) as pool:
+        return dict(zip(ids, pool.map(one, ids), strict=True))
+
+
+def _summary(targets: dict[str, Any], predictions: dict[str, dict[str, Any]], reports: dict[str, Any],
+             not_run: set[str]) -> dict[str, Any]:
+    """The run summary over the reports this run used (resumed or new). Instances a stopped
+    run never finished are `incomplete_ids` (no verdict), not errors."""
+    used = {k: v for k, v in predictions.items() if k in targets and k not in not_run}
+    summary = make_run_summary(list(targets), used, reports)
+    submitted = sorted(set(predictions) & set(targets))
+    summary["submitted_ids"], summary["submitted_instances"] = submitted, len(submitted)
+    return summary
 
 
 def run_eval(
@@ -590,27 +857,41 @@ def run_eval(
     resume: bool = True,
     progress: Callable[[str], None] | None = None,
     grading: str = "strict",
+    stop: StopSignal | None = None,
 ) -> tuple[dict[str, Any], Path]:
     """Evaluate every prediction whose instance has a target; returns (summary, its path).
 
-    Per instance `out/<model>/<instance_id>/` gets `report.json` (SWE-bench format plus
-    `reason`), `test_output.txt` and `eval.sh`. `targets[iid]` may be an exception (the
-    task or its environment could not be prepared): the instance is reported as an error.
-    `progress` receives one line per finished instance; by default they go to stderr with
-    a progress bar on a terminal (`minisandbox.progress`). `grading`: "strict" (default)
-    or "official" (the task's own harness decision, minisandbox.grading.official).
+    Per instance `out/<run_id>/<model>/<instance_id>/` (SWE-bench's harness layout) gets
+    `report.json` (SWE-bench format plus `reason` and `eval_inputs`), `test_output.txt`,
+    `eval.sh`, `patch.diff` and `run_instance.log`; `out/<run_id>/run.log` logs the run;
+    the summary is `out/<model>.<run_id>.json`. A report is reused (resume) only when its
+    `eval_inputs` equal this run's (`eval_inputs`: patch, mode, grader, task, spec, layers).
+    `targets[iid]` may be an exception (the task or its environment could not be
+    prepared): the instance is reported as an error. `progress` receives one line per
+    finished instance; by default they go to stderr with a progress bar on a terminal
+    (`minisandbox.progress`). `grading`: "strict" (default) or "official".
+
+    Ctrl-C or SIGTERM (in the main thread), or `stop.stop()` from another: no new
+    evaluation starts, running sandboxes are killed (their instances get no report), the
+    partial summary is written, then `EvalInterrupted` is raised.
     """
     out = Path(out)
     if grading == GradingMode.OFFICIAL.value:  # refuse up front, before anything runs
         check_official([(t.record, t.spec) for iid, t in targets.items()
                         if iid in predictions and isinstance(t, EvalTarget)])
+    stop = stop or StopSignal()
+    run_dir = out / run_id
+    runlog = _Log(run_dir / "run.log")
+    ids = [iid for iid in predictions if iid in targets]
+    runlog(f"run {run_id}: {len(ids)} instance(s), grading {grading}, workers {workers}, "
+           f"resume {'on' if resume else 'off'}, grader {grader_version()}")
+    inputs = _fingerprints(predictions, targets, ids, grading)
     todo: list[str] = []
     reports: dict[str, dict[str, Any] | None] = {}
-    for iid, pred in predictions.items():
-        if iid not in targets:
-            continue
-        d = instance_dir(out, pred["model_name_or_path"], iid)
-        existing = read_existing_report(d / "report.json", iid, grading) if resume else None
+    for iid in ids:
+        d = instance_dir(out, run_id, predictions[iid]["model_name_or_path"], iid)
+        fp = inputs[iid]
+        existing = read_existing_report(d / "report.json", iid, grading, fp) if resume and fp else None
         if existing is not None:
             reports[iid] = existing
         else:
@@ -620,47 +901,99 @@ def run_eval(
     meter = Progress("eval", total, unit="task") if progress is None else None
     say = meter.write if meter is not None else progress
     if reports:
-        say(f"resuming: {len(reports)} instance(s) already evaluated, {total} to go")
+        line = f"resuming: {len(reports)} instance(s) already evaluated with the same inputs, {total} to go"
+        say(line)
+        runlog(line)
     counter = {"done": 0, "resolved": 0}
     lock = threading.Lock()
 
-    def one(iid: str) -> tuple[str, dict[str, Any] | None]:
+    def one(iid: str) -> None:
+        stop.check()
         pred = predictions[iid]
-        d = instance_dir(out, pred["model_name_or_path"], iid)
+        d = instance_dir(out, run_id, pred["model_name_or_path"], iid)
         d.mkdir(parents=True, exist_ok=True)
-        target = targets[iid]
-        if isinstance(target, Exception):
-            rep = make_report(iid, pred.get("model_patch"), "", fail_to_pass=[], pass_to_pass=[],
-                              log_parser="pytest", error=str(target))
-            ev = Evaluation(iid, rep, "", "", 0.0)
-        else:
-            ev = evaluate(target.record, target.spec, pred.get("model_patch"), target.executor, grading=grading)
-        (d / "test_output.txt").write_text(ev.output, encoding="utf-8")
-        if ev.script:
-            (d / "eval.sh").write_text(ev.script, encoding="utf-8")
-        atomic_write_text(d / "report.json", dumps(ev.report))
+        with contextlib.suppress(FileNotFoundError):
+            (d / "report.json").unlink()  # a stale verdict never survives beside new logs
+        patch = pred.get("model_patch")
+        (d / "patch.diff").write_text(patch or "", encoding="utf-8")
+        log = _Log(d / "run_instance.log")
+        try:
+            log(f"Evaluating {iid} (run {run_id}, model {pred['model_name_or_path']}, grading {grading})")
+            log(f"Inputs: {json.dumps(inputs[iid], sort_keys=True)}")
+            log(f"Intermediate patch for {iid} written to {d / 'patch.diff'}, now applying in a fresh sandbox...")
+            target = targets[iid]
+            if isinstance(target, Exception):
+                rep = make_report(iid, patch, "", fail_to_pass=[], pass_to_pass=[], log_parser="pytest",
+                                  error=str(target))
+                ev = Evaluation(iid, rep, "", "", 0.0)
+            else:
+                ev = evaluate(target.record, target.spec, patch, target.executor, grading=grading, stop=stop)
+            if stop.stopped:  # killed or cut short: no verdict, evaluated again next time
+                log("Stopped before the evaluation finished: no report written", "WARNING")
+                raise Cancelled("the evaluation run was stopped")
+            (d / "test_output.txt").write_text(ev.output, encoding="utf-8")
+            if ev.script:
+                (d / "eval.sh").write_text(ev.script, encoding="utf-8")
+            if inputs[iid] is not None:
+                ev.entry["eval_inputs"] = inputs[iid]
+            log(f"Test runtime: {ev.seconds:.2f} seconds")
+            if ev.entry.get("error"):
+                log(f"Error: {ev.entry['error']}", "ERROR")
+            log(f"report: {json.dumps(swebench_view(ev.report))}")
+            log(f"Result for {iid}: resolved: {ev.resolved} (reason {ev.reason})")
+            atomic_write_text(d / "report.json", dumps(ev.report))
+        finally:
+            log.close()
         with lock:
+            reports[iid] = ev.report
             counter["done"] += 1
             counter["resolved"] += int(ev.resolved)
-            say(f"[{counter['done']}/{total}] {iid}: {ev.reason} ({ev.seconds:.1f} s; "
-                f"{counter['resolved']} resolved so far)")
+            line = (f"[{counter['done']}/{total}] {iid}: {ev.reason} ({ev.seconds:.1f} s; "
+                    f"{counter['resolved']} resolved so far)")
+            say(line)
+            runlog(line)
             if meter is not None:
                 meter.update()
-        return iid, ev.report
 
+    interrupted = ""
+    pool = ThreadPoolExecutor(max_workers=max(1, workers))
     try:
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            for fut in as_completed([pool.submit(one, iid) for iid in todo]):
-                iid, rep = fut.result()
-                reports[iid] = rep
+        with _stop_on_signals():
+            try:
+                futures = [pool.submit(one, iid) for iid in todo]
+                for fut in as_completed(futures):
+                    with contextlib.suppress(Cancelled):
+                        fut.result()
+            except KeyboardInterrupt as exc:
+                interrupted = str(exc) if isinstance(exc, _Signalled) else "SIGINT"
+                say(f"{interrupted}: stopping: no new evaluations, killing the running sandboxes")
+                runlog(f"{interrupted}: stopping; running sandboxes killed", "WARNING")
+                stop.stop()
+                pool.shutdown(wait=False, cancel_futures=True)
+                while True:  # the workers end as soon as their sandbox is gone
+                    try:
+                        pool.shutdown(wait=True)
+                        break
+                    except KeyboardInterrupt:
+                        stop.stop()
     finally:
+        pool.shutdown(wait=True)
         if meter is not None:
             meter.close()
-    dataset = [iid for iid in targets]
-    summary = make_run_summary(dataset, {k: v for k, v in predictions.items() if k in targets}, reports)
+    if stop.stopped and not interrupted:
+        interrupted = "stop"  # StopSignal.stop() from another thread
+    not_run = set(ids) - set(reports)
+    summary = _summary(targets, predictions, reports, not_run if interrupted else set())
+    if interrupted:
+        summary["interrupted"] = interrupted
     models = sorted({p["model_name_or_path"] for p in predictions.values()}) or ["model"]
     path = out / f"{_safe(models[0])}.{run_id}.json"
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, dumps(summary))
+    runlog(f"summary {path}: {summary['resolved_instances']} resolved, {summary['unresolved_instances']} "
+           f"unresolved, {summary['empty_patch_instances']} empty patches, {summary['error_instances']} errors, "
+           f"{len(summary['incomplete_ids'])} incomplete")
+    runlog.close()
+    if interrupted:
+        raise EvalInterrupted(interrupted, summary, path)
     return summary, path
-

@@ -425,7 +425,7 @@ def make_run_summary(
         if iid not in predictions:
             incomplete.add(iid)
             continue
-        if predictions[iid].get("model_patch") in ("", None):
+        if not (predictions[iid].get("model_patch") or "").strip():  # as `evaluate` decides empty-patch
             empty.add(iid)
             reasons[Reason.EMPTY_PATCH.value] = reasons.get(Reason.EMPTY_PATCH.value, 0) + 1
             continue

@@ -783,6 +783,16 @@ class Sandbox:
         return not self._closed and root is not None and not root._closed and (
             root.proc is None or root.proc.poll() is None)
 
+    def abort(self) -> None:
+        """Kill the sandbox's init (SIGKILL through its pidfd), from any thread: every
+        process in its pid namespace dies with it, and a call waiting on it raises
+        SandboxError; `close()` still removes the rest. For stopping a run from outside
+        (`minisandbox eval` on Ctrl-C), where `close()` would race the waiting thread."""
+        root = self._root
+        init = root.proc if root is not None else None
+        if init is not None:
+            init.kill()
+
     def close(self) -> None:
         """Kill every process, tear down the namespaces (all mounts go with them), remove
         the cgroups and any on-disk upper layers."""
