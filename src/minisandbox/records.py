@@ -434,10 +434,18 @@ class Selection:
         """Raise SelectionError naming what the filter asked for and `source` does not hold
         (ids that are no task there, repositories no task belongs to): a typo must not
         look like an empty result."""
+        self.check_ids(found_ids, source)
+        self.check_repos(found_repos, source)
+
+    def check_ids(self, found_ids: Iterable[str], source: str) -> None:
+        """SelectionError unless every id asked for is in `found_ids`."""
         missing = sorted(set(self.ids or ()) - set(found_ids))
         if missing:
             shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
             raise SelectionError(f"--instance-ids: {len(missing)} id(s) name no task in {source}: {shown}")
+
+    def check_repos(self, found_repos: Iterable[str], source: str) -> None:
+        """SelectionError unless every repository asked for is one of `found_repos`."""
         if self.repos:
             names: set[str] = set()
             for repo in found_repos:

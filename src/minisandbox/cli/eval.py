@@ -46,7 +46,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
         raise PredictionsError(f"{a.predictions} holds no predictions")
     sel = selection(a)
     if sel.ids is not None:  # a subset of the predictions file: only those are graded
-        sel.check_found(preds, (), f"the predictions file {a.predictions}")
+        sel.check_ids(preds, f"the predictions file {a.predictions}")
         preds = {iid: p for iid, p in preds.items() if sel.matches(iid, None)}
     catalogs = a.catalog or default_catalog_paths()
     if not catalogs:
@@ -78,7 +78,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
                 repo_of[iid] = str(lookup(st, iid)["record"].get("repo", ""))
     repo_of.update({iid: r.repo for iid, r in records.items()})
     if sel.repos:  # only the predictions for tasks of these repositories
-        sel.check_found((), repo_of.values(), f"the tasks of {a.predictions} ({source})")
+        sel.check_repos(repo_of.values(), f"the tasks of {a.predictions} ({source})")
         keep = {iid for iid, repo in repo_of.items() if sel.matches(iid, repo)}
         preds = {iid: p for iid, p in preds.items() if iid in keep}
         records = {iid: r for iid, r in records.items() if iid in keep}

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from minisandbox.cli.options import size
+from minisandbox.cli.options import add_selection_options, selection, size
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import human_size as human
 from minisandbox.progress import Progress
@@ -45,6 +45,17 @@ def cmd_fetch(a: argparse.Namespace) -> int:
 
     store = open_store(a.store)
     read_catalog(store)  # a wrong or missing store is one error, not one per task id
+    if a.instance_ids is not None or a.repo:  # the same filter as `tasks` and `eval`
+        from minisandbox.node.published import iter_selected
+        from minisandbox.records import Selection
+
+        picked = Selection.parse([*a.task_ids, *(a.instance_ids or [])] if a.instance_ids is not None or a.task_ids
+                                 else None, a.repo)
+        a.task_ids = [e["instance_id"] for e in iter_selected(store, picked)]
+    if not a.task_ids:
+        from minisandbox.records import SelectionError
+
+        raise SelectionError("no task to fetch: give task ids, --instance-ids ID|@FILE or --repo OWNER/NAME")
     cache = _cache(a)
     # bytes to download, known before the first one moves: the bar's total never grows
     with Progress("fetch", planned_bytes(a.task_ids, store, cache=cache), fixed=True) as meter:
@@ -180,14 +191,15 @@ def cmd_tasks(a: argparse.Namespace) -> int:
     line only on a terminal (`--header`/`--no-header` force it), so `cut`/`sort`/`head`
     see rows alone."""
     from minisandbox.cli.options import note
-    from minisandbox.node.published import iter_tasks, read_catalog
+    from minisandbox.node.published import iter_selected, read_catalog
     from minisandbox.node.store import open_store
 
     store = open_store(a.store)
     read_catalog(store)  # a store without an index is an error, not an empty list
+    picked = selection(a)
     counts: dict[str, int] = {}
     rows = []
-    for entry in iter_tasks(store):
+    for entry in iter_selected(store, picked):
         row = _task_row(entry)
         counts[row["status"]] = counts.get(row["status"], 0) + 1
         if (a.status and row["status"] not in a.status) or (a.validation and row["validation"] not in a.validation):
@@ -212,7 +224,7 @@ def register(sub) -> None:
     p = sub.add_parser("fetch", help="Make tasks' environments ready in this node's cache.",
                        description="Resolve task ids in a published store and unpack their repo and env layers "
                                    "into the node cache (verified, once per node).")
-    p.add_argument("task_ids", nargs="+", metavar="TASK_ID")
+    p.add_argument("task_ids", nargs="*", metavar="TASK_ID")
     p.add_argument("--store", help="store URL (local dir, file://, s3://bucket/prefix); default: "
                                    "$MINISANDBOX_STORE, else the store: of ./config/config.yaml, else "
                                    "./results/store (relative to the current directory)")
@@ -220,6 +232,7 @@ def register(sub) -> None:
     p.add_argument("--io-slots", type=int, help="concurrent unpacks on this node (default: "
                                                 "$MINISANDBOX_IO_SLOTS or half the cores, >= 2; 0 = unlimited)")
     p.add_argument("--json", action="store_true", help="print results as JSON")
+    add_selection_options(p, "tasks")
     p.set_defaults(func=cmd_fetch)
 
     t = sub.add_parser("tasks", help="List the tasks of a published store.",
@@ -236,6 +249,7 @@ def register(sub) -> None:
     t.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
                    help="print the column names first (default: only when stdout is a terminal)")
     t.add_argument("--json", action="store_true", help="print a JSON list of the tasks (stdout holds only it)")
+    add_selection_options(t, "tasks")
     t.set_defaults(func=cmd_tasks)
 
     c = sub.add_parser("cache", help="Inspect or clean this node's layer cache.",

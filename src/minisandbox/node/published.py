@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 from minisandbox.index import CATALOG, SHARDS, UnknownTask, parse_shard, shard_of, shard_path, validate_catalog
 from minisandbox.manifest import StoreDataError, manifest_path, validate_manifest
 from minisandbox.node.store import NotInStore, Store, StoreIndexMissing
+from minisandbox.records import Selection
 
 if TYPE_CHECKING:
     from minisandbox.node.verified import Verified
@@ -101,3 +102,27 @@ def lookup(store: Store, instance_id: str, verified: Verified | None = None) -> 
 def iter_tasks(store: Store) -> Iterator[dict[str, Any]]:
     for i in range(SHARDS):
         yield from iter_shard(store, f"{i:02x}")
+
+
+def iter_selected(store: Store, selection: Selection) -> Iterator[dict[str, Any]]:
+    """The index entries `selection` picks (`--instance-ids`/`--repo`), in index order.
+    Ids alone read only their shards; a repository filter reads them all. At the end,
+    ids that are no task here and repositories with no task here raise SelectionError
+    (`Selection.check_found`), so a typo is not mistaken for an empty result."""
+    if not selection.active:
+        yield from iter_tasks(store)
+        return
+    found_ids: set[str] = set()
+    found_repos: set[str] = set()
+    if selection.ids is not None and not selection.repos:
+        entries: Iterator[dict[str, Any]] = (e for shard in sorted({shard_of(i) for i in selection.ids})
+                                             for e in iter_shard(store, shard))
+    else:
+        entries = iter_tasks(store)
+    for entry in entries:
+        repo = str((entry.get("record") or {}).get("repo", ""))
+        found_ids.add(entry["instance_id"])
+        found_repos.add(repo)
+        if selection.matches(entry["instance_id"], repo):
+            yield entry
+    selection.check_found(found_ids, found_repos, f"store {store.url}")
