@@ -42,6 +42,20 @@ def shard_path(shard: str) -> str:
     return f"index/tasks/{shard}.jsonl"
 
 
+def shard_digest(data: bytes) -> str:
+    """The sha256 the catalog records for a shard's exact bytes (a missing shard reads as b"")."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def next_sequence(previous: int | None, now: float | None = None) -> int:
+    """The catalog's `sequence` for a new publish: milliseconds since the epoch, and at
+    least the previous sequence + 1. Why both: +1 keeps re-publishes of one store
+    monotonic whatever the clocks say, and the clock keeps a store rebuilt from scratch
+    (no previous catalog) ahead of what nodes accepted from its earlier life."""
+    clock = int((_dt.datetime.now(_dt.timezone.utc).timestamp() if now is None else now) * 1000)
+    return max(clock, (previous or 0) + 1)
+
+
 def _task_status(env: dict[str, Any] | None, repo: dict[str, Any] | None) -> str:
     if not repo or repo.get("status") != "ok":
         return "repo-failed"
@@ -97,6 +111,8 @@ def load_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 _INSTANCE_ID = r"[A-Za-z0-9_.\-]{1,256}"
 _LOG = rf"logs/(?:{'|'.join(KINDS)})/{PLAIN_NAME}\.log"
 _SECTIONS = {"envs": "env", "repos": "repo", "interps": "interp"}
+_SHARD = re.compile(r"[0-9a-f]{2}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 @functools.cache
@@ -185,9 +201,16 @@ def _models() -> dict[str, Any]:
 
         schema_version: Literal[1] = Field(alias="schema")
         shards: StrictInt = Field(ge=1, le=256)
+        sequence: StrictInt | None = Field(default=None, ge=0)
+        shards_sha256: dict[str, str] | None = None
         envs: dict[str, _CatalogEntry] = Field(default_factory=dict)
         repos: dict[str, _CatalogEntry] = Field(default_factory=dict)
         interps: dict[str, _CatalogEntry] = Field(default_factory=dict)
+
+        @field_validator("shards_sha256")
+        @classmethod
+        def _shard_digests(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+            return _check_shard_digests(value)
 
     IndexEntry.__qualname__ = "IndexEntry"  # as the module's attribute (`__getattr__`): repr and pickle work
     return {"IndexEntry": IndexEntry, "_Catalog": _Catalog}
@@ -227,6 +250,16 @@ def parse_shard(data: bytes, *, where: str) -> list[dict[str, Any]]:
                                  f"re-run the index step") from None
         out.append(validate_entry(parsed, where=f"{where} line {n}"))
     return out
+
+
+def _check_shard_digests(value: Any) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and _SHARD.fullmatch(k) and isinstance(v, str) and _SHA256.fullmatch(v)
+            for k, v in value.items()):
+        raise ValueError("must map shard names (2 hex digits) to sha256 digests (64 hex digits)")
+    return value
 
 
 def validate_catalog(data: Any, *, where: str) -> dict[str, Any]:

@@ -34,6 +34,14 @@ def make_keys(d: Path, name: str = "publisher") -> tuple[Path, Path]:
     return priv, pub
 
 
+@pytest.fixture(autouse=True)
+def _node_state(tmp_path, monkeypatch):
+    """This test's node state (where freshness records live), never the user's."""
+    monkeypatch.setenv("MINISANDBOX_STATE", str(tmp_path / "node-state"))
+    monkeypatch.delenv("MINISANDBOX_ACCEPT_OLDER_STORE", raising=False)
+    return tmp_path / "node-state"
+
+
 @pytest.fixture
 def keys(tmp_path):
     return make_keys(tmp_path)
@@ -152,7 +160,8 @@ def test_push_keeps_the_publishers_signatures(signed_store, keys, tmp_path):
 
 def _cli(args: list[str], **env) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "minisandbox.cli", *args], capture_output=True, text=True,
-                          timeout=300, env={"PATH": os.environ["PATH"], "PYTHONPATH": SRC, "HOME": "/root", **env})
+                          timeout=300, env={"PATH": os.environ["PATH"], "PYTHONPATH": SRC, "HOME": "/root",
+                                           "MINISANDBOX_STATE": os.environ["MINISANDBOX_STATE"], **env})
 
 
 def test_fetch_through_a_signed_local_store(signed_store, keys, tmp_path):
@@ -220,3 +229,128 @@ def test_use_signing_key_checks_the_key_before_exporting_it(tmp_path, keys, monk
     assert SIGNING_KEY_ENV not in os.environ
     use_signing_key(keys[0])
     assert os.environ[SIGNING_KEY_ENV] == str(keys[0].resolve())
+
+
+# ------------------------------------------------------------------ freshness (rollback)
+
+
+def _entry(iid: str) -> str:
+    return json.dumps({"instance_id": iid, "env_key": "env-a-0000000000000000", "repo_key": "repo-a-00000000",
+                       "status": "ready", "record": {"instance_id": iid, "repo": "demo/proj", "format": "swesmith",
+                                                     "patch": "", "fail_to_pass": [], "pass_to_pass": []}},
+                      sort_keys=True)
+
+
+def _publish(url: str, priv: Path, ids: list[str]) -> dict:
+    """Publish an index of `ids` with the signing key (publish_index, as the pipeline's
+    index step does); returns the catalog as written."""
+    from minisandbox.node.signing import Signer
+
+    shards: dict[str, list[str]] = {}
+    for iid in ids:
+        shards.setdefault(shard_of(iid), []).append(_entry(iid))
+    store = Store(url, signer=Signer(priv))
+    published.publish_index(store, {"schema": 1, "shards": 256, "envs": {}, "repos": {},
+                                    "counts": {"tasks": len(ids)}}, shards)
+    return json.loads((Path(url) / "index" / "catalog.json").read_text())
+
+
+def _snapshot(root: Path, *rels: str) -> dict[str, bytes]:
+    """The bytes of documents and their signatures, to serve them again later (the attack)."""
+    return {r: (root / r).read_bytes() for rel in rels for r in (rel, rel + ".sig")}
+
+
+def _restore(root: Path, saved: dict[str, bytes]) -> None:
+    for rel, data in saved.items():
+        (root / rel).write_bytes(data)
+
+
+def test_the_catalog_carries_a_growing_sequence_and_every_shards_digest(tmp_path, keys):
+    import hashlib
+
+    url = str(tmp_path / "store")
+    first = _publish(url, keys[0], ["demo__a-1"])
+    second = _publish(url, keys[0], ["demo__a-1", "demo__a-2"])
+    assert second["sequence"] > first["sequence"] > 1_600_000_000_000  # ms since the epoch, or previous + 1
+    assert len(second["shards_sha256"]) == 256
+    for shard, digest in second["shards_sha256"].items():
+        data = (Path(url) / shard_path(shard)).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == digest
+    from minisandbox.index import next_sequence
+
+    assert next_sequence(10**15, now=1.0) == 10**15 + 1  # a clock behind the store still moves forward
+    assert next_sequence(None, now=2.0) == 2000
+
+
+def test_a_catalog_rolled_back_to_an_older_signed_one_is_refused(tmp_path, keys, _node_state):
+    from minisandbox.node.freshness import StaleStoreError
+
+    url, root = str(tmp_path / "store"), tmp_path / "store"
+    old = _publish(url, keys[0], ["demo__a-1"])
+    every_shard = [shard_path(f"{i:02x}") for i in range(256)]
+    saved = _snapshot(root, "index/catalog.json", *every_shard)  # the whole old index, validly signed
+    assert published.lookup(node(url, keys[1]), "demo__a-1")
+    new = _publish(url, keys[0], ["demo__a-1", "demo__a-2"])
+    assert published.lookup(node(url, keys[1]), "demo__a-2")
+    _restore(root, saved)  # rolled back: every document still verifies
+    for read in (lambda s: published.read_catalog(s), lambda s: published.lookup(s, "demo__a-1"),
+                 lambda s: list(published.iter_tasks(s))):
+        with pytest.raises(StaleStoreError) as exc:
+            read(node(url, keys[1]))
+        msg = str(exc.value)
+        assert "\n" not in msg and f"sequence {old['sequence']} is older than {new['sequence']}" in msg
+        assert "--accept-older-store" in msg and "MINISANDBOX_ACCEPT_OLDER_STORE=1" in msg
+    # without a public key nothing is checked (and nothing is recorded)
+    assert published.read_catalog(node(url, None))["sequence"] == old["sequence"]
+    # another node (its own state) has never seen the newer one: it accepts the old
+    assert published.read_catalog(Store(url, verifier=None))  # no key: no record either
+    record = json.loads((_node_state / "store-sequences.json").read_text())
+    assert [v["sequence"] for v in record.values()] == [new["sequence"]]
+
+
+def test_accepting_an_older_store_deliberately(tmp_path, keys, monkeypatch, _node_state):
+    url, root = str(tmp_path / "store"), tmp_path / "store"
+    old = _publish(url, keys[0], ["demo__a-1"])
+    saved = _snapshot(root, "index/catalog.json", *[shard_path(f"{i:02x}") for i in range(256)])
+    _publish(url, keys[0], ["demo__a-1", "demo__a-2"])
+    published.read_catalog(node(url, keys[1]))
+    _restore(root, saved)
+    args = ["--store-public-key", str(keys[1]), "tasks", "--store", url]
+    refused = _cli(args)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert len(refused.stderr.splitlines()) == 1 and "is older than" in refused.stderr, refused.stderr
+    accepted = _cli(["--accept-older-store", *args])
+    assert accepted.returncode == 0, accepted.stderr
+    assert accepted.stdout.split("\t")[0] == "demo__a-1" and "accepting sequence" in accepted.stderr
+    # accepted deliberately, it is now the newest this node accepted: no flag needed any more
+    again = _cli(args)
+    assert again.returncode == 0, again.stderr
+    monkeypatch.setenv("MINISANDBOX_ACCEPT_OLDER_STORE", "1")  # the environment variable is the same switch
+    assert published.read_catalog(node(url, keys[1]))["sequence"] == old["sequence"]
+
+
+def test_a_single_shard_rolled_back_or_deleted_is_refused(tmp_path, keys):
+    url, root = str(tmp_path / "store"), tmp_path / "store"
+    victim = "demo__a-0"
+    sibling = next(f"demo__b-{n}" for n in range(10_000) if shard_of(f"demo__b-{n}") == shard_of(victim))
+    ids = [victim, *(f"demo__a-{n}" for n in range(1, 20))]
+    _publish(url, keys[0], ids)
+    rel = shard_path(shard_of(victim))
+    saved = _snapshot(root, rel)
+    ids.append(sibling)
+    _publish(url, keys[0], ids)  # the victim's shard gains a task
+    _restore(root, saved)  # the old shard, with its valid signature, under the new catalog
+    with pytest.raises(published.StoreDataError) as exc:
+        published.lookup(node(url, keys[1]), victim)
+    msg = str(exc.value)
+    assert "\n" not in msg and rel in msg and "not the one index/catalog.json names" in msg
+    other = next(i for i in ids if shard_of(i) != shard_of(victim))
+    assert published.lookup(node(url, keys[1]), other)["instance_id"] == other  # the others still work
+    # a deleted shard (it would read as empty: its tasks gone) is refused the same way
+    for suffix in ("", ".sig"):
+        (root / (rel + suffix)).unlink()
+    with pytest.raises(published.StoreDataError, match="or it is missing"):
+        published.lookup(node(url, keys[1]), victim)
+    # without a key the old shard/missing shard reads as before (no signatures, no freshness)
+    with pytest.raises(published.UnknownTask):
+        published.lookup(node(url, None), victim)

@@ -75,6 +75,9 @@ def build_parser(modules: list[str] | None = None) -> argparse.ArgumentParser:
                         help="more detail on stderr: the traceback behind an error, log messages (-vv: debug)")
     parser.add_argument("--no-progress", action="store_true",
                         help="no progress bar or progress lines (same as MINISANDBOX_PROGRESS=off)")
+    parser.add_argument("--accept-older-store", action="store_true",
+                        help="with --store-public-key: accept a store index older than one this node already "
+                             "accepted (a deliberate rollback; default: refused; $MINISANDBOX_ACCEPT_OLDER_STORE=1)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES if modules is None else modules:
         importlib.import_module(name).register(sub)
@@ -151,7 +154,16 @@ DEFAULT_STORE_COMMANDS = frozenset({"fetch", "tasks", "run", "shell", "eval"})
 
 def _apply_global_options(args: argparse.Namespace) -> None:
     """-q/--no-progress turn progress off for this process and the ones it starts; -v
-    shows log messages."""
+    shows log messages; --store-public-key and --accept-older-store hold for every store
+    this process (and its children) opens."""
+    if args.store_public_key:
+        from minisandbox.node.signing import PUBLIC_KEY_ENV
+
+        os.environ[PUBLIC_KEY_ENV] = os.path.abspath(args.store_public_key)
+    if args.accept_older_store:  # minisandbox.node.freshness
+        from minisandbox.node.freshness import ACCEPT_OLDER_ENV
+
+        os.environ[ACCEPT_OLDER_ENV] = "1"
     if args.quiet or args.no_progress:
         os.environ["MINISANDBOX_PROGRESS"] = "off"
     if args.quiet:

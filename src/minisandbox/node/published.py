@@ -3,6 +3,11 @@
 
 The format itself (sharding, catalog layout, `build_index`) is the contract
 `minisandbox.index`; this module is the store side of it.
+
+Freshness: the catalog carries a `sequence` (`index.next_sequence`) and the sha256 of every
+shard. A node that verifies signatures (a store public key) reads the catalog before a shard,
+refuses a catalog older than one it accepted (`minisandbox.node.freshness`) and a shard
+whose bytes are not the ones the catalog names, so neither can be rolled back alone.
 """
 
 from __future__ import annotations
@@ -10,7 +15,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
-from minisandbox.index import CATALOG, SHARDS, UnknownTask, parse_shard, shard_of, shard_path, validate_catalog
+from minisandbox.index import (CATALOG, SHARDS, UnknownTask, next_sequence, parse_shard, shard_digest, shard_of,
+                               shard_path, validate_catalog)
 from minisandbox.manifest import StoreDataError, manifest_path, validate_manifest
 from minisandbox.node.store import NotInStore, Store, StoreIndexMissing
 from minisandbox.records import Selection
@@ -21,23 +27,55 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+def _previous_sequence(store: Store) -> int:
+    """The sequence of the catalog the store holds now (0: none, unreadable, or older than
+    sequences): the next publish must be above it."""
+    try:
+        if not store.exists(CATALOG):
+            return 0
+        data = json.loads(store.read_bytes(CATALOG))
+    except (StoreDataError, NotInStore, ValueError):
+        return 0
+    seq = data.get("sequence") if isinstance(data, dict) else None
+    return seq if isinstance(seq, int) and seq >= 0 else 0
+
+
 def publish_index(store: Store, catalog: dict[str, Any], shards: dict[str, list[str]]) -> None:
-    """Every shard (empty ones too, so stale tasks disappear), then the catalog."""
+    """Every shard (empty ones too, so stale tasks disappear), then the catalog, with the
+    next `sequence` and every shard's sha256 (signed with it when publishing signs)."""
+    digests: dict[str, str] = {}
     for i in range(SHARDS):
         shard = f"{i:02x}"
-        lines = sorted(shards.get(shard, []))
-        store.put_text(shard_path(shard), "".join(line + "\n" for line in lines))
+        data = "".join(line + "\n" for line in sorted(shards.get(shard, []))).encode("utf-8")
+        store.put_bytes(shard_path(shard), data)
+        digests[shard] = shard_digest(data)
+    catalog = {**catalog, "sequence": next_sequence(_previous_sequence(store)), "shards_sha256": digests}
     store.put_text(CATALOG, json.dumps(catalog, indent=1, sort_keys=True) + "\n")
 
 
 def read_catalog(store: Store) -> dict[str, Any]:
+    """The validated catalog; with a store public key also verified and checked for
+    freshness (an older sequence than this node accepted is a StaleStoreError)."""
     if not store.exists(CATALOG):
         raise StoreIndexMissing(
             f"no index at {store.url}/{CATALOG}: is this a published store? "
             "Build one with `snakemake --cores N` or pass --store URL"
         )
     where = f"store {store.url}: {CATALOG}"
-    return validate_catalog(_json(store.read_bytes(CATALOG), where), where=where)
+    catalog = validate_catalog(_json(store.read_bytes(CATALOG), where), where=where)
+    if store.verifier is not None:
+        from minisandbox.node.freshness import check_sequence
+
+        check_sequence(store.url, store.verifier.key_id, int(catalog.get("sequence") or 0), where=where)
+    return catalog
+
+
+def _shard_digests(store: Store) -> dict[str, str] | None:
+    """The shard digests of the verified, fresh catalog when the store has a public key
+    (None without one, or for a catalog published before digests)."""
+    if store.verifier is None:
+        return None
+    return read_catalog(store).get("shards_sha256")
 
 
 def _json(data: bytes, where: str) -> Any:
@@ -64,16 +102,21 @@ def _shard_lines(data: bytes) -> list[dict[str, Any]]:
     return [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
 
 
-def iter_shard(store: Store, shard: str, verified: Verified | None = None) -> Iterator[dict[str, Any]]:
+def iter_shard(store: Store, shard: str, verified: Verified | None = None,
+               digests: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
     """The validated task entries of one shard (a missing shard reads as empty; a damaged
     one is a StoreDataError naming it). `verified`: skip validating a shard this node
-    validated before (the node cache's markers)."""
+    validated before (the node cache's markers). `digests` (the catalog's
+    `shards_sha256`): the shard's bytes must have the sha256 named there."""
     path = shard_path(shard)
-    if not store.exists(path):
-        return
     where = f"store {store.url}: index shard {path}"
-    yield from _checked(verified, f"shard {path}", store.read_bytes(path),
-                        lambda data: parse_shard(data, where=where), _shard_lines)
+    data = store.read_bytes(path) if store.exists(path) else b""
+    if digests is not None and digests.get(shard) != shard_digest(data):
+        raise StoreDataError(f"{where}: its sha256 is not the one {CATALOG} names for it (an older or altered "
+                             f"copy of the shard{', or it is missing' if not data else ''}); re-publish the "
+                             f"index or fix the store")
+    if data:
+        yield from _checked(verified, f"shard {path}", data, lambda d: parse_shard(d, where=where), _shard_lines)
 
 
 def read_manifest(store: Store, kind: str, key: str, verified: Verified | None = None) -> dict[str, Any]:
@@ -91,8 +134,9 @@ def read_manifest(store: Store, kind: str, key: str, verified: Verified | None =
 
 
 def lookup(store: Store, instance_id: str, verified: Verified | None = None) -> dict[str, Any]:
-    """The index entry of one task (reads one shard; `verified`: as `iter_shard`)."""
-    for entry in iter_shard(store, shard_of(instance_id), verified):
+    """The index entry of one task (reads one shard; with a public key, the catalog first;
+    `verified`: as `iter_shard`)."""
+    for entry in iter_shard(store, shard_of(instance_id), verified, _shard_digests(store)):
         if entry["instance_id"] == instance_id:
             return entry
     raise UnknownTask(f"unknown task id {instance_id!r} in store {store.url}; list its tasks with "
@@ -100,8 +144,9 @@ def lookup(store: Store, instance_id: str, verified: Verified | None = None) -> 
 
 
 def iter_tasks(store: Store) -> Iterator[dict[str, Any]]:
+    digests = _shard_digests(store)
     for i in range(SHARDS):
-        yield from iter_shard(store, f"{i:02x}")
+        yield from iter_shard(store, f"{i:02x}", digests=digests)
 
 
 def iter_selected(store: Store, selection: Selection) -> Iterator[dict[str, Any]]:
@@ -115,8 +160,9 @@ def iter_selected(store: Store, selection: Selection) -> Iterator[dict[str, Any]
     found_ids: set[str] = set()
     found_repos: set[str] = set()
     if selection.ids is not None and not selection.repos:
+        digests = _shard_digests(store)
         entries: Iterator[dict[str, Any]] = (e for shard in sorted({shard_of(i) for i in selection.ids})
-                                             for e in iter_shard(store, shard))
+                                             for e in iter_shard(store, shard, digests=digests))
     else:
         entries = iter_tasks(store)
     for entry in entries:

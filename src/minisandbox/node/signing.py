@@ -11,8 +11,10 @@ sha256, so signing the documents covers every byte a node uses.
 
 What is signed: ``b"minisandbox-store-v1\\0" + <store-relative path> + b"\\0" + <document
 bytes>``, so a signed document cannot be moved to another place in the store (shard 00's
-tasks served as shard 01's, one key's manifest as another's). Not covered: rolling a
-document back to an older signed version (documented in docs/pipeline.md).
+tasks served as shard 01's, one key's manifest as another's). Rolling the index back to an
+older signed version is refused by minisandbox.node.freshness (the catalog's sequence and
+shard digests). Not covered: one manifest rolled back to an older signed version of itself
+(docs/pipeline.md).
 
 Keys are PEM files as `openssl genpkey -algorithm ed25519` writes them (private) and
 `openssl pkey -pubout` (public). Publishing signs when a private key is configured
@@ -25,6 +27,7 @@ only when a key is configured.
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 from pathlib import Path
 
@@ -122,6 +125,9 @@ class Verifier:
         if not isinstance(key, ed25519.Ed25519PublicKey):
             raise SigningKeyError(f"store public key {path}: a {type(key).__name__}, not an ed25519 key")
         self._key = key
+        raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        #: names the key in the node's freshness record (minisandbox.node.freshness)
+        self.key_id = hashlib.sha256(raw).hexdigest()[:16]
 
     def verify(self, where: str, rel: str, data: bytes, signature: bytes | None) -> None:
         """Raise StoreSignatureError (one line naming the document) unless `signature` (the
