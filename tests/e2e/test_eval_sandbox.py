@@ -152,3 +152,83 @@ def test_hanging_patch_times_out_in_the_sandbox(store, tmp_path):
     ev = evaluate(rec, spec, hang, SandboxExecutor(store=str(store.store)))
     assert ev.reason == "timeout" and not ev.resolved, ev.output[-2000:]
     assert ev.seconds < 60
+
+
+def _hang_patch(store, rec, marker: int) -> str:
+    """A patch whose import starts `sleep <marker>` (a process to look for afterwards) and
+    never returns: a test run that only the spec's timeout (90 s) would end."""
+    import difflib
+    import shutil
+
+    from minisandbox.node.runtime import prepare
+    from minisandbox.paths import REPO_PATH
+
+    with prepare(rec.instance_id, str(store.store)) as pt:
+        work = Path(store.path) / f"state-{rec.instance_id}"
+        if not work.exists():
+            shutil.copytree(pt.layers[REPO_PATH], work, symlinks=True)
+            subprocess.run(["git", "apply", "-"], input=rec.patch, text=True, cwd=work, check=True)
+    rel = "inflection/__init__.py"
+    before = (work / rel).read_text().splitlines(keepends=True)
+    after = [*before, "import subprocess, time\n", f"subprocess.Popen(['sleep', '{marker}'])\n", "time.sleep(3600)\n"]
+    return f"diff --git a/{rel} b/{rel}\n" + "".join(difflib.unified_diff(before, after, f"a/{rel}", f"b/{rel}"))
+
+
+def _processes(argv: list[str]) -> list[int]:
+    want = ("\0".join(argv) + "\0").encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if Path(f"/proc/{entry}/cmdline").read_bytes() == want:
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_eval_kills_its_sandboxes_and_writes_the_partial_summary(store, tmp_path, signame):
+    """Ctrl-C (or SIGTERM) on a real `minisandbox eval` with two hanging evaluations running and
+    two queued: it exits 130 within seconds (not after the 90 s timeouts), every sandbox
+    process is gone, no report is written for what did not finish, the partial summary lists
+    all four as incomplete; re-running the command does not reuse anything of it."""
+    import signal
+    import time
+
+    recs = [r for r in records(store) if r.instance_id.startswith("jpvanhal__inflection")]
+    assert len(recs) >= 4
+    marker = 3000 + os.getpid() % 500 + (7 if signame == "SIGTERM" else 0)
+    preds = [{"instance_id": r.instance_id, "model_patch": _hang_patch(store, r, marker), "model_name_or_path": "hang"}
+             for r in recs[:4]]
+    pf = tmp_path / "preds.jsonl"
+    pf.write_text("".join(json.dumps(p) + "\n" for p in preds))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "minisandbox.cli", "eval", "--store", str(store.store), "--predictions", str(pf),
+           "--catalog", str(store.catalog), "--out", str(out), "--run-id", "int", "--workers", "2", "--json"]
+    proc = subprocess.Popen(cmd, cwd=store.path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_processes(["sleep", str(marker)])) < 2:  # both running evaluations are inside the tests
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-3000:]
+            time.sleep(0.2)
+        t0 = time.monotonic()
+        proc.send_signal(getattr(signal, signame))
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, stderr[-3000:]
+    assert time.monotonic() - t0 < 30
+    assert _processes(["sleep", str(marker)]) == []  # nothing of the sandboxes is left
+    summary = json.loads(stdout)
+    assert summary["interrupted"] == signame
+    assert summary["incomplete_ids"] == sorted(p["instance_id"] for p in preds)
+    assert summary["completed_ids"] == [] and summary["error_ids"] == [] and summary["submitted_instances"] == 4
+    assert json.loads((out / "hang.int.json").read_text()) == {k: v for k, v in summary.items()
+                                                               if k not in ("report", "unknown_ids")}
+    assert not list(out.glob("int/hang/*/report.json"))
+    assert f"minisandbox eval: stopped by {signame}: 4 instance(s) not evaluated" in stderr
+    assert f"{signame}: stopping" in (out / "int" / "run.log").read_text()
+    assert "resolved so far" not in stderr
