@@ -262,6 +262,32 @@ def _check_shard_digests(value: Any) -> dict[str, str] | None:
     return value
 
 
+@dataclasses.dataclass(frozen=True)
+class CatalogHead:
+    """What freshness needs of the catalog (`sequence` 0: published before sequences;
+    `shards_sha256` None: before shard digests)."""
+
+    sequence: int
+    shards_sha256: dict[str, str] | None
+
+
+def validate_catalog_head(data: Any, *, where: str) -> CatalogHead:
+    """The catalog's schema, `sequence` and `shards_sha256`, checked by hand (no schema
+    models: this runs on every lookup of a node with a store public key); StoreDataError
+    naming the field if not."""
+    hint = "re-run the index step (or fix the store)"
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise StoreDataError(f"{where}: not a schema-{SCHEMA} catalog; {hint}")
+    seq = data.get("sequence")
+    if seq is not None and (type(seq) is not int or seq < 0):
+        raise StoreDataError(f"{where}: field 'sequence' must be a whole number >= 0 (got {seq!r:.40}); {hint}")
+    try:
+        digests = _check_shard_digests(data.get("shards_sha256"))
+    except ValueError as exc:
+        raise StoreDataError(f"{where}: field 'shards_sha256' {exc}; {hint}") from None
+    return CatalogHead(seq or 0, digests)
+
+
 def validate_catalog(data: Any, *, where: str) -> dict[str, Any]:
     """`data` (the parsed catalog) if it and every manifest copy in it match the schema."""
     hint = "re-run the index step (or fix the store)"

@@ -58,8 +58,11 @@ def check_sequence(url: str, key_id: str, sequence: int, *, where: str, state: P
     Records it when it is the highest so far (or when an older one is accepted
     deliberately). A read and a lock when nothing changes; a write only when it does."""
     path = state_file(state)
-    path.parent.mkdir(parents=True, exist_ok=True)
     ident = hashlib.sha256(f"{url}\0{key_id}".encode()).hexdigest()[:32]
+    seen = _read(path).get(ident)  # written atomically: the usual case (unchanged) needs no lock
+    if isinstance(seen, dict) and seen.get("sequence") == sequence:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock"):
         data = _read(path)
         seen = data.get(ident) if isinstance(data.get(ident), dict) else None

@@ -16,7 +16,7 @@ import json
 from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 from minisandbox.index import (CATALOG, SHARDS, UnknownTask, next_sequence, parse_shard, shard_digest, shard_of,
-                               shard_path, validate_catalog)
+                               shard_path, validate_catalog, validate_catalog_head)
 from minisandbox.manifest import StoreDataError, manifest_path, validate_manifest
 from minisandbox.node.store import NotInStore, Store, StoreIndexMissing
 from minisandbox.records import Selection
@@ -72,10 +72,31 @@ def read_catalog(store: Store) -> dict[str, Any]:
 
 def _shard_digests(store: Store) -> dict[str, str] | None:
     """The shard digests of the verified, fresh catalog when the store has a public key
-    (None without one, or for a catalog published before digests)."""
+    (None without one, or for a catalog published before digests). Reads only what
+    freshness needs (`sequence`, `shards_sha256`): validating every manifest copy in a
+    large catalog on each lookup would cost more than the lookup (bench/bench_freshness.py)."""
     if store.verifier is None:
         return None
-    return read_catalog(store).get("shards_sha256")
+    from minisandbox.node.freshness import check_sequence
+
+    if not store.exists(CATALOG):
+        raise StoreIndexMissing(f"no index at {store.url}/{CATALOG}: is this a published store? "
+                                "Build one with `snakemake --cores N` or pass --store URL")
+    where = f"store {store.url}: {CATALOG}"
+    raw = store.read_bytes(CATALOG)  # the signature is verified here
+    digest = shard_digest(raw)
+    head = _HEADS.get(digest)
+    if head is None:  # parsed once per catalog version and process
+        head = validate_catalog_head(_json(raw, where), where=where)
+        if len(_HEADS) >= 8:
+            _HEADS.pop(next(iter(_HEADS)))
+        _HEADS[digest] = head
+    check_sequence(store.url, store.verifier.key_id, head.sequence or 0, where=where)
+    return head.shards_sha256
+
+
+#: sha256 of catalog bytes -> its validated head (a few recent versions)
+_HEADS: dict[str, Any] = {}
 
 
 def _json(data: bytes, where: str) -> Any:
