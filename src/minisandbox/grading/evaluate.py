@@ -939,6 +939,8 @@ def run_eval(
             log(f"Test runtime: {ev.seconds:.2f} seconds")
             if ev.entry.get("error"):
                 log(f"Error: {ev.entry['error']}", "ERROR")
+            if ev.entry.get("cause"):
+                log(f"Cause: {ev.entry['cause']}", "WARNING")
             log(f"report: {json.dumps(swebench_view(ev.report))}")
             log(f"Result for {iid}: resolved: {ev.resolved} (reason {ev.reason})")
             atomic_write_text(d / "report.json", dumps(ev.report))
