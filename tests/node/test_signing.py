@@ -354,3 +354,19 @@ def test_a_single_shard_rolled_back_or_deleted_is_refused(tmp_path, keys):
     # without a key the old shard/missing shard reads as before (no signatures, no freshness)
     with pytest.raises(published.UnknownTask):
         published.lookup(node(url, None), victim)
+
+
+def test_verify_reports_a_shard_that_is_not_the_one_the_catalog_names(tmp_path, keys):
+    """`minisandbox verify` (node.sync.verify) checks every shard against the catalog's
+    digests too, with or without a key."""
+    from minisandbox.node.sync import verify
+
+    url, root = str(tmp_path / "store"), tmp_path / "store"
+    _publish(url, keys[0], ["demo__a-1", "demo__a-2"])
+    assert [p for p in verify(url).problems if p.what in ("mismatch", "missing")] == []
+    rel = shard_path(shard_of("demo__a-1"))
+    (root / rel).write_text(_entry("demo__a-1") + "\n" + _entry("demo__a-9") + "\n")
+    problems = [(p.what, p.rel) for p in verify(url).problems]
+    assert ("mismatch", rel) in problems
+    (root / rel).unlink()  # deleted: it would read as empty
+    assert ("missing", rel) in [(p.what, p.rel) for p in verify(url).problems]

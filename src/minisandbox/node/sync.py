@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import fsspec.callbacks
 
-from minisandbox.index import CATALOG, SHARDS, shard_path
+from minisandbox.index import CATALOG, SHARDS, shard_digest, shard_path
 from minisandbox.node.chunks import (ChunkedImage, ChunkError, DestinationChunks, check_chunks, chunk_sizes, copy_chunks,
                                      needed_objects, read_chunk_list)
 from minisandbox.node.published import read_catalog
@@ -480,8 +480,8 @@ def _verify_artifact(store: Store, art: Artifact, quick: bool,
     return problems, nbytes
 
 
-def _iter_shard_lines(store: Store, rel: str) -> Iterator[dict[str, Any]]:
-    for n, line in enumerate(store.read_text(rel).splitlines(), 1):
+def _iter_shard_lines(data: bytes) -> Iterator[dict[str, Any]]:
+    for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
         if line.strip():
             try:
                 yield json.loads(line)
@@ -530,12 +530,21 @@ def verify(store: Store | str, *, quick: bool = False, workers: int = 4,
     ok |= {("repo", k) for k, e in catalog.get("repos", {}).items() if e.get("status") == "ok"}
     sizes = _shard_sizes(store)
     absent = []
+    digests = catalog.get("shards_sha256") or {}  # stores published before them have none
     for i in range(int(catalog.get("shards", SHARDS))):
         rel = shard_path(f"{i:02x}")
         if rel not in sizes:
-            absent.append(rel)  # reads as empty: a problem only if tasks went missing
+            if digests and digests.get(f"{i:02x}") != shard_digest(b""):
+                report.problems.append(Problem("missing", rel, f"index shard that {CATALOG} names with content; "
+                                                               f"re-run the index step"))
+            elif not digests:
+                absent.append(rel)  # reads as empty: a problem only if tasks went missing
             continue
-        entries = list(_iter_shard_lines(store, rel)) if sizes[rel] else []
+        data = store.read_bytes(rel) if sizes[rel] else b""
+        if digests and digests.get(f"{i:02x}") != shard_digest(data):
+            report.problems.append(Problem("mismatch", rel, f"sha256 is not the one {CATALOG} names (an older or "
+                                                            f"altered shard); re-run the index step"))
+        entries = list(_iter_shard_lines(data))
         for e in entries:
             if "__bad_line__" in e:
                 report.problems.append(Problem("corrupt", rel, f"line {e['__bad_line__']} is not JSON; "
