@@ -51,10 +51,10 @@ def test_every_bundled_gold_patch_resolves(store, tmp_path, mode):
     summary = json.loads((out / "gold.e2e.json").read_text())
     assert summary["resolved_instances"] == len(recs), (summary, proc.stderr[-3000:])
     for r in recs:
-        entry = json.loads((out / "gold" / r.instance_id / "report.json").read_text())[r.instance_id]
+        entry = json.loads((out / "e2e" / "gold" / r.instance_id / "report.json").read_text())[r.instance_id]
         assert entry["resolved"] and entry["reason"] == "resolved", (r.instance_id, entry)
         assert entry["suspicious"] == [] and "forbidden" not in entry, (r.instance_id, entry["suspicious"])
-        log = (out / "gold" / r.instance_id / "test_output.txt").read_text()
+        log = (out / "e2e" / "gold" / r.instance_id / "test_output.txt").read_text()
         assert ">>>>> Applied Diff " in log and " raw " in log, r.instance_id  # the tree was scanned in the sandbox
         if mode == "official":
             assert entry["grading"] == "official"
@@ -96,6 +96,6 @@ def test_a_pth_file_beside_a_correct_fix_is_forbidden_in_both_modes(store, tmp_p
         proc = _eval(store, [{"instance_id": rec.instance_id, "model_patch": rec.patch + pth,
                               "model_name_or_path": "adv"}], out, "--grading", mode)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        entry = json.loads((out / "adv" / rec.instance_id / "report.json").read_text())[rec.instance_id]
+        entry = json.loads((out / "e2e" / "adv" / rec.instance_id / "report.json").read_text())[rec.instance_id]
         assert entry["resolved"] is False and entry["reason"] == "forbidden-change", (mode, entry)
         assert any(f.startswith(".pth file: zz_hack.pth") for f in entry["forbidden"]), entry["forbidden"]
