@@ -111,8 +111,8 @@ def load_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 _INSTANCE_ID = r"[A-Za-z0-9_.\-]{1,256}"
 _LOG = rf"logs/(?:{'|'.join(KINDS)})/{PLAIN_NAME}\.log"
 _SECTIONS = {"envs": "env", "repos": "repo", "interps": "interp"}
-_SHARD = re.compile(r"[0-9a-f]{2}")
-_SHA256 = re.compile(r"[0-9a-f]{64}")
+_SHARD = r"[0-9a-f]{2}"
+_SHA256 = r"[0-9a-f]{64}"
 
 
 @functools.cache
@@ -256,7 +256,7 @@ def _check_shard_digests(value: Any) -> dict[str, str] | None:
     if value is None:
         return None
     if not isinstance(value, dict) or not all(
-            isinstance(k, str) and _SHARD.fullmatch(k) and isinstance(v, str) and _SHA256.fullmatch(v)
+            isinstance(k, str) and re.fullmatch(_SHARD, k) and isinstance(v, str) and re.fullmatch(_SHA256, v)
             for k, v in value.items()):
         raise ValueError("must map shard names (2 hex digits) to sha256 digests (64 hex digits)")
     return value
