@@ -39,9 +39,19 @@ from minisandbox.node.runtime import prepare
 from minisandbox.grading.validate import gold_run
 
 
-def _runner_venv(path: Path) -> Path:
-    """A venv over this interpreter that sees its site-packages (pytest), with a
-    `pytest` command (the bundled specs call it)."""
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children (the test commands): steadier than
+    wall time on a shared machine."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _runner_venv(path: Path, sources: list[Path]) -> Path:
+    """A venv over this interpreter that sees its site-packages (pytest) and the repos'
+    sources (`sources`: what the task environments install), with a `pytest` command
+    (the bundled specs call it)."""
     import site
     import subprocess
 
@@ -49,7 +59,7 @@ def _runner_venv(path: Path) -> Path:
     py = path / "bin" / "python"
     purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                              check=True, capture_output=True, text=True).stdout.strip()
-    dirs = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    dirs = [p for p in site.getsitepackages() if Path(p).is_dir()] + [str(p) for p in sources]
     (Path(purelib) / "_bench_runner_site.pth").write_text("".join(f"{d}\n" for d in dirs))
     (path / "bin" / "pytest").write_text(f"#!{py}\nimport sys\nimport pytest\nsys.exit(pytest.main())\n")
     (path / "bin" / "pytest").chmod(0o755)
@@ -69,12 +79,16 @@ def bench_checks(a: argparse.Namespace) -> int:
     catalog = Catalog.load(a.catalog)
     work = Path(a.work or tempfile.mkdtemp(prefix="bench-checks-"))
     repos = materialize(work / "repos")
-    venv = _runner_venv(work / "venv")
     recs, seen = [], set()
     for rec in read_tasks(a.tasks[:1]).records:  # SWE-smith bundled: one task per repo
         if rec.repo not in seen:
             seen.add(rec.repo)
             recs.append(rec)
+
+    def repo_name(rec) -> str:
+        return rec.repo.split("/", 1)[-1].rsplit(".", 1)[0]
+
+    venv = _runner_venv(work / "venv", [work / f"testbed-{repo_name(r)}" for r in recs])
 
     class Unchecked(GradedState):
         def manifest(self, root: str) -> dict[str, object]:
@@ -86,15 +100,16 @@ def bench_checks(a: argparse.Namespace) -> int:
     def xfail_everywhere(test_id: str) -> bool:
         return True
 
-    rows, on_all, off_all, state_all = [], [], [], []
+    rows, on_all, off_all, state_all, on_cpu, off_cpu = [], [], [], [], [], []
     for rec in recs:
         spec = spec_for(catalog, rec)
-        name = rec.repo.split("/", 1)[-1].rsplit(".", 1)[0]
+        name = repo_name(rec)
         host = HostVenvExecutor(snapshot=repos[name], venv=venv, testbed=work / f"testbed-{name}")
         patch, reverse = gold_run(rec)
-        on_t, off_t, st_t = [], [], []
+        on_t, off_t, st_t, on_c, off_c = [], [], [], [], []
         for _ in range(a.repeats):
             for checks in (True, False):
+                c0 = _children_cpu()
                 t0 = time.perf_counter()
                 if checks:
                     ev = evaluate(rec, spec, patch, host, reverse=reverse)
@@ -103,6 +118,7 @@ def bench_checks(a: argparse.Namespace) -> int:
                             mock.patch.object(GradedState, "xfail_marked", staticmethod(xfail_everywhere)):
                         ev = evaluate(rec, spec, patch, host, reverse=reverse)
                 (on_t if checks else off_t).append(time.perf_counter() - t0)
+                (on_c if checks else off_c).append(_children_cpu() - c0)
                 assert ev.resolved, (rec.instance_id, checks, ev.reason, ev.entry.get("suspicious"))
                 ch = ev.entry["results_channel"]
                 assert ch["present"] and ch["complete"], ch
@@ -115,12 +131,18 @@ def bench_checks(a: argparse.Namespace) -> int:
         on_all += on_t
         off_all += off_t
         state_all += st_t
+        on_cpu += on_c
+        off_cpu += off_c
         rows.append([rec.instance_id[:48], ev.entry["results_channel"]["tests"], statistics.median(on_t),
                      statistics.median(off_t), statistics.median(on_t) / statistics.median(off_t),
-                     1000 * statistics.median(st_t)])
+                     1000 * statistics.median(st_t), statistics.median(on_c), statistics.median(off_c),
+                     statistics.median(on_c) / statistics.median(off_c)])
     rows.append(["ALL (median)", "", statistics.median(on_all), statistics.median(off_all),
-                 statistics.median(on_all) / statistics.median(off_all), 1000 * statistics.median(state_all)])
-    headers = ["task", "tests", "with checks s", "without s (baseline)", "ratio", "graded state ms"]
+                 statistics.median(on_all) / statistics.median(off_all), 1000 * statistics.median(state_all),
+                 statistics.median(on_cpu), statistics.median(off_cpu),
+                 statistics.median(on_cpu) / statistics.median(off_cpu)])
+    headers = ["task", "tests", "with checks s", "without s (baseline)", "ratio", "graded state ms",
+               "with checks CPU s", "without CPU s", "CPU ratio"]
     print(f"gold-patch evaluation in a host venv, {a.repeats} repeats, checks on/off alternated")
     print(tabulate(rows, headers=headers, floatfmt=".3f"))
     if a.json:

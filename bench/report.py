@@ -11,6 +11,7 @@ Reads, from `--data` (each written by the bench's own `--json OUT`):
 * bench_pipeline.json  planning time vs task count (`snakemake -n`, cold and warm)
 * bench_scale*.json    planning time of the Slurm-profile dry run at its task count (one file per count)
 * bench_dedup.json     store and node-cache bytes per layout (needs downloaded wheels: not run by --run-quick)
+* bench_eval_checks.json  grading time per task with and without the trust-boundary checks
 * bench_fetch.json     cold fetch and publish of a chunked image through a latency proxy in front of moto_server,
                        vs the same bytes as one object (not run by --run-quick: minutes)
 * bench_cli.json       CLI start-up: `--version`, `run TASK -- true` (and without bytecode), 64 `run`s at once,
@@ -240,6 +241,16 @@ def fetch_section(fetch: dict) -> list[str]:
                          "vs one object"], rows)]
 
 
+def checks_section(checks: dict) -> list[str]:
+    """Gold-patch grading with the trust-boundary checks vs without them (same run)."""
+    rows = [[r[0], r[1], f"{r[2]:.2f}", f"{r[3]:.2f}", f"**{r[4]:.2f}x**" if r[0].startswith("ALL") else
+             f"{r[4]:.2f}x", f"{r[5]:.1f}", *(f"{x:.2f}" for x in r[6:8]), f"{r[8]:.2f}x"]
+            for r in checks.get("rows", [])]
+    return [table(["task", "tests", "with checks s", "without s (baseline)", "ratio", "graded state ms",
+                   "with checks CPU s", "without CPU s", "CPU ratio"], rows),
+            "", f"Median of {checks.get('repeats', '?')} alternated repeats per task."]
+
+
 def _num(x: Any) -> float | None:
     try:
         return float(str(x).split()[0].rstrip("kx"))
@@ -363,6 +374,14 @@ def main(argv: list[str] | None = None) -> int:
               "`tests/fixtures/latency_proxy.py`, against the same bytes as one object in the same run.", ""]
     lines += fetch_section(fetch) if fetch else [
         "bench_fetch.json absent (`.venv/bin/python bench/bench_fetch.py --json results/bench/bench_fetch.json`)."]
+    checks = load(a.data / "bench_eval_checks.json")
+    lines += ["", "## Grading: cost of the trust-boundary checks", "",
+              "`bench/bench_eval.py --checks`: seconds per gold-patch evaluation (host venv) with the graded "
+              "state and the results plugin's end-of-test checks and audit hooks, against the same plugin with "
+              "its checks off, alternated in the same run.", ""]
+    lines += checks_section(checks) if checks else [
+        "bench_eval_checks.json absent (`.venv/bin/python bench/bench_eval.py --checks --json "
+        "results/bench/bench_eval_checks.json`)."]
     lines += ["", "## Store size by format", ""]
     lines += size_section(rt, dedup, img) if rt else ["bench_runtime.json absent."]
     a.out.write_text("\n".join(lines).rstrip() + "\n")

@@ -52,6 +52,18 @@ _RESTORE = ("PYTHONPATH", "PYTEST_ADDOPTS")
 #: must be the same objects at the end of every test.
 CAPTURED_PREFIXES = ("_pytest.", "pluggy.")
 CAPTURED_MODULES = ("pytest", "_pytest", "pluggy", "unittest.case", "unittest.util")
+#: Modules whose functions and classes (with their methods) are compared at the end of
+#: every test (the outcome path: running a test, making and judging its report, fixtures,
+#: marks, approx/raises, hook dispatch, unittest's assertions); those of the other
+#: captured modules are compared at the end of the session. Builtins: every test.
+HOT_MODULES = ("pytest", "_pytest.runner", "_pytest.reports", "_pytest.outcomes", "_pytest.python",
+                     "_pytest.python_api", "_pytest.raises", "_pytest.approx", "_pytest.skipping",
+                     "_pytest.unittest", "_pytest.fixtures", "_pytest.nodes", "_pytest.main",
+                     "_pytest.mark.structures", "pluggy._hooks", "pluggy._callers", "pluggy._result",
+                     "pluggy._manager", "unittest.case")
+#: A captured module's name counts when its object comes from one of these (not what it
+#: imports from typing or collections).
+OWN_PREFIXES = ("_pytest", "pytest", "pluggy", "unittest", "builtins")
 #: Builtins that are not functions or classes but matter: how modules and classes are built.
 CAPTURED_DUNDER = ("__import__", "__build_class__")
 
@@ -142,7 +154,10 @@ def _install(fd, nonce, manifest):
     # builtins this code calls, pinned before anything can replace them
     _isinstance, _issubclass, _getattr, _hasattr, _len, _id = isinstance, issubclass, getattr, hasattr, len, id
     _sorted, _list, _dict, _set, _str, _int, _any, _tuple, _type = sorted, list, dict, set, str, int, any, tuple, type
-    _repr, _range, _min = repr, range, min
+    _repr, _range, _min, _all, _map, _zip = repr, range, min, all, map, zip
+    import itertools
+    import operator
+    _is, _repeat, _itemgetter = operator.is_, itertools.repeat, operator.itemgetter
     _dumps, _write, _stat, _realpath, _sep = json.dumps, os.write, os.stat, os.path.realpath, os.sep
     _relpath, _dirname, _abspath = os.path.relpath, os.path.dirname, os.path.abspath
     _frame = sys._getframe
@@ -191,8 +206,8 @@ def _install(fd, nonce, manifest):
     captured_modules = []  # (name, module): sys.modules must still name the same module
     trusted_codes = _set()  # code objects of captured runner functions
 
-    def capture(label, mapping, name, value):
-        captured.append((label, mapping, name, value))
+    def capture(label, mapping, name, value, hot=True):
+        captured.append((label, mapping, name, value, hot))
         fn = _getattr(value, "__func__", value)
         code = _getattr(fn, "__code__", None)
         if code is not None:
@@ -212,14 +227,39 @@ def _install(fd, nonce, manifest):
         for name, value in _list(mdict.items()):
             if not _isinstance(value, kinds):
                 continue
-            capture(modname + "." + name, mdict, name, value)
+            if not _str(_getattr(value, "__module__", None) or "").startswith(OWN_PREFIXES):
+                continue  # typing, collections, ... imported by name: not the runner's
+            capture(modname + "." + name, mdict, name, value, modname in HOT_MODULES)
             if _isinstance(value, _type) and _getattr(value, "__module__", None) == modname:
                 cdict = value.__dict__
+                hot = modname in HOT_MODULES
                 for attr, member in _list(cdict.items()):
                     if _isinstance(member, kinds):
-                        capture(modname + "." + name + "." + attr, cdict, attr, member)
+                        capture(modname + "." + name + "." + attr, cdict, attr, member, hot)
 
     MISSING = object()
+    groups = {}
+    for label, mapping, name, value, hot in captured:
+        g = groups.get(_id(mapping))
+        if g is None:
+            g = groups[_id(mapping)] = (mapping, [], [], [], hot)
+        g[1].append(name)
+        g[2].append(value)
+        g[3].append(label)
+    baseline = {}  # (id(mapping), name) -> the value now expected, where it legitimately changed
+
+    def regroup():
+        """(mapping, names, values, labels, hot, getter): `getter(mapping)` is the tuple of
+        the names' current values, in one C call (operator.itemgetter)."""
+        return [(m, _tuple(n), _tuple(baseline.get((_id(m), x), y) for x, y in _zip(n, v)), _tuple(lb), hot,
+                 _itemgetter(*(_tuple(n) * 2 if _len(n) == 1 else _tuple(n))))
+                for m, n, v, lb, hot in groups.values()]
+
+    captured_groups = regroup()
+    ok_callables = {}  # id -> hook or test function whose origin was verified (kept alive here)
+    dispatch_attrs = {}  # id(hook caller) -> its attributes holding dispatch functions
+    impl_seen = {}  # id(hook caller) -> ids of its implementations' functions at the last check
+    _fn_of = operator.attrgetter("function")
 
     def callable_key(value):
         """Identity of a function, or of a bound method's (function, instance): each
@@ -228,7 +268,7 @@ def _install(fd, nonce, manifest):
             return (_id(value.__func__), _id(value.__self__))
         return _id(value)
     state = {"config": None, "pm": None, "collected": 0, "reported": _set(), "hookexec": _set(),
-             "digests": {}, "busy": False}
+             "digests": {}, "busy": False, "memo": None}
 
     def report_tampered(what, critical=True):
         if what in state["reported"]:
@@ -250,7 +290,16 @@ def _install(fd, nonce, manifest):
         return None if rel == ".." or rel.startswith(".." + _sep) else rel.replace(_sep, "/")
 
     def file_verdict(filename):
-        """None when code from `filename` may sit on the outcome path, else why not."""
+        """None when code from `filename` may sit on the outcome path, else why not
+        (remembered for the duration of one `check`: one stat per file and check)."""
+        memo = state["memo"]
+        if memo is not None:
+            if filename not in memo:
+                memo[filename] = file_verdict_now(filename)
+            return memo[filename]
+        return file_verdict_now(filename)
+
+    def file_verdict_now(filename):
         if not filename or filename.startswith("<"):
             return "code not from a file (%s)" % filename
         real = real_of(filename)
@@ -409,19 +458,44 @@ def _install(fd, nonce, manifest):
 
     # ------------------------------------------------------------------ the end-of-test check
     def check(item=None):
-        """Every check of the module docstring; each finding written once."""
+        """Every check of the module docstring; each finding written once. Without an
+        item (the end of the session) every captured method is compared, with one the
+        outcome path's (HOT_MODULES)."""
         if not CHECKS:
             return
-        for label, mapping, name, value in captured:
-            now = mapping.get(name, MISSING)
-            if now is value:
+        state["memo"] = {}
+        try:
+            check_now(item, item is None)
+        finally:
+            state["memo"] = None
+
+    accepted = []  # (mapping, name, value) seen replacing a captured value (reported if not pytest's own)
+
+    def check_now(item, everything):
+        if accepted:  # from now on, compare with what replaced it (a later change is seen again)
+            for mapping, name, value in accepted:
+                baseline[(_id(mapping), name)] = value
+            del accepted[:]
+            captured_groups[:] = regroup()
+        for mapping, names, values, labels, hot, getter in captured_groups:
+            if not (hot or everything):
                 continue
-            # pytest patches some of its own classes (legacypath: Config methods): a
-            # function of pytest's own files replacing one of pytest's is not a finding
-            own = not label.startswith("builtins.") and _isinstance(now, types.FunctionType) and \
-                real_of(now.__code__.co_filename).startswith(RUNNER_DIRS) and code_verdict(now.__code__) is None
-            if not own:
-                report_tampered("%s replaced" % label)
+            try:
+                if _all(_map(_is, getter(mapping), values)):
+                    continue  # the common case, at C speed (map stops at the shorter: a lone name is doubled)
+            except Exception:  # a name is gone (KeyError): find which below
+                pass
+            for label, name, value in _zip(labels, names, values):
+                now = mapping.get(name, MISSING)
+                if now is value:
+                    continue
+                # pytest patches some of its own classes (legacypath: Config methods): a
+                # function of pytest's own files replacing one of pytest's is not a finding
+                own = not label.startswith("builtins.") and _isinstance(now, types.FunctionType) and \
+                    real_of(now.__code__.co_filename).startswith(RUNNER_DIRS) and code_verdict(now.__code__) is None
+                if not own:
+                    report_tampered("%s replaced" % label)
+                accepted.append((mapping, name, now))
         for modname, mod in captured_modules:
             if sys.modules.get(modname) is not mod:
                 report_tampered("sys.modules[%r] replaced" % modname)
@@ -430,18 +504,37 @@ def _install(fd, nonce, manifest):
             relay = _getattr(pm, "hook", None)
             callers = _list(_getattr(relay, "__dict__", {}).items())
             for hook_name, caller in callers:
-                for attr, value in _list(_getattr(caller, "__dict__", {}).items()):
-                    if _isinstance(value, (types.FunctionType, types.MethodType)) and \
-                            callable_key(value) not in state["hookexec"]:
+                attrs = dispatch_attrs.get(_id(caller))
+                if attrs is None:  # which attributes of this hook caller hold its dispatch function
+                    attrs = _tuple(a for a, v in _list(_getattr(caller, "__dict__", {}).items())
+                                   if _isinstance(v, (types.FunctionType, types.MethodType)))
+                    dispatch_attrs[_id(caller)] = attrs
+                    keep.append(caller)
+                    if not attrs:
+                        dispatch_attrs[_id(caller)] = attrs = ("_hookexec",)
+                cdict = _getattr(caller, "__dict__", {})
+                for attr in attrs:
+                    value = cdict.get(attr)
+                    if value is not None and callable_key(value) not in state["hookexec"]:
                         report_tampered("%s.%s replaced" % (hook_name, attr))
                 try:
                     impls = hook_impls(caller)
+                    seen = _tuple(_map(_id, _map(_fn_of, impls)))
                 except Exception:
                     continue
+                if impl_seen.get(_id(caller)) == seen:
+                    continue  # the same implementations as at the last check, all verified then
+                impl_seen[_id(caller)] = seen
                 for impl in impls:
-                    why = callable_verdict(_getattr(impl, "function", None), _getattr(impl, "plugin", None))
+                    fn = _getattr(impl, "function", None)
+                    if _id(fn) in ok_callables:
+                        continue  # verified once: code already loaded does not change
+                    why = callable_verdict(fn, _getattr(impl, "plugin", None))
                     if why is not None:
                         report_tampered("hook %s from %s" % (hook_name, why))
+                        keep.append(fn)  # its id stays its own (impl_seen compares ids)
+                    else:
+                        ok_callables[_id(fn)] = fn
             for attr, value in _list(_getattr(pm, "__dict__", {}).items()):
                 if _isinstance(value, (types.FunctionType, types.MethodType)) and \
                         callable_key(value) not in state["hookexec"]:
@@ -452,10 +545,13 @@ def _install(fd, nonce, manifest):
                 fn = _getattr(item, "function", None)
             except Exception:
                 pass
-            if fn is not None:
+            code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
+            if fn is not None and _id(code) not in ok_callables:
                 why = callable_verdict(fn, _getattr(item, "module", None))
                 if why is not None:
                     report_tampered("test %s: its function: %s" % (item.nodeid, why))
+                elif code is not None:
+                    ok_callables[_id(code)] = code
             if "runtest" in _getattr(item, "__dict__", {}):
                 report_tampered("test %s: runtest replaced on the item" % item.nodeid)
         for what, getter in (("trace", _gettrace), ("profile", _getprofile)):
