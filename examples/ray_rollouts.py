@@ -82,6 +82,8 @@ def _run_token() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if not args.address:
+        _run_token()  # before `import ray`: Ray reads its authentication mode once, at import
     import ray
     from tabulate import tabulate
 
@@ -93,7 +95,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.address:
         ray.init(address=args.address, logging_level="ERROR")
     else:
-        _run_token()
         ray.init(resources=node_resources(args.io_slots), logging_level="ERROR", _temp_dir=args.temp_dir)
     ids = task_ids(store)
     if not ids:

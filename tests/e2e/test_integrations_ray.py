@@ -152,16 +152,20 @@ def test_example_script(ray_cluster, bundled_store, tmp_path: Path) -> None:
 
 
 def test_example_with_a_local_ray_leaves_nothing_in_home(bundled_store, tmp_path: Path) -> None:
-    """Without --address the example starts its own Ray: Ray would write ~/.ray/auth_token
-    (then picked up by every later local cluster); the example gives it a run-only token."""
+    """Without --address the example starts its own Ray: a token cluster would write
+    ~/.ray/auth_token (then picked up by every later local cluster and `ray start`); the
+    example gives it a run-only token instead (or uses the one the user has)."""
     import os
     import shutil
     import tempfile
 
-    home = tmp_path / "home"
-    home.mkdir()
+    def ray_home() -> dict[str, bytes]:
+        d = Path.home() / ".ray"
+        return {str(p.relative_to(d)): p.read_bytes() for p in d.rglob("*") if p.is_file()} if d.is_dir() else {}
+
+    before = ray_home()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
-    env.update(HOME=str(home), MINISANDBOX_CACHE=str(tmp_path / "cache"), RAY_USAGE_STATS_ENABLED="0")
+    env.update(MINISANDBOX_CACHE=str(tmp_path / "cache"), RAY_USAGE_STATS_ENABLED="0")
     temp_dir = tempfile.mkdtemp(prefix="msbray-", dir="/tmp")  # short: Ray's socket paths are limited
     out = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "ray_rollouts.py"), "--store", bundled_store.url,
@@ -171,7 +175,7 @@ def test_example_with_a_local_ray_leaves_nothing_in_home(bundled_store, tmp_path
     try:
         assert out.returncode == 0, out.stderr[-3000:]
         assert "1 resolved" in out.stdout
-        assert sorted(p.name for p in home.rglob("*")) == [], "the example left files in HOME"
+        assert ray_home() == before, "the example changed ~/.ray"
     finally:
         from minisandbox.node.cache import Cache
 
