@@ -76,14 +76,14 @@ def _run_token() -> None:
         return
     if (Path.home() / ".ray" / "auth_token").exists():
         return
-    os.environ["RAY_AUTH_MODE"] = "token"
+    # Ray's default for a new local cluster (token mode) then finds this token and writes none
     os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if not args.address:
-        _run_token()  # before `import ray`: Ray reads its authentication mode once, at import
+        _run_token()  # before `import ray`, which reads its authentication settings
     import ray
     from tabulate import tabulate
 
