@@ -13,9 +13,9 @@ from minisandbox.cli import build_parser, main
 from minisandbox.errors import MinisandboxError
 
 USER_COMMANDS = ["fetch", "tasks", "cache", "run", "shell", "sandbox-exec", "eval", "push", "pull", "verify", "doctor", "plan",
-                 "pipeline", "completion"]
+                 "label", "pipeline", "completion"]
 PIPELINE_STEPS = ["bundled", "mirror", "snapshot", "resolve", "build", "pack", "checksum", "publish", "repo", "env",
-                  "interp", "validate", "validated-tasks", "index"]
+                  "interp", "validate", "validated-tasks", "labelled-tasks", "index"]
 
 
 def _choices(parser) -> list[str]:
