@@ -13,6 +13,12 @@ forks, as an attacker would, to look at it at leisure) finds it non-dumpable (pt
 under seccomp (init's filter, then the payloads'), without capabilities and with the
 sandbox's rlimits; init itself is the same. Payloads cannot ptrace at all unless the
 sandbox allows it (`ptrace=True`), and then only each other.
+
+No instant of a helper's life is open either: it is non-dumpable from its fork (init's mm
+flag, inherited; a helper never execs or changes uid, and dropping capabilities keeps it),
+so a payload spinning on attach, /proc/PID/mem and process_vm_readv against every helper
+never gets one into a ptrace-stop or at its memory. Only in the last moments of its exit,
+once its memory is gone, can an attach succeed, and then it reports nothing but the exit.
 """
 
 from __future__ import annotations
@@ -60,7 +66,32 @@ def probe(pid):
             "filters": st.get("Seccomp_filters"), "nnp": st.get("NoNewPrivs"), "capeff": st.get("CapEff"),
             "cpu_rlimit": cpu, "as_rlimit": aspace}
 
-found, init = [], probe(1)
+def forked_by_init(pid):
+    """Still a process init forked that has not exec'd (its command line is init's)."""
+    return fields(pid).get("PPid") == "1" and b"rootfs.py" in open(f"/proc/{pid}/cmdline", "rb").read()
+
+def stat(pid):
+    """(state, start time) from /proc/PID/stat: the start time tells a reused pid apart."""
+    rest = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()
+    return rest[0], rest[19]
+
+def caught(pid, start):
+    """Is `pid` the same process, held by our SIGSTOP, still init's fork? A helper already
+    exiting when the signal comes never stops (and init reaps it: ESRCH), and a payload init
+    forked may exec between our look and the signal (a payload may be ptraced here): neither
+    is a helper we hold, so neither is probed."""
+    until = time.monotonic() + 2.0
+    while True:
+        state, began = stat(pid)
+        if began != start or state in ("Z", "X"):
+            return False
+        if state in ("T", "t"):
+            return forked_by_init(pid)  # a stopped process cannot exec any more
+        if time.monotonic() > until:
+            return False
+        time.sleep(0.001)
+
+found, init, skipped = [], probe(1), 0
 open("/tmp/scanner.ready", "w").close()
 deadline = time.monotonic() + float(sys.argv[1])
 while time.monotonic() < deadline and not any(f["filters"] == "2" for f in found):
@@ -69,21 +100,27 @@ while time.monotonic() < deadline and not any(f["filters"] == "2" for f in found
             continue
         pid = int(name)
         try:
-            if fields(pid).get("PPid") != "1" or b"rootfs.py" not in open(f"/proc/{pid}/cmdline", "rb").read():
+            if not forked_by_init(pid):
                 continue
+            start = stat(pid)[1]
             os.kill(pid, signal.SIGSTOP)
-        except OSError:
+        except (OSError, IndexError):
             continue
         try:
-            found.append(probe(pid))
+            if caught(pid, start):
+                result = probe(pid)
+                if caught(pid, start):  # held all through the probe: it is about this helper
+                    found.append(result)
+                    continue
+            skipped += 1
         except (OSError, IndexError):
-            pass
+            skipped += 1  # gone meanwhile (init kills a helper held for 5 s)
         finally:
             try:
                 os.kill(pid, signal.SIGCONT)
             except OSError:
                 pass
-json.dump({"init": init, "helpers": found}, open("/tmp/scan.json", "w"))
+json.dump({"init": init, "helpers": found, "skipped": skipped}, open("/tmp/scan.json", "w"))
 '''
 
 BODY = """
@@ -151,3 +188,103 @@ def test_helpers_cannot_be_driven_by_a_payload(attack) -> None:
             assert proc["as_rlimit"] == str(out["rlimits_as"]), proc
     assert out["payload_ptrace_False"] == ["-1", "EPERM"], out
     assert out["payload_ptrace_True"][0] == "0", out
+
+
+#: Runs in the sandbox: attach to every process init forks, as fast as it can, without
+#: stopping it first, so that it tries each helper at every point of its life.
+SPINNER = r'''
+import ctypes, errno, json, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+me = os.getpid()
+WALL = 0x40000000
+
+class IOV(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+buf = ctypes.create_string_buffer(8)
+local, remote = IOV(ctypes.addressof(buf), 8), IOV(0x400000, 8)
+counts = {"ptrace": {}, "mem": {}, "vm": {}}
+attached, seen, probes = [], set(), 0
+
+def count(kind, what):
+    counts[kind][what] = counts[kind].get(what, 0) + 1
+
+open("/tmp/spinner.ready", "w").close()
+while not os.path.exists("/tmp/spinner.go"):  # no payload but us from here on: only helpers
+    time.sleep(0.01)
+deadline = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < deadline and not os.path.exists("/tmp/spinner.stop"):
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in (1, me):
+            continue
+        pid = int(name)
+        try:
+            if b"rootfs.py" not in open(f"/proc/{pid}/cmdline", "rb").read():
+                continue
+        except OSError:
+            continue
+        probes += 1
+        seen.add(pid)
+        if libc.ptrace(16, pid, 0, 0) == 0:  # PTRACE_ATTACH
+            # ours now: a live helper reports a ptrace-stop (then we could drive it); one caught
+            # after it let go of its memory on its way out can only report its exit
+            _, status = os.waitpid(pid, WALL)
+            if os.WIFSTOPPED(status):
+                libc.ptrace(17, pid, 0, 0)  # PTRACE_DETACH
+            attached.append({"pid": pid, "stopped": os.WIFSTOPPED(status), "status": status})
+            count("ptrace", "attached")
+        else:
+            count("ptrace", errno.errorcode.get(ctypes.get_errno(), "?"))
+        try:
+            os.close(os.open(f"/proc/{pid}/mem", os.O_RDONLY))
+            count("mem", "opened")
+        except OSError as exc:
+            count("mem", errno.errorcode[exc.errno])
+        if libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) == -1:
+            count("vm", errno.errorcode.get(ctypes.get_errno(), "?"))
+        else:
+            count("vm", "read")
+json.dump({"counts": counts, "attached": attached, "helpers": len(seen), "probes": probes},
+          open("/tmp/spin.json", "w"))
+'''
+
+SPIN_BODY = """
+    import time
+    with Sandbox([Layer(P["repo"], "/testbed")], ptrace=True) as sb:
+        sb.write_file("/tmp/spinner.py", P["spinner"])
+        cid = sb.spawn(["python3", "/tmp/spinner.py", "120"], stdout=-3, stderr=-3)
+        while sb.run(["test", "-e", "/tmp/spinner.ready"]).returncode:
+            time.sleep(0.05)
+        sb.write_file("/tmp/spinner.go", "")  # through a helper: no payload runs while it spins
+        errors, reads, t = [], 0, time.monotonic()
+        while reads < 400 and time.monotonic() - t < 60:
+            try:
+                sb.read_file("/testbed/README")
+            except OSError as exc:
+                errors.append(str(exc))
+            reads += 1
+        sb.write_file("/tmp/spinner.stop", "")
+        while sb.poll(cid) is None:
+            time.sleep(0.05)
+        out["spin"] = json.loads(sb.read_file("/tmp/spin.json"))
+        out["reads"], out["errors"] = reads, errors[:3]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", MODES, indirect=True)
+def test_no_instant_of_a_helpers_life_is_traceable(attack) -> None:
+    """A payload spinning on PTRACE_ATTACH, /proc/PID/mem and process_vm_readv against every
+    helper, from its fork to its exit, while the controller reads files: it never gets one
+    into a ptrace-stop or at its memory. (An attach can succeed only in the last moments of
+    a helper's exit, once its memory is gone: it then reports its exit, never a stop.)"""
+    (attack.repo / "README").write_text("hello\n")
+    out = attack(SPIN_BODY, spinner=SPINNER)
+    spin = out["spin"]
+    counts = spin["counts"]
+    assert out["reads"] == 400, out  # every read a fresh helper to race for
+    assert spin["helpers"] >= 50 and counts["ptrace"].get("EPERM", 0) >= 50, out  # it did race live helpers
+    assert not [a for a in spin["attached"] if a["stopped"]], out  # never a helper of ours to drive
+    assert set(counts["ptrace"]) <= {"EPERM", "ESRCH", "attached"}, out
+    assert set(counts["mem"]) <= {"EACCES", "EPERM", "ESRCH", "ENOENT"}, out
+    assert set(counts["vm"]) <= {"EPERM", "ESRCH"}, out
