@@ -89,6 +89,15 @@ class Progress:
                 self._bar.total = self.total
                 self._bar.refresh()
 
+    def fix_total(self, n: int) -> None:
+        """The total, planned before the first unit of work (e.g. `push` once it has listed
+        what it will copy): from now on it is fixed, as with `fixed=True`."""
+        with self._lock:
+            self.total, self.fixed = n, True
+            if self._bar is not None:
+                self._bar.total = n
+                self._bar.refresh()
+
     def update(self, n: int = 1) -> None:
         with self._lock:
             bar = self._draw()

@@ -309,3 +309,55 @@ def test_pull_from_s3_counts_downloaded_bytes(src: dict, s3: S3, tmp_path: Path,
     done = [line.removeprefix("pull: ").split("/")[0] for line in lines]
     assert len(set(done)) == len(done)
     assert lines[-1].startswith(f"pull: {tqdm.format_sizeof(total, divisor=1024)}/")
+
+
+def _done_and_totals(lines: list[str], what: str) -> list[tuple[str, str]]:
+    pairs = []
+    for line in lines:
+        done, _, rest = line.removeprefix(f"{what}: ").partition("/")
+        pairs.append((done, rest.split(" ", 1)[0]))
+    return pairs
+
+
+@pytest.mark.skipif(not shutil.which("mksquashfs"), reason="mksquashfs not installed (apt-get install squashfs-tools)")
+def test_push_pull_and_verify_plan_their_total_before_the_first_byte(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Chunked images (chunks shared between envs) and archives: every progress line shows
+    the same total, the one the finished run reports, and no line is printed twice."""
+    info = publish_synthetic_store(str(tmp_path / "src"), tmp_path / "work", n_envs=3, n_repos=2,
+                                   failed_env=False, images=True, chunked=True)
+    monkeypatch.setenv("MINISANDBOX_PROGRESS_INTERVAL", "0")
+    from tqdm import tqdm
+
+    def run(*argv: str, what: str) -> tuple[dict, list[tuple[str, str]]]:
+        assert main([argv[0], "--json", "--workers", "2", *argv[1:]]) in (0, 1)
+        out, err = capsys.readouterr()
+        lines = _progress_lines(err, what)
+        assert len(lines) == len(set(lines)), lines  # the final line is printed once
+        return json.loads(out), _done_and_totals(lines, what)
+
+    def check(pairs: list[tuple[str, str]], total: int) -> None:
+        assert len(pairs) >= 2, pairs
+        want = tqdm.format_sizeof(total, divisor=1024)
+        assert {t for _, t in pairs} == {want}, pairs  # never changes, from the first line on
+        assert pairs[-1][0] == want
+
+    dst = tmp_path / "dst"
+    report, pairs = run("push", info["store"].url, str(dst), what="push")
+    assert report["chunks"] > 0
+    check(pairs, report["bytes"])
+
+    report, pairs = run("verify", str(dst), what="verify")
+    assert report["ok"] is True
+    check(pairs, report["bytes"])
+
+    # a pull that finds part of the work done plans only the rest
+    node = tmp_path / "node"
+    run("pull", str(dst), str(node), what="pull")
+    key, m = sorted(info["envs"].items())[0]
+    for objects in ("chunks", "packs"):  # the images' chunk objects or packs (the repos keep theirs)
+        shutil.rmtree(node / objects, ignore_errors=True)
+    (node / manifest_path("env", key)).unlink()
+    report, pairs = run("pull", str(dst), str(node), what="pull")
+    assert report["copied"] and len(report["copied"]) < len(all_keys(info))
+    check(pairs, report["bytes"])
+    assert verify(str(node)).ok

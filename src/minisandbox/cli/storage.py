@@ -32,12 +32,14 @@ def cmd_mirror(a: argparse.Namespace) -> int:
         elif dst.create_bucket():
             note(f"{a.command}: created bucket {dst.bucket} at {dst.endpoint()}")
 
-    with Progress(a.command, 0) as meter:  # bytes to copy; a bar on a terminal, else lines
+    # bytes to copy, a total mirror fixes once planned; a bar on a terminal, else lines
+    with Progress(a.command, 0) as meter:
         def per_artifact(key: str, status: str) -> None:
             if a.verbose:
                 meter.write(f"{status}\t{key}")
 
         report = mirror(a.src, a.dst, workers=a.workers, on_artifact=per_artifact, progress=meter)
+        meter.finish()  # objects another writer put in place meanwhile were planned but not copied
     if a.json:
         print(json.dumps({"src": report.src, "dst": report.dst, "copied": report.copied,
                           "skipped": report.skipped, "files": report.files, "bytes": report.bytes,
@@ -56,7 +58,7 @@ def cmd_verify(a: argparse.Namespace) -> int:
     from minisandbox.node.store import Store
     from minisandbox.node.sync import verify
 
-    with Progress("verify", 0, unit="file" if a.quick else "B") as meter:
+    with Progress("verify", 0, unit="file" if a.quick else "B") as meter:  # verify fixes the total first
         report = verify(a.store, quick=a.quick, workers=a.workers, progress=meter)
     store = Store(a.store)
     if a.json:

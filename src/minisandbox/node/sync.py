@@ -251,8 +251,10 @@ def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
     """Copy the published store `src` to `dst` (any two fsspec URLs); resumable, verified.
 
     `on_artifact(key, "copied"|"skipped")` is called after each artifact (tests use it to
-    interrupt a run); `progress` counts the bytes of the artifacts that need copying. After a complete run, temp objects (`*.tmp-<uuid>`) older
-    than `stale_tmp_after` seconds, left at `dst` by interrupted writers, are removed. Raises SyncError naming the first artifact that failed;
+    interrupt a run); `progress` counts the bytes of the artifacts that need copying, its
+    total fixed (`Progress.fix_total`) once every artifact is planned, before any copy.
+    After a complete run, temp objects (`*.tmp-<uuid>`) older than `stale_tmp_after`
+    seconds, left at `dst` by interrupted writers, are removed. Raises SyncError naming the first artifact that failed;
     everything copied before stays valid at `dst`, and the index there is untouched.
     """
     src, dst = _fresh(open_store(src)), _fresh(open_store(dst))
@@ -270,24 +272,47 @@ def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
     arts = artifacts_of(catalog)
     have = DestinationChunks(chunk_sizes(dst) if any(a.chunks for a in arts) else {})
 
+    # Plan first: what each artifact needs, so the progress total is known before the first
+    # byte moves (it never grows mid-copy). Chunk lists are read again when copying rather
+    # than held: a store's lists together can outgrow memory.
+    plans: dict[tuple[str, str], tuple[bytes, bool]] = {}
+    chunk_todo: dict[str, int] = {}  # chunk objects/packs dst lacks, counted once across images
+
+    def plan(art: Artifact) -> None:
+        try:
+            manifest_bytes = src.read_bytes(art.manifest_rel)
+        except NotInStore as exc:
+            raise SyncError(f"{src.url_of(art.manifest_rel)} is missing but the index names {art.key}; "
+                            f"run `minisandbox verify {src.url}` and re-publish that key") from exc
+        if content_id(json.loads(manifest_bytes)) != content_id(art.manifest):
+            raise SyncError(f"{src.url_of(art.manifest_rel)} disagrees with {src.url_of(CATALOG)} "
+                            f"about {art.key}; re-run the index step on the source")
+        complete = _complete_at(src, dst, art, manifest_bytes, have)
+        lacking: dict[str, int] = {}
+        if not complete and art.chunks is not None:
+            try:
+                lacking = {rel: n for rel, n in needed_objects(read_chunk_list(src, art.chunks)).items()
+                           if have.sizes.get(rel) != n}
+            except ChunkError:
+                pass  # copying names the damage
+        with lock:
+            plans[(art.kind, art.key)] = (manifest_bytes, complete)
+            chunk_todo.update(lacking)
+
+    _run_all(plan, arts, workers)
+    if progress is not None:
+        progress.fix_total(sum(b.size for a in arts if not plans[(a.kind, a.key)][1] for b in a.blobs)
+                           + sum(chunk_todo.values()))
+
     with tempfile.TemporaryDirectory(prefix="minisandbox-sync-") as tmp:
         tmpdir = Path(tmp)
 
         def one(art: Artifact) -> None:
-            try:
-                manifest_bytes = src.read_bytes(art.manifest_rel)
-            except NotInStore as exc:
-                raise SyncError(f"{src.url_of(art.manifest_rel)} is missing but the index names {art.key}; "
-                                f"run `minisandbox verify {src.url}` and re-publish that key") from exc
-            if content_id(json.loads(manifest_bytes)) != content_id(art.manifest):
-                raise SyncError(f"{src.url_of(art.manifest_rel)} disagrees with {src.url_of(CATALOG)} "
-                                f"about {art.key}; re-run the index step on the source")
+            manifest_bytes, complete = plans[(art.kind, art.key)]
             nchunks = 0
-            if _complete_at(src, dst, art, manifest_bytes, have):
+            if complete:
                 status, n, files = "skipped", 0, 0
             else:
-                if progress is not None:
-                    progress.add_total(sum(b.size for b in art.blobs))
                 n = 0
                 if art.chunks is not None:  # chunks before the list that names them
                     nchunks, n = _copy_image_chunks(src, dst, art, progress, have)
@@ -492,15 +517,15 @@ def _iter_shard_lines(data: bytes) -> Iterator[dict[str, Any]]:
 def verify(store: Store | str, *, quick: bool = False, workers: int = 4,
            progress: Progress | None = None) -> VerifyReport:
     """Check every artifact, log and shard the index names. `quick`: sizes only, no digests.
-    `progress` counts bytes hashed (blobs checked with `quick`)."""
+    `progress` counts bytes hashed (files checked with `quick`), of a total fixed up front."""
     store = _fresh(open_store(store))
     catalog = read_catalog(store)
     report = VerifyReport(store.url)
     arts = artifacts_of(catalog)
     report.artifacts = len(arts)
     report.blobs = sum(len(a.blobs) for a in arts)
-    if progress is not None:
-        progress.add_total(report.blobs + sum(a.chunks.count for a in arts if a.chunks) if quick else
+    if progress is not None:  # planned from the index alone: fixed before the first check
+        progress.fix_total(report.blobs + sum(a.chunks.count for a in arts if a.chunks) if quick else
                            sum(b.size for a in arts for b in a.blobs) + sum(a.chunks.image_size for a in arts
                                                                              if a.chunks))
     lock = threading.Lock()
