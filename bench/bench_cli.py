@@ -19,7 +19,7 @@ another source tree, for before/after in one run):
 The store is the tests' `build_local_store` (a tiny env and repo whose interpreter is this
 machine's /usr python3).
 
-    python bench/bench_cli.py [--n 20] [--concurrent 64] [--json OUT]
+    .venv/bin/python bench/bench_cli.py [--n 20] [--concurrent 64] [--json OUT]
 """
 
 from __future__ import annotations

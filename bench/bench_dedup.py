@@ -56,9 +56,9 @@ and reports image bytes, mksquashfs CPU seconds, the cold read of the loop-mount
 (root: page cache dropped, `tar -cf - -C mnt . | cat > /dev/null`) and the unique FastCDC
 chunk bytes over all the images vs gzip -9 of the trees' tar streams.
 
-    python bench/bench_dedup.py --wheels /tmp/perf-wheels [--gpu-wheels DIR] [--download]
-    python bench/bench_dedup.py --wheels /tmp/perf-wheels --gpu-wheels DIR --images --work /var/tmp/dd
-    python bench/bench_dedup.py --levels STORE/artifacts/env/*.squashfs [--level-list 3,15]
+    .venv/bin/python bench/bench_dedup.py --wheels /tmp/perf-wheels [--gpu-wheels DIR] [--download]
+    .venv/bin/python bench/bench_dedup.py --wheels /tmp/perf-wheels --gpu-wheels DIR --images --work /var/tmp/dd
+    .venv/bin/python bench/bench_dedup.py --levels STORE/artifacts/env/*.squashfs [--level-list 3,15]
 """
 
 from __future__ import annotations

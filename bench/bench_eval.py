@@ -13,8 +13,8 @@ controller, the results plugin's end-of-test checks and audit hooks) and without
 plain venv over this interpreter (its pytest), built from the committed bundled sources:
 needs no store.
 
-Usage: python bench/bench_eval.py [--store results/store] [--repeats 3]
-       python bench/bench_eval.py --checks [--repeats 5] [--json OUT]
+Usage: .venv/bin/python bench/bench_eval.py [--store results/store] [--repeats 3]
+       .venv/bin/python bench/bench_eval.py --checks [--repeats 5] [--json OUT]
 """
 
 from __future__ import annotations

@@ -30,9 +30,9 @@ Results: `<out>/results.json` (everything the table is made from); `--report FIL
 re-prints the table of a saved run, `--compare BEFORE.json` adds a before/after summary.
 
 Usage:
-  nice -n 10 python bench/bench_fidelity.py --mirrors /work/.mirror --profiles 30 \
+  nice -n 10 .venv/bin/python bench/bench_fidelity.py --mirrors /work/.mirror --profiles 30 \
       --out /tmp/fid/run --jobs 2 [--rev HEAD]
-  python bench/bench_fidelity.py --report /tmp/fid/run/results.json [--compare before.json]
+  .venv/bin/python bench/bench_fidelity.py --report /tmp/fid/run/results.json [--compare before.json]
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ same run; plus the cost of validating store data (one manifest, one 200-task sha
 
 Layer: a small git repo (200 files) at /testbed. Root: limits are cgroups where writable.
 
-Usage: python bench/bench_hardening.py [--n 40]
+Usage: .venv/bin/python bench/bench_hardening.py [--n 40]
 """
 
 from __future__ import annotations

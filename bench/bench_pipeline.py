@@ -13,7 +13,7 @@ Prints two tables:
    per environment and raw venv bytes vs packed bytes (the archive, or the squashfs image
    when the store has no archives, config `archive: false`).
 
-Usage: python bench/bench_pipeline.py [--repeats 3] [--build] [--skip-baseline]
+Usage: .venv/bin/python bench/bench_pipeline.py [--repeats 3] [--build] [--skip-baseline]
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ unprivileged user, against the published method measured in the same run.
 The store is a local directory, so "cold" means not on the node; store files may be in the
 page cache for all methods alike.
 
-    python bench/bench_runtime.py                 # full run (~10-15 min on 2 cores)
-    python bench/bench_runtime.py --quick         # small trees, 1/8 concurrency
+    .venv/bin/python bench/bench_runtime.py                 # full run (~10-15 min on 2 cores)
+    .venv/bin/python bench/bench_runtime.py --quick         # small trees, 1/8 concurrency
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Prints:
 2. 64 concurrent sandboxes of the one environment (threads in one process): time until
    all are ready (each ran `python -c "import pip"` in the venv), failures, close time.
 
-Usage: python bench/bench_sandbox.py [--n 50] [--concurrent 64] [--no-rootless]
+Usage: .venv/bin/python bench/bench_sandbox.py [--n 50] [--concurrent 64] [--no-rootless]
 """
 
 from __future__ import annotations

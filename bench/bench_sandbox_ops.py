@@ -11,7 +11,7 @@ alternate several times and use the median of the medians.
 
 Layer: a small git repo (200 files) at /testbed.
 
-Usage: python bench/bench_sandbox_ops.py [--n 40] [--src DIR] [--json FILE]
+Usage: .venv/bin/python bench/bench_sandbox_ops.py [--n 40] [--src DIR] [--json FILE]
 """
 
 from __future__ import annotations

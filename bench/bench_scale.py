@@ -13,7 +13,7 @@ Tables (medians of --repeats, baselines measured in the same run):
 4. Store throughput: publish (push local -> S3) and fetch (pull S3 -> local) vs a
    local -> local copy, same artifacts, verified digests in every case.
 
-Usage: python bench/bench_scale.py [--tasks 50000] [--repeats 3] [--skip-planning]
+Usage: .venv/bin/python bench/bench_scale.py [--tasks 50000] [--repeats 3] [--skip-planning]
 Needs: snakemake, snakemake-executor-plugin-slurm, s3fs, moto[server].
 """
 

@@ -5,7 +5,7 @@ the scan's two git snapshots and diff, on a real git repository, baseline measur
 same run, interleaved. The scan does not depend on the sandbox (it is git and bash where
 the patch is applied), so this runs on the host.
 
-Usage: python bench/bench_tree_scan.py [--repo PATH] [--files 3] [--repeats 15] [--json OUT]
+Usage: .venv/bin/python bench/bench_tree_scan.py [--repo PATH] [--files 3] [--repeats 15] [--json OUT]
 (default repo: a clone of this checkout; --repo any git repository, e.g. a SWE-bench one).
 """
 

@@ -19,7 +19,7 @@ script:
 5. writes config/bundled/{repos.yaml,patches/,tasks.jsonl,tasks_swebench.jsonl,
    invalid_tasks.jsonl} and config/catalog/bundled.yaml.
 
-Run: `python scripts/make_bundled_tasks.py` (needs uv, pyenv interpreters, PyPI access).
+Run: `.venv/bin/python scripts/make_bundled_tasks.py` (needs uv, pyenv interpreters, PyPI access).
 """
 
 from __future__ import annotations

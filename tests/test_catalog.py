@@ -76,7 +76,7 @@ def test_generator_is_deterministic_and_the_committed_catalog_is_current(tmp_pat
     for name in ("swesmith.yaml", "swebench.yaml"):
         assert (a / name).read_bytes() == (b / name).read_bytes()
         assert (a / name).read_bytes() == (CATALOG_DIR / name).read_bytes(), (
-            f"config/catalog/{name} is stale: run python scripts/gen_catalog.py"
+            f"config/catalog/{name} is stale: run .venv/bin/python scripts/gen_catalog.py"
         )
     assert gen.main(["--shared", str(SHARED), "--out", str(CATALOG_DIR), "--check"]) == 0
 
@@ -92,7 +92,7 @@ def test_header_records_the_inputs() -> None:
     head = SWESMITH_YAML.read_text().split("\nspecs:", 1)[0]
     assert re.search(r"swesmith_python_profiles\.json: sha256:[0-9a-f]{64}", head)
     assert re.search(r"swesmith-envs/: \d+ files, sha256:[0-9a-f]{64}", head)
-    assert "python scripts/gen_catalog.py" in head
+    assert ".venv/bin/python scripts/gen_catalog.py" in head  # Debian has no bare `python`
     assert re.search(r"swebench_python_specs\.json: sha256:[0-9a-f]{64}", SWEBENCH_YAML.read_text())
 
 

@@ -1,4 +1,4 @@
-"""`python -m minisandbox.cli` runs the same entry point as the `minisandbox` script."""
+"""`.venv/bin/python -m minisandbox.cli` runs the same entry point as the `minisandbox` script."""
 
 import sys
 

@@ -1,5 +1,5 @@
 """Regenerate the recorded evaluation logs under tests/grading/data/logs/ (run by hand:
-`python3 tests/grading/data/make_logs.py`; the logs are committed, the tests only read them).
+`.venv/bin/python tests/grading/data/make_logs.py`; the logs are committed, the tests only read them).
 
 Each case is a small repository written to a temp dir whose tests really run under the
 runner its harness uses: pytest with SWE-bench's options (`-rA`, SWE-bench's pytest
