@@ -62,6 +62,19 @@ def test_a_fixed_total_never_grows_and_finish_settles_on_the_work_done(monkeypat
     assert lines[-1].startswith("fetch: 800/800")
 
 
+def test_a_total_planned_after_opening_is_fixed_from_then_on(monkeypatch) -> None:
+    """`push` opens its meter, lists what it will copy, then fixes the total."""
+    monkeypatch.setenv("MINISANDBOX_PROGRESS", "lines")
+    out = _Pipe()
+    with Progress("push", 0, stream=out, interval=0, unit="item") as p:
+        p.fix_total(400)
+        p.update(100)
+        p.add_total(600)  # a lower layer discovering work: ignored once planned
+        p.update(300)
+    lines = out.getvalue().splitlines()
+    assert [line.split(" ", 2)[1] for line in lines] == ["100/400", "400/400"]
+
+
 def test_plain_lines_are_periodic_not_per_update(monkeypatch) -> None:
     monkeypatch.delenv("MINISANDBOX_PROGRESS", raising=False)
     out = _Pipe()
