@@ -194,7 +194,10 @@ def test_cli_errors_are_one_line(published_store: dict, tmp_path: Path) -> None:
         "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1", "AWS_MAX_ATTEMPTS": "1",
         "MINISANDBOX_STORE_ATTEMPTS": "2"})
     assert r.returncode == 1
-    assert "store s3://nobucket/store unreachable" in r.stderr and "AWS_ENDPOINT_URL" in r.stderr
+    # the store, the endpoint it could not reach and the setting to check, in one line
+    assert "store s3://nobucket/store" in r.stderr
+    assert f"cannot reach the S3 endpoint http://127.0.0.1:{port}" in r.stderr
+    assert "AWS_ENDPOINT_URL" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 
 
