@@ -169,7 +169,7 @@ def test_images_are_published_and_verified(pipeline_workspace, tmp_path, monkeyp
     archive; `minisandbox verify` checks every chunk; a root node assembles the image from
     the chunks, checks it, mounts it and runs the task; the venv's .pyc files are valid
     inside the mounted image (normalize_tree); a node that does not mount unpacks the image."""
-    from minisandbox.node.chunks import ChunkedImage, fetch_chunk, read_chunk_list
+    from minisandbox.node.chunks import ChunkedImage, fetch_listed, read_chunk_list
 
     ws = pipeline_workspace
     ws.snakemake(config=("images=true",))
@@ -190,8 +190,8 @@ def test_images_are_published_and_verified(pipeline_workspace, tmp_path, monkeyp
             cl = read_chunk_list(store, ref)
             local = tmp_path / img["artifact"]
             with local.open("wb") as fh:
-                for digest, length in cl.chunks:
-                    fh.write(fetch_chunk(store, digest, length, ref.what))
+                for i in range(len(cl.chunks)):
+                    fh.write(fetch_listed(store, cl, i, ref.what))  # from its pack, checked
             assert file_digest(local) == (img["sha256"], img["size"])
     proc = subprocess.run(["minisandbox", "verify", str(ws.store)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
