@@ -108,21 +108,43 @@ class LazyPattern:
         return f"LazyPattern({self.pattern!r})"
 
 
+class atomic_output:
+    """`with atomic_output(path) as fh:` writes a binary file that readers see whole or not
+    at all: a unique temp file beside `path`, renamed over it when the block ends without an
+    error, removed when it does not. `fsync=True` makes the bytes durable before the rename
+    (published artifacts). A plain class, not contextlib: fsutil is imported on start-up."""
+
+    def __init__(self, path: Path | str, *, fsync: bool = False) -> None:
+        self.path = Path(path)
+        self.fsync = fsync
+        self.tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex[:12]}.tmp")
+
+    def __enter__(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        self.fh = os.fdopen(fd, "wb")
+        return self.fh
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                self.fh.flush()
+                if self.fsync:
+                    os.fsync(self.fh.fileno())
+            self.fh.close()
+            if exc_type is None:
+                os.replace(self.tmp, self.path)
+        finally:
+            if exc_type is not None or self.tmp.exists():
+                self.tmp.unlink(missing_ok=True)
+
+
 def atomic_write_bytes(path: Path | str, data: bytes) -> None:
     """Write `data` to `path` via a unique temp file + rename, so readers see the old file or
     the new one, never half a file. Safe across threads and processes (the temp name is
     unique); the file gets the usual umask-based mode."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_output(path) as fh:
+        fh.write(data)
 
 
 def atomic_write_text(path: Path | str, text: str) -> None:

@@ -47,6 +47,7 @@ from minisandbox.catalog import EnvSpec
 from minisandbox.fsutil import atomic_write_text
 from minisandbox.grading.evaluate import Evaluation, Executor, evaluate
 from minisandbox.grading.grading import Reason, TestStatus, is_pass
+from minisandbox.grading.validate import status_counts
 from minisandbox.records import TaskRecord, to_raw
 
 STATUSES = ("labelled", "no-f2p", "too-broad", "hangs", "bug-broken", "fixed-broken", "env-broken")
@@ -177,10 +178,7 @@ class EnvLabels:
     references: dict[str, dict[str, Any]]  # group (test command) -> its reference runs
 
     def counts(self) -> dict[str, int]:
-        out = {s: 0 for s in STATUSES}
-        for t in self.tasks.values():
-            out[t["status"]] = out.get(t["status"], 0) + 1
-        return out
+        return status_counts(self.tasks.values(), STATUSES)
 
     def to_dict(self) -> dict[str, Any]:
         return {

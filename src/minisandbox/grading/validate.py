@@ -135,6 +135,15 @@ def validate_task(record: TaskRecord, spec: EnvSpec, executor: Executor, *, repe
     return res
 
 
+def status_counts(tasks: Iterable[dict[str, Any]], statuses: Iterable[str]) -> dict[str, int]:
+    """How many results have each status: every known status present (0 when none), plus
+    any other status a result carries. Validation and labelling reports both use it."""
+    out = {s: 0 for s in statuses}
+    for t in tasks:
+        out[t["status"]] = out.get(t["status"], 0) + 1
+    return out
+
+
 @dataclass
 class EnvValidation:
     env_key: str
@@ -144,10 +153,7 @@ class EnvValidation:
     seconds: float
 
     def counts(self) -> dict[str, int]:
-        out = {s: 0 for s in STATUSES}
-        for t in self.tasks.values():
-            out[t["status"]] = out.get(t["status"], 0) + 1
-        return out
+        return status_counts(self.tasks.values(), STATUSES)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -33,7 +33,7 @@ from pathlib import Path
 import zstandard
 
 from minisandbox.errors import MinisandboxError
-from minisandbox.fsutil import CHUNK
+from minisandbox.fsutil import CHUNK, atomic_output
 
 FORMATS = ("tar.zst", "tar.gz")
 #: Read-only filesystem images a root node can loop-mount instead of unpacking.
@@ -253,19 +253,11 @@ def _checked(src: Path, out: Path, fmt: str, formats, what: str) -> tuple[Path, 
 def pack_tree(src: Path, out: Path, fmt: str = "tar.zst", level: int = 3) -> PackStats:
     """Archive the *contents* of `src` to `out` (atomically: temp file, then rename)."""
     src, out = _checked(src, out, fmt, FORMATS, "archive")
-    tmp = out.with_name(f"{out.name}.tmp-{uuid.uuid4().hex}")
-    try:
-        with open(tmp, "wb") as f:
-            if fmt == "tar.zst":
-                _pack_zst(src, f, level)
-            else:
-                _pack_gz(src, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_output(out, fsync=True) as f:
+        if fmt == "tar.zst":
+            _pack_zst(src, f, level)
+        else:
+            _pack_gz(src, f)
     return tree_stats(src)
 
 
@@ -332,24 +324,16 @@ def pack_stream(src: Path, out: Path, fmt: str = "tar.zst", level: int = 3,
     interpreter's site-packages) are archived as empty directories."""
     src, out = _checked(src, out, fmt, FORMATS, "archive")
     empty = frozenset(os.path.realpath(d) for d in empty_dirs)
-    tmp = out.with_name(f"{out.name}.tmp-{uuid.uuid4().hex}")
-    try:
-        with open(tmp, "wb") as f:
-            if fmt == "tar.zst":
-                cctx = zstandard.ZstdCompressor(level=level, threads=-1, write_checksum=True)
-                with cctx.stream_writer(f, closefd=False) as z, \
-                        tarfile.open(fileobj=z, mode="w|", format=tarfile.GNU_FORMAT) as tar:
-                    stats = _stream_members(str(src), tar, empty)
-            else:
-                with gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=f, mtime=0) as gz, \
-                        tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
-                    stats = _stream_members(str(src), tar, empty)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_output(out, fsync=True) as f:
+        if fmt == "tar.zst":
+            cctx = zstandard.ZstdCompressor(level=level, threads=-1, write_checksum=True)
+            with cctx.stream_writer(f, closefd=False) as z, \
+                    tarfile.open(fileobj=z, mode="w|", format=tarfile.GNU_FORMAT) as tar:
+                stats = _stream_members(str(src), tar, empty)
+        else:
+            with gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=f, mtime=0) as gz, \
+                    tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
+                stats = _stream_members(str(src), tar, empty)
     return stats
 
 
