@@ -53,7 +53,7 @@ VERSION_MODULES = {"__future__", "minisandbox", "minisandbox.cli", "minisandbox.
 
 #: The project modules of a warm `run TASK -- true` (task already on the node).
 RUN_MODULES = {
-    "minisandbox", "minisandbox.cli", "minisandbox.cli.options", "minisandbox.cli.sandbox", "minisandbox.errors",
+    "minisandbox", "minisandbox.cli", "minisandbox.cli.options", "minisandbox.cli.sandboxcmds", "minisandbox.errors",
     "minisandbox.fsutil",
     "minisandbox.index", "minisandbox.manifest", "minisandbox.paths", "minisandbox.progress", "minisandbox.records",
     "minisandbox.syspkgs", "minisandbox.task",

@@ -65,19 +65,19 @@ def test_version() -> None:
 
 
 def test_project_errors_print_one_line_and_bugs_keep_their_traceback(monkeypatch, capsys) -> None:
-    from minisandbox.cli import runtime
+    from minisandbox.cli import taskcmds
 
     def fail(_args):
         raise MinisandboxError("store s3://x has no index; pass --store URL")
 
-    monkeypatch.setattr(runtime, "cmd_tasks", fail)
+    monkeypatch.setattr(taskcmds, "cmd_tasks", fail)
     assert main(["tasks"]) == 1
     assert capsys.readouterr().err == "minisandbox tasks: error: store s3://x has no index; pass --store URL\n"
 
     def bug(_args):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(runtime, "cmd_tasks", bug)
+    monkeypatch.setattr(taskcmds, "cmd_tasks", bug)
     with pytest.raises(ZeroDivisionError):
         main(["tasks"])
 

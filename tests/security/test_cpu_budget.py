@@ -120,7 +120,7 @@ def test_rootless_without_cgroup_says_the_budget_is_not_enforced(attack) -> None
 
 
 BODY_ONESHOT = """
-    from minisandbox.cli.sandbox import _run_streaming
+    from minisandbox.cli.sandboxcmds import _run_streaming
     with Sandbox([Layer(P["repo"], "/testbed")]) as sb:
         code = _run_streaming(sb, ["bash", "-c", "sleep 1000 & setsid sleep 1001 & echo started"], None)
         out["code"] = code

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 
 #: Top-level command -> the module whose `register` adds it (in the order `--help` lists them).
 COMMANDS = {
-    "fetch": "minisandbox.cli.runtime", "tasks": "minisandbox.cli.runtime", "cache": "minisandbox.cli.runtime",
-    "run": "minisandbox.cli.sandbox", "shell": "minisandbox.cli.sandbox", "sandbox-exec": "minisandbox.cli.sandbox",
+    "fetch": "minisandbox.cli.taskcmds", "tasks": "minisandbox.cli.taskcmds", "cache": "minisandbox.cli.taskcmds",
+    "run": "minisandbox.cli.sandboxcmds", "shell": "minisandbox.cli.sandboxcmds", "sandbox-exec": "minisandbox.cli.sandboxcmds",
     "eval": "minisandbox.cli.eval",
     "push": "minisandbox.cli.storage", "pull": "minisandbox.cli.storage", "verify": "minisandbox.cli.storage",
     "doctor": "minisandbox.cli.doctor",
