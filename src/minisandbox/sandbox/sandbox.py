@@ -22,11 +22,14 @@ repo's index and its history are never touched.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shlex
 import signal
 import stat
+import struct
 import subprocess
+import termios
 import threading
 import time
 import uuid
@@ -895,14 +898,24 @@ def _collect(root: rootfs.PrivateRoot, cid: int, rfd: int, timeout: float | None
                       cpu_seconds=None if cpu is None else round(cpu.used, 3))
 
 
+def _buffered(fd: int) -> int:
+    """Bytes waiting in pipe `fd` (FIONREAD; 0 if the kernel will not say)."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0
+
+
 def _collect_fds(root: rootfs.PrivateRoot, cid: int, fds: list[int], timeout: float | None,
                  max_output: int, cpu: CpuWatch | None = None,
                  cpu_rlimit: int | None = None) -> tuple[list[bytes], int, bool, bool, str]:
     """Read every pipe in `fds` until command `cid` exits (or times out: kill its tree);
     returns (bytes per fd, exit code, timed out, truncated, limit hit). Waits with
     `rootfs.wait_readable` (poll, so descriptors past 1024 work). Background processes that
-    keep a pipe open do not block: after the exit only what is already buffered is read
-    (for at most 20 ms). At most `max_output` bytes are kept per pipe.
+    keep a pipe open do not block: after the exit, what is buffered at that moment (what
+    the command wrote before it exited) is read in full, however late this thread runs;
+    anything written later only for at most 20 ms. At most `max_output` bytes are kept per
+    pipe.
 
     CPU time: with `cpu`, the command's cgroup total is checked at least every 0.5 s and
     the command's every process killed once it passes the limit (limit hit "cpu", a line
@@ -916,10 +929,12 @@ def _collect_fds(root: rootfs.PrivateRoot, cid: int, fds: list[int], timeout: fl
     deadline = None if timeout is None else time.monotonic() + timeout
     code: int | None = None
     drain_end = 0.0
+    owed: dict[int, int] = {}  # bytes buffered in each pipe when the exit was seen: read them all
     while True:
         if code is None:
             code = root.poll(cid)
             if code is not None:
+                owed = {fd: _buffered(fd) for fd in open_fds}
                 drain_end = time.monotonic() + 0.02
                 if cpu is not None and cpu.exceeded(force=True) and code != 0:
                     limit_hit = cpu.hit  # the RLIMIT_CPU backstop got there first
@@ -928,15 +943,18 @@ def _collect_fds(root: rootfs.PrivateRoot, cid: int, fds: list[int], timeout: fl
             cpu.stop()
             code = root.wait(cid, 30)
             cpu.exceeded(force=True)  # the final total
+            owed = {fd: _buffered(fd) for fd in open_fds}
             drain_end = time.monotonic() + 0.02
             continue
         now = time.monotonic()
-        if code is not None and (not open_fds or now >= drain_end):
+        if code is not None and (not open_fds or (now >= drain_end and not any(owed.get(fd, 0) > 0
+                                                                              for fd in open_fds))):
             break
         if code is None and deadline is not None and now >= deadline:
             timed_out = True
             root.kill(cid, signal.SIGKILL)
             code = root.wait(cid, 30)
+            owed = {fd: _buffered(fd) for fd in open_fds}
             drain_end = time.monotonic() + 0.02
             continue
         watch: list[int] = list(open_fds)
@@ -955,6 +973,7 @@ def _collect_fds(root: rootfs.PrivateRoot, cid: int, fds: list[int], timeout: fl
             if not data:
                 open_fds.remove(fd)
                 continue
+            owed[fd] = owed.get(fd, 0) - len(data)
             if sizes[fd] < max_output:
                 chunks[fd].append(data[: max_output - sizes[fd]])
             sizes[fd] += len(data)
