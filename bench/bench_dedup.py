@@ -22,7 +22,7 @@ Per environment and layout the bytes the store needs to serve it:
 Node-cache bytes for a node that has every environment: unpacked layers (raw bytes per
 environment) vs hard-linked layers over one object per distinct content.
 
-With --images (the default store layout since issue 15 item 2: chunked images), every
+With --images (the default store layout: chunked images, docs/pipeline.md), every
 environment is also materialised as an installed tree: each wheel unpacked once as an
 installer lays it out (site-packages, `.data/scripts` -> bin, ...) with a .pyc compiled for
 every module by a Python 3.10 (`--python`, found in pyenv if not given; without one the pycs

@@ -384,8 +384,8 @@ def pytest_counts(log: str, statuses: dict[str, str]) -> dict[str, Any]:
 
 
 def load_parser(name: str):
-    """The project's log parser (`minisandbox.grading.logparsers`, older layout `minisandbox.logparsers`)."""
-    for module in ("minisandbox.grading.logparsers", "minisandbox.logparsers"):
+    """The project's log parser (`minisandbox.grading.logparsers`)."""
+    for module in ("minisandbox.grading.logparsers",):
         try:
             mod = __import__(module, fromlist=["get_parser"])
             return mod.get_parser(name)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the issue-13 hardening costs: sandbox creation and a command, hardened (default:
+"""What the sandbox hardening (docs/sandbox.md) costs: sandbox creation and a command, hardened (default:
 seccomp filter, default limits with their cgroups, one tmpfs budget, fresh keyring) vs the
 same sandbox with the filter off and no limits (the baseline), measured alternately in the
 same run; plus the cost of validating store data (one manifest, one 200-task shard).

@@ -6,7 +6,7 @@ Prints two tables:
    (5k and 50k tasks over the 133 real profiles; 50k tasks over 5k environments), cold
    (plan cache empty: reads every record) and warm (cached plan), with the baseline
    measured in the same run: the same 5k tasks planned as one Snakemake job per task.
-   Targets (issue 15): 50k tasks over 133 environments <= 3 s, over 5k environments
+   Targets (docs/pipeline.md): 50k tasks over 133 environments <= 3 s, over 5k environments
    <= 10 s (warm CPU seconds of the `snakemake -n` process; wall on a shared machine is
    mostly other people's load).
 2. For the bundled set (run `snakemake --cores 2` first, or pass --build): build time

@@ -251,7 +251,7 @@ def test_swesmith_catalog_covers_every_profile(smith: Catalog) -> None:
 def test_exact_pins_match_the_official_export(smith: Catalog, name: str) -> None:
     pins = export_pins(name)
     assert all("==" in p for p in pins)
-    # the pip section exactly, plus the conda section's packages that are on PyPI (issue 11)
+    # the pip section exactly, plus the conda section's packages that are on PyPI (docs/catalog.md)
     conda = export_conda(name)
     from_conda = sorted(f"{n}=={conda[n]}" for n in ("pip", "setuptools", "wheel"))
     assert smith[name].extra["conda_pins"] == from_conda
@@ -488,7 +488,7 @@ def test_spec_for_unknown_spec_names_the_task(smith: Catalog, bench: Catalog) ->
         spec_for(smith, rec)
 
 
-# -- issue 11 fields: as-of date, exact interpreter, system packages, warm-up ----------------
+# -- fidelity fields: as-of date, exact interpreter, system packages, warm-up ----------------
 
 
 def test_fidelity_fields_are_validated_in_one_line() -> None:

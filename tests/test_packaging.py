@@ -14,7 +14,7 @@ from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Packages a rollout node must not need (issue 14: slim installs).
+#: Packages a rollout node must not need (slim installs: the core dependencies).
 NOT_IN_CORE = ("snakemake", "pyarrow", "uv", "tabulate", "s3fs", "moto", "jsonschema")
 
 

@@ -365,7 +365,7 @@ def _models() -> dict[str, Any]:
             return self
 
     class SubdirInfo(_Model):
-        """A directory *inside* an env layer (issue 11: `testbed`, `home`)."""
+        """A directory *inside* an env layer (`testbed`, `home`: docs/design.md, "Environment fidelity")."""
 
         dir: str
         path: str | None = None

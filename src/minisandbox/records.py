@@ -18,17 +18,6 @@ from minisandbox.fsutil import LazyPattern
 
 Format = Literal["swesmith", "swebench"]
 
-SWESMITH_FIELDS = ("instance_id", "repo", "patch", "FAIL_TO_PASS", "PASS_TO_PASS")
-SWEBENCH_FIELDS = (
-    "instance_id",
-    "repo",
-    "base_commit",
-    "version",
-    "patch",
-    "test_patch",
-    "FAIL_TO_PASS",
-    "PASS_TO_PASS",
-)
 #: What an instance id may contain (it becomes a directory name in reports and caches).
 INSTANCE_ID = LazyPattern(r"^[A-Za-z0-9_.\-]+$")
 _COMMIT = LazyPattern(r"^[0-9a-f]{7,40}$")

@@ -1,4 +1,5 @@
-"""End to end: the failure classes real SWE-smith repositories showed (issue 11), each
+"""End to end: the failure classes real SWE-smith repositories showed (docs/design.md,
+"Environment fidelity"), each
 reproduced by a local fixture and built through the real workflow (Snakemake, uv/pip
 builds in mount namespaces, a real store, validation in sandboxes):
 

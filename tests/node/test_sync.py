@@ -259,7 +259,7 @@ def test_complete_mirror_removes_stale_temp_objects_only(src: dict, tmp_path: Pa
     assert report.stale_tmp_removed == 1 and not stale.exists() and fresh.exists()
 
 
-# ------------------------------------------------------------------ progress (issue 14)
+# ------------------------------------------------------------------ progress
 def _progress_lines(err: str, what: str) -> list[str]:
     return [line for line in err.splitlines() if line.startswith(f"{what}: ")]
 

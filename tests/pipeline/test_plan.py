@@ -132,7 +132,7 @@ def test_plan_files_are_skipped_when_the_last_plan_written_is_this_one(tmp_path)
     assert json.loads(current.read_text())["fingerprint"] == plan2.fingerprint != plan.fingerprint
 
 
-# ------------------------------------------------------------------ loud errors (issue 14)
+# ------------------------------------------------------------------ loud errors
 def test_invalid_summary_warns_with_every_record_up_to_a_limit_and_fails_when_nothing_is_usable() -> None:
     from minisandbox.pipeline.plan import Plan, invalid_summary
 

@@ -34,7 +34,7 @@ def test_missing_requirements_file_is_a_clear_error(tmp_path):
         resolve(_spec(requirements_files=["requirements.txt"]), tmp_path, tmp_path / "log")
 
 
-# -- as-of date (issue 11) -----------------------------------------------------------------
+# -- as-of date -----------------------------------------------------------------------------
 
 
 def test_exact_pins_newer_than_the_date_get_their_own_cutoff(tmp_path, monkeypatch) -> None:

@@ -159,12 +159,3 @@ def use_signing_key(path: str | os.PathLike[str] | None) -> None:
     Signer(full)
     os.environ[SIGNING_KEY_ENV] = full
 
-
-def signer_from_env() -> Signer | None:
-    path = os.environ.get(SIGNING_KEY_ENV, "").strip()
-    return Signer(path) if path else None
-
-
-def verifier_from_env() -> Verifier | None:
-    path = os.environ.get(PUBLIC_KEY_ENV, "").strip()
-    return Verifier(path) if path else None
