@@ -18,7 +18,7 @@ PKG = Path(__file__).resolve().parents[1] / "src" / "minisandbox"
 
 #: Top-level modules that are contracts (data formats and small shared helpers).
 CONTRACTS = {"__init__", "errors", "fsutil", "tools", "paths", "records", "catalog", "manifest", "index", "status",
-             "progress", "syspkgs"}
+             "progress", "syspkgs", "logformats"}
 
 #: layer -> the layers it may import (itself included).
 ALLOWED = {

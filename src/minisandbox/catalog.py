@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator
 import yaml
 
 from minisandbox.errors import MinisandboxError
+from minisandbox.logformats import PYTEST_PARSERS
 from minisandbox.paths import project_root
 from minisandbox.records import TaskRecord
 from minisandbox.syspkgs import validate_names
@@ -29,8 +30,6 @@ DEFAULT_TEST_CMD = (
 KINDS = ("swesmith", "swebench", "bundled")
 REQUIRED = ("name", "kind", "source", "python")
 _LIST_FIELDS = ("requirements", "requirements_files", "pre_install", "install", "system_packages", "warmup")
-#: Parsers of pytest output: specs using one get a collection warm-up during the build.
-PYTEST_PARSERS = frozenset({"pytest", "pytest_v2", "pytest_options", "matplotlib", "seaborn"})
 _FULL_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 _DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})$")
 

@@ -249,6 +249,15 @@ def test_sympy_parser():
 
 def test_registry():
     assert {"pytest", "pytest_v2", "pytest_options", "django", "sympy"} <= set(PARSERS)
+    # one list of names (minisandbox.logformats): both implementations cover exactly it, and
+    # every name SWE-bench's harness picks for a repo is in it
+    from minisandbox.grading.official import OFFICIAL_PARSERS
+    from minisandbox.grading.logparsers import SWEBENCH_REPO_PARSERS
+    from minisandbox.logformats import LOG_PARSERS, PYTEST_PARSERS
+
+    assert set(PARSERS) == set(OFFICIAL_PARSERS) == set(LOG_PARSERS)
+    assert set(SWEBENCH_REPO_PARSERS.values()) <= set(LOG_PARSERS)
+    assert PYTEST_PARSERS == {"pytest", "pytest_v2", "pytest_options", "matplotlib", "seaborn"}
     assert parser_name_for_repo("django/django") == "django"
     assert parser_name_for_repo("psf/requests") == "pytest_options"
     assert parser_name_for_repo("someone/else") == "pytest"

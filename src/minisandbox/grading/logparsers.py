@@ -283,6 +283,7 @@ def parse_log_sympy(log: str) -> StatusMap:
     return status_map
 
 
+#: Parser name (`minisandbox.logformats.LOG_PARSERS`, the one list) -> the project's parser.
 PARSERS: dict[str, Parser] = {
     "pytest": parse_log_pytest,
     "pytest_v2": parse_log_pytest_v2,

@@ -36,6 +36,7 @@ from typing import Protocol
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.grading.logparsers import TestStatus
+from minisandbox.logformats import PYTEST_PARSERS
 
 StatusMap = dict[str, str]
 OfficialParser = Callable[[str], StatusMap]
@@ -237,7 +238,7 @@ def parse_sympy(log: str) -> StatusMap:
     return out
 
 
-#: Our parser names (EnvSpec.log_parser) -> the official parser of the same format.
+#: Our parser names (`minisandbox.logformats.LOG_PARSERS`) -> the official parser of the same format.
 OFFICIAL_PARSERS: dict[str, OfficialParser] = {
     "pytest": parse_pytest,
     "pytest_v2": parse_pytest_v2,
@@ -250,14 +251,12 @@ OFFICIAL_PARSERS: dict[str, OfficialParser] = {
 }
 
 
-#: Parsers SWE-smith's harness reads pytest output with (everything but its unittest ones).
-_SWESMITH_PYTEST = frozenset({"pytest", "pytest_v2", "pytest_options", "matplotlib", "seaborn"})
 
 
 def official_parser(name: str, harness: Harness = Harness.SWEBENCH) -> OfficialParser:
     """The official parser for `name` under `harness`; unknown names use the pytest one
     (what both harnesses fall back to; `official_refusal` refuses them up front)."""
-    if harness is Harness.SWESMITH and name in _SWESMITH_PYTEST:
+    if harness is Harness.SWESMITH and name in PYTEST_PARSERS:  # SWE-smith reads all pytest output alike
         return parse_swesmith_pytest
     return OFFICIAL_PARSERS.get(name, parse_pytest)
 
@@ -322,7 +321,7 @@ def official_refusal(test_cmd: str, log_parser: str, task_format: str) -> str | 
         return (f"official mode knows no log parser {log_parser!r} (it has {', '.join(sorted(OFFICIAL_PARSERS))}); "
                 "grade it with --grading strict")
     harness = harness_for(task_format)
-    need = "rv" if harness is Harness.SWESMITH and log_parser in _SWESMITH_PYTEST else _SWEBENCH_NEEDS[log_parser]
+    need = "rv" if harness is Harness.SWESMITH and log_parser in PYTEST_PARSERS else _SWEBENCH_NEEDS[log_parser]
     if need is None:
         return None
     args = _pytest_args(test_cmd)

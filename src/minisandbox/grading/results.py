@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from minisandbox.grading.logparsers import StatusMap, get_parser, record
+from minisandbox.logformats import PYTEST_PARSERS  # the channel's ids are pytest node ids
 
-#: Parsers that read pytest output (the channel's ids are pytest node ids).
-PYTEST_PARSERS = frozenset({"pytest", "pytest_v2", "pytest_options", "matplotlib", "seaborn"})
 #: The plugin's module name inside the environment under test (`-p` takes a module name).
 RESULTS_PLUGIN = "_minisandbox_results"
 #: Largest manifest sent to the plugin (the plugin reads at most this much).

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from minisandbox.fsutil import LazyPattern
+from minisandbox.fsutil import LazyPattern, atomic_write_bytes
 from minisandbox.manifest import (CHUNK_LIST_SUFFIX, DIGEST, MAX_CHUNK_LIST_BYTES, MAX_CHUNKS, PACK_INDEX_SUFFIX,
                                   StoreDataError, chunk_list_document, chunk_path, pack_index_document,
                                   pack_index_path, pack_path, parse_chunk_list, parse_pack_index, plain_name)
@@ -335,10 +335,7 @@ def _kept_indexes(store: Store) -> Path | None:
 def _keep(path: Path, data: bytes) -> None:
     """Best effort (a read-only cache directory only costs the read next time)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        atomic_write_bytes(path, data)
     except OSError:
         pass
 

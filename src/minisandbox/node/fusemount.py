@@ -34,22 +34,13 @@ from typing import Any
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import FileLock, atomic_write_json
+from minisandbox.sandbox.leftovers import proc_start
 
 HOLDER_SCRIPT = Path(__file__).with_name("mountholder.py")
 
 
 class FuseMountError(MinisandboxError, RuntimeError):
     """A rootless image mount failed; the caller may unpack the archive instead."""
-
-
-def proc_start(pid: int) -> str | None:
-    """Kernel start time of `pid` (tells a live process from a recycled pid); None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    return data.rsplit(b")", 1)[1].split()[19].decode()
 
 
 def squashfuse_bin() -> str | None:
@@ -223,4 +214,4 @@ class MountHolder:
         return {"pid": data["pid"], "start": data["start"]} if data else None
 
 
-__all__ = ["FuseMountError", "MountHolder", "proc_start", "squashfuse_bin", "unavailable_reason"]
+__all__ = ["FuseMountError", "MountHolder", "squashfuse_bin", "unavailable_reason"]

@@ -63,8 +63,9 @@ class Blob:
 
 
 @dataclass(frozen=True)
-class Artifact:
-    """A published artifact: its blobs (archive, optional image) and its manifest file."""
+class StoredArtifact:
+    """A published artifact as a mirror sees it: its blobs (archive, optional image) and its
+    manifest file (`minisandbox.node.cache.Artifact` is what a node fetches)."""
 
     kind: str
     key: str
@@ -122,9 +123,9 @@ class VerifyReport:
 
 
 # ------------------------------------------------------------------------ the index's view
-def artifacts_of(catalog: dict[str, Any]) -> list[Artifact]:
+def artifacts_of(catalog: dict[str, Any]) -> list[StoredArtifact]:
     """Every published artifact the catalog names (failed keys have none)."""
-    out: list[Artifact] = []
+    out: list[StoredArtifact] = []
     for section, kind in (("repos", "repo"), ("envs", "env"), ("interps", "interp")):
         for key, entry in sorted(catalog.get(section, {}).items()):
             m = entry.get("manifest")
@@ -137,7 +138,7 @@ def artifacts_of(catalog: dict[str, Any]) -> list[Artifact]:
                 blobs.append(Blob(chunked.list_rel, chunked.list_sha256, chunked.list_size))
             if img and img.get("whole", True):
                 blobs.append(Blob(f"artifacts/{kind}/{img['artifact']}", img["sha256"], int(img["size"])))
-            out.append(Artifact(kind, key, manifest_path(kind, key), m, tuple(blobs), chunked))
+            out.append(StoredArtifact(kind, key, manifest_path(kind, key), m, tuple(blobs), chunked))
     return out
 
 
@@ -210,7 +211,7 @@ def _copy_blob(src: Store, dst: Store, blob: Blob, tmpdir: Path, meter: Progress
             local.unlink(missing_ok=True)
 
 
-def _copy_image_chunks(src: Store, dst: Store, art: Artifact, meter: Progress | None,
+def _copy_image_chunks(src: Store, dst: Store, art: StoredArtifact, meter: Progress | None,
                        have: DestinationChunks) -> tuple[int, int]:
     """Copy the chunks of `art`'s image that `dst` lacks (`have`: its chunk sizes); the list
     is read from `src` and checked against the manifest first (a damaged source is never
@@ -224,7 +225,7 @@ def _copy_image_chunks(src: Store, dst: Store, art: Artifact, meter: Progress | 
                         f"re-publish {art.key}, then rerun)") from None
 
 
-def _complete_at(src: Store, dst: Store, art: Artifact, manifest_bytes: bytes, have: DestinationChunks) -> bool:
+def _complete_at(src: Store, dst: Store, art: StoredArtifact, manifest_bytes: bytes, have: DestinationChunks) -> bool:
     """Already mirrored: same manifest bytes, every blob present with its recorded size and,
     for a chunked image, every chunk its list names (`have`: dst's chunk sizes). Manifests
     are written after their parts, so a manifest implies finished uploads; the chunk check
@@ -278,7 +279,7 @@ def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
     plans: dict[tuple[str, str], tuple[bytes, bool]] = {}
     chunk_todo: dict[str, int] = {}  # chunk objects/packs dst lacks, counted once across images
 
-    def plan(art: Artifact) -> None:
+    def plan(art: StoredArtifact) -> None:
         try:
             manifest_bytes = src.read_bytes(art.manifest_rel)
         except NotInStore as exc:
@@ -307,7 +308,7 @@ def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
     with tempfile.TemporaryDirectory(prefix="minisandbox-sync-") as tmp:
         tmpdir = Path(tmp)
 
-        def one(art: Artifact) -> None:
+        def one(art: StoredArtifact) -> None:
             manifest_bytes, complete = plans[(art.kind, art.key)]
             nchunks = 0
             if complete:
@@ -452,7 +453,7 @@ def _stream_digest(store: Store, rel: str, meter: Progress | None = None) -> tup
     return h.hexdigest(), size
 
 
-def _verify_chunks(store: Store, art: Artifact, quick: bool, meter: Progress | None,
+def _verify_chunks(store: Store, art: StoredArtifact, quick: bool, meter: Progress | None,
                    memo: dict[str, Any] | None) -> tuple[list[Problem], int]:
     """Problems of `art`'s chunked image (its list, then its chunks) and how many chunks were
     checked. The list itself is one of the artifact's blobs (size and digest checked there)."""
@@ -470,7 +471,7 @@ def _verify_chunks(store: Store, art: Artifact, quick: bool, meter: Progress | N
     return [Problem(p.what, p.rel or art.chunks.list_rel, p.detail) for p in found], len(cl.chunks)
 
 
-def _verify_artifact(store: Store, art: Artifact, quick: bool,
+def _verify_artifact(store: Store, art: StoredArtifact, quick: bool,
                      meter: Progress | None = None) -> tuple[list[Problem], int]:
     problems: list[Problem] = []
     nbytes = 0
@@ -532,7 +533,7 @@ def verify(store: Store | str, *, quick: bool = False, workers: int = 4,
     # quick: chunk object and pack sizes from one listing; one missing from it is asked about once
     memo: dict[str, int | None] = chunk_sizes(store) if quick and any(a.chunks for a in arts) else {}
 
-    def one(art: Artifact) -> None:
+    def one(art: StoredArtifact) -> None:
         problems, nbytes = _verify_artifact(store, art, quick, progress)
         nchunks = 0
         if art.chunks is not None:
