@@ -537,3 +537,38 @@ def test_swesmith_specs_carry_conda_pins_the_interpreter_and_a_date(smith: Catal
     assert "setuptools==75.8.0" not in pdf.extra["conda_pins"]
     hydra = smith["facebookresearch__hydra.0f03eb60"]
     assert hydra.system_packages == ("openjdk-17-jdk", "openjdk-17-jre")
+
+
+# -- the catalog entry's model --------------------------------------------------------------
+
+
+def test_the_spec_model_and_envspec_have_the_same_fields_and_defaults_and_every_field_says_what_it_is() -> None:
+    """One config style: a catalog entry is checked by a pydantic model (unknown keys
+    forbidden, a docstring per field); EnvSpec, the value every module passes around, has
+    exactly its fields, so neither can gain one the other lacks."""
+    import dataclasses
+
+    from minisandbox.catalog import spec_model
+
+    model = spec_model()
+    assert model.model_config["extra"] == "forbid"
+    fields = {f.name: f for f in dataclasses.fields(EnvSpec)}
+    assert list(model.model_fields) == list(fields)
+    for name, info in model.model_fields.items():
+        assert info.description, f"spec field {name!r} has no docstring"
+        dc = fields[name]
+        if dc.default is not dataclasses.MISSING:
+            assert info.default == dc.default, name
+        elif dc.default_factory is not dataclasses.MISSING:
+            assert info.default == dc.default_factory(), name
+        else:
+            assert info.is_required() or name == "commit", name
+
+
+def test_a_misspelled_log_parser_names_the_file_spec_field_and_the_choices(tmp_path: Path) -> None:
+    path = write(tmp_path, "lp.yaml", GOOD + "    log_parser: pytset\n")
+    with pytest.raises(CatalogError) as exc:
+        Catalog.load([path])
+    msg = one_line_error(exc)
+    assert msg.startswith(f"{path} (spec #1): spec 'a__b.12345678': log_parser 'pytset' is not one of pytest, ")
+    assert "(log parsers: minisandbox.logformats)" in msg and "\n" not in str(exc.value)

@@ -8,15 +8,19 @@ by `spec_name_for(record)`.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Annotated, Any, Iterable, Iterator, Literal
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
 
 import yaml
 
 from minisandbox.errors import MinisandboxError
-from minisandbox.logformats import PYTEST_PARSERS
+from minisandbox.logformats import LOG_PARSERS, PYTEST_PARSERS
 from minisandbox.paths import project_root
 from minisandbox.records import TaskRecord
 from minisandbox.syspkgs import validate_names
@@ -64,6 +68,9 @@ def require_catalog_files(paths: Iterable[str | Path]) -> None:
 
 @dataclass(frozen=True)
 class EnvSpec:
+    """One environment spec, validated (`from_dict`); what each field means: the catalog
+    entry's model, `spec_model()`, whose fields carry the docs."""
+
     name: str
     kind: str  # swesmith | swebench | bundled
     source: str
@@ -76,21 +83,18 @@ class EnvSpec:
     test_cmd: str = DEFAULT_TEST_CMD
     log_parser: str = "pytest"
     timeout: int = 90
-    #: the reference environment's exact interpreter (e.g. "3.10.15"); used when available
     python_full: str | None = None
-    #: as-of date (RFC 3339): whatever is resolved rather than pinned is resolved as of it
     exclude_newer: str | None = None
-    #: Debian packages the build or the tests need on the host (checked, never installed)
     system_packages: tuple[str, ...] = ()
-    #: extra commands run in /testbed after the install, with network (fetch test data)
     warmup: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, origin: str = "") -> "EnvSpec":
-        """Validate one YAML entry. Keys are checked as strictly as the workflow config's:
-        an unknown key (a typo such as `test_comand`) is an error naming it and the closest
-        known key; free-form fields go under an explicit `extra:` mapping."""
+        """Validate one YAML entry against `spec_model()` (pydantic, unknown keys forbidden):
+        a typo such as `test_comand` is an error naming it and the closest known key;
+        free-form fields go under an explicit `extra:` mapping. Any problem is one
+        CatalogError line naming `origin` (file and spec number), the spec and the field."""
         where = f"{origin}: " if origin else ""
         if not isinstance(data, dict):
             raise CatalogError(f"{where}spec entry must be a mapping, got {type(data).__name__}")
@@ -98,58 +102,13 @@ class EnvSpec:
         missing = [k for k in REQUIRED if data.get(k) in (None, "")]
         if missing:
             raise CatalogError(f"{who} lacks {', '.join(missing)}; add it to the spec")
-        known = {f for f in cls.__dataclass_fields__ if f != "extra"}
-        unknown = [k for k in data if k not in known and k != "extra"]
-        if unknown:
-            raise CatalogError(f"{who}: unknown key {_unknown_key(unknown[0], known | {'extra'})}: fix it, or put "
-                               f"free-form fields under `extra:`")
-        kwargs: dict[str, Any] = {}
-        for key, value in data.items():
-            if key not in known:
-                continue
-            if key in _LIST_FIELDS:
-                value = [] if value is None else value
-                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                    raise CatalogError(f"{who}: {key} must be a list of strings")
-                value = tuple(value)
-            elif key in ("name", "kind", "source", "test_cmd", "log_parser") and not isinstance(value, str):
-                raise CatalogError(f"{who}: {key} must be a string, got {type(value).__name__}")
-            kwargs[key] = value
-        if kwargs["kind"] not in KINDS:
-            raise CatalogError(f"{who}: kind {kwargs['kind']!r} is not one of {', '.join(KINDS)}")
-        python = kwargs["python"]
-        if isinstance(python, float):  # `python: 3.10` in YAML is the float 3.1
-            raise CatalogError(f"{who}: python must be a quoted string such as \"3.10\", got the number {python}")
-        kwargs["python"] = str(python)
-        commit = kwargs.get("commit")
-        if commit is not None and not isinstance(commit, str):
-            raise CatalogError(f"{who}: commit must be a string or null, got {type(commit).__name__}")
-        full = kwargs.get("python_full")
-        if full is not None and (not isinstance(full, str) or not _FULL_VERSION.match(full)
-                                 or not full.startswith(kwargs["python"] + ".")):
-            raise CatalogError(f"{who}: python_full must be a full version of python {kwargs['python']} "
-                               f"such as \"{kwargs['python']}.15\", got {full!r}")
-        date = kwargs.get("exclude_newer")
-        if date is not None:
-            if not isinstance(date, str) or not _DATE_TIME.match(date):
-                raise CatalogError(f"{who}: exclude_newer must be an RFC 3339 date-time such as "
-                                   f"\"2024-12-02T00:00:00Z\" (quoted), got {date!r}")
-            try:
-                _dt.datetime.fromisoformat(date.replace("Z", "+00:00"))
-            except ValueError:
-                raise CatalogError(f"{who}: exclude_newer {date!r} is not a valid date-time") from None
+        from pydantic import ValidationError
+
         try:
-            validate_names(kwargs.get("system_packages", ()), who)
-        except ValueError as exc:
-            raise CatalogError(str(exc)) from None
-        timeout = kwargs.get("timeout", cls.timeout)
-        if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
-            raise CatalogError(f"{who}: timeout must be a positive integer (seconds), got {timeout!r}")
-        extra = data.get("extra") or {}
-        if not isinstance(extra, dict):
-            raise CatalogError(f"{who}: extra must be a mapping")
-        kwargs["extra"] = dict(extra)
-        return cls(**kwargs)
+            model = spec_model().model_validate(data)
+        except ValidationError as exc:
+            raise CatalogError(_spec_error(exc, who)) from None
+        return cls(**{f: getattr(model, f) for f in cls.__dataclass_fields__})
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -170,6 +129,162 @@ class EnvSpec:
         if self.log_parser in PYTEST_PARSERS and "pytest" in self.test_cmd:
             cmds.append(f"{self.test_cmd} --collect-only -q")
         return cmds + list(self.warmup)
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValueError("must be a list of strings")
+    return tuple(value)
+
+
+def _string(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, got {type(value).__name__}")
+    return value
+
+
+def _one_of(choices: Iterable[str], what: str):
+    def check(value: object) -> object:
+        if value not in choices:
+            raise ValueError(f"{value!r} is not one of {', '.join(choices)}{what}")
+        return value
+    return check
+
+
+def _python(value: object) -> str:
+    if isinstance(value, float):  # `python: 3.10` in YAML is the float 3.1
+        raise ValueError(f"must be a quoted string such as \"3.10\", got the number {value}")
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(f"must be a quoted string such as \"3.10\", got {type(value).__name__}")
+    return str(value)
+
+
+def _commit(value: object) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"must be a string or null, got {type(value).__name__}")
+    return value
+
+
+def _timeout(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"must be a positive integer (seconds), got {value!r}")
+    return value
+
+
+def _date_time(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _DATE_TIME.match(value):
+        raise ValueError(f"must be an RFC 3339 date-time such as \"2024-12-02T00:00:00Z\" (quoted), got {value!r}")
+    try:
+        _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{value!r} is not a valid date-time") from None
+    return value
+
+
+def _packages(value: object) -> tuple[str, ...]:
+    names = _strings(value)
+    try:
+        validate_names(names, "")
+    except ValueError as exc:
+        raise ValueError(str(exc).removeprefix(": ")) from None
+    return names
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError("must be a mapping")
+    return dict(value)
+
+
+@functools.cache
+def spec_model() -> type[BaseModel]:
+    """The pydantic model of one catalog entry (`specs:` item of config/catalog/*.yaml):
+    unknown keys are errors, every field says what it is. Built on first use, like the store
+    documents' models (`minisandbox.manifest`): commands that never read a catalog (a
+    node's `minisandbox run`) never pay for building it."""
+    from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
+
+    Strings = Annotated[tuple[str, ...], BeforeValidator(_strings)]
+    Text = Annotated[str, BeforeValidator(_string)]
+
+    class CatalogSpec(BaseModel):
+        """One environment spec of a catalog file (docs/design.md, "Environment specs";
+        docs/catalog.md)."""
+
+        model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+        name: Text
+        """SWE-smith profile name, or `<owner>/<repo>@<version>` for SWE-bench."""
+        kind: Annotated[Literal["swesmith", "swebench", "bundled"], BeforeValidator(_one_of(KINDS, ""))]
+        """Where the spec's tasks come from: swesmith | swebench | bundled."""
+        source: Text
+        """Git URL or local path (relative to the workdir) of the repository."""
+        commit: Annotated[str | None, BeforeValidator(_commit)] = None
+        """The build commit; SWE-bench: null (each task's environment_setup_commit)."""
+        python: Annotated[str, BeforeValidator(_python)]
+        """The interpreter's minor version, quoted ("3.10")."""
+        requirements: Strings = ()
+        """Exact pins (the dependency input); may be empty."""
+        requirements_files: Strings = ()
+        """Repository-relative requirements files, used when no pins are known."""
+        pre_install: Strings = ()
+        """Shell commands run in /testbed before the dependencies are installed."""
+        install: Strings = ("python -m pip install -e .",)
+        """Shell commands that install the repository into the venv."""
+        test_cmd: Text = DEFAULT_TEST_CMD
+        """The test command (run verbatim in the sandbox, test files appended)."""
+        log_parser: Annotated[Literal[tuple(LOG_PARSERS)], BeforeValidator(_one_of(LOG_PARSERS, " (log parsers: minisandbox.logformats)"))] = "pytest"  # type: ignore[valid-type]
+        """How the test output is read: a name in `minisandbox.logformats.LOG_PARSERS`."""
+        timeout: Annotated[int, BeforeValidator(_timeout)] = 90
+        """Seconds one test run may take."""
+        python_full: str | None = None
+        """The reference environment's exact interpreter (e.g. "3.10.15"); used when available."""
+        exclude_newer: Annotated[str | None, BeforeValidator(_date_time)] = None
+        """As-of date (RFC 3339): whatever is resolved rather than pinned is resolved as of it."""
+        system_packages: Annotated[tuple[str, ...], BeforeValidator(_packages)] = ()
+        """Debian packages the build or the tests need on the host (checked, never installed)."""
+        warmup: Strings = ()
+        """Extra commands run in /testbed after the install, with network (fetch test data)."""
+        extra: Annotated[dict[str, Any], BeforeValidator(_mapping)] = {}
+        """Free-form fields (never read by the build); a typo outside it is an error."""
+
+        @model_validator(mode="after")
+        def _full_version(self) -> "CatalogSpec":
+            full = self.python_full
+            if full is not None and (not _FULL_VERSION.match(full) or not full.startswith(self.python + ".")):
+                raise ValueError(f"python_full must be a full version of python {self.python} such as "
+                                 f"\"{self.python}.15\", got {full!r}")
+            return self
+
+    CatalogSpec.__qualname__ = "CatalogSpec"
+    return CatalogSpec
+
+
+def _spec_error(exc: ValidationError, who: str) -> str:
+    """The one line for a spec that does not fit `spec_model()`: an unknown key first (with
+    the closest known one), else the first bad field."""
+    errors = exc.errors(include_url=False)
+    known = set(spec_model().model_fields)
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    if unknown:
+        return (f"{who}: unknown key {_unknown_key(unknown[0]['loc'][0], known)}: fix it, or put free-form fields "
+                f"under `extra:`")
+    err = errors[0]
+    msg = err["msg"].removeprefix("Value error, ")
+    if not err["loc"]:
+        return f"{who}: {msg}"
+    field_name = str(err["loc"][0])
+    if err["type"] == "missing":
+        return f"{who} lacks {field_name}; add it to the spec"
+    if err["type"] != "value_error":
+        msg = f"{msg} (got {err.get('input')!r})"
+    return f"{who}: {field_name} {msg}"
 
 
 class Catalog:
