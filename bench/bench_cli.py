@@ -13,8 +13,14 @@ another source tree, for before/after in one run):
 * `run` with PYTHONDONTWRITEBYTECODE=1 (bytecode must have been compiled at set-up), and
   never byte-compiled (also an empty PYTHONPYCACHEPREFIX: what a venv that `uv sync` did not
   compile pays where writing bytecode is off);
-* --concurrent (64) `minisandbox run TASK -- true` processes started at once: time until
-  all exited, against the same number of `bwrap ... true` + `python -c pass` pairs.
+* the node-local helper (docs/sandbox.md): `run` with none (MINISANDBOX_HELPER=off: all
+  in-process), with one already running (target <= 2x bwrap + python), and the first call
+  when none runs (`auto`: in-process, and it starts one; stopped again before each sample).
+  The CPU of a call through the helper counts the client, the helper and its children
+  (worker, fork server, the sandbox's init): more than the in-process rows count;
+* --concurrent (64) `minisandbox run TASK -- true` processes started at once, without and
+  with a helper running: time until all exited, against the same number of `bwrap ... true`
+  + `python -c pass` pairs.
 
 The store is the tests' `build_local_store` (a tiny env and repo whose interpreter is this
 machine's /usr python3).
@@ -50,14 +56,46 @@ TASK = "bench__cli.0"
 
 def sample(argv: list[str], env: dict) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one process: user + sys of it and of the children it
-    waited for (a sandbox's init and the fork server are not its children: not counted)."""
+    waited for (a sandbox's init and the fork server are not its children: not counted),
+    plus, when a node-local helper serves it, what the helper and its children spent."""
+    if env.get(PRE) == "stop-helper":
+        subprocess.run([env["MSB_EXE"], "helper", "stop"], env=env, stdout=subprocess.DEVNULL, check=True)
+    helper = helper_pid(env) if env.get("MINISANDBOX_HELPER") == "use" else None
+    before = tree_cpu(helper) if helper else 0.0
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, env={k: v for k, v in env.items() if k != PRE}, stdout=subprocess.DEVNULL)
     _, status, ru = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"bench_cli: {' '.join(argv)} failed ({os.waitstatus_to_exitcode(status)})")
-    return wall, ru.ru_utime + ru.ru_stime
+    extra = 0.0
+    if helper:
+        time.sleep(0.01)  # the worker's exit reaches the helper's counters
+        extra = tree_cpu(helper) - before
+    return wall, ru.ru_utime + ru.ru_stime + extra
+
+
+PRE = "BENCH_CLI_PRE"  # in a case's env: what to do before each sample (not seen by the process: popped)
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def helper_pid(env: dict) -> int | None:
+    out = subprocess.run([env["MSB_EXE"], "helper", "status"], env=env, capture_output=True, text=True)
+    return int(out.stdout.split("pid ")[1].split(",")[0]) if out.returncode == 0 else None
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of `pid`, of its reaped children and of its live children (the fork
+    server, whose reaped children are the sandboxes' inits)."""
+    def cpu(p: int) -> float:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return sum(int(x) for x in fields[11:15]) / TICK
+
+    kids = [int(k) for t in Path(f"/proc/{pid}/task").glob("*") for k in (t / "children").read_text().split()]
+    return cpu(pid) + sum(cpu(k) for k in kids)
 
 
 def interleaved(cases: dict[str, tuple[list[str], dict]], n: int) -> dict[str, dict[str, list[float]]]:
@@ -111,7 +149,10 @@ def main() -> int:
         raise SystemExit("bench_cli: no `minisandbox` command beside this interpreter or on PATH")
     work = Path(tempfile.mkdtemp(prefix="msb-bench-cli-", dir="/tmp"))
     cache = work / "cache"
-    env = {"PATH": f"{Path(exe).parent}:/usr/bin:/bin", "MINISANDBOX_CACHE": str(cache), "HOME": str(work)}
+    runtime = work / "rt"
+    runtime.mkdir(mode=0o700)
+    env = {"PATH": f"{Path(exe).parent}:/usr/bin:/bin", "MINISANDBOX_CACHE": str(cache), "HOME": str(work),
+           "MINISANDBOX_RUNTIME_DIR": str(runtime), "MINISANDBOX_HELPER": "off", "MSB_EXE": exe}
     trees = {"this checkout": None, **dict(t.split("=", 1) for t in a.tree)}
     try:
         store = build_local_store(work, TASK)
@@ -123,10 +164,14 @@ def main() -> int:
             tenv = env if src is None else {**env, "PYTHONPATH": str(Path(src) / "src")}
             cases[f"version {name}"] = ([exe, "--version"], tenv)
             cases[f"run {name}"] = (run, tenv)
+            cases[f"run helper {name}"] = (run, {**tenv, "MINISANDBOX_HELPER": "use"})
+            cases[f"run first auto {name}"] = (run, {**tenv, "MINISANDBOX_HELPER": "auto", PRE: "stop-helper"})
             cases[f"run nobc {name}"] = (run, {**tenv, "PYTHONDONTWRITEBYTECODE": "1"})
             cases[f"run never compiled {name}"] = (run, {**tenv, "PYTHONDONTWRITEBYTECODE": "1",
                                                           "PYTHONPYCACHEPREFIX": str(work / "no-pycache")})
         for argv, cenv in cases.values():  # warm-up: page cache, bytecode, the verified-document markers
+            if cenv.get("MINISANDBOX_HELPER") == "use":
+                subprocess.run([exe, "helper", "start"], env=cenv, check=True, stdout=subprocess.DEVNULL)
             sample(argv, cenv)
         samples = interleaved(cases, a.n)
         med = {k: {m: statistics.median(v[m]) for m in ("wall", "cpu")} for k, v in samples.items()}
@@ -145,8 +190,12 @@ def main() -> int:
         for name in trees:
             row(f"`minisandbox --version` ({name})", f"version {name}", med["python"],
                 "vs python -c pass; target <= 2")
-            row(f"`minisandbox run TASK -- true` ({name})", f"run {name}", anchor,
-                "vs bwrap + python; target <= 4 (no helper)")
+            row(f"`minisandbox run TASK -- true`, no helper ({name})", f"run {name}", anchor,
+                "MINISANDBOX_HELPER=off; vs bwrap + python; target <= 4")
+            row(f"  same, a helper running ({name})", f"run helper {name}", anchor,
+                "vs bwrap + python; target <= 2; CPU: client + helper + its children")
+            row(f"  same, first call: none running, `auto` starts one ({name})", f"run first auto {name}", anchor,
+                "in-process + starting the helper (its start-up CPU not counted)")
             row(f"  same, PYTHONDONTWRITEBYTECODE=1 ({name})", f"run nobc {name}", anchor, "bytecode compiled at set-up")
             row(f"  same, never byte-compiled ({name})", f"run never compiled {name}", anchor,
                 "empty PYTHONPYCACHEPREFIX: every module compiled on every call")
@@ -158,8 +207,15 @@ def main() -> int:
             k = a.concurrent
             base, base_failed, _ = concurrent([BWRAP, [sys.executable, "-c", "pass"]], k, env)
             cli, cli_failed, error = concurrent([run], k, env)
+            henv = {**env, "MINISANDBOX_HELPER": "use"}
+            subprocess.run([exe, "helper", "start"], env=henv, check=True, stdout=subprocess.DEVNULL)
+            hcli, hcli_failed, herror = concurrent([run], k, henv)
+            error = error or herror
             conc_rows = [[f"BASELINE {k} x (bwrap one-shot + python -c pass)", k, round(base, 2), base_failed, ""],
-                         [f"{k} x `minisandbox run TASK -- true`", k, round(cli, 2), cli_failed, round(cli / base, 2)]]
+                         [f"{k} x `minisandbox run TASK -- true`, no helper", k, round(cli, 2), cli_failed,
+                          round(cli / base, 2)],
+                         [f"{k} x `minisandbox run TASK -- true`, a helper running", k, round(hcli, 2), hcli_failed,
+                          round(hcli / base, 2)]]
             print()
             print(tabulate(conc_rows, headers=["what (all started at once)", "processes", "all done s", "failed",
                                                "ratio (target <= 2)"], tablefmt="github"))
@@ -176,6 +232,7 @@ def main() -> int:
             }, indent=1))
         return 0
     finally:
+        subprocess.run([exe, "helper", "stop"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         subprocess.run([exe, "cache", "gc", "--max-bytes", "0"], env=env, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
         with open("/proc/self/mounts") as fh:  # anything gc left mounted below the work dir

@@ -14,7 +14,8 @@ Reads, from `--data` (each written by the bench's own `--json OUT`):
 * bench_eval_checks.json  grading time per task with and without the trust-boundary checks
 * bench_fetch.json     cold fetch and publish of a chunked image through a latency proxy in front of moto_server,
                        vs the same bytes as one object (not run by --run-quick: minutes)
-* bench_cli.json       CLI start-up: `--version`, `run TASK -- true` (and without bytecode), 64 `run`s at once,
+* bench_cli.json       CLI start-up: `--version`, `run TASK -- true` (no helper, a node-local helper
+                       running, first call; without bytecode), 64 `run`s at once (without and with helper),
                        vs bubblewrap one-shot and `python -c pass` measured in the same run
 
 A missing file leaves its section saying so (with the command that produces it). Plots are

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -44,16 +46,22 @@ def dump():
         json.dump({"modules": sorted(sys.modules), "compiled": compiled}, fh)
 atexit.register(dump)
 from minisandbox.cli import main
-sys.exit(main(sys.argv[1:]))
+sys.argv = ["minisandbox", *sys.argv[1:]]
+sys.exit(main())  # as the `minisandbox` script calls it (a `run` may go through the node-local helper)
 """
 
 #: What `--version` may import besides the interpreter's own start-up (`__future__`: the
 #: modules' `from __future__ import annotations`).
 VERSION_MODULES = {"__future__", "minisandbox", "minisandbox.cli", "minisandbox.errors"}
 
-#: The project modules of a warm `run TASK -- true` (task already on the node).
+#: What the client of a running node-local helper imports for `run` (minisandbox.cli.helperclient:
+#: built-in modules only); the helper's worker does the rest.
+HELPER_CLIENT_MODULES = VERSION_MODULES | {"minisandbox.cli.helperclient", "_socket", "_sha256"}
+
+#: The project modules of a warm `run TASK -- true` (task already on the node), in-process.
 RUN_MODULES = {
-    "minisandbox", "minisandbox.cli", "minisandbox.cli.options", "minisandbox.cli.sandboxcmds", "minisandbox.errors",
+    "minisandbox", "minisandbox.cli", "minisandbox.cli.helperclient", "minisandbox.cli.options",
+    "minisandbox.cli.sandboxcmds", "minisandbox.errors",
     "minisandbox.fsutil",
     "minisandbox.index", "minisandbox.manifest", "minisandbox.paths", "minisandbox.progress", "minisandbox.records",
     "minisandbox.syspkgs", "minisandbox.task",
@@ -114,7 +122,7 @@ def test_version_imports_nothing_but_the_version(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_warm_run_imports_stay_within_the_list(as_root, tmp_path: Path) -> None:
     store = build_local_store(tmp_path / "work", "local__task.0")
-    env = {"MINISANDBOX_CACHE": str(tmp_path / "cache")}
+    env = {"MINISANDBOX_CACHE": str(tmp_path / "cache"), "MINISANDBOX_HELPER": "off"}
     args = ["run", "--store", store, "local__task.0", "--", "true"]
     cold = probe(args, tmp_path, env)  # fetches the layers and validates the documents (the schema's models)
     assert "pydantic" in cold["modules"], "the first run must validate the store's documents"
@@ -133,7 +141,7 @@ def test_the_probe_sees_an_import_time_compile_and_a_forbidden_import(tmp_path: 
     pkg = tmp_path / "minisandbox_probe_check"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("import re\nPATTERN = re.compile(r'[a-z]+-probe')\n")
-    code = PROBE.replace("from minisandbox.cli import main", "import minisandbox_probe_check\nmain = lambda argv: 0")
+    code = PROBE.replace("from minisandbox.cli import main", "import minisandbox_probe_check\nmain = lambda: 0")
     out = tmp_path / "probe.json"
     subprocess.run([sys.executable, "-c", code], check=True, cwd="/", timeout=120,
                    env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp_path}{os.pathsep}{SRC}", "PROBE_OUT": str(out)})
@@ -142,3 +150,27 @@ def test_the_probe_sees_an_import_time_compile_and_a_forbidden_import(tmp_path: 
     assert forbidden_in({"pydantic._internal", "fsspec", "minisandbox.grading.grading", "json"}) == {
         "pydantic._internal", "fsspec", "minisandbox.grading.grading"}
     assert third_party({"yaml.loader", "os", "minisandbox.task", "sitecustomize"}) == {"yaml"}
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_run_through_a_running_helper_imports_only_the_client(as_root, tmp_path: Path) -> None:
+    """With a node-local helper running, the `run` process imports the thin client and
+    nothing of the package's heavy parts (no argparse, no sandbox, no node cache)."""
+    store = build_local_store(tmp_path / "work", "local__task.0")
+    runtime = tempfile.mkdtemp(prefix="msbh-", dir="/tmp")
+    env = {"MINISANDBOX_CACHE": str(tmp_path / "cache"), "MINISANDBOX_RUNTIME_DIR": runtime,
+           "MINISANDBOX_HELPER": "use"}
+    base = {"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC, **env}
+    try:
+        subprocess.run([sys.executable, "-m", "minisandbox.cli", "helper", "start"], env=base, cwd="/", check=True,
+                       capture_output=True, timeout=120)
+        got = probe(["run", "--store", store, "local__task.0", "--", "echo through"], tmp_path, env)
+    finally:
+        subprocess.run([sys.executable, "-m", "minisandbox.cli", "helper", "stop"], env=base, cwd="/",
+                       capture_output=True, timeout=120)
+        shutil.rmtree(runtime, ignore_errors=True)
+    assert got["stdout"] == "through\n"
+    new = set(got["modules"]) - interpreter_modules() - AMBIENT
+    assert new == HELPER_CLIENT_MODULES, f"the helper's client imports more: {sorted(new - HELPER_CLIENT_MODULES)}"
+    assert got["compiled"] == []

@@ -145,13 +145,14 @@ def _setup_script(record: TaskRecord, testbed: dict[str, Any] | None = None) -> 
 
 def open_task(task_id: str, store: str | os.PathLike[str] | None = None, *,
               cache: Cache | str | os.PathLike[str] | None = None, io_slots: int | None = None,
-              env: dict[str, str] | None = None, **sandbox_options: Any) -> TaskSandbox:
+              env: dict[str, str] | None = None, diff: bool = True, **sandbox_options: Any) -> TaskSandbox:
     """Prepare `task_id` from `store` on this node and open its sandbox in the start state.
 
     `cache`: a Cache or cache directory (default $MINISANDBOX_CACHE). `io_slots`: the
     node's I/O budget (default $MINISANDBOX_IO_SLOTS; 0 = unbounded here, e.g. when Ray's
     `minisandbox_io` resource bounds it). `sandbox_options`: SandboxConfig fields
-    (network defaults to "none", limits=..., scratch_dir=...)."""
+    (network defaults to "none", limits=..., scratch_dir=...). `diff=False`: `patch()` will
+    not be asked for (a one-shot command), so the start state is not snapshotted."""
     t0 = time.monotonic()
     node_cache = make_cache(cache, io_slots)
     prepared = prepare(task_id, store, cache=node_cache)
@@ -177,7 +178,10 @@ def open_task(task_id: str, store: str | os.PathLike[str] | None = None, *,
                 raise TaskSetupError(f"task {task_id}: setting up the start state in {REPO_PATH} failed "
                                      f"({res.returncode}): {res.output.strip()[-300:]}; check the task's patch "
                                      f"against its snapshot in {prepared.store_url}")
-        sandbox.mark_start()
+        if diff:
+            sandbox.mark_start()
+        else:
+            sandbox.forgo_diff()
     except BaseException:
         sandbox.close()
         prepared.release()

@@ -13,7 +13,7 @@ from minisandbox.cli import build_parser, main
 from minisandbox.errors import MinisandboxError
 
 USER_COMMANDS = ["fetch", "tasks", "cache", "run", "shell", "sandbox-exec", "eval", "push", "pull", "verify", "doctor", "plan",
-                 "label", "pipeline", "completion"]
+                 "label", "pipeline", "completion", "helper"]
 PIPELINE_STEPS = ["bundled", "mirror", "snapshot", "resolve", "build", "pack", "checksum", "publish", "repo", "env",
                   "interp", "validate", "validated-tasks", "labelled-tasks", "index"]
 

@@ -44,6 +44,7 @@ COMMANDS = {
     "doctor": "minisandbox.cli.doctor",
     "plan": "minisandbox.cli.pipeline", "pipeline": "minisandbox.cli.pipeline",  # plan, and the workflow steps
     "completion": "minisandbox.cli.completion",  # completion bash|zsh
+    "helper": "minisandbox.cli.helper",  # the node-local helper: start|stop|status
 }
 COMMAND_MODULES = list(dict.fromkeys(COMMANDS.values()))
 #: Top-level options that take a value (the word after them is not the command).
@@ -58,8 +59,23 @@ Typical use: `minisandbox fetch TASK_ID` (get a task's environment onto this nod
 (see docs/pipeline.md) and copied with `push`/`pull`."""
 
 
+#: Parsers kept by a long-lived process (the node-local helper sets it to {}; its workers then
+#: reuse the parser built once): modules -> parser. None: build one per call.
+PARSER_CACHE: dict[tuple[str, ...] | None, argparse.ArgumentParser] | None = None
+
+
 def build_parser(modules: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser with the commands of `modules` (default: every command module)."""
+    key = None if modules is None else tuple(modules)
+    if PARSER_CACHE is not None and key in PARSER_CACHE:
+        return PARSER_CACHE[key]
+    parser = _build_parser(modules)
+    if PARSER_CACHE is not None:
+        PARSER_CACHE[key] = parser
+    return parser
+
+
+def _build_parser(modules: list[str] | None) -> argparse.ArgumentParser:
     import argparse
     import importlib
 
@@ -111,17 +127,27 @@ def _modules_for(argv: list[str]) -> list[str] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`minisandbox ARGV` (default: this process's arguments). Only the command itself
+    (argv None: the `minisandbox` script, `python -m minisandbox.cli`) may hand a `run` to
+    the node-local helper (minisandbox.cli.helper); calls with an argv (tests, the helper's
+    own workers) run in this process."""
     try:
-        return _main(argv)
+        return _main(argv, helper=argv is None)
     except BrokenPipeError:  # also from argparse printing --help into `| head`
         return _stdout_closed()
 
 
-def _main(argv: list[str] | None) -> int:
+def _main(argv: list[str] | None, helper: bool = False) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv == ["--version"]:  # the common case without argparse (half of the start-up)
         print(f"minisandbox {__version__}")
         return 0
+    if helper and _command_word(argv) == "run":  # before any heavy import (docs/sandbox.md)
+        from minisandbox.cli.helperclient import try_run
+
+        code = try_run(argv)
+        if code is not None:
+            return code
     parser = build_parser(_modules_for(argv))
     args = parser.parse_args(argv)
     _apply_global_options(args)

@@ -81,11 +81,12 @@ def _options(args: argparse.Namespace) -> dict:
 
 
 @contextlib.contextmanager
-def _task_sandbox(args: argparse.Namespace) -> Iterator:
-    """The task's sandbox in its start state (minisandbox.task)."""
+def _task_sandbox(args: argparse.Namespace, diff: bool = True) -> Iterator:
+    """The task's sandbox in its start state (minisandbox.task); `diff=False`: no diff will
+    be taken (no start-state snapshot)."""
     from minisandbox.task import open_task
 
-    ts = open_task(args.task_id, args.store, cache=args.cache, **_options(args))
+    ts = open_task(args.task_id, args.store, cache=args.cache, diff=diff, **_options(args))
     try:
         yield ts.sandbox
     finally:
@@ -212,7 +213,7 @@ def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     argv = _argv(args.cmd)
-    with _task_sandbox(args) as sb:
+    with _task_sandbox(args, diff=args.diff) as sb:
         code = _run_streaming(sb, argv, args.timeout)
         if args.diff:
             sys.stdout.write(sb.diff())

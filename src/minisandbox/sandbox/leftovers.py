@@ -97,7 +97,17 @@ class Record:
 
     @property
     def alive(self) -> bool:
-        return proc_start(self.pid) == self.start
+        """The recorded controller still runs (a zombie does not: its files are closed, and
+        a SIGKILLed controller whose parent died too stays one until init reaps it)."""
+        return proc_start(self.pid) == self.start and not _zombie(self.pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 @dataclass

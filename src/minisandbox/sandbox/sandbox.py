@@ -194,6 +194,10 @@ class SandboxConfig:
     diff_excludes: tuple[str, ...] = ("**/__pycache__/**", "**/*.py[co]", "**/.pytest_cache/**")
 
 
+#: The start tree of a sandbox that takes no diff (`Sandbox.forgo_diff`).
+_NO_DIFF = "(no diff)"
+
+
 class Sandbox:
     """One task's sandbox. Use as a context manager or call close()."""
 
@@ -730,6 +734,12 @@ class Sandbox:
         self._start_tree = self._git_tree()
         return self._start_tree
 
+    def forgo_diff(self) -> None:
+        """diff() will never be asked of this sandbox (a one-shot `minisandbox run` without
+        --diff): skip the start-state snapshot (a `git add` of the whole repo) that the
+        first command would otherwise take."""
+        self._start_tree = _NO_DIFF
+
     def _ensure_start(self) -> None:
         if self._start_tree is None and not self._closed and any(
                 layer.mount_path == self.config.repo_path and layer.writable for layer in self.layers):
@@ -741,6 +751,8 @@ class Sandbox:
         """The repo's changes since the start state, as a binary git patch (untracked files
         included, ignored files not)."""
         self._ensure_start()
+        if self._start_tree is _NO_DIFF:
+            raise rootfs.SandboxError(f"sandbox {self.id} was opened without a start state (forgo_diff)")
         now = self._git_tree()
         if now == self._start_tree:
             return ""

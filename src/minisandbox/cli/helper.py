@@ -1,0 +1,439 @@
+"""The node-local helper: a per-user process that keeps `minisandbox run` warm between calls.
+
+Why: most of a `minisandbox run TASK -- CMD` process is start-up (the interpreter, the
+package's imports, the sandbox fork server, the scan for local interpreters), the same on
+every call. The helper does it once; for each call it forks a worker (a copy of the warm
+process, about a millisecond) that takes the caller's stdin/stdout/stderr, working
+directory, umask and environment and runs the very same `minisandbox.cli.main(argv)` the
+caller would have run in-process. The worker is an ordinary sandbox controller: the same
+code creates the sandbox with the same limits, seccomp filter, non-dumpable init and
+helpers, and records itself for crash cleanup (minisandbox.sandbox.leftovers) as any
+controller does.
+
+Security model (docs/sandbox.md "The node-local helper"):
+* one helper per user *and context*: its socket lives in a directory only this user can
+  enter (mode 0700, checked with lstat), is itself mode 0600, and its name carries a digest
+  of the context (`helperclient.context`: credentials, capabilities, seccomp, cgroup,
+  namespaces, rlimits, LSM label, executable, the code it runs);
+* every connection is checked: the peer's uid (SO_PEERCRED) must be the helper's, and the
+  peer's context, read by the helper from /proc/<peer pid>, must equal the helper's own; a
+  refused caller runs in-process (it gets nothing it could not do itself);
+* the helper is not dumpable (another process of the user cannot read its memory through
+  ptrace or /proc/<pid>/mem), and runs nothing but its workers;
+* it exits when idle ($MINISANDBOX_HELPER_IDLE seconds, default 60), when the code it runs
+  changed on disk, and on SIGTERM; a killed helper leaves only its socket file (replaced by
+  the next one); its workers are sandbox controllers like any other.
+
+Started on demand by `minisandbox run` (`helperclient.start_helper`), or explicitly with
+`minisandbox helper start`; `MINISANDBOX_HELPER=off` disables it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import fcntl
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+
+from minisandbox.cli import helperclient
+
+#: Seconds without a call after which the helper exits ($MINISANDBOX_HELPER_IDLE).
+DEFAULT_IDLE = 60.0
+PR_SET_DUMPABLE = 4
+#: Environment variables whose values the warm interpreter scan depends on: a worker whose
+#: caller has other values scans again.
+_SCAN_ENV = ("HOME", "PATH", "PYENV_ROOT", "UV_PYTHON_INSTALL_DIR", "XDG_DATA_HOME")
+
+
+def idle_seconds() -> float:
+    try:
+        return float(os.environ.get("MINISANDBOX_HELPER_IDLE", DEFAULT_IDLE))
+    except ValueError:
+        return DEFAULT_IDLE
+
+
+def _set_dumpable(on: bool) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_DUMPABLE, 1 if on else 0, 0, 0, 0)
+
+
+def _warm() -> dict[str, str]:
+    """Import and start what every `run` needs; the scan's environment (see _SCAN_ENV)."""
+    import minisandbox.cli.sandboxcmds  # noqa: F401
+    import minisandbox.node.published  # noqa: F401
+    import minisandbox.node.verified as verified
+    import minisandbox.task  # noqa: F401
+    from minisandbox.sandbox import interpreters, rootfs
+
+    import minisandbox.cli as cli
+
+    cli.PARSER_CACHE = {}
+    cli.build_parser([cli.COMMANDS["run"]])
+    verified._code_tag()
+    rootfs.prestart()
+    try:
+        interpreters._scan()
+    except Exception:  # noqa: BLE001 - a worker scans again and reports it
+        pass
+    return {k: os.environ.get(k, "") for k in _SCAN_ENV}
+
+
+def _code_files() -> dict[str, int]:
+    """mtime of every loaded module of the package: changed code means a new helper."""
+    out = {}
+    for name, mod in list(sys.modules.items()):
+        path = getattr(mod, "__file__", None)
+        if name.split(".")[0] == "minisandbox" and path:
+            try:
+                out[path] = os.stat(path).st_mtime_ns
+            except OSError:
+                out[path] = -1
+    return out
+
+
+def _stale(files: dict[str, int]) -> bool:
+    for path, mtime in files.items():
+        try:
+            if os.stat(path).st_mtime_ns != mtime:
+                return True
+        except OSError:
+            return True
+    return False
+
+
+def _peer(conn: socket.socket) -> tuple[int, int, int]:
+    pid, uid, gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+    return pid, uid, gid
+
+
+def check_peer(conn: socket.socket, own_context: bytes) -> str | None:
+    """Why the connected process may not use this helper (None: it may): another uid
+    (SO_PEERCRED), or another context than the helper's (read from /proc/<pid>)."""
+    pid, uid, _gid = _peer(conn)
+    if uid != os.getuid():
+        return f"uid {uid} is not the helper's ({os.getuid()})"
+    if pid <= 0 or helperclient.context(str(pid)) != own_context:
+        return "another context (credentials, capabilities, cgroup, namespaces or limits differ)"
+    return None
+
+
+def _parse_request(data: bytes) -> tuple[int, list[str], dict[bytes, bytes]]:
+    parts = data.split(b"\0")
+    if parts[0] != helperclient.PROTOCOL or len(parts) < 3:
+        raise ValueError("not a request of this protocol")
+    umask, argc = int(parts[1]), int(parts[2])
+    argv = [os.fsdecode(p) for p in parts[3:3 + argc]]
+    env = {}
+    for item in parts[3 + argc:]:
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key] = value
+    return umask, argv, env
+
+
+def _recv_request(conn: socket.socket):
+    data, anc, _flags, _ = conn.recvmsg(1 << 20, socket.CMSG_LEN(8 * 4), socket.MSG_CMSG_CLOEXEC)
+    fds: list[int] = []
+    for level, typ, cdata in anc:
+        if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+            fds += [int.from_bytes(cdata[i:i + 4], sys.byteorder) for i in range(0, len(cdata) - 3, 4)]
+    return data, fds
+
+
+def _worker(conn: socket.socket, listener: socket.socket, lock_path: str, scan_env: dict[str, str],
+            umask: int, argv: list[str], env: dict[bytes, bytes], fds: list[int]) -> None:
+    """In the forked worker: become the caller (stdio, cwd, umask, environment), run
+    `minisandbox ARGV` as the caller would have, send `exit N`, and exit."""
+    code = 1
+    done: list[bool] = []
+    try:
+        listener.close()
+        signal.set_wakeup_fd(-1)
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE):
+            signal.signal(s, signal.default_int_handler if s == signal.SIGINT
+                          else signal.SIG_IGN if s == signal.SIGPIPE else signal.SIG_DFL)
+        for target, fd in enumerate(fds[:3]):
+            os.dup2(fd, target)
+        os.fchdir(fds[3])
+        for fd in fds:
+            if fd > 2:
+                os.close(fd)
+        os.umask(umask)
+        _set_dumpable(True)  # as the in-process command is (the helper itself is not)
+        os.environ.clear()
+        os.environb.update(env)
+        if {k: os.environ.get(k, "") for k in _SCAN_ENV} != scan_env:
+            from minisandbox.sandbox import interpreters
+
+            interpreters._scan.cache_clear()
+        from minisandbox.sandbox import rootfs
+
+        rootfs.share_fork_server(lock_path)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the caller's, for the worker's life
+        sys.stdout = open(1, "w", buffering=1 if os.isatty(1) else -1, closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)  # noqa: SIM115
+        _forward_signals(conn, done)
+        from minisandbox.cli import main
+
+        try:
+            code = int(main(argv) or 0)
+        except SystemExit as exc:  # argparse: usage errors, --help
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        except KeyboardInterrupt:
+            code = 130
+        except BaseException:  # a bug: its traceback, as the in-process command would print it
+            import traceback
+
+            traceback.print_exc()
+            code = 1
+        try:
+            sys.stdout.flush()
+        except (BrokenPipeError, OSError):
+            pass
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001 - whatever happens, the worker never returns into the helper's loop
+        pass
+    finally:
+        try:
+            done.append(True)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            conn.send(b"exit %d" % code)
+        except BaseException:  # noqa: BLE001
+            pass
+        finally:
+            os._exit(code & 0xFF)
+
+
+def _forward_signals(conn: socket.socket, done: list[bool]) -> None:
+    """A thread turning the caller's `signal N` messages into signals to this worker; the
+    caller going away is an interrupt (the sandbox is closed, as Ctrl-C would)."""
+    import threading
+
+    def pump() -> None:
+        while True:
+            try:
+                msg = conn.recv(64)
+            except OSError:
+                msg = b""
+            if msg.startswith(b"signal "):
+                try:
+                    os.kill(os.getpid(), int(msg[7:]))
+                except (ValueError, OSError):
+                    pass
+                continue
+            if not done:
+                os.kill(os.getpid(), signal.SIGINT)
+            return
+
+    threading.Thread(target=pump, daemon=True, name="helper-signals").start()
+
+
+def serve(path: str, idle: float | None = None) -> int:
+    """Listen on `path` and serve calls until idle; 0 when it served and exited, 1 when it
+    could not take the socket (another helper has it, or the directory is not private)."""
+    idle = idle_seconds() if idle is None else idle
+    directory = os.path.dirname(path)
+    if not helperclient.private_dir(directory, create=True):
+        print(f"minisandbox helper: {directory} is not a private directory of this user (mode 0700)",
+              file=sys.stderr)
+        return 1
+    if helperclient.socket_path() != path:
+        print("minisandbox helper: the socket does not match this process's context", file=sys.stderr)
+        return 1
+    lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(lock_fd)
+        return 1  # another helper serves this socket
+    _set_dumpable(False)
+    own_context = helperclient.context()
+    scan_env = _warm()
+    files = _code_files()
+    import gc
+
+    gc.freeze()  # the warm objects stay out of the collector: fewer pages copied in each worker
+    fork_lock = path + ".fork"
+    try:
+        os.unlink(path)  # a socket left by a killed helper
+    except FileNotFoundError:
+        pass
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+    old_umask = os.umask(0o177)
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(old_umask)
+    listener.listen(128)
+    with open(os.open(path + ".pid", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "w") as fh:
+        fh.write(f"{os.getpid()}\n")
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    signal.signal(signal.SIGINT, lambda *_: stop.append(True))
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    workers: set[int] = set()
+    last = time.monotonic()
+    try:
+        while not stop:
+            _reap(workers)
+            if not workers and time.monotonic() - last > idle:
+                break
+            try:
+                ready = listener.accept() if _readable(listener, 0.5) else None
+            except InterruptedError:
+                continue
+            if ready is None:
+                continue
+            conn, _ = ready
+            last = time.monotonic()
+            with conn:
+                if _stale(files):
+                    _refuse(conn, "stale code")
+                    break
+                why = check_peer(conn, own_context)
+                if why is not None:
+                    _refuse(conn, why)
+                    continue
+                try:
+                    data, fds = _recv_request(conn)
+                    umask, argv, env = _parse_request(data)
+                    if len(fds) != 4:
+                        raise ValueError("expected stdin, stdout, stderr and the working directory")
+                except (OSError, ValueError) as exc:
+                    _refuse(conn, str(exc))
+                    continue
+                try:
+                    if any(env.get(os.fsencode(k), b"") != os.environb.get(os.fsencode(k), b"")
+                           for k in helperclient.CODE_ENV):
+                        _refuse(conn, "another import path")
+                        continue
+                    pid = os.fork()
+                    if pid == 0:
+                        os.close(lock_fd)  # the helper's alone: a worker never holds the socket
+                        _worker(conn, listener, fork_lock, scan_env, umask, argv, env, fds)
+                    workers.add(pid)
+                finally:
+                    for fd in fds:
+                        os.close(fd)
+    finally:
+        for suffix in ("", ".pid"):
+            try:
+                os.unlink(path + suffix)
+            except FileNotFoundError:
+                pass
+        listener.close()
+        os.close(lock_fd)
+    while workers:  # running calls finish (they are their callers' commands)
+        try:
+            pid, _ = os.wait()
+        except ChildProcessError:
+            break
+        workers.discard(pid)
+    return 0
+
+
+def _readable(sock: socket.socket, timeout: float) -> bool:
+    import select
+
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
+
+
+def _reap(workers: set[int]) -> None:
+    for pid in list(workers):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            workers.discard(pid)
+
+
+def _refuse(conn: socket.socket, why: str) -> None:
+    try:
+        conn.send(b"refused " + why.encode()[:400])
+    except OSError as exc:
+        if exc.errno not in (errno.EPIPE, errno.ECONNRESET):
+            raise
+
+
+def _helper_pid(path: str) -> int | None:
+    try:
+        return int(open(path + ".pid").read().strip())  # noqa: SIM115
+    except (OSError, ValueError):
+        return None
+
+
+def cmd_helper(args: argparse.Namespace) -> int:
+    path = args.socket or helperclient.socket_path(create_dir=args.helper_command in ("start", "serve"))
+    if path is None:
+        if args.helper_command in ("status", "stop"):
+            print("not running")
+            return 3 if args.helper_command == "status" else 0
+        print(f"minisandbox helper: {helperclient.runtime_dir()} is not a private directory of this user "
+              "(mode 0700): no helper", file=sys.stderr)
+        return 1
+    if args.helper_command == "serve":
+        return serve(path, args.idle)
+    pid = _helper_pid(path)
+    alive = pid is not None and _alive(path)
+    if args.helper_command == "status":
+        print(f"running (pid {pid}, socket {path})" if alive else f"not running (socket {path})")
+        return 0 if alive else 3
+    if args.helper_command == "stop":
+        if alive and pid:
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            while _alive(path) and time.monotonic() < deadline:
+                time.sleep(0.02)
+        print("stopped" if alive else "not running")
+        return 0
+    # start
+    if not alive:
+        helperclient.start_helper(path)
+        deadline = time.monotonic() + 30
+        while not _alive(path) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    print(f"running (pid {_helper_pid(path)}, socket {path})" if _alive(path) else "did not start")
+    return 0 if _alive(path) else 1
+
+
+def _alive(path: str) -> bool:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def register(sub) -> None:
+    p = sub.add_parser("helper", help="Start, stop or query this user's node-local helper.",
+                       description="The node-local helper keeps `minisandbox run` warm between calls "
+                                   "(docs/sandbox.md \"The node-local helper\"). `run` starts it on demand and "
+                                   "it exits when idle ($MINISANDBOX_HELPER_IDLE seconds, default 60); "
+                                   "MINISANDBOX_HELPER=off disables it.")
+    p.add_argument("helper_command", choices=["start", "stop", "status", "serve"],
+                   help="start (in the background), stop, status, or serve (in the foreground)")
+    p.add_argument("--socket", help=argparse.SUPPRESS)
+    p.add_argument("--idle", type=float, default=None, help="seconds without a call before it exits")
+    p.set_defaults(func=cmd_helper)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(prog="minisandbox helper")
+    sub = ap.add_subparsers(dest="command", required=True)
+    register(sub)
+    sys.exit(cmd_helper(ap.parse_args(["helper", *sys.argv[1:]])))

@@ -1,0 +1,272 @@
+"""The node-local helper (minisandbox.cli.helper): `minisandbox run` through a warm helper
+gives the same sandbox as in-process, only to callers of the same user and context; it is
+never required (absent, disabled or refused: in-process), exits when idle, and a crash of it
+or of its worker leaves nothing a crash of an in-process controller would not.
+
+Timing is measured in bench/bench_cli.py, not here.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from minisandbox.cli import helper, helperclient
+from tests.fixtures.rootless_node import user_site  # noqa: F401  (fixture)
+from tests.fixtures.runtime import build_local_store
+from tests.fixtures.sandbox import SRC, TEST_USER
+
+TASK = "helper__task.0"
+PROBE = ("grep -E '^(Uid|CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; cat /proc/self/limits; "
+         "echo cwd=$PWD umask=$(umask); echo out; echo err >&2; exit 3")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> str:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (the rootless case is its own test)")
+    return build_local_store(tmp_path_factory.mktemp("helper-store"), TASK)
+
+
+@pytest.fixture
+def runtime() -> str:
+    """A short runtime directory (a unix socket path has at most 107 bytes)."""
+    d = tempfile.mkdtemp(prefix="msbh-", dir="/tmp")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def env(tmp_path, runtime, store) -> dict[str, str]:
+    e = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": SRC, "HOME": str(tmp_path),
+         "MINISANDBOX_CACHE": str(tmp_path / "cache"), "MINISANDBOX_RUNTIME_DIR": runtime,
+         "MINISANDBOX_HELPER": "use", "MINISANDBOX_HELPER_IDLE": "120"}
+    subprocess.run([sys.executable, "-m", "minisandbox.cli", "fetch", "--store", store, TASK], env=e, check=True,
+                   capture_output=True, timeout=300)
+    yield e
+    cli(e, "helper", "stop")
+
+
+def cli(env: dict[str, str], *args: str, cwd: str = "/", timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "minisandbox.cli", *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def helper_pid(env: dict[str, str]) -> int | None:
+    out = cli(env, "helper", "status")
+    return int(out.stdout.split("pid ")[1].split(",")[0]) if out.returncode == 0 else None
+
+
+def workers_of(pid: int) -> list[int]:
+    kids = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        kids += [int(k) for k in (task / "children").read_text().split()]
+    return kids
+
+
+@pytest.mark.root
+def test_run_through_the_helper_is_the_same_sandbox_as_in_process(as_root, env, store, tmp_path) -> None:
+    assert cli(env, "helper", "start").returncode == 0
+    pid = helper_pid(env)
+    assert pid is not None
+    work = tmp_path / "cwd"
+    work.mkdir()
+    args = ["run", "--store", store, "--pids", "77", TASK, "--", PROBE]
+    through = cli(env, *args, cwd=str(work))
+    inproc = cli({**env, "MINISANDBOX_HELPER": "off"}, *args, cwd=str(work))
+    assert through.returncode == inproc.returncode == 3, (through.stderr, inproc.stderr)
+    assert through.stdout == inproc.stdout
+    assert "Seccomp:\t2" in through.stdout and "NoNewPrivs:\t1" in through.stdout
+    assert through.stderr == inproc.stderr == "err\n"
+    assert helper_pid(env) == pid  # the same helper served it and is still there
+    # an error of the command line is the caller's, printed to its stderr
+    bad = cli(env, "run", "--store", store, "--memory", "lots", TASK, "--", "true")
+    assert bad.returncode == 2 and "--memory" in bad.stderr
+
+
+@pytest.mark.root
+def test_no_helper_means_in_process_and_auto_starts_one(as_root, env, store, runtime) -> None:
+    args = ["run", "--store", store, TASK, "--", "echo hi"]
+    used = cli(env, *args)  # `use`: none is running, none is started
+    assert (used.returncode, used.stdout) == (0, "hi\n")
+    assert not any(n.endswith(".sock") for n in os.listdir(runtime))
+    off = cli({**env, "MINISANDBOX_HELPER": "off"}, *args)
+    assert (off.returncode, off.stdout) == (0, "hi\n") and not any(n.endswith(".sock") for n in os.listdir(runtime))
+    auto = {**env, "MINISANDBOX_HELPER": "auto"}
+    first = cli(auto, *args)
+    assert (first.returncode, first.stdout) == (0, "hi\n")
+    deadline = time.monotonic() + 60
+    while helper_pid(auto) is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert helper_pid(auto) is not None, "the first `run` did not start a helper"
+    assert oct(os.stat(runtime).st_mode & 0o777) == "0o700"
+    sock = next(Path(runtime).glob("*.sock"))
+    assert oct(sock.stat().st_mode & 0o777) == "0o600"
+    assert cli(auto, *args).stdout == "hi\n"
+
+
+@pytest.mark.root
+def test_helper_exits_when_idle_and_removes_its_socket(as_root, env) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "minisandbox.cli", "helper", "serve", "--idle", "1"], env=env,
+                            cwd="/", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while helper_pid(env) is None and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    assert helper_pid(env) == proc.pid
+    assert proc.wait(timeout=60) == 0
+    assert helper_pid(env) is None
+    assert not list(Path(env["MINISANDBOX_RUNTIME_DIR"]).glob("*.sock"))
+
+
+def _connect_as(path: str, uid: int | None, nofile: int | None) -> int:
+    """A child process that connects to `path` (as `uid`, with RLIMIT_NOFILE `nofile`) and waits."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if nofile is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+            if uid is not None:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            s.connect(path)
+            s.recv(10)
+        finally:
+            os._exit(0)
+    return pid
+
+
+@pytest.mark.root
+def test_peer_of_another_user_or_context_is_refused(as_root, rootless_user, tmp_path) -> None:
+    d = tempfile.mkdtemp(prefix="msbh-open-", dir="/tmp")
+    try:
+        os.chmod(d, 0o777)  # reachable by the test user: the peer check itself must refuse
+        path = os.path.join(d, "s.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        listener.bind(path)
+        os.chmod(path, 0o777)
+        listener.listen(4)
+        own = helperclient.context()
+        verdicts = []
+        for uid, nofile in ((None, None), (rootless_user.pw_uid, None), (None, 99)):
+            child = _connect_as(path, uid, nofile)
+            conn, _ = listener.accept()
+            verdicts.append(helper.check_peer(conn, own))
+            conn.close()
+            os.waitpid(child, 0)
+        listener.close()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    assert verdicts[0] is None  # same user, same context (a forked copy of this process)
+    assert verdicts[1] == f"uid {rootless_user.pw_uid} is not the helper's (0)"
+    assert verdicts[2] is not None and "context" in verdicts[2]  # other rlimits: not served
+
+
+@pytest.mark.root
+def test_runtime_dir_must_be_private(as_root, rootless_user, tmp_path) -> None:
+    mine = tmp_path / "mine"
+    assert helperclient.private_dir(str(mine), create=True) and oct(mine.stat().st_mode & 0o777) == "0o700"
+    wide = tmp_path / "wide"
+    wide.mkdir(mode=0o755)
+    wide.chmod(0o755)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, rootless_user.pw_uid, rootless_user.pw_gid)
+    link = tmp_path / "link"
+    link.symlink_to(mine)
+    assert [helperclient.private_dir(str(p), create=True) for p in (wide, theirs, link)] == [False, False, False]
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_killed_helper_and_worker_leave_nothing(as_root, env, store, tmp_path) -> None:
+    """The helper and then its worker (the sandbox's controller) are SIGKILLed mid-command:
+    the client says so and fails, the payload dies with its sandbox, and what the dead
+    controller left (cgroups, mounts) is removed by the next start, as for an in-process one."""
+    assert cli(env, "helper", "start").returncode == 0
+    pid = helper_pid(env)
+    client = subprocess.Popen([sys.executable, "-m", "minisandbox.cli", "run", "--store", store, TASK, "--",
+                               "sleep 987654"], env=env, cwd="/", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        _kill_helper_and_worker(env, store, client, pid)
+    finally:
+        client.kill()
+        client.wait()
+
+
+def _kill_helper_and_worker(env: dict[str, str], store: str, client: subprocess.Popen, pid: int) -> None:
+    deadline = time.monotonic() + 60
+    while not subprocess.run(["pgrep", "-f", "^sleep 987654$"], capture_output=True).stdout and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = workers_of(pid)
+    worker = next(w for w in workers if "minisandbox.cli.helper" in Path(f"/proc/{w}/cmdline").read_text())
+    from minisandbox.sandbox.limits import CGROUP_PREFIX, cgroup_parents
+
+    def cgroups() -> list[str]:
+        return [str(p) for parent in cgroup_parents().values() for p in Path(parent).glob(f"{CGROUP_PREFIX}{worker}-*")]
+
+    made = cgroups()  # the worker's sandbox cgroups (none where no cgroup is writable)
+    os.kill(pid, signal.SIGKILL)
+    os.kill(worker, signal.SIGKILL)
+    out, err = client.communicate(timeout=60)
+    assert client.returncode == 1 and "without an exit status" in err
+    deadline = time.monotonic() + 30
+    while subprocess.run(["pgrep", "-f", "^sleep 987654$"], capture_output=True).stdout and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not subprocess.run(["pgrep", "-f", "^sleep 987654$"], capture_output=True).stdout, "payload outlived"
+    # the next start (in-process here) cleans up after the dead controller
+    assert cli({**env, "MINISANDBOX_HELPER": "off"}, "run", "--store", store, TASK, "--", "true").returncode == 0
+    assert made == [] or cgroups() == [], made
+    assert f"-{worker}-" not in Path("/proc/self/mountinfo").read_text()
+    # a new helper replaces the dead one's socket
+    assert cli(env, "helper", "start").returncode == 0 and helper_pid(env) not in (None, pid)
+
+
+@pytest.mark.slow
+def test_rootless_run_through_the_helper(shared_tmp, user_site) -> None:
+    """As an unprivileged user: the first `run` starts the user's own helper, the next ones
+    go through it, with the same output."""
+    import pwd
+
+    user = pwd.getpwnam(TEST_USER)
+    store = build_local_store(shared_tmp / "work", TASK)
+    subprocess.run(["chown", "-R", f"{user.pw_uid}:{user.pw_gid}", str(shared_tmp)], check=True)
+    code = f"""
+import json, os, subprocess, sys, time
+env = {{**os.environ, "MINISANDBOX_CACHE": "{shared_tmp}/cache", "MINISANDBOX_RUNTIME_DIR": "{shared_tmp}/rt",
+        "MINISANDBOX_HELPER": "auto"}}
+def cli(*a):
+    p = subprocess.run([sys.executable, "-m", "minisandbox.cli", *a], env=env, capture_output=True, text=True,
+                       cwd="/tmp", timeout=300)
+    return [p.returncode, p.stdout, p.stderr[-500:]]
+out = {{"first": cli("run", "--store", "{store}", "{TASK}", "--", "id -u; echo hi")}}
+deadline = time.time() + 60
+while cli("helper", "status")[0] != 0 and time.time() < deadline:
+    time.sleep(0.1)
+out["status"] = cli("helper", "status")
+out["second"] = cli("run", "--store", "{store}", "{TASK}", "--", "id -u; echo hi")
+out["stop"] = cli("helper", "stop")
+print(json.dumps(out))
+"""
+    from tests.fixtures.rootless_node import run_node_as_user  # noqa: F811
+
+    out = run_node_as_user(code, user_site, timeout=600)
+    assert out["first"][0] == 0, out
+    assert out["status"][0] == 0 and "running" in out["status"][1], out
+    assert out["second"][:2] == out["first"][:2], out
+    assert out["stop"][1].strip() == "stopped", out
