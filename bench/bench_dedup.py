@@ -32,7 +32,7 @@ same pyc bytes in every environment, as the builds must; compileall's pool worke
 randomisation do not: docs/pipeline.md, "Measured: store and node-cache bytes of chunked
 images"), times at EPOCH. --also-avg adds rows cut with other FastCDC averages. Per environment the tree is
 hard-linked from those wheel trees, normalised by `minisandbox.pipeline.pack.normalize_tree`,
-imaged by `pack_image` and cut by `minisandbox.pipeline.chunks.cut`: the package's own
+imaged by `pack_image` and cut by `minisandbox.pipeline.chunking.cut`: the package's own
 functions, nothing re-implemented. Rows: unique chunk bytes + chunk lists (the store's
 default representation), the whole image per environment, and the node cache (the node
 keeps one assembled image per environment). With --images the archives are measured on
@@ -365,7 +365,7 @@ def link_tree(src: Path, dst: Path) -> None:
 def env_image(wheel_dirs: list[Path], work: Path, also_avg: list[int], level: int) -> dict:
     """Normalise, image and chunk one environment's installed tree with the package's functions
     (and, for comparison, with other average chunk sizes: min avg/4, max avg*4)."""
-    from minisandbox.pipeline.chunks import cut
+    from minisandbox.pipeline.chunking import cut
 
     tree, img = work / "tree", work / "image.squashfs"
     shutil.rmtree(tree, ignore_errors=True)
@@ -385,7 +385,7 @@ def env_image(wheel_dirs: list[Path], work: Path, also_avg: list[int], level: in
 
 
 def images_mode(a, specs, idx) -> int:
-    from minisandbox.pipeline.chunks import CHUNK_AVG, CHUNK_MAX, CHUNK_MIN
+    from minisandbox.pipeline.chunking import CHUNK_AVG, CHUNK_MAX, CHUNK_MIN
 
     work: Path = a.work
     work.mkdir(parents=True, exist_ok=True)
@@ -585,7 +585,7 @@ def levels_mode(a) -> int:
     """Existing squashfs images (e.g. a store's artifacts/env/*.squashfs) unpacked and packed again
     by pack_image at each --level-list level: image bytes, mksquashfs CPU seconds, cold read of the
     mounted image, and the unique FastCDC chunk bytes over all the images (the store's bytes)."""
-    from minisandbox.pipeline.chunks import cut
+    from minisandbox.pipeline.chunking import cut
 
     images = sorted(a.levels, key=lambda p: p.stat().st_size, reverse=True)
     work = a.work / "levels"

@@ -58,7 +58,7 @@ from minisandbox.node import chunks as chunkmod  # noqa: E402
 from minisandbox.node.cache import Artifact, Cache  # noqa: E402
 from minisandbox.node.iobudget import IOBudget  # noqa: E402
 from minisandbox.node.store import Store  # noqa: E402
-from minisandbox.pipeline.chunks import write_chunk_list  # noqa: E402
+from minisandbox.pipeline.chunking import write_chunk_list  # noqa: E402
 from minisandbox.pipeline.steps import chunks_entry, publish_image  # noqa: E402
 
 

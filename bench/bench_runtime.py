@@ -56,7 +56,7 @@ from minisandbox.node.cache import Cache  # noqa: E402
 from minisandbox.index import shard_of  # noqa: E402
 from minisandbox.node.iobudget import IOBudget, default_slots  # noqa: E402
 from minisandbox.fsutil import file_digest  # noqa: E402
-from minisandbox.pipeline.chunks import write_chunk_list  # noqa: E402
+from minisandbox.pipeline.chunking import write_chunk_list  # noqa: E402
 from minisandbox.pipeline.pack import normalize_tree, pack_image, pack_tree, tree_stats  # noqa: E402
 from minisandbox.pipeline.steps import chunks_entry, publish_image  # noqa: E402
 from minisandbox.paths import REPO_PATH, VENV_PATH  # noqa: E402

@@ -119,7 +119,7 @@ def test_packed_image_is_published_and_fetched_in_few_requests_through_latency(s
     from minisandbox.node.cache import Artifact, Cache
     from minisandbox.node.iobudget import IOBudget
     from minisandbox.node.store import Store
-    from minisandbox.pipeline.chunks import write_chunk_list
+    from minisandbox.pipeline.chunking import write_chunk_list
     from minisandbox.pipeline.pack import pack_image
     from minisandbox.pipeline.steps import chunks_entry, publish_image
     from tests.fixtures.latency_proxy import LatencyProxy

@@ -371,7 +371,7 @@ def test_an_unpacked_image_serves_a_later_mount_request_without_mounting(no_arch
 
 
 def test_publish_packs_only_the_chunks_the_store_lacks(two_envs: dict, tmp_path: Path) -> None:
-    from minisandbox.pipeline.chunks import cut
+    from minisandbox.pipeline.chunking import cut
     from minisandbox.pipeline.pack import pack_image
 
     store = two_envs["store"]

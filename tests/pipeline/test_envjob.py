@@ -14,7 +14,7 @@ import pytest
 
 from minisandbox.pipeline import envjob, steps
 from minisandbox.pipeline.envjob import EnvJobSettings, mark_validated, run_env_job
-from minisandbox.pipeline.stage import StageStatus, read_status, write_status
+from minisandbox.status import StageStatus, read_status, write_status
 
 KEY, REPO = "env-x-0123456789abcdef", "repo-x-aaaaaaaaaaaa-12345678"
 SETTINGS = EnvJobSettings(store="/store", fmt="tar.zst", level=3, image=True, image_whole=False, timeout=60)

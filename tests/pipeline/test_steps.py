@@ -9,7 +9,7 @@ from pathlib import Path
 
 from minisandbox.pipeline import steps as pipeline
 from minisandbox.fsutil import file_digest
-from minisandbox.pipeline.stage import StageStatus, read_status, write_status
+from minisandbox.status import StageStatus, read_status, write_status
 
 
 def _tree(root: Path) -> Path:
@@ -175,9 +175,9 @@ def test_transient_failures_are_retried_then_recorded_with_their_cause(tmp_path,
     import errno
     import subprocess
 
-    from minisandbox.pipeline import stage
+    from minisandbox.pipeline import failures
 
-    monkeypatch.setattr(stage, "RETRY_DELAY", 0.0)
+    monkeypatch.setattr(failures, "RETRY_DELAY", 0.0)
     calls: list[int] = []
 
     def flaky() -> dict:
@@ -200,7 +200,7 @@ def test_transient_failures_are_retried_then_recorded_with_their_cause(tmp_path,
     calls.clear()  # a tool killed by a signal: retried ATTEMPTS times, then recorded as transient
     st = pipeline._guard("build", "env-x", tmp_path / "b.json", None,
                          always(subprocess.CalledProcessError(-9, ["uv", "pip", "install"])))
-    assert not st.ok and len(calls) == stage.ATTEMPTS
+    assert not st.ok and len(calls) == failures.ATTEMPTS
     assert st.data["cause"] == {"kind": "transient", "detail": "tool killed by signal 9", "attempts": 3}
     assert "gave up after 3 attempts" in st.error
     assert read_status(tmp_path / "b.json").data["cause"]["kind"] == "transient"
@@ -220,7 +220,7 @@ def test_transient_failures_are_retried_then_recorded_with_their_cause(tmp_path,
 def test_transient_cause_reads_tool_messages_and_io_errors():
     import errno
 
-    from minisandbox.pipeline.stage import transient_cause as t
+    from minisandbox.pipeline.failures import transient_cause as t
     assert t(RuntimeError("git fetch: fatal: unable to access: Could not resolve host: github.com"))
     assert t(RuntimeError("uv: error sending request for url (https://pypi.org/simple/x/)"))
     assert t(OSError(errno.EIO, "Input/output error")) == "I/O error (EIO)"

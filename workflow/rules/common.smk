@@ -17,7 +17,6 @@ from pathlib import Path
 from snakemake.utils import validate
 
 from minisandbox.errors import MinisandboxError
-from minisandbox.manifest import FORMATS
 from minisandbox.pipeline.plan import (
     invalid_summary,
     load_or_build_plan,
@@ -98,7 +97,6 @@ LABEL = config["label"]
 VALIDATE = config["validate"] and not LABEL
 STORE = config["store"]
 FMT = config["format"]
-EXT = FORMATS[FMT].lstrip(".")
 TASK_FILES = _as_list(config["tasks"])
 CATALOG_FILES = _as_list(config["catalog"])
 BUNDLED_DIR = "results/bundled/repos"

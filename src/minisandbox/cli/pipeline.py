@@ -155,7 +155,7 @@ def cmd_env(a: argparse.Namespace) -> int:
 
 
 def cmd_interp(a: argparse.Namespace) -> int:
-    from minisandbox.pipeline.interp import step_interp
+    from minisandbox.pipeline.interplayer import step_interp
 
     st = step_interp(Path(a.spec), a.store, Path(a.work), Path(a.out), a.format, a.level)
     print(f"interpreter layer {st.key}: " + ("published" if st.ok else st.error))

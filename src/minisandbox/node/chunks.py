@@ -1,6 +1,6 @@
 """Chunked images: packs, chunk lists and chunk objects in a store, and reassembling an image.
 
-A layer image is stored as content-defined chunks (cutting: `minisandbox.pipeline.chunks`)
+A layer image is stored as content-defined chunks (cutting: `minisandbox.pipeline.chunking`)
 and a chunk list `artifacts/<kind>/<key>.chunks.json` that the manifest names under
 `image.chunks` (schema: `minisandbox.manifest.ChunkList`). Environments share most chunks,
 so the store keeps each once (docs/pipeline.md, "Store size: cross-environment dedup").

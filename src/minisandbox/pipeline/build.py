@@ -47,7 +47,7 @@ from minisandbox.pipeline.residue import HOME_DIR, RESIDUE_DIR, collect_residue,
 from minisandbox.syspkgs import require as require_system_packages
 from minisandbox.pipeline.resolve import Lock
 from minisandbox.tools import uv_bin
-from minisandbox.pipeline.stage import one_line
+from minisandbox.pipeline.failures import one_line
 from minisandbox.errors import MinisandboxError
 
 BUILD_DIR = "/opt/minisandbox/build"  # lock + script, read-only inside the build
@@ -176,10 +176,10 @@ def build_env(
     interpreter: dict | None = None,
 ) -> BuildResult:
     """Build the venv for `spec` into `out_dir` (replaced atomically on success).
-    `interpreter`: the plan's choice (`pipeline.interp.plan_interpreter`); this machine
+    `interpreter`: the plan's choice (`pipeline.interplayer.plan_interpreter`); this machine
     must have that very build. The interpreter appears at its canonical prefix inside the
     build, so the venv records the path its layer is mounted at on nodes."""
-    from minisandbox.pipeline.interp import local_interpreter
+    from minisandbox.pipeline.interplayer import local_interpreter
 
     require_system_packages(spec.system_packages, f"environment {spec.name}")
     interp = local_interpreter(interpreter) if interpreter else _interpreter(spec)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from minisandbox.fsutil import atomic_write_json, atomic_write_text
-from minisandbox.pipeline.stage import StageStatus, read_status
+from minisandbox.status import StageStatus, read_status
 
 #: Bump when the record's meaning changes (an old record is then never reused).
 RECORD_SCHEMA = 1

@@ -45,7 +45,7 @@ def repo_key(source: str, commit: str) -> str:
 
 def env_canonical(spec: EnvSpec, interpreter: str | None = None) -> dict[str, Any]:
     """What an environment is: the fields that change the built venv, nothing else.
-    `interpreter`: the build of its base interpreter (`pipeline.interp.env_key_part`), so
+    `interpreter`: the build of its base interpreter (`pipeline.interplayer.env_key_part`), so
     another build of the same Python version gives another key."""
     out = {
         "build_format": BUILD_FORMAT,

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 from minisandbox import __version__
 from minisandbox.errors import MinisandboxError
 from minisandbox.catalog import Catalog, EnvSpec, require_catalog_files, spec_for, task_commit
-from minisandbox.pipeline.interp import env_key_part, plan_for
+from minisandbox.pipeline.interplayer import env_key_part, plan_for
 from minisandbox.pipeline.keys import env_canonical, env_key, repo_key, source_id
 from minisandbox.records import InvalidRecord, TaskFileMissing, read_tasks
 from minisandbox.fsutil import atomic_write_json, atomic_write_text

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minisandbox.catalog import EnvSpec
-from minisandbox.pipeline.stage import one_line
+from minisandbox.pipeline.failures import one_line
 from minisandbox.tools import uv_bin
 from minisandbox.errors import MinisandboxError
 

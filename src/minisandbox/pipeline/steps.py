@@ -16,14 +16,8 @@ from typing import Any, Callable
 from minisandbox.catalog import EnvSpec
 from minisandbox.fsutil import atomic_write_json, file_digest
 from minisandbox.manifest import artifact_path, has_archive, log_path, make_manifest, manifest_path
-from minisandbox.pipeline.stage import (
-    StageStatus,
-    failure_message,
-    first_failure,
-    read_status,
-    retrying,
-    write_status,
-)
+from minisandbox.pipeline.failures import failure_message, first_failure, retrying
+from minisandbox.status import StageStatus, read_status, write_status
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -178,7 +172,7 @@ def step_pack(key: str, tree: Path, upstream: Path, archive: Path, status_out: P
             archive.unlink(missing_ok=True)  # an earlier run's archive is not this layer's
         data: dict[str, Any] = {"format": fmt, "archive": keep}
         if image:
-            from minisandbox.pipeline.chunks import write_chunk_list
+            from minisandbox.pipeline.chunking import write_chunk_list
             from minisandbox.pipeline.pack import pack_image
 
             image_stats = pack_image(tree, image_path(archive, key))
@@ -250,7 +244,7 @@ def _with_interpreter(st: StageStatus, key: str, receipt_out: Path) -> StageStat
 def chunks_entry(image: Path, key: str) -> dict[str, Any]:
     """The manifest's `image.chunks` for the chunk list packing wrote beside `image`."""
     from minisandbox.manifest import chunk_list_name
-    from minisandbox.pipeline.chunks import chunk_list_path
+    from minisandbox.pipeline.chunking import chunk_list_path
 
     lst = chunk_list_path(image, key)
     sha, size = file_digest(lst)
@@ -268,7 +262,7 @@ def publish_image(store: Any, kind: str, key: str, image: dict[str, Any], local_
     import hashlib
 
     from minisandbox.node.chunks import upload_image_packs
-    from minisandbox.pipeline.chunks import chunk_list_path
+    from minisandbox.pipeline.chunking import chunk_list_path
 
     chunks = image.get("chunks")
     if chunks:

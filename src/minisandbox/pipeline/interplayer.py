@@ -157,7 +157,7 @@ def pack_and_publish(spec: dict[str, Any], store_url: str, work: Path, fmt: str,
 
 def step_interp(spec_path: Path, store_url: str, work: Path, receipt_out: Path, fmt: str, level: int) -> StageStatus:
     """Pipeline step (rule `interp`): the receipt has the shape of a publish receipt."""
-    from minisandbox.pipeline.stage import failure_message, retrying
+    from minisandbox.pipeline.failures import failure_message, retrying
 
     spec = json.loads(Path(spec_path).read_text())
     key = spec["key"]

@@ -18,7 +18,7 @@ import zstandard
 
 from minisandbox.catalog import EnvSpec
 from minisandbox.fsutil import file_digest
-from minisandbox.pipeline.interp import env_key_part, local_interpreter, plan_interpreter, step_interp
+from minisandbox.pipeline.interplayer import env_key_part, local_interpreter, plan_interpreter, step_interp
 from minisandbox.pipeline.keys import env_key
 from minisandbox.sandbox import interpreters
 from minisandbox.sandbox.interpreters import InterpreterNotFound

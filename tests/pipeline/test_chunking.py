@@ -1,4 +1,4 @@
-"""pipeline.chunks: content-defined cutting of images (deterministic, bounded, shift-proof)
+"""pipeline.chunking: content-defined cutting of images (deterministic, bounded, shift-proof)
 and the chunk list it writes (valid against minisandbox.manifest.ChunkList)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from minisandbox.manifest import ChunkList, parse_chunk_list
-from minisandbox.pipeline.chunks import CHUNK_MAX, CHUNK_MIN, cut, write_chunk_list
+from minisandbox.pipeline.chunking import CHUNK_MAX, CHUNK_MIN, cut, write_chunk_list
 
 
 def blob(seed: int, n: int) -> bytes:

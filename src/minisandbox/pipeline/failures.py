@@ -1,8 +1,9 @@
-"""Stage results: every pipeline step writes a small JSON status next to its output.
+"""Failures of pipeline steps: classified (transient or permanent), retried, recorded.
 
-A failed step is a *result*, not a Snakemake failure: the failure is recorded (error +
-log) and flows downstream to the index, so one broken environment never stops the
-others and a rerun with nothing changed runs zero jobs.
+A failed step is a *result*, not a Snakemake failure: the failure is recorded in the
+step's status file (`minisandbox.status`: error + log + cause) and flows downstream to the
+index, so one broken environment never stops the others and a rerun with nothing changed
+runs zero jobs. This module decides what is worth retrying and words the one-line error.
 """
 
 from __future__ import annotations
@@ -15,10 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from minisandbox.status import StageStatus, read_status, write_status
-
-__all__ = ["ATTEMPTS", "RETRY_DELAY", "StageStatus", "failure_message", "first_failure", "one_line", "read_status",
-           "retrying", "transient_cause", "write_status"]
+from minisandbox.status import StageStatus, read_status
 
 T = TypeVar("T")
 
