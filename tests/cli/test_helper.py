@@ -270,3 +270,54 @@ print(json.dumps(out))
     assert out["status"][0] == 0 and "running" in out["status"][1], out
     assert out["second"][:2] == out["first"][:2], out
     assert out["stop"][1].strip() == "stopped", out
+
+
+NEW_FILE_PATCH = """diff --git a/NEW.txt b/NEW.txt
+new file mode 100644
+--- /dev/null
++++ b/NEW.txt
+@@ -0,0 +1 @@
++fresh
+"""
+
+
+@pytest.mark.root
+def test_a_spare_sandbox_serves_the_next_call_only_while_the_store_is_unchanged(as_root, env, tmp_path) -> None:
+    """After a call, the helper opens the sandbox the same call would need next (a spare);
+    the next identical call (but its command) runs in it; a task re-published meanwhile is
+    not served from the spare's old start state."""
+    import json
+
+    from minisandbox.node.store import Store
+    from tests.fixtures.runtime import shard_of, write_index
+
+    store = build_local_store(tmp_path / "own", TASK)  # this test changes its index
+    assert cli(env, "fetch", "--store", store, TASK).returncode == 0
+    assert cli(env, "helper", "start").returncode == 0
+    probe = "cat NEW.txt 2>/dev/null || echo none; awk '{print $22}' /proc/1/stat"
+    args = ["run", "--store", store, TASK, "--", probe]
+    hz = os.sysconf("SC_CLK_TCK")
+
+    def call() -> tuple[str, bool]:
+        """(NEW.txt or none, whether the sandbox's init started before the call was made)."""
+        time.sleep(1.0)  # the spare of the previous call is open by now (or the test below fails)
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        out = cli(env, *args)
+        assert out.returncode == 0, out.stderr
+        new, init_start = out.stdout.split()
+        return new, int(init_start) / hz < uptime - 0.3
+
+    deadline = time.monotonic() + 60
+    first = call()
+    second = call()
+    while not second[1] and time.monotonic() < deadline:  # a loaded machine: the spare took longer
+        second = call()
+    assert first[0] == second[0] == "none"
+    assert second[1], "the second call did not run in a sandbox opened before it"
+    # re-publish the task with a patch: the open spare is stale and must not serve
+    shard = (Path(store) / f"index/tasks/{shard_of(TASK)}.jsonl").read_text()
+    entry = json.loads(shard.splitlines()[0])
+    entry["record"]["patch"] = NEW_FILE_PATCH
+    write_index(Store(store), [entry])
+    third = call()
+    assert third[0] == "fresh", third

@@ -147,52 +147,76 @@ def _recv_request(conn: socket.socket):
     return data, fds
 
 
-def _worker(conn: socket.socket, listener: socket.socket, lock_path: str, scan_env: dict[str, str],
-            umask: int, argv: list[str], env: dict[bytes, bytes], fds: list[int]) -> None:
-    """In the forked worker: become the caller (stdio, cwd, umask, environment), run
-    `minisandbox ARGV` as the caller would have, send `exit N`, and exit."""
-    code = 1
-    done: list[bool] = []
-    try:
-        listener.close()
-        signal.set_wakeup_fd(-1)
-        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE):
-            signal.signal(s, signal.default_int_handler if s == signal.SIGINT
-                          else signal.SIG_IGN if s == signal.SIGPIPE else signal.SIG_DFL)
-        for target, fd in enumerate(fds[:3]):
-            os.dup2(fd, target)
-        os.fchdir(fds[3])
-        for fd in fds:
-            if fd > 2:
-                os.close(fd)
-        os.umask(umask)
-        _set_dumpable(True)  # as the in-process command is (the helper itself is not)
-        os.environ.clear()
-        os.environb.update(env)
-        if {k: os.environ.get(k, "") for k in _SCAN_ENV} != scan_env:
-            from minisandbox.sandbox import interpreters
+def _become(umask: int, env: dict[bytes, bytes], cwd_fd: int, scan_env: dict[str, str], lock_path: str) -> None:
+    """In a forked process: the caller's working directory, umask and environment; the
+    helper's fork server shared; dumpable as the in-process command is (the helper is not)."""
+    signal.set_wakeup_fd(-1)
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE):
+        signal.signal(s, signal.default_int_handler if s == signal.SIGINT
+                      else signal.SIG_IGN if s == signal.SIGPIPE else signal.SIG_DFL)
+    os.fchdir(cwd_fd)
+    os.umask(umask)
+    _set_dumpable(True)
+    os.environ.clear()
+    os.environb.update(env)
+    if {k: os.environ.get(k, "") for k in _SCAN_ENV} != scan_env:
+        from minisandbox.sandbox import interpreters
 
-            interpreters._scan.cache_clear()
-        from minisandbox.sandbox import rootfs
+        interpreters._scan.cache_clear()
+    from minisandbox.sandbox import rootfs
 
-        rootfs.share_fork_server(lock_path)
-        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the caller's, for the worker's life
-        sys.stdout = open(1, "w", buffering=1 if os.isatty(1) else -1, closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)  # noqa: SIM115
-        _forward_signals(conn, done)
-        from minisandbox.cli import main
+    rootfs.share_fork_server(lock_path)
 
+
+def _take_stdio(fds: list[int]) -> None:
+    """The caller's stdin, stdout and stderr become this process's (fds: those three first)."""
+    for target, fd in enumerate(fds[:3]):
+        os.dup2(fd, target)
+    for fd in fds:
+        if fd > 2:
+            os.close(fd)
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the caller's, for the worker's life
+    sys.stdout = open(1, "w", buffering=1 if os.isatty(1) else -1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)  # noqa: SIM115
+
+
+class _Reply:
+    """Sends `exit N` to the caller once: when the command's output is written (before the
+    sandbox is closed: `sandboxcmds.ON_RESULT`), else when the worker ends."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn, self.sent = conn, False
+
+    def __call__(self, code: int) -> None:
+        if self.sent:
+            return
+        self.sent = True
         try:
-            code = int(main(argv) or 0)
-        except SystemExit as exc:  # argparse: usage errors, --help
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-        except KeyboardInterrupt:
-            code = 130
-        except BaseException:  # a bug: its traceback, as the in-process command would print it
-            import traceback
+            self.conn.send(b"exit %d" % code)
+        except OSError:
+            pass
 
-            traceback.print_exc()
-            code = 1
+
+def _call_main(argv: list[str]) -> int:
+    from minisandbox.cli import main
+
+    try:
+        return int(main(argv) or 0)
+    except SystemExit as exc:  # argparse: usage errors, --help
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except KeyboardInterrupt:
+        return 130
+    except BaseException:  # a bug: its traceback, as the in-process command would print it
+        import traceback
+
+        traceback.print_exc()
+        return 1
+
+
+def _end_worker(reply: _Reply, code: int) -> None:
+    """Flush, run exit handlers, answer the caller (if not yet) and leave, whatever happens:
+    a worker never returns into the helper's loop."""
+    try:
         try:
             sys.stdout.flush()
         except (BrokenPipeError, OSError):
@@ -200,20 +224,141 @@ def _worker(conn: socket.socket, listener: socket.socket, lock_path: str, scan_e
         import atexit
 
         atexit._run_exitfuncs()
-    except BaseException:  # noqa: BLE001 - whatever happens, the worker never returns into the helper's loop
+    except BaseException:  # noqa: BLE001
         pass
     finally:
         try:
-            done.append(True)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            conn.send(b"exit %d" % code)
+            reply(code)
         except BaseException:  # noqa: BLE001
             pass
         finally:
             os._exit(code & 0xFF)
 
 
-def _forward_signals(conn: socket.socket, done: list[bool]) -> None:
+def _worker(conn: socket.socket, scan_env: dict[str, str], lock_path: str, umask: int, argv: list[str],
+            env: dict[bytes, bytes], fds: list[int]) -> None:
+    """In the forked worker: become the caller (stdio, cwd, umask, environment), run
+    `minisandbox ARGV` as the caller would have, send `exit N`, and exit."""
+    code = 1
+    reply = _Reply(conn)
+    try:
+        _become(umask, env, fds[3], scan_env, lock_path)
+        _take_stdio(fds)
+        _forward_signals(conn, reply)
+        from minisandbox.cli import sandboxcmds
+
+        sandboxcmds.ON_RESULT = reply
+        code = _call_main(argv)
+    except BaseException:  # noqa: BLE001 - reported as status 1
+        pass
+    finally:
+        _end_worker(reply, code)
+
+
+#: Seconds a spare sandbox waits for its call before it is closed.
+SPARE_SECONDS = 30.0
+
+
+def spare_key(umask: int, argv: list[str], env: dict[bytes, bytes], cwd_fd: int) -> bytes | None:
+    """What a call must share with an earlier one to be served by a sandbox opened for it in
+    advance: everything but the command after `--` (umask, options, task, environment, the
+    working directory's identity). None: not a `run ... -- CMD`."""
+    if "run" not in argv or "--" not in argv[argv.index("run"):]:
+        return None
+    cut = argv.index("--", argv.index("run")) + 1
+    st = os.fstat(cwd_fd)
+    import hashlib
+
+    h = hashlib.sha256(b"%d\0%d\0%d\0" % (umask, st.st_dev, st.st_ino))
+    for item in argv[:cut]:
+        h.update(os.fsencode(item) + b"\0")
+    for k in sorted(env):
+        h.update(k + b"=" + env[k] + b"\0")
+    return h.digest()
+
+
+def _spare(ctrl: socket.socket, scan_env: dict[str, str], lock_path: str, umask: int, argv: list[str],
+           env: dict[bytes, bytes], cwd_fd: int, key: bytes) -> None:
+    """A worker made before its call: it opens the sandbox a call with these argv (up to
+    `--`), environment and directory would open, then waits on `ctrl` for that call. Used
+    only for a matching call whose task the store still publishes unchanged; otherwise it
+    closes the sandbox and serves the call as a plain worker. The helper closing `ctrl`
+    (expiry, exit) closes the sandbox."""
+    code = 1
+    reply = None
+    ts = None
+    try:
+        _become(umask, env, cwd_fd, scan_env, lock_path)
+        os.close(cwd_fd)
+        from minisandbox.cli import build_parser, COMMANDS, _apply_global_options
+
+        args = build_parser([COMMANDS["run"]]).parse_args(argv)
+        _apply_global_options(args)
+        if args.store is None:
+            from minisandbox.paths import default_store_origin
+
+            args.store, args.store_origin = default_store_origin()
+        from minisandbox.task import open_task
+        from minisandbox.cli.sandboxcmds import _options
+
+        ts = open_task(args.task_id, args.store, cache=args.cache, diff=args.diff, **_options(args))
+        data, fds = _recv_request(ctrl)  # blocks until the call (or EOF: expired)
+        if not data or len(fds) != 5:
+            return
+        conn = socket.socket(fileno=fds[0])
+        reply = _Reply(conn)
+        c_umask, c_argv, c_env = _parse_request(data)
+        from minisandbox.node.runtime import still_current
+
+        if spare_key(c_umask, c_argv, c_env, fds[4]) != key or not still_current(ts.prepared, cache=ts.cache):
+            ts.close()
+            ts = None
+            _worker(conn, scan_env, lock_path, c_umask, c_argv, c_env, fds[1:])  # never returns
+        os.close(fds[4])
+        _take_stdio(fds[1:4])
+        _forward_signals(conn, reply)
+        code = _run_spare(ts, c_argv, reply)
+    except BaseException:  # noqa: BLE001 - a spare that fails only means the next call opens its own
+        pass
+    finally:
+        if ts is not None:
+            try:
+                if reply is not None and not reply.sent:
+                    sys.stdout.flush()
+                    reply(code)
+                ts.close()
+            except BaseException:  # noqa: BLE001
+                pass
+        if reply is None:
+            os._exit(0)
+        _end_worker(reply, code)
+
+
+def _run_spare(ts, argv: list[str], reply: _Reply) -> int:  # noqa: ANN001 - a TaskSandbox
+    """The call's command in the spare's open sandbox, with `main`'s error handling."""
+    from minisandbox.cli import build_parser, COMMANDS
+    from minisandbox.cli.sandboxcmds import _argv, run_in
+    from minisandbox.errors import MinisandboxError
+
+    try:
+        args = build_parser([COMMANDS["run"]]).parse_args(argv)
+        code = run_in(ts.sandbox, _argv(args.cmd), args)
+        sys.stdout.flush()
+        reply(code)
+        return code
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 141
+    except MinisandboxError as exc:
+        print(f"minisandbox run: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _forward_signals(conn: socket.socket, reply: _Reply) -> None:
     """A thread turning the caller's `signal N` messages into signals to this worker; the
     caller going away is an interrupt (the sandbox is closed, as Ctrl-C would)."""
     import threading
@@ -230,7 +375,7 @@ def _forward_signals(conn: socket.socket, done: list[bool]) -> None:
                 except (ValueError, OSError):
                     pass
                 continue
-            if not done:
+            if not reply.sent:
                 os.kill(os.getpid(), signal.SIGINT)
             return
 
@@ -281,11 +426,15 @@ def serve(path: str, idle: float | None = None) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.append(True))
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     workers: set[int] = set()
+    #: spare key -> (pid, control socket, when made): sandboxes opened ahead of their call
+    spares: dict[bytes, tuple[int, socket.socket, float]] = {}
+    spares_on = os.environ.get("MINISANDBOX_HELPER_SPARES", "1") != "0"
     last = time.monotonic()
     try:
         while not stop:
             _reap(workers)
-            if not workers and time.monotonic() - last > idle:
+            _expire(spares, workers, SPARE_SECONDS)
+            if not workers and not spares and time.monotonic() - last > idle:
                 break
             try:
                 ready = listener.accept() if _readable(listener, 0.5) else None
@@ -316,15 +465,37 @@ def serve(path: str, idle: float | None = None) -> int:
                            for k in helperclient.CODE_ENV):
                         _refuse(conn, "another import path")
                         continue
-                    pid = os.fork()
-                    if pid == 0:
-                        os.close(lock_fd)  # the helper's alone: a worker never holds the socket
-                        _worker(conn, listener, fork_lock, scan_env, umask, argv, env, fds)
-                    workers.add(pid)
+                    key = spare_key(umask, argv, env, fds[3]) if spares_on else None
+                    spare = spares.pop(key, None) if key else None
+                    if spare is not None and _hand_over(spare, conn, data, fds):
+                        workers.add(spare[0])
+                    else:
+                        if spare is not None:
+                            spare[1].close()
+                            workers.add(spare[0])
+                        pid = os.fork()
+                        if pid == 0:
+                            _in_child(listener, lock_fd, spares)
+                            _worker(conn, scan_env, fork_lock, umask, argv, env, fds)
+                        workers.add(pid)
+                    if key and key not in spares:  # the next call like this one finds its sandbox open
+                        ctrl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                        pid = os.fork()
+                        if pid == 0:
+                            ctrl.close()
+                            conn.close()
+                            _in_child(listener, lock_fd, spares)
+                            for fd in fds[:3]:
+                                os.close(fd)
+                            _spare(theirs, scan_env, fork_lock, umask, argv, env, fds[3], key)
+                        theirs.close()
+                        spares[key] = (pid, ctrl, time.monotonic())
                 finally:
                     for fd in fds:
                         os.close(fd)
+            _expire(spares, workers, SPARE_SECONDS)
     finally:
+        _expire(spares, workers, 0.0)
         for suffix in ("", ".pid"):
             try:
                 os.unlink(path + suffix)
@@ -339,6 +510,41 @@ def serve(path: str, idle: float | None = None) -> int:
             break
         workers.discard(pid)
     return 0
+
+
+def _in_child(listener: socket.socket, lock_fd: int, spares: dict) -> None:
+    """In a freshly forked worker or spare: drop what only the helper may hold (the
+    listening socket, the serving lock, the other spares' control sockets)."""
+    listener.close()
+    os.close(lock_fd)
+    for _pid, ctrl, _t in spares.values():
+        ctrl.close()
+
+
+def _hand_over(spare: tuple[int, socket.socket, float], conn: socket.socket, data: bytes, fds: list[int]) -> bool:
+    """Pass the call (its request, connection and descriptors) to a spare; False when the
+    spare is gone."""
+    pid, ctrl, _t = spare
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            return False
+        ctrl.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                               b"".join(fd.to_bytes(4, sys.byteorder) for fd in [conn.fileno(), *fds]))])
+    except (OSError, ChildProcessError):
+        return False
+    finally:
+        ctrl.close()
+    return True
+
+
+def _expire(spares: dict, workers: set[int], age: float) -> None:
+    """Close the spares older than `age` seconds (they close their sandboxes and exit)."""
+    now = time.monotonic()
+    for key, (pid, ctrl, made) in list(spares.items()):
+        if now - made >= age:
+            del spares[key]
+            ctrl.close()
+            workers.add(pid)
 
 
 def _readable(sock: socket.socket, timeout: float) -> bool:

@@ -211,13 +211,27 @@ def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
     return 128 - code if code < 0 else code
 
 
+#: Called with the exit status once the command's output is all written, before the sandbox
+#: is closed (the node-local helper's worker answers its caller then: teardown is off the
+#: caller's clock). None: nothing to tell.
+ON_RESULT = None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     argv = _argv(args.cmd)
     with _task_sandbox(args, diff=args.diff) as sb:
-        code = _run_streaming(sb, argv, args.timeout)
-        if args.diff:
-            sys.stdout.write(sb.diff())
-        return code
+        return run_in(sb, argv, args)
+
+
+def run_in(sb, argv: list[str], args: argparse.Namespace) -> int:  # noqa: ANN001 - a Sandbox
+    """`run`'s command in the open sandbox `sb`: streamed output, the diff with --diff."""
+    code = _run_streaming(sb, argv, args.timeout)
+    if args.diff:
+        sys.stdout.write(sb.diff())
+    if ON_RESULT is not None:
+        sys.stdout.flush()
+        ON_RESULT(code)
+    return code
 
 
 def cmd_exec(args: argparse.Namespace) -> int:

@@ -347,6 +347,24 @@ def prepare(task_id: str, store: Store | str | os.PathLike[str] | None = None, *
         mount_ns=cache.mount_namespace() if any(r.mounter == "fuse" for r in results) else None)
 
 
+def still_current(prepared: PreparedTask, store: Store | str | os.PathLike[str] | None = None, *,
+                  cache: Cache | None = None) -> bool:
+    """Does the store still publish what `prepared` was made from (its index entry and the
+    repo and env manifests)? A sandbox opened ahead of its use (the node-local
+    helper's spare) is used only if so; the documents are read again, as `prepare` reads them."""
+    st = open_store(store if store is not None else prepared.store_url)
+    verified = cache.verified if cache is not None else None
+    try:
+        entry = lookup_task(st, prepared.instance_id, verified)
+        if entry != prepared.task:
+            return False
+        env_m = _manifest(st, "env", entry["env_key"], verified)
+        return env_m == prepared.env_manifest and \
+            _manifest(st, "repo", entry["repo_key"], verified) == prepared.repo_manifest
+    except MinisandboxError:
+        return False
+
+
 def planned_bytes(task_ids: Iterable[str], store: Store | str | None = None, *, cache: Cache,
                   images: bool | None = None) -> int:
     """Bytes `fetch` of these tasks will download at most: each distinct layer this cache
