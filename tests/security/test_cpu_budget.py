@@ -55,8 +55,12 @@ BODY = """
         res = sb.execute("python3 /tmp/chain.py 0.3")
         out["returned"] = [res.returncode, res.limit_hit]
         if sb.limits.cpu_leaf is not None:
-            out["killed"] = wait_for(lambda: chains(sb) == "0")
+            # waited for from the host (the watcher's note): a command run in the sandbox to
+            # poll would add its own CPU to the sandbox's total, more the longer a loaded
+            # machine takes to give the chain its 3 s
+            wait_for(lambda: any("background processes used" in n for n in sb.notes))
             out["total"] = sb.limits.sandbox_usage()
+            out["killed"] = chains(sb) == "0"
             out["notes"] = list(sb.notes)
             out["after"] = sb.execute("echo still usable").output
             # a command spawned and never waited for is held to the limit too
@@ -92,7 +96,9 @@ def test_detached_cpu_chain_is_held_to_the_limits(attack, request) -> None:
     assert out["mode"].startswith("cgroup"), out
     assert out["returned"] == [0, ""], out  # the command itself returned at once
     assert out["killed"] is True, out
-    assert out["total"] < 3 + 2, out  # the per-command limit, plus a few watcher periods (0.5 s) of slack
+    # the per-command limit, plus what one single-threaded chain burns in a watcher period
+    # (0.5 s) and 0.5 s for python's start and a late pass
+    assert out["total"] < 3 + 0.5 + 0.5, out
     assert any("background processes used" in n and "limit of 3 s per command" in n for n in out["notes"]), out
     assert out["after"] == "still usable\n", out
     # killed at the limit: by the watcher (SIGKILL, with a note) or by the RLIMIT_CPU backstop (SIGXCPU)
@@ -100,7 +106,9 @@ def test_detached_cpu_chain_is_held_to_the_limits(attack, request) -> None:
     if out["unwaited_code"] == -9:
         assert any("'s processes used" in n and "limit of 3 s per command" in n for n in out["notes"]), out
     assert out["spent"] is True, out
-    assert 4 <= out["total_at_kill"] < 4 + 3, out  # two chains on two cores: up to 1 s per watcher period
+    # the budget, plus two chains on two cores for a watcher period (2 x 0.5 s) and 0.5 s
+    # for the starts and a late pass; nothing in the sandbox polls meanwhile
+    assert 4 <= out["total_at_kill"] < 4 + 1 + 0.5, out
     assert out["total_later"] - out["total_at_kill"] < 0.5, out  # nothing runs any more
     assert out["refused"].startswith("sandbox CPU budget:") and "over the budget of 4 s" in out["refused"], out
 
