@@ -1,5 +1,8 @@
 """The package layout is a layering: lower layers never import higher ones or the CLI, and
-no two subpackages import each other (docs/design.md, "Package layout").
+no two subpackages import each other (docs/design.md, "Package layout"). The code around
+the package (the workflow's Snakefile and rules, bench/, scripts/, examples/) may import any
+public name of it but no private one (a module or name starting with `_`), and every name
+it imports exists.
 
 Every module's imports are read with `ast` (module level and inside functions alike, since
 a lazy import is still a dependency), so the test needs nothing importable and sees every
@@ -10,11 +13,13 @@ silently stopped finding violations would fail here too.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parents[1] / "src" / "minisandbox"
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "src" / "minisandbox"
 
 #: Top-level modules that are contracts (data formats and small shared helpers).
 CONTRACTS = {"__init__", "errors", "fsutil", "tools", "paths", "records", "catalog", "manifest", "index", "status",
@@ -188,3 +193,138 @@ def test_rootfs_stays_stdlib_only() -> None:
 def test_each_subpackage_says_what_it_owns_and_may_import(sub: str) -> None:
     doc = ast.get_docstring(ast.parse((PKG / sub / "__init__.py").read_text()))
     assert doc and "import" in doc.lower(), f"src/minisandbox/{sub}/__init__.py: docstring must say what it may import"
+
+
+# -- the code around the package: workflow, bench, scripts, examples -----------------------
+
+#: Files outside the package that import it (Snakemake files are not Python: their import
+#: statements are read one by one).
+def outside_files() -> list[Path]:
+    files = [ROOT / "workflow" / "Snakefile", *sorted((ROOT / "workflow").rglob("*.smk"))]
+    for folder in ("bench", "scripts", "examples"):
+        files += sorted((ROOT / folder).rglob("*.py"))
+    return [f for f in files if f.is_file()]
+
+
+_IMPORT_LINE = re.compile(r"^\s*(from\s+minisandbox[\w.]*\s+import\b|import\s+minisandbox\b)")
+
+
+def _import_statements(path: Path) -> list[ast.stmt]:
+    """Every import statement of `path`, at any depth."""
+    text = path.read_text()
+    if path.suffix == ".py":
+        tree = ast.parse(text, str(path))
+        return [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    out: list[ast.stmt] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        if not _IMPORT_LINE.match(lines[i]):
+            i += 1
+            continue
+        start, stmt = i, lines[i].strip()
+        while stmt.count("(") > stmt.count(")") or stmt.endswith("\\"):
+            i += 1
+            stmt = stmt.removesuffix("\\") + " " + lines[i].strip()
+        node = ast.parse(stmt).body[0]
+        ast.increment_lineno(node, start)
+        out.append(node)
+        i += 1
+    return out
+
+
+def outside_imports(path: Path) -> list[tuple[int, str, str | None]]:
+    """(line, module, imported name or None) for each use of the package in `path`."""
+    out = []
+    for node in _import_statements(path):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, None) for a in node.names if a.name.split(".")[0] == "minisandbox"]
+        elif not node.level and (node.module or "").split(".")[0] == "minisandbox":
+            out += [(node.lineno, node.module, a.name) for a in node.names]
+    return out
+
+
+def _module_file(module: str) -> Path | None:
+    base = PKG.parent / module.replace(".", "/")
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _top_level_names(path: Path) -> set[str] | None:
+    """Names `path` defines at module level; None if it answers any name (`__getattr__`)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == "__getattr__":
+                return None
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.If, ast.Try)):
+            for sub in ast.walk(node):
+                if isinstance(sub, (ast.Import, ast.ImportFrom)):
+                    names.update((a.asname or a.name).split(".")[0] for a in sub.names)
+                elif isinstance(sub, (ast.FunctionDef, ast.ClassDef)):
+                    names.add(sub.name)
+                elif isinstance(sub, ast.Assign):
+                    names.update(n.id for t in sub.targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    return names
+
+
+def outside_violations(files: list[Path]) -> list[str]:
+    bad = []
+    for path in files:
+        where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        for line, module, name in outside_imports(path):
+            private = [p for p in module.split(".") if p.startswith("_") and p != "__main__"]
+            if name is not None and name.startswith("_") and name != "__version__":
+                private.append(name)
+            if private:
+                bad.append(f"{where}:{line}: imports private {'.'.join([module] + ([name] if name else []))}")
+                continue
+            src = _module_file(module)
+            if src is None:
+                bad.append(f"{where}:{line}: imports {module}, which does not exist")
+            elif name is not None and _module_file(f"{module}.{name}") is None:
+                defined = _top_level_names(src)
+                if defined is not None and name not in defined:
+                    bad.append(f"{where}:{line}: imports {name} from {module}, which has no such name")
+    return bad
+
+
+def outside_edges() -> dict[str, set[str]]:
+    """File (relative to the checkout) -> the package modules it imports."""
+    edges = {}
+    for path in outside_files():
+        mods = set()
+        for _, module, name in outside_imports(path):
+            sub = f"{module}.{name}" if name else None
+            mods.add(sub if sub and _module_file(sub) else module)
+        edges[str(path.relative_to(ROOT))] = mods
+    return edges
+
+
+def test_workflow_bench_scripts_import_only_public_names_that_exist() -> None:
+    assert outside_violations(outside_files()) == []
+
+
+def test_the_outside_check_sees_snakemake_files_and_catches_private_and_missing_names(tmp_path: Path) -> None:
+    edges = outside_edges()
+    assert "minisandbox.node.signing" in edges["workflow/Snakefile"]
+    assert "minisandbox.pipeline.plan" in edges["workflow/rules/common.smk"]  # a parenthesised import
+    assert any(edges[f] for f in edges if f.startswith("bench/")) and any(
+        edges[f] for f in edges if f.startswith("scripts/"))
+    rules = tmp_path / "bad.smk"
+    rules.write_text("rule x:\n    run:\n        from minisandbox.node.cache import (\n            Cache,\n"
+                     "            _private,\n        )\n        import minisandbox.logparsers\n"
+                     "from minisandbox.catalog import NoSuchName\n")
+    assert outside_violations([rules]) == [
+        f"{rules}:3: imports private minisandbox.node.cache._private",
+        f"{rules}:7: imports minisandbox.logparsers, which does not exist",
+        f"{rules}:8: imports NoSuchName from minisandbox.catalog, which has no such name",
+    ]
