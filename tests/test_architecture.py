@@ -328,3 +328,60 @@ def test_the_outside_check_sees_snakemake_files_and_catches_private_and_missing_
         f"{rules}:7: imports minisandbox.logparsers, which does not exist",
         f"{rules}:8: imports NoSuchName from minisandbox.catalog, which has no such name",
     ]
+
+
+# -- the module map of docs/design.md and the subpackage docstrings --------------------------
+
+_MAP_ENTRY = re.compile(r"^(  |    )([\w]+\.py|[\w]+/)(?:\s|$)")
+
+
+def design_map() -> dict[str, set[str]]:
+    """docs/design.md's "Package layout" block: directory ("" for the package root) -> the
+    module files it lists (a subpackage's line stands for its __init__.py)."""
+    text = (ROOT / "docs" / "design.md").read_text()
+    block = text.split("## Package layout", 1)[1].split("```\n", 2)[1]
+    out: dict[str, set[str]] = {"": set()}
+    current = ""
+    for line in block.splitlines():
+        m = _MAP_ENTRY.match(line)
+        if not m:
+            continue
+        indent, name = m.groups()
+        if len(indent) == 2:
+            current = ""
+            if name.endswith("/"):
+                current = name[:-1]
+                out.setdefault(current, set())
+                continue
+        if not (current and name == "__init__.py"):  # a subpackage's own line stands for it
+            out.setdefault(current, set()).add(name)
+    return out
+
+
+def package_tree() -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for path in PKG.rglob("*.py"):
+        rel = path.relative_to(PKG)
+        folder = "/".join(rel.parts[:-1])
+        if folder and rel.name == "__init__.py":
+            out.setdefault(folder, set())
+            continue
+        out.setdefault(folder, set()).add(rel.name)
+    return out
+
+
+def test_the_design_module_map_lists_every_module_and_nothing_else() -> None:
+    """docs/design.md's map against the tree: whoever adds, renames or splits a module
+    updates the map."""
+    listed, tree = design_map(), package_tree()
+    missing = sorted(f"{d}/{m}".lstrip("/") for d in tree for m in tree[d] - listed.get(d, set()))
+    stale = sorted(f"{d}/{m}".lstrip("/") for d in listed for m in listed[d] - tree.get(d, set()))
+    assert (missing, stale) == ([], []), "docs/design.md 'Package layout': add the missing, drop the stale"
+
+
+@pytest.mark.parametrize("sub", ["sandbox", "node", "pipeline", "grading", "cli", "integrations"])
+def test_each_subpackage_docstring_names_each_of_its_modules(sub: str) -> None:
+    doc = ast.get_docstring(ast.parse((PKG / sub / "__init__.py").read_text())) or ""
+    words = set(re.findall(r"[\w]+", doc))
+    unnamed = sorted(p.stem for p in (PKG / sub).glob("*.py") if p.name != "__init__.py" and p.stem not in words)
+    assert unnamed == [], f"src/minisandbox/{sub}/__init__.py: its docstring should say what {unnamed} are"

@@ -4,7 +4,11 @@ User commands sit at the top level (`fetch`, `run`, `shell`, `sandbox-exec`, `ev
 `tasks`, `cache`, `push`/`pull`/`verify`, `plan`); the workflow's internal steps, which the
 Snakemake rules call, are grouped under `minisandbox pipeline <step>`. Each command group
 lives in its own module exposing `register(subparsers)`; add a command to COMMANDS (its
-name -> the module registering it) to add it.
+name -> the module registering it) to add it. Modules: `taskcmds` (fetch, tasks, cache),
+`sandboxcmds` (run, shell, sandbox-exec), `helper` and `helperclient` (the node-local helper
+that keeps `run` warm, and its client), `eval`, `storage` (push, pull, verify), `pipeline`
+(plan, `pipeline <step>`), `completion`, `doctor`, `options` (shared argument types) and
+`__main__` (`python -m minisandbox.cli`).
 
 Start-up cost: agents call `minisandbox run` tens of thousands of times, so a call imports
 only the module of its command (`main` finds the command word before building the parser;

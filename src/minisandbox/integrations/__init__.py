@@ -4,6 +4,8 @@
   (pip install 'minisandbox[swerex]');
 * `minisandbox.integrations.minisweagent` - a mini-swe-agent environment class, named by
   dotted path in its config (pip install 'minisandbox[minisweagent]');
+* `minisandbox.integrations.minisweagent_batch` - mini-swe-agent's SWE-bench batch runner
+  over minisandbox environments (the `minisandbox-mini-batch` script);
 * `minisandbox.integrations.ray` - rollouts across a Ray cluster: a sandbox pool per node,
   the I/O budget as the `minisandbox_io` resource (pip install 'minisandbox[ray]');
 * `minisandbox.task` - what they share: a task's sandbox in its start state
