@@ -33,8 +33,10 @@ ALLOWED = {
     "pipeline": {"contracts", "sandbox", "node", "pipeline"},
     "grading": {"contracts", "sandbox", "node", "grading"},
     "task": {"contracts", "sandbox", "node", "pipeline", "grading", "task"},
+    # the workflow's jobs that compose building and grading (beside `task`, not above it)
+    "workflowjobs": {"contracts", "sandbox", "node", "pipeline", "grading", "workflowjobs"},
     "integrations": {"contracts", "sandbox", "node", "pipeline", "grading", "task", "integrations"},
-    "cli": {"contracts", "sandbox", "node", "pipeline", "grading", "task", "integrations", "cli"},
+    "cli": {"contracts", "sandbox", "node", "pipeline", "grading", "task", "workflowjobs", "integrations", "cli"},
 }
 
 

@@ -120,37 +120,19 @@ def cmd_repo(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_env(a: argparse.Namespace) -> int:
-    """The workflow's job for one environment (pipeline.envjob): its own repo snapshot when
-    nothing else uses it, the build and publish (reused when only validation inputs
-    changed), then the validation of its tasks (or a `validated: false` result)."""
-    from minisandbox.grading.validate import step_validate, write_not_validated
-    from minisandbox.pipeline.envjob import EnvJobSettings, mark_validated, run_env_job
+def cmd_env(args: argparse.Namespace) -> int:
+    """The workflow's job for one environment (`minisandbox.workflowjobs.env_job`): its own
+    repo snapshot when nothing else uses it, the build and publish (reused when only
+    validation inputs changed), then the validation (or labelling) of its tasks."""
+    from minisandbox.workflowjobs import EnvJobRequest, EnvJobSettings, env_job
 
-    plan = json.loads(Path(a.plan).read_text())
-    settings = EnvJobSettings(store=a.store, fmt=a.format, level=a.level, image=a.image,
-                              image_whole=a.image_whole, timeout=a.timeout, archive=not a.no_archive)
-    res = run_env_job(Path(a.work), settings, Path(a.spec), plan, Path(a.out), validate=a.validate or a.label,
-                      repeats=a.repeats, label=a.label, max_f2p=a.max_f2p)
-    if res.folded_repo:
-        print(f"repo {res.folded_repo}: published by this job (no other environment or task uses it)")
-    print(f"env {_summary(res.status)}" + (" (build reused: only its validation inputs changed)" if res.reused else ""))
-    out = Path(a.validation)
-    if a.label:
-        from minisandbox.grading.label import step_label
-
-        lab = step_label(Path(a.plan), res.key, Path(a.out).parent.parent, a.store, out,
-                         out.parent / "logs" / res.key, repeats=a.repeats, workers=a.workers, max_f2p=a.max_f2p)
-        print(f"labelled {len(lab.tasks)} candidate(s) of {res.key} in {lab.seconds:.1f} s: "
-              + ", ".join(f"{k} {v}" for k, v in lab.counts().items()))
-    elif a.validate:
-        val = step_validate(Path(a.plan), res.key, Path(a.out).parent.parent, a.store, out,
-                            out.parent / "logs" / res.key, repeats=a.repeats, workers=a.workers)
-        print(f"validated {len(val.tasks)} task(s) of {res.key} in {val.seconds:.1f} s: "
-              + ", ".join(f"{k} {v}" for k, v in val.counts().items()))
-    else:
-        write_not_validated(res.key, plan["envs"][res.key]["spec"]["name"], out)
-    mark_validated(Path(a.work), res.key, res.validation)
+    settings = EnvJobSettings(store=args.store, fmt=args.format, level=args.level, image=args.image,
+                              image_whole=args.image_whole, timeout=args.timeout, archive=not args.no_archive)
+    job = EnvJobRequest(work=Path(args.work), spec=Path(args.spec), plan=Path(args.plan), receipt=Path(args.out),
+                        output=Path(args.validation), validate=args.validate, label=args.label, repeats=args.repeats,
+                        workers=args.workers, max_f2p=args.max_f2p)
+    for line in env_job(settings, job).lines:
+        print(line)
     return 0
 
 
