@@ -244,7 +244,9 @@ def write_gitconfig(path: Path, urls: dict[str, Path]) -> None:
 
 
 def task_id(profile: str) -> str:
-    return f"{profile}.fidelity__clean000"
+    """The bench task of a profile; a SWE-bench spec name (`owner/repo@version`) becomes
+    `owner__repo-version` (instance ids allow letters, digits, `_.-`)."""
+    return f"{profile.replace('/', '__').replace('@', '-')}.fidelity__clean000"
 
 
 def clean_task(profile: str) -> dict[str, Any]:
@@ -350,7 +352,7 @@ def build_outcome(work: Path, keys: dict[str, str], report: dict[str, Any]) -> d
 
 _SUMMARY = re.compile(r"^=+ (.*\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?).*) in [\d.]+s")
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
-_COLLECTED = re.compile(r"^collect(?:ed|ing) .*?(\d+) items?")
+_COLLECTED = re.compile(r"^(?:collect(?:ed|ing) .*?(\d+) items?|Found (\d+) test\(s\)\.)")  # pytest; django
 
 
 def pytest_counts(log: str, statuses: dict[str, str]) -> dict[str, Any]:
@@ -359,7 +361,7 @@ def pytest_counts(log: str, statuses: dict[str, str]) -> dict[str, Any]:
               "xpassed": 0, "source": "none"}
     for line in log.splitlines():
         if m := _COLLECTED.match(line.strip()):
-            counts["collected"] = int(m.group(1))
+            counts["collected"] = int(m.group(1) or m.group(2))
     summary = None
     for line in log.splitlines():
         if m := _SUMMARY.match(line.strip()):
@@ -394,11 +396,15 @@ def load_parser(name: str):
     return None
 
 
-def run_tests(profile: str, spec: dict[str, Any], out: Path, env: dict[str, str], timeout: float) -> dict[str, Any]:
-    log_path = out / "tests" / f"{profile}.log"
+def run_tests(profile: str, spec: dict[str, Any], out: Path, env: dict[str, str], timeout: float,
+              run_args: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The spec's test command in the sandbox, counted; `run_args`: more `minisandbox run`
+    options (the SWE-bench mode keeps more output: its suites print megabytes)."""
+    log_path = out / "tests" / f"{log_name(profile)}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     cmd = ["nice", "-n", "10", *MINISANDBOX, "run", "--store", str(out / "store"),
-           "--cache", str(out / "cache"), "--timeout", str(timeout), task_id(profile), "--", spec["test_cmd"]]
+           "--cache", str(out / "cache"), "--timeout", str(timeout), *run_args, task_id(profile), "--",
+           spec["test_cmd"]]
     t0 = time.monotonic()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout + 600)
@@ -413,17 +419,26 @@ def run_tests(profile: str, spec: dict[str, Any], out: Path, env: dict[str, str]
     bad = sorted(t for t, s in statuses.items() if s in ("FAILED", "ERROR"))
     result = {"returncode": rc, "test_seconds": seconds, "test_log": str(log_path), **counts,
               "not_passing": bad[:50], "timed_out": rc == 124}
-    if (spec.get("log_parser") or "pytest") == "pytest" and (counts["pass_rate"] is None or counts["errors"]
-                                                               or counts["failed"]):
+    if (spec.get("log_parser") or "pytest") in PYTEST_PARSERS and (counts["pass_rate"] is None or counts["errors"]
+                                                                     or counts["failed"]):
         files = sorted({t.split("::")[0] for t in bad if "::" in t})[:10]
         failing_files = files if counts["failed"] and files else None
-        if rc == 124:
+        if rc == 124 and not statuses:  # (a suite cut by the cap while tests ran is no hang)
             result["diag_log"] = diagnose_hang(profile, spec, out, env)
         else:
             result["diag_log"] = diagnose(profile, spec, out, env, failing_files)
         if failing_files:
             result["probe"] = probe(profile, spec, out, env, failing_files)
     return result
+
+
+#: Log parsers of pytest output: the failing files can be rerun with pytest options.
+PYTEST_PARSERS = ("pytest", "pytest_v2", "pytest_options", "seaborn")
+
+
+def log_name(profile: str) -> str:
+    """A file name for a profile's logs (SWE-bench spec names hold `/`)."""
+    return profile.replace("/", "__")
 
 
 def sandbox_run(profile: str, out: Path, env: dict[str, str], command: str, log_name: str,
@@ -443,8 +458,8 @@ def diagnose(profile: str, spec: dict[str, Any], out: Path, env: dict[str, str],
     (`files`) or, for collection errors, `--collect-only`; logged beside the test log."""
     extra = ("--tb=short -p no:warnings " + " ".join(shlex.quote(f) for f in files) if files
              else "--collect-only --tb=short")
-    sandbox_run(profile, out, env, f"{spec['test_cmd']} {extra}", f"{profile}.diag.log")
-    return str(out / "tests" / f"{profile}.diag.log")
+    sandbox_run(profile, out, env, f"{spec['test_cmd']} {extra}", f"{log_name(profile)}.diag.log")
+    return str(out / "tests" / f"{log_name(profile)}.diag.log")
 
 
 #: pytest's collection with a Python stack dump of every thread after this many seconds.
@@ -461,9 +476,9 @@ def diagnose_hang(profile: str, spec: dict[str, Any], out: Path, env: dict[str, 
     wrapper = ("python -c 'import faulthandler, os, sys; faulthandler.dump_traceback_later("
                f"{HANG_DUMP_SECONDS}, exit=True, file=os.fdopen(os.dup(2), \"w\")); import pytest; "
                "sys.exit(pytest.main(sys.argv[1:]))' ")
-    sandbox_run(profile, out, env, f"{head}{wrapper}{args} --collect-only", f"{profile}.diag.log",
+    sandbox_run(profile, out, env, f"{head}{wrapper}{args} --collect-only", f"{log_name(profile)}.diag.log",
                 timeout=HANG_DUMP_SECONDS + 60)
-    return str(out / "tests" / f"{profile}.diag.log")
+    return str(out / "tests" / f"{log_name(profile)}.diag.log")
 
 
 #: Experiments on failing tests: each changes one thing in which the sandbox is known to
@@ -483,7 +498,7 @@ def probe(profile: str, spec: dict[str, Any], out: Path, env: dict[str, str], fi
     """The first PROBES entry under which the failing test files all pass, else None."""
     cmd = f"{spec['test_cmd']} " + " ".join(shlex.quote(f) for f in files)
     for i, (label, template) in enumerate(PROBES):
-        text = sandbox_run(profile, out, env, template.format(cmd=cmd), f"{profile}.probe{i}.log")
+        text = sandbox_run(profile, out, env, template.format(cmd=cmd), f"{log_name(profile)}.probe{i}.log")
         counts = pytest_counts(text, {})
         if counts["source"] == "summary" and counts["passed"] and not counts["failed"] and not counts["errors"]:
             return label
@@ -506,7 +521,7 @@ def classify_build(error: str, log_text: str) -> str:
         ("build: build backend drift (today's release rejects the repo's config)",
          r"flit_core|\[tool\.flit\.metadata\]|ConfigError|invalid pyproject|backend.*(?:rejected|unsupported)"),
         ("build: system package missing", r"fatal error: .*\.h: No such file|command '(?:gcc|cc|g\+\+)' failed|"
-                                          r"pkg-config|missing system package"),
+                                          r"pkg-config|missing system package|needs Debian packages that are not installed"),
         ("resolve: an exact pin is newer than the as-of date", r"could not find the pins .* as of .*unsatisfiable"),
         ("resolve: pins unsatisfiable", r"No solution found|unsatisfiable|No matching distribution"),
         ("build: timeout", r"timed out after"),
@@ -667,6 +682,8 @@ def load_results(paths: str) -> dict[str, Any]:
     learnt more since the run)."""
     runs = [json.loads(Path(p).read_text()) for p in paths.split(",") if p]
     data = dict(runs[0])
+    if data.get("mode") == "swebench":  # one run, classified when measured (its builds are deleted)
+        return data
     commits = {r["code"]["commit"] for r in runs}
     if len(commits) > 1:
         raise SystemExit(f"bench_fidelity: cannot merge runs of different code: {', '.join(sorted(commits))}")
@@ -684,6 +701,301 @@ def load_results(paths: str) -> dict[str, Any]:
     return data
 
 
+# ---------------------------------------------------------------- SWE-bench mode
+#
+# `--swebench`: the specs of config/catalog/swebench.yaml (one per repository and version, a
+# minor series such as django 5.2 or requests 2.31), each built at the newest release tag of
+# its series and run with the spec's test command on the whole suite, one spec at a time:
+# build, test, record, delete the build. results.json is rewritten after every spec, so a
+# stop loses nothing and a rerun with the same --out goes on where it stopped.
+
+#: Measuring order: the pure-Python repositories first, then the rest, and last the ones
+#: whose build compiles C/C++ for a long time on a small machine.
+SWEBENCH_ORDER = [
+    "psf/requests", "pallets/flask", "pytest-dev/pytest", "pylint-dev/pylint", "sphinx-doc/sphinx",
+    "mwaskom/seaborn", "pydata/xarray", "sympy/sympy", "django/django", "marshmallow-code/marshmallow",
+    "pylint-dev/astroid", "sqlfluff/sqlfluff", "pydicom/pydicom", "pvlib/pvlib-python", "pyvista/pyvista",
+]
+SWEBENCH_COMPILED = ["astropy/astropy", "matplotlib/matplotlib", "scikit-learn/scikit-learn"]
+
+#: `minisandbox run` options for the suites: verbose runners (django, sympy, `-rA`) print
+#: more than the default 8 MiB kept per command, and the counts are at the end.
+SWEBENCH_RUN_ARGS = ("--max-output", "512M")
+
+#: Wall-time cap of one suite (seconds); a capped suite reports the tests that ran.
+SWEBENCH_CAP = 1200.0
+
+_NUM = re.compile(r"\d+")
+#: A release tag: an optional word prefix (`v`, `sympy-`) and a dotted version...
+_RELEASE_TAG = re.compile(r"^(?:[A-Za-z]+[-_]?)?(\d+(?:\.\d+)+)(?P<pre>[.-]?(?:a|b|rc|alpha|beta|dev)\.?\d*)?$")
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in _NUM.findall(text))
+
+
+def series_tag(tags: list[str], version: str) -> str | None:
+    """The tag a SWE-bench version (a minor series: `2.31`, `2024.05`) is measured at: its
+    newest final release (`v2.31.0`, `v2024.05.0`, `sympy-1.14.0`), else its newest
+    pre-release (`8.0.0rc2`); None when no tag belongs to the series (e.g. a version that
+    was never released, such as requests 3.0)."""
+    want = version_tuple(version)
+    finals: list[tuple[tuple[int, ...], str]] = []
+    pres: list[tuple[tuple[int, ...], str]] = []
+    for tag in tags:
+        m = _RELEASE_TAG.match(tag)
+        if m is None or version_tuple(m.group(1))[:len(want)] != want:
+            continue
+        (pres if m.group("pre") else finals).append((version_tuple(tag), tag))
+    best = max(finals or pres, default=None)
+    return best[1] if best else None
+
+
+def git_tags(git_dir: Path) -> list[str]:
+    proc = subprocess.run(["git", "--git-dir", str(git_dir), "for-each-ref", "--format=%(refname:short)",
+                           "refs/tags"], capture_output=True, text=True)
+    return proc.stdout.split()
+
+
+def tag_commit(git_dir: Path, tag: str) -> str | None:
+    proc = subprocess.run(["git", "--git-dir", str(git_dir), "rev-parse", "--verify", "--quiet",
+                           f"refs/tags/{tag}^{{commit}}"], capture_output=True, text=True)
+    return proc.stdout.strip() or None
+
+
+def swebench_order(names: list[str]) -> list[str]:
+    """Spec names in measuring order: round robin over the repositories of SWEBENCH_ORDER
+    (newest version of each first), then the other repositories, then SWEBENCH_COMPILED."""
+    by_repo: dict[str, list[str]] = {}
+    for name in names:
+        by_repo.setdefault(name.split("@")[0], []).append(name)
+    for versions in by_repo.values():
+        versions.sort(key=lambda n: version_tuple(n.split("@")[1]), reverse=True)
+    others = sorted(r for r in by_repo if r not in SWEBENCH_ORDER and r not in SWEBENCH_COMPILED)
+    ordered: list[str] = []
+    for group in (SWEBENCH_ORDER + others, SWEBENCH_COMPILED):
+        queues = [list(by_repo.get(r, [])) for r in group]
+        while any(queues):
+            for q in queues:
+                if q:
+                    ordered.append(q.pop(0))
+    return ordered
+
+
+def swebench_plan(specs: dict[str, dict], mirrors: Path, python_missing) -> dict[str, Any]:
+    """Every spec, sorted into: `planned` (measurable here, in measuring order, each with its
+    tag and commit), `excluded` (no interpreter of the spec's Python can be had offline
+    here) and `unavailable` (no repository under `mirrors`, no release tag of the series, or
+    objects of the tag's tree missing). `python_missing(version)` -> why, or None."""
+    planned: list[dict[str, Any]] = []
+    excluded: dict[str, str] = {}
+    unavailable: dict[str, str] = {}
+    tags_of: dict[Path, list[str]] = {}
+    for name in sorted(specs):
+        spec = specs[name]
+        if why := python_missing(str(spec["python"])):
+            excluded[name] = f"Python {spec['python']}: {why}"
+            continue
+        git_dir = mirror_git_dir(mirrors, spec["source"])
+        if git_dir is None:
+            unavailable[name] = f"no repository for {spec['source']} under {mirrors}"
+            continue
+        tags = tags_of.setdefault(git_dir, git_tags(git_dir))
+        version = name.split("@", 1)[1]
+        tag = series_tag(tags, version)
+        commit = tag_commit(git_dir, tag) if tag else None
+        if tag is None or commit is None:
+            unavailable[name] = f"no release tag of the {version} series in {git_dir}"
+            continue
+        if missing := missing_objects(git_dir, commit):
+            unavailable[name] = (f"{git_dir} lacks {missing} object(s) of {tag}'s tree "
+                                 "(fetch snapshots omit files of 4 MiB and more)")
+            continue
+        planned.append({"name": name, "tag": tag, "commit": commit, "git_dir": str(git_dir)})
+    rank = {n: i for i, n in enumerate(swebench_order([e["name"] for e in planned]))}
+    return {"planned": sorted(planned, key=lambda e: rank[e["name"]]), "excluded": excluded,
+            "unavailable": unavailable}
+
+
+def swebench_task(name: str, commit: str) -> dict[str, Any]:
+    """A SWE-bench record at the tag's clean state: base and environment setup commit are the
+    tag's commit, the patch only adds an inert file, no test patch, no test lists."""
+    repo, version = name.split("@", 1)
+    return {"instance_id": task_id(name), "repo": repo, "version": version, "base_commit": commit,
+            "environment_setup_commit": commit, "patch": CLEAN_PATCH, "test_patch": "",
+            "FAIL_TO_PASS": [], "PASS_TO_PASS": [], "problem_statement": "clean start state (bench_fidelity)"}
+
+
+def remove_build(d: Path) -> None:
+    """Delete a measured spec's workflow run, store and cache (its logs stay): the cache's
+    image mounts are released first, as a node's gc would."""
+    subprocess.run([*MINISANDBOX, "cache", "gc", "--max-bytes", "0"], capture_output=True,
+                   env={**os.environ, "MINISANDBOX_CACHE": str(d / "cache")})
+    for sub in ("run", "store", "cache", "code"):
+        subprocess.run(["rm", "-rf", "--one-file-system", str(d / sub)], capture_output=True)
+
+
+def swebench_measure(entry: dict[str, Any], spec: dict[str, Any], code: Path, catalog: Path, out: Path,
+                     cap: float, keep: bool = False) -> dict[str, Any]:
+    """Build one spec at its tag through the real workflow, run its suite, classify a miss."""
+    name = entry["name"]
+    d = out / "specs" / log_name(name)
+    if d.exists():  # an attempt that was stopped: start over
+        remove_build(d)
+        shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    gitconfig = d / "gitconfig"
+    write_gitconfig(gitconfig, {spec["source"]: Path(entry["git_dir"])})
+    tasks = d / "tasks.jsonl"
+    tasks.write_text(json.dumps(swebench_task(name, entry["commit"])) + "\n")
+    env = code_env(code, gitconfig)
+    workflow = run_workflow(code, d, tasks, catalog, 1, env)
+    work = d / "run" / "work"
+    report = read_json(d / "run" / "results" / "report.json") or {}
+    try:
+        keys = profile_keys(work).get(name, {})
+    except (OSError, ValueError, KeyError):
+        keys = {}
+    repo, version = name.split("@", 1)
+    r: dict[str, Any] = {"profile": name, "repo": repo, "version": version, "tag": entry["tag"],
+                         "commit": entry["commit"], "python": str(spec["python"]), **keys,
+                         **build_outcome(work, keys, report), "workflow": workflow}
+    if not r["built"] and not keys:
+        r["build_error"] = r["build_error"] or "the workflow planned no environment (see snakemake.log)"
+    jobs = job_seconds((d / "snakemake.log").read_text(errors="replace"))
+    mine = {v for v in keys.values() if v}
+    r["build_seconds"] = round(sum(j["seconds"] for j in jobs if mine & set(j["wildcards"].values())), 1) or None
+    tree = work / "repos" / keys["repo_key"] if keys.get("repo_key") else None
+    if r["built"]:
+        r.update(run_tests(name, spec, d, env, cap, SWEBENCH_RUN_ARGS))
+        r["capped"] = r["timed_out"]
+        r["failure_class"] = classify_tests(r, tree)
+    else:
+        r["failure_class"] = classify_build(r["build_error"] or "", read_logs(r["logs"]) +
+                                            (d / "snakemake.log").read_text(errors="replace")[-20000:])
+    saved = d / "logs"  # the workflow's logs of this spec outlive the build
+    saved.mkdir(exist_ok=True)
+    for i, p in enumerate(r["logs"]):
+        dest = saved / f"{i}-{Path(p).parent.name}-{Path(p).name}"
+        shutil.copyfile(p, dest)
+        r["logs"][i] = str(dest)
+    if not keep:
+        remove_build(d)
+    return r
+
+
+def swebench_meets(r: dict[str, Any]) -> bool:
+    """Built and >= 95% of what ran passed (a capped suite counts what ran before the cap)."""
+    rate = r.get("pass_rate")
+    return bool(r["built"]) and rate is not None and rate >= TARGET
+
+
+SWEBENCH_HEADERS = ["repo", "version", "tag (commit)", "python", "built", "build s", "test s", "collected", "passed",
+                    "failed", "errors", "skipped", "pass rate", "capped", "cause of a miss"]
+
+
+def render_swebench(data: dict[str, Any], fmt: str = "github") -> str:
+    """The SWE-bench table, then the counts and the specs that were not measured (and why)."""
+    results = data["results"]
+    table = []
+    for r in results:
+        rate = r.get("pass_rate")
+        table.append([r["repo"], r["version"], f"{r['tag']} ({r['commit'][:10]})", r["python"],
+                      "yes" if r["built"] else "NO", r.get("build_seconds"), r.get("test_seconds"),
+                      r.get("collected"), r.get("passed"), r.get("failed"), r.get("errors"), r.get("skipped"),
+                      f"{rate * 100:.1f}%" if rate is not None else "-", "capped" if r.get("capped") else "",
+                      "" if swebench_meets(r) else (r.get("failure_class") or "")])
+    done = {r["profile"] for r in results}
+    waiting = [e["name"] for e in data["planned"] if e["name"] not in done]
+    met = sum(swebench_meets(r) for r in results)
+    causes: dict[str, int] = {}
+    for r in results:
+        if not swebench_meets(r):
+            causes[r.get("failure_class") or "?"] = causes.get(r.get("failure_class") or "?", 0) + 1
+    total = len(data["planned"]) + len(data["excluded"]) + len(data["unavailable"])
+    lines = [
+        f"code: {data['code']['rev']} ({data['code']['commit'][:10]}{', dirty' if data['code'].get('dirty') else ''})"
+        f"; cap {data['test_timeout']:.0f} s per suite; {data.get('date', '')}",
+        "",
+        tabulate(table, headers=SWEBENCH_HEADERS, tablefmt=fmt),
+        "",
+        f"series (specs): {total}; measured: {len(results)}; built: {sum(r['built'] for r in results)}; "
+        f">= {TARGET:.0%} pass rate: {met}/{len(results)}; excluded (interpreter): {len(data['excluded'])}; "
+        f"not measurable here: {len(data['unavailable'])}; not measured (time): {len(waiting)}",
+    ]
+    if causes:
+        lines.append("missed by cause: " + "; ".join(f"{k}: {v}" for k, v in sorted(causes.items())))
+    for title, items in (("excluded", data["excluded"]), ("not measurable here", data["unavailable"])):
+        if items:
+            lines.append(f"{title}: " + "; ".join(f"{k} ({v})" for k, v in items.items()))
+    if waiting:
+        lines.append("not measured (time): " + ", ".join(waiting))
+    return "\n".join(lines)
+
+
+def python_checker():
+    """`python_missing(version)` of the code under test: why no interpreter of that
+    version can be had offline here (pyenv, uv's own, the system's), or None."""
+    from minisandbox.sandbox import interpreters
+
+    def python_missing(version: str) -> str | None:
+        try:
+            interpreters.find_interpreter(version)
+        except Exception as exc:  # InterpreterNotFound (a MinisandboxError) in every layout
+            return str(exc).splitlines()[0].split(" (have:")[0][:160]
+        return None
+    return python_missing
+
+
+def swebench_main(args: argparse.Namespace) -> int:
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    mirrors = args.mirrors.resolve()
+    code, code_info = export_code(args.rev, out)
+    sys.path.insert(0, str(code / "src"))  # the log parser and interpreter finder of the code under test
+    catalog = code / "config" / "catalog" / "swebench.yaml"
+    specs = {s["name"]: s for s in yaml.safe_load(catalog.read_text())["specs"]}
+    results_path = out / "results.json"
+    previous = read_json(results_path) or {}
+    plan = swebench_plan(specs, mirrors, python_checker())
+    selection = args.profiles or "all"
+    if selection != "all" and not selection.isdigit():
+        wanted = [n.strip() for n in selection.split(",") if n.strip()]
+        if unknown := [n for n in wanted if n not in specs]:
+            raise SystemExit(f"bench_fidelity: not in the SWE-bench catalog: {', '.join(unknown)}")
+        plan["planned"] = [e for e in plan["planned"] if e["name"] in wanted]
+    elif selection.isdigit():
+        plan["planned"] = plan["planned"][:int(selection)]
+    results = [r for r in previous.get("results", []) if previous.get("code", {}).get("commit") == code_info["commit"]]
+    data = {"mode": "swebench", "code": code_info, "mirrors": str(mirrors), "test_timeout": args.test_timeout,
+            **plan, "results": results}
+
+    def save() -> None:
+        data["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        tmp = results_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1, default=str))
+        tmp.replace(results_path)
+
+    save()
+    done = {r["profile"] for r in results}
+    todo = [e for e in plan["planned"] if e["name"] not in done]
+    print(f"bench_fidelity --swebench: {len(todo)} specs to measure ({len(done)} done), "
+          f"{len(plan['excluded'])} excluded, {len(plan['unavailable'])} not measurable here", flush=True)
+    for entry in todo:
+        t0 = time.monotonic()
+        print(f"  {entry['name']} at {entry['tag']} ...", flush=True)
+        r = swebench_measure(entry, specs[entry["name"]], code, catalog, out, args.test_timeout, args.keep_builds)
+        data["results"].append(r)
+        save()
+        print(f"  {entry['name']}: built={r['built']} {r.get('passed')} passed, {r.get('failed')} failed, "
+              f"{r.get('errors')} errors{' (capped)' if r.get('capped') else ''}; {r.get('failure_class') or ''} "
+              f"[{time.monotonic() - t0:.0f} s]", flush=True)
+    print(render_swebench(data))
+    print(f"\nresults: {results_path}")
+    return 0
+
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -691,7 +1003,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"), help="folder of fetched repositories")
-    ap.add_argument("--profiles", default="25", help="a count, `all`, or comma-separated profile names")
+    ap.add_argument("--profiles", help="a count, `all`, or comma-separated profile names (default: 25; --swebench: all)")
     ap.add_argument("--out", type=Path, help="output folder (workflow run, store, cache, logs, results.json)")
     ap.add_argument("--jobs", type=int, default=2, help="parallel builds and parallel test runs")
     ap.add_argument("--rev", help="benchmark this committed revision instead of the working tree")
@@ -700,16 +1012,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-build", action="store_true", help="reuse the workflow run already in --out")
     ap.add_argument("--report", help="only print the table of saved results.json files (comma-separated: merged)")
     ap.add_argument("--compare", help="results.json file(s) of an earlier run: print before/after")
+    ap.add_argument("--swebench", action="store_true",
+                    help="the SWE-bench specs (config/catalog/swebench.yaml) at release tags, one at a time; "
+                         "--profiles names specs (owner/repo@version) or a count; --test-timeout is the cap per "
+                         f"suite (default {SWEBENCH_CAP:.0f} s)")
+    ap.add_argument("--keep-builds", action="store_true", help="--swebench: keep each spec's build (default: delete)")
     args = ap.parse_args(argv)
 
     if args.report:
         data = load_results(args.report)
+        if data.get("mode") == "swebench":
+            print(render_swebench(data))
+            return 0
         print(render(data))
         if args.compare:
             print("\n" + compare(load_results(args.compare), data))
         return 0
     if args.out is None:
         ap.error("--out is required (unless --report)")
+    if args.swebench:
+        if args.test_timeout == ap.get_default("test_timeout"):
+            args.test_timeout = SWEBENCH_CAP
+        return swebench_main(args)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     mirrors = args.mirrors.resolve()
@@ -724,7 +1048,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(code / "src"))  # the log parser of the code under test
     catalog = code / "config" / "catalog" / "swesmith.yaml"
     specs = {s["name"]: s for s in yaml.safe_load(catalog.read_text())["specs"]}
-    chosen, skipped = choose_profiles(specs, mirrors, args.profiles)
+    chosen, skipped = choose_profiles(specs, mirrors, args.profiles or "25")
     if not chosen:
         raise SystemExit(f"bench_fidelity: none of the selected profiles has a repository under {mirrors}")
     print(f"bench_fidelity: {len(chosen)} profiles, code {code_info['rev']} ({code_info['commit'][:10]})", flush=True)
