@@ -265,6 +265,11 @@ def code_env(code: Path, gitconfig: Path) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(code / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
     env["GIT_CONFIG_GLOBAL"] = str(gitconfig)
     env["GIT_TERMINAL_PROMPT"] = "0"
+    # the workflow's steps call `minisandbox`: the one installed beside this interpreter
+    # (run as .venv/bin/python, the venv is not on PATH), importing `code` through PYTHONPATH
+    bindir = Path(sys.executable).parent
+    if (bindir / "minisandbox").exists():
+        env["PATH"] = os.pathsep.join([str(bindir), env.get("PATH", "")])
     return env
 
 
