@@ -849,6 +849,9 @@ def swebench_measure(entry: dict[str, Any], spec: dict[str, Any], code: Path, ca
         remove_build(d)
         shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
+    # one store for all specs: an interpreter layer is packed once, not once per spec
+    (out / "store").mkdir(exist_ok=True)
+    (d / "store").symlink_to(out / "store")
     gitconfig = d / "gitconfig"
     write_gitconfig(gitconfig, {spec["source"]: Path(entry["git_dir"])})
     tasks = d / "tasks.jsonl"
@@ -952,6 +955,14 @@ def python_checker():
     return python_missing
 
 
+def code_trees(commit: str) -> str | None:
+    """The git trees of what is measured (src, workflow, config) at `commit`: a rerun resumes
+    the saved results when they are the same (a change to the bench itself does not count)."""
+    proc = subprocess.run(["git", "rev-parse", *(f"{commit}:{d}" for d in ("src", "workflow", "config"))],
+                          cwd=ROOT, capture_output=True, text=True)
+    return " ".join(proc.stdout.split()) if proc.returncode == 0 else None
+
+
 def swebench_main(args: argparse.Namespace) -> int:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -971,7 +982,9 @@ def swebench_main(args: argparse.Namespace) -> int:
         plan["planned"] = [e for e in plan["planned"] if e["name"] in wanted]
     elif selection.isdigit():
         plan["planned"] = plan["planned"][:int(selection)]
-    results = [r for r in previous.get("results", []) if previous.get("code", {}).get("commit") == code_info["commit"]]
+    code_info["trees"] = code_trees(code_info["commit"]) if not code_info.get("dirty") else None
+    same = code_info["trees"] is not None and previous.get("code", {}).get("trees") == code_info["trees"]
+    results = previous.get("results", []) if same else []
     data = {"mode": "swebench", "code": code_info, "mirrors": str(mirrors), "test_timeout": args.test_timeout,
             **plan, "results": results}
 

@@ -1,0 +1,143 @@
+"""bench/bench_fidelity.py's SWE-bench mode on local fixtures (no network, no build): which
+release tag a series is measured at, which specs are excluded or not measurable, the task
+record it builds (accepted by the records reader and the catalog), the counts of a capped
+suite and the table with its summary line."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minisandbox.catalog import Catalog, spec_for, task_commit
+from minisandbox.records import normalize
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bf():
+    spec = importlib.util.spec_from_file_location("bench_fidelity", ROOT / "bench" / "bench_fidelity.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["bench_fidelity"] = mod  # dataclass-free, but keep it importable by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def git(*args: str, cwd: Path) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(cwd), "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture()
+def mirrors(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """`<mirrors>/acme+lib/repo`, a bare repository as `fetch` brings it, with release tags of
+    two series (and a pre-release, a later patch release, an unrelated tag)."""
+    work = tmp_path / "src"
+    work.mkdir()
+    git("init", "-q", "-b", "main", cwd=work)
+    commits = {}
+    for tag in ["v1.2.0", "v1.2.3", "v1.3.0rc1", "v1.10.0", "vendored-backup"]:
+        (work / "f.txt").write_text(tag)
+        git("add", "f.txt", cwd=work)
+        git("commit", "-q", "-m", tag, cwd=work)
+        git("tag", tag, cwd=work)
+        commits[tag] = git("rev-parse", "HEAD", cwd=work)
+    mirrors = tmp_path / "mirrors"
+    (mirrors / "acme+lib").mkdir(parents=True)
+    git("clone", "-q", "--bare", str(work), str(mirrors / "acme+lib" / "repo"), cwd=tmp_path)
+    return mirrors, commits
+
+
+def test_series_tag_is_the_newest_release_of_the_series(bf):
+    tags = ["v2.31.0", "v2.3.0", "v2.3.1", "v2.31.0rc1", "v2.32.0", "vendored-mccabe-backup", "sympy-1.14.0",
+            "sympy-1.14.0rc2", "v2024.05.0", "v2024.06.0", "8.0.0rc2", "8.0.0rc1"]
+    assert bf.series_tag(tags, "2.3") == "v2.3.1"  # not 2.31: series are matched by component
+    assert bf.series_tag(tags, "2.31") == "v2.31.0"  # a final release beats its release candidate
+    assert bf.series_tag(tags, "1.14") == "sympy-1.14.0"
+    assert bf.series_tag(tags, "2024.05") == "v2024.05.0"
+    assert bf.series_tag(tags, "8.0") == "8.0.0rc2"  # no final release: the newest pre-release
+    assert bf.series_tag(tags, "3.0") is None
+
+
+def test_plan_sorts_specs_into_planned_excluded_and_unavailable(bf, mirrors):
+    root, commits = mirrors
+    src = "https://github.com/acme/lib.git"
+    specs = {
+        "acme/lib@1.2": {"name": "acme/lib@1.2", "source": src, "python": "3.9"},
+        "acme/lib@1.10": {"name": "acme/lib@1.10", "source": src, "python": "3.11"},
+        "acme/lib@1.3": {"name": "acme/lib@1.3", "source": src, "python": "3.9"},
+        "acme/lib@2.0": {"name": "acme/lib@2.0", "source": src, "python": "3.9"},
+        "acme/lib@0.9": {"name": "acme/lib@0.9", "source": src, "python": "3.5"},
+        "other/gone@1.0": {"name": "other/gone@1.0", "source": "https://github.com/other/gone.git", "python": "3.9"},
+    }
+    plan = bf.swebench_plan(specs, root, lambda v: "no CPython 3.5 here" if v == "3.5" else None)
+    assert [(e["name"], e["tag"], e["commit"]) for e in plan["planned"]] == [
+        ("acme/lib@1.10", "v1.10.0", commits["v1.10.0"]),  # newest series first
+        ("acme/lib@1.3", "v1.3.0rc1", commits["v1.3.0rc1"]),
+        ("acme/lib@1.2", "v1.2.3", commits["v1.2.3"]),
+    ]
+    assert plan["excluded"] == {"acme/lib@0.9": "Python 3.5: no CPython 3.5 here"}
+    assert sorted(plan["unavailable"]) == ["acme/lib@2.0", "other/gone@1.0"]
+    assert "no release tag of the 2.0 series" in plan["unavailable"]["acme/lib@2.0"]
+    assert "no repository for https://github.com/other/gone.git" in plan["unavailable"]["other/gone@1.0"]
+
+
+def test_order_puts_pure_python_repositories_first_round_robin(bf):
+    names = ["astropy/astropy@5.2", "django/django@5.0", "django/django@5.2", "psf/requests@2.27",
+             "psf/requests@2.31", "sympy/sympy@1.14", "acme/lib@1.0"]
+    assert bf.swebench_order(names) == ["psf/requests@2.31", "sympy/sympy@1.14", "django/django@5.2",
+                                        "acme/lib@1.0", "psf/requests@2.27", "django/django@5.0",
+                                        "astropy/astropy@5.2"]
+
+
+def test_task_is_a_swebench_record_at_the_tag(bf, tmp_path):
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    record = normalize(bf.swebench_task("psf/requests@2.31", commit))
+    assert record.format == "swebench"
+    assert (record.repo, record.version, record.base_commit) == ("psf/requests", "2.31", commit)
+    assert record.instance_id == "psf__requests-2.31.fidelity__clean000"
+    catalog = tmp_path / "c.yaml"
+    catalog.write_text("specs:\n  - name: psf/requests@2.31\n    kind: swebench\n"
+                       "    source: https://github.com/psf/requests.git\n    commit: null\n    python: '3.9'\n")
+    spec = spec_for(Catalog.load([catalog]), record)
+    assert spec.commit == commit and task_commit(spec, record) == commit
+
+
+def test_capped_suite_counts_what_ran(bf):
+    """A suite cut by the cap has no final summary: the per-test statuses count; django's
+    `Found N test(s).` is the collected count."""
+    log = "Found 5 test(s).\ntest_a (m.T) ... ok\ntest_b (m.T) ... ok\ntest_c (m.T) ... FAIL\n"
+    parser = bf.load_parser("django")
+    counts = bf.pytest_counts(log, parser(log))
+    assert counts["collected"] == 5
+    assert (counts["passed"], counts["failed"], counts["source"]) == (2, 1, "per-test")
+    assert counts["pass_rate"] == round(2 / 3, 4)
+
+
+def test_render_lists_counts_and_what_was_not_measured(bf):
+    base = {"repo": "psf/requests", "python": "3.9", "built": True, "skipped": 0, "errors": 0}
+    data = {
+        "mode": "swebench", "code": {"rev": "HEAD", "commit": "abcdef0123456789"}, "test_timeout": 1200.0,
+        "planned": [{"name": n} for n in ("psf/requests@2.31", "psf/requests@2.27", "psf/requests@2.26",
+                                          "psf/requests@2.25")],
+        "excluded": {"django/django@2.2": "Python 3.5: none"}, "unavailable": {"psf/requests@3.0": "no tag"},
+        "results": [
+            {**base, "profile": "psf/requests@2.31", "version": "2.31", "tag": "v2.31.0", "commit": "c" * 40,
+             "passed": 99, "failed": 1, "pass_rate": 0.99},
+            {**base, "profile": "psf/requests@2.27", "version": "2.27", "tag": "v2.27.1", "commit": "d" * 40,
+             "passed": 50, "failed": 50, "pass_rate": 0.5, "failure_class": "network needed by tests"},
+            {**base, "profile": "psf/requests@2.26", "version": "2.26", "tag": "v2.26.0", "commit": "e" * 40,
+             "built": False, "failure_class": "build: system package missing"},
+        ],
+    }
+    text = bf.render_swebench(data)
+    assert ("series (specs): 6; measured: 3; built: 2; >= 95% pass rate: 1/3; excluded (interpreter): 1; "
+            "not measurable here: 1; not measured (time): 1") in text
+    assert "missed by cause: build: system package missing: 1; network needed by tests: 1" in text
+    assert "not measured (time): psf/requests@2.25" in text
+    assert "| v2.31.0 (cccccccccc) |" in text
