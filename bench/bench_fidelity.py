@@ -545,6 +545,7 @@ TEST_CAUSES = [
      r"did not find a version"),
     ("pkg_resources missing (setuptools drift)", r"No module named '?pkg_resources"),
     ("/tmp and /testbed on different mounts (rename: EXDEV)", r"Invalid cross-device link"),
+    ("test plugin not installed: fixture not found (the spec does not install it)", r"fixture '\w+' not found"),
     ("ANSI colours off in the sandbox (TERM=dumb)", r"AssertionError: assert '[^'\n]*' == '[^'\n]*\\x1b\["),
     ("upstream: `executing` cannot read pytest-rewritten asserts on Python < 3.11",
      r"Failed to access the underlying source code for analysis"),
@@ -687,7 +688,12 @@ def load_results(paths: str) -> dict[str, Any]:
     learnt more since the run)."""
     runs = [json.loads(Path(p).read_text()) for p in paths.split(",") if p]
     data = dict(runs[0])
-    if data.get("mode") == "swebench":  # one run, classified when measured (its builds are deleted)
+    if data.get("mode") == "swebench":  # one run; its builds are deleted, its logs kept
+        for r in data["results"]:
+            if not r["built"]:
+                r["failure_class"] = classify_build(r.get("build_error") or "", read_logs(r.get("logs", [])))
+            elif Path(r.get("test_log", "")).exists():
+                r["failure_class"] = classify_tests(r)
         return data
     commits = {r["code"]["commit"] for r in runs}
     if len(commits) > 1:
