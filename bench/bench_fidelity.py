@@ -522,6 +522,7 @@ def classify_build(error: str, log_text: str) -> str:
     text = f"{error}\n{log_text}"
     checks = [
         ("mirror", r"mirror failed|git clone.*failed|Could not resolve host: github"),
+        ("build: the spec's requirements file is not in the tree", r"requirements file .* not found in the snapshot"),
         ("build: pkg_resources missing (setuptools drift)", r"No module named '?pkg_resources"),
         ("build: build backend drift (today's release rejects the repo's config)",
          r"flit_core|\[tool\.flit\.metadata\]|ConfigError|invalid pyproject|backend.*(?:rejected|unsupported)"),
@@ -750,6 +751,13 @@ def series_tag(tags: list[str], version: str) -> str | None:
     newest final release (`v2.31.0`, `v2024.05.0`, `sympy-1.14.0`), else its newest
     pre-release (`8.0.0rc2`); None when no tag belongs to the series (e.g. a version that
     was never released, such as requests 3.0)."""
+    candidates = series_tags(tags, version)
+    return candidates[0] if candidates else None
+
+
+def series_tags(tags: list[str], version: str) -> list[str]:
+    """The release tags of a series, best first: final releases newest first, then
+    pre-releases newest first."""
     want = version_tuple(version)
     finals: list[tuple[tuple[int, ...], str]] = []
     pres: list[tuple[tuple[int, ...], str]] = []
@@ -758,8 +766,27 @@ def series_tag(tags: list[str], version: str) -> str | None:
         if m is None or version_tuple(m.group(1))[:len(want)] != want:
             continue
         (pres if m.group("pre") else finals).append((version_tuple(tag), tag))
-    best = max(finals or pres, default=None)
-    return best[1] if best else None
+    return [t for _, t in sorted(finals, reverse=True)] + [t for _, t in sorted(pres, reverse=True)]
+
+
+def has_path(git_dir: Path, rev: str, path: str) -> bool:
+    return subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e", f"{rev}:{path}"],
+                          capture_output=True).returncode == 0
+
+
+def buildable_tag(git_dir: Path, spec: dict[str, Any], candidates: list[str]) -> tuple[str | None, str]:
+    """The first candidate tag at which the spec's recipe can run: SWE-bench installs from
+    the first of its requirements files that exists and stops when none does (flask 3.1.1
+    and later dropped `requirements/dev.txt`, which the 3.1 spec names). Returns the tag
+    and a note naming the newer tags passed over."""
+    files = [*spec.get("requirements_files", []), *(spec.get("extra") or {}).get("requirements_files_alternatives", [])]
+    if not files:
+        return (candidates[0] if candidates else None), ""
+    for i, tag in enumerate(candidates):
+        if any(has_path(git_dir, f"refs/tags/{tag}", f) for f in files):
+            note = f"newer {', '.join(candidates[:i])} lack(s) {' / '.join(files)}" if i else ""
+            return tag, note
+    return (candidates[0] if candidates else None), f"no tag of the series has {' / '.join(files)}"
 
 
 def git_tags(git_dir: Path) -> list[str]:
@@ -813,7 +840,7 @@ def swebench_plan(specs: dict[str, dict], mirrors: Path, python_missing) -> dict
             continue
         tags = tags_of.setdefault(git_dir, git_tags(git_dir))
         version = name.split("@", 1)[1]
-        tag = series_tag(tags, version)
+        tag, note = buildable_tag(git_dir, spec, series_tags(tags, version))
         commit = tag_commit(git_dir, tag) if tag else None
         if tag is None or commit is None:
             unavailable[name] = f"no release tag of the {version} series in {git_dir}"
@@ -822,7 +849,7 @@ def swebench_plan(specs: dict[str, dict], mirrors: Path, python_missing) -> dict
             unavailable[name] = (f"{git_dir} lacks {missing} object(s) of {tag}'s tree "
                                  "(fetch snapshots omit files of 4 MiB and more)")
             continue
-        planned.append({"name": name, "tag": tag, "commit": commit, "git_dir": str(git_dir)})
+        planned.append({"name": name, "tag": tag, "commit": commit, "git_dir": str(git_dir), "tag_note": note})
     rank = {n: i for i, n in enumerate(swebench_order([e["name"] for e in planned]))}
     return {"planned": sorted(planned, key=lambda e: rank[e["name"]]), "excluded": excluded,
             "unavailable": unavailable}
@@ -872,6 +899,7 @@ def swebench_measure(entry: dict[str, Any], spec: dict[str, Any], code: Path, ca
         keys = {}
     repo, version = name.split("@", 1)
     r: dict[str, Any] = {"profile": name, "repo": repo, "version": version, "tag": entry["tag"],
+                         "tag_note": entry.get("tag_note", ""),
                          "commit": entry["commit"], "python": str(spec["python"]), **keys,
                          **build_outcome(work, keys, report), "workflow": workflow}
     if not r["built"] and not keys:

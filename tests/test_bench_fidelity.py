@@ -36,14 +36,19 @@ def git(*args: str, cwd: Path) -> str:
 @pytest.fixture()
 def mirrors(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """`<mirrors>/acme+lib/repo`, a bare repository as `fetch` brings it, with release tags of
-    two series (and a pre-release, a later patch release, an unrelated tag)."""
+    two series (and a pre-release, a later patch release, an unrelated tag); `req.txt`
+    exists at v1.2.0 only."""
     work = tmp_path / "src"
     work.mkdir()
     git("init", "-q", "-b", "main", cwd=work)
     commits = {}
     for tag in ["v1.2.0", "v1.2.3", "v1.3.0rc1", "v1.10.0", "vendored-backup"]:
         (work / "f.txt").write_text(tag)
-        git("add", "f.txt", cwd=work)
+        if tag == "v1.2.0":
+            (work / "req.txt").write_text("six\n")
+        elif (work / "req.txt").exists():
+            (work / "req.txt").unlink()
+        git("add", "-A", cwd=work)
         git("commit", "-q", "-m", tag, cwd=work)
         git("tag", tag, cwd=work)
         commits[tag] = git("rev-parse", "HEAD", cwd=work)
@@ -68,9 +73,9 @@ def test_plan_sorts_specs_into_planned_excluded_and_unavailable(bf, mirrors):
     root, commits = mirrors
     src = "https://github.com/acme/lib.git"
     specs = {
-        "acme/lib@1.2": {"name": "acme/lib@1.2", "source": src, "python": "3.9"},
         "acme/lib@1.10": {"name": "acme/lib@1.10", "source": src, "python": "3.11"},
         "acme/lib@1.3": {"name": "acme/lib@1.3", "source": src, "python": "3.9"},
+        "acme/lib@1.2": {"name": "acme/lib@1.2", "source": src, "python": "3.9", "requirements_files": ["req.txt"]},
         "acme/lib@2.0": {"name": "acme/lib@2.0", "source": src, "python": "3.9"},
         "acme/lib@0.9": {"name": "acme/lib@0.9", "source": src, "python": "3.5"},
         "other/gone@1.0": {"name": "other/gone@1.0", "source": "https://github.com/other/gone.git", "python": "3.9"},
@@ -79,8 +84,9 @@ def test_plan_sorts_specs_into_planned_excluded_and_unavailable(bf, mirrors):
     assert [(e["name"], e["tag"], e["commit"]) for e in plan["planned"]] == [
         ("acme/lib@1.10", "v1.10.0", commits["v1.10.0"]),  # newest series first
         ("acme/lib@1.3", "v1.3.0rc1", commits["v1.3.0rc1"]),
-        ("acme/lib@1.2", "v1.2.3", commits["v1.2.3"]),
+        ("acme/lib@1.2", "v1.2.0", commits["v1.2.0"]),  # v1.2.3 lacks the spec's requirements file
     ]
+    assert plan["planned"][2]["tag_note"] == "newer v1.2.3 lack(s) req.txt"
     assert plan["excluded"] == {"acme/lib@0.9": "Python 3.5: no CPython 3.5 here"}
     assert sorted(plan["unavailable"]) == ["acme/lib@2.0", "other/gone@1.0"]
     assert "no release tag of the 2.0 series" in plan["unavailable"]["acme/lib@2.0"]
