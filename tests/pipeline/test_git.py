@@ -49,3 +49,53 @@ def test_errors_name_the_problem(tmp_path):
     with pytest.raises(GitError, match="not found"):
         make_snapshot(tmp_path / "m.git", "0" * 40, tmp_path / "s")
     assert not (tmp_path / "s").exists()
+
+
+def test_snapshot_records_the_nearest_release_tag_and_builds_read_its_version(tmp_path):
+    """The snapshot has no tags, but records `git describe` of the source commit (nothing
+    later than it); a SWE-bench build turns it into setuptools_scm's version, as SWE-bench's
+    clone with tags would give it (a tagged commit: the tag; later: the next dev release)."""
+    from minisandbox.pipeline.build import scm_version
+    from minisandbox.pipeline.git import DESCRIBE_FILE
+
+    src = tmp_path / "src"
+    tagged = make_tiny_project(src)  # (its later "fix" commit is one after it)
+    git(src, "tag", "v1.2.0", tagged)
+    (src / "later.txt").write_text("x\n")
+    git(src, "add", "later.txt")
+    git(src, "commit", "-q", "-m", "after the release")
+    after = git(src, "rev-parse", "HEAD")
+    git(src, "tag", "v1.3.0")  # a later release: never visible from the earlier commit
+    git(src, "tag", "docs-backup", tagged)  # not a version: ignored, as setuptools_scm does
+    mirror = tmp_path / "m.git"
+    ensure_mirror(str(src), mirror)
+
+    make_snapshot(mirror, tagged, tmp_path / "at-tag")
+    assert (tmp_path / "at-tag" / ".git" / DESCRIBE_FILE).read_text().startswith("v1.2.0-0-g")
+    assert scm_version(tmp_path / "at-tag") == "1.2.0"
+    assert git(tmp_path / "at-tag", "tag") == "" and git(tmp_path / "at-tag", "status", "--porcelain") == ""
+
+    git(mirror, "tag", "-d", "v1.3.0")  # the commit after the release, before the next one
+    make_snapshot(mirror, after, tmp_path / "after")
+    assert scm_version(tmp_path / "after") == f"1.2.1.dev2+g{after[:7]}"
+
+    untagged = tmp_path / "untagged-src"
+    plain = make_tiny_project(untagged)
+    make_snapshot(untagged / ".git", plain, tmp_path / "plain")
+    assert not (tmp_path / "plain" / ".git" / DESCRIBE_FILE).exists()
+    assert scm_version(tmp_path / "plain") is None
+
+
+@pytest.mark.parametrize("described, version", [
+    ("sympy-1.14.0-0-gabc1234", "1.14.0"),
+    ("8.0.0rc2-3-gabc1234", "8.0.0rc2.dev3+gabc1234"),
+    ("v2024.05.0-12-gabc1234", "2024.05.1.dev12+gabc1234"),
+    ("nonsense", None),
+])
+def test_scm_version_follows_setuptools_scm_default_scheme(tmp_path, described, version):
+    from minisandbox.pipeline.build import scm_version
+    from minisandbox.pipeline.git import DESCRIBE_FILE
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / DESCRIBE_FILE).write_text(described + "\n")
+    assert scm_version(tmp_path) == version

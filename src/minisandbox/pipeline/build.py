@@ -39,7 +39,7 @@ from minisandbox.catalog import EnvSpec
 from minisandbox.sandbox.conda_shim import write_shim
 from minisandbox.sandbox.hostlibs import add_packages, ldd_host_libs, shared_objects
 from minisandbox.sandbox.interpreters import SYSTEM, Interpreter, build_files, describe, find_interpreter
-from minisandbox.fsutil import FileLock
+from minisandbox.fsutil import FileLock, LazyPattern
 from minisandbox.paths import CONDA_ROOT, HOME_PATH, REPO_PATH, VENV_PATH
 from minisandbox.pipeline import bytecode
 from minisandbox.pipeline.asof_index import AsOfIndex
@@ -140,6 +140,35 @@ def _interpreter(spec: EnvSpec):
     return find_interpreter(spec.python)
 
 
+_SCM_TAG = LazyPattern(r"^(?:[\w-]+-)?[vV]?(?P<version>\d+(?:\.\d+)*)(?P<rest>[^+]*)$")
+
+
+def scm_version(testbed: Path) -> str | None:
+    """The version setuptools_scm derives in a clone with tags (its default scheme) from the
+    snapshot's recorded `git describe` (`minisandbox.pipeline.git.DESCRIBE_FILE`): the tag's
+    version at a tagged commit (`v8.4.2-0-g..` -> 8.4.2), else the next patch version as a
+    dev release (`v8.4.2-5-gabc1234` -> 8.4.3.dev5+gabc1234). None without a record."""
+    from minisandbox.pipeline.git import DESCRIBE_FILE
+
+    try:
+        described = (Path(testbed) / ".git" / DESCRIBE_FILE).read_text().strip()
+    except OSError:
+        return None
+    tag, _, node = described.rpartition("-g")
+    tag, _, distance = tag.rpartition("-")
+    m = _SCM_TAG.match(tag)
+    if m is None or not distance.isdigit():
+        return None
+    version, suffix = m.group("version"), m.group("rest").lstrip("-_.")
+    if int(distance) == 0:
+        return f"{version}{suffix}"
+    if suffix:  # a pre-release tag: the next dev release of it
+        return f"{version}{suffix}.dev{distance}+g{node}"
+    parts = version.split(".")
+    parts[-1] = str(int(parts[-1]) + 1)
+    return f"{'.'.join(parts)}.dev{distance}+g{node}"
+
+
 def host_libs(interp: Interpreter, venv: Path) -> list[dict[str, str]]:
     """Host libraries the interpreter (executable, libpython, its extension modules) and
     the venv's extension modules load from outside the layers a node gets."""
@@ -234,6 +263,11 @@ def build_env(
                 env.update({"PIP_INDEX_URL": index.url, "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": "",
                             })
             env.update(passthrough_env(os.environ, env))
+            if spec.kind == "swebench" and (version := scm_version(testbed)):
+                # SWE-bench installs in a clone that has the release tags up to the commit;
+                # the snapshot has none, so setuptools_scm would say 0.1.dev1 (pytest then
+                # refuses its own `minversion`)
+                env["SETUPTOOLS_SCM_PRETEND_VERSION"] = version
             with log.open("a") as fh:
                 fh.write(f"# build {spec.name} with {interp.executable} ({interp.version}, {interp.kind}, "
                          f"at {interp.canonical_prefix})\n")

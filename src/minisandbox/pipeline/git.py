@@ -79,6 +79,22 @@ def ensure_mirror(source: str, mirror: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+#: In a snapshot's `.git`: `git describe --tags --long` of the source commit (its nearest
+#: earlier release tag; nothing later), which the snapshot itself no longer has. Builds of
+#: SWE-bench specs give it to setuptools_scm (`minisandbox.pipeline.build.scm_version`).
+DESCRIBE_FILE = "minisandbox-describe"
+
+
+def describe(mirror: Path, commit: str) -> str | None:
+    """`<tag>-<distance>-g<hash>` of the nearest tag reachable from `commit` that looks
+    like a version (setuptools_scm's own `--match`), or None."""
+    try:
+        out = _git("--git-dir", str(mirror), "describe", "--tags", "--long", "--match", "*[0-9]*", commit)
+    except GitError:
+        return None
+    return out.strip() or None
+
+
 def make_snapshot(mirror: Path, commit: str, dest: Path, *, source: str | None = None) -> str:
     """Write `commit`'s tree to `dest` as a fresh single-commit repository; return its hash.
 
@@ -104,6 +120,8 @@ def make_snapshot(mirror: Path, commit: str, dest: Path, *, source: str | None =
         _git("add", "-A", "-f", cwd=tree)
         _git("commit", "--quiet", "--no-verify", "--allow-empty", "-m", f"snapshot of {commit}", cwd=tree)
         head = _git("rev-parse", "HEAD", cwd=tree).strip()
+        if described := describe(mirror, commit):
+            (tree / ".git" / DESCRIBE_FILE).write_text(described + "\n")
         if dest.exists():
             shutil.rmtree(dest)
         os.replace(tree, dest)
