@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from minisandbox.catalog import EnvSpec
@@ -32,6 +34,27 @@ def test_partial_pins_are_resolved_with_uv(tmp_path):
 def test_missing_requirements_file_is_a_clear_error(tmp_path):
     with pytest.raises(ResolveError, match="requirements.txt not found"):
         resolve(_spec(requirements_files=["requirements.txt"]), tmp_path, tmp_path / "log")
+
+
+def test_requirements_file_of_a_snapshot_given_as_a_relative_path(tmp_path, monkeypatch):
+    """The workflow passes the snapshot relative to its directory (`work/repos/<key>`); the
+    file and the files it includes (`-r tests.txt`) are read from there, not from uv's
+    temporary directory (flask's `requirements/dev.txt` failed so)."""
+    from tests.fixtures.fidelity import FixtureIndex
+
+    reqs = tmp_path / "work" / "repos" / "r" / "requirements"
+    reqs.mkdir(parents=True)
+    (reqs / "dev.txt").write_text("-r tests.txt\n")
+    (reqs / "tests.txt").write_text("tinybackend==2.0\n")
+    monkeypatch.chdir(tmp_path)
+    index = FixtureIndex()
+    try:
+        monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
+        lock = resolve(_spec(kind="swebench", requirements=[], requirements_files=["requirements/dev.txt"]),
+                       Path("work/repos/r"), tmp_path / "log")
+    finally:
+        index.close()
+    assert "tinybackend==2.0" in lock.text.splitlines()
 
 
 # -- as-of date -----------------------------------------------------------------------------

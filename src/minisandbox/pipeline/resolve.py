@@ -122,7 +122,9 @@ def resolve(spec: EnvSpec, repo_dir: Path, log: Path) -> Lock:
         req_in = Path(tmp) / "requirements.in"
         lines = list(reqs)
         for rel in spec.requirements_files:
-            path = repo_dir / rel
+            # absolute: uv reads `-r` paths relative to requirements.in (in tmp), and the
+            # workflow passes the snapshot as a path relative to its working directory
+            path = (Path(repo_dir) / rel).absolute()
             if not path.is_file():
                 raise ResolveError(f"requirements file {rel} not found in the snapshot of {spec.name}")
             lines.append(f"-r {path}")
