@@ -118,3 +118,23 @@ def test_not_found_names_the_version_and_how_to_provide_it(rescan) -> None:
 def test_running_interpreter_is_found_with_its_kind(rescan) -> None:
     here = f"{sys.version_info.major}.{sys.version_info.minor}.{sys.version_info.micro}"
     assert any(i.version == here for i in interpreters.available())
+
+
+def test_a_recorded_system_interpreter_is_checked_without_a_scan(monkeypatch) -> None:
+    """The common case of a `run` over an env recorded with /usr's python: the recorded
+    interpreter is asked its version once, no scan (pyenv root, every other python) runs;
+    another version at that path still goes through the scan and its error."""
+    import platform
+
+    if not os.access(f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}", os.X_OK):
+        pytest.skip("no system python of this minor version")
+    info = interpreters._system_version(f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}")
+    assert info is not None and platform.python_version_tuple()[:2] == tuple(info[0].split(".")[:2])
+
+    def no_scan():
+        raise AssertionError("scanned")
+
+    monkeypatch.setattr(interpreters, "_scan", no_scan)
+    assert interpreters.interpreter_binds(info[0], "/usr") == []
+    with pytest.raises(AssertionError, match="scanned"):
+        interpreters.interpreter_binds(info[0] + "9", "/usr")

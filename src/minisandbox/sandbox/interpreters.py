@@ -301,6 +301,12 @@ def interpreter_binds(version: str, recorded_prefix: str) -> list[Bind]:
     For environments whose manifest has no interpreter layer (older stores, system
     interpreters)."""
     if is_system_path(recorded_prefix):
+        # the recorded system interpreter itself, asked once (a full scan also runs `pyenv root`
+        # and every other python: tens of ms on every `minisandbox run`)
+        exe = os.path.join(recorded_prefix, "bin", "python" + ".".join(str(version).split(".")[:2]))
+        info = _system_version(exe) if os.access(exe, os.X_OK) else None
+        if info and info[0] == version and os.path.realpath(info[1]) == os.path.realpath(recorded_prefix):
+            return []
         local = find_prefix(version)
         if os.path.realpath(local) == os.path.realpath(recorded_prefix):
             return []
