@@ -28,6 +28,8 @@ from tests.fixtures.sandbox import SRC, TEST_USER
 
 TASK = "helper__task.0"
 PROBE = ("grep -E '^(Uid|CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; cat /proc/self/limits; "
+         "python3 -c 'import ctypes; c = ctypes.CDLL(None, use_errno=True); "
+         "print(\"attach init\", c.ptrace(16, 1, 0, 0), ctypes.get_errno())'; "
          "echo cwd=$PWD umask=$(umask); echo out; echo err >&2; exit 3")
 
 
@@ -87,6 +89,7 @@ def test_run_through_the_helper_is_the_same_sandbox_as_in_process(as_root, env, 
     assert through.returncode == inproc.returncode == 3, (through.stderr, inproc.stderr)
     assert through.stdout == inproc.stdout
     assert "Seccomp:\t2" in through.stdout and "NoNewPrivs:\t1" in through.stdout
+    assert "attach init -1 " in through.stdout  # no ptrace of the sandbox's init (seccomp, non-dumpable)
     assert through.stderr == inproc.stderr == "err\n"
     assert helper_pid(env) == pid  # the same helper served it and is still there
     # an error of the command line is the caller's, printed to its stderr
