@@ -35,7 +35,8 @@ ALLOWED = {
     "task": {"contracts", "sandbox", "node", "pipeline", "grading", "task"},
     # the workflow's jobs that compose building and grading (beside `task`, not above it)
     "workflowjobs": {"contracts", "sandbox", "node", "pipeline", "grading", "workflowjobs"},
-    "integrations": {"contracts", "sandbox", "node", "pipeline", "grading", "task", "integrations"},
+    # integrations reach the node, the sandbox and grading only through the `task` facade
+    "integrations": {"contracts", "task", "integrations"},
     "cli": {"contracts", "sandbox", "node", "pipeline", "grading", "task", "workflowjobs", "integrations", "cli"},
 }
 
@@ -387,3 +388,18 @@ def test_each_subpackage_docstring_names_each_of_its_modules(sub: str) -> None:
     words = set(re.findall(r"[\w]+", doc))
     unnamed = sorted(p.stem for p in (PKG / sub).glob("*.py") if p.name != "__init__.py" and p.stem not in words)
     assert unnamed == [], f"src/minisandbox/{sub}/__init__.py: its docstring should say what {unnamed} are"
+
+
+def test_integrations_use_only_the_public_api_of_task() -> None:
+    """What an integration imports from `minisandbox.task` is in its `__all__` (the facade's
+    public API; the layer table keeps them off node, sandbox, pipeline and grading)."""
+    task_all = next(ast.literal_eval(n.value) for n in ast.parse((PKG / "task.py").read_text()).body
+                    if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in n.targets))
+    used = {}
+    for path in sorted((PKG / "integrations").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "minisandbox.task":
+                used.update({a.name: path.name for a in node.names})
+    assert used and {n: f for n, f in used.items() if n not in task_all} == {}
+    assert layer_violations({"minisandbox.integrations.x": {"minisandbox.node.cache"}}) == [
+        "minisandbox.integrations.x (integrations) imports minisandbox.node.cache (node)"]

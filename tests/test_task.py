@@ -65,3 +65,22 @@ def test_ray_cluster_needs_ray_initialised() -> None:
         pytest.skip("a Ray session is already up in this process")
     with pytest.raises(RuntimeError, match="ray.init"):
         RolloutCluster("/nonexistent")
+
+
+def test_the_facade_lists_names_and_prefetches_a_stores_tasks(tmp_path: Path, monkeypatch) -> None:
+    """What integrations use instead of the node modules: the ready records, the layer
+    directory names a scheduler looks for, and a prefetch that downloads once."""
+    from minisandbox.task import fetch_task, task_ids, task_layer_names, task_records
+    from tests.fixtures.runtime import build_local_store
+
+    monkeypatch.setenv("MINISANDBOX_IMAGES", "0")  # unpack the images: nothing left mounted
+    store = build_local_store(tmp_path / "work", "local__task.0")
+    assert [r.instance_id for r in task_records(store)] == task_ids(store) == ["local__task.0"]
+    assert task_records(store, status="env-failed") == []
+    names = task_layer_names("local__task.0", store)
+    assert len(names) == 2 and all(names)
+    cache = tmp_path / "cache"
+    assert fetch_task("local__task.0", store, cache=cache, io_slots=1) is True
+    assert fetch_task("local__task.0", store, cache=cache, io_slots=1) is False  # already on the node
+    layers = {p.name for p in (cache / "layers").iterdir() if not p.name.startswith(".")}
+    assert all(set(n) & layers for n in names)

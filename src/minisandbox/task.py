@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from minisandbox.node.cache import Cache
-from minisandbox.node.iobudget import IOBudget
+from minisandbox.node.iobudget import RAY_RESOURCE, IOBudget
 from minisandbox.paths import REPO_PATH, VENV_PATH, cache_dir
 from minisandbox.records import TaskRecord, test_files_of
 from minisandbox.node.runtime import PreparedTask, prepare
@@ -233,3 +233,48 @@ def task_ids(store: str | os.PathLike[str] | None = None, *, status: str = "read
     from minisandbox.node.store import open_store
 
     return sorted(e["instance_id"] for e in iter_tasks(open_store(store)) if e.get("status", "ready") == status)
+
+
+# ------------------------------------------------------------------ what integrations need besides
+# open_task and grade: they reach the node and the sandbox only through these, so this module
+# stays the one surface they depend on (tests/test_architecture.py). Each imports lazily:
+# `minisandbox run` imports this module and needs none of them.
+
+
+def task_records(store: str | os.PathLike[str] | None = None, *, status: str = "ready") -> list[TaskRecord]:
+    """The task records of a published store's index with `status` ("ready"), in index order."""
+    from minisandbox.node.published import iter_tasks
+    from minisandbox.node.store import open_store
+
+    return [TaskRecord.from_dict(e["record"]) for e in iter_tasks(open_store(store))
+            if e.get("status", "ready") == status and "record" in e]
+
+
+def task_layer_names(task_id: str, store: str | os.PathLike[str] | None = None) -> list[tuple[str, ...]]:
+    """Per layer of the task, the directory names it may have in any node cache (a scheduler
+    asking "are this task's layers here?": `minisandbox.node.runtime.task_layer_names`)."""
+    from minisandbox.node.runtime import task_layer_names as names
+
+    return names(task_id, store)
+
+
+def fetch_task(task_id: str, store: str | os.PathLike[str] | None = None, *,
+               cache: Cache | str | os.PathLike[str] | None = None, io_slots: int | None = None) -> bool:
+    """Make the task's layers ready in the node cache without opening a sandbox (prefetch);
+    True if anything was downloaded. `io_slots=0`: the caller bounds unpacks itself."""
+    prepared = prepare(task_id, store, cache=make_cache(cache, io_slots))
+    prepared.release()
+    return bool(prepared.downloaded)
+
+
+def shell_session(sandbox: Sandbox, name: str = "default", **options: Any):
+    """The persistent bash session `name` of `sandbox`, created on first use
+    (`minisandbox.sandbox.shell.session`; `options`: cwd, env, startup)."""
+    from minisandbox.sandbox.shell import session
+
+    return session(sandbox, name, **options)
+
+
+__all__ = ["AGENT_ENV", "Cache", "ExecResult", "PreparedTask", "RAY_RESOURCE", "Sandbox", "TaskSandbox",
+           "TaskSetupError", "fetch_task", "grade", "load_catalog", "make_cache", "open_task", "shell_session",
+           "task_ids", "task_layer_names", "task_records"]

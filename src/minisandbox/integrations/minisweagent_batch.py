@@ -89,7 +89,7 @@ def minisandbox_environments(store: str | None = None) -> Iterator[None]:
 def load_instances(tasks: list[str] | None, store: str | None) -> list[dict[str, Any]]:
     """Instances as mini-swe-agent's loop reads them (`instance_id`, `problem_statement`,
     and every other record field for `env_startup_command` templates)."""
-    from minisandbox.records import TaskRecord, read_tasks
+    from minisandbox.records import read_tasks
 
     if tasks:
         ing = read_tasks(tasks)
@@ -97,11 +97,9 @@ def load_instances(tasks: list[str] | None, store: str | None) -> list[dict[str,
             print(f"minisweagent_batch: skipping invalid record {bad}", file=sys.stderr)
         records = list(ing.records)
     else:
-        from minisandbox.node.published import iter_tasks
-        from minisandbox.node.store import open_store
+        from minisandbox.task import task_records
 
-        records = [TaskRecord.from_dict(e["record"]) for e in iter_tasks(open_store(store))
-                   if e.get("status", "ready") == "ready" and "record" in e]
+        records = task_records(store)
     if not records:
         raise BatchError(f"no usable task in {' '.join(tasks) if tasks else 'the store index'}")
     return [r.to_dict() for r in records]

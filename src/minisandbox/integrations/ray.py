@@ -37,8 +37,7 @@ from typing import Any, Callable, Iterable, Sequence
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from minisandbox.node.iobudget import RAY_RESOURCE
-from minisandbox.task import TaskSandbox, grade, make_cache, open_task
+from minisandbox.task import RAY_RESOURCE, TaskSandbox, fetch_task, grade, make_cache, open_task, task_layer_names
 
 __all__ = ["RAY_RESOURCE", "RolloutCluster", "SandboxPool", "ScriptedPolicy", "minisandbox_nodes",
            "node_resources"]
@@ -124,9 +123,7 @@ class GoldPolicy:
 
 def _layer_names(store: str | None, task_id: str) -> list[tuple[str, ...]]:
     """Per layer of the task, the directory names it may have in any node cache (image or
-    archive sha256: `node.runtime.task_layer_names`)."""
-    from minisandbox.node.runtime import task_layer_names
-
+    archive sha256: `task.task_layer_names`)."""
     return task_layer_names(task_id, store)
 
 
@@ -134,12 +131,9 @@ def fetch_on_this_node(task_id: str, store: str | None, cache_dir: str | None) -
     """Body of the fetch task: make the task's layers ready in this node's cache. Runs
     while holding one `minisandbox_io` unit, so the runtime's own budget is off."""
     t0 = time.time()
-    from minisandbox.node.runtime import prepare
-
-    prepared = prepare(task_id, store, cache=make_cache(cache_dir, io_slots=0))
-    prepared.release()
+    downloaded = fetch_task(task_id, store, cache=cache_dir, io_slots=0)
     return {"task_id": task_id, "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
-            "downloaded": prepared.downloaded, "start": t0, "end": time.time()}
+            "downloaded": downloaded, "start": t0, "end": time.time()}
 
 
 _fetch_task = ray.remote(num_cpus=0, max_retries=1)(fetch_on_this_node)

@@ -78,10 +78,7 @@ from swerex.runtime.abstract import (
     WriteFileResponse,
 )
 
-from minisandbox.node.cache import Cache
-from minisandbox.sandbox.sandbox import Sandbox
-from minisandbox.sandbox.shell import session as shell_session
-from minisandbox.task import TaskSandbox, open_task
+from minisandbox.task import Cache, Sandbox, TaskSandbox, open_task, shell_session
 
 __all__ = ["MinisandboxDeployment", "MinisandboxRuntime"]
 
