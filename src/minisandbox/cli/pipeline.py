@@ -18,15 +18,15 @@ from minisandbox.fsutil import atomic_write_text
 
 
 # ----------------------------------------------------------------------------- plan
-def cmd_plan(a: argparse.Namespace) -> int:
+def cmd_plan(args: argparse.Namespace) -> int:
     from minisandbox.pipeline.plan import PlanError, format_invalid, invalid_summary, load_or_build_plan
 
-    plan = load_or_build_plan(a.tasks, a.catalog, Path.cwd(), Path(a.plan_dir))
+    plan = load_or_build_plan(args.tasks, args.catalog, Path.cwd(), Path(args.plan_dir))
     for rec in plan.invalid:  # stderr: stdout stays the result alone (JSON with --json)
         print(f"INVALID {format_invalid(rec)}", file=sys.stderr)
     counts = {"tasks": plan.n_tasks, "envs": len(plan.envs), "repos": len(plan.repos),
               "sources": len(plan.sources), "invalid": len(plan.invalid)}
-    if a.json:
+    if args.json:
         print(json.dumps({**counts, "invalid_records": plan.invalid}, indent=1))
     else:
         print(f"{counts['tasks']} tasks -> {counts['envs']} environments, {counts['repos']} repo snapshots "
@@ -40,62 +40,62 @@ def cmd_plan(a: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- steps
 # Each step returns 0 when it recorded its result (ok or failed) in its status file.
 
-def cmd_bundled(a: argparse.Namespace) -> int:
+def cmd_bundled(args: argparse.Namespace) -> int:
     from minisandbox.pipeline.bundled import materialize
 
-    repos = materialize(Path(a.dest))
-    atomic_write_text(a.done, json.dumps({k: str(v) for k, v in sorted(repos.items())}, indent=1) + "\n")
+    repos = materialize(Path(args.dest))
+    atomic_write_text(args.done, json.dumps({k: str(v) for k, v in sorted(repos.items())}, indent=1) + "\n")
     return 0
 
 
-def cmd_mirror(a: argparse.Namespace) -> int:
+def cmd_mirror(args: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import step_mirror
 
-    step_mirror(Path(a.spec), Path(a.mirror), Path(a.status), Path(a.log))
+    step_mirror(Path(args.spec), Path(args.mirror), Path(args.status), Path(args.log))
     return 0
 
 
-def cmd_snapshot(a: argparse.Namespace) -> int:
+def cmd_snapshot(args: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import step_snapshot
 
-    step_snapshot(Path(a.spec), Path(a.mirror), Path(a.mirror_status), Path(a.out), Path(a.status))
+    step_snapshot(Path(args.spec), Path(args.mirror), Path(args.mirror_status), Path(args.out), Path(args.status))
     return 0
 
 
-def cmd_resolve(a: argparse.Namespace) -> int:
+def cmd_resolve(args: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import step_resolve
 
-    step_resolve(Path(a.spec), Path(a.repo), Path(a.repo_status), Path(a.out), Path(a.log))
+    step_resolve(Path(args.spec), Path(args.repo), Path(args.repo_status), Path(args.out), Path(args.log))
     return 0
 
 
-def cmd_build(a: argparse.Namespace) -> int:
+def cmd_build(args: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import step_build
 
-    step_build(Path(a.spec), Path(a.lock), Path(a.repo), Path(a.out), Path(a.status), Path(a.log), a.timeout)
+    step_build(Path(args.spec), Path(args.lock), Path(args.repo), Path(args.out), Path(args.status), Path(args.log), args.timeout)
     return 0
 
 
-def cmd_pack(a: argparse.Namespace) -> int:
+def cmd_pack(args: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import step_pack
 
-    step_pack(a.key, Path(a.tree), Path(a.upstream), Path(a.out), Path(a.status), a.format, a.level, image=a.image,
-              with_archive=not a.no_archive)
+    step_pack(args.key, Path(args.tree), Path(args.upstream), Path(args.out), Path(args.status), args.format, args.level, image=args.image,
+              with_archive=not args.no_archive)
     return 0
 
 
-def cmd_checksum(a: argparse.Namespace) -> int:
+def cmd_checksum(args: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import step_checksum
 
-    step_checksum(a.kind, Path(a.spec), Path(a.archive), Path(a.pack_status), Path(a.upstream), Path(a.out))
+    step_checksum(args.kind, Path(args.spec), Path(args.archive), Path(args.pack_status), Path(args.upstream), Path(args.out))
     return 0
 
 
-def cmd_publish(a: argparse.Namespace) -> int:
+def cmd_publish(args: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import step_publish
 
-    step_publish(a.store, a.kind, a.key, Path(a.manifest), Path(a.archive), Path(a.log) if a.log else None,
-                 Path(a.out), image_whole=a.image_whole)
+    step_publish(args.store, args.kind, args.key, Path(args.manifest), Path(args.archive), Path(args.log) if args.log else None,
+                 Path(args.out), image_whole=args.image_whole)
     return 0
 
 
@@ -109,13 +109,13 @@ def _summary(st) -> str:
     return f"{st.key}: {'ok' if st.ok else 'FAILED ' + (st.error or '')}"
 
 
-def cmd_repo(a: argparse.Namespace) -> int:
+def cmd_repo(args: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import job_repo
 
-    sid = json.loads(Path(a.spec).read_text())["source_id"]
-    source_spec = Path(a.work) / "specs" / "source" / f"{sid}.json"  # written at planning time
-    st = job_repo(Path(a.work), a.store, Path(a.spec), source_spec, a.format, a.level, a.image, Path(a.out),
-                  image_whole=a.image_whole, with_archive=not a.no_archive)
+    sid = json.loads(Path(args.spec).read_text())["source_id"]
+    source_spec = Path(args.work) / "specs" / "source" / f"{sid}.json"  # written at planning time
+    st = job_repo(Path(args.work), args.store, Path(args.spec), source_spec, args.format, args.level, args.image, Path(args.out),
+                  image_whole=args.image_whole, with_archive=not args.no_archive)
     print(f"repo {_summary(st)}")
     return 0
 
@@ -136,36 +136,36 @@ def cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_interp(a: argparse.Namespace) -> int:
+def cmd_interp(args: argparse.Namespace) -> int:
     from minisandbox.pipeline.interplayer import step_interp
 
-    st = step_interp(Path(a.spec), a.store, Path(a.work), Path(a.out), a.format, a.level)
+    st = step_interp(Path(args.spec), args.store, Path(args.work), Path(args.out), args.format, args.level)
     print(f"interpreter layer {st.key}: " + ("published" if st.ok else st.error))
     return 0
 
 
-def cmd_validate(a: argparse.Namespace) -> int:
+def cmd_validate(args: argparse.Namespace) -> int:
     from minisandbox.grading.validate import step_validate
 
-    res = step_validate(Path(a.plan), a.env_key, Path(a.receipts), a.store, Path(a.out), Path(a.logs),
-                        repeats=a.repeats, workers=a.workers)
+    res = step_validate(Path(args.plan), args.env_key, Path(args.receipts), args.store, Path(args.out), Path(args.logs),
+                        repeats=args.repeats, workers=args.workers)
     counts = res.counts()
-    print(f"validated {len(res.tasks)} task(s) of {a.env_key} in {res.seconds:.1f} s: "
+    print(f"validated {len(res.tasks)} task(s) of {args.env_key} in {res.seconds:.1f} s: "
           + ", ".join(f"{k} {v}" for k, v in counts.items()))
     return 0
 
 
-def _validation_files(a: argparse.Namespace) -> list[Path]:
+def _validation_files(args: argparse.Namespace) -> list[Path]:
     """`--validation FILE...` plus, with `--validation-dir`, every planned environment's
     result in it (the workflow passes the directory: one file per env job)."""
     from minisandbox.errors import MinisandboxError
 
-    files = [Path(v) for v in a.validation]
-    if a.validation_dir:
-        if not a.plan:
+    files = [Path(v) for v in args.validation]
+    if args.validation_dir:
+        if not args.plan:
             raise MinisandboxError("--validation-dir needs --plan (which environments to read)")
-        envs = json.loads(Path(a.plan).read_text())["envs"]
-        files += [Path(a.validation_dir) / f"{k}.json" for k in sorted(envs)]
+        envs = json.loads(Path(args.plan).read_text())["envs"]
+        files += [Path(args.validation_dir) / f"{k}.json" for k in sorted(envs)]
     missing = [f for f in files if not f.exists()]
     if missing:
         raise MinisandboxError(f"validation result {missing[0]} does not exist ({len(missing)} missing); "
@@ -173,55 +173,55 @@ def _validation_files(a: argparse.Namespace) -> list[Path]:
     return files
 
 
-def cmd_validated_tasks(a: argparse.Namespace) -> int:
+def cmd_validated_tasks(args: argparse.Namespace) -> int:
     from minisandbox.grading.validate import validated_ids
     from minisandbox.records import TaskRecord, to_raw
 
-    valid = set(validated_ids(_validation_files(a)))
+    valid = set(validated_ids(_validation_files(args)))
     lines = []
-    with open(a.tasks, encoding="utf-8") as src:
+    with open(args.tasks, encoding="utf-8") as src:
         for line in src:
             t = json.loads(line)
             if t.get("instance_id") in valid:
                 lines.append(json.dumps(to_raw(TaskRecord.from_dict(t["record"])), ensure_ascii=False) + "\n")
-    atomic_write_text(a.out, "".join(lines))
-    print(f"{len(lines)} valid task(s) written to {a.out}")
+    atomic_write_text(args.out, "".join(lines))
+    print(f"{len(lines)} valid task(s) written to {args.out}")
     return 0
 
 
-def cmd_labelled_tasks(a: argparse.Namespace) -> int:
+def cmd_labelled_tasks(args: argparse.Namespace) -> int:
     """Label mode's last step: the labelled candidates as SWE-smith records, and a report
     naming every dropped candidate with its status and reason."""
     from minisandbox.errors import MinisandboxError
     from minisandbox.grading.label import read_results, write_labelled
     from minisandbox.records import TaskRecord
 
-    plan = json.loads(Path(a.plan).read_text())
-    files = [Path(a.labels_dir) / f"{k}.json" for k in sorted(plan.get("envs", {}))]
+    plan = json.loads(Path(args.plan).read_text())
+    files = [Path(args.labels_dir) / f"{k}.json" for k in sorted(plan.get("envs", {}))]
     missing = [f for f in files if not f.exists()]
     if missing:
         raise MinisandboxError(f"labelling result {missing[0]} does not exist ({len(missing)} missing); "
                                f"run the workflow with --config label=true")
-    with open(a.tasks, encoding="utf-8") as src:
+    with open(args.tasks, encoding="utf-8") as src:
         records = [TaskRecord.from_dict(json.loads(line)["record"]) for line in src if line.strip()]
-    doc = write_labelled(records, read_results(files), Path(a.out), Path(a.report))
-    print(f"{doc['labelled']} of {doc['candidates']} candidate(s) labelled, written to {a.out}; "
-          + ", ".join(f"{k} {v}" for k, v in doc["counts"].items() if v) + f" (dropped ones in {a.report})")
+    doc = write_labelled(records, read_results(files), Path(args.out), Path(args.report))
+    print(f"{doc['labelled']} of {doc['candidates']} candidate(s) labelled, written to {args.out}; "
+          + ", ".join(f"{k} {v}" for k, v in doc["counts"].items() if v) + f" (dropped ones in {args.report})")
     return 0
 
 
-def cmd_index(a: argparse.Namespace) -> int:
+def cmd_index(args: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import format_report, step_index
 
-    report = step_index(a.store, Path(a.plan), Path(a.receipts), _validation_files(a), Path(a.out), Path(a.report))
+    report = step_index(args.store, Path(args.plan), Path(args.receipts), _validation_files(args), Path(args.out), Path(args.report))
     text = format_report(report)
-    atomic_write_text(Path(a.report).with_suffix(".txt"), text + "\n")
+    atomic_write_text(Path(args.report).with_suffix(".txt"), text + "\n")
     print(text)
     return 0
 
 
 # ----------------------------------------------------------------------------- label
-def cmd_label(a: argparse.Namespace) -> int:
+def cmd_label(args: argparse.Namespace) -> int:
     """`minisandbox label`: label a handful of candidates against a published store whose
     environments they use (docs/labelling.md); the workflow's `label=true` is the batch
     form (builds what is missing, one job per environment)."""
@@ -234,17 +234,17 @@ def cmd_label(a: argparse.Namespace) -> int:
     from minisandbox.pipeline.keys import repo_key
     from minisandbox.records import read_tasks
 
-    ing = read_tasks(a.tasks, label=True)
+    ing = read_tasks(args.tasks, label=True)
     for bad in ing.invalid:
         print(f"minisandbox label: skipping invalid record {bad}", file=sys.stderr)
     if not ing.records:
-        raise MinisandboxError(f"no labelling candidate in {' '.join(a.tasks)}: SWE-smith records with `instance_id`, "
+        raise MinisandboxError(f"no labelling candidate in {' '.join(args.tasks)}: SWE-smith records with `instance_id`, "
                                f"`repo` (swesmith/<profile>) and `patch` (the bug) are needed")
-    catalogs = a.catalog or default_catalog_paths()
+    catalogs = args.catalog or default_catalog_paths()
     if not catalogs:
         raise CatalogError("no environment catalog found; pass --catalog config/catalog/<name>.yaml")
     catalog = Catalog.load(catalogs)
-    store = open_store(a.store)
+    store = open_store(args.store)
     index = read_catalog(store)
     envs = {e.get("spec_name"): e for e in index.get("envs", {}).values() if e.get("status") == "ok"}
     groups: dict[str, tuple] = {}  # spec name -> (spec, env manifest, repo key, repo manifest, records)
@@ -264,20 +264,20 @@ def cmd_label(a: argparse.Namespace) -> int:
                                         f"build it (snakemake --config label=true tasks=...)"}
             continue
         groups.setdefault(spec.name, (spec, env["manifest"], rkey, repo["manifest"], []))[4].append(rec)
-    out_dir = Path(a.out).parent
+    out_dir = Path(args.out).parent
     for name, (spec, env_m, rkey, repo_m, recs) in groups.items():
         ex = LayerExecutor(store=store.url, env_manifest=env_m, repo_manifests={rkey: repo_m},
                            repo_key_of={r.instance_id: rkey for r in recs})
-        res = label_env(env_m.get("key", name), spec, recs, ex, repeats=a.repeats, workers=a.workers,
-                        max_f2p=a.max_f2p, log_dir=Path(a.logs) / name)
+        res = label_env(env_m.get("key", name), spec, recs, ex, repeats=args.repeats, workers=args.workers,
+                        max_f2p=args.max_f2p, log_dir=Path(args.logs) / name)
         write_result(res, out_dir / "labels" / f"{env_m.get('key', name)}.json")
         results.update(res.tasks)
         print(f"{name}: {len(recs)} candidate(s) in {res.seconds:.1f} s: "
               + ", ".join(f"{k} {v}" for k, v in res.counts().items() if v), file=sys.stderr)
-    doc = write_labelled(ing.records, results, Path(a.out), Path(a.report))
+    doc = write_labelled(ing.records, results, Path(args.out), Path(args.report))
     for iid, d in doc["dropped"].items():
         print(f"DROPPED {iid}: {d['status']}: {d['reason']}", file=sys.stderr)
-    print(f"{doc['labelled']} of {doc['candidates']} candidate(s) labelled: {a.out} (report: {a.report})")
+    print(f"{doc['labelled']} of {doc['candidates']} candidate(s) labelled: {args.out} (report: {args.report})")
     return 0
 
 
@@ -288,7 +288,30 @@ def _step(steps, name: str, help_text: str, func) -> argparse.ArgumentParser:
     return p
 
 
+def _required(parser: argparse.ArgumentParser, **helps: str) -> None:
+    """One required `--name` per keyword (`mirror_status` -> `--mirror-status`), in order."""
+    for name, help_text in helps.items():
+        parser.add_argument("--" + name.replace("_", "-"), required=True, help=help_text)
+
+
+def _archive_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", default="tar.zst", choices=["tar.zst", "tar.gz"],
+                        help="archive format (default: %(default)s)")
+    parser.add_argument("--level", type=int, default=3, help="compression level (default: %(default)s)")
+
+
 def register(sub) -> None:
+    _register_plan(sub)
+    _register_label(sub)
+    steps = sub.add_parser("pipeline", help="Internal steps of the build workflow (called by the Snakemake rules).",
+                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    steps = steps.add_subparsers(dest="step", required=True, metavar="STEP")
+    _register_build_steps(steps)
+    _register_jobs(steps)
+    _register_result_steps(steps)
+
+
+def _register_plan(sub) -> None:
     p = sub.add_parser("plan", help="Expand task files into the unique repos and environments to build.",
                        description="Read task files and catalogs, match every task to its environment spec "
                                    "and write the plan (unique sources, repo snapshots, environments); prints "
@@ -300,6 +323,8 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the counts and the invalid records as JSON")
     p.set_defaults(func=cmd_plan)
 
+
+def _register_label(sub) -> None:
     p = sub.add_parser("label", help="Compute FAIL_TO_PASS/PASS_TO_PASS of candidate bugs (SWE-smith records).",
                        description="Label a handful of candidate bugs as SWE-smith does, in sandboxes over a "
                                    "published store's environments: the whole suite with the fixed code (once per "
@@ -323,120 +348,99 @@ def register(sub) -> None:
     p.add_argument("--workers", type=int, default=2, help="concurrent runs (default: %(default)s)")
     p.set_defaults(func=cmd_label)
 
-    g = sub.add_parser("pipeline", help="Internal steps of the build workflow (called by the Snakemake rules).",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    steps = g.add_subparsers(dest="step", required=True, metavar="STEP")
 
+def _register_build_steps(steps) -> None:
+    """The single steps of a build, one per former rule (kept for debugging a job)."""
     s = _step(steps, "bundled", "Create the bundled task set's git repositories locally.", cmd_bundled)
-    s.add_argument("--dest", required=True, help="directory for the repositories")
-    s.add_argument("--done", required=True, help="marker file listing the repositories")
-
+    _required(s, dest="directory for the repositories", done="marker file listing the repositories")
     s = _step(steps, "mirror", "Clone or update the bare mirror of one source.", cmd_mirror)
-    s.add_argument("--spec", required=True, help="source spec JSON from the plan")
-    s.add_argument("--mirror", required=True, help="bare mirror directory")
-    s.add_argument("--status", required=True, help="status file to write")
-    s.add_argument("--log", required=True, help="log file")
-
+    _required(s, spec="source spec JSON from the plan", mirror="bare mirror directory",
+              status="status file to write", log="log file")
     s = _step(steps, "snapshot", "Write a commit's tree as a fresh single-commit repository.", cmd_snapshot)
-    s.add_argument("--spec", required=True, help="repo spec JSON from the plan")
-    s.add_argument("--mirror", required=True, help="bare mirror directory")
-    s.add_argument("--mirror-status", required=True, help="status file of the mirror step")
-    s.add_argument("--out", required=True, help="snapshot directory")
-    s.add_argument("--status", required=True, help="status file to write")
-
+    _required(s, spec="repo spec JSON from the plan", mirror="bare mirror directory",
+              mirror_status="status file of the mirror step", out="snapshot directory", status="status file to write")
     s = _step(steps, "resolve", "Resolve an environment's dependencies to a pinned lock.", cmd_resolve)
-    s.add_argument("--spec", required=True, help="env spec JSON from the plan")
-    s.add_argument("--repo", required=True, help="repo snapshot directory")
-    s.add_argument("--repo-status", required=True, help="status file of the snapshot step")
-    s.add_argument("--out", required=True, help="lock status file to write")
-    s.add_argument("--log", required=True, help="log file")
-
+    _required(s, spec="env spec JSON from the plan", repo="repo snapshot directory",
+              repo_status="status file of the snapshot step", out="lock status file to write", log="log file")
     s = _step(steps, "build", "Build an environment's venv at the canonical path.", cmd_build)
-    s.add_argument("--spec", required=True, help="env spec JSON from the plan")
-    s.add_argument("--lock", required=True, help="lock status file of the resolve step")
-    s.add_argument("--repo", required=True, help="repo snapshot directory")
-    s.add_argument("--out", required=True, help="built tree directory")
-    s.add_argument("--status", required=True, help="status file to write")
-    s.add_argument("--log", required=True, help="log file")
+    _required(s, spec="env spec JSON from the plan", lock="lock status file of the resolve step",
+              repo="repo snapshot directory", out="built tree directory", status="status file to write",
+              log="log file")
     s.add_argument("--timeout", type=float, default=1800, help="seconds before the build is killed (default: %(default)s)")
-
     s = _step(steps, "pack", "Pack a tree into a deterministic archive.", cmd_pack)
-    s.add_argument("--key", required=True, help="env or repo key")
-    s.add_argument("--tree", required=True, help="directory to pack")
-    s.add_argument("--upstream", required=True, help="status file of the step that made the tree")
-    s.add_argument("--out", required=True, help="archive to write")
-    s.add_argument("--status", required=True, help="status file to write")
-    s.add_argument("--format", default="tar.zst", choices=["tar.zst", "tar.gz"], help="archive format (default: %(default)s)")
-    s.add_argument("--level", type=int, default=3, help="compression level (default: %(default)s)")
+    _required(s, key="env or repo key", tree="directory to pack", upstream="status file of the step that made the tree",
+              out="archive to write", status="status file to write")
+    _archive_options(s)
     s.add_argument("--image", action="store_true", help="also build a squashfs image (root nodes mount it)")
     s.add_argument("--no-archive", action="store_true", help=NO_ARCHIVE_HELP)
-
     s = _step(steps, "checksum", "Digest an archive and write its manifest.", cmd_checksum)
     s.add_argument("--kind", required=True, choices=["env", "repo"], help="artifact kind")
-    s.add_argument("--spec", required=True, help="env or repo spec JSON from the plan")
-    s.add_argument("--archive", required=True, help="archive to digest")
-    s.add_argument("--pack-status", required=True, help="status file of the pack step")
-    s.add_argument("--upstream", required=True, help="status file of the build or snapshot step")
-    s.add_argument("--out", required=True, help="manifest status file to write")
-
+    _required(s, spec="env or repo spec JSON from the plan", archive="archive to digest",
+              pack_status="status file of the pack step", upstream="status file of the build or snapshot step",
+              out="manifest status file to write")
     s = _step(steps, "publish", "Upload an archive and its manifest (atomically) to a store.", cmd_publish)
     s.add_argument("--store", required=True, help="store URL")
     s.add_argument("--kind", required=True, choices=["env", "repo"], help="artifact kind")
-    s.add_argument("--key", required=True, help="env or repo key")
-    s.add_argument("--manifest", required=True, help="manifest status file of the checksum step")
-    s.add_argument("--archive", required=True, help="archive to upload")
+    _required(s, key="env or repo key", manifest="manifest status file of the checksum step",
+              archive="archive to upload")
     s.add_argument("--log", default=None, help="build log to publish with it")
     s.add_argument("--out", required=True, help="publish receipt to write")
     s.add_argument("--image-whole", action="store_true", help=IMAGE_WHOLE_HELP)
 
-    for name, what in (("repo", "mirror (once per source), snapshot, pack, checksum and publish one repository "
-                                "snapshot (the workflow job of a repo key that several environments or tasks use)"),
-                       ("env", "the workflow job of one env key: the repo snapshot it is built at when nothing else "
-                               "uses it, then resolve, build, pack, checksum and publish the environment (reused "
-                               "when only its validation inputs changed), then validate its tasks")):
-        s = _step(steps, name, what[0].upper() + what[1:] + ".", cmd_repo if name == "repo" else cmd_env)
-        s.add_argument("--work", required=True, help="the workflow's work dir (status files, trees, archives)")
-        s.add_argument("--store", required=True, help="store URL")
-        s.add_argument("--spec", required=True, help=f"{name} spec JSON from the plan")
+
+_JOBS = {
+    "repo": ("mirror (once per source), snapshot, pack, checksum and publish one repository snapshot (the workflow "
+             "job of a repo key that several environments or tasks use)", cmd_repo),
+    "env": ("the workflow job of one env key: the repo snapshot it is built at when nothing else uses it, then "
+            "resolve, build, pack, checksum and publish the environment (reused when only its validation inputs "
+            "changed), then validate its tasks", cmd_env),
+}
+
+
+def _register_jobs(steps) -> None:
+    """The workflow's jobs: one per repo key used more than once, one per env key, one per
+    interpreter build."""
+    for name, (what, func) in _JOBS.items():
+        s = _step(steps, name, what[0].upper() + what[1:] + ".", func)
+        _required(s, work="the workflow's work dir (status files, trees, archives)", store="store URL",
+                  spec=f"{name} spec JSON from the plan")
         if name == "env":
-            s.add_argument("--plan", required=True, help="the current plan JSON (folded repos, tasks to validate)")
-            s.add_argument("--timeout", type=float, default=1800, help="build timeout in seconds (default: %(default)s)")
-            s.add_argument("--validate", action="store_true", help="validate the environment's tasks after the build")
-            s.add_argument("--validation", required=True,
-                           help="validation JSON to write (`validated: false` without --validate)")
-            s.add_argument("--label", action="store_true",
-                           help="label the environment's candidates instead (docs/labelling.md); --validation "
-                                "is then the labelling JSON to write")
-            s.add_argument("--max-f2p", type=int, default=0,
-                           help="with --label: drop candidates with more FAIL_TO_PASS tests (0: no limit)")
-            s.add_argument("--repeats", type=int, default=1, help="validation runs per phase; >1 detects flaky tests")
-            s.add_argument("--workers", type=int, default=2, help="concurrent task validations (default: %(default)s)")
-        s.add_argument("--format", default="tar.zst", choices=["tar.zst", "tar.gz"], help="archive format (default: %(default)s)")
-        s.add_argument("--level", type=int, default=3, help="compression level (default: %(default)s)")
+            _env_job_options(s)
+        _archive_options(s)
         s.add_argument("--image", action="store_true", help="also build a squashfs image (nodes mount it)")
         s.add_argument("--image-whole", action="store_true", help=IMAGE_WHOLE_HELP)
         s.add_argument("--no-archive", action="store_true", help=NO_ARCHIVE_HELP)
         s.add_argument("--out", required=True, help="publish receipt to write")
-
     s = _step(steps, "interp", "Pack and publish an interpreter layer (once per interpreter build).", cmd_interp)
-    s.add_argument("--spec", required=True, help="interpreter spec JSON from the plan")
-    s.add_argument("--store", required=True, help="store URL")
-    s.add_argument("--work", required=True, help="scratch directory for the archive")
-    s.add_argument("--out", required=True, help="receipt to write")
-    s.add_argument("--format", default="tar.zst", choices=["tar.zst", "tar.gz"], help="archive format (default: %(default)s)")
-    s.add_argument("--level", type=int, default=3, help="compression level (default: %(default)s)")
+    _required(s, spec="interpreter spec JSON from the plan", store="store URL",
+              work="scratch directory for the archive", out="receipt to write")
+    _archive_options(s)
 
+
+def _env_job_options(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--plan", required=True, help="the current plan JSON (folded repos, tasks to validate)")
+    s.add_argument("--timeout", type=float, default=1800, help="build timeout in seconds (default: %(default)s)")
+    s.add_argument("--validate", action="store_true", help="validate the environment's tasks after the build")
+    s.add_argument("--validation", required=True, help="validation JSON to write (`validated: false` without --validate)")
+    s.add_argument("--label", action="store_true",
+                   help="label the environment's candidates instead (docs/labelling.md); --validation "
+                        "is then the labelling JSON to write")
+    s.add_argument("--max-f2p", type=int, default=0,
+                   help="with --label: drop candidates with more FAIL_TO_PASS tests (0: no limit)")
+    s.add_argument("--repeats", type=int, default=1, help="validation runs per phase; >1 detects flaky tests")
+    s.add_argument("--workers", type=int, default=2, help="concurrent task validations (default: %(default)s)")
+
+
+def _register_result_steps(steps) -> None:
+    """What follows the builds: validation, the task files of valid or labelled tasks, the index."""
     s = _step(steps, "validate", "Validate one environment's tasks (gold patch passes, no patch fails).",
               cmd_validate)
     s.description = ("For every task of one environment: without a patch F2P fails and P2P passes; with the "
                      "gold patch all pass. Writes the per-task statuses (valid, env-broken, flaky, timeout) "
                      "as JSON plus run logs.")
-    s.add_argument("--plan", required=True, help="plan JSON")
-    s.add_argument("--env-key", required=True, help="the environment to validate")
-    s.add_argument("--receipts", required=True, help="publish receipts dir (holds env/ and repo/)")
-    s.add_argument("--store", required=True, help="store URL")
-    s.add_argument("--out", required=True, help="validation JSON to write")
-    s.add_argument("--logs", required=True, help="directory for run logs")
+    _required(s, plan="plan JSON", env_key="the environment to validate",
+              receipts="publish receipts dir (holds env/ and repo/)", store="store URL",
+              out="validation JSON to write", logs="directory for run logs")
     s.add_argument("--repeats", type=int, default=1, help="runs per phase; >1 detects flaky tests")
     s.add_argument("--workers", type=int, default=2, help="concurrent validations (default: %(default)s)")
 
@@ -444,22 +448,17 @@ def register(sub) -> None:
     s.add_argument("--validation", nargs="*", default=[], help="validation JSON files")
     s.add_argument("--validation-dir", help="directory with one validation JSON per planned environment (needs --plan)")
     s.add_argument("--plan", help="plan JSON (which environments --validation-dir holds)")
-    s.add_argument("--tasks", required=True, help="the plan's tasks.jsonl")
-    s.add_argument("--out", required=True, help="task file (JSONL) to write")
+    _required(s, tasks="the plan's tasks.jsonl", out="task file (JSONL) to write")
 
     s = _step(steps, "labelled-tasks", "Write the labelled candidates (label mode) and the labelling report.",
               cmd_labelled_tasks)
-    s.add_argument("--plan", required=True, help="plan JSON (which environments --labels-dir holds)")
-    s.add_argument("--labels-dir", required=True, help="directory with one labelling JSON per planned environment")
-    s.add_argument("--tasks", required=True, help="the plan's tasks.jsonl")
-    s.add_argument("--out", required=True, help="task file (JSONL, SWE-smith records) to write")
-    s.add_argument("--report", required=True, help="report JSON to write (counts, dropped candidates and why)")
+    _required(s, plan="plan JSON (which environments --labels-dir holds)",
+              labels_dir="directory with one labelling JSON per planned environment",
+              tasks="the plan's tasks.jsonl", out="task file (JSONL, SWE-smith records) to write",
+              report="report JSON to write (counts, dropped candidates and why)")
 
     s = _step(steps, "index", "Write the store's index (all tasks -> artifacts) and the run report.", cmd_index)
-    s.add_argument("--store", required=True, help="store URL")
-    s.add_argument("--plan", required=True, help="plan JSON")
-    s.add_argument("--receipts", required=True, help="publish receipts dir")
+    _required(s, store="store URL", plan="plan JSON", receipts="publish receipts dir")
     s.add_argument("--validation", nargs="*", default=[], help="validation JSON files")
     s.add_argument("--validation-dir", help="directory with one validation JSON per planned environment")
-    s.add_argument("--out", required=True, help="index receipt to write")
-    s.add_argument("--report", required=True, help="run report JSON to write (and .txt next to it)")
+    _required(s, out="index receipt to write", report="run report JSON to write (and .txt next to it)")
