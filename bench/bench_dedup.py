@@ -351,7 +351,7 @@ def tree_stats_exact(tree: Path, exact_gz: bool, light: bool = False) -> WheelSt
 
 def link_tree(src: Path, dst: Path) -> None:
     """Hard-link the files of `src` into `dst` (a later wheel's file replaces an earlier one)."""
-    for root, dirs, names in os.walk(src):
+    for root, _dirs, names in os.walk(src):
         rel = os.path.relpath(root, src)
         base = dst if rel == "." else dst / rel
         base.mkdir(parents=True, exist_ok=True)
@@ -480,7 +480,7 @@ def images_mode(a, specs, idx) -> int:
                     files[path] = (size, sha, zsize)
             listing = "".join(f"{path}\t{size}\t{sha}\n" for path, (size, sha, _) in sorted(files.items()))
             r["lists"] += len(cctx.compress(listing.encode()))
-            for path, (size, sha, zsize) in files.items():
+            for size, sha, zsize in files.values():
                 if size <= INLINE_MAX:
                     r["inline"] += size
                 else:
@@ -721,7 +721,7 @@ def main() -> int:
             n_envs += 1
             listing = "".join(f"{path}\t{size}\t{sha}\n" for path, (size, sha, _) in sorted(files.items()))
             lists += len(cctx.compress(listing.encode()))
-            for path, (size, sha, zsize) in files.items():
+            for size, sha, zsize in files.values():
                 if size <= INLINE_MAX:
                     inline += size  # stored in the list (raw upper bound; compressed with it)
                 else:

@@ -33,10 +33,10 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from minisandbox.catalog import Catalog, spec_for
 from minisandbox.grading.evaluate import SandboxExecutor, evaluate, make_host_venv
+from minisandbox.grading.validate import gold_run
+from minisandbox.node.runtime import prepare
 from minisandbox.paths import REPO_PATH
 from minisandbox.records import read_tasks
-from minisandbox.node.runtime import prepare
-from minisandbox.grading.validate import gold_run
 
 
 def _children_cpu() -> float:

@@ -52,17 +52,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from tabulate import tabulate  # noqa: E402
 
-from minisandbox.node.cache import Cache  # noqa: E402
-from minisandbox.index import shard_of  # noqa: E402
-from minisandbox.node.iobudget import IOBudget, default_slots  # noqa: E402
 from minisandbox.fsutil import file_digest  # noqa: E402
-from minisandbox.pipeline.chunking import write_chunk_list  # noqa: E402
-from minisandbox.pipeline.pack import normalize_tree, pack_image, pack_tree, tree_stats  # noqa: E402
-from minisandbox.pipeline.steps import chunks_entry, publish_image  # noqa: E402
-from minisandbox.paths import REPO_PATH, VENV_PATH  # noqa: E402
+from minisandbox.index import shard_of  # noqa: E402
+from minisandbox.node.cache import Cache  # noqa: E402
+from minisandbox.node.iobudget import IOBudget, default_slots  # noqa: E402
 from minisandbox.node.restore import can_mount_images  # noqa: E402
 from minisandbox.node.runtime import prepare  # noqa: E402
 from minisandbox.node.store import Store  # noqa: E402
+from minisandbox.paths import REPO_PATH, VENV_PATH  # noqa: E402
+from minisandbox.pipeline.chunking import write_chunk_list  # noqa: E402
+from minisandbox.pipeline.pack import normalize_tree, pack_image, pack_tree, tree_stats  # noqa: E402
+from minisandbox.pipeline.steps import chunks_entry, publish_image  # noqa: E402
 
 ENV_PACKAGES = ["numpy", "numpy.libs", "pandas", "scipy", "scipy.libs", "sympy", "mpmath", "pip", "setuptools",
                 "dateutil", "pytz", "six.py", "packaging", "pluggy", "_pytest", "pytest", "iniconfig"]
@@ -110,7 +110,7 @@ def dir_bytes(path: Path) -> int:
 
 def du(path: Path) -> tuple[int, int]:
     files = size = 0
-    for root, dirs, names in os.walk(path):
+    for root, _dirs, names in os.walk(path):
         for n in names:
             files += 1
             size += os.lstat(os.path.join(root, n)).st_size

@@ -36,9 +36,9 @@ from tabulate import tabulate
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from minisandbox.paths import VENV_PATH  # noqa: E402
 from minisandbox.sandbox import rootfs  # noqa: E402
 from minisandbox.sandbox.interpreters import find_interpreter, interpreter_binds  # noqa: E402
-from minisandbox.paths import VENV_PATH  # noqa: E402
 from minisandbox.sandbox.sandbox import Layer, Sandbox  # noqa: E402
 
 

@@ -30,8 +30,9 @@ import json
 import re
 import shlex
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 

@@ -42,8 +42,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from minisandbox.pipeline.bundled import Branch, RepoRecipe, build_repo, git  # noqa: E402
 from minisandbox.catalog import DEFAULT_TEST_CMD  # noqa: E402
+from minisandbox.pipeline.bundled import Branch, RepoRecipe, build_repo, git  # noqa: E402
 
 BUNDLED = ROOT / "config" / "bundled"
 CATALOG = ROOT / "config" / "catalog" / "bundled.yaml"
@@ -261,7 +261,7 @@ def make_venv(project: Project, workdir: Path, venv: Path) -> None:
     )
 
 
-def run_suite(workdir: Path, venv: Path, paths: list[str] = []) -> dict[str, str]:
+def run_suite(workdir: Path, venv: Path, paths: tuple[str, ...] = ()) -> dict[str, str]:
     """Run the suite (or only `paths`, as SWE-bench runs only the test patch's files)."""
     proc = subprocess.run(
         [str(venv / "bin" / "pytest"), *PYTEST_ARGS, *paths], cwd=workdir, capture_output=True, text=True, timeout=600

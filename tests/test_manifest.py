@@ -8,8 +8,7 @@ import json
 
 import pytest
 
-from minisandbox.manifest import (StoreDataError, chunk_list_document, chunk_path, parse_chunk_list,
-                                  validate_manifest)
+from minisandbox.manifest import StoreDataError, chunk_list_document, chunk_path, parse_chunk_list, validate_manifest
 
 A, B = hashlib.sha256(b"a").hexdigest(), hashlib.sha256(b"b").hexdigest()
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Iterable, Iterator, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
@@ -90,7 +91,7 @@ class EnvSpec:
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, origin: str = "") -> "EnvSpec":
+    def from_dict(cls, data: dict[str, Any], *, origin: str = "") -> EnvSpec:
         """Validate one YAML entry against `spec_model()` (pydantic, unknown keys forbidden):
         a typo such as `test_comand` is an error naming it and the closest known key;
         free-form fields go under an explicit `extra:` mapping. Any problem is one
@@ -116,7 +117,7 @@ class EnvSpec:
             d[k] = list(d[k])
         return d
 
-    def with_commit(self, commit: str) -> "EnvSpec":
+    def with_commit(self, commit: str) -> EnvSpec:
         return replace(self, commit=commit)
 
     def warmup_commands(self) -> list[str]:
@@ -255,7 +256,7 @@ def spec_model() -> type[BaseModel]:
         """Free-form fields (never read by the build); a typo outside it is an error."""
 
         @model_validator(mode="after")
-        def _full_version(self) -> "CatalogSpec":
+        def _full_version(self) -> CatalogSpec:
             full = self.python_full
             if full is not None and (not _FULL_VERSION.match(full) or not full.startswith(self.python + ".")):
                 raise ValueError(f"python_full must be a full version of python {self.python} such as "
@@ -303,7 +304,7 @@ class Catalog:
             self.origins[s.name] = origin
 
     @classmethod
-    def load(cls, paths: Iterable[str | Path]) -> "Catalog":
+    def load(cls, paths: Iterable[str | Path]) -> Catalog:
         """Read catalog files in order; any problem is a one-line CatalogError naming the
         file and the spec (CatalogMissing, also a FileNotFoundError, for a missing file)."""
         cat = cls([])

@@ -77,7 +77,7 @@ class FileLock:
     def is_locked(self) -> bool:
         return self._fd is not None
 
-    def __enter__(self) -> "FileLock":
+    def __enter__(self) -> FileLock:
         self.acquire()
         return self
 

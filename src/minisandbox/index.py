@@ -17,8 +17,9 @@ import hashlib
 import json
 import re
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal
+from typing import Any, Literal
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.manifest import KINDS, PLAIN_NAME, StoreDataError, parse_store_model, plain_name, validate_manifest
@@ -52,7 +53,7 @@ def next_sequence(previous: int | None, now: float | None = None) -> int:
     least the previous sequence + 1. Why both: +1 keeps re-publishes of one store
     monotonic whatever the clocks say, and the clock keeps a store rebuilt from scratch
     (no previous catalog) ahead of what nodes accepted from its earlier life."""
-    clock = int((_dt.datetime.now(_dt.timezone.utc).timestamp() if now is None else now) * 1000)
+    clock = int((_dt.datetime.now(_dt.UTC).timestamp() if now is None else now) * 1000)
     return max(clock, (previous or 0) + 1)
 
 
@@ -90,7 +91,7 @@ def build_index(
     counts["invalid_records"] = len(invalid)
     catalog = {
         "schema": SCHEMA,
-        "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "shards": SHARDS,
         "envs": envs,
         "repos": repos,

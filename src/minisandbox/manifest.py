@@ -76,7 +76,7 @@ def make_manifest(
         "mount_path": VENV_PATH if kind == "env" else REPO_PATH,
         **(extra or {}),
         "spec": spec,
-        "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "tool_version": __version__,
     }
 
@@ -247,8 +247,17 @@ def _models() -> dict[str, Any]:
     """The pydantic models of the store documents, built on first use: building them costs
     more than the rest of a `minisandbox run` start-up, and a node whose documents were
     verified once when they entered its cache (`minisandbox.node.verified`) needs none."""
-    from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints, ValidationInfo,
-                          field_validator, model_validator)
+    from pydantic import (
+        BaseModel,
+        ConfigDict,
+        Field,
+        StrictBool,
+        StrictInt,
+        StringConstraints,
+        ValidationInfo,
+        field_validator,
+        model_validator,
+    )
 
     Digest = Annotated[str, StringConstraints(strict=True, pattern=f"^{DIGEST}$")]
     Count = Annotated[StrictInt, Field(ge=0)]
@@ -294,7 +303,7 @@ def _models() -> dict[str, Any]:
         at: Annotated[list[tuple[PackNumber, Offset]], Field(max_length=MAX_CHUNKS)] | None = None
 
         @model_validator(mode="after")
-        def _sizes_add_up(self) -> "ChunkList":
+        def _sizes_add_up(self) -> ChunkList:
             total = sum(length for _, length in self.chunks)
             if total != self.size:
                 raise ValueError(f"field 'chunks': lengths add up to {total}, field 'size' says {self.size}")
@@ -335,7 +344,7 @@ def _models() -> dict[str, Any]:
         whole: StrictBool = True
 
         @model_validator(mode="after")
-        def _somewhere(self) -> "ImageInfo":
+        def _somewhere(self) -> ImageInfo:
             if not self.whole and self.chunks is None:
                 raise ValueError("field 'whole': an image that is not stored whole needs 'chunks'")
             return self
@@ -356,7 +365,7 @@ def _models() -> dict[str, Any]:
         key: Annotated[str, StringConstraints(strict=True, pattern=f"^{INTERP_KEY}$")] | None = None
 
         @model_validator(mode="after")
-        def _prefix(self) -> "InterpreterInfo":
+        def _prefix(self) -> InterpreterInfo:
             system = self.kind == "system" or (self.kind is None and self.prefix.startswith("/usr"))
             if not interpreter_prefix_ok(self.prefix, system=system):
                 raise ValueError(f"interpreter.prefix {self.prefix!r} is not allowed: use a pyenv "
@@ -371,7 +380,7 @@ def _models() -> dict[str, Any]:
         path: str | None = None
 
         @model_validator(mode="after")
-        def _dir(self) -> "SubdirInfo":
+        def _dir(self) -> SubdirInfo:
             parts = self.dir.split("/")
             if not (0 < len(parts) <= 8) or not all(re.fullmatch(r"[A-Za-z0-9._+-]+", p) and p not in (".", "..")
                                                     for p in parts):
@@ -430,7 +439,7 @@ def _models() -> dict[str, Any]:
             return value
 
         @model_validator(mode="after")
-        def _served_somehow(self) -> "Manifest":
+        def _served_somehow(self) -> Manifest:
             archive = (self.artifact, self.sha256, self.size)
             if any(v is None for v in archive) and any(v is not None for v in archive):
                 missing = next(n for n, v in zip(("artifact", "sha256", "size"), archive) if v is None)
@@ -440,7 +449,7 @@ def _models() -> dict[str, Any]:
             return self
 
         @model_validator(mode="after")
-        def _interp_needs_mount_path(self) -> "Manifest":
+        def _interp_needs_mount_path(self) -> Manifest:
             if self.kind == "interp" and self.mount_path is None:
                 raise ValueError("an interp layer needs a mount_path (its interpreter prefix)")
             return self

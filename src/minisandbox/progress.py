@@ -136,7 +136,7 @@ class Progress:
             elif self.mode == "lines" and self.lines and self._printed != (self.n, self.total):
                 self._print_line(time.monotonic())  # the final numbers, unless just shown
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -9,9 +9,10 @@ unsupported type, not Parquet) is one `InvalidRecord` at line 0, field `<file>`.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal
+from typing import Any, Literal
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import LazyPattern
@@ -50,7 +51,7 @@ class TaskRecord:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TaskRecord":
+    def from_dict(cls, data: dict[str, Any]) -> TaskRecord:
         return cls(**data)
 
 
@@ -390,7 +391,7 @@ class Selection:
         object.__setattr__(self, "_id_set", frozenset(self.ids or ()))
 
     @classmethod
-    def parse(cls, ids: Iterable[str] | None = None, repos: Iterable[str] | None = None) -> "Selection":
+    def parse(cls, ids: Iterable[str] | None = None, repos: Iterable[str] | None = None) -> Selection:
         """From the command-line values: an id, or `@FILE` for a file of ids (`read_id_file`)."""
         picked: list[str] | None = None
         if ids is not None:

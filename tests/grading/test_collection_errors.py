@@ -16,8 +16,14 @@ from pathlib import Path
 import pytest
 
 from minisandbox.grading.evaluate import Evaluation
-from minisandbox.grading.grading import (APPLY_PATCH_PASS, END_TEST_OUTPUT, START_TEST_OUTPUT, TEST_EXIT_CODE,
-                                         Reason, make_report)
+from minisandbox.grading.grading import (
+    APPLY_PATCH_PASS,
+    END_TEST_OUTPUT,
+    START_TEST_OUTPUT,
+    TEST_EXIT_CODE,
+    Reason,
+    make_report,
+)
 from minisandbox.grading.logparsers import collection_error, parse_log_pytest, session_seen
 from minisandbox.grading.validate import classify
 from minisandbox.records import TaskRecord

@@ -23,7 +23,9 @@ PATCH = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n
 
 
 def log_with(tests: str, *, applied=True, timeout=False, nonce=N, extra_before="") -> str:
-    m = lambda s: f"{s} {nonce}" if nonce else s
+    def m(s: str) -> str:
+        return f"{s} {nonce}" if nonce else s
+
     parts = [extra_before, m(APPLY_PATCH_PASS) if applied else m(APPLY_PATCH_FAIL)]
     if applied:
         parts += [m(START_TEST_OUTPUT), tests, m(END_TEST_OUTPUT)]

@@ -251,8 +251,8 @@ def test_registry():
     assert {"pytest", "pytest_v2", "pytest_options", "django", "sympy"} <= set(PARSERS)
     # one list of names (minisandbox.logformats): both implementations cover exactly it, and
     # every name SWE-bench's harness picks for a repo is in it
-    from minisandbox.grading.official import OFFICIAL_PARSERS
     from minisandbox.grading.logparsers import SWEBENCH_REPO_PARSERS
+    from minisandbox.grading.official import OFFICIAL_PARSERS
     from minisandbox.logformats import LOG_PARSERS, PYTEST_PARSERS
 
     assert set(PARSERS) == set(OFFICIAL_PARSERS) == set(LOG_PARSERS)

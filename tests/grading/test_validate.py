@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 from minisandbox.grading.evaluate import Evaluation, HostVenvExecutor
-from minisandbox.records import TaskRecord
 from minisandbox.grading.validate import (
     STATUSES,
     classify,
@@ -14,6 +13,7 @@ from minisandbox.grading.validate import (
     validated_ids,
     write_result,
 )
+from minisandbox.records import TaskRecord
 
 REC = TaskRecord(instance_id="x__y.1.a__b", format="swesmith", repo="swesmith/x__y.1", patch="diff --git a/a b/a\n",
                  fail_to_pass=["t.py::f"], pass_to_pass=["t.py::p"])

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from minisandbox.pipeline.pack import pack_image, pack_tree
 from minisandbox.node.restore import RestoreError, UnsafeArchiveError, ensure_layer, extract, unpack_file, unsquash
+from minisandbox.pipeline.pack import pack_image, pack_tree
 
 needs_squashfs = pytest.mark.skipif(not __import__("shutil").which("mksquashfs"),
                                     reason="squashfs-tools not installed (apt-get install squashfs-tools)")

@@ -16,8 +16,8 @@ import pytest
 
 from minisandbox.cli import main
 from minisandbox.index import CATALOG
-from minisandbox.node.published import lookup
 from minisandbox.manifest import artifact_path, manifest_path
+from minisandbox.node.published import lookup
 from minisandbox.node.store import Store
 from minisandbox.node.sync import SyncError, artifacts_of, mirror, remove_stale_tmp, verify
 from tests.fixtures.s3 import S3, publish_synthetic_store
@@ -66,7 +66,7 @@ def test_push_to_s3_and_pull_back(src: dict, s3: S3, tmp_path: Path, capsys) -> 
     local = str(tmp_path / "node")
     assert main(["pull", url, local]) == 0
     for kind, metas in (("env", src["envs"]), ("repo", src["repos"])):
-        for key, m in metas.items():
+        for key in metas:
             rel = artifact_path(kind, key, "tar.zst")
             assert Path(local, rel).read_bytes() == Path(src["store"].path(rel)).read_bytes()
     tid = src["tasks"][0]["instance_id"]
@@ -230,7 +230,7 @@ def test_images_travel_with_their_archives_and_are_verified(tmp_path: Path) -> N
                                    failed_env=False, images=True)
     dst = tmp_path / "dst"
     report = mirror(info["store"], str(dst))
-    for key, m in info["envs"].items():
+    for m in info["envs"].values():
         img = dst / "artifacts" / "env" / m["image"]["artifact"]
         assert img.read_bytes() == Path(info["store"].path(f"artifacts/env/{m['image']['artifact']}")).read_bytes()
     assert report.bytes == sum(m["size"] + m.get("image", {}).get("size", 0)

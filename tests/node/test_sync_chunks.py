@@ -63,7 +63,7 @@ def test_mirror_copies_each_pack_once_and_no_whole_image(src: dict, tmp_path: Pa
     report = mirror(src["store"], dst)
     assert report.chunks == len(packs)
     assert all(dst.size(rel) == n and dst.exists(rel + ".idx") for rel, n in packs.items())
-    for key, m in src["envs"].items():
+    for _key, m in src["envs"].items():
         assert dst.exists(f"artifacts/env/{m['image']['chunks']['artifact']}")
         assert not dst.exists(f"artifacts/env/{m['image']['artifact']}")
     for quick in (True, False):

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-
 from minisandbox.catalog import EnvSpec
+from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import FileLock, atomic_write_text
 from minisandbox.grading.evalscript import (
     EvalScript,
@@ -48,7 +48,6 @@ from minisandbox.grading.evalscript import (
 from minisandbox.grading.gradedstate import graded_state
 from minisandbox.grading.grading import Reason, dumps, make_report, make_run_summary, swebench_view
 from minisandbox.grading.official import GradingMode, check_official
-from minisandbox.errors import MinisandboxError
 from minisandbox.grading.results import (
     RESULTS_PLUGIN,
     SANDBOX_RESULTS_DIR,
@@ -441,8 +440,8 @@ class SandboxExecutor:
 
     @contextlib.contextmanager
     def open(self, record: TaskRecord) -> Iterator[_SandboxEnv]:
-        from minisandbox.paths import REPO_PATH
         from minisandbox.node.runtime import prepare
+        from minisandbox.paths import REPO_PATH
 
         with prepare(record.instance_id, self.store, cache=self.cache) as pt:
             options = {"join_ns": pt.mount_ns, **self.options} if pt.mount_ns else dict(self.options)
@@ -462,7 +461,6 @@ class LocalLayersExecutor:
     @contextlib.contextmanager
     def open(self, record: TaskRecord) -> Iterator[_SandboxEnv]:
         from minisandbox.paths import REPO_PATH
-
         from minisandbox.sandbox.sandbox import Layer
 
         yield _SandboxEnv(Path(self.layers[REPO_PATH]), [Layer(str(v), k) for k, v in self.layers.items()],
@@ -484,14 +482,12 @@ class LayerExecutor:
 
     @contextlib.contextmanager
     def open(self, record: TaskRecord) -> Iterator[_SandboxEnv]:
-        from minisandbox.node.cache import Cache, Lease
-        from minisandbox.paths import REPO_PATH, VENV_PATH
-        from minisandbox.node.runtime import check_host, ready_layer, sandbox_layers
-        from minisandbox.node.store import open_store
-        from minisandbox.node.runtime import interpreter_manifest
-        from minisandbox.sandbox.hostlibs import check_host_libs
-
         from minisandbox.manifest import validate_manifest
+        from minisandbox.node.cache import Cache, Lease
+        from minisandbox.node.runtime import check_host, interpreter_manifest, ready_layer, sandbox_layers
+        from minisandbox.node.store import open_store
+        from minisandbox.paths import REPO_PATH, VENV_PATH
+        from minisandbox.sandbox.hostlibs import check_host_libs
 
         st = open_store(self.store)
         cache = self.cache or Cache()

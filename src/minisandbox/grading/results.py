@@ -123,7 +123,7 @@ class ResultsChannel:
         self.release_child()
         self._sock.close()
 
-    def __enter__(self) -> "ResultsChannel":
+    def __enter__(self) -> ResultsChannel:
         return self
 
     def __exit__(self, *exc: object) -> None:

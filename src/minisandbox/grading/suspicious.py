@@ -200,7 +200,7 @@ def tree_scan_lines(stage: int, nonce: str, named: list[str]) -> list[str]:
             '  while [ "${d%/*}" != "$d" ]; do d="${d%/*}"; [ -f "$d/__init__.py" ] && printf \'%s\\0\' "$d"; done',
             'done < "$W/tree0.list" >> "$W/pkgdirs"',
             'MS_T0=""',
-            f'if git init -q --bare --template= "$W/tree.git" > /dev/null 2>&1 < /dev/null; then '
+            'if git init -q --bare --template= "$W/tree.git" > /dev/null 2>&1 < /dev/null; then '
             'MS_T0=$(ms_tree 0 "$W/tree0.list") || MS_T0=""; fi',
         ]
     b64 = "base64 -w0"  # GNU coreutils; every command here reads a file, never the script's stdin

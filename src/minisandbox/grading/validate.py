@@ -39,9 +39,9 @@ from typing import Any
 
 from minisandbox.catalog import EnvSpec
 from minisandbox.fsutil import atomic_write_text
-from minisandbox.manifest import content_id
 from minisandbox.grading.evaluate import Evaluation, Executor, evaluate
 from minisandbox.grading.grading import Reason, is_pass, lookup
+from minisandbox.manifest import content_id
 from minisandbox.records import TaskRecord
 
 STATUSES = ("valid", "env-broken", "flaky", "timeout")

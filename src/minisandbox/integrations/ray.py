@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -94,13 +95,13 @@ class ScriptedPolicy:
         return steps
 
     @classmethod
-    def gold(cls, timeout: float = 120.0) -> "GoldPolicy":
+    def gold(cls, timeout: float = 120.0) -> GoldPolicy:
         """Commands that apply the task's reference fix (the reverse of a SWE-smith bug
         patch, the gold patch of a SWE-bench task), written as an agent would."""
         return GoldPolicy(timeout=timeout)
 
     @classmethod
-    def noop(cls) -> "ScriptedPolicy":
+    def noop(cls) -> ScriptedPolicy:
         return cls(["git status --porcelain"], name="noop")
 
 

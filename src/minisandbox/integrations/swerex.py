@@ -55,7 +55,6 @@ from swerex.exceptions import (
 from swerex.runtime.abstract import (
     AbstractRuntime,
     Action,
-    BashAction,
     BashInterruptAction,
     BashObservation,
     CloseBashSessionResponse,

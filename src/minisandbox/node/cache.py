@@ -35,19 +35,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import CHUNK, FileLock, LazyPattern, LockTimeout, atomic_write_json, file_digest
-
+from minisandbox.manifest import DIGEST, KINDS, StoreDataError, plain_name
 from minisandbox.node import restore
 from minisandbox.node.chunks import ChunkedImage, ChunkError, LocalChunks, assemble, read_chunk_list
-from minisandbox.node.fusemount import FuseMountError, MountHolder
+from minisandbox.node.fusemount import MountHolder
 from minisandbox.node.iobudget import IOBudget
 from minisandbox.node.store import Store, StoreError
 from minisandbox.node.verified import Verified
-from minisandbox.errors import MinisandboxError
 from minisandbox.progress import Progress
-from minisandbox.manifest import DIGEST, KINDS, StoreDataError, plain_name
 from minisandbox.sandbox.leftovers import ReapReport, proc_start, reap
-
 
 
 class CacheError(MinisandboxError, RuntimeError):
@@ -102,7 +100,7 @@ class Artifact:
             raise StoreDataError(f"artifact {self.label}: {exc}") from None
 
     @classmethod
-    def from_manifest(cls, store: Store, manifest: dict[str, Any]) -> "Artifact":
+    def from_manifest(cls, store: Store, manifest: dict[str, Any]) -> Artifact:
         try:
             kind = manifest["kind"]
             return cls(store.url, f"artifacts/{kind}/{manifest['artifact']}", manifest["sha256"],
@@ -112,7 +110,7 @@ class Artifact:
                              f"re-run the publish step") from None
 
     @classmethod
-    def image_from_manifest(cls, store: Store, manifest: dict[str, Any]) -> "Artifact | None":
+    def image_from_manifest(cls, store: Store, manifest: dict[str, Any]) -> Artifact | None:
         """The manifest's optional filesystem image (`"image": {format, artifact, sha256, size}`)."""
         img = manifest.get("image")
         if not img:
@@ -228,7 +226,7 @@ class Lease:
             data.update(pid=pid, start=start)
             atomic_write_json(f, data)
 
-    def __enter__(self) -> "Lease":
+    def __enter__(self) -> Lease:
         return self
 
     def __exit__(self, *exc: object) -> None:

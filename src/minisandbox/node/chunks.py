@@ -30,14 +30,28 @@ import hashlib
 import os
 import threading
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from minisandbox.fsutil import LazyPattern, atomic_write_bytes
-from minisandbox.manifest import (CHUNK_LIST_SUFFIX, DIGEST, MAX_CHUNK_LIST_BYTES, MAX_CHUNKS, PACK_INDEX_SUFFIX,
-                                  StoreDataError, chunk_list_document, chunk_path, pack_index_document,
-                                  pack_index_path, pack_path, parse_chunk_list, parse_pack_index, plain_name)
+from minisandbox.manifest import (
+    CHUNK_LIST_SUFFIX,
+    DIGEST,
+    MAX_CHUNK_LIST_BYTES,
+    MAX_CHUNKS,
+    PACK_INDEX_SUFFIX,
+    StoreDataError,
+    chunk_list_document,
+    chunk_path,
+    pack_index_document,
+    pack_index_path,
+    pack_path,
+    parse_chunk_list,
+    parse_pack_index,
+    plain_name,
+)
 from minisandbox.node.store import NotInStore, Store, StoreError
 from minisandbox.paths import cache_dir
 from minisandbox.progress import Progress
@@ -86,7 +100,7 @@ class ChunkedImage:
     image_size: int
 
     @classmethod
-    def from_manifest(cls, manifest: dict[str, Any], *, where: str = "manifest") -> "ChunkedImage | None":
+    def from_manifest(cls, manifest: dict[str, Any], *, where: str = "manifest") -> ChunkedImage | None:
         """The manifest's `image.chunks`, or None. The manifest passed `validate_manifest`
         already when it came from a store (the `ChunksInfo` schema); the fields that name a
         store object or bound an allocation are checked here again, in plain Python (a
@@ -564,7 +578,7 @@ def check_chunks(store: Store, cl: ChunkList, what: str, *, quick: bool, workers
     whole = hashlib.sha256()
     complete = True
     seen: set[tuple[str, str]] = set()
-    for digest, length, data in _ordered(store, cl, what, workers):
+    for _digest, length, data in _ordered(store, cl, what, workers):
         if isinstance(data, ChunkError):
             problem = ChunkProblem("missing" if data.missing else "corrupt", data.rel, str(data))
             if (problem.what, problem.rel) not in seen:  # one per object, not per chunk in it

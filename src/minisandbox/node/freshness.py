@@ -79,5 +79,5 @@ def check_sequence(url: str, key_id: str, sequence: int, *, where: str, state: P
             print(f"minisandbox: {where}: accepting sequence {sequence}, older than {highest} "
                   f"({ACCEPT_OLDER_ENV} is set)", file=sys.stderr)
         data[ident] = {"url": url, "key": key_id, "sequence": sequence,
-                       "accepted": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+                       "accepted": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
         atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")

@@ -24,9 +24,9 @@ import os
 import random
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 RAY_RESOURCE = "minisandbox_io"
 _POLL_ELIGIBLE = 0.005
@@ -71,7 +71,7 @@ class IOBudget:
         self.queue = self.directory / "queue"
 
     @classmethod
-    def unlimited(cls) -> "IOBudget":
+    def unlimited(cls) -> IOBudget:
         return cls(0, Path("/nonexistent-unused"))
 
     @staticmethod

@@ -13,10 +13,21 @@ whose bytes are not the ones the catalog names, so neither can be rolled back al
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from minisandbox.index import (CATALOG, SHARDS, UnknownTask, next_sequence, parse_shard, shard_digest, shard_of,
-                               shard_path, validate_catalog, validate_catalog_head)
+from minisandbox.index import (
+    CATALOG,
+    SHARDS,
+    UnknownTask,
+    next_sequence,
+    parse_shard,
+    shard_digest,
+    shard_of,
+    shard_path,
+    validate_catalog,
+    validate_catalog_head,
+)
 from minisandbox.manifest import StoreDataError, manifest_path, validate_manifest
 from minisandbox.node.store import NotInStore, Store, StoreIndexMissing
 from minisandbox.records import Selection

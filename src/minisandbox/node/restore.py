@@ -34,12 +34,12 @@ import threading
 import time
 import uuid
 import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator, TypeVar
+from typing import BinaryIO, TypeVar
 
-
-from minisandbox.fsutil import CHUNK
 from minisandbox.errors import MinisandboxError
+from minisandbox.fsutil import CHUNK
 
 T = TypeVar("T")
 BLOCK = 512

@@ -21,13 +21,14 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import uuid
-from pathlib import Path
 import time
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from minisandbox.fsutil import file_digest
 from minisandbox.errors import MinisandboxError
+from minisandbox.fsutil import file_digest
 from minisandbox.node import signing
 
 if TYPE_CHECKING:
@@ -143,8 +144,8 @@ class Store:
     """Atomic, verified, retried file operations on an fsspec URL root."""
 
     def __init__(self, url: str | os.PathLike[str], *, attempts: int | None = None,
-                 backoff: float = 0.2, signer: "signing.Signer | None" = None,
-                 verifier: "signing.Verifier | None" = None, **storage_options: Any) -> None:
+                 backoff: float = 0.2, signer: signing.Signer | None = None,
+                 verifier: signing.Verifier | None = None, **storage_options: Any) -> None:
         """`signer`/`verifier` default to the keys named by $MINISANDBOX_SIGNING_KEY and
         $MINISANDBOX_STORE_PUBLIC_KEY (none when unset)."""
         url = os.fspath(url)
@@ -164,7 +165,7 @@ class Store:
         self.root = root.rstrip("/") if root != "/" else root
         self.local = protocol in _LOCAL_PROTOCOLS if self._fs is None else "file" in _protocols(self._fs)
         #: what a request may cost before it fails, for messages (botocore rewrites its config)
-        self._client = dict((options.get("config_kwargs") or {}))
+        self._client = dict(options.get("config_kwargs") or {})
         self.attempts = attempts if attempts is not None else DEFAULT_ATTEMPTS
         self.backoff = backoff
 
@@ -534,7 +535,7 @@ def _one_line(exc: BaseException) -> str:
     return text[0][:300] if text else repr(exc)
 
 
-def open_store(store: "Store | str | os.PathLike[str] | None" = None) -> Store:
+def open_store(store: Store | str | os.PathLike[str] | None = None) -> Store:
     """A Store from a URL, an existing Store, or None (the default config's store)."""
     if isinstance(store, Store):
         return store

@@ -28,21 +28,30 @@ import json
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import fsspec.callbacks
 
-from minisandbox.index import CATALOG, SHARDS, shard_digest, shard_path
-from minisandbox.node.chunks import (ChunkedImage, ChunkError, DestinationChunks, check_chunks, chunk_sizes, copy_chunks,
-                                     needed_objects, read_chunk_list)
-from minisandbox.node.published import read_catalog
-from minisandbox.fsutil import CHUNK, file_digest
-from minisandbox.manifest import content_id, has_archive, manifest_path
-from minisandbox.node.store import NotInStore, Store, open_store
 from minisandbox.errors import MinisandboxError
+from minisandbox.fsutil import CHUNK, file_digest
+from minisandbox.index import CATALOG, SHARDS, shard_digest, shard_path
+from minisandbox.manifest import content_id, has_archive, manifest_path
+from minisandbox.node.chunks import (
+    ChunkedImage,
+    ChunkError,
+    DestinationChunks,
+    check_chunks,
+    chunk_sizes,
+    copy_chunks,
+    needed_objects,
+    read_chunk_list,
+)
+from minisandbox.node.published import read_catalog
+from minisandbox.node.store import NotInStore, Store, open_store
 from minisandbox.progress import Progress
 
 #: Temp objects older than this are left-overs of interrupted writers, not uploads in flight.

@@ -12,7 +12,6 @@ nonce) and the exit-code line, so the same log feeds both graders
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
