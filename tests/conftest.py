@@ -13,6 +13,11 @@ _BIN = os.path.dirname(sys.executable)
 if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
 
+# `minisandbox run` may hand its call to a node-local helper it starts (docs/sandbox.md); the
+# suite's CLI calls run in-process unless a test asks for the helper (tests/cli/test_helper.py):
+# no helper processes outlive the tests, and each test sees its own process do the work.
+os.environ.setdefault("MINISANDBOX_HELPER", "off")
+
 pytest_plugins: list[str] = [
     "tests.fixtures.pipeline",
     "tests.fixtures.sandbox",

@@ -324,3 +324,26 @@ def test_a_spare_sandbox_serves_the_next_call_only_while_the_store_is_unchanged(
     write_index(Store(store), [entry])
     third = call()
     assert third[0] == "fresh", third
+
+
+@pytest.mark.root
+def test_signals_reach_the_command_through_the_helper(as_root, env, store) -> None:
+    """Ctrl-C (SIGINT) of the caller interrupts the command (status 130, as in-process);
+    SIGTERM ends the caller by SIGTERM, as it ends an in-process `run`."""
+    assert cli(env, "helper", "start").returncode == 0
+    for sig, want in ((signal.SIGINT, 130), (signal.SIGTERM, -signal.SIGTERM)):
+        client = subprocess.Popen([sys.executable, "-m", "minisandbox.cli", "run", "--store", store, TASK, "--",
+                                   "echo started; sleep 876543"], env=env, cwd="/", stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            assert client.stdout.readline() == "started\n"
+            client.send_signal(sig)
+            assert client.wait(timeout=60) == want
+        finally:
+            client.kill()
+            client.wait()
+        deadline = time.monotonic() + 30
+        while subprocess.run(["pgrep", "-f", "^sleep 876543$"], capture_output=True).stdout and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not subprocess.run(["pgrep", "-f", "^sleep 876543$"], capture_output=True).stdout

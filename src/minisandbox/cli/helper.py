@@ -401,7 +401,6 @@ def serve(path: str, idle: float | None = None) -> int:
         os.close(lock_fd)
         return 1  # another helper serves this socket
     _set_dumpable(False)
-    own_context = helperclient.context()
     scan_env = _warm()
     files = _code_files()
     import gc
@@ -448,7 +447,7 @@ def serve(path: str, idle: float | None = None) -> int:
                 if _stale(files):
                     _refuse(conn, "stale code")
                     break
-                why = check_peer(conn, own_context)
+                why = check_peer(conn, helperclient.context())  # its own now: it may have been moved
                 if why is not None:
                     _refuse(conn, why)
                     continue

@@ -188,7 +188,10 @@ def _wait_reply(sock) -> int | None:  # noqa: ANN001 - a _socket.socket
     """Forward SIGINT/SIGTERM/SIGHUP to the worker while waiting for `exit N`."""
     import _signal
 
+    forwarded = []
+
     def forward(signum: int, _frame: object) -> None:
+        forwarded.append(signum)
         try:
             sock.send(b"signal %d" % signum)
         except OSError:
@@ -206,6 +209,9 @@ def _wait_reply(sock) -> int | None:  # noqa: ANN001 - a _socket.socket
         return None  # another context or stale code: nothing ran; in-process it is
     if reply.startswith(b"exit "):
         return int(reply[5:])
+    if forwarded and forwarded[-1] != _signal.SIGINT:  # the worker died of it: so does this process,
+        _signal.signal(forwarded[-1], _signal.SIG_DFL)  # as the in-process command would have
+        os.kill(os.getpid(), forwarded[-1])
     os.write(2, b"minisandbox: the node-local helper's worker ended without an exit status (killed?); "
                 b"run again, or set MINISANDBOX_HELPER=off to run in-process\n")
     return 1
