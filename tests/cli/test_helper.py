@@ -236,6 +236,14 @@ def _kill_helper_and_worker(env: dict[str, str], store: str, client: subprocess.
     assert cli({**env, "MINISANDBOX_HELPER": "off"}, "run", "--store", store, TASK, "--", "true").returncode == 0
     assert made == [] or cgroups() == [], made
     assert f"-{worker}-" not in Path("/proc/self/mountinfo").read_text()
+    # nothing of the dead helper's tree is left: its spare (opened for the next such call)
+    # saw its control socket close and closed its sandbox
+    sock = cli(env, "helper", "status").stdout.split("socket ")[1].rstrip(")\n")
+    deadline = time.monotonic() + 30
+    while subprocess.run(["pgrep", "-f", f"helper serve --socket {sock}"], capture_output=True).stdout and \
+            time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not subprocess.run(["pgrep", "-f", f"helper serve --socket {sock}"], capture_output=True).stdout
     # a new helper replaces the dead one's socket
     assert cli(env, "helper", "start").returncode == 0 and helper_pid(env) not in (None, pid)
 
