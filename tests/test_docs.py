@@ -185,6 +185,7 @@ HELP_ONLY = {
     "bench/bench_runtime.py": "10-45 minutes",
     "bench/bench_pipeline.py": "real workflow runs; minutes",
     "bench/bench_eval.py": "minutes of real evaluations (a published store; --checks builds the bundled repos)",
+    "bench/bench_cli.py": "minutes of whole CLI processes and 64 concurrent sandboxes (bench/report.py --run-quick runs it)",
     "scripts/gen_catalog.py": "needs the shared data directory (docs/catalog.md); --check runs when it is there",
     "examples/ray_rollouts.py": "a Ray cluster and a store (tests/e2e/test_integrations_ray.py runs it)",
     "tests/fixtures/latency_proxy.py": "a long-running proxy",
