@@ -30,13 +30,15 @@ from tabulate import tabulate
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))  # tests/fixtures/hostvenv.py: the host-venv executor (tests and benches only)
 
 from minisandbox.catalog import Catalog, spec_for
-from minisandbox.grading.evaluate import SandboxExecutor, evaluate, make_host_venv
+from minisandbox.grading.evaluate import SandboxExecutor, evaluate
 from minisandbox.grading.validate import gold_run
 from minisandbox.node.runtime import prepare
 from minisandbox.paths import REPO_PATH
 from minisandbox.records import read_tasks
+from tests.fixtures.hostvenv import make_host_venv
 
 
 def _children_cpu() -> float:
@@ -72,9 +74,9 @@ def bench_checks(a: argparse.Namespace) -> int:
     from unittest import mock
 
     from minisandbox.grading import evaluate as evaluate_mod
-    from minisandbox.grading.evaluate import HostVenvExecutor
     from minisandbox.grading.gradedstate import GradedState, graded_state
     from minisandbox.pipeline.bundled import materialize
+    from tests.fixtures.hostvenv import HostVenvExecutor
 
     catalog = Catalog.load(a.catalog)
     work = Path(a.work or tempfile.mkdtemp(prefix="bench-checks-"))

@@ -23,7 +23,7 @@ PKG = ROOT / "src" / "minisandbox"
 
 #: Top-level modules that are contracts (data formats and small shared helpers).
 CONTRACTS = {"__init__", "errors", "fsutil", "tools", "paths", "records", "catalog", "manifest", "index", "status",
-             "progress", "syspkgs", "logformats"}
+             "progress", "syspkgs", "logformats", "workflowconfig"}
 
 #: layer -> the layers it may import (itself included).
 ALLOWED = {

@@ -9,11 +9,12 @@ import os
 import pytest
 
 from minisandbox.catalog import Catalog, spec_for
-from minisandbox.grading.evaluate import SandboxExecutor, evaluate, make_host_venv
+from minisandbox.grading.evaluate import SandboxExecutor, evaluate
+from minisandbox.grading.validate import gold_run
+from minisandbox.node.runtime import prepare
 from minisandbox.paths import REPO_PATH
 from minisandbox.records import read_tasks
-from minisandbox.node.runtime import prepare
-from minisandbox.grading.validate import gold_run
+from tests.fixtures.hostvenv import make_host_venv
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]
 

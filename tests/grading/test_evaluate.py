@@ -21,12 +21,12 @@ from minisandbox.grading.evalscript import (
 )
 from minisandbox.grading.evaluate import (
     EvalTarget,
-    HostVenvExecutor,
     evaluate,
     load_predictions,
     plan_script,
     run_eval,
 )
+from tests.fixtures.hostvenv import HostVenvExecutor
 
 
 @pytest.fixture

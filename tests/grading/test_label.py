@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from minisandbox.catalog import EnvSpec
-from minisandbox.grading.evaluate import Evaluation, HostVenvExecutor
+from minisandbox.grading.evaluate import Evaluation
 from minisandbox.grading.label import STATUSES, label_env, label_from, read_results, write_labelled, write_result
 from minisandbox.records import normalize, read_tasks
 from tests.fixtures.evaluation import TEST_CMD, _git, diff, write_tree
+from tests.fixtures.hostvenv import HostVenvExecutor
 
 
 def ev(reason: str, sm: dict[str, str], **extra) -> Evaluation:

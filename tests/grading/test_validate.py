@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from minisandbox.grading.evaluate import Evaluation, HostVenvExecutor
+from minisandbox.grading.evaluate import Evaluation
 from minisandbox.grading.validate import (
     STATUSES,
     classify,
@@ -14,6 +14,7 @@ from minisandbox.grading.validate import (
     write_result,
 )
 from minisandbox.records import TaskRecord
+from tests.fixtures.hostvenv import HostVenvExecutor
 
 REC = TaskRecord(instance_id="x__y.1.a__b", format="swesmith", repo="swesmith/x__y.1", patch="diff --git a/a b/a\n",
                  fail_to_pass=["t.py::f"], pass_to_pass=["t.py::p"])

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox.pipeline import bundled
 from minisandbox.catalog import Catalog, spec_for, task_commit
 from minisandbox.paths import project_root
+from minisandbox.pipeline import bundled
 from minisandbox.records import read_tasks
 
 CONFIG = project_root() / "config"
@@ -284,7 +284,8 @@ def test_every_task_gold_resolves_and_task_state_does_not(
     each bundled task is resolved by its gold patch and not by its untouched start state."""
     if not shutil.which("uv"):
         pytest.skip("needs uv")
-    from minisandbox.grading.evaluate import evaluate, make_host_venv
+    from minisandbox.grading.evaluate import evaluate
+    from tests.fixtures.hostvenv import make_host_venv
 
     failures = []
     for rec in read_tasks([SWESMITH, SWEBENCH]).records:

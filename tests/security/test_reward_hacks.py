@@ -23,11 +23,10 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
-import shutil
 import tempfile
-import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -35,13 +34,14 @@ import pytest
 
 from minisandbox.catalog import Catalog, spec_for
 from minisandbox.grading.evalscript import reverse_patch
-from minisandbox.grading.evaluate import HostVenvExecutor, LocalLayersExecutor, evaluate
+from minisandbox.grading.evaluate import evaluate
 from minisandbox.paths import REPO_PATH, VENV_PATH, project_root
 from minisandbox.pipeline.bundled import materialize
 from minisandbox.records import read_tasks
 from minisandbox.sandbox import rootfs
 from minisandbox.sandbox.interpreters import interpreter_binds
 from tests.fixtures.evaluation import copy_runner_pytest, make_system_venv
+from tests.fixtures.hostvenv import HostVenvExecutor, LocalLayersExecutor
 from tests.fixtures.rootless_node import run_node_as_user, user_site  # noqa: F401  (fixture)
 from tests.fixtures.sandbox import ROOTLESS_PYTHON, TEST_USER
 
@@ -189,9 +189,11 @@ ROOTLESS_GRADE = """
 import json, sys
 from pathlib import Path
 from minisandbox.catalog import Catalog, spec_for
-from minisandbox.grading.evaluate import HostVenvExecutor, LocalLayersExecutor, evaluate
+from minisandbox.grading.evaluate import evaluate
 from minisandbox.paths import REPO_PATH, VENV_PATH, project_root
 from minisandbox.records import read_tasks
+sys.path.insert(0, str(project_root()))  # the checkout: tests/fixtures/hostvenv.py
+from tests.fixtures.hostvenv import HostVenvExecutor, LocalLayersExecutor
 P = json.loads(sys.argv[1])
 record = {r.instance_id: r for r in read_tasks([project_root() / "config/bundled/tasks.jsonl"]).records}[P["task"]]
 spec = spec_for(Catalog.load([project_root() / "config/catalog/bundled.yaml"]), record)

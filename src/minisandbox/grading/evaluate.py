@@ -2,13 +2,15 @@
 
 An `Executor` runs the generated eval script (`minisandbox.grading.evalscript`) in a fresh copy of
 the task's environment and returns the output; grading (`minisandbox.grading.grading`) turns the
-output into a SWE-bench report. Two executors exist:
+output into a SWE-bench report. The executors:
 
 * `SandboxExecutor` - the production path: a new `minisandbox.sandbox.sandbox` per evaluation,
   built from the restored layers of the published store (`minisandbox.node.runtime.prepare`);
-* `HostVenvExecutor` - a plain venv on the host plus a fresh copy of the repo; no
-  isolation, used as the reference side of the fidelity comparison and where no
-  namespaces are available.
+* `LayerExecutor` - the same for a known pair of manifests (validation, before the index
+  is published).
+
+Tests and benches add a plain host venv without isolation and a sandbox over layers already
+on the node (tests/fixtures/hostvenv.py), over the public `run_bash` and `SandboxEnv`.
 
 `run_eval` evaluates a predictions file in parallel (a worker limit), writes a report per
 instance and a SWE-bench run summary, resumes from existing reports and prints progress.
@@ -22,10 +24,8 @@ import functools
 import hashlib
 import json
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,11 +37,10 @@ from typing import Any, Protocol
 
 from minisandbox.catalog import EnvSpec
 from minisandbox.errors import MinisandboxError
-from minisandbox.fsutil import FileLock, atomic_write_text
+from minisandbox.fsutil import atomic_write_text
 from minisandbox.grading.evalscript import (
     EvalScript,
     modified_and_new_files,
-    strip_conda_activation,
     swebench_test_directives,
     test_files_of,
 )
@@ -52,7 +51,6 @@ from minisandbox.grading.results import (
     RESULTS_PLUGIN,
     SANDBOX_RESULTS_DIR,
     ResultsChannel,
-    plugin_dir,
     plugin_file,
 )
 from minisandbox.progress import Progress
@@ -264,7 +262,7 @@ def _kill_session(sid: int) -> None:
             continue
 
 
-def _run_bash(script: str, *, cwd: str, env: dict[str, str], timeout: float,
+def run_bash(script: str, *, cwd: str, env: dict[str, str], timeout: float,
               pass_fds: tuple[int, ...] = (), stop: StopSignal | None = None) -> ExecResult:
     """Run a bash script in its own process group; kill the whole group on overrun (or
     when `stop` is stopped). The script is read whole before it runs (`eval "$(cat)"`),
@@ -290,95 +288,11 @@ def _run_bash(script: str, *, cwd: str, env: dict[str, str], timeout: float,
     return ExecResult(out.decode(errors="replace"), proc.returncode, timed_out, seconds=time.monotonic() - t0)
 
 
-@dataclass
-class _HostEnv:
-    reference_dir: Path
-    venv: Path
-    testbed: Path
-
-    def execute(self, script: EvalScript, timeout: float, stop: StopSignal | None = None) -> ExecResult:
-        script.repo_dir = str(self.testbed)
-        script.test_cmd = strip_conda_activation(script.test_cmd)
-        venv_bin = self.venv / "bin"
-        script.prelude = "\n".join(
-            x for x in (f'export VIRTUAL_ENV={self.venv} PATH="{venv_bin}:$PATH"', script.prelude) if x
-        )
-        env = {
-            "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": os.environ.get("HOME", "/root"),
-            "LANG": "C.UTF-8",
-            "TMPDIR": tempfile.gettempdir(),
-        }
-        with ResultsChannel(script.results_manifest()) as channel:
-            script.results_dir = str(plugin_dir())
-            env["MINISANDBOX_RESULTS_FD"] = str(channel.child_fd)
-            text = script.render()
-            res = _run_bash(text, cwd=str(self.testbed), env=env, timeout=timeout, pass_fds=(channel.child_fd,),
-                            stop=stop)
-            results = channel.collect()
-        return EvalRun(res.output, res.returncode, res.timed_out, seconds=res.seconds, script=text,
-                       results=results, results_nonce=channel.nonce)
-
-
-def _tree_digest(root: Path) -> str:
-    """sha256 over every path, mode and content (symlinks: their target) below `root`."""
-    h = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            h.update(path.relative_to(root).as_posix().encode() + b"\0")
-            if path.is_symlink():
-                h.update(b"L" + os.readlink(path).encode() + b"\0")
-            else:
-                h.update(oct(path.stat().st_mode).encode() + b"\0" + path.read_bytes() + b"\0")
-    return "tree:" + h.hexdigest()
-
-
-def _venv_digest(venv: Path) -> str:
-    """sha256 over the venv's pyvenv.cfg and the names of its installed distributions."""
-    h = hashlib.sha256()
-    cfg = venv / "pyvenv.cfg"
-    h.update(cfg.read_bytes() if cfg.is_file() else b"")
-    for dist in sorted(p.name for p in venv.glob("lib/python*/site-packages/*.dist-info")):
-        h.update(dist.encode() + b"\0")
-    return "venv:" + h.hexdigest()
-
-
-@dataclass
-class HostVenvExecutor:
-    """A plain venv on the host; each evaluation gets a fresh copy of the clean snapshot
-    at `testbed` (the path the venv's editable install points to), so evaluations of one
-    executor run one at a time. No isolation: the reference side of fidelity checks."""
-
-    snapshot: Path  # clean tree (profile commit / base commit), never modified
-    venv: Path
-    testbed: Path
-    prepares_task_state: bool = False
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _digests: list[str] | None = field(default=None, repr=False)
-
-    def layer_digests(self, record: TaskRecord) -> list[str]:
-        """Digests of the snapshot's tree and of what the venv has installed (`eval_inputs`);
-        computed once (the snapshot is never modified)."""
-        if self._digests is None:
-            self._digests = [_tree_digest(Path(self.snapshot)), _venv_digest(Path(self.venv))]
-        return list(self._digests)
-
-    @contextlib.contextmanager
-    def open(self, record: TaskRecord) -> Iterator[_HostEnv]:
-        with self._lock:
-            if self.testbed.exists():
-                shutil.rmtree(self.testbed)
-            shutil.copytree(self.snapshot, self.testbed, symlinks=True)
-            yield _HostEnv(Path(self.snapshot), Path(self.venv), Path(self.testbed))
-
-
 # --------------------------------------------------------------------------- sandbox executor
 
 
 @dataclass
-class _SandboxEnv:
+class SandboxEnv:
     reference_dir: Path
     layers: list[Any]  # minisandbox.sandbox.sandbox.Layer, from node.runtime.sandbox_layers
     interpreter: dict[str, str]
@@ -439,32 +353,13 @@ class SandboxExecutor:
         return [",".join(names) for names in task_layer_names(record.instance_id, self.store)]
 
     @contextlib.contextmanager
-    def open(self, record: TaskRecord) -> Iterator[_SandboxEnv]:
+    def open(self, record: TaskRecord) -> Iterator[SandboxEnv]:
         from minisandbox.node.runtime import prepare
         from minisandbox.paths import REPO_PATH
 
         with prepare(record.instance_id, self.store, cache=self.cache) as pt:
             options = {"join_ns": pt.mount_ns, **self.options} if pt.mount_ns else dict(self.options)
-            yield _SandboxEnv(Path(pt.host_layers[REPO_PATH]), pt.sandbox_layers(), dict(pt.interpreter), options)
-
-
-@dataclass
-class LocalLayersExecutor:
-    """Layers already restored on this node (host directories by mount path) and the
-    interpreter they need: a new sandbox over them per evaluation, no store lookup."""
-
-    layers: dict[str, Path]
-    interpreter: dict[str, str] = field(default_factory=dict)  # {"version", "prefix"}; empty: none
-    options: dict[str, Any] = field(default_factory=lambda: {"network": "none"})
-    prepares_task_state: bool = False
-
-    @contextlib.contextmanager
-    def open(self, record: TaskRecord) -> Iterator[_SandboxEnv]:
-        from minisandbox.paths import REPO_PATH
-        from minisandbox.sandbox.sandbox import Layer
-
-        yield _SandboxEnv(Path(self.layers[REPO_PATH]), [Layer(str(v), k) for k, v in self.layers.items()],
-                          dict(self.interpreter), dict(self.options))
+            yield SandboxEnv(Path(pt.host_layers[REPO_PATH]), pt.sandbox_layers(), dict(pt.interpreter), options)
 
 
 @dataclass
@@ -481,7 +376,7 @@ class LayerExecutor:
     prepares_task_state: bool = False
 
     @contextlib.contextmanager
-    def open(self, record: TaskRecord) -> Iterator[_SandboxEnv]:
+    def open(self, record: TaskRecord) -> Iterator[SandboxEnv]:
         from minisandbox.manifest import validate_manifest
         from minisandbox.node.cache import Cache, Lease
         from minisandbox.node.runtime import check_host, interpreter_manifest, ready_layer, sandbox_layers
@@ -507,50 +402,10 @@ class LayerExecutor:
                 result, lease = ready_layer(cache, st, manifest, mount=False, owner=record.instance_id)
                 leases.append(lease)
                 layers[manifest.get("mount_path") or default] = result.path
-            yield _SandboxEnv(Path(layers[REPO_PATH]), sandbox_layers(layers, self.env_manifest, repo_m),
+            yield SandboxEnv(Path(layers[REPO_PATH]), sandbox_layers(layers, self.env_manifest, repo_m),
                               dict(self.env_manifest.get("interpreter") or {}), dict(self.options))
         finally:
             Lease(leases).release()
-
-
-# --------------------------------------------------------------------------- host venv set-up
-
-
-def make_host_venv(spec: EnvSpec, snapshot: Path, workdir: Path, *, log: Path | None = None) -> HostVenvExecutor:
-    """Build a plain host venv for `spec` the way the build does (uv venv --seed, exact
-    pins, the spec's install commands) against `workdir/testbed`; reuse it if present."""
-    from minisandbox.sandbox.interpreters import find_interpreter
-    from minisandbox.tools import uv_bin
-
-    workdir = Path(workdir)
-    venv, testbed = workdir / "venv", workdir / "testbed"
-    done = workdir / ".ready"
-    workdir.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(workdir / ".lock")):
-        if not done.exists():
-            shutil.rmtree(venv, ignore_errors=True)
-            shutil.rmtree(testbed, ignore_errors=True)
-            shutil.copytree(snapshot, testbed, symlinks=True)
-            interp = find_interpreter(spec.python)
-            uv = uv_bin()
-            lines = ["set -euo pipefail", f"{uv} venv --seed --python {interp.executable} {venv}",
-                     f"source {venv}/bin/activate",
-                     f"python -c 'import setuptools, wheel' 2>/dev/null || {uv} pip install --quiet setuptools wheel",
-                     f"cd {testbed}"]
-            lines += list(spec.pre_install)
-            if spec.requirements:
-                lines.append(f"{uv} pip install " + " ".join(f"'{r}'" for r in spec.requirements))
-            lines += list(spec.install)
-            env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", UV_NO_PROGRESS="1")
-            env.pop("VIRTUAL_ENV", None)
-            res = _run_bash("\n".join(lines) + "\n", cwd=str(testbed), env=env, timeout=1800)
-            if log is not None:
-                log.write_text(res.output)
-            if res.returncode != 0:
-                tail = res.output.strip().splitlines()[-1:] or ["?"]
-                raise RuntimeError(f"host venv for {spec.name} failed (exit {res.returncode}): {tail[0]}")
-            done.write_text("ok\n")
-    return HostVenvExecutor(snapshot=Path(snapshot), venv=venv, testbed=testbed)
 
 
 # --------------------------------------------------------------------------- batch evaluation
