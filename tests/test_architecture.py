@@ -403,3 +403,47 @@ def test_integrations_use_only_the_public_api_of_task() -> None:
     assert used and {n: f for n, f in used.items() if n not in task_all} == {}
     assert layer_violations({"minisandbox.integrations.x": {"minisandbox.node.cache"}}) == [
         "minisandbox.integrations.x (integrations) imports minisandbox.node.cache (node)"]
+
+
+# -- names that say what they are: unique across the distribution ----------------------------
+
+
+def _import_fallbacks(tree: ast.AST) -> set[int]:
+    """ids of the classes defined in an `except ImportError:` block: stand-ins for an imported
+    class when a module runs as a script without the package (rootfs's SandboxError)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ExceptHandler) and isinstance(node.type, ast.Name) and node.type.id == "ImportError":
+            out.update(id(n) for n in ast.walk(node) if isinstance(n, ast.ClassDef))
+    return out
+
+
+def duplicate_names(paths: list[Path], base: Path = PKG.parent) -> dict[str, list[str]]:
+    """Module file names and class names defined in more than one place."""
+    seen: dict[str, list[str]] = {}
+    for path in paths:
+        rel = str(path.relative_to(base))
+        if path.name not in ("__init__.py", "__main__.py"):
+            seen.setdefault(f"module {path.name}", []).append(rel)
+        tree = ast.parse(path.read_text())
+        fallbacks = _import_fallbacks(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and id(node) not in fallbacks:
+                seen.setdefault(f"class {node.name}", []).append(f"{rel}:{node.lineno}")
+    return {name: where for name, where in seen.items() if len(where) > 1}
+
+
+def test_no_two_modules_or_classes_share_a_name() -> None:
+    """Names say what they are: no two modules of the distribution share a file name, no two
+    classes a name (a class defined as the fallback of a failed import does not count)."""
+    assert duplicate_names(sorted(PKG.rglob("*.py"))) == {}
+
+
+def test_the_name_check_catches_a_duplicate(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "cache.py").write_text("class Artifact:\n    pass\n")
+    (tmp_path / "b" / "cache.py").write_text("try:\n    from x import Artifact\nexcept ImportError:\n"
+                                           "    class Artifact:\n        pass\nclass Artifact:\n    pass\n")
+    assert duplicate_names(sorted(tmp_path.rglob("*.py")), tmp_path) == {
+        "module cache.py": ["a/cache.py", "b/cache.py"], "class Artifact": ["a/cache.py:1", "b/cache.py:6"]}
