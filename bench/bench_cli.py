@@ -63,7 +63,9 @@ def sample(argv: list[str], env: dict) -> tuple[float, float]:
     elif env.get(PRE) == "helper-running" and helper_pid(env) is None:
         # the steady state of "a helper is running": it runs, and served a call like this one before
         subprocess.run([env["MSB_EXE"], "helper", "start"], env=env, stdout=subprocess.DEVNULL, check=True)
-        subprocess.run(argv, env={k: v for k, v in env.items() if k != PRE}, stdout=subprocess.DEVNULL, check=True)
+        for _ in range(2):  # a repeated call: the helper keeps a spare sandbox for the next one
+            subprocess.run(argv, env={k: v for k, v in env.items() if k != PRE}, stdout=subprocess.DEVNULL,
+                           check=True)
     helper = helper_pid(env) if env.get("MINISANDBOX_HELPER") == "use" else None
     before = tree_cpu(helper) if helper else 0.0
     t0 = time.perf_counter()
@@ -218,7 +220,8 @@ def main() -> int:
             cli, cli_failed, error = concurrent([run], k, env)
             henv = {**env, "MINISANDBOX_HELPER": "use"}
             subprocess.run([exe, "helper", "start"], env=henv, check=True, stdout=subprocess.DEVNULL)
-            subprocess.run(run, env=henv, check=True, stdout=subprocess.DEVNULL)  # as in the steady state
+            for _ in range(2):  # as in the steady state
+                subprocess.run(run, env=henv, check=True, stdout=subprocess.DEVNULL)
             hcli, hcli_failed, herror = concurrent([run], k, henv)
             error = error or herror
             conc_rows = [[f"BASELINE {k} x (bwrap one-shot + python -c pass)", k, round(base, 2), base_failed, ""],

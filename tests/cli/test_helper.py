@@ -169,10 +169,28 @@ def test_peer_of_another_user_or_context_is_refused(as_root, rootless_user, tmp_
             verdicts.append(helper.check_peer(conn, own))
             conn.close()
             os.waitpid(child, 0)
+        # a caller that connects, hands its connection to a child and exits
+        r, w = os.pipe()
+        child = os.fork()
+        if child == 0:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            s.connect(path)
+            if os.fork() == 0:  # the holder keeps the connection open until the test closes `w`
+                os.close(w)
+                os.read(r, 1)
+                os._exit(0)
+            os._exit(0)
+        os.close(r)
+        os.waitpid(child, 0)
+        conn, _ = listener.accept()
+        verdicts.append(helper.check_peer(conn, own))
+        conn.close()
+        os.close(w)
         listener.close()
     finally:
         shutil.rmtree(d, ignore_errors=True)
     assert verdicts[0] is None  # same user, same context (a forked copy of this process)
+    assert verdicts[3] == "the caller exited"  # its pid could be another process's by now
     assert verdicts[1] == f"uid {rootless_user.pw_uid} is not the helper's (0)"
     assert verdicts[2] is not None and "context" in verdicts[2]  # other rlimits: not served
 

@@ -113,15 +113,44 @@ def _peer(conn: socket.socket) -> tuple[int, int, int]:
     return pid, uid, gid
 
 
+#: getsockopt: a pidfd of the process that connected (Linux 6.5; Python 3.11 lacks the name).
+SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)
+
+
 def check_peer(conn: socket.socket, own_context: bytes) -> str | None:
     """Why the connected process may not use this helper (None: it may): another uid
-    (SO_PEERCRED), or another context than the helper's (read from /proc/<pid>)."""
+    (SO_PEERCRED), or another context than the helper's (read from /proc/<pid>). The
+    process that connected is held by a pidfd (SO_PEERPIDFD) while its /proc files are
+    read, and must still run afterwards: a caller that exited cannot have its pid reused by
+    a process of another context in between. (Kernels before 6.5 have no SO_PEERPIDFD: there
+    the check reads /proc/<pid> of the connecting pid as it is.)"""
     pid, uid, _gid = _peer(conn)
     if uid != os.getuid():
         return f"uid {uid} is not the helper's ({os.getuid()})"
-    if pid <= 0 or helperclient.context(str(pid)) != own_context:
-        return "another context (credentials, capabilities, cgroup, namespaces or limits differ)"
+    try:
+        pidfd: int | None = struct.unpack("i", conn.getsockopt(socket.SOL_SOCKET, SO_PEERPIDFD, 4))[0]
+    except OSError:
+        pidfd = None
+    try:
+        if pidfd is not None and _readable_fd(pidfd):
+            return "the caller exited"
+        if pid <= 0 or helperclient.context(str(pid)) != own_context:
+            return "another context (credentials, capabilities, cgroup, namespaces or limits differ)"
+        if pidfd is not None and _readable_fd(pidfd):
+            return "the caller exited"
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
     return None
+
+
+def _readable_fd(fd: int) -> bool:
+    """A pidfd is readable once its process has exited."""
+    import select
+
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _parse_request(data: bytes) -> tuple[int, list[str], dict[bytes, bytes]]:
@@ -428,6 +457,9 @@ def serve(path: str, idle: float | None = None) -> int:
     #: spare key -> (pid, control socket, when made): sandboxes opened ahead of their call
     spares: dict[bytes, tuple[int, socket.socket, float]] = {}
     spares_on = os.environ.get("MINISANDBOX_HELPER_SPARES", "1") != "0"
+    #: spare key -> when a call of it came last: a spare is opened only for a call that repeats
+    #: within SPARE_SECONDS (one-off calls, e.g. an evaluation over many tasks, waste none)
+    seen: dict[bytes, float] = {}
     last = time.monotonic()
     try:
         while not stop:
@@ -477,7 +509,12 @@ def serve(path: str, idle: float | None = None) -> int:
                             _in_child(listener, lock_fd, spares)
                             _worker(conn, scan_env, fork_lock, umask, argv, env, fds)
                         workers.add(pid)
-                    if key and key not in spares:  # the next call like this one finds its sandbox open
+                    repeated = key is not None and time.monotonic() - seen.get(key, -1e9) < SPARE_SECONDS
+                    if key is not None:
+                        seen[key] = time.monotonic()
+                        for k in [k for k, t in seen.items() if time.monotonic() - t > SPARE_SECONDS]:
+                            del seen[k]
+                    if repeated and key not in spares:  # the next call like this one finds its sandbox open
                         ctrl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
                         pid = os.fork()
                         if pid == 0:
