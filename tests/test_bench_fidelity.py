@@ -136,7 +136,8 @@ def test_render_lists_counts_and_what_was_not_measured(bf):
             {**base, "profile": "psf/requests@2.31", "version": "2.31", "tag": "v2.31.0", "commit": "c" * 40,
              "passed": 99, "failed": 1, "pass_rate": 0.99},
             {**base, "profile": "psf/requests@2.27", "version": "2.27", "tag": "v2.27.1", "commit": "d" * 40,
-             "passed": 50, "failed": 50, "pass_rate": 0.5, "failure_class": "network needed by tests"},
+             "passed": 50, "failed": 50, "pass_rate": 0.5, "failure_class": "network needed by tests",
+             "rest": {"passed": 40, "failed": 1, "errors": 0, "skipped": 0, "pass_rate": 0.9756, "source": "summary"}},
             {**base, "profile": "psf/requests@2.26", "version": "2.26", "tag": "v2.26.0", "commit": "e" * 40,
              "built": False, "failure_class": "build: system package missing"},
         ],
@@ -147,3 +148,4 @@ def test_render_lists_counts_and_what_was_not_measured(bf):
     assert "missed by cause: build: system package missing: 1; network needed by tests: 1" in text
     assert "not measured (time): psf/requests@2.25" in text
     assert "| v2.31.0 (cccccccccc) |" in text
+    assert "network needed by tests; past them: 40 passed, 1 failed, 0 errors (97.6%)" in text
