@@ -57,6 +57,27 @@ def test_requirements_file_of_a_snapshot_given_as_a_relative_path(tmp_path, monk
     assert "tinybackend==2.0" in lock.text.splitlines()
 
 
+def test_swebench_pins_replace_the_requirements_files_pins(tmp_path, monkeypatch):
+    """SWE-bench pip-installs a spec's packages after its requirements file, replacing the
+    file's pin of the same package: the spec's exact pin wins (one resolve would find the
+    two pins unsatisfiable). SWE-smith specs are not changed."""
+    from tests.fixtures.fidelity import FixtureIndex
+
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements" / "dev.txt").write_text("tinybackend==2.0\n")
+    index = FixtureIndex()
+    try:
+        monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
+        lock = resolve(_spec(kind="swebench", requirements=["tinybackend==1.0"],
+                             requirements_files=["requirements/dev.txt"]), tmp_path, tmp_path / "log")
+        assert "tinybackend==1.0" in lock.text.splitlines()
+        with pytest.raises(ResolveError, match="unsatisfiable|No solution"):
+            resolve(_spec(kind="swesmith", requirements=["tinybackend==1.0"],
+                          requirements_files=["requirements/dev.txt"]), tmp_path, tmp_path / "log")
+    finally:
+        index.close()
+
+
 # -- as-of date -----------------------------------------------------------------------------
 
 

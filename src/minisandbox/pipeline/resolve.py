@@ -131,6 +131,14 @@ def resolve(spec: EnvSpec, repo_dir: Path, log: Path) -> Lock:
         req_in.write_text("\n".join(lines) + "\n")
         out = Path(tmp) / "lock.txt"
         base = [uv_bin(), "pip", "compile", str(req_in), "-o", str(out), *platform_args]
+        pins = [r for r in reqs if _EXACT.match(r)]
+        if spec.kind == "swebench" and spec.requirements_files and pins:
+            # SWE-bench installs the requirements file, then its pip_packages with a second
+            # pip install that replaces what the file pinned (flask 3.1: MarkupSafe==2.1.1
+            # over the file's 3.0.2): a pin of the spec wins over the file's, as an override
+            overrides = Path(tmp) / "overrides.txt"
+            overrides.write_text("\n".join(pins) + "\n")
+            base += ["--override", str(overrides)]
         lines: list[str] = []
         proc, lock = _compile(base, Lock("", True, spec.exclude_newer), lines, spec.name)
         log.write_text("\n".join(lines) + "\n")
