@@ -17,7 +17,7 @@ import pytest
 
 from minisandbox.node.sync import verify
 from minisandbox.sandbox import interpreters
-from tests.fixtures.pipeline import BUG_PATCH, TESTS, spec, task
+from tests.fixtures.pipeline import BUG_PATCH, TESTS, make_workspace, spec, task
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]
 
@@ -61,13 +61,14 @@ def _node(prefix: str, argv: list[str], cache: Path, env_extra: dict | None = No
                            *argv], capture_output=True, text=True, env=env, timeout=600)
 
 
-@pytest.fixture
-def py_store(pipeline_workspace):
-    """The tiny project built with another pyenv interpreter, published to a local store."""
+@pytest.fixture(scope="module")
+def py_store(tmp_path_factory):
+    """The tiny project built with another pyenv interpreter, published to a local store
+    (once for the module: the tests only read it, or a copy)."""
     if os.geteuid() != 0 or not shutil.which("unshare"):
         pytest.skip("needs root and unshare for the node's private mount namespace")
     interp = _other_pyenv()
-    ws = pipeline_workspace
+    ws = make_workspace(tmp_path_factory.mktemp("py-store"))
     ws.specs = [spec("tiny__calc.py", ws.specs[0]["source"], ws.commit, python=interp.minor)]
     ws.write_catalog()
     ws.tasks.write_text(json.dumps(task("tiny__calc.py.sub__cccc0001", "tiny__calc.py")) + "\n")

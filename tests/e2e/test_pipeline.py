@@ -18,16 +18,19 @@ from minisandbox.fsutil import file_digest
 from minisandbox.paths import REPO_PATH, VENV_PATH
 from minisandbox.node.restore import extract
 from minisandbox.node.store import Store
-from tests.fixtures.pipeline import jobs_in
+from tests.fixtures.pipeline import jobs_in, make_workspace
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]
 
 
-@pytest.fixture
-def built(pipeline_workspace):
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
     """The workflow with archives too (`archive=true`): the tests below unpack them by hand.
-    The default (images as chunks only, no archive) is `test_images_are_published_and_verified`."""
-    ws = pipeline_workspace
+    The default (images as chunks only, no archive) is `test_images_are_published_and_verified`.
+    Run once for the module (a full build each was most of this file's time): the tests
+    that change the workspace (a spec, more tasks) come after the ones that only read it,
+    and each leaves it built."""
+    ws = make_workspace(tmp_path_factory.mktemp("built"))
     ws.config = ("archive=true",)
     proc = ws.snakemake()
     return ws, proc
@@ -152,6 +155,7 @@ def test_adding_tasks_for_built_envs_rebuilds_only_the_index(built):
     ws, _ = built
     from tests.fixtures.pipeline import task
 
+    before = _catalog(ws)["counts"]["tasks"]
     with ws.tasks.open("a") as fh:
         for i in range(20):
             fh.write(json.dumps(task(f"tiny__calc.good.new__cccc{i:04d}", "tiny__calc.good")) + "\n")
@@ -159,7 +163,7 @@ def test_adding_tasks_for_built_envs_rebuilds_only_the_index(built):
     jobs = jobs_in(proc.stdout + proc.stderr)
     assert jobs == {"index": 1, "all": 1, "total": 2}, jobs
     ws.snakemake()
-    assert _catalog(ws)["counts"]["tasks"] == 23
+    assert before == 3 and _catalog(ws)["counts"]["tasks"] == 23
     assert published.lookup(Store(str(ws.store)), "tiny__calc.good.new__cccc0007")["status"] == "ready"
 
 
