@@ -373,3 +373,17 @@ def test_signals_reach_the_command_through_the_helper(as_root, env, store) -> No
                 time.monotonic() < deadline:
             time.sleep(0.05)
         assert not subprocess.run(["pgrep", "-f", "^sleep 876543$"], capture_output=True).stdout
+
+
+@pytest.mark.root
+def test_a_caller_that_sends_nothing_does_not_stall_the_helper(as_root, env, store) -> None:
+    assert cli(env, "helper", "start").returncode == 0
+    sock_path = cli(env, "helper", "status").stdout.split("socket ")[1].rstrip(")\n")
+    idle = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    idle.connect(sock_path)  # connected, never sends its request
+    try:
+        out = cli(env, "run", "--store", store, TASK, "--", "echo served", timeout=60)
+        assert (out.returncode, out.stdout) == (0, "served\n"), out.stderr
+        assert idle.recv(100).startswith(b"refused ")
+    finally:
+        idle.close()

@@ -484,7 +484,9 @@ def serve(path: str, idle: float | None = None) -> int:
                     _refuse(conn, why)
                     continue
                 try:
+                    conn.settimeout(5.0)  # a caller stopped between connect and request stalls nobody
                     data, fds = _recv_request(conn)
+                    conn.settimeout(None)  # blocking again: the worker or spare waits on it
                     umask, argv, env = _parse_request(data)
                     if len(fds) != 4:
                         raise ValueError("expected stdin, stdout, stderr and the working directory")
