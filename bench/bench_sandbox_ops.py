@@ -1,9 +1,16 @@
 #!/usr/bin/env python3
 """The sandbox's hot path, operation by operation, for before/after comparisons of one
 change: creation, `execute("true")`, a failing command (the cause lookup), `read_file`,
-`write_file`, and a command that leaves a background process (the CPU watcher), with
-the default limits; plus, as the baseline measured in the same run, a bubblewrap one-shot
-(`bwrap` with the host system read-only, new namespaces, `true`) when bwrap is installed.
+`write_file`, a command that leaves a background process (the CPU watcher) and close,
+with every hardening feature on (default limits, seccomp, ptrace off); plus, as the
+baseline measured in the same run, the bubblewrap one-shot
+(`bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent true`).
+
+Also: the memory an open sandbox costs (resident set of its init and command spawner, and
+the controller's growth per open sandbox), and `--scale N` sandboxes created at once by
+threads of one process (payload `true`): time until all are ready against N x the single
+creation median. Targets (ratios to the bwrap one-shot): creation <= 0.5, `execute("true")`
+<= 0.25, close <= 0.5; scale: all ready within 2x, no failure.
 
 Run it on two source trees in alternation (`--src` of each, e.g. a `git worktree` of the
 commit before) and compare the medians: the machine's load changes between runs, so
@@ -11,7 +18,7 @@ alternate several times and use the median of the medians.
 
 Layer: a small git repo (200 files) at /testbed.
 
-Usage: .venv/bin/python bench/bench_sandbox_ops.py [--n 40] [--src DIR] [--json FILE]
+Usage: .venv/bin/python bench/bench_sandbox_ops.py [--n 40] [--scale 256] [--src DIR] [--json FILE]
 """
 
 from __future__ import annotations
@@ -25,9 +32,96 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: The baseline: a bubblewrap one-shot with the host system read-only and every namespace new.
+BWRAP = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent", "true"]
+
+#: Ratio targets to the bwrap one-shot, per row.
+TARGETS = {"create": 0.5, "execute true": 0.25, "close": 0.5}
+
+
+def rss_kb(pid: int) -> tuple[int, int]:
+    """(resident, proportional) set size of `pid` in KiB (smaps_rollup), (0, 0) if gone."""
+    rss = pss = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Rss:"):
+                    rss = int(line.split()[1])
+                elif line.startswith("Pss:"):
+                    pss = int(line.split()[1])
+    except OSError:
+        pass
+    return rss, pss
+
+
+def children_of(pid: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as fh:
+                    if int(fh.read().rsplit(b")", 1)[1].split()[1]) == pid:
+                        out.append(int(name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def memory(Sandbox, Layer, repo: Path, k: int = 8) -> dict:
+    """Memory of `k` open sandboxes (each ran one command, so its spawner exists): per
+    sandbox, init's and the spawner's RSS/PSS, and the controller's RSS growth."""
+    own = rss_kb(os.getpid())[0]
+    boxes = [Sandbox([Layer(str(repo), "/testbed")]) for _ in range(k)]
+    for sb in boxes:
+        sb.execute("true")
+    grown = rss_kb(os.getpid())[0] - own
+    init_rss, init_pss, sp_rss, sp_pss = [], [], [], []
+    for sb in boxes:
+        pid = sb._root.proc.pid
+        r, p = rss_kb(pid)
+        init_rss.append(r)
+        init_pss.append(p)
+        for child in children_of(pid):  # the spawner (the only child of an idle sandbox's init)
+            r, p = rss_kb(child)
+            sp_rss.append(r)
+            sp_pss.append(p)
+    for sb in boxes:
+        sb.close()
+    med = lambda xs: statistics.median(xs) if xs else 0  # noqa: E731
+    return {"sandboxes": k, "init_rss_kb": med(init_rss), "init_pss_kb": med(init_pss),
+            "spawner_rss_kb": med(sp_rss), "spawner_pss_kb": med(sp_pss), "controller_kb_per_sandbox": grown / k}
+
+
+def scale(Sandbox, Layer, repo: Path, n: int) -> dict:
+    """`n` sandboxes created at once by `n` threads of this process, each running `true`:
+    time until all are ready, failures, then all closed."""
+    def one(_i: int):
+        sb = Sandbox([Layer(str(repo), "/testbed")])
+        res = sb.run(["true"], _mark=False, timeout=300)
+        return sb, res.returncode == 0
+
+    t0 = time.perf_counter()
+    boxes, failures, errors = [], 0, []
+    with ThreadPoolExecutor(n) as pool:
+        for fut in [pool.submit(one, i) for i in range(n)]:
+            try:
+                sb, ok = fut.result()
+                boxes.append(sb)
+                failures += not ok
+            except Exception as exc:  # counted and reported
+                failures += 1
+                errors.append(str(exc)[:200])
+    ready = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda b: b.close(), boxes))
+    return {"n": n, "all_ready_s": ready, "failures": failures, "close_all_s": time.perf_counter() - t1,
+            "errors": errors[:3]}
 
 
 def make_repo(path: Path) -> Path:
@@ -43,6 +137,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=40)
     ap.add_argument("--src", default=str(ROOT / "src"), help="the source tree to measure (default: this one)")
+    ap.add_argument("--scale", type=int, default=256, help="sandboxes created at once (0: skip)")
     ap.add_argument("--json", help="also write the medians to this file")
     args = ap.parse_args()
     sys.path.insert(0, args.src)
@@ -54,9 +149,7 @@ def main() -> None:
                                                        "read_file", "write_file", "execute 'sleep 5 &'",
                                                        "close", "baseline: bwrap one-shot true")}
     bwrap = shutil.which("bwrap")
-    bwrap_argv = [bwrap, "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib",
-                  "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-                  "--unshare-all", "--die-with-parent", "--", "/usr/bin/true"] if bwrap else []
+    bwrap_argv = [bwrap, *BWRAP] if bwrap else []
     with tempfile.TemporaryDirectory(prefix="bench-ops-") as tmp:
         repo = make_repo(Path(tmp) / "repo")
         for i in range(args.n + 2):
@@ -91,14 +184,36 @@ def main() -> None:
                 samples["create"].append(t1 - t0)
                 for k, v in t.items():
                     samples[k].append(v)
+        mem = memory(Sandbox, Layer, repo)
+        sc = scale(Sandbox, Layer, repo, args.scale) if args.scale else None
     medians = {k: statistics.median(v) * 1000 for k, v in samples.items() if v}
     base = medians.get("baseline: bwrap one-shot true")
     print(f"{args.src}: {args.n} sandboxes, load {os.getloadavg()[0]:.1f}")
+    rows = []
     for k, v in medians.items():
-        ratio = f"  {v / base:5.2f}x bwrap" if base else ""
-        print(f"  {k:<30} {v:8.2f} ms median{ratio}")
+        ratio = v / base if base else None
+        target = TARGETS.get(k)
+        verdict = "" if target is None or ratio is None else (" meets" if ratio <= target else " MISSES") + f" <= {target}"
+        rows.append([k, len(samples[k]), round(v, 2), round(ratio, 3) if ratio else "", verdict.strip()])
+        print(f"  {k:<30} {v:8.2f} ms median" + (f"  {ratio:5.2f}x bwrap{verdict}" if ratio else ""))
+    print(f"  memory per open sandbox: init RSS {mem['init_rss_kb'] / 1024:.1f} MiB (PSS {mem['init_pss_kb'] / 1024:.1f}), "
+          f"spawner RSS {mem['spawner_rss_kb'] / 1024:.1f} MiB (PSS {mem['spawner_pss_kb'] / 1024:.1f}), "
+          f"controller +{mem['controller_kb_per_sandbox'] / 1024:.2f} MiB")
+    if sc:
+        budget = 2 * sc["n"] * medians["create"] / 1000
+        sc["target_s"] = budget
+        print(f"  {sc['n']} sandboxes at once (threads, payload true): all ready in {sc['all_ready_s']:.2f} s "
+              f"(target <= 2 x {sc['n']} x create median = {budget:.2f} s: "
+              f"{'meets' if sc['all_ready_s'] <= budget and not sc['failures'] else 'MISSES'}), "
+              f"{sc['failures']} failures, closed in {sc['close_all_s']:.2f} s")
+        for e in sc["errors"]:
+            print("  error:", e)
     if args.json:
-        Path(args.json).write_text(json.dumps({"src": args.src, "n": args.n, "median_ms": medians}))
+        Path(args.json).write_text(json.dumps({"src": args.src, "n": args.n, "median_ms": medians,
+                                               "load": os.getloadavg()[0], "cores": os.cpu_count(),
+                                               "rows": {"headers": ["what", "n", "median ms", "ratio to bwrap",
+                                                                    "target"], "rows": rows},
+                                               "memory": mem, "scale": sc}, indent=1))
 
 
 if __name__ == "__main__":

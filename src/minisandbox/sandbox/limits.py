@@ -147,19 +147,26 @@ DEFAULT_LIMITS = Limits(memory_bytes=8 << 30, pids=4096, cpu_seconds=3600, sandb
                         tmpfs_bytes=4 << 30, output_bytes=8 << 20)
 
 
-def _own_cgroup(controller: str | None) -> str | None:
-    """This process's cgroup path for a v1 controller, or the v2 path when None."""
+def _own_cgroup(controller: str | None, lines: list[str] | None = None) -> str | None:
+    """This process's cgroup path for a v1 controller, or the v2 path when None (from
+    `lines` of /proc/self/cgroup when given)."""
+    if lines is None:
+        lines = _own_cgroup_lines()
+    for line in lines:
+        _id, ctrls, path = line.rstrip("\n").split(":", 2)
+        if controller is None and _id == "0" and ctrls == "":
+            return path
+        if controller is not None and controller in ctrls.split(","):
+            return path
+    return None
+
+
+def _own_cgroup_lines() -> list[str]:
     try:
         with open("/proc/self/cgroup") as fh:
-            for line in fh:
-                _id, ctrls, path = line.rstrip("\n").split(":", 2)
-                if controller is None and _id == "0" and ctrls == "":
-                    return path
-                if controller is not None and controller in ctrls.split(","):
-                    return path
+            return fh.readlines()
     except OSError:
-        return None
-    return None
+        return []
 
 
 def _write(path: str, value: str) -> None:
@@ -194,11 +201,12 @@ def cgroup_parents() -> dict[str, str]:
     checked)."""
     out = {}
     mount = _v2_mount()
-    own = _own_cgroup(None)
+    lines = _own_cgroup_lines()  # read once: a sandbox creation asks several times
+    own = _own_cgroup(None, lines)
     if mount and own is not None:
         out["v2"] = os.path.join(mount, own.lstrip("/"))
     for ctrl in ("memory", "pids", "cpuacct"):
-        own = _own_cgroup(ctrl)
+        own = _own_cgroup(ctrl, lines)
         base = os.path.join(CGROUP_ROOT, ctrl)
         if own is not None and os.path.isdir(base):
             out[ctrl] = os.path.join(base, own.lstrip("/"))

@@ -25,6 +25,7 @@ import array
 import ctypes
 import errno
 import fcntl  # noqa: F401  (imported before pivot_root: the stdlib is not visible after it)
+import gc
 import json
 import os
 import platform
@@ -267,13 +268,25 @@ def make_readonly(path: str, recursive: bool = True) -> None:
     mount(None, path, None, flags)
 
 
+_CAP_LAST: int | None = None
+
+
+def _cap_last() -> int:
+    """The highest capability number the kernel knows (read once per process: init and the
+    zygote read it before forking the children that drop every capability)."""
+    global _CAP_LAST
+    if _CAP_LAST is None:
+        with open("/proc/sys/kernel/cap_last_cap") as fh:
+            _CAP_LAST = int(fh.read())
+    return _CAP_LAST
+
+
 def drop_privileges() -> None:
     """Drop every capability for good: locked securebits, empty bounding and ambient
     sets, no_new_privs, then an all-zero capset. After this even uid 0 cannot remount,
     mknod, load modules, change namespaces or regain capabilities by exec."""
     prctl(PR_SET_SECUREBITS, SECUREBITS_LOCKED_DOWN)
-    last = int(open("/proc/sys/kernel/cap_last_cap").read())
-    for cap in range(last + 1):
+    for cap in range(_cap_last() + 1):
         prctl(PR_CAPBSET_DROP, cap)
     prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
     prctl(PR_SET_NO_NEW_PRIVS, 1)
@@ -630,6 +643,13 @@ def _setup_root(spec: dict) -> dict:
     overlays' upper layers, /tmp, /root and /dev/shm: a single budget for everything a
     payload can write to memory-backed storage (four tmpfs mounts of half the RAM each
     were four budgets)."""
+    return _finish_root(spec, _base_root(spec))
+
+
+def _base_root(spec: dict) -> dict:
+    """The part of `_setup_root` that no sandbox's own layers, binds or files change: the
+    tmpfs, the host system, masks, /proc, /dev, /tmp and /root. A pre-started ("warm")
+    sandbox stops after it until its spec arrives."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     base = _pick_base(spec)
     size = spec.get("tmpfs_size")
@@ -640,7 +660,27 @@ def _setup_root(spec: dict) -> dict:
     mount(root, root, None, MS_BIND | MS_REC)
     root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        methods = _populate_root(spec, root, root_fd, scratch)
+        _populate_base(spec, root, root_fd, scratch)
+    except BaseException:
+        os.close(root_fd)
+        raise
+    return {"base": base, "root": root, "scratch": scratch, "root_fd": root_fd, "tmpfs_size": size}
+
+
+def _resize_tmpfs(state: dict, size: int | None) -> None:
+    """Give a warm sandbox's tmpfs the size its spec asks for (a remount changes only the
+    limit; what is in it stays)."""
+    if size != state["tmpfs_size"]:
+        mount("tmpfs", state["base"], "tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV,
+              "mode=0755" + (f",size={int(size)}" if size else ",size=50%"))
+        state["tmpfs_size"] = size
+
+
+def _finish_root(spec: dict, state: dict) -> dict:
+    """The rest of `_setup_root`: the spec's layers, binds and files, then pivot_root."""
+    root, root_fd = state["root"], state["root_fd"]
+    try:
+        methods = _populate_layers(spec, root, root_fd, state["scratch"])
     finally:
         os.close(root_fd)
 
@@ -653,9 +693,8 @@ def _setup_root(spec: dict) -> dict:
     return {"layers": methods}
 
 
-def _populate_root(spec: dict, root: str, root_fd: int, scratch: str) -> dict:
-    """System dirs, masks, /proc, /dev, the scratch-backed writable dirs, then the layers,
-    binds and files of `spec` (see _setup_root); returns each layer's method."""
+def _populate_base(spec: dict, root: str, root_fd: int, scratch: str) -> None:
+    """System dirs, masks, /proc, /dev, the scratch-backed writable dirs (see _setup_root)."""
     for name in spec.get("system_dirs", SYSTEM_DIRS):
         host = "/" + name
         if os.path.islink(host):
@@ -675,6 +714,9 @@ def _populate_root(spec: dict, root: str, root_fd: int, scratch: str) -> dict:
         _mount_beneath(root_fd, path, _scratch_dir(scratch, name, mode), None, MS_BIND)
     os.symlink("/tmp", _prep(root + "/var/tmp"))
 
+
+def _populate_layers(spec: dict, root: str, root_fd: int, scratch: str) -> dict:
+    """The layers, binds and files of `spec` (see _setup_root); returns each layer's method."""
     # Writable layers and binds, parents first so nested targets land in their parents.
     items = [("overlay", i, o) for i, o in enumerate(spec.get("overlays", []))]
     items += [("bind", i, b) for i, b in enumerate(spec.get("binds", []))]
@@ -1017,6 +1059,7 @@ def _serve(sock: socket.socket) -> None:
     """init's loop: spawn/kill/open requests in, exit events out, reap every zombie."""
     rfd = _sigchld_wakeup()
     children: dict[int, int] = {}  # pid -> command id
+    spawners: set[int] = set()  # command spawners forked (see _spawner_main)
     # open helper pid -> (request seq, its socket, start time, path)
     opening: dict[int, tuple[int, socket.socket, float, str]] = {}
     running = True
@@ -1037,6 +1080,7 @@ def _serve(sock: socket.socket) -> None:
                 break
             if pid == 0:
                 break
+            spawners.discard(pid)
             cid = children.pop(pid, None)
             if cid is not None:
                 _send(sock, {"ev": "exit", "id": cid, "status": status})
@@ -1060,6 +1104,8 @@ def _serve(sock: socket.socket) -> None:
                 _send(sock, {"re": req["seq"], "ok": True, "pid": pid})
             elif op == "kill":
                 pid = next((p for p, c in children.items() if c == req["id"]), None)
+                if pid is None and req.get("pid"):  # started by the spawner: the controller knows its pid
+                    pid = int(req["pid"])
                 if pid is not None:
                     _kill_tree(pid, req.get("sig", signal.SIGKILL), bool(req.get("children_only")))
                 _send(sock, {"re": req["seq"], "ok": True, "found": pid is not None})
@@ -1072,6 +1118,23 @@ def _serve(sock: socket.socket) -> None:
                     _child_open(req, back)
                 back.close()
                 opening[pid] = (req["seq"], mine, time.monotonic(), str(req.get("path")))
+            elif op == "spawner":  # a pre-dropped command spawner (see _spawner_main)
+                mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                pid = os.fork()
+                if pid == 0:
+                    mine.close()
+                    _spawner_main(sock, theirs, req, fds)
+                theirs.close()
+                spawners.add(pid)
+                try:
+                    _send(sock, {"re": req["seq"], "ok": True, "pid": pid}, [mine.fileno()])
+                finally:
+                    mine.close()
+            elif op == "drop_spawner":  # unresponsive (stopped): kill it and what it started
+                for pid in list(spawners):
+                    _kill_spawner(pid)
+                    spawners.discard(pid)
+                _send(sock, {"re": req["seq"], "ok": True})
             elif op == "killall":  # every process but init (kill(-1) spares the caller)
                 try:
                     os.kill(-1, signal.SIGKILL)
@@ -1104,12 +1167,166 @@ def _serve(sock: socket.socket) -> None:
             break
 
 
+#: Signals a payload starts with at their default action (see _reset_signals).
+_DEFAULT_SIGNALS = ("SIGPIPE", "SIGXFSZ", "SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGCHLD", "SIGTSTP",
+                    "SIGTTIN", "SIGTTOU")
+
+
+class _Fallback(Exception):
+    """The spawner leaves this command to init's own fork path (which reports the error
+    the way a payload child does: a line on its stderr and exit code 126 or 127)."""
+
+
+def _which(name: str, env: dict) -> str | None:
+    """`name` resolved as execvpe would, through the command's own PATH."""
+    if "/" in name:
+        return name
+    for d in (env.get("PATH") or os.defpath).split(os.pathsep):
+        path = os.path.join(d or ".", name)
+        if os.access(path, os.X_OK) and not os.path.isdir(path):
+            return path
+    return None
+
+
+def _spawner_spawn(req: dict, fds: list[int], leaf: int | None) -> int:
+    """posix_spawn one command as `_child_exec` would start it (the spawner already holds
+    the payloads' privileges, filter and rlimits, so the child inherits them); returns its
+    pid. Raises _Fallback for anything the fast path does not do the same way."""
+    argv, env = req["argv"], req.get("env") or {}
+    path = _which(argv[0], env)
+    if path is None:
+        raise _Fallback(f"{argv[0]}: not found")
+    targets = [int(t) for t in req.get("fd_targets") or []]
+    n = 3 + len(targets)
+    # every source out of the targets' way first (received fds are close-on-exec: only the
+    # dup2'd targets survive the exec, as with _child_exec's closerange)
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in fds[:n]]
+    try:
+        try:
+            os.chdir(req.get("cwd") or "/")
+        except OSError as exc:
+            raise _Fallback(str(exc)) from None
+        joined = False
+        try:
+            if req.get("cgroup"):
+                os.write(fds[n], b"0")  # the command is born in its own cgroup (see _child_exec)
+                joined = True
+            old = os.umask(req.get("umask", 0o022))
+            try:
+                actions = [(os.POSIX_SPAWN_DUP2, fd, target) for fd, target in zip(high, [0, 1, 2, *targets])]
+                return os.posix_spawn(path, argv, env, file_actions=actions, setsid=True, setsigmask=(),
+                                      setsigdef=[getattr(signal, name) for name in _DEFAULT_SIGNALS])
+            except OSError as exc:
+                raise _Fallback(str(exc)) from None
+            finally:
+                os.umask(old)
+        finally:
+            os.chdir("/")
+            if joined:
+                os.write(leaf, b"0")  # back to the sandbox's own leaf (raises: the spawner retires)
+    finally:
+        for fd in high:
+            os.close(fd)
+
+
+def _spawner_main(ctl: socket.socket, reqs: socket.socket, req: dict, fds: list[int]) -> None:
+    """A command spawner, forked by init on the controller's first ordinary command: it
+    applies the sandbox's rlimits, drops every privilege and installs the payloads' filter
+    once, then starts each command with posix_spawn (vfork + exec: no copy of a Python
+    process, no second process to schedule before the exec) and reports its pid and exit
+    on the control socket `ctl`, as init does. Requests come on `reqs`; commands that need
+    more (their own pid namespace, other rlimits, privileges) stay with init's fork path.
+
+    It is as confined as a file-open helper: non-dumpable (from init), no capabilities,
+    the payloads' seccomp filter over init's, the sandbox's rlimits. A payload can only
+    signal it (same uid): the controller then treats its commands as killed, kills what
+    they left and starts another. When `reqs` closes it exits once its commands have."""
+    try:
+        leaf = fds[0] if req.get("leaf") and fds else None
+        keep = {0, 1, 2, ctl.fileno(), reqs.fileno(), *([leaf] if leaf is not None else [])}
+        signal.set_wakeup_fd(-1)
+        for name in os.listdir("/proc/self/fd"):  # init's other descriptors: not ours to hold
+            if int(name) not in keep:
+                try:
+                    os.close(int(name))
+                except OSError:
+                    pass
+        rfd = _sigchld_wakeup()
+        _apply_rlimits(req.get("rlimits"))
+        drop_privileges()
+        if _PAYLOAD_SECCOMP is not None:
+            _seccomp.install(_PAYLOAD_SECCOMP)
+        os.chdir("/")
+        children: dict[int, int] = {}
+        retire = False
+        while not retire or children:
+            ready = _wait_or_sigchld(reqs, rfd) if not retire else _wait_or_sigchld(rfd, rfd)
+            while children:
+                try:
+                    pid, status = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if pid == 0:
+                    break
+                cid = children.pop(pid, None)
+                if cid is not None:
+                    _send(ctl, {"ev": "exit", "id": cid, "status": status})
+            if retire or reqs not in ready:
+                continue
+            try:
+                msg, mfds = _recv(reqs)
+            except OSError:
+                msg, mfds = None, []
+            if msg is None:
+                retire = True
+                continue
+            try:
+                pid = _spawner_spawn(msg, mfds, leaf)
+            except _Fallback as exc:
+                _send(ctl, {"re": msg.get("seq"), "ok": False, "fallback": True, "error": str(exc)})
+            except OSError as exc:  # its cgroup moves failed: this spawner is done
+                _send(ctl, {"re": msg.get("seq"), "ok": False, "fallback": True, "retire": True,
+                            "error": str(exc)})
+                retire = True
+            else:
+                children[pid] = msg["id"]
+                _send(ctl, {"re": msg["seq"], "ok": True, "pid": pid})
+            finally:
+                for fd in mfds:
+                    os.close(fd)
+    finally:
+        os._exit(0)
+
+
+def _kill_spawner(pid: int) -> None:
+    """SIGKILL a spawner and every process tree it started (they would otherwise run on
+    as orphans nobody reports), then reap it."""
+    for child, (ppid, _sid) in _proc_table().items():
+        if ppid == pid:
+            _kill_tree(child, signal.SIGKILL, False)
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+#: ptrace allowed -> (payload program, init program), built once per process: the zygote
+#: builds both variants before it forks any sandbox, so no sandbox compiles a filter.
+_FILTERS: dict[bool, tuple[bytes, bytes]] = {}
+
+
+def _filters(ptrace: bool) -> tuple[bytes, bytes]:
+    if ptrace not in _FILTERS:
+        _FILTERS[ptrace] = (_seccomp.program(ptrace=ptrace), _seccomp.init_program(ptrace=ptrace))
+    return _FILTERS[ptrace]
+
+
 def _prepare_payload_filter(enabled: bool, ptrace: bool = False) -> None:
-    """Build the payloads' and init's seccomp programs in init (before pivot_root hides
+    """Pick the payloads' and init's seccomp programs in init (before pivot_root hides
     the stdlib)."""
     global _PAYLOAD_SECCOMP, _INIT_SECCOMP
-    _PAYLOAD_SECCOMP = _seccomp.program(ptrace=ptrace) if enabled else None
-    _INIT_SECCOMP = _seccomp.init_program(ptrace=ptrace) if enabled else None
+    _PAYLOAD_SECCOMP, _INIT_SECCOMP = _filters(ptrace) if enabled else (None, None)
 
 
 def _harden_init() -> None:
@@ -1121,17 +1338,41 @@ def _harden_init() -> None:
         _seccomp.install(_INIT_SECCOMP)
 
 
+def _await_spec(sock: socket.socket, warm: dict, state: dict) -> dict:
+    """A warm init, its base root built (and in its cgroups, which its starter joined): wait
+    for the sandbox's spec, then make the cgroup namespace (rooted at the leaf, as a cold
+    start's is) and size the tmpfs. Exits when the caller closes the socket first (a warm
+    sandbox nobody took)."""
+    try:
+        _send(sock, {"ev": "warm"})
+        msg, _ = _recv(sock)
+    except OSError:
+        msg = None
+    if msg is None:  # nobody took it
+        os._exit(0)
+    spec = msg["spec"]
+    unshare(CLONE_NEWCGROUP)
+    _resize_tmpfs(state, spec.get("tmpfs_size"))
+    for key in ("rootless", "network", "ipc", "uts", "system_dirs", "join_ns", "cgroup_procs"):
+        if spec.get(key) != warm.get(key):
+            raise SandboxError(f"a warm sandbox was given a spec with another {key}: start it cold")
+    return spec
+
+
 def _start_sandbox(sock: socket.socket, spec: dict) -> None:
     """In a fresh fork of the zygote: unshare, fork init (pid 1 of the new pid namespace),
     report its host pid, exit. Never returns."""
     times = {"helper": time.monotonic()}  # CLOCK_MONOTONIC is system-wide: the caller can compare
+    warm = bool(spec.get("warm"))
     try:
         for procs in spec.get("cgroup_procs", []):
             with open(procs, "w") as fh:
                 fh.write(str(os.getpid()))
         if spec.get("join_ns"):
             _join_namespaces(spec["join_ns"])  # before reading our uid: 0 inside the holder's namespace
-        flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWCGROUP  # after joining the limit cgroups
+        flags = CLONE_NEWNS | CLONE_NEWPID
+        if not warm:  # (a warm init makes its cgroup namespace once it has joined its cgroups)
+            flags |= CLONE_NEWCGROUP  # after joining the limit cgroups
         if spec.get("rootless"):
             flags |= CLONE_NEWUSER
         if spec.get("network", "host") == "none":
@@ -1160,13 +1401,17 @@ def _start_sandbox(sock: socket.socket, spec: dict) -> None:
         try:
             if spec.get("network", "host") == "none":
                 _loopback_up()
+            times["forked"] = time.monotonic()
+            keyring = _join_fresh_keyring()
+            state = _base_root(spec)
+            if warm:
+                spec = _await_spec(sock, spec, state)
+                times["spec"] = time.monotonic()
             if spec.get("uts", True):
                 name = _b(spec.get("hostname", "sandbox"))
                 _check(_lib().sethostname(name, len(name)), "sethostname")
-            times["forked"] = time.monotonic()
-            keyring = _join_fresh_keyring()
             _prepare_payload_filter(bool(spec.get("seccomp", True)), bool(spec.get("ptrace")))
-            info = _setup_root(spec)
+            info = _finish_root(spec, state)
             _harden_init()
             # the sandbox's per-process memory and file-size rlimits hold for init too; not
             # RLIMIT_NPROC (init must still fork to serve and clean up a full sandbox) nor
@@ -1177,7 +1422,10 @@ def _start_sandbox(sock: socket.socket, spec: dict) -> None:
             times["root"] = time.monotonic()
             info["times"] = times
         except Exception as exc:
-            _send(sock, {"ev": "error", "error": _describe(exc, spec)})
+            try:
+                _send(sock, {"ev": "error", "error": _describe(exc, spec)})
+            except OSError:  # the caller is gone
+                pass
             os._exit(1)
         os.read(order_r, 1)  # EOF once the starter has reported our pid: "pid" precedes "ready"
         os.close(order_r)
@@ -1206,6 +1454,15 @@ def _zygote_main(sock_fd: int) -> None:
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     zsock = socket.socket(fileno=sock_fd)
     rfd = _sigchld_wakeup()
+    # Everything a sandbox would otherwise redo is done once here and inherited by every
+    # fork: both filter variants, the libc lookups, the capability count.
+    for ptrace in (False, True):
+        _filters(ptrace)
+    _seccomp._prctl_fn()
+    _cap_last()
+    # Objects that exist now are never collected: the cyclic GC of a forked sandbox then
+    # never walks (and so never copies) the pages it shares with the zygote.
+    gc.freeze()
     while True:
         ready = _wait_or_sigchld(zsock, rfd)
         while True:  # reap sandbox starters and orphaned inits
@@ -1265,6 +1522,14 @@ def _fd_of(stream, default: int) -> tuple[int, bool]:
     return stream.fileno(), False
 
 
+class _NoAnswer(TimeoutError):
+    """No reply within the request's time."""
+
+
+class _SpawnerGone(OSError):
+    """The command spawner exited while a request to it was pending."""
+
+
 class PrivateRoot:
     """A running init process holding the namespaces; spawn payloads into it.
 
@@ -1272,7 +1537,12 @@ class PrivateRoot:
     by sequence number and command id.
     """
 
-    def __init__(self, spec: dict, *, ready_timeout: float = 60.0) -> None:
+    def __init__(self, spec: dict, *, ready_timeout: float = 60.0, cgroup_home: str | None = None) -> None:
+        """`cgroup_home`: the `cgroup.procs` of the sandbox's own leaf in the hierarchy where
+        commands get cgroups of their own (`spawn`'s `cgroup_fd`); the command spawner
+        returns there after starting each command. Without it such commands are forked by
+        init. A warm sandbox (`start_warm`) that fits `spec` is taken instead of starting
+        one."""
         spec = dict(spec)
         if spec.get("rootless") is None:
             spec["rootless"] = os.geteuid() != 0
@@ -1286,24 +1556,59 @@ class PrivateRoot:
         self.pids: dict[int, int] = {}
         self._closed = False
         self.proc: _InitProcess | None = None
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._sock = parent
-        try:
-            _Zygote.get().fork(child.fileno(), spec)
-        except BaseException:
-            parent.close()
-            self._sock = None
-            self._closed = True
-            raise
-        finally:
-            child.close()
-        msg = self._wait_event(ready_timeout)
+        self._cgroup_home = cgroup_home
+        #: the command spawner's request socket (see `_spawner_main`), its rlimits, and the
+        #: commands it started that have not exited yet
+        self._spawner: socket.socket | None = None
+        self._spawner_rlimits: dict | None = None
+        self._spawner_off = not spec.get("spawner", True)
+        self._spawned: set[int] = set()
+        self._discard: set[int] = set()  # seqs of requests whose replies nobody waits for
+        msg = self._start_warm(spec, ready_timeout)
+        if msg is None:
+            parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            self._sock = parent
+            try:
+                _Zygote.get().fork(child.fileno(), spec)
+            except BaseException:
+                parent.close()
+                self._sock = None
+                self._closed = True
+                raise
+            finally:
+                child.close()
+            msg = self._wait_event(ready_timeout)
         if msg.get("ev") != "ready":
             self.close(timeout=2.0)
             raise SandboxError(f"private root set-up failed: {msg.get('error', msg)}")
         self.info = msg
 
     # -- plumbing
+    def _start_warm(self, spec: dict, ready_timeout: float) -> dict | None:
+        """Hand `spec` to this process's warm sandbox (see `_Zygote.take_warm`); its "ready"
+        event, or None (no warm sandbox fits, or it failed: the caller starts one cold,
+        which reports any error in the spec)."""
+        zygote = _Zygote._instance
+        sock = zygote.take_warm(spec) if zygote is not None and zygote.owner == os.getpid() else None
+        if sock is None:
+            return None
+        self._sock = sock
+        try:
+            _send(sock, {"spec": spec})
+            msg = self._wait_event(ready_timeout)
+        except OSError:
+            msg = {"ev": "error"}
+        if msg.get("ev") == "ready":
+            return msg
+        sock.close()
+        self._sock = None
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(5.0)
+            self.proc.release()
+            self.proc = None
+        return None
+
     def _wait_event(self, timeout: float) -> dict:
         """The first of "ready"/"error" (recording init's host pid on the way)."""
         deadline = time.monotonic() + timeout
@@ -1319,43 +1624,152 @@ class PrivateRoot:
             if msg.get("ev") == "pid":
                 self.proc = _InitProcess(msg["pid"])
                 continue
+            if msg.get("ev") == "warm":  # a warm sandbox's base was ready before its spec came
+                continue
             return msg
 
     def _pump(self, timeout: float | None) -> bool:
         """Receive one message (caller holds the lock). False on timeout."""
-        ready = wait_readable([self._sock], timeout)
+        spawner = self._spawner
+        ready = wait_readable([self._sock] if spawner is None else [self._sock, spawner], timeout)
         if not ready:
             return False
+        if self._sock not in ready:  # only the spawner's socket: it has exited
+            self._spawner_gone()
+            return True
         msg, fds = _recv(self._sock)
         if msg is None:
             self._closed = True
             raise SandboxError("sandbox init process is gone (killed or out of memory)")
+        self._route(msg, fds)
+        return True
+
+    def _route(self, msg: dict, fds: list[int]) -> None:
         if "re" in msg:
-            self._replies[msg["re"]] = (msg, fds)
+            if msg["re"] in self._discard:
+                self._discard.discard(msg["re"])
+                for fd in fds:
+                    os.close(fd)
+            else:
+                self._replies[msg["re"]] = (msg, fds)
         elif msg.get("ev") == "pid" and self.proc is None:
             self.proc = _InitProcess(msg["pid"])
         elif msg.get("ev") == "exit":
             self._exits[msg["id"]] = msg["status"]
-        return True
+            self._spawned.discard(msg["id"])
+
+    def _spawner_gone(self) -> None:
+        """The spawner exited (a payload killed it, or `kill_all`): what it had sent is read
+        first; its commands still running count as killed, and init kills their process
+        trees (orphans of the spawner, nobody would report them). The next ordinary
+        command starts another spawner. Caller holds the lock."""
+        spawner, self._spawner = self._spawner, None
+        if spawner is not None:
+            spawner.close()
+        while wait_readable([self._sock], 0):
+            msg, fds = _recv(self._sock)
+            if msg is None:
+                self._closed = True
+                raise SandboxError("sandbox init process is gone (killed or out of memory)")
+            self._route(msg, fds)
+        for cid in sorted(self._spawned):
+            self._seq += 1
+            self._discard.add(self._seq)
+            try:
+                _send(self._sock, {"op": "kill", "id": cid, "pid": self.pids.get(cid), "sig": int(signal.SIGKILL),
+                                   "seq": self._seq})
+            except OSError:
+                pass
+            self._exits[cid] = int(signal.SIGKILL)  # a wait status: killed by SIGKILL
+        self._spawned.clear()
 
     def _request(self, msg: dict, fds: list[int] | None = None, timeout: float = 30.0) -> tuple[dict, list[int]]:
         with self._lock:
-            if self._closed:
-                raise SandboxError("sandbox is closed")
-            self._seq += 1
-            seq = msg["seq"] = self._seq
-            _send(self._sock, msg, fds)
-            deadline = time.monotonic() + timeout
-            while seq not in self._replies:
-                left = deadline - time.monotonic()
-                if left <= 0 or not self._pump(left):
-                    raise SandboxError(f"sandbox init did not answer {msg.get('op')} within {timeout:.0f} s")
-            reply, rfds = self._replies.pop(seq)
+            try:
+                reply, rfds = self._exchange(self._sock, msg, fds, timeout)
+            except _NoAnswer:
+                raise SandboxError(f"sandbox init did not answer {msg.get('op')} within {timeout:.0f} s") from None
         if not reply.get("ok"):
             for fd in rfds:
                 os.close(fd)
             raise OSError(reply.get("error", "request failed"))
         return reply, rfds
+
+    def _exchange(self, via: socket.socket, msg: dict, fds: list[int] | None, timeout: float) -> tuple[dict, list[int]]:
+        """Send `msg` on `via` (init's control socket or the spawner's) and wait for its reply,
+        which always comes on the control socket (caller holds the lock)."""
+        if self._closed:
+            raise SandboxError("sandbox is closed")
+        self._seq += 1
+        seq = msg["seq"] = self._seq
+        _send(via, msg, fds)
+        deadline = time.monotonic() + timeout
+        while seq not in self._replies:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._pump(left):
+                raise _NoAnswer(msg.get("op"))
+            if via is not self._sock and via is not self._spawner and seq not in self._replies:
+                raise _SpawnerGone("the command spawner exited")
+        return self._replies.pop(seq)
+
+    def _spawn_fast(self, msg: dict, fds: list[int], rlimits: dict) -> int | None:
+        """Start an ordinary command through the spawner (started on first use); its pid, or
+        None when init's fork path is to start it (caller holds the lock)."""
+        if self._spawner is None:
+            if self._spawner_rlimits is not None and self._spawner_rlimits != rlimits:
+                return None
+            home = None
+            try:
+                if self._cgroup_home is not None:
+                    home = os.open(self._cgroup_home, os.O_WRONLY | os.O_CLOEXEC)
+                reply, rfds = self._exchange(self._sock, {"op": "spawner", "rlimits": rlimits,
+                                                          "leaf": home is not None},
+                                             [home] if home is not None else [], 10.0)
+            except OSError:
+                self._spawner_off = True
+                return None
+            finally:
+                if home is not None:
+                    os.close(home)
+            if not reply.get("ok") or not rfds:
+                self._spawner_off = True
+                return None
+            self._spawner = socket.socket(fileno=rfds[0])
+            self._spawner_rlimits = rlimits
+        elif self._spawner_rlimits != rlimits:
+            return None
+        spawner = self._spawner
+        try:
+            reply, _ = self._exchange(spawner, msg, fds, OPEN_HELPER_TIMEOUT)
+        except _SpawnerGone:
+            # it died (killed with the rest by `kill_all`, or by a payload) after the request
+            # was queued: init starts the command (a spawner SIGKILLed in the instant between
+            # its posix_spawn and its reply would leave a second copy running, as a leftover)
+            return None
+        except _NoAnswer:
+            # stopped (by a payload): kill it and whatever it may have started for this
+            # request, so the command never runs twice, then let init start it
+            self._exchange(self._sock, {"op": "drop_spawner"}, None, 30.0)
+            self._spawner_gone()
+            return None
+        except OSError:  # sending failed: the socket is gone with the spawner
+            self._spawner_gone()
+            return None
+        if reply.get("retire") and self._spawner is spawner:
+            spawner.close()
+            self._spawner = None
+        if not reply.get("ok"):
+            return None
+        cid = msg["id"]
+        if self._spawner is not spawner and not reply.get("retire"):
+            # it died right after starting the command: nobody will report its exit
+            self._spawned.add(cid)
+            self.pids[cid] = int(reply["pid"])
+            self._spawner = spawner
+            self._spawner_gone()
+        else:
+            self._spawned.add(cid)
+        return int(reply["pid"])
 
     # -- API
     def spawn(self, argv: list[str], *, env: dict[str, str], cwd: str = "/", stdin=None, stdout=None,
@@ -1380,13 +1794,19 @@ class PrivateRoot:
         if cgroup_fd is not None:
             fds.append(cgroup_fd)
         try:
+            msg = {"op": "spawn", "argv": list(argv), "env": dict(env), "cwd": cwd, "rlimits": rlimits or {},
+                   "drop": drop, "fd_targets": list(extra), "pidns": pidns, "cgroup": cgroup_fd is not None}
             with self._lock:
                 self._next_id += 1
-                cid = self._next_id
-            reply, _ = self._request({"op": "spawn", "id": cid, "argv": list(argv), "env": dict(env), "cwd": cwd,
-                                      "rlimits": rlimits or {}, "drop": drop, "fd_targets": list(extra),
-                                      "pidns": pidns, "cgroup": cgroup_fd is not None}, fds)
-            self.pids[cid] = int(reply["pid"])
+                cid = msg["id"] = self._next_id
+                pid = None
+                if drop and not pidns and not self._spawner_off and (cgroup_fd is None or self._cgroup_home):
+                    pid = self._spawn_fast(dict(msg), fds, msg["rlimits"])
+                if pid is not None:
+                    self.pids[cid] = pid
+            if pid is None:
+                reply, _ = self._request(msg, fds)
+                self.pids[cid] = int(reply["pid"])
         finally:
             for fd in opened:
                 os.close(fd)
@@ -1419,7 +1839,8 @@ class PrivateRoot:
 
     def kill(self, cid: int, sig: int = signal.SIGKILL, *, children_only: bool = False) -> bool:
         """Signal a command's whole process tree (or only its descendants)."""
-        reply, _ = self._request({"op": "kill", "id": cid, "sig": int(sig), "children_only": children_only})
+        reply, _ = self._request({"op": "kill", "id": cid, "sig": int(sig), "children_only": children_only,
+                                  "pid": self.pids.get(cid) if cid in self._spawned else None})
         return bool(reply.get("found"))
 
     def open(self, path: str, flags: int = os.O_RDONLY, mode: int = 0o644, *, makedirs: bool = False,
@@ -1448,6 +1869,9 @@ class PrivateRoot:
         if sock is None:
             return
         self._closed = True
+        spawner, self._spawner = getattr(self, "_spawner", None), None
+        if spawner is not None:
+            spawner.close()
         try:
             try:
                 sock.shutdown(socket.SHUT_WR)  # EOF for init: it kills everything and exits
@@ -1533,6 +1957,9 @@ class _Zygote:
     def __init__(self) -> None:
         self.owner = os.getpid()
         self._fork_lock = threading.Lock()
+        #: a sandbox started up to the point where it needs its spec (control socket, key)
+        self._warm: tuple[socket.socket, dict] | None = None
+        self._unread = 0  # the zygote's answers to warm requests not read yet
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = parent
         try:
@@ -1555,6 +1982,9 @@ class _Zygote:
         with self._fork_lock:
             try:
                 _send(self.sock, {"spec": spec}, [sock_fd])
+                while self._unread:  # answers come in order
+                    self._unread -= 1
+                    _recv(self.sock)
                 msg, _ = _recv(self.sock)
             except OSError:
                 msg = None
@@ -1567,6 +1997,91 @@ class _Zygote:
         if not msg.get("ok"):
             raise SandboxError(f"sandbox fork server: {msg.get('error')}")
         return msg["pid"]
+
+
+    def take_warm(self, spec: dict) -> socket.socket | None:
+        """The control socket of the warm sandbox (see `start_warm`) if it can become
+        `spec` (same kind, started in `spec`'s cgroups), else None; a warm sandbox that
+        does not fit is let go."""
+        key = _warm_key(spec)
+        if key is None:
+            return None
+        want = {**key, "cgroup_procs": list(spec.get("cgroup_procs", []))}
+        with self._fork_lock:
+            warm, self._warm = self._warm, None
+        if warm is not None and warm[1] != want:
+            warm[0].close()
+            warm = None
+        return warm[0] if warm is not None else None
+
+    def start_warm(self, spec: dict) -> None:
+        """Start a sandbox of `spec`'s kind, in `spec`'s cgroups, up to the point where it
+        needs the rest of its spec, unless one is there already. So creation is one round
+        trip to an init that already has its namespaces, /proc, /dev and the host system
+        mounted, and is already in its cgroups (the first move of a process into a cgroup
+        waits for an RCU grace period: milliseconds, more on a loaded machine)."""
+        key = _warm_key(spec)
+        if key is None:
+            return
+        key["cgroup_procs"] = list(spec.get("cgroup_procs", []))
+        with self._fork_lock:
+            while self._unread and wait_readable([self.sock], 0):
+                self._unread -= 1
+                try:
+                    _recv(self.sock)
+                except OSError:
+                    break
+            if self._warm is not None:
+                if self._warm[1] == key:
+                    return
+                self._warm[0].close()
+                self._warm = None
+            parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            try:
+                _send(self.sock, {"spec": key}, [child.fileno()])
+                self._unread += 1
+                self._warm = (parent, key)
+            except OSError:  # the zygote is gone: the next cold start replaces it
+                parent.close()
+            finally:
+                child.close()
+
+    def drop_warm(self) -> None:
+        """Close the warm sandbox (its init exits), e.g. before its cgroups are removed."""
+        with self._fork_lock:
+            warm, self._warm = self._warm, None
+        if warm is not None:
+            warm[0].close()
+
+
+def _warm_key(spec: dict) -> dict | None:
+    """What a warm sandbox for `spec` is started with (None: `spec` needs a cold start:
+    another mount holder's namespaces, no ipc/uts namespace, other system dirs, or a bind
+    source under the directory a warm sandbox mounts its tmpfs on)."""
+    if spec.get("join_ns") or not spec.get("ipc", True) or not spec.get("uts", True) or "system_dirs" in spec:
+        return None
+    key = {"warm": True, "rootless": bool(spec.get("rootless")), "network": spec.get("network", "host"),
+           "tmpfs_size": spec.get("tmpfs_size")}
+    try:
+        if _pick_base(spec) != _pick_base(key):
+            return None
+    except SandboxError:
+        return None
+    return key
+
+
+def start_warm(spec: dict) -> None:
+    """Have this process's zygote prepare a sandbox for a spec like `spec` (same kind and
+    cgroups; see `_Zygote.start_warm`): the next `PrivateRoot` of such a spec takes it."""
+    _Zygote.get().start_warm(spec)
+
+
+def drop_warm() -> None:
+    """Let this process's warm sandbox go, if it has one (at exit, before its cgroups are
+    removed)."""
+    z = _Zygote._instance
+    if z is not None and z.owner == os.getpid():
+        z.drop_warm()
 
 
 def prestart() -> None:

@@ -22,6 +22,7 @@ repo's index and its history are never touched.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
 import shlex
@@ -40,7 +41,9 @@ from typing import Callable, Protocol, TypeVar
 from minisandbox.sandbox import leftovers, rootfs
 from minisandbox.sandbox.conda_shim import shim_files
 from minisandbox.sandbox.interpreters import interpreter_binds
-from minisandbox.sandbox.limits import CommandCgroup, LimitGroup, Limits, sandbox_pid
+from minisandbox.errors import MinisandboxError
+from minisandbox.sandbox.limits import (CommandCgroup, LimitGroup, Limits, cgroup_owner, remove_cgroup_tree,
+                                        sandbox_pid)
 from minisandbox.paths import CONDA_ROOT, REPO_PATH, state_dir
 
 #: No TERM: the reference images run tests through `docker exec` without a tty, where TERM
@@ -219,6 +222,7 @@ class Sandbox:
         self._start_tree: str | None = None
         self._upper_dirs: list[str] = []
         self._cmd_cgroups: dict[int, CommandCgroup] = {}  # command id -> its CPU-accounting cgroup
+        self._cpu_counted: set[int] = set()  # commands `cpu_watch` has counted before
         # what the CPU watcher checks: command id -> (its cgroup, per-command limit (None for a
         # session's shell, held to the sandbox total only), whether the command has returned
         # (its cgroup is then removed once empty))
@@ -235,7 +239,9 @@ class Sandbox:
         self._root: rootfs.PrivateRoot | None = None
         tracker = _track_host_resources(cfg)
         # Always a LimitGroup: even without limits the sandbox gets its own leaf cgroup.
-        self.limits: LimitGroup | None = LimitGroup(cfg.limits or Limits.unlimited())
+        self.limits: LimitGroup | None
+        self.limits = _limit_group(cfg.limits or Limits.unlimited())
+        started = False  # a PrivateRoot was asked for (it may have taken the warm sandbox)
         try:
             if self.limits and self.limits.dirs:
                 tracker.add(cgroup_parents=[os.path.dirname(d) for d in self.limits.dirs
@@ -281,8 +287,13 @@ class Sandbox:
                                      if k in ("RLIMIT_AS", "RLIMIT_FSIZE")}
             spec = rootfs.build_spec(binds, network=cfg.network, rootless=cfg.rootless, overlays=overlays,
                                      files=files, **extra)
-            self._root = rootfs.PrivateRoot(spec)
+            leaf = self.limits.cpu_leaf
+            started = True
+            self._root = rootfs.PrivateRoot(spec, cgroup_home=os.path.join(leaf[0], "cgroup.procs") if leaf else None)
+            _warmer.prepare(self.limits.limits, spec)
         except BaseException:
+            if not started and _return_spare(self.limits):  # a bad layer: the warm sandbox in them waits on
+                self.limits = None
             self._cleanup_host()
             raise
         self.layer_methods: dict[str, str] = self._root.info.get("layers", {})
@@ -369,15 +380,19 @@ class Sandbox:
         return float(lim.limits.sandbox_cpu_seconds)
 
     def cpu_watch(self, cid: int) -> CpuWatch | None:
-        """Count command `cid`'s CPU time from now on against the per-command CPU limit and
-        the sandbox's total against its budget; None without a cgroup to count in (then
-        RLIMIT_CPU per process is all)."""
+        """Count command `cid`'s CPU time against the per-command CPU limit and the
+        sandbox's total against its budget; None without a cgroup to count in (then
+        RLIMIT_CPU per process is all). The first watch of a command counts from its start
+        (its cgroup is new: what it used before the caller got here counts too, as it does
+        for the CPU watcher); a later one (a session's next command) from now on."""
         group = self._cmd_cgroups.get(cid)
         limit = self.limits.limits.cpu_seconds if self.limits else None
         budget = self._budget()
         if group is None or (limit is None and budget is None):
             return None
-        return CpuWatch(group, None if limit is None else float(limit), group.usage() or 0.0,
+        start = (group.usage() or 0.0) if cid in self._cpu_counted else 0.0
+        self._cpu_counted.add(cid)
+        return CpuWatch(group, None if limit is None else float(limit), start,
                         lambda: self.kill_cgroup(cid), budget=budget,
                         total=self.limits.sandbox_usage if self.limits else None, spend=self._spend_budget)
 
@@ -469,6 +484,7 @@ class Sandbox:
         left in it, the CPU watcher holds them to the per-command limit and the sandbox's
         budget (and `close()` removes it with the sandbox's cgroup tree)."""
         group = self._cmd_cgroups.pop(cid, None)
+        self._cpu_counted.discard(cid)
         with self._watch_lock:
             self._watched.pop(cid, None)  # a session's shell that exited
         if group is not None and not group.remove() and not self._closed:
@@ -848,6 +864,127 @@ class Sandbox:
 
 _reaped: set[tuple[int, str]] = set()
 _reaped_lock = threading.Lock()
+
+#: The cgroups of the next sandbox this process creates, made ahead: this process's warm
+#: sandbox (`rootfs._Zygote.take_warm`) is started in them, so a sandbox with the same limits
+#: starts in cgroups it has already joined. Groups made for another limit setting or left
+#: over wait in `_unused` until they are empty.
+_spare: LimitGroup | None = None
+_unused: list[LimitGroup] = []
+_spare_lock = threading.Lock()
+
+
+def _mine(group: LimitGroup) -> bool:
+    return cgroup_owner(group.name) == os.getpid()
+
+
+def _limit_group(limits: Limits) -> LimitGroup:
+    """This sandbox's cgroups: the spare ones when they have these limits, else new ones."""
+    global _spare
+    with _spare_lock:
+        spare, _spare = _spare, None
+        if spare is not None and not _mine(spare):  # a forked controller's parent owns it
+            spare = None
+        if spare is not None and spare.limits != limits:
+            _unused.append(spare)
+            spare = None
+        _remove_unused(wait=False)
+        if not _exit_hook:
+            _exit_hook.append(True)
+            atexit.register(_drop_spares)
+    return spare if spare is not None else LimitGroup(limits)
+
+
+def _return_spare(group: LimitGroup) -> bool:
+    """Give `group` back as the spare (the sandbox using it failed before it started: the
+    warm sandbox in it is still there); False when there is another spare already."""
+    global _spare
+    with _spare_lock:
+        if _spare is None and _mine(group):
+            _spare = group
+            return True
+    return False
+
+
+class _Warmer:
+    """One thread per controller process that prepares the next sandbox after each
+    creation, off the creating thread's path: the spare cgroups (`_spare`) and, in them,
+    the zygote's warm sandbox (`rootfs.start_warm`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._want: tuple[Limits, dict] | None = None
+        self._thread: threading.Thread | None = None
+        self._owner = 0
+
+    def prepare(self, limits: Limits, spec: dict) -> None:
+        with self._lock:
+            self._want = (limits, spec)
+            if self._thread is None or self._owner != os.getpid() or not self._thread.is_alive():
+                self._owner = os.getpid()
+                self._thread = threading.Thread(target=self._run, name="minisandbox-warmer", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def _run(self) -> None:
+        global _spare
+        while True:
+            fired = self._wake.wait(30.0)
+            with self._lock:
+                want, self._want = self._want, None
+                self._wake.clear()
+                if want is None and not fired:  # idle: end (the next `prepare` starts another)
+                    self._thread = None
+                    return
+            if want is None:
+                continue
+            limits, spec = want
+            try:
+                with _spare_lock:
+                    spare = _spare
+                if spare is None or spare.limits != limits:
+                    spare = LimitGroup(limits)
+                    with _spare_lock:
+                        if _spare is not None:
+                            _unused.append(_spare)
+                        _spare = spare
+                rootfs.start_warm({**spec, "cgroup_procs": list(spare.procs_files)})
+            except Exception:  # a warm sandbox is an optimisation: the next one starts cold
+                pass
+
+
+_warmer = _Warmer()
+
+
+_exit_hook: list[bool] = []
+
+
+def _remove_unused(*, wait: bool) -> None:
+    """Remove the spare cgroups nobody will use, once empty (caller holds `_spare_lock`)."""
+    for group in list(_unused):
+        if not _mine(group):
+            _unused.remove(group)
+            continue
+        try:
+            if wait:
+                group.close()
+                _unused.remove(group)
+            elif all(remove_cgroup_tree(d) for d in group.dirs):
+                _unused.remove(group)
+        except (OSError, MinisandboxError):
+            pass
+
+
+def _drop_spares() -> None:
+    """At exit: end the warm sandbox, then remove the spare cgroups it was in."""
+    global _spare
+    rootfs.drop_warm()
+    with _spare_lock:
+        if _spare is not None:
+            _unused.append(_spare)
+            _spare = None
+        _remove_unused(wait=True)
 
 
 def _track_host_resources(cfg: SandboxConfig) -> leftovers.Tracker:

@@ -167,15 +167,28 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
+_prctl = None
+
+
+def _prctl_fn():
+    """libc's prctl, looked up once per process (a sandbox's init installs a filter in every
+    payload child it forks: the lookup is inherited instead of repeated per child)."""
+    global _prctl
+    if _prctl is None:
+        fn = ctypes.CDLL(None, use_errno=True).prctl
+        fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+        _prctl = fn
+    return _prctl
+
+
 def install(prog: bytes) -> None:
     """Install `prog` on the calling thread (no_new_privs must be set already, or the caller
     hold CAP_SYS_ADMIN in its user namespace; children and exec'd programs inherit it, it
     can never be removed, and a second filter only adds to the first)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl = _prctl_fn()
     buf = ctypes.create_string_buffer(prog, len(prog))
     fprog = _SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) != 0:
+    if prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) != 0:
         err = ctypes.get_errno()
         raise SeccompUnsupported(err, f"installing the seccomp filter failed: {errno.errorcode.get(err, err)} "
                                  "(kernel without CONFIG_SECCOMP_FILTER?); create the sandbox with seccomp=False")
