@@ -1481,7 +1481,8 @@ def _zygote_main(sock_fd: int) -> None:
         if msg is None:
             return  # the caller is gone; running sandboxes live on until their sockets close
         if not fds:
-            _send(zsock, {"ok": False, "error": "no control socket passed"})
+            if not msg.get("spec", {}).get("warm"):
+                _send(zsock, {"ok": False, "error": "no control socket passed"})
             continue
         pid = os.fork()
         if pid == 0:
@@ -1496,7 +1497,8 @@ def _zygote_main(sock_fd: int) -> None:
             _start_sandbox(socket.socket(fileno=fds[0]), msg["spec"])
         for fd in fds:
             os.close(fd)
-        _send(zsock, {"ok": True, "pid": pid})
+        if not msg["spec"].get("warm"):  # nobody waits for a warm sandbox's starter
+            _send(zsock, {"ok": True, "pid": pid})
 
 
 def _describe(exc: BaseException, spec: dict) -> str:
@@ -1959,7 +1961,6 @@ class _Zygote:
         self._fork_lock = threading.Lock()
         #: a sandbox started up to the point where it needs its spec (control socket, key)
         self._warm: tuple[socket.socket, dict] | None = None
-        self._unread = 0  # the zygote's answers to warm requests not read yet
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = parent
         try:
@@ -1982,9 +1983,6 @@ class _Zygote:
         with self._fork_lock:
             try:
                 _send(self.sock, {"spec": spec}, [sock_fd])
-                while self._unread:  # answers come in order
-                    self._unread -= 1
-                    _recv(self.sock)
                 msg, _ = _recv(self.sock)
             except OSError:
                 msg = None
@@ -2025,12 +2023,6 @@ class _Zygote:
             return
         key["cgroup_procs"] = list(spec.get("cgroup_procs", []))
         with self._fork_lock:
-            while self._unread and wait_readable([self.sock], 0):
-                self._unread -= 1
-                try:
-                    _recv(self.sock)
-                except OSError:
-                    break
             if self._warm is not None:
                 if self._warm[1] == key:
                     return
@@ -2038,8 +2030,7 @@ class _Zygote:
                 self._warm = None
             parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             try:
-                _send(self.sock, {"spec": key}, [child.fileno()])
-                self._unread += 1
+                _send(self.sock, {"spec": key}, [child.fileno()])  # (the zygote does not answer a warm request)
                 self._warm = (parent, key)
             except OSError:  # the zygote is gone: the next cold start replaces it
                 parent.close()
@@ -2052,6 +2043,10 @@ class _Zygote:
             warm, self._warm = self._warm, None
         if warm is not None:
             warm[0].close()
+
+
+if __name__ != "__main__":  # the controller: a forked controller must not inherit a held lock
+    os.register_at_fork(after_in_child=lambda: setattr(_Zygote, "_lock", threading.Lock()))
 
 
 def _warm_key(spec: dict) -> dict | None:
@@ -2132,6 +2127,9 @@ def share_fork_server(lock_path: str) -> bool:
             _Zygote._instance = None
             return False
         z._fork_lock = _SharedForkLock(lock_path, z.sock)
+        if z._warm is not None:  # the parent's warm sandbox stays the parent's
+            z._warm[0].close()
+            z._warm = None
         return True
 
 

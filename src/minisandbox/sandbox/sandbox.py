@@ -916,13 +916,21 @@ class _Warmer:
         self._wake = threading.Event()
         self._want: tuple[Limits, dict] | None = None
         self._thread: threading.Thread | None = None
-        self._owner = 0
+        self._owner = os.getpid()
+        self._created = 0  # sandboxes this process created
 
     def prepare(self, limits: Limits, spec: dict) -> None:
+        """Prepare a sandbox like the one just created with `spec`, from the second creation
+        in this process on (a one-shot process, such as `minisandbox run`, never pays for a
+        warm sandbox it will not use)."""
         with self._lock:
+            if self._owner != os.getpid():  # a forked controller (the parent's thread is not here)
+                self._owner, self._created, self._thread, self._want = os.getpid(), 0, None, None
+            self._created += 1
+            if self._created < 2:
+                return
             self._want = (limits, spec)
-            if self._thread is None or self._owner != os.getpid() or not self._thread.is_alive():
-                self._owner = os.getpid()
+            if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="minisandbox-warmer", daemon=True)
                 self._thread.start()
         self._wake.set()
@@ -955,6 +963,19 @@ class _Warmer:
 
 
 _warmer = _Warmer()
+
+
+def _after_fork_in_child() -> None:
+    """A forked controller starts with fresh locks (another thread may have held one at the
+    fork) and without its parent's spare cgroups or warmer."""
+    global _spare_lock, _spare, _warmer
+    _spare_lock = threading.Lock()
+    _spare = None
+    _unused.clear()
+    _warmer = _Warmer()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 _exit_hook: list[bool] = []
