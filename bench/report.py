@@ -8,6 +8,8 @@ Reads, from `--data` (each written by the bench's own `--json OUT`):
 * bench_runtime.json   restore time by method (cold/warm, root and unprivileged), store size
                        by format, concurrency curves (ready time vs concurrent requests)
 * bench_sandbox.json   sandbox creation distribution, concurrent sandboxes
+* bench_sandbox_ops.json  the in-process sandbox's operations (create, execute, close...) vs the bubblewrap
+                       one-shot of the same run, memory per open sandbox, N sandboxes at once
 * bench_pipeline.json  planning time vs task count (`snakemake -n`, cold and warm)
 * bench_scale*.json    planning time of the Slurm-profile dry run at its task count (one file per count)
 * bench_dedup.json     store and node-cache bytes per layout (needs downloaded wheels: not run by --run-quick)
@@ -174,6 +176,27 @@ def creation_section(sb: dict, img: Path) -> list[str]:
     lat = sb.get("latency_rows")
     if lat:
         out.append(table(lat["headers"], lat["rows"]))
+    return out
+
+
+def ops_section(ops: dict) -> list[str]:
+    """bench_sandbox_ops: each operation's median and ratio to the same run's bwrap one-shot."""
+    out = [f"Load average {ops.get('load', 0):.1f} on {ops.get('cores', '?')} cores during the run; "
+           f"{ops.get('n')} sandboxes.", ""]
+    rows = ops.get("rows") or {}
+    if rows.get("rows"):
+        out += [table(rows["headers"], rows["rows"]), ""]
+    mem = ops.get("memory")
+    if mem:
+        out.append(f"Memory per open sandbox ({mem['sandboxes']} open, each after one command): init RSS "
+                   f"{mem['init_rss_kb'] / 1024:.1f} MiB (PSS {mem['init_pss_kb'] / 1024:.1f} MiB), command spawner "
+                   f"RSS {mem['spawner_rss_kb'] / 1024:.1f} MiB (PSS {mem['spawner_pss_kb'] / 1024:.1f} MiB), "
+                   f"controller +{mem['controller_kb_per_sandbox'] / 1024:.2f} MiB.")
+    sc = ops.get("scale")
+    if sc:
+        out += ["", f"{sc['n']} sandboxes created at once by threads of one process (payload `true`): all ready in "
+                    f"{sc['all_ready_s']:.2f} s against {sc['target_s']:.2f} s (2 x {sc['n']} x the creation "
+                    f"median), {sc['failures']} failures, all closed in {sc['close_all_s']:.2f} s."]
     return out
 
 
@@ -355,6 +378,15 @@ def main(argv: list[str] | None = None) -> int:
               "`bench/bench_sandbox.py`: in-process creation of a sandbox over restored layers (overlay; "
               "baseline: a full copy of the layers).", ""]
     lines += creation_section(sb, img) if sb else ["bench_sandbox.json absent."]
+    ops = load(a.data / "bench_sandbox_ops.json")
+    lines += ["", "## Sandbox operations", "",
+              "`bench/bench_sandbox_ops.py`: in-process sandbox with every hardening feature on (default limits, "
+              "seccomp, ptrace off), operation by operation, against the bubblewrap one-shot "
+              "(`bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent true`) of the same "
+              "run.", ""]
+    lines += ops_section(ops) if ops else [
+        "bench_sandbox_ops.json absent (`.venv/bin/python bench/bench_sandbox_ops.py --json "
+        "results/bench/bench_sandbox_ops.json`)."]
     lines += ["", "## Concurrency curves", "",
               "`bench/bench_runtime.py` (concurrency part): N task requests for N distinct environments at once, "
               "with and without the node's I/O budget.", ""]
