@@ -182,13 +182,16 @@ def test_imports_are_resolved_from_the_source() -> None:
     assert "minisandbox.sandbox.sandbox" in edges["minisandbox.sandbox.shell"]
 
 
-def test_rootfs_stays_stdlib_only() -> None:
-    """rootfs runs as `python -I -S rootfs.py` (the fork server): its project imports are the
-    error class and the seccomp filter (itself stdlib-only), each guarded by a fallback."""
+def test_init_program_stays_stdlib_only() -> None:
+    """init_program runs as `python -I -S init_program.py` (the fork server, each sandbox's
+    init and helpers): its project imports are the error class and the seccomp filter (itself
+    stdlib-only), each guarded by a fallback. The controller side (rootfs) starts it and
+    imports nothing else of the project."""
     edges = module_edges()
-    assert edges["minisandbox.sandbox.rootfs"] == {"minisandbox.errors", "minisandbox.sandbox.seccomp"}
+    assert edges["minisandbox.sandbox.init_program"] == {"minisandbox.errors", "minisandbox.sandbox.seccomp"}
     assert edges["minisandbox.sandbox.seccomp"] == set()
-    src = (PKG / "sandbox" / "rootfs.py").read_text()
+    assert edges["minisandbox.sandbox.rootfs"] == {"minisandbox.sandbox.init_program"}
+    src = (PKG / "sandbox" / "init_program.py").read_text()
     assert src.count("except ImportError:") == 2
 
 
@@ -410,7 +413,7 @@ def test_integrations_use_only_the_public_api_of_task() -> None:
 
 def _import_fallbacks(tree: ast.AST) -> set[int]:
     """ids of the classes defined in an `except ImportError:` block: stand-ins for an imported
-    class when a module runs as a script without the package (rootfs's SandboxError)."""
+    class when a module runs as a script without the package (init_program's SandboxError)."""
     out: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ExceptHandler) and isinstance(node.type, ast.Name) and node.type.id == "ImportError":

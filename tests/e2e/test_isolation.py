@@ -357,7 +357,7 @@ def test_background_processes_killed_on_close(world):
     assert left == []
 
 
-#: Host directories a sandbox's private root is mounted on (rootfs._BASE_CANDIDATES), had
+#: Host directories a sandbox's private root is mounted on (init_program._BASE_CANDIDATES), had
 #: it leaked into the host's mount namespace.
 ROOT_BASES = ("/mnt", "/media", "/srv", "/boot", "/run", "/var/empty", "/opt")
 

@@ -68,7 +68,7 @@ def probe(pid):
 
 def forked_by_init(pid):
     """Still a process init forked that has not exec'd (its command line is init's)."""
-    return fields(pid).get("PPid") == "1" and b"rootfs.py" in open(f"/proc/{pid}/cmdline", "rb").read()
+    return fields(pid).get("PPid") == "1" and b"init_program.py" in open(f"/proc/{pid}/cmdline", "rb").read()
 
 def stat(pid):
     """(state, start time) from /proc/PID/stat: the start time tells a reused pid apart."""
@@ -221,7 +221,7 @@ while time.monotonic() < deadline and not os.path.exists("/tmp/spinner.stop"):
             continue
         pid = int(name)
         try:
-            if b"rootfs.py" not in open(f"/proc/{pid}/cmdline", "rb").read():
+            if b"init_program.py" not in open(f"/proc/{pid}/cmdline", "rb").read():
                 continue
         except OSError:
             continue

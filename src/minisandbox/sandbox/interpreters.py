@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import LazyPattern
-from minisandbox.sandbox.rootfs import SYSTEM_DIRS, Bind
+from minisandbox.sandbox.init_program import SYSTEM_DIRS
+from minisandbox.sandbox.rootfs import Bind
 
 _FULL = LazyPattern(r"^(\d+)\.(\d+)\.(\d+)$")
 _SYSTEM_BIN_DIRS = ("/usr/bin", "/usr/local/bin")

@@ -242,7 +242,7 @@ def reap(state: Path) -> ReapReport:
                         report.scratch.append(str(sd))
             for mnt in rec.mounts:
                 if _mounted(mnt):
-                    from minisandbox.sandbox.rootfs import MNT_DETACH, umount2
+                    from minisandbox.sandbox.init_program import MNT_DETACH, umount2
 
                     try:
                         umount2(mnt, MNT_DETACH)

@@ -674,7 +674,7 @@ class Sandbox:
     # -- files
     def read_file(self, path: str) -> bytes:
         """Contents of a regular file inside the sandbox, opened with the payload's
-        privileges by a confined helper (`rootfs.open_in_root`: symlinks resolve inside the
+        privileges by a confined helper (`init_program.open_in_root`: symlinks resolve inside the
         sandbox, a FIFO, socket or device is refused at once: OSError)."""
         fd = self._live().open(path, os.O_RDONLY, rlimits=self.rlimits)
         if stat.S_ISDIR(os.fstat(fd).st_mode):
@@ -793,10 +793,6 @@ class Sandbox:
                 sess = factory()
                 self._sessions[name] = sess
             return sess  # type: ignore[return-value]  (a name always maps to its factory's type)
-
-    def interrupt_session(self, name: str = "default") -> None:
-        if name in self._sessions:
-            self._sessions[name].interrupt()
 
     def close_session(self, name: str = "default") -> None:
         sess = self._sessions.pop(name, None)

@@ -27,7 +27,7 @@ What it does (an attempted call fails with EPERM unless noted):
 Everything else is allowed (threads, fork, exec, sockets).
 
 Init and its helpers run under a filter too (`init_program`): the same deny list, except
-that init may still mount (a payload's own /proc, see `rootfs._enter_own_pidns`) and make
+that init may still mount (a payload's own /proc, see `init_program._enter_own_pidns`) and make
 a new pid and mount namespace for it; a nested user namespace, the keyring, bpf and the
 rest stay closed to it, so a process that took over init or a helper gains nothing a
 payload lacks but its uid. This module imports only the standard library: `rootfs` runs it in the
