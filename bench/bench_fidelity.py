@@ -1029,7 +1029,8 @@ def swebench_main(args: argparse.Namespace) -> int:
         wanted = [n.strip() for n in selection.split(",") if n.strip()]
         if unknown := [n for n in wanted if n not in specs]:
             raise SystemExit(f"bench_fidelity: not in the SWE-bench catalog: {', '.join(unknown)}")
-        plan["planned"] = [e for e in plan["planned"] if e["name"] in wanted]
+        by_name = {e["name"]: e for e in plan["planned"]}
+        plan["planned"] = [by_name[n] for n in wanted if n in by_name]  # in the order given
     elif selection.isdigit():
         plan["planned"] = plan["planned"][:int(selection)]
     code_info["trees"] = code_trees(code_info["commit"]) if not code_info.get("dirty") else None
