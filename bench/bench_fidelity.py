@@ -1024,15 +1024,20 @@ def swebench_main(args: argparse.Namespace) -> int:
     results_path = out / "results.json"
     previous = read_json(results_path) or {}
     plan = swebench_plan(specs, mirrors, python_checker())
+    # the selection says what this run measures; the plan (and the report's "not measured")
+    # stays the whole catalog, named specs first in the order given
     selection = args.profiles or "all"
+    chosen = {e["name"] for e in plan["planned"]}
     if selection != "all" and not selection.isdigit():
         wanted = [n.strip() for n in selection.split(",") if n.strip()]
         if unknown := [n for n in wanted if n not in specs]:
             raise SystemExit(f"bench_fidelity: not in the SWE-bench catalog: {', '.join(unknown)}")
         by_name = {e["name"]: e for e in plan["planned"]}
-        plan["planned"] = [by_name[n] for n in wanted if n in by_name]  # in the order given
+        plan["planned"] = [by_name[n] for n in wanted if n in by_name] + [
+            e for e in plan["planned"] if e["name"] not in wanted]
+        chosen = set(wanted)
     elif selection.isdigit():
-        plan["planned"] = plan["planned"][:int(selection)]
+        chosen = {e["name"] for e in plan["planned"][:int(selection)]}
     code_info["trees"] = code_trees(code_info["commit"]) if not code_info.get("dirty") else None
     same = code_info["trees"] is not None and previous.get("code", {}).get("trees") == code_info["trees"]
     results = previous.get("results", []) if same else []
@@ -1047,7 +1052,7 @@ def swebench_main(args: argparse.Namespace) -> int:
 
     save()
     done = {r["profile"] for r in results}
-    todo = [e for e in plan["planned"] if e["name"] not in done]
+    todo = [e for e in plan["planned"] if e["name"] not in done and e["name"] in chosen]
     print(f"bench_fidelity --swebench: {len(todo)} specs to measure ({len(done)} done), "
           f"{len(plan['excluded'])} excluded, {len(plan['unavailable'])} not measurable here", flush=True)
     for entry in todo:
