@@ -357,6 +357,8 @@ def build_outcome(work: Path, keys: dict[str, str], report: dict[str, Any]) -> d
 
 _SUMMARY = re.compile(r"^=+ (.*\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?).*) in [\d.]+s")
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
+#: a progress line of pytest without -v: `tests/test_x.py ..F.s   [ 12%]` or a continuation
+_PROGRESS = re.compile(r"^(?:\S+\.py )?([.FEsxX]+)\s*\[\s*\d+%\]$")
 _COLLECTED = re.compile(r"^(?:collect(?:ed|ing) .*?(\d+) items?|Found (\d+) test\(s\)\.)")  # pytest; django
 
 
@@ -384,6 +386,12 @@ def pytest_counts(log: str, statuses: dict[str, str]) -> dict[str, Any]:
             if key:
                 counts[key] += 1
         counts["source"] = "per-test"
+    else:  # cut before the summary, without -v: pytest's progress characters
+        marks = "".join(m.group(1) for line in log.splitlines() if (m := _PROGRESS.match(line.strip())))
+        for ch, key in ((".", "passed"), ("F", "failed"), ("E", "errors"), ("s", "skipped"), ("x", "xfailed"),
+                        ("X", "xpassed")):
+            counts[key] = marks.count(ch)
+        counts["source"] = "progress" if marks else "none"
     good = counts["passed"] + counts["xfailed"] + counts["xpassed"]
     denom = good + counts["failed"] + counts["errors"]
     counts["pass_rate"] = round(good / denom, 4) if denom else None

@@ -125,6 +125,14 @@ def test_capped_suite_counts_what_ran(bf):
     assert counts["pass_rate"] == round(2 / 3, 4)
 
 
+def test_capped_pytest_run_without_v_counts_its_progress_characters(bf):
+    log = ("collected 9 items\n\ntests/test_a.py ..F.s  [ 50%]\n.Ex           [ 80%]\n"
+           "tests/test_b.py ....minisandbox: command timed out after 1200.0 s; killed its process tree\n")
+    counts = bf.pytest_counts(log, {})
+    assert counts["source"] == "progress" and counts["collected"] == 9
+    assert (counts["passed"], counts["failed"], counts["errors"], counts["skipped"], counts["xfailed"]) == (4, 1, 1, 1, 1)
+
+
 def test_render_lists_counts_and_what_was_not_measured(bf):
     base = {"repo": "psf/requests", "python": "3.9", "built": True, "skipped": 0, "errors": 0}
     data = {
