@@ -953,7 +953,7 @@ def rest_note(r: dict[str, Any]) -> str:
     if not rest or rest.get("pass_rate") is None:
         return ""
     return (f"; past them: {rest['passed']} passed, {rest['failed']} failed, {rest['errors']} errors "
-            f"({rest['pass_rate'] * 100:.1f}%)")
+            f"({rest['pass_rate'] * 100:.1f}%{', capped' if rest.get('capped') else ''})")
 
 
 SWEBENCH_HEADERS = ["repo", "version", "tag (commit)", "python", "built", "build s", "test s", "collected", "passed",
