@@ -1153,7 +1153,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         keys = profile_keys(work)
     except (OSError, ValueError, KeyError) as exc:
-        raise SystemExit(f"bench_fidelity: the workflow wrote no usable plan ({exc}); see {out / 'snakemake.log'}")
+        raise SystemExit(f"bench_fidelity: the workflow wrote no usable plan ({exc}); see {out / 'snakemake.log'}") from None
     jobs = job_seconds((out / "snakemake.log").read_text(errors="replace"))
 
     results: list[dict[str, Any]] = []

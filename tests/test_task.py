@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox.task import _setup_script, make_cache
 from minisandbox.records import TaskRecord
+from minisandbox.task import _setup_script, make_cache
 
 BUG = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
 
@@ -58,7 +58,7 @@ def test_swerex_syntax_check_and_unstarted_deployment() -> None:
 
 def test_ray_cluster_needs_ray_initialised() -> None:
     ray = pytest.importorskip("ray")
-    from minisandbox.integrations.ray import node_resources, RolloutCluster
+    from minisandbox.integrations.ray import RolloutCluster, node_resources
 
     assert node_resources(2, msb_node_a=1) == {"minisandbox_io": 2.0, "msb_node_a": 1.0}
     if ray.is_initialized():

@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from minisandbox.errors import MinisandboxError
 from minisandbox.node.cache import Cache
 from minisandbox.node.iobudget import RAY_RESOURCE, IOBudget
+from minisandbox.node.runtime import PreparedTask, prepare
 from minisandbox.paths import REPO_PATH, VENV_PATH, cache_dir
 from minisandbox.records import TaskRecord, test_files_of
-from minisandbox.node.runtime import PreparedTask, prepare
 from minisandbox.sandbox.sandbox import DEFAULT_ENV, ExecResult, Sandbox
-from minisandbox.errors import MinisandboxError
 
 #: Environment of every command: the task's venv is active, like in the SWE-bench images.
 AGENT_ENV = {
@@ -93,7 +93,7 @@ class TaskSandbox:
         finally:
             self.prepared.release()
 
-    def __enter__(self) -> "TaskSandbox":
+    def __enter__(self) -> TaskSandbox:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -237,10 +237,9 @@ def test_cache_clear_refuses_while_leased_and_force_ends_the_holder(published_st
 def test_cache_clear_unmounts_image_layers(tmp_path: Path) -> None:
     """Mounted image layers are read-only file systems: `rm -rf` fails on each of their files.
     `cache clear` unmounts them first and removes the rest."""
-    from tests.fixtures.runtime import build_store
-
     from minisandbox.node.cache import Cache
     from minisandbox.node.runtime import prepare
+    from tests.fixtures.runtime import build_store
 
     pub = build_store(tmp_path / "store", tmp_path / "work", n_envs=1, n_tasks=1, images=True)
     cache = tmp_path / "cache"

@@ -136,8 +136,8 @@ def test_hanging_patch_times_out_in_the_sandbox(store, tmp_path):
 
     from minisandbox.catalog import Catalog, spec_for
     from minisandbox.grading.evaluate import SandboxExecutor, evaluate
-    from minisandbox.paths import REPO_PATH
     from minisandbox.node.runtime import prepare
+    from minisandbox.paths import REPO_PATH
 
     rec = next(r for r in records(store) if r.instance_id.startswith("jpvanhal__inflection"))
     spec = dataclasses.replace(spec_for(Catalog.load([store.catalog]), rec), timeout=5)

@@ -16,21 +16,30 @@ builds in mount namespaces, a real store, validation in sandboxes):
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
 from minisandbox.node import published
 from minisandbox.node.runtime import prepare
 from minisandbox.node.store import Store
 from minisandbox.syspkgs import MissingSystemPackages
 from minisandbox.task import open_task
-from tests.fixtures.fidelity import (AS_OF, FETCHY_BUG, FETCHY_SYNTAX_BUG, OLDCFG_BUG, OLDCFG_FILES, PKGRES_BUG,
-                                     PKGRES_FILES, SCM_BUG, SCM_FILES, DataServer, FixtureIndex, download_files,
-                                     make_repo)
+from tests.fixtures.fidelity import (
+    AS_OF,
+    FETCHY_BUG,
+    FETCHY_SYNTAX_BUG,
+    OLDCFG_BUG,
+    OLDCFG_FILES,
+    PKGRES_BUG,
+    PKGRES_FILES,
+    SCM_BUG,
+    SCM_FILES,
+    DataServer,
+    FixtureIndex,
+    download_files,
+    make_repo,
+)
 from tests.fixtures.pipeline import PYTEST_PINS, Workspace, spec, task
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]

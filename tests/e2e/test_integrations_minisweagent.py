@@ -55,7 +55,7 @@ def test_agent_fixes_a_bundled_task_and_it_is_graded(bundled_store, tmp_path: Pa
             make_output("Check the package still imports and the tests I have pass.",
                         [{"command": "python -c 'import toolz' && python -m pytest -q -p no:cacheprovider toolz "
                                      "2>&1 | tail -1"}]),
-            make_output("Submit.", [{"command": f"echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"}]),
+            make_output("Submit.", [{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"}]),
         ]
         model = get_model(config={"model_class": "minisweagent.models.test_models.DeterministicModel", "model_name": "scripted",
                                   "outputs": outputs})

@@ -99,7 +99,7 @@ def test_start_state_is_the_task(deployment) -> None:
     assert lines[0].strip() == "1"  # one root commit: no history with the fix
     assert "test_inflection.py" not in lines  # FAIL_TO_PASS test file removed
     assert "/opt/miniconda3/envs/testbed/bin/python" in lines
-    assert any("number % 10 in (11, 12, 13)" in l for l in lines)  # the bug is in
+    assert any("number % 10 in (11, 12, 13)" in line for line in lines)  # the bug is in
 
 
 def test_sessions_exit_codes_and_checks(deployment) -> None:

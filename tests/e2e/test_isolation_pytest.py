@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox.sandbox.interpreters import available, find_interpreter, interpreter_binds
 from minisandbox.paths import VENV_PATH
+from minisandbox.sandbox.interpreters import available, find_interpreter, interpreter_binds
 from tests.fixtures.sandbox import run_as_user
 
 pytestmark = pytest.mark.slow

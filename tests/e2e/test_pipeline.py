@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox.node import published
-from minisandbox.sandbox import rootfs
-from minisandbox.sandbox.interpreters import find_prefix
 from minisandbox.fsutil import file_digest
-from minisandbox.paths import REPO_PATH, VENV_PATH
+from minisandbox.node import published
 from minisandbox.node.restore import extract
 from minisandbox.node.store import Store
+from minisandbox.paths import REPO_PATH, VENV_PATH
+from minisandbox.sandbox import rootfs
+from minisandbox.sandbox.interpreters import find_prefix
 from tests.fixtures.pipeline import jobs_in, make_workspace
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]

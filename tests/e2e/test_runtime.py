@@ -17,8 +17,8 @@ import pytest
 
 from minisandbox.node.cache import Cache
 from minisandbox.node.iobudget import IOBudget
-from minisandbox.paths import REPO_PATH, VENV_PATH
 from minisandbox.node.runtime import StoreIndexMissing, TaskNotReady, prepare
+from minisandbox.paths import REPO_PATH, VENV_PATH
 from tests.fixtures.runtime import build_store
 
 pytestmark = pytest.mark.slow

@@ -13,9 +13,9 @@ import pytest
 
 from minisandbox.node.cache import Cache
 from minisandbox.node.iobudget import IOBudget
-from minisandbox.paths import REPO_PATH, VENV_PATH
 from minisandbox.node.restore import can_mount_images, is_mounted
 from minisandbox.node.runtime import prepare
+from minisandbox.paths import REPO_PATH, VENV_PATH
 from tests.fixtures.runtime import build_store
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from minisandbox.pipeline.git import GitError, ensure_mirror, make_snapshot

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox.pipeline import keys
 from minisandbox.catalog import EnvSpec
+from minisandbox.pipeline import keys
 from minisandbox.pipeline.keys import canonical_json, env_canonical, env_key, repo_key, slug, source_id
 
 SRC = Path(__file__).resolve().parents[2] / "src"

@@ -12,9 +12,6 @@ import pytest
 import zstandard
 
 from minisandbox.fsutil import file_digest
-
-
-
 from minisandbox.pipeline.pack import EPOCH, PackError, normalize_tree, pack_tree
 
 
@@ -91,7 +88,6 @@ def test_pack_image_is_deterministic(tmp_path: Path) -> None:
 
     if not shutil.which("mksquashfs"):
         pytest.skip("squashfs-tools not installed (apt-get install squashfs-tools)")
-    from minisandbox.fsutil import file_digest
 
     from minisandbox.pipeline.pack import pack_image
 

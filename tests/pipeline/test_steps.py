@@ -7,8 +7,8 @@ import json
 import multiprocessing as mp
 from pathlib import Path
 
-from minisandbox.pipeline import steps as pipeline
 from minisandbox.fsutil import file_digest
+from minisandbox.pipeline import steps as pipeline
 from minisandbox.status import StageStatus, read_status, write_status
 
 

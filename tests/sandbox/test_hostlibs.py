@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox.sandbox.hostlibs import MissingHostLibrary, add_packages, check_host_libs, ldd_host_libs, shared_objects
 from minisandbox.sandbox import interpreters
+from minisandbox.sandbox.hostlibs import (
+    MissingHostLibrary,
+    add_packages,
+    check_host_libs,
+    ldd_host_libs,
+    shared_objects,
+)
 
 
 def _pyenv() -> interpreters.Interpreter:

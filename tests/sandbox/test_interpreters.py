@@ -11,9 +11,18 @@ from pathlib import Path
 import pytest
 
 from minisandbox.sandbox import interpreters
-from minisandbox.sandbox.interpreters import (KEY_PATTERN, PYENV, SYSTEM, UV_MANAGED, UV_PREFIX_ROOT,
-                                              InterpreterNotFound, check_prefix, describe, find_interpreter,
-                                              interpreter_key)
+from minisandbox.sandbox.interpreters import (
+    KEY_PATTERN,
+    PYENV,
+    SYSTEM,
+    UV_MANAGED,
+    UV_PREFIX_ROOT,
+    InterpreterNotFound,
+    check_prefix,
+    describe,
+    find_interpreter,
+    interpreter_key,
+)
 
 
 @pytest.fixture

@@ -10,9 +10,7 @@ import textwrap
 
 import pytest
 
-from minisandbox.sandbox import interpreters
-
-from minisandbox.sandbox import rootfs
+from minisandbox.sandbox import interpreters, rootfs
 from tests.fixtures.sandbox import run_json_as_user
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}

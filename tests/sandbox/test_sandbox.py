@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from minisandbox.paths import VENV_PATH
 from minisandbox.sandbox import rootfs
 from minisandbox.sandbox.interpreters import find_interpreter, interpreter_binds
 from minisandbox.sandbox.limits import Limits
-from minisandbox.paths import VENV_PATH
 from minisandbox.sandbox.sandbox import Layer, Sandbox
 from minisandbox.sandbox.shell import session
 

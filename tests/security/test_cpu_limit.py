@@ -59,7 +59,7 @@ FORK_BOMB_OF_WORK = """
                "under": [under.returncode, under.limit_hit, under.cpu_seconds, under.output],
                "sess_over": [sess_over.limit_hit, sess_over.cpu_seconds, sess_over.restarted, sess_over.output],
                "sess_next": [sess_next.returncode, sess_next.output]}
-""" % LIMIT
+""" % LIMIT  # noqa: UP031 (the template holds braces: %-formatting, not str.format)
 
 
 def check_total_enforced(out: dict) -> None:
@@ -104,7 +104,7 @@ def test_rootless_without_a_cgroup_falls_back_to_rlimit_cpu(attack):
             r = sb.run(["python3", "-c", "while True: pass"])
             out = {"mode": sb.limits_mode["cpu_seconds"], "leaf": sb.limits.cpu_leaf,
                    "r": [r.returncode, r.limit_hit, r.output]}
-    """ % LIMIT)
+    """ % LIMIT)  # noqa: UP031 (as above)
     if out["leaf"] is not None:
         pytest.skip(f"the test user has a writable cgroup here ({out['mode']}): no fallback to test")
     assert out["mode"] == CPU_RLIMIT_MODE

@@ -42,7 +42,7 @@ import textwrap
 
 import pytest
 
-from tests.security.test_reward_hacks import GIT_ENV, grade, task, host_executor, sandbox_executor  # noqa: F401
+from tests.security.test_reward_hacks import GIT_ENV, grade, host_executor, sandbox_executor, task  # noqa: F401
 
 SWALLOW = '''
 import pytest as _pytest

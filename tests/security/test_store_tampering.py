@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from minisandbox.index import CATALOG, shard_of, shard_path
-from minisandbox.node.published import read_catalog
 from minisandbox.manifest import StoreDataError
 from minisandbox.node.cache import Artifact, Cache
+from minisandbox.node.published import read_catalog
 from minisandbox.node.runtime import prepare
 from minisandbox.node.store import Store
 from tests.fixtures.runtime import build_store

@@ -39,7 +39,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
         run_eval,
     )
     from minisandbox.index import UnknownTask
-    from minisandbox.records import SelectionError, TaskRecord, read_tasks
+    from minisandbox.records import TaskRecord, read_tasks
 
     preds = load_predictions(a.predictions)
     if not preds:

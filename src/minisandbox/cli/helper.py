@@ -66,13 +66,12 @@ def _set_dumpable(on: bool) -> None:
 
 def _warm() -> dict[str, str]:
     """Import and start what every `run` needs; the scan's environment (see _SCAN_ENV)."""
+    import minisandbox.cli as cli
     import minisandbox.cli.sandboxcmds  # noqa: F401
     import minisandbox.node.published  # noqa: F401
     import minisandbox.node.verified as verified
     import minisandbox.task  # noqa: F401
     from minisandbox.sandbox import interpreters, rootfs
-
-    import minisandbox.cli as cli
 
     cli.PARSER_CACHE = {}
     cli.build_parser([cli.COMMANDS["run"]])
@@ -320,7 +319,7 @@ def _spare(ctrl: socket.socket, scan_env: dict[str, str], lock_path: str, umask:
     try:
         _become(umask, env, cwd_fd, scan_env, lock_path)
         os.close(cwd_fd)
-        from minisandbox.cli import build_parser, COMMANDS, _apply_global_options
+        from minisandbox.cli import COMMANDS, _apply_global_options, build_parser
 
         args = build_parser([COMMANDS["run"]]).parse_args(argv)
         _apply_global_options(args)
@@ -328,8 +327,8 @@ def _spare(ctrl: socket.socket, scan_env: dict[str, str], lock_path: str, umask:
             from minisandbox.paths import default_store_origin
 
             args.store, args.store_origin = default_store_origin()
-        from minisandbox.task import open_task
         from minisandbox.cli.sandboxcmds import _options
+        from minisandbox.task import open_task
 
         ts = open_task(args.task_id, args.store, cache=args.cache, diff=args.diff, **_options(args))
         data, fds = _recv_request(ctrl)  # blocks until the call (or EOF: expired)
@@ -366,7 +365,7 @@ def _spare(ctrl: socket.socket, scan_env: dict[str, str], lock_path: str, umask:
 
 def _run_spare(ts, argv: list[str], reply: _Reply) -> int:  # noqa: ANN001 - a TaskSandbox
     """The call's command in the spare's open sandbox, with `main`'s error handling."""
-    from minisandbox.cli import build_parser, COMMANDS
+    from minisandbox.cli import COMMANDS, build_parser
     from minisandbox.cli.sandboxcmds import _argv, run_in
     from minisandbox.errors import MinisandboxError
 

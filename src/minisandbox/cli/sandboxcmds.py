@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from minisandbox.cli.options import UsageError
 from minisandbox.sandbox.limits import DEFAULT_LIMITS, Limits

@@ -13,22 +13,23 @@ import copy
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from minisandbox.manifest import has_archive
-from minisandbox.node.cache import Artifact, Cache, LayerResult, Lease
-from minisandbox.node.iobudget import IOBudget
-from minisandbox.paths import HOME_PATH, REPO_PATH, VENV_PATH
-from minisandbox.syspkgs import require as require_system_packages, validate_names
-from minisandbox.node.fusemount import FuseMountError
-from minisandbox.node.restore import RestoreError
-from minisandbox.sandbox.hostlibs import check_host_libs
-from minisandbox.node.store import Store, StoreIndexMissing, open_store  # noqa: F401  (StoreIndexMissing: re-exported)
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import LazyPattern
+from minisandbox.manifest import has_archive
+from minisandbox.node.cache import Artifact, Cache, LayerResult, Lease
+from minisandbox.node.fusemount import FuseMountError
+from minisandbox.node.iobudget import IOBudget
+from minisandbox.node.restore import RestoreError
+from minisandbox.node.store import Store, StoreIndexMissing, open_store  # noqa: F401  (StoreIndexMissing: re-exported)
+from minisandbox.paths import HOME_PATH, REPO_PATH, VENV_PATH
+from minisandbox.sandbox.hostlibs import check_host_libs
+from minisandbox.syspkgs import require as require_system_packages
+from minisandbox.syspkgs import validate_names
 
 if TYPE_CHECKING:
     from minisandbox.node.verified import Verified
@@ -152,7 +153,7 @@ class PreparedTask:
     def release(self) -> None:
         self.lease.release()
 
-    def __enter__(self) -> "PreparedTask":
+    def __enter__(self) -> PreparedTask:
         return self
 
     def __exit__(self, *exc: object) -> None:

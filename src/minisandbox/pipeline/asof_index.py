@@ -41,7 +41,7 @@ def parse_date(text: str) -> dt.datetime:
         value = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise AsOfIndexError(f"{text!r} is not an RFC 3339 date-time such as 2024-12-02T00:00:00Z") from None
-    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
 def _canon(name: str) -> str:
@@ -107,7 +107,7 @@ class AsOfIndex:
         self.date = date
         self.cutoff = parse_date(date)
         # "false": no cutoff for that project (uv's `--exclude-newer-package name=false`)
-        self.exempt = {_canon(k): dt.datetime.max.replace(tzinfo=dt.timezone.utc) if v == "false" else parse_date(v)
+        self.exempt = {_canon(k): dt.datetime.max.replace(tzinfo=dt.UTC) if v == "false" else parse_date(v)
                        for k, v in (exempt or {}).items()}
         self.requests = 0
         outer = self
@@ -148,7 +148,7 @@ class AsOfIndex:
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/simple/"
         self._thread = threading.Thread(target=self._server.serve_forever, name="asof-index", daemon=True)
 
-    def __enter__(self) -> "AsOfIndex":
+    def __enter__(self) -> AsOfIndex:
         self._thread.start()
         return self
 

@@ -33,22 +33,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
-from minisandbox.sandbox import rootfs
 from minisandbox.catalog import EnvSpec
-from minisandbox.sandbox.conda_shim import write_shim
-from minisandbox.sandbox.hostlibs import add_packages, ldd_host_libs, shared_objects
-from minisandbox.sandbox.interpreters import SYSTEM, Interpreter, build_files, describe, find_interpreter
+from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import FileLock, LazyPattern
 from minisandbox.paths import CONDA_ROOT, HOME_PATH, REPO_PATH, VENV_PATH
 from minisandbox.pipeline import bytecode
 from minisandbox.pipeline.asof_index import AsOfIndex
-from minisandbox.pipeline.residue import HOME_DIR, RESIDUE_DIR, collect_residue, pack_home
-from minisandbox.syspkgs import require as require_system_packages
-from minisandbox.pipeline.resolve import Lock
-from minisandbox.tools import uv_bin
 from minisandbox.pipeline.failures import one_line
-from minisandbox.errors import MinisandboxError
+from minisandbox.pipeline.residue import HOME_DIR, RESIDUE_DIR, collect_residue, pack_home
+from minisandbox.pipeline.resolve import Lock
+from minisandbox.sandbox import rootfs
+from minisandbox.sandbox.conda_shim import write_shim
+from minisandbox.sandbox.hostlibs import add_packages, ldd_host_libs, shared_objects
+from minisandbox.sandbox.interpreters import SYSTEM, Interpreter, build_files, describe, find_interpreter
+from minisandbox.syspkgs import require as require_system_packages
+from minisandbox.tools import uv_bin
 
 BUILD_DIR = "/opt/minisandbox/build"  # lock + script, read-only inside the build
 TOOLS_DIR = "/opt/minisandbox/bin"  # uv, read-only inside the build

@@ -27,8 +27,8 @@ from typing import Any
 
 import yaml
 
-from minisandbox.paths import project_root
 from minisandbox.errors import MinisandboxError
+from minisandbox.paths import project_root
 
 #: Where the default workflow materialises the repos (relative to its working directory).
 DEFAULT_DEST = "results/bundled/repos"
@@ -70,7 +70,7 @@ class RepoRecipe:
     branches: tuple[Branch, ...] = field(default_factory=tuple)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RepoRecipe":
+    def from_dict(cls, d: dict[str, Any]) -> RepoRecipe:
         branches = tuple(Branch(**b) for b in d.get("branches") or ())
         return cls(
             name=d["name"],

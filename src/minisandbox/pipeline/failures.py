@@ -13,8 +13,9 @@ import re
 import subprocess
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from minisandbox.status import StageStatus, read_status
 

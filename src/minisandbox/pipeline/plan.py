@@ -10,17 +10,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from minisandbox import __version__
-from minisandbox.errors import MinisandboxError
 from minisandbox.catalog import Catalog, EnvSpec, require_catalog_files, spec_for, task_commit
+from minisandbox.errors import MinisandboxError
+from minisandbox.fsutil import atomic_write_json, atomic_write_text
 from minisandbox.pipeline.interplayer import env_key_part, plan_for
 from minisandbox.pipeline.keys import env_canonical, env_key, repo_key, source_id
 from minisandbox.records import InvalidRecord, TaskFileMissing, read_tasks
-from minisandbox.fsutil import atomic_write_json, atomic_write_text
 
 PLAN_SCHEMA = 7
 
@@ -69,7 +70,7 @@ class Plan:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Plan":
+    def from_dict(cls, d: dict[str, Any]) -> Plan:
         return cls(
             sources=d["sources"],
             repos=d["repos"],

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minisandbox.catalog import EnvSpec
+from minisandbox.errors import MinisandboxError
 from minisandbox.pipeline.failures import one_line
 from minisandbox.tools import uv_bin
-from minisandbox.errors import MinisandboxError
 
 _EXACT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+$")
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from minisandbox.catalog import EnvSpec
 from minisandbox.fsutil import atomic_write_json, file_digest
@@ -366,7 +367,6 @@ def job_repo(work: Path, store_url: str, repo_spec: Path, source_spec: Path, fmt
              receipt_out: Path, image_whole: bool = False, with_archive: bool = True) -> StageStatus:
     """mirror (once per source, under a lock) -> snapshot -> pack -> checksum -> publish."""
     from minisandbox.fsutil import FileLock
-
     from minisandbox.manifest import FORMATS
 
     spec = _load(repo_spec)
@@ -474,8 +474,8 @@ def step_index(
 ) -> dict[str, Any]:
     from minisandbox.index import build_index, load_jsonl
     from minisandbox.node.published import publish_index
-    from minisandbox.pipeline.plan import Plan
     from minisandbox.node.store import Store
+    from minisandbox.pipeline.plan import Plan
 
     plan = Plan.from_dict(_load(plan_path))
     interps = {k: _entry_from_receipt(receipts_dir / "interp" / f"{k}.json") for k in plan.interps}

@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import LazyPattern

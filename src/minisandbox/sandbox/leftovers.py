@@ -32,7 +32,6 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from minisandbox.sandbox.limits import CGROUP_PREFIX, cgroup_owner, cgroup_parents, remove_cgroup_tree
 
 SCRATCH_PREFIX = "sandbox-"
@@ -86,7 +85,7 @@ class Record:
         return json.dumps(self.__dict__, indent=1, sort_keys=True) + "\n"
 
     @classmethod
-    def from_file(cls, path: Path) -> "Record | None":
+    def from_file(cls, path: Path) -> Record | None:
         try:
             data = json.loads(path.read_text())
             rec = cls(int(data["pid"]), str(data["start"]), [str(x) for x in data.get("cgroup_parents", [])],
@@ -123,7 +122,7 @@ class Tracker:
     """This process's record in a state directory (one per process and directory)."""
 
     _lock = threading.Lock()
-    _instances: dict[tuple[int, str], "Tracker"] = {}
+    _instances: dict[tuple[int, str], Tracker] = {}
 
     def __init__(self, state: Path) -> None:
         self.state = state
@@ -135,7 +134,7 @@ class Tracker:
         self._mutex = threading.Lock()
 
     @classmethod
-    def get(cls, state: Path) -> "Tracker":
+    def get(cls, state: Path) -> Tracker:
         key = (os.getpid(), str(state))
         with cls._lock:
             tr = cls._instances.get(key)

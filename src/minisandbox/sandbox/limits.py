@@ -81,17 +81,17 @@ class Limits:
     output_bytes: int | None = None  # output kept per command (the rest is read and dropped)
 
     @classmethod
-    def default(cls) -> "Limits":
+    def default(cls) -> Limits:
         """`DEFAULT_LIMITS`, changed by $MINISANDBOX_LIMITS (e.g. ``memory=4G,pids=1024,
         cpu=600,tmpfs=2G,output=1M``; ``none`` lifts one limit)."""
         text = os.environ.get(LIMITS_ENV, "").strip()
         return DEFAULT_LIMITS.with_settings(text, where=f"${LIMITS_ENV}") if text else DEFAULT_LIMITS
 
     @classmethod
-    def unlimited(cls) -> "Limits":
+    def unlimited(cls) -> Limits:
         return cls()
 
-    def with_settings(self, text: str, *, where: str = "limits") -> "Limits":
+    def with_settings(self, text: str, *, where: str = "limits") -> Limits:
         """A copy with `name=value` settings applied (names: memory, pids, cpu, file_size,
         open_files, tmpfs, output, or the field names; sizes like 4G; `none` = unlimited)."""
         changes: dict[str, int | None] = {}
@@ -389,7 +389,7 @@ class LimitGroup:
             return None
         return CommandCgroup(*self.cpu_leaf).usage()
 
-    def command_cgroup(self) -> "CommandCgroup | None":
+    def command_cgroup(self) -> CommandCgroup | None:
         """A new cgroup for one command below the CPU-accounting leaf (None without one)."""
         if self.cpu_leaf is None:
             return None

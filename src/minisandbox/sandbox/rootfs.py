@@ -431,7 +431,7 @@ class PrivateRoot:
                     self.proc.wait(timeout)
                 self.proc.release()
 
-    def __enter__(self) -> "PrivateRoot":
+    def __enter__(self) -> PrivateRoot:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -484,7 +484,7 @@ class _Zygote:
     caller gets its own)."""
 
     _lock = threading.Lock()
-    _instance: "_Zygote | None" = None
+    _instance: _Zygote | None = None
 
     def __init__(self) -> None:
         self.owner = os.getpid()
@@ -502,7 +502,7 @@ class _Zygote:
             child.close()
 
     @classmethod
-    def get(cls) -> "_Zygote":
+    def get(cls) -> _Zygote:
         with cls._lock:
             z = cls._instance
             if z is None or z.owner != os.getpid() or z.proc.poll() is not None:
@@ -622,7 +622,7 @@ class _SharedForkLock:
     def __init__(self, path: str, sock: socket.socket) -> None:
         self.path, self.sock, self.fd = path, sock, -1
 
-    def __enter__(self) -> "_SharedForkLock":
+    def __enter__(self) -> _SharedForkLock:
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         while True:  # nobody else waits while we hold the lock: anything queued is stale

@@ -35,16 +35,16 @@ import threading
 import time
 import uuid
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
+from minisandbox.errors import MinisandboxError
+from minisandbox.paths import CONDA_ROOT, REPO_PATH, state_dir
 from minisandbox.sandbox import leftovers, rootfs
 from minisandbox.sandbox.conda_shim import shim_files
 from minisandbox.sandbox.interpreters import interpreter_binds
-from minisandbox.errors import MinisandboxError
-from minisandbox.sandbox.limits import (CommandCgroup, LimitGroup, Limits, cgroup_owner, remove_cgroup_tree,
-                                        sandbox_pid)
-from minisandbox.paths import CONDA_ROOT, REPO_PATH, state_dir
+from minisandbox.sandbox.limits import CommandCgroup, LimitGroup, Limits, cgroup_owner, remove_cgroup_tree, sandbox_pid
 
 #: No TERM: the reference images run tests through `docker exec` without a tty, where TERM
 #: is unset; `TERM=dumb` turns colour off in libraries such as termcolor and fails their
@@ -845,7 +845,7 @@ class Sandbox:
                 leftovers.remove_scratch(d)
             self._upper_dirs = []
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -1022,7 +1022,7 @@ def _track_host_resources(cfg: SandboxConfig) -> leftovers.Tracker:
     return tracker
 
 
-def _watch_thread(ref: "weakref.ref[Sandbox]", wake: threading.Event, interval: float = 0.5) -> None:
+def _watch_thread(ref: weakref.ref[Sandbox], wake: threading.Event, interval: float = 0.5) -> None:
     """The CPU watcher of one sandbox: a pass every `interval` seconds until nothing is
     left to watch, the sandbox is closed (`wake`) or collected."""
     while True:

@@ -27,9 +27,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from minisandbox.errors import MinisandboxError
 from minisandbox.sandbox.rootfs import wait_readable
 from minisandbox.sandbox.sandbox import ExecResult, Sandbox
-from minisandbox.errors import MinisandboxError
 
 
 class SessionError(MinisandboxError, RuntimeError):
