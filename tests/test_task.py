@@ -84,3 +84,24 @@ def test_the_facade_lists_names_and_prefetches_a_stores_tasks(tmp_path: Path, mo
     assert fetch_task("local__task.0", store, cache=cache, io_slots=1) is False  # already on the node
     layers = {p.name for p in (cache / "layers").iterdir() if not p.name.startswith(".")}
     assert all(set(n) & layers for n in names)
+
+
+@pytest.mark.root
+def test_open_task_without_diff_takes_no_start_snapshot(as_root, tmp_path: Path, monkeypatch) -> None:
+    """`diff=False` (a one-shot `run` without --diff): the command runs in the same start
+    state, and asking for the patch is an error (no start tree was recorded), not a
+    wrong (empty or full) diff."""
+    from minisandbox.sandbox.rootfs import SandboxError
+    from minisandbox.task import open_task
+    from tests.fixtures.runtime import build_local_store
+
+    monkeypatch.setenv("MINISANDBOX_IMAGES", "0")
+    store = build_local_store(tmp_path / "work", "local__task.0")
+    with open_task("local__task.0", store, cache=tmp_path / "cache", diff=False) as ts:
+        res = ts.execute("git log --oneline | wc -l; echo x > new.txt")
+        assert (res.returncode, res.output.strip()) == (0, "1")  # the fresh root commit of the start state
+        with pytest.raises(SandboxError, match="forgo_diff"):
+            ts.patch()
+    with open_task("local__task.0", store, cache=tmp_path / "cache") as ts:  # the default keeps the diff
+        ts.execute("echo x > new.txt")
+        assert "new.txt" in ts.patch()
