@@ -69,7 +69,8 @@ RUN_MODULES = {
     "minisandbox.node.iobudget", "minisandbox.node.published", "minisandbox.node.restore", "minisandbox.node.runtime",
     "minisandbox.node.signing", "minisandbox.node.store", "minisandbox.node.verified",
     "minisandbox.sandbox", "minisandbox.sandbox.conda_shim", "minisandbox.sandbox.hostlibs",
-    "minisandbox.sandbox.interpreters", "minisandbox.sandbox.leftovers", "minisandbox.sandbox.limits",
+    "minisandbox.sandbox.init_program", "minisandbox.sandbox.interpreters", "minisandbox.sandbox.leftovers",
+    "minisandbox.sandbox.limits",
     "minisandbox.sandbox.rootfs", "minisandbox.sandbox.sandbox", "minisandbox.sandbox.seccomp",
 }
 #: Third-party packages a warm `run` may import.
