@@ -9,22 +9,39 @@ Prints two tables:
    Targets (docs/pipeline.md): 50k tasks over 133 environments <= 3 s, over 5k environments
    <= 10 s (warm CPU seconds of the `snakemake -n` process; wall on a shared machine is
    mostly other people's load).
+   The cold run's CPU seconds and the cold/warm CPU ratio are reported too (target: cold
+   at most 2x warm).
 2. For the bundled set (run `snakemake --cores 2` first, or pass --build): build time
    per environment and raw venv bytes vs packed bytes (the archive, or the squashfs image
    when the store has no archives, config `archive: false`).
+3. With --main-job: the bundled main job (`snakemake --cores 2`, README's first command
+   after scripts/setup.sh) on a fresh clone of this checkout's HEAD in a temp dir (its
+   store, work dir and results there too), as CPU seconds of snakemake and all its children
+   (os.wait4's rusage; where the kernel allows it, also the CPU of a cgroup the run is
+   started in, which also counts processes that left the tree: the sandboxes' fork server
+   is never waited for, so wait4 misses it and what it reaps, builds and validation runs
+   included; read the cgroup figure). Target: at most 60 CPU s.
+   Where the CPU goes: each `minisandbox` process the rules start is timed (a wrapper
+   first on PATH runs it under /usr/bin/time), and each pipeline step writes its CPU
+   seconds to its job's log (`# cpu <stage> <key>: ...`, minisandbox.pipeline.failures);
+   "snakemake itself" is the total minus every timed process. `--main-job-baseline REF`
+   runs the same job on a clone at REF first, in the same run.
 
 Usage: .venv/bin/python bench/bench_pipeline.py [--repeats 3] [--build] [--skip-baseline]
+       .venv/bin/python bench/bench_pipeline.py --skip-planning --main-job [--main-job-baseline REF]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -50,13 +67,15 @@ def synth_catalog(path: Path, n_envs: int) -> list[str]:
     return [s["name"] for s in specs]
 
 
-def dry_run(workdir: Path, tasks: Path, catalog: Path, *, snakefile: Path) -> tuple[float, float, int, float]:
+def dry_run(workdir: Path, tasks: Path, catalog: Path, *, snakefile: Path,
+            mode: str = "-n") -> tuple[float, float, int, float]:
     """Wall seconds, peak RSS MB, number of planned jobs and CPU seconds (user + sys) of one
     `snakemake -n`. CPU seconds are reported too because wall time on a shared machine is
-    mostly other people's load."""
+    mostly other people's load. `mode="--list-rules"`: start-up and parse only (no DAG),
+    what every cluster job pays before its one job."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     cmd = [
-        sys.executable, "-m", "snakemake", "-n", "--snakefile", str(snakefile), "--directory", str(workdir),
+        sys.executable, "-m", "snakemake", mode, "--snakefile", str(snakefile), "--directory", str(workdir),
         "--cores", "1", "--quiet", "rules",
         "--config", f"tasks={tasks}", f"catalog={catalog}", "store=store", "workdir=work", "bundled=false",
     ]
@@ -101,6 +120,15 @@ def planning_table(repeats: int, skip_baseline: bool) -> list[list]:
             ("50k tasks / 5k envs", 50000, synth_names, synth_cat),
         ]
         baseline_5k = None
+        # Snakemake's own start (imports, plugins), measured in the same run: what every
+        # `snakemake` process pays before it reads the workflow
+        start = []
+        for _ in range(repeats):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            subprocess.run([sys.executable, "-m", "snakemake", "--version"], capture_output=True, check=True)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        start_cpu = statistics.median(start)
         if not skip_baseline:
             sf = tmp / "PerTask.smk"
             sf.write_text(PER_TASK_SNAKEFILE)
@@ -116,23 +144,30 @@ def planning_table(repeats: int, skip_baseline: bool) -> list[list]:
                 subprocess.run(cmd, capture_output=True, check=True)
                 walls.append(time.perf_counter() - t0)
             baseline_5k = statistics.median(walls)
-            rows.append(["baseline: 5k tasks, one job per task", "-", f"{baseline_5k:.2f}", "-", "-", "-", "5001", "1.00"])
+            rows.append(["baseline: 5k tasks, one job per task", "-", f"{baseline_5k:.2f}", "-", "-", "-", "5001", "1.00",
+                         "-", "-", "-", "-"])
         for name, n, profs, cat in cases:
             tasks = tmp / f"{n}-{len(profs)}.jsonl"
             synth_tasks(tasks, n, profs)
-            cold, warm, cpu, rss, jobs = [], [], [], 0.0, 0
+            cold, warm, cpu, cold_cpu, parse, rss, jobs = [], [], [], [], [], 0.0, 0
             for r in range(repeats):
                 wd = tmp / f"wd-{n}-{len(profs)}-{r}"
                 wd.mkdir()
                 w, m, jobs, c = dry_run(wd, tasks, cat, snakefile=ROOT / "workflow" / "Snakefile")
                 cold.append(w)
+                cold_cpu.append(c)
                 w2, m2, _, c2 = dry_run(wd, tasks, cat, snakefile=ROOT / "workflow" / "Snakefile")
                 warm.append(w2)
                 cpu.append(c2)
                 rss = max(rss, m, m2)
+                parse.append(dry_run(wd, tasks, cat, snakefile=ROOT / "workflow" / "Snakefile",
+                                     mode="--list-rules")[3])
             ratio = f"{baseline_5k / statistics.median(cold):.1f}x faster" if baseline_5k and n == 5000 else "-"
             rows.append([name, len(profs), f"{statistics.median(cold):.2f}", f"{statistics.median(warm):.2f}",
-                         f"{statistics.median(cpu):.2f}", f"{rss:.0f}", jobs, ratio])
+                         f"{statistics.median(cpu):.2f}", f"{rss:.0f}", jobs, ratio,
+                         f"{statistics.median(cold_cpu):.2f}",
+                         f"{statistics.median(cold_cpu) / statistics.median(cpu):.2f}",
+                         f"{statistics.median(parse):.2f}", f"{start_cpu:.2f}"])
     return rows
 
 
@@ -161,22 +196,165 @@ def bundled_table(build: bool) -> list[list]:
     return rows
 
 
+# ----------------------------------------------------------------- the bundled main job
+MAIN_JOB_TARGET = 60.0  # CPU seconds of snakemake and all its children
+
+WRAPPER = """#!/bin/sh
+exec /usr/bin/time -a -o "$MSB_BENCH_TIMES" -f "%U %S %e $1 $2" {real} "$@"
+"""
+
+
+def _clone(ref: str, dest: Path) -> str:
+    """A fresh clone of this repository at `ref` in `dest`, its src byte-compiled as
+    scripts/setup.sh does; returns the commit."""
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(ROOT), str(dest)], check=True)
+    subprocess.run(["git", "-C", str(dest), "checkout", "-q", "--detach", ref], check=True)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", str(dest / "src")], check=True,
+                   stdout=subprocess.DEVNULL)
+    return subprocess.run(["git", "-C", str(dest), "rev-parse", "--short", "HEAD"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _cgroup(name: str) -> Path | None:
+    """A fresh cpuacct cgroup (v1) or cgroup (v2) to start the run in, when writable (root):
+    its CPU also counts processes that left the run's process tree. None otherwise."""
+    for base, stat in ((Path("/sys/fs/cgroup/cpuacct"), "cpuacct.usage"), (Path("/sys/fs/cgroup"), "cpu.stat")):
+        if (base / stat).exists() or (base / "cgroup.controllers").exists():
+            path = base / name
+            try:
+                path.mkdir()
+            except OSError:
+                return None
+            return path
+    return None
+
+
+def _cgroup_cpu(path: Path) -> float:
+    if (path / "cpuacct.usage").exists():
+        return int((path / "cpuacct.usage").read_text()) / 1e9
+    for line in (path / "cpu.stat").read_text().splitlines():
+        if line.startswith("usage_usec "):
+            return int(line.split()[1]) / 1e6
+    return float("nan")
+
+
+def run_main_job(ref: str, tmp: Path, name: str) -> dict:
+    """`snakemake --cores 2` in a fresh clone at `ref`: CPU (wait4), cgroup CPU, wall, and
+    the CPU of every `minisandbox` process and pipeline step."""
+    clone = tmp / name
+    commit = _clone(ref, clone)
+    venv_bin = Path(sys.executable).parent
+    wrap = tmp / f"{name}-bin"
+    wrap.mkdir()
+    (wrap / "minisandbox").write_text(WRAPPER.format(real=venv_bin / "minisandbox"))
+    (wrap / "minisandbox").chmod(0o755)
+    times = tmp / f"{name}.times"
+    env = {**os.environ, "PATH": f"{wrap}:{venv_bin}:{os.environ.get('PATH', '')}", "PYTHONPATH": str(clone / "src"),
+           "MSB_BENCH_TIMES": str(times)}
+    cg = _cgroup(f"msb-bench-{os.getpid()}-{name}")
+
+    def join() -> None:
+        if cg is not None:
+            (cg / "cgroup.procs").write_text("0")
+
+    log = (tmp / f"{name}.out").open("w")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([str(venv_bin / "snakemake"), "--cores", "2"], cwd=clone, env=env, stdout=log,
+                            stderr=subprocess.STDOUT, preexec_fn=join)
+    _, status, ru = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t0
+    log.close()
+    cg_cpu = None
+    if cg is not None:
+        cg_cpu = _cgroup_cpu(cg)
+        with contextlib.suppress(OSError):
+            cg.rmdir()
+    if proc.returncode != 0:
+        raise SystemExit(f"main job at {ref} failed ({proc.returncode}): see {tmp / f'{name}.out'}")
+    procs: dict[str, float] = {}
+    for line in times.read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[3] == "pipeline":
+            procs[parts[4]] = procs.get(parts[4], 0.0) + float(parts[0]) + float(parts[1])
+    steps: dict[str, float] = {}
+    for logf in (clone / "results/work/logs").rglob("*.log"):
+        for line in logf.read_text(errors="replace").splitlines():
+            if line.startswith("# cpu "):
+                stage = line.split()[2]
+                steps[stage] = steps.get(stage, 0.0) + float(line.split(": ", 1)[1].split()[0])
+    return {"ref": ref, "commit": commit, "cpu": ru.ru_utime + ru.ru_stime, "cgroup_cpu": cg_cpu, "wall": wall,
+            "procs": procs, "steps": steps}
+
+
+def main_job_table(baseline_ref: str | None, ref: str = "HEAD") -> list[list]:
+    """Rows: total CPU (wait4 and cgroup), wall, then per rule and per step, for the
+    baseline ref (if any) and `ref`, with the ratio to the baseline."""
+    # scripts/setup.sh byte-compiles the environment (uv sync --compile-bytecode); a venv made
+    # without it, where PYTHONDONTWRITEBYTECODE is set, compiles every module of snakemake
+    # and minisandbox on every start (~3.5 CPU s per snakemake start): compile it first.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", sysconfig.get_paths()["purelib"]],
+                   stdout=subprocess.DEVNULL, check=False)
+    with tempfile.TemporaryDirectory(prefix="msb-mainjob-", dir=os.environ.get("TMPDIR", "/var/tmp")) as tmp:
+        runs = []
+        if baseline_ref:
+            runs.append(run_main_job(baseline_ref, Path(tmp), "baseline"))
+        runs.append(run_main_job(ref, Path(tmp), "now"))
+    base = runs[0] if baseline_ref else None
+    cur = runs[-1]
+
+    def row(what: str, get) -> list:
+        vals = [get(r) for r in runs]
+        out = [what] + [f"{v:.1f}" if v is not None else "-" for v in vals]
+        if base is not None:
+            b, c = vals[0], vals[-1]
+            out.append(f"{c / b:.2f}" if b and c is not None else "-")
+        return out
+
+    rows = [row("total CPU s, snakemake + children (wait4)", lambda r: r["cpu"]),
+            row("total CPU s, the run's cgroup", lambda r: r["cgroup_cpu"]),
+            row("wall s", lambda r: r["wall"])]
+    rules = sorted({k for r in runs for k in r["procs"]})
+    for k in rules:
+        rows.append(row(f"  rule/command `minisandbox pipeline {k}` (all its jobs)", lambda r, k=k: r["procs"].get(k)))
+    rows.append(row("  snakemake itself (total - the commands above)", lambda r: r["cpu"] - sum(r["procs"].values())))
+    for k in sorted({k for r in runs for k in r["steps"]}):
+        rows.append(row(f"    step {k} (from the jobs' logs)", lambda r, k=k: r["steps"].get(k)))
+    rows.append(row("    env job - its steps (validation, start-up)",
+                    lambda r: r["procs"].get("env", 0.0) - sum(v for k, v in r["steps"].items() if k != "interp")))
+    print(f"main job at {cur['commit']}: {cur['cpu']:.1f} CPU s (target <= {MAIN_JOB_TARGET:.0f}: "
+          f"{'met' if cur['cpu'] <= MAIN_JOB_TARGET else 'NOT met'})", file=sys.stderr)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--build", action="store_true", help="rebuild the bundled set first (-F)")
     ap.add_argument("--skip-baseline", action="store_true")
     ap.add_argument("--skip-planning", action="store_true")
+    ap.add_argument("--main-job", action="store_true",
+                    help="measure the bundled main job's CPU on a fresh clone of HEAD (minutes)")
+    ap.add_argument("--main-job-baseline", metavar="REF",
+                    help="with --main-job: the same job on a clone at REF first, as the baseline")
     ap.add_argument("--json", help="also write the tables to this JSON file (bench/report.py reads it)")
     a = ap.parse_args()
     saved: dict = {}
     if not a.skip_planning:
         rows = planning_table(a.repeats, a.skip_baseline)
-        saved["planning"] = {"headers": ["task set", "envs", "cold s", "warm s", "warm CPU s", "peak RSS MB", "jobs",
-                                         "vs baseline"], "rows": rows}
-        print(f"\nPlanning (`snakemake -n`, median of {a.repeats}; targets: 50k/133 <= 3 s, 50k/5k <= 10 s)")
-        print(tabulate(rows, headers=["task set", "envs", "cold s", "warm s", "warm CPU s", "peak RSS MB", "jobs",
-                                      "vs baseline"]))
+        headers = ["task set", "envs", "cold s", "warm s", "warm CPU s", "peak RSS MB", "jobs", "vs baseline",
+                   "cold CPU s", "cold/warm CPU", "parse CPU s (--list-rules, warm)", "snakemake --version CPU s"]
+        saved["planning"] = {"headers": headers, "rows": rows}
+        print(f"\nPlanning (`snakemake -n`, median of {a.repeats}; targets: warm CPU 50k/133 <= 3 s, "
+              f"50k/5k <= 10 s; cold at most 2x warm)")
+        print(tabulate(rows, headers=headers))
+    if a.main_job:
+        rows = main_job_table(a.main_job_baseline)
+        headers = ["bundled main job (`snakemake --cores 2`, fresh clone)"] + (
+            [f"baseline {a.main_job_baseline}", "now", "now / baseline"] if a.main_job_baseline else ["now"])
+        saved["main_job"] = {"headers": headers, "rows": rows, "target_cpu_s": MAIN_JOB_TARGET}
+        print(f"\nBundled main job (target: <= {MAIN_JOB_TARGET:.0f} CPU s for snakemake and all its children)")
+        print(tabulate(rows, headers=headers))
     rows = bundled_table(a.build)
     saved["bundled"] = {"headers": ["environment", "build s", "raw MB", "packed MB", "ratio", "files"], "rows": rows}
     if a.json:

@@ -10,7 +10,8 @@ Reads, from `--data` (each written by the bench's own `--json OUT`):
 * bench_sandbox.json   sandbox creation distribution, concurrent sandboxes
 * bench_sandbox_ops.json  the in-process sandbox's operations (create, execute, close...) vs the bubblewrap
                        one-shot of the same run, memory per open sandbox, N sandboxes at once
-* bench_pipeline.json  planning time vs task count (`snakemake -n`, cold and warm)
+* bench_pipeline.json  planning time vs task count (`snakemake -n`, cold and warm CPU, parse alone); with
+                       --main-job the bundled main job's CPU (snakemake + children), per command and step
 * bench_scale*.json    planning time of the Slurm-profile dry run at its task count (one file per count)
 * bench_dedup.json     store and node-cache bytes per layout (needs downloaded wheels: not run by --run-quick)
 * bench_eval_checks.json  grading time per task with and without the trust-boundary checks
@@ -395,6 +396,12 @@ def main(argv: list[str] | None = None) -> int:
               "`bench/bench_pipeline.py` (synthetic SWE-smith-shaped task sets over the real catalog) and "
               "`bench/bench_scale.py` (`--json`, one file per `--tasks`).", ""]
     lines += planning_section(pipe, scales, img)
+    lines += ["", "## The bundled main job", "",
+              "`bench/bench_pipeline.py --skip-planning --main-job [--main-job-baseline REF]`: `snakemake --cores 2` "
+              "on a fresh clone, CPU seconds of snakemake and all its children, per command and per step "
+              "(target: at most 60 CPU s).", ""]
+    lines += ([table(pipe["main_job"]["headers"], pipe["main_job"]["rows"])] if pipe and pipe.get("main_job")
+              else ["No main-job data (bench_pipeline.json without `main_job`: run it with --main-job)."])
     lines += ["", "## CLI start-up", "",
               "`bench/bench_cli.py`: whole `minisandbox` processes over a warm node cache; ratios to bubblewrap "
               "one-shot and `python -c pass` from the same run (CPU ratios are the comparable ones on a busy "

@@ -364,3 +364,36 @@ def test_label_mode_labels_candidates_and_the_labels_validate(pipeline_workspace
     ws.snakemake(config=("validate=true",))
     valid = (ws.path / "results" / "validated_tasks.jsonl").read_text().splitlines()
     assert [json.loads(x)["instance_id"] for x in valid] == ["tiny__calc.good.sub__cccc0001"]
+
+
+def test_two_workflows_on_one_interpreter_at_once_both_succeed(pipeline_workspace, tmp_path):
+    """Two users' workflows (separate work dirs and stores, two real snakemake processes)
+    build environments of the same host interpreter at the same time: both publish that
+    interpreter layer and their environments, and the two layers are the same bytes.
+    (Staging the interpreter by hard links failed this way with `file changed as we read
+    it`; the layer is now streamed from the prefix, which nothing writes.)"""
+    from tests.fixtures.pipeline import Workspace
+
+    a = pipeline_workspace
+    a.specs = a.specs[:1]  # the good environment only
+    a.write_catalog()
+    a.tasks.write_text("".join(line + "\n" for line in a.tasks.read_text().splitlines()[:2]))
+    b = Workspace(path=tmp_path / "run-b", commit=a.commit, store=tmp_path / "store-b",
+                  catalog=a.catalog, tasks=a.tasks, specs=a.specs)
+    b.path.mkdir()
+    cmds = []
+    for ws in (a, b):
+        cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(Path(__file__).parents[2] / "workflow" / "Snakefile"),
+               "--directory", str(ws.path), "--cores", "2", "--config", f"tasks={ws.tasks}",
+               f"catalog={ws.catalog}", f"store={ws.store}", "workdir=work", "bundled=false", "validate=false"]
+        cmds.append(subprocess.Popen(cmd, cwd=ws.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate(timeout=1500)[0] for p in cmds]
+    for p, out in zip(cmds, outs):
+        assert p.returncode == 0, out[-4000:]
+    layers = []
+    for ws in (a, b):
+        cat = _catalog(ws)
+        assert [e["status"] for e in cat["envs"].values()] == ["ok"]
+        assert [e["status"] for e in cat["interps"].values()] == ["ok"]
+        layers.append({k: e["manifest"]["sha256"] for k, e in cat["interps"].items()})
+    assert layers[0] == layers[1]  # the same interpreter, the same deterministic archive

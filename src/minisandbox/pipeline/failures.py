@@ -8,12 +8,15 @@ runs zero jobs. This module decides what is worth retrying and words the one-lin
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import re
+import resource
 import subprocess
+import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -84,6 +87,25 @@ def transient_cause(exc: BaseException) -> str | None:
     return None
 
 
+def _cpu_seconds() -> float:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@contextlib.contextmanager
+def step_cpu(stage: str, key: str) -> Iterator[None]:
+    """One line on stderr (the job's log) with the CPU seconds of this process and the
+    tools it waited for while the step ran: where a job's CPU goes, step by step
+    (`bench/bench_pipeline.py --main-job` adds them up; the rule's `benchmark:` has the
+    job's total). Costs two getrusage calls."""
+    cpu0, wall0 = _cpu_seconds(), time.monotonic()
+    try:
+        yield
+    finally:
+        print(f"# cpu {stage} {key}: {_cpu_seconds() - cpu0:.2f} s CPU, {time.monotonic() - wall0:.2f} s wall",
+              file=sys.stderr, flush=True)
+
+
 def retrying(stage: str, key: str, log: Path | None, fn: Callable[[], T]) -> tuple[T | None, BaseException | None, dict[str, Any]]:
     """Run `fn`, again after a transient failure (`transient_cause`), at most `ATTEMPTS`
     times. Returns (result, None, cause) or (None, the last exception, cause), where cause
@@ -92,7 +114,8 @@ def retrying(stage: str, key: str, log: Path | None, fn: Callable[[], T]) -> tup
     writes its output atomically, so a retry starts from a clean state."""
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            return fn(), None, {"attempts": attempt}
+            with step_cpu(stage, key):
+                return fn(), None, {"attempts": attempt}
         except Exception as exc:  # classified below: retried or returned to be recorded
             cause = transient_cause(exc)
             last = attempt == ATTEMPTS or cause is None

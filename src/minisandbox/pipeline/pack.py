@@ -261,22 +261,53 @@ def pack_tree(src: Path, out: Path, fmt: str = "tar.zst", level: int = 3) -> Pac
     return tree_stats(src)
 
 
+def _member(path: str, arcname: str, st: os.stat_result, inodes: dict[tuple[int, int], str]) -> tarfile.TarInfo | None:
+    """The normalised member for `path` (what `tar.gettarinfo` then `_normalise` give, from
+    one lstat and without gettarinfo's user and group name lookups); a regular file seen
+    before under another name (a hard link) becomes a link to it, as tarfile does."""
+    mode = st.st_mode
+    info = tarfile.TarInfo(arcname)
+    size, linkname = 0, ""
+    if stat.S_ISREG(mode):
+        inode = (st.st_ino, st.st_dev)
+        if st.st_nlink > 1 and inode in inodes and arcname != inodes[inode]:
+            kind, linkname = tarfile.LNKTYPE, inodes[inode]
+        else:
+            kind, size = tarfile.REGTYPE, st.st_size
+            if inode[0]:
+                inodes[inode] = arcname
+    elif stat.S_ISDIR(mode):
+        kind = tarfile.DIRTYPE
+    elif stat.S_ISLNK(mode):
+        kind, linkname = tarfile.SYMTYPE, os.readlink(path)
+    elif stat.S_ISFIFO(mode):
+        kind = tarfile.FIFOTYPE
+    elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        kind = tarfile.CHRTYPE if stat.S_ISCHR(mode) else tarfile.BLKTYPE
+        info.devmajor, info.devminor = os.major(st.st_rdev), os.minor(st.st_rdev)
+    else:  # sockets and other special files are not part of a layer
+        return None
+    info.mode, info.size, info.type, info.linkname = mode, size, kind, linkname
+    info.mtime, info.uid, info.gid, info.uname, info.gname = EPOCH, 0, 0, "", ""
+    return info
+
+
 def _stream_members(src: str, tar: tarfile.TarFile, empty: frozenset[str]) -> PackStats:
     """Add `src`'s contents to `tar` in name order (as GNU tar --sort=name), normalised as
     `_normalise` does, with valid pycs restamped in memory (`restamped_pyc`). Directories
-    whose real path is in `empty` are archived empty. Nothing under `src` is written to."""
+    whose real path is in `empty` are archived empty. Nothing under `src` is written to.
+    One lstat per entry (an interpreter prefix is ~8k files: the per-file Python work is
+    what this costs besides compression)."""
     files = raw = 0
     seen: set[tuple[int, int]] = set()
+    inodes: dict[tuple[int, int], str] = {}
 
-    def add(path: str, arcname: str) -> None:
+    def add(path: str, arcname: str, st: os.stat_result) -> None:
         nonlocal files, raw
-        info = tar.gettarinfo(path, arcname)
-        if info is None:  # sockets and other special files are not part of a layer
+        info = _member(path, arcname, st, inodes)
+        if info is None:
             return
-        info = _normalise(info)
-        assert info is not None
-        if info.isreg():
-            st = os.lstat(path)
+        if info.type == tarfile.REGTYPE:
             with open(path, "rb") as fh:
                 if arcname.endswith(".pyc") and os.path.basename(os.path.dirname(path)) == "__pycache__":
                     data = fh.read()
@@ -291,7 +322,7 @@ def _stream_members(src: str, tar: tarfile.TarFile, empty: frozenset[str]) -> Pa
                 raw += info.size
         else:
             tar.addfile(info)
-            if not info.isdir():
+            if info.type != tarfile.DIRTYPE:
                 files += 1
 
     def walk(directory: str, arcdir: str) -> None:
@@ -301,11 +332,12 @@ def _stream_members(src: str, tar: tarfile.TarFile, empty: frozenset[str]) -> Pa
             if arcdir == "." and name in TOP_LEVEL_EXCLUDES:
                 continue
             path = os.path.join(directory, name)
-            add(path, f"{arcdir}/{name}")
-            if os.path.isdir(path) and not os.path.islink(path):
+            st = os.lstat(path)
+            add(path, f"{arcdir}/{name}", st)
+            if stat.S_ISDIR(st.st_mode):
                 walk(path, f"{arcdir}/{name}")
 
-    add(src, ".")
+    add(src, ".", os.lstat(src))
     walk(src, ".")
     return PackStats(files=files, raw_bytes=raw)
 
