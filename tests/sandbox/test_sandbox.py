@@ -388,3 +388,21 @@ def test_output_written_before_exit_is_kept_when_the_reader_runs_late(repo, monk
         assert big.returncode == 0 and big.output == "x" * 50000 + "\nend\n", big.output[-100:]
         assert sb.mark_start() == start  # the start snapshot: rc 0 and its tree hash
         assert len(late) >= 2
+
+
+def test_a_payload_cannot_stall_or_lose_the_command_spawner(repo):
+    """Ordinary commands are started by the sandbox's command spawner (a process a payload
+    can signal): stopped, init resumes it at once (it reports the exits); killed, its
+    running command counts as killed and its process tree goes with it, and the next
+    command gets a new spawner."""
+    with Sandbox([Layer(str(repo), "/testbed")]) as sb:
+        sb.execute("true")
+        spawner = int(sb.execute("echo $PPID").output)
+        res = sb.execute("kill -STOP $PPID; echo stopped it", timeout=30)
+        assert (res.returncode, res.output, res.timed_out) == (0, "stopped it\n", False)
+        assert sb.execute("echo $PPID", timeout=30).output == f"{spawner}\n"  # the same one, running
+        res = sb.execute("kill -KILL $PPID; sleep 30; echo never", timeout=30)
+        assert res.returncode == -9 and "never" not in res.output and not res.timed_out, res
+        assert sb.execute("pgrep -f 'slee[p] 30' || echo none", timeout=30).output == "none\n"
+        res = sb.execute("echo $PPID", timeout=30)
+        assert res.returncode == 0 and int(res.output) != spawner

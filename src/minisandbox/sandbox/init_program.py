@@ -1070,11 +1070,18 @@ def _serve(sock: socket.socket) -> None:
         ready = _wait_or_sigchld(sock, rfd, max(0.05, min(5.0, wait)))
         while True:  # reap
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status = os.waitpid(-1, os.WNOHANG | os.WUNTRACED)
             except ChildProcessError:
                 break
             if pid == 0:
                 break
+            if os.WIFSTOPPED(status):
+                if pid in spawners:  # a payload stopped the command spawner: it reports exits, so it goes on
+                    try:
+                        os.kill(pid, signal.SIGCONT)
+                    except ProcessLookupError:
+                        pass
+                continue
             spawners.discard(pid)
             cid = children.pop(pid, None)
             if cid is not None:
@@ -1195,7 +1202,8 @@ def _spawner_spawn(req: dict, fds: list[int], leaf: int | None) -> int:
     n = 3 + len(targets)
     # every source out of the targets' way first (received fds are close-on-exec: only the
     # dup2'd targets survive the exec, as with _child_exec's closerange)
-    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in fds[:n]]
+    low = max([63, *targets]) + 1  # above every target, so no dup2 overwrites a source still to be read
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, low) for fd in fds[:n]]
     try:
         try:
             os.chdir(req.get("cwd") or "/")

@@ -96,6 +96,9 @@ class PrivateRoot:
         self._spawner_off = not spec.get("spawner", True)
         self._spawned: set[int] = set()
         self._discard: set[int] = set()  # seqs of requests whose replies nobody waits for
+        #: commands whose spawner died while starting them: reported killed (exit -9), never
+        #: started twice; what they may have started is in their cgroup (`Sandbox` kills it)
+        self.lost: set[int] = set()
         msg = self._start_warm(spec, ready_timeout)
         if msg is None:
             parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -274,10 +277,13 @@ class PrivateRoot:
         try:
             reply, _ = self._exchange(spawner, msg, fds, OPEN_HELPER_TIMEOUT)
         except _SpawnerGone:
-            # it died (killed with the rest by `kill_all`, or by a payload) after the request
-            # was queued: init starts the command (a spawner SIGKILLed in the instant between
-            # its posix_spawn and its reply would leave a second copy running, as a leftover)
-            return None
+            # it died (killed by a payload, often the very command it was starting) after
+            # the request was sent: whether the command started is unknown, so it is never
+            # started again; it counts as killed, and the caller kills its cgroup (`lost`).
+            # (`kill_all` forgets the spawner it kills, so its next command is not lost.)
+            self._exits[msg["id"]] = int(signal.SIGKILL)
+            self.lost.add(msg["id"])
+            return -1
         except _NoAnswer:
             # stopped (by a payload): kill it and whatever it may have started for this
             # request, so the command never runs twice, then let init start it
@@ -334,7 +340,7 @@ class PrivateRoot:
                 pid = None
                 if drop and not pidns and not self._spawner_off and (cgroup_fd is None or self._cgroup_home):
                     pid = self._spawn_fast(dict(msg), fds, msg["rlimits"])
-                if pid is not None:
+                if pid is not None and pid > 0:
                     self.pids[cid] = pid
             if pid is None:
                 reply, _ = self._request(msg, fds)
@@ -388,6 +394,9 @@ class PrivateRoot:
         """SIGKILL every process in the sandbox but init (a one-shot command's leftovers, a
         sandbox past its CPU budget)."""
         self._request({"op": "killall"}, timeout=10)
+        with self._lock:
+            if self._spawner is not None:  # killed too: its commands count as killed
+                self._spawner_gone()
 
     def stat(self) -> dict:
         """{"procs": processes alive but init, "tmpfs": [free bytes, size] or None}."""

@@ -363,6 +363,8 @@ class Sandbox:
         finally:
             if fd is not None:
                 os.close(fd)
+        if group is not None and cid in root.lost:  # its start was cut short (see PrivateRoot.lost)
+            group.kill()
         if group is not None:
             self._cmd_cgroups[cid] = group
             limit = self.limits.limits.cpu_seconds if self.limits else None
