@@ -187,8 +187,12 @@ def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
                 view = memoryview(keep)
                 while view:
                     view = view[os.write(dest[fd], view):]
-        if code is None:
+        if code is None:  # both pipes closed first: the CPU watcher's kill also closes them
+            over = cpu is not None and cpu.exceeded(force=True)  # read before `wait` removes the cgroup
             code = sb.wait(cid)
+            if code != 0 and over:
+                print(cpu.message().strip(), file=sys.stderr)
+                told = True
     except KeyboardInterrupt:
         sb.kill(cid)
         return 130
