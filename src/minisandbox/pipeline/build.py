@@ -5,7 +5,7 @@ per-build host directories there, so shebangs, `pyvenv.cfg` and editable `.pth` 
 hold canonical paths and sandboxes bind the restored layers at the same places: nothing
 is ever relocated. Two builds of one key use different work dirs and never collide.
 
-Fidelity with the reference images (issue 11, docs/design.md "Environment fidelity"):
+Fidelity with the reference images (docs/design.md "Environment fidelity"):
 * HOME is `paths.HOME_PATH` (/root) in the build and in every sandbox; what the build
   leaves there is packed with the environment (`<venv>/.minisandbox/home`).
 * After the install commands, the build warms the test collection up with network

@@ -15,7 +15,7 @@ from minisandbox.catalog import EnvSpec
 
 #: Bump when the build recipe changes in a way that must rebuild every environment.
 #: 2: the env artifact carries /testbed's install residue and the canonical HOME, and
-#: the build warms the test collection up (issue 11).
+#: the build warms the test collection up (docs/design.md "Environment fidelity").
 #: 3: venv .pyc files compiled deterministically (pipeline/bytecode.py), so chunked images share them.
 BUILD_FORMAT = 3
 
@@ -56,7 +56,7 @@ def env_canonical(spec: EnvSpec, interpreter: str | None = None) -> dict[str, An
         "requirements_files": list(spec.requirements_files),
         "pre_install": list(spec.pre_install),
         "install": list(spec.install),
-        # issue 11 fields: only when set, so specs without them keep their keys
+        # the fidelity fields: only when set, so specs without them keep their keys
         **({"python_full": spec.python_full} if spec.python_full else {}),
         **({"exclude_newer": spec.exclude_newer} if spec.exclude_newer else {}),
         **({"system_packages": sorted(spec.system_packages)} if spec.system_packages else {}),

@@ -123,7 +123,7 @@ def step_build(env_spec: Path, lock_status: Path, repo_dir: Path, out_dir: Path,
         res = build_env(spec, lock, repo_dir, out_dir, log, timeout=timeout, interpreter=spec_entry.get("interpreter"))
         data = {"interpreter": res.interpreter, "raw_bytes": res.raw_bytes, "lock_sha256": lock.sha256,
                 "host_libs": res.host_libs or []}
-        # issue 11 (docs/design.md "Environment fidelity"): additive manifest keys, only when set
+        # fidelity keys (docs/design.md "Environment fidelity"): additive manifest keys, only when set
         if lock.exclude_newer:
             data["exclude_newer"] = lock.exclude_newer
             if lock.exempt:
@@ -143,7 +143,7 @@ def step_build(env_spec: Path, lock_status: Path, repo_dir: Path, out_dir: Path,
 
 # -- pack / checksum / publish ----------------------------------------------------------
 
-#: Build results copied into the env manifest when present (issue 11; additive).
+#: Build results copied into the env manifest when present (the fidelity keys; additive).
 ENV_FIDELITY_KEYS = ("exclude_newer", "exclude_newer_exempt", "system_packages", "testbed", "home")
 
 
