@@ -116,10 +116,10 @@ def script(shell: str, parser: argparse.ArgumentParser) -> str:
     return (BASH if shell == "bash" else ZSH).format(tables=tables)
 
 
-def cmd_completion(a: argparse.Namespace) -> int:
+def cmd_completion(args: argparse.Namespace) -> int:
     from minisandbox.cli import build_parser
 
-    sys.stdout.write(script(a.shell, build_parser()))
+    sys.stdout.write(script(args.shell, build_parser()))
     return 0
 
 

@@ -28,7 +28,7 @@ def _unknown(ids: list[str], source: str) -> str:
             f"(list a store's tasks with `minisandbox tasks --store URL`)")
 
 
-def cmd_eval(a: argparse.Namespace) -> int:
+def cmd_eval(args: argparse.Namespace) -> int:
     from minisandbox.catalog import Catalog, CatalogError, spec_for
     from minisandbox.grading.evaluate import (
         EvalInterrupted,
@@ -41,32 +41,32 @@ def cmd_eval(a: argparse.Namespace) -> int:
     from minisandbox.index import UnknownTask
     from minisandbox.records import TaskRecord, read_tasks
 
-    preds = load_predictions(a.predictions)
+    preds = load_predictions(args.predictions)
     if not preds:
-        raise PredictionsError(f"{a.predictions} holds no predictions")
-    sel = selection(a)
+        raise PredictionsError(f"{args.predictions} holds no predictions")
+    sel = selection(args)
     if sel.ids is not None:  # a subset of the predictions file: only those are graded
-        sel.check_ids(preds, f"the predictions file {a.predictions}")
+        sel.check_ids(preds, f"the predictions file {args.predictions}")
         preds = {iid: p for iid, p in preds.items() if sel.matches(iid, None)}
-    catalogs = a.catalog or default_catalog_paths()
+    catalogs = args.catalog or default_catalog_paths()
     if not catalogs:
         raise CatalogError("no environment catalog found; pass --catalog config/catalog/<name>.yaml")
     catalog = Catalog.load(catalogs)
     records: dict[str, TaskRecord] = {}
     targets: dict[str, Any] = {}  # instance -> EvalTarget, or the exception that stops it
     repo_of: dict[str, str] = {}  # instance -> its record's repo (for --repo)
-    if a.tasks:
-        ing = read_tasks(a.tasks)
+    if args.tasks:
+        ing = read_tasks(args.tasks)
         for bad in ing.invalid:
             print(f"minisandbox eval: skipping invalid record {bad}", file=sys.stderr)
         records = {r.instance_id: r for r in ing.records if r.instance_id in preds}
-        source = " ".join(a.tasks)
+        source = " ".join(args.tasks)
     else:  # the records the store's index holds
         from minisandbox.node.published import lookup
         from minisandbox.node.runtime import TaskNotReady, lookup_task
         from minisandbox.node.store import open_store
 
-        st = open_store(a.store)
+        st = open_store(args.store)
         source = f"store {st.url}"
         for iid in preds:
             try:
@@ -78,7 +78,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
                 repo_of[iid] = str(lookup(st, iid)["record"].get("repo", ""))
     repo_of.update({iid: r.repo for iid, r in records.items()})
     if sel.repos:  # only the predictions for tasks of these repositories
-        sel.check_repos(repo_of.values(), f"the tasks of {a.predictions} ({source})")
+        sel.check_repos(repo_of.values(), f"the tasks of {args.predictions} ({source})")
         keep = {iid for iid, repo in repo_of.items() if sel.matches(iid, repo)}
         preds = {iid: p for iid, p in preds.items() if iid in keep}
         records = {iid: r for iid, r in records.items() if iid in keep}
@@ -86,7 +86,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
     unknown = sorted(set(preds) - set(records) - set(targets))
     if len(unknown) == len(preds):
         raise UnknownPredictions(_unknown(unknown, source))
-    executor = SandboxExecutor(store=a.store)
+    executor = SandboxExecutor(store=args.store)
     for iid, rec in records.items():
         try:
             targets[iid] = EvalTarget(rec, spec_for(catalog, rec), executor)
@@ -94,12 +94,12 @@ def cmd_eval(a: argparse.Namespace) -> int:
             targets[iid] = ValueError(str(exc).strip("'\""))
     t0 = time.monotonic()
     try:
-        summary, path = run_eval(preds, targets, Path(a.out), run_id=a.run_id, workers=a.workers,
-                                 resume=not a.no_resume, grading=a.grading)
+        summary, path = run_eval(preds, targets, Path(args.out), run_id=args.run_id, workers=args.workers,
+                                 resume=not args.no_resume, grading=args.grading)
         interrupted = ""
     except EvalInterrupted as stopped:
         summary, path, interrupted = stopped.summary, stopped.path, stopped.signal_name
-    if a.json:
+    if args.json:
         print(json.dumps({**summary, "report": str(path), "unknown_ids": unknown}, indent=1))
     else:
         print(f"evaluated {summary['completed_instances']} of {summary['total_instances']} instances in "

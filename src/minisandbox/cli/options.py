@@ -41,8 +41,8 @@ def add_selection_options(parser: argparse.ArgumentParser, what: str) -> None:
                         help=f"only {what} of these repositories (owner/name; SWE-smith's owner__name.sha8 too)")
 
 
-def selection(a: argparse.Namespace):  # -> minisandbox.records.Selection
+def selection(args: argparse.Namespace):  # -> minisandbox.records.Selection
     """The Selection `add_selection_options`' values make."""
     from minisandbox.records import Selection
 
-    return Selection.parse(getattr(a, "instance_ids", None), getattr(a, "repo", None))
+    return Selection.parse(getattr(args, "instance_ids", None), getattr(args, "repo", None))

@@ -19,34 +19,34 @@ def _mb(n: float) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
-def cmd_mirror(a: argparse.Namespace) -> int:
+def cmd_mirror(args: argparse.Namespace) -> int:
     from minisandbox.cli.options import note
     from minisandbox.node.sync import mirror
 
-    if a.create_bucket:
+    if args.create_bucket:
         from minisandbox.node.store import Store
 
-        dst = Store(a.dst)
+        dst = Store(args.dst)
         if dst.bucket is None:
-            note(f"{a.command}: --create-bucket: {a.dst} is not in object storage: nothing to create")
+            note(f"{args.command}: --create-bucket: {args.dst} is not in object storage: nothing to create")
         elif dst.create_bucket():
-            note(f"{a.command}: created bucket {dst.bucket} at {dst.endpoint()}")
+            note(f"{args.command}: created bucket {dst.bucket} at {dst.endpoint()}")
 
     # bytes to copy, a total mirror fixes once planned; a bar on a terminal, else lines
-    with Progress(a.command, 0) as meter:
+    with Progress(args.command, 0) as meter:
         def per_artifact(key: str, status: str) -> None:
-            if a.verbose:
+            if args.verbose:
                 meter.write(f"{status}\t{key}")
 
-        report = mirror(a.src, a.dst, workers=a.workers, on_artifact=per_artifact, progress=meter)
+        report = mirror(args.src, args.dst, workers=args.workers, on_artifact=per_artifact, progress=meter)
         meter.finish()  # objects another writer put in place meanwhile were planned but not copied
-    if a.json:
+    if args.json:
         print(json.dumps({"src": report.src, "dst": report.dst, "copied": report.copied,
                           "skipped": report.skipped, "files": report.files, "bytes": report.bytes,
                           "chunks": report.chunks, "seconds": round(report.seconds, 3),
                           "stale_tmp_removed": report.stale_tmp_removed}, indent=1))
     else:
-        print(f"{a.command} {report.src} -> {report.dst}: {len(report.copied)} artifacts copied, "
+        print(f"{args.command} {report.src} -> {report.dst}: {len(report.copied)} artifacts copied, "
               f"{len(report.skipped)} already there, {report.files} objects written"
               + (f" ({report.chunks} chunk packs or chunk objects)" if report.chunks else "") + f", {_mb(report.bytes)} "
               f"in {report.seconds:.1f}s ({report.mb_per_s:.1f} MB/s)"
@@ -54,14 +54,14 @@ def cmd_mirror(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_verify(a: argparse.Namespace) -> int:
+def cmd_verify(args: argparse.Namespace) -> int:
     from minisandbox.node.store import Store
     from minisandbox.node.sync import verify
 
-    with Progress("verify", 0, unit="file" if a.quick else "B") as meter:  # verify fixes the total first
-        report = verify(a.store, quick=a.quick, workers=a.workers, progress=meter)
-    store = Store(a.store)
-    if a.json:
+    with Progress("verify", 0, unit="file" if args.quick else "B") as meter:  # verify fixes the total first
+        report = verify(args.store, quick=args.quick, workers=args.workers, progress=meter)
+    store = Store(args.store)
+    if args.json:
         print(json.dumps({"store": report.store, "ok": report.ok, "artifacts": report.artifacts,
                           "blobs": report.blobs, "chunks": report.chunks, "tasks": report.tasks,
                           "bytes": report.bytes,
@@ -72,7 +72,7 @@ def cmd_verify(a: argparse.Namespace) -> int:
         missing = sum(1 for p in report.problems if p.what == "missing")
         corrupt = sum(1 for p in report.problems if p.what == "corrupt")
         other = len(report.problems) - missing - corrupt
-        checked = "sizes" if a.quick else "sha256"
+        checked = "sizes" if args.quick else "sha256"
         verdict = "OK" if report.ok else f"FAILED: {missing} missing, {corrupt} corrupt, {other} other"
         chunks = f" + {report.chunks} image chunks" if report.chunks else ""
         print(f"verify {report.store}: {report.artifacts} artifacts ({report.blobs} files{chunks}, {checked} checked, "

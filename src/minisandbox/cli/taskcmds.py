@@ -19,53 +19,53 @@ class CacheMissing(MinisandboxError, FileNotFoundError):
     clean a cache never create one)."""
 
 
-def _cache(a: argparse.Namespace, *, create: bool = True, progress=None):
+def _cache(args: argparse.Namespace, *, create: bool = True, progress=None):
     """The node cache `--cache` names (or the default one). With create=False a missing
     `--cache DIR` is an error and a missing default cache is None (nothing cached yet)."""
     from minisandbox.node.cache import Cache
     from minisandbox.node.iobudget import IOBudget
     from minisandbox.paths import cache_dir
 
-    root = Path(a.cache) if a.cache else None
+    root = Path(args.cache) if args.cache else None
     if not create and not (root or cache_dir()).is_dir():
         if root is not None:
             raise CacheMissing(f"no cache at {root}: the directory does not exist; check --cache "
                                f"(default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)")
         return None
     budget = None
-    if getattr(a, "io_slots", None) is not None:
-        budget = IOBudget(a.io_slots, (root or cache_dir()) / "budget")
+    if getattr(args, "io_slots", None) is not None:
+        budget = IOBudget(args.io_slots, (root or cache_dir()) / "budget")
     return Cache(root, budget=budget, progress=progress)
 
 
-def cmd_fetch(a: argparse.Namespace) -> int:
+def cmd_fetch(args: argparse.Namespace) -> int:
     from minisandbox.node.published import read_catalog
     from minisandbox.node.runtime import fetch, planned_bytes
     from minisandbox.node.store import open_store
 
-    store = open_store(a.store)
+    store = open_store(args.store)
     read_catalog(store)  # a wrong or missing store is one error, not one per task id
-    if a.instance_ids is not None or a.repo:  # the same filter as `tasks` and `eval`
+    if args.instance_ids is not None or args.repo:  # the same filter as `tasks` and `eval`
         from minisandbox.node.published import iter_selected
         from minisandbox.records import Selection
 
-        picked = Selection.parse([*a.task_ids, *(a.instance_ids or [])] if a.instance_ids is not None or a.task_ids
-                                 else None, a.repo)
-        a.task_ids = [e["instance_id"] for e in iter_selected(store, picked)]
-    if not a.task_ids:
+        picked = Selection.parse([*args.task_ids, *(args.instance_ids or [])] if args.instance_ids is not None or args.task_ids
+                                 else None, args.repo)
+        args.task_ids = [e["instance_id"] for e in iter_selected(store, picked)]
+    if not args.task_ids:
         from minisandbox.records import SelectionError
 
         raise SelectionError("no task to fetch: give task ids, --instance-ids ID|@FILE or --repo OWNER/NAME")
-    cache = _cache(a)
+    cache = _cache(args)
     # bytes to download, known before the first one moves: the bar's total never grows
-    with Progress("fetch", planned_bytes(a.task_ids, store, cache=cache), fixed=True) as meter:
+    with Progress("fetch", planned_bytes(args.task_ids, store, cache=cache), fixed=True) as meter:
         cache.progress = meter
-        results = fetch(a.task_ids, store, cache=cache)
+        results = fetch(args.task_ids, store, cache=cache)
         if not any(isinstance(r, BaseException) for r in results):
             meter.finish()
     failed = 0
     rows = []
-    for tid, res in zip(a.task_ids, results, strict=True):
+    for tid, res in zip(args.task_ids, results, strict=True):
         if isinstance(res, BaseException):
             failed += 1
             print(f"minisandbox fetch: {tid}: {res}", file=sys.stderr)
@@ -73,20 +73,20 @@ def cmd_fetch(a: argparse.Namespace) -> int:
             continue
         rows.append({"instance_id": tid, "seconds": round(res.seconds, 3), "downloaded": res.downloaded,
                      "layers": {k: str(v) for k, v in res.layers.items()}, "interpreter": res.interpreter})
-        if not a.json:
+        if not args.json:
             how = "fetched" if res.downloaded else "cached"
             print(f"{tid}\t{how}\t{res.seconds:.2f}s\t" + "\t".join(f"{k}={v}" for k, v in res.layers.items()))
-    if a.json:
+    if args.json:
         print(json.dumps(rows, indent=1))
     return 1 if failed else 0
 
 
-def cmd_cache_ls(a: argparse.Namespace) -> int:
+def cmd_cache_ls(args: argparse.Namespace) -> int:
     from minisandbox.paths import cache_dir
 
-    cache = _cache(a, create=False)
+    cache = _cache(args, create=False)
     entries = sorted(cache.entries(), key=lambda e: e.last_used, reverse=True) if cache else []
-    if a.json:
+    if args.json:
         print(json.dumps([{**e.__dict__, "path": str(e.path)} for e in entries], indent=1))
         return 0
     print(f"cache {cache.root if cache else cache_dir()}: {len(entries)} entries, "
@@ -107,21 +107,21 @@ def _print_leftovers(state: Path, lo) -> None:  # noqa: ANN001 - minisandbox.san
         print(f"node state {state}: {err}", file=sys.stderr)
 
 
-def cmd_cache_gc(a: argparse.Namespace) -> int:
-    cache = _cache(a, create=False)
+def cmd_cache_gc(args: argparse.Namespace) -> int:
+    cache = _cache(args, create=False)
     if cache is None:
         # no layers yet, but a controller may have died here: its cgroups/scratch dirs go
         from minisandbox.paths import state_dir
         from minisandbox.sandbox.leftovers import reap
 
         lo = reap(state_dir())
-        print(json.dumps({"removed": [], "freed": 0, "leftovers": lo.__dict__}) if a.json
+        print(json.dumps({"removed": [], "freed": 0, "leftovers": lo.__dict__}) if args.json
               else "no cache on this node yet: nothing to clean")
-        if not a.json:
+        if not args.json:
             _print_leftovers(state_dir(), lo)
         return 0
-    report = cache.gc(a.max_bytes)
-    if a.json:
+    report = cache.gc(args.max_bytes)
+    if args.json:
         removed = [{**e.__dict__, "path": str(e.path)} for e in report.removed]
         print(json.dumps({"cache": str(cache.root), "removed": removed,
                           "freed": report.freed, "total_before": report.total_before,
@@ -136,27 +136,27 @@ def cmd_cache_gc(a: argparse.Namespace) -> int:
           f"{report.stale_removed} stale temp dirs removed")
     if report.leftovers is not None:
         _print_leftovers(cache.state_dir(), report.leftovers)
-    if a.max_bytes is not None and report.total_after > a.max_bytes:
-        print(f"cache {cache.root}: still {human(report.total_after)} > {human(a.max_bytes)}: the rest is leased "
+    if args.max_bytes is not None and report.total_after > args.max_bytes:
+        print(f"cache {cache.root}: still {human(report.total_after)} > {human(args.max_bytes)}: the rest is leased "
               f"by running sandboxes", file=sys.stderr)
     return 0
 
 
 STORE_HELP = ("store URL (default: $MINISANDBOX_STORE, else the store: of ./config/config.yaml, else "
               "./results/store; relative to the current directory)")
-def cmd_cache_clear(a: argparse.Namespace) -> int:
+def cmd_cache_clear(args: argparse.Namespace) -> int:
     from minisandbox.node.cache import check_cache_dir
     from minisandbox.paths import cache_dir
 
-    root = Path(a.cache) if a.cache else cache_dir()
+    root = Path(args.cache) if args.cache else cache_dir()
     if root.is_dir():
         check_cache_dir(root)
-    cache = _cache(a, create=False)
+    cache = _cache(args, create=False)
     if cache is None:
-        print(json.dumps({"cache": None, "freed": 0}) if a.json else "no cache on this node yet: nothing to clear")
+        print(json.dumps({"cache": None, "freed": 0}) if args.json else "no cache on this node yet: nothing to clear")
         return 0
-    report = cache.clear(force=a.force)
-    if a.json:
+    report = cache.clear(force=args.force)
+    if args.json:
         print(json.dumps({"cache": str(report.root), "entries": report.entries, "freed": report.freed,
                           "unmounted": report.unmounted, "ended": report.ended,
                           "leftovers": report.leftovers.__dict__ if report.leftovers else None}, indent=1))
@@ -184,7 +184,7 @@ def _task_row(entry: dict) -> dict:
 TASK_COLUMNS = ("instance_id", "status", "env_key", "spec_name", "validation")
 
 
-def cmd_tasks(a: argparse.Namespace) -> int:
+def cmd_tasks(args: argparse.Namespace) -> int:
     """The index is read shard by shard and only the few fields shown are kept (never the
     records: patches can be large), so 50k tasks list in a few MB; rows are sorted by
     instance id so two listings diff cleanly. Plain output is tab-separated with a header
@@ -194,22 +194,22 @@ def cmd_tasks(a: argparse.Namespace) -> int:
     from minisandbox.node.published import iter_selected, read_catalog
     from minisandbox.node.store import open_store
 
-    store = open_store(a.store)
+    store = open_store(args.store)
     read_catalog(store)  # a store without an index is an error, not an empty list
-    picked = selection(a)
+    picked = selection(args)
     counts: dict[str, int] = {}
     rows = []
     for entry in iter_selected(store, picked):
         row = _task_row(entry)
         counts[row["status"]] = counts.get(row["status"], 0) + 1
-        if (a.status and row["status"] not in a.status) or (a.validation and row["validation"] not in a.validation):
+        if (args.status and row["status"] not in args.status) or (args.validation and row["validation"] not in args.validation):
             continue
         rows.append(row)
     rows.sort(key=lambda r: r["instance_id"])
-    if a.json:
+    if args.json:
         print(json.dumps(rows, indent=1))
     else:
-        header = a.header if a.header is not None else sys.stdout.isatty()
+        header = args.header if args.header is not None else sys.stdout.isatty()
         lines = ["\t".join(c.upper() for c in TASK_COLUMNS)] if header else []
         lines += ["\t".join(str(row[k] or "-") for k in TASK_COLUMNS) for row in rows]
         if lines:
