@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""Real-repository fidelity benchmark (issue 11, item 6). Not part of CI.
+"""Real-repository fidelity benchmark (docs/fidelity.md). Not part of CI.
 
 Builds real SWE-smith profiles of `config/catalog/swesmith.yaml` from their real upstream
 repositories through the real Snakemake workflow, then runs each profile's official test
 command at the clean start state in the sandbox (network off) and prints one row per
 profile: built?, seconds, tests collected, passed / failed / errors, pass rate, and the
-failure class of every broken profile. Target (issue 11): >= 95% of the chosen profiles
+failure class of every broken profile. Target (docs/fidelity.md): >= 95% of the chosen profiles
 build and reach >= 95% pass rate.
 
 Inputs: a folder of git repositories brought in with the search tool's `fetch`
-(`github:<owner>/<repo>` lands in `/work/.mirror/<owner>+<repo>/repo`, a bare git dir).
+(`github:<owner>/<repo>` lands in `<MIRRORS>/<owner>+<repo>/repo`, a bare git dir; MIRRORS is
+the folder `fetch` reports).
 The catalog names `https://github.com/<owner>/<repo>.git`; the bench points those URLs at
 the local repositories with git's `url.<path>.insteadOf` in a GIT_CONFIG_GLOBAL file of its
 own (`<out>/gitconfig`; the user's ~/.gitconfig is never read or touched). The workflow's
@@ -30,7 +31,7 @@ Results: `<out>/results.json` (everything the table is made from); `--report FIL
 re-prints the table of a saved run, `--compare BEFORE.json` adds a before/after summary.
 
 Usage:
-  nice -n 10 .venv/bin/python bench/bench_fidelity.py --mirrors /work/.mirror --profiles 30 \
+  nice -n 10 .venv/bin/python bench/bench_fidelity.py --mirrors MIRRORS --profiles 30 \
       --out /tmp/fid/run --jobs 2 [--rev HEAD]
   .venv/bin/python bench/bench_fidelity.py --report /tmp/fid/run/results.json [--compare before.json]
 """
@@ -1024,6 +1025,8 @@ def code_trees(commit: str) -> str | None:
 def swebench_main(args: argparse.Namespace) -> int:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    if args.mirrors is None:
+        raise SystemExit("bench_fidelity: --mirrors DIR is required to build (the folder of fetched repositories)")
     mirrors = args.mirrors.resolve()
     code, code_info = export_code(args.rev, out)
     sys.path.insert(0, str(code / "src"))  # the log parser and interpreter finder of the code under test
@@ -1084,7 +1087,8 @@ def swebench_main(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"), help="folder of fetched repositories")
+    ap.add_argument("--mirrors", type=Path,
+                    help="folder of fetched repositories (<owner>+<repo>/repo, as the search tool's fetch lays them out)")
     ap.add_argument("--profiles", help="a count, `all`, or comma-separated profile names (default: 25; --swebench: all)")
     ap.add_argument("--out", type=Path, help="output folder (workflow run, store, cache, logs, results.json)")
     ap.add_argument("--jobs", type=int, default=2, help="parallel builds and parallel test runs")
@@ -1118,6 +1122,8 @@ def main(argv: list[str] | None = None) -> int:
         return swebench_main(args)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    if args.mirrors is None:
+        raise SystemExit("bench_fidelity: --mirrors DIR is required to build (the folder of fetched repositories)")
     mirrors = args.mirrors.resolve()
 
     if args.skip_build and (args.rev or args.code):
