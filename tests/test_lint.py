@@ -1,5 +1,5 @@
-"""`ruff check` over the code (configuration: pyproject.toml, [tool.ruff]). CI runs the test
-suite, so this is how CI runs the linter; ruff is in the `test` extra."""
+"""`ruff check` and `ruff format --check` over the code (configuration: pyproject.toml, [tool.ruff]). CI runs the test
+suite, so this is how CI runs the linter and the formatter; ruff is in the `test` extra."""
 
 from __future__ import annotations
 
@@ -26,3 +26,10 @@ def test_ruff_check_fails_on_a_finding(tmp_path: Path) -> None:
                            str(ROOT / "pyproject.toml"), str(bad)], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 1 and "F401" in proc.stdout
+
+
+def test_ruff_format_leaves_the_tree_unchanged() -> None:
+    """The tree is as `ruff format` writes it (run `ruff format` before committing)."""
+    proc = subprocess.run([sys.executable, "-m", "ruff", "format", "--check", "--no-cache", *PATHS],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
