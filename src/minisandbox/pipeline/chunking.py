@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import mmap
-import os
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from fastcdc import fastcdc
 
+from minisandbox.fsutil import atomic_write_bytes
 from minisandbox.manifest import chunk_list_document, chunk_list_name
 
 #: FastCDC sizes (bytes): minimum, average (the normalised target), maximum chunk.
@@ -86,11 +85,5 @@ def write_chunk_list(image: Path, key: str) -> tuple[Path, Chunking]:
     """Cut `image` and write its chunk list beside it (atomically). Returns (path, chunking)."""
     chunking = cut(image)
     out = chunk_list_path(image, key)
-    tmp = out.with_name(f"{out.name}.tmp-{uuid.uuid4().hex}")
-    try:
-        tmp.write_bytes(chunking.document())
-        os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(out, chunking.document())
     return out, chunking

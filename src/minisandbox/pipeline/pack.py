@@ -17,7 +17,6 @@ Two formats:
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import importlib.util
 import io
@@ -107,18 +106,13 @@ def _restamp_pyc(pyc: str) -> bool:
         data = restamped_pyc(pyc, f.read())
     if data is None:
         return False
-    tmp = f"{pyc}.tmp-{uuid.uuid4().hex}"
     try:
-        with open(tmp, "wb") as f:
+        with atomic_output(pyc) as f:
             f.write(data)
-        os.chmod(tmp, stat.S_IMODE(pst.st_mode))
-        os.replace(tmp, pyc)
+            os.fchmod(f.fileno(), stat.S_IMODE(pst.st_mode))
     except PermissionError as exc:
         raise PackError(f"cannot restamp {pyc} while normalising the tree: {exc}; "
                         f"pack as a user who can write the tree") from None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
     return True
 
 

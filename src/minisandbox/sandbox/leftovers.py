@@ -32,6 +32,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from minisandbox.fsutil import atomic_write_text
 from minisandbox.sandbox.limits import CGROUP_PREFIX, cgroup_owner, cgroup_parents, remove_cgroup_tree
 
 SCRATCH_PREFIX = "sandbox-"
@@ -156,9 +157,7 @@ class Tracker:
                         changed = True
             if changed:
                 with _node_lock(self.state):
-                    tmp = self.path.with_name(f".{self.path.name}.tmp")
-                    tmp.write_text(self.record.to_json())
-                    os.replace(tmp, self.path)
+                    atomic_write_text(self.path, self.record.to_json())
 
 
 def _cgroup_procs(path: str) -> list[int]:
