@@ -134,7 +134,9 @@ BODY_ONESHOT = """
         out["code"] = code
         out["left"] = sb.run(["bash", "-c", "pgrep -c -x sleep || true"]).output.strip()
         sb.execute("sleep 1002 &")  # a session-style command keeps its background job
-        out["kept"] = sb.run(["bash", "-c", "pgrep -c -x sleep || true"]).output.strip()
+        # (the job may not have exec'd sleep yet when execute returns: wait up to 5 s for it;
+        # one that was killed never shows up)
+        out["kept"] = sb.run(["bash", "-c", 'for i in $(seq 100); do n=$(pgrep -c -x sleep); [ "$n" -ge 1 ] && break; sleep 0.05; done; echo ${n:-0}']).output.strip()
 """
 
 
