@@ -28,7 +28,10 @@ cfg = json.loads(os.environ["MSB_TEST_CFG"])
 base = Path(cfg["base"])
 cache = Cache(base / "cache", budget=IOBudget(0, base / "cache" / "budget"))
 def daemons():
-    out = subprocess.run(["pgrep", "-u", str(os.getuid()), "-x", "squashfuse"], capture_output=True, text=True).stdout
+    # this test's squashfuse daemons: their command line names an image of this cache (a
+    # holder another run left behind, or its zombies, must not count)
+    pattern = "squashfuse .*" + str(base / "cache").replace(".", "[.]")
+    out = subprocess.run(["pgrep", "-u", str(os.getuid()), "-f", pattern], capture_output=True, text=True).stdout
     return sorted(int(p) for p in out.split())
 """
 
