@@ -49,8 +49,19 @@ from tabulate import tabulate  # noqa: E402
 
 from tests.fixtures.runtime import build_local_store  # noqa: E402  (the tests' tiny published store)
 
-BWRAP = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
-         "--die-with-parent", "true"]
+BWRAP = [
+    "bwrap",
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--unshare-all",
+    "--die-with-parent",
+    "true",
+]
 TASK = "bench__cli.0"
 
 
@@ -64,8 +75,7 @@ def sample(argv: list[str], env: dict) -> tuple[float, float]:
         # the steady state of "a helper is running": it runs, and served a call like this one before
         subprocess.run([env["MSB_EXE"], "helper", "start"], env=env, stdout=subprocess.DEVNULL, check=True)
         for _ in range(2):  # a repeated call: the helper keeps a spare sandbox for the next one
-            subprocess.run(argv, env={k: v for k, v in env.items() if k != PRE}, stdout=subprocess.DEVNULL,
-                           check=True)
+            subprocess.run(argv, env={k: v for k, v in env.items() if k != PRE}, stdout=subprocess.DEVNULL, check=True)
     helper = helper_pid(env) if env.get("MINISANDBOX_HELPER") == "use" else None
     before = tree_cpu(helper) if helper else 0.0
     t0 = time.perf_counter()
@@ -98,6 +108,7 @@ def helper_pid(env: dict) -> int | None:
 def tree_cpu(pid: int) -> float:
     """CPU seconds of `pid`, of its reaped children and of its live children (the fork
     server, whose reaped children are the sandboxes' inits)."""
+
     def cpu(p: int) -> float:
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
@@ -126,8 +137,12 @@ def concurrent(argvs: list[list[str]], k: int, env: dict) -> tuple[float, int, s
     all chains at once: (seconds until the last exits, failed chains, one failure's stderr)."""
     chain = " && ".join(" ".join(map(_quote, a)) for a in argvs)
     t0 = time.perf_counter()
-    procs = [subprocess.Popen(["/bin/sh", "-c", chain], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True) for _ in range(k)]
+    procs = [
+        subprocess.Popen(
+            ["/bin/sh", "-c", chain], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(k)
+    ]
     errors = [err.strip() for p in procs for _, err in [p.communicate()] if p.returncode != 0]
     return time.perf_counter() - t0, len(errors), (errors[0][-300:] if errors else "")
 
@@ -147,14 +162,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=20, help="samples per row")
     ap.add_argument("--concurrent", type=int, default=64, help="CLI processes started at once (0: skip)")
-    ap.add_argument("--tree", action="append", default=[], metavar="NAME=DIR",
-                    help="also measure the source tree DIR (e.g. `git archive` of another commit) as NAME, "
-                         "through PYTHONPATH=DIR/src (before/after in one run)")
+    ap.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="also measure the source tree DIR (e.g. `git archive` of another commit) as NAME, "
+        "through PYTHONPATH=DIR/src (before/after in one run)",
+    )
     ap.add_argument("--json", help="also write the rows to this JSON file (bench/report.py reads it)")
     a = ap.parse_args()
     if not shutil.which("bwrap"):
-        raise SystemExit("bench_cli: bubblewrap (bwrap) is not installed: it is this bench's baseline "
-                         "(apt-get install bubblewrap; scripts/setup.sh installs it)")
+        raise SystemExit(
+            "bench_cli: bubblewrap (bwrap) is not installed: it is this bench's baseline "
+            "(apt-get install bubblewrap; scripts/setup.sh installs it)"
+        )
     exe = shutil.which("minisandbox", path=str(Path(sys.executable).parent)) or shutil.which("minisandbox")
     if not exe:
         raise SystemExit("bench_cli: no `minisandbox` command beside this interpreter or on PATH")
@@ -163,25 +185,42 @@ def main() -> int:
     for rt in ("rt", "rt-auto"):  # the helper of the "first call" row is its own
         (work / rt).mkdir(mode=0o700)
     runtime = work / "rt"
-    env = {"PATH": f"{Path(exe).parent}:/usr/bin:/bin", "MINISANDBOX_CACHE": str(cache), "HOME": str(work),
-           "MINISANDBOX_RUNTIME_DIR": str(runtime), "MINISANDBOX_HELPER": "off", "MSB_EXE": exe}
+    env = {
+        "PATH": f"{Path(exe).parent}:/usr/bin:/bin",
+        "MINISANDBOX_CACHE": str(cache),
+        "HOME": str(work),
+        "MINISANDBOX_RUNTIME_DIR": str(runtime),
+        "MINISANDBOX_HELPER": "off",
+        "MSB_EXE": exe,
+    }
     trees = {"this checkout": None, **dict(t.split("=", 1) for t in a.tree)}
     try:
         store = build_local_store(work, TASK)
         subprocess.run([exe, "fetch", "--store", store, TASK], check=True, env=env, stdout=subprocess.DEVNULL)
         run = [exe, "run", "--store", store, TASK, "--", "true"]
         cases: dict[str, tuple[list[str], dict]] = {
-            "bwrap": (BWRAP, env), "python": ([sys.executable, "-c", "pass"], env)}
+            "bwrap": (BWRAP, env),
+            "python": ([sys.executable, "-c", "pass"], env),
+        }
         for name, src in trees.items():
             tenv = env if src is None else {**env, "PYTHONPATH": str(Path(src) / "src")}
             cases[f"version {name}"] = ([exe, "--version"], tenv)
             cases[f"run {name}"] = (run, tenv)
             cases[f"run helper {name}"] = (run, {**tenv, "MINISANDBOX_HELPER": "use", PRE: "helper-running"})
-            cases[f"run first auto {name}"] = (run, {**tenv, "MINISANDBOX_HELPER": "auto", PRE: "stop-helper",
-                                                      "MINISANDBOX_RUNTIME_DIR": str(work / "rt-auto")})
+            cases[f"run first auto {name}"] = (
+                run,
+                {
+                    **tenv,
+                    "MINISANDBOX_HELPER": "auto",
+                    PRE: "stop-helper",
+                    "MINISANDBOX_RUNTIME_DIR": str(work / "rt-auto"),
+                },
+            )
             cases[f"run nobc {name}"] = (run, {**tenv, "PYTHONDONTWRITEBYTECODE": "1"})
-            cases[f"run never compiled {name}"] = (run, {**tenv, "PYTHONDONTWRITEBYTECODE": "1",
-                                                          "PYTHONPYCACHEPREFIX": str(work / "no-pycache")})
+            cases[f"run never compiled {name}"] = (
+                run,
+                {**tenv, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(work / "no-pycache")},
+            )
         for argv, cenv in cases.values():  # warm-up: page cache, bytecode, the verified-document markers
             sample(argv, cenv)
         samples = interleaved(cases, a.n)
@@ -192,24 +231,50 @@ def main() -> int:
         def row(name: str, key: str, base: dict | None, note: str = "") -> None:
             wall_ms, p95 = ms(samples[key]["wall"])
             cpu_ms = med[key]["cpu"] * 1000
-            rows.append([name, len(samples[key]["wall"]), round(wall_ms, 1), round(p95, 1), round(cpu_ms, 1),
-                         round(med[key]["wall"] / base["wall"], 2) if base else "",
-                         round(med[key]["cpu"] / base["cpu"], 2) if base else "", note])
+            rows.append(
+                [
+                    name,
+                    len(samples[key]["wall"]),
+                    round(wall_ms, 1),
+                    round(p95, 1),
+                    round(cpu_ms, 1),
+                    round(med[key]["wall"] / base["wall"], 2) if base else "",
+                    round(med[key]["cpu"] / base["cpu"], 2) if base else "",
+                    note,
+                ]
+            )
 
         row("BASELINE bwrap one-shot (`true`)", "bwrap", None)
         row("BASELINE `python -c pass`", "python", None)
         for name in trees:
-            row(f"`minisandbox --version` ({name})", f"version {name}", med["python"],
-                "vs python -c pass; target <= 2")
-            row(f"`minisandbox run TASK -- true`, no helper ({name})", f"run {name}", anchor,
-                "MINISANDBOX_HELPER=off; vs bwrap + python; target <= 4")
-            row(f"  same, a helper running ({name})", f"run helper {name}", anchor,
-                "vs bwrap + python; target <= 2; CPU: client + helper + its children")
-            row(f"  same, first call: none running, `auto` starts one ({name})", f"run first auto {name}", anchor,
-                "in-process + starting the helper (its start-up CPU not counted)")
-            row(f"  same, PYTHONDONTWRITEBYTECODE=1 ({name})", f"run nobc {name}", anchor, "bytecode compiled at set-up")
-            row(f"  same, never byte-compiled ({name})", f"run never compiled {name}", anchor,
-                "empty PYTHONPYCACHEPREFIX: every module compiled on every call")
+            row(f"`minisandbox --version` ({name})", f"version {name}", med["python"], "vs python -c pass; target <= 2")
+            row(
+                f"`minisandbox run TASK -- true`, no helper ({name})",
+                f"run {name}",
+                anchor,
+                "MINISANDBOX_HELPER=off; vs bwrap + python; target <= 4",
+            )
+            row(
+                f"  same, a helper running ({name})",
+                f"run helper {name}",
+                anchor,
+                "vs bwrap + python; target <= 2; CPU: client + helper + its children",
+            )
+            row(
+                f"  same, first call: none running, `auto` starts one ({name})",
+                f"run first auto {name}",
+                anchor,
+                "in-process + starting the helper (its start-up CPU not counted)",
+            )
+            row(
+                f"  same, PYTHONDONTWRITEBYTECODE=1 ({name})", f"run nobc {name}", anchor, "bytecode compiled at set-up"
+            )
+            row(
+                f"  same, never byte-compiled ({name})",
+                f"run never compiled {name}",
+                anchor,
+                "empty PYTHONPYCACHEPREFIX: every module compiled on every call",
+            )
         headers = ["what", "n", "median ms", "p95 ms", "CPU ms", "ratio (wall)", "ratio (CPU)", "note"]
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; samples taken round-robin")
         print(tabulate(rows, headers=headers, tablefmt="github"))
@@ -224,32 +289,64 @@ def main() -> int:
                 subprocess.run(run, env=henv, check=True, stdout=subprocess.DEVNULL)
             hcli, hcli_failed, herror = concurrent([run], k, henv)
             error = error or herror
-            conc_rows = [[f"BASELINE {k} x (bwrap one-shot + python -c pass)", k, round(base, 2), base_failed, ""],
-                         [f"{k} x `minisandbox run TASK -- true`, no helper", k, round(cli, 2), cli_failed,
-                          round(cli / base, 2)],
-                         [f"{k} x `minisandbox run TASK -- true`, a helper running", k, round(hcli, 2), hcli_failed,
-                          round(hcli / base, 2)]]
+            conc_rows = [
+                [f"BASELINE {k} x (bwrap one-shot + python -c pass)", k, round(base, 2), base_failed, ""],
+                [
+                    f"{k} x `minisandbox run TASK -- true`, no helper",
+                    k,
+                    round(cli, 2),
+                    cli_failed,
+                    round(cli / base, 2),
+                ],
+                [
+                    f"{k} x `minisandbox run TASK -- true`, a helper running",
+                    k,
+                    round(hcli, 2),
+                    hcli_failed,
+                    round(hcli / base, 2),
+                ],
+            ]
             print()
-            print(tabulate(conc_rows, headers=["what (all started at once)", "processes", "all done s", "failed",
-                                               "ratio (target <= 2)"], tablefmt="github"))
+            print(
+                tabulate(
+                    conc_rows,
+                    headers=["what (all started at once)", "processes", "all done s", "failed", "ratio (target <= 2)"],
+                    tablefmt="github",
+                )
+            )
             if error:
                 print(f"a failed run said: {error}")
         if a.json:
-            Path(a.json).write_text(json.dumps({
-                "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0],
-                            "load": round(os.getloadavg()[0], 1)},
-                "latency_rows": {"headers": headers, "rows": rows},
-                "concurrent_rows": {"headers": ["what", "processes", "all done s", "failed", "ratio"],
-                                    "rows": conc_rows},
-                "samples_s": samples,
-            }, indent=1))
+            Path(a.json).write_text(
+                json.dumps(
+                    {
+                        "machine": {
+                            "cores": os.cpu_count(),
+                            "python": sys.version.split()[0],
+                            "load": round(os.getloadavg()[0], 1),
+                        },
+                        "latency_rows": {"headers": headers, "rows": rows},
+                        "concurrent_rows": {
+                            "headers": ["what", "processes", "all done s", "failed", "ratio"],
+                            "rows": conc_rows,
+                        },
+                        "samples_s": samples,
+                    },
+                    indent=1,
+                )
+            )
         return 0
     finally:
         for rt in ("rt", "rt-auto"):
-            subprocess.run([exe, "helper", "stop"], env={**env, "MINISANDBOX_RUNTIME_DIR": str(work / rt)},
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        subprocess.run([exe, "cache", "gc", "--max-bytes", "0"], env=env, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+            subprocess.run(
+                [exe, "helper", "stop"],
+                env={**env, "MINISANDBOX_RUNTIME_DIR": str(work / rt)},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        subprocess.run(
+            [exe, "cache", "gc", "--max-bytes", "0"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         with open("/proc/self/mounts") as fh:  # anything gc left mounted below the work dir
             left = [ln.split()[1] for ln in fh if ln.split()[1].startswith(str(work) + "/")]
         for target in sorted(left, reverse=True):

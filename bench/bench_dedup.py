@@ -184,9 +184,27 @@ def wheel_stats(whl: Path, cache: dict, exact_gz: bool) -> WheelStats:
 
 def download(pins_: set[tuple[str, str]], dest: Path) -> None:
     dest.mkdir(parents=True, exist_ok=True)
-    base = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.10",
-            "--implementation", "cp", "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64",
-            "--platform", "linux_x86_64", "-d", str(dest), "-q"]
+    base = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.10",
+        "--implementation",
+        "cp",
+        "--platform",
+        "manylinux_2_28_x86_64",
+        "--platform",
+        "manylinux2014_x86_64",
+        "--platform",
+        "linux_x86_64",
+        "-d",
+        str(dest),
+        "-q",
+    ]
     for n, v in sorted(pins_):
         subprocess.run(base + [f"{n}=={v}"], capture_output=True)
 
@@ -219,10 +237,21 @@ for line in iter(rd.readline, b""):
 
 def find_python310(given: str | None) -> str | None:
     """`given`, else the newest pyenv 3.10, else python3.10 on PATH; only one that runs as 3.10."""
-    cands = [given] if given else [
-        *map(str, sorted(Path.home().glob(".pyenv/versions/3.10.*/bin/python3.10"), reverse=True,
-                         key=lambda p: [int(x) for x in p.parts[-3].split(".") if x.isdigit()])),
-        shutil.which(PY)]
+    cands = (
+        [given]
+        if given
+        else [
+            *map(
+                str,
+                sorted(
+                    Path.home().glob(".pyenv/versions/3.10.*/bin/python3.10"),
+                    reverse=True,
+                    key=lambda p: [int(x) for x in p.parts[-3].split(".") if x.isdigit()],
+                ),
+            ),
+            shutil.which(PY),
+        ]
+    )
     for c in filter(None, cands):
         ok = subprocess.run([c, "-c", "import sys; assert sys.version_info[:2] == (3, 10)"], capture_output=True)
         if ok.returncode == 0:
@@ -236,8 +265,12 @@ class PycCompiler:
     """One python3.10 fork server (PYTHONHASHSEED=0) for the whole run."""
 
     def __init__(self, python: str) -> None:
-        self.proc = subprocess.Popen([python, "-S", "-s", "-c", _PYC_SERVER], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, env={"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin"})
+        self.proc = subprocess.Popen(
+            [python, "-S", "-s", "-c", _PYC_SERVER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin"},
+        )
         self.failed = 0
 
     def compile_tree(self, tree: Path) -> int:
@@ -275,8 +308,13 @@ def wheel_target(member: str, dist: str) -> str | None:
         return None
     if parts[0].endswith(".data") and len(parts) > 2:
         rest = "/".join(parts[2:])
-        return {"purelib": f"{SITE}/{rest}", "platlib": f"{SITE}/{rest}", "scripts": f"bin/{rest}",
-                "headers": f"include/site/{PY}/{dist}/{rest}", "data": rest}.get(parts[1])
+        return {
+            "purelib": f"{SITE}/{rest}",
+            "platlib": f"{SITE}/{rest}",
+            "scripts": f"bin/{rest}",
+            "headers": f"include/site/{PY}/{dist}/{rest}",
+            "data": rest,
+        }.get(parts[1])
     return f"{SITE}/{member}"
 
 
@@ -332,8 +370,23 @@ def tree_stats_exact(tree: Path, exact_gz: bool, light: bool = False) -> WheelSt
     if light:
         st.zst3 = sum(f[3] for f in st.files)
         return st
-    tar = subprocess.Popen(["tar", "--sort=name", "--format=gnu", f"--mtime=@{EPOCH}", "--owner=0", "--group=0",
-                            "--numeric-owner", "-C", str(tree), "-cf", "-", "."], stdout=subprocess.PIPE)
+    tar = subprocess.Popen(
+        [
+            "tar",
+            "--sort=name",
+            "--format=gnu",
+            f"--mtime=@{EPOCH}",
+            "--owner=0",
+            "--group=0",
+            "--numeric-owner",
+            "-C",
+            str(tree),
+            "-cf",
+            "-",
+            ".",
+        ],
+        stdout=subprocess.PIPE,
+    )
     zobj = cctx.compressobj()
     gz = zlib.compressobj(9, zlib.DEFLATED, 31) if exact_gz else None
     assert tar.stdout
@@ -399,7 +452,7 @@ def images_mode(a, specs, idx) -> int:
     cache_path = work / "wheel-trees.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     if a.profiles:
-        specs = specs[:a.profiles]
+        specs = specs[: a.profiles]
     wanted = sorted({p for s in specs for p in pins(s)})
     stats: dict[tuple[str, str], WheelStats] = {}
     dirs: dict[tuple[str, str], Path] = {}
@@ -430,8 +483,10 @@ def images_mode(a, specs, idx) -> int:
     cache_path.write_text(json.dumps(cache))
     if compiler:
         compiler.close()
-        print(f"  pycs: {compiler.failed} modules of the {installed} wheels installed in this run did not compile "
-              "under 3.10 (left without pyc, as compileall would)")
+        print(
+            f"  pycs: {compiler.failed} modules of the {installed} wheels installed in this run did not compile "
+            "under 3.10 (left without pyc, as compileall would)"
+        )
     exact = [w for p, w in stats.items() if w.gz9 and not GPU.match(p[0])]
     if not exact:
         raise SystemExit("no wheel was sampled for the exact gzip-9 (k): use a smaller --gz-sample")
@@ -440,8 +495,10 @@ def images_mode(a, specs, idx) -> int:
     exact_gpu = [w for p, w in stats.items() if w.gz9 and GPU.match(p[0])]
     k_gpu = sum(w.gz9 for w in exact_gpu) / sum(w.zst3 for w in exact_gpu) if exact_gpu else 1.0
     if any(GPU.match(p[0]) for p in stats):
-        print(f"GPU wheel trees: k = {k_gpu:.3f} " + (f"exact on {len(exact_gpu)} wheels" if exact_gpu else
-                                                     "(none sampled: tar.gz-9 taken = zstd-3)"))
+        print(
+            f"GPU wheel trees: k = {k_gpu:.3f} "
+            + (f"exact on {len(exact_gpu)} wheels" if exact_gpu else "(none sampled: tar.gz-9 taken = zstd-3)")
+        )
 
     def gz9(p: tuple[str, str], w: WheelStats) -> float:
         if not GPU.match(p[0]):
@@ -453,14 +510,27 @@ def images_mode(a, specs, idx) -> int:
     cctx = zstandard.ZstdCompressor(level=3)
     rows = {}
     gpu_names = {s["name"] for s in specs if any(GPU.match(p[0]) for p in pins(s) if p in stats)}
-    groups = [("cpu", "without GPU wheels", False, False), ("all", "all pinned wheels (GPU included)", True, False),
-              ("gpu", f"the {len(gpu_names)} GPU profiles with their GPU wheels", True, True),
-              ("gpu-cpu", f"the {len(gpu_names)} GPU profiles without GPU wheels", False, True)]
+    groups = [
+        ("cpu", "without GPU wheels", False, False),
+        ("all", "all pinned wheels (GPU included)", True, False),
+        ("gpu", f"the {len(gpu_names)} GPU profiles with their GPU wheels", True, True),
+        ("gpu-cpu", f"the {len(gpu_names)} GPU profiles without GPU wheels", False, True),
+    ]
     if not gpu_names:
         groups = groups[:1]  # no GPU wheels given (--gpu-wheels): the other rows would repeat these
     for group, _, with_gpu, only_gpu_profiles in groups:
-        r = dict(gz9=0.0, zst3=0, raw=0, lists=0, inline=0, envs=0, images=0, chunk_lists=0, counts=[],
-                 alt={str(v): {"list": 0, "counts": [], "chunks": {}} for v in a.also_avg})
+        r = dict(
+            gz9=0.0,
+            zst3=0,
+            raw=0,
+            lists=0,
+            inline=0,
+            envs=0,
+            images=0,
+            chunk_lists=0,
+            counts=[],
+            alt={str(v): {"list": 0, "counts": [], "chunks": {}} for v in a.also_avg},
+        )
         objects: dict[str, tuple[int, int]] = {}
         chunks: dict[str, int] = {}
         for s in specs:
@@ -485,14 +555,20 @@ def images_mode(a, specs, idx) -> int:
                     r["inline"] += size
                 else:
                     objects[sha] = (size, zsize)
-            ekey = hashlib.sha256("\n".join(dirs[p].name for p in ps).encode()).hexdigest()[:16] + \
-                (":pyc" if python else ":nopyc") + f":zstd{level}"
+            ekey = (
+                hashlib.sha256("\n".join(dirs[p].name for p in ps).encode()).hexdigest()[:16]
+                + (":pyc" if python else ":nopyc")
+                + f":zstd{level}"
+            )
             if ekey not in done or any(str(v) not in done[ekey].get("alt", {}) for v in a.also_avg):
                 t0 = time.monotonic()
                 done[ekey] = env_image([dirs[p] for p in ps], work, a.also_avg, level)
                 env_path.write_text(json.dumps(done))
-                print(f"  {group} {s['name']}: image {done[ekey]['image'] / 1e6:.1f} MB, "
-                      f"{len(done[ekey]['chunks'])} chunks, {time.monotonic() - t0:.1f} s", flush=True)
+                print(
+                    f"  {group} {s['name']}: image {done[ekey]['image'] / 1e6:.1f} MB, "
+                    f"{len(done[ekey]['chunks'])} chunks, {time.monotonic() - t0:.1f} s",
+                    flush=True,
+                )
             e = done[ekey]
             r["images"] += e["image"]
             r["chunk_lists"] += e["list"]
@@ -525,36 +601,68 @@ def images_mode(a, specs, idx) -> int:
         row("tar.zst-3 per env", r["zst3"])
         row(f"per-file zstd objects ({r['objects']}) + file lists (not built, for comparison)", r["cas"])
         row(f"whole squashfs image per env (zstd {level})", r["images"])
-        row(f"**chunked images (default store representation)**: {r['nchunks']} unique chunks "
-            f"+ chunk lists", chunked)
+        row(f"**chunked images (default store representation)**: {r['nchunks']} unique chunks + chunk lists", chunked)
         for v, alt in r["alt"].items():
-            row(f"chunked images, FastCDC avg {int(v) // 1024} KiB (not the default): {alt['n']} chunks "
+            row(
+                f"chunked images, FastCDC avg {int(v) // 1024} KiB (not the default): {alt['n']} chunks "
                 f"+ lists; per env median {statistics.median(alt['counts']):.0f}, max {max(alt['counts'])}",
-                alt["bytes"] + alt["list"])
-        row("optional extra, not counted: chunked images + a tar.zst archive per env (config `archive: true`)",
-            chunked + r["zst3"])
+                alt["bytes"] + alt["list"],
+            )
+        row(
+            "optional extra, not counted: chunked images + a tar.zst archive per env (config `archive: true`)",
+            chunked + r["zst3"],
+        )
         row("node cache: unpacked layers (baseline)", r["raw"], r["raw"] or 1)
         row("node cache: assembled images, one per env", r["images"], r["raw"] or 1)
         row("node cache: hard-linked layers over per-file objects (not built)", r["node_cas"], r["raw"] or 1)
         c = r["counts"]
-        print(f"{label}: chunks per env (GETs on an empty node): median {statistics.median(c):.0f}, "
-              f"max {max(c)}, total {sum(c)}")
-    print(f"\nStore and node-cache bytes, squashfs images at zstd level {level}, FastCDC "
-          f"{CHUNK_MIN // 1024}/{CHUNK_AVG // 1024}/{CHUNK_MAX // 1024} KiB")
+        print(
+            f"{label}: chunks per env (GETs on an empty node): median {statistics.median(c):.0f}, "
+            f"max {max(c)}, total {sum(c)}"
+        )
+    print(
+        f"\nStore and node-cache bytes, squashfs images at zstd level {level}, FastCDC "
+        f"{CHUNK_MIN // 1024}/{CHUNK_AVG // 1024}/{CHUNK_MAX // 1024} KiB"
+    )
     print(tabulate(tbl, headers=["layout", "envs", "GB", "ratio vs baseline"]))
     if a.json:
-        a.json.write_text(json.dumps({"k": k, "k_gpu": k_gpu, "exact_gpu": len(exact_gpu), "python": python,
-                                      "image_level": level, "gpu_profiles": sorted(gpu_names),
-                                      "labels": {g: lbl for g, lbl, _, _ in groups},
-                                      "rows": {g: {x: y for x, y in r.items()} for g, r in rows.items()}},
-                                     indent=1))
+        a.json.write_text(
+            json.dumps(
+                {
+                    "k": k,
+                    "k_gpu": k_gpu,
+                    "exact_gpu": len(exact_gpu),
+                    "python": python,
+                    "image_level": level,
+                    "gpu_profiles": sorted(gpu_names),
+                    "labels": {g: lbl for g, lbl, _, _ in groups},
+                    "rows": {g: {x: y for x, y in r.items()} for g, r in rows.items()},
+                },
+                indent=1,
+            )
+        )
     return 0
 
 
 def _tar_gz9(tree: Path) -> int:
     """gzip -9 bytes of the tree's tar stream (the archive settings of tree_stats_exact)."""
-    tar = subprocess.Popen(["tar", "--sort=name", "--format=gnu", f"--mtime=@{EPOCH}", "--owner=0", "--group=0",
-                            "--numeric-owner", "-C", str(tree), "-cf", "-", "."], stdout=subprocess.PIPE)
+    tar = subprocess.Popen(
+        [
+            "tar",
+            "--sort=name",
+            "--format=gnu",
+            f"--mtime=@{EPOCH}",
+            "--owner=0",
+            "--group=0",
+            "--numeric-owner",
+            "-C",
+            str(tree),
+            "-cf",
+            "-",
+            ".",
+        ],
+        stdout=subprocess.PIPE,
+    )
     gz, n = zlib.compressobj(9, zlib.DEFLATED, 31), 0
     assert tar.stdout
     while block := tar.stdout.read(1 << 20):
@@ -574,8 +682,9 @@ def _cold_read(image: Path, mnt: Path) -> float | None:
         subprocess.run(["sync"], check=True)
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
         t0 = time.monotonic()
-        subprocess.run(["bash", "-c", 'set -o pipefail; tar -cf - -C "$1" . | cat > /dev/null', "-", str(mnt)],
-                       check=True)
+        subprocess.run(
+            ["bash", "-c", 'set -o pipefail; tar -cf - -C "$1" . | cat > /dev/null', "-", str(mnt)], check=True
+        )
         return time.monotonic() - t0
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
@@ -591,8 +700,9 @@ def levels_mode(a) -> int:
     work = a.work / "levels"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    per: dict[int, dict] = {lv: {"image": [], "cpu": [], "read": [], "counts": [], "chunks": {}, "lists": 0}
-                            for lv in a.level_list}
+    per: dict[int, dict] = {
+        lv: {"image": [], "cpu": [], "read": [], "counts": [], "chunks": {}, "lists": 0} for lv in a.level_list
+    }
     raw_total = gz_total = 0
     for img in images:
         tree = work / "tree"
@@ -626,23 +736,66 @@ def levels_mode(a) -> int:
         rel = [x / y for x, y in zip(d["image"], base["image"])]
         reads = [x for x in d["read"] if x is not None]
         uniq = sum(d["chunks"].values()) + d["lists"]
-        tbl.append([lv, f"{sum(d['image']) / 1e6:.1f}", f"{sum(d['image']) / sum(base['image']):.3f}",
-                    f"{statistics.median(rel):.3f}", f"{sum(d['cpu']):.1f}", f"{statistics.median(d['cpu']):.2f}",
-                    f"{sum(reads):.2f}" if reads else "n/a", f"{statistics.median(reads):.3f}" if reads else "n/a",
-                    f"{uniq / 1e6:.1f}", f"{uniq / gz_total:.3f}",
-                    f"{statistics.median(d['counts']):.0f} / {max(d['counts'])}"])
-    print(f"\n{len(images)} images, {raw_total / 1e6:.1f} MB raw, tar.gz-9 of the trees {gz_total / 1e6:.1f} MB; "
-          f"pack_image at each level; "
-          f"ratios vs level {a.level_list[0]} and vs tar.gz-9")
-    print(tabulate(tbl, headers=["level", "images MB", "vs first", "median per image", "CPU s total",
-                                 "CPU s median", "cold read s total", "cold read s median",
-                                 "unique chunks+lists MB", "vs tar.gz-9", "chunks/env median / max"]))
+        tbl.append(
+            [
+                lv,
+                f"{sum(d['image']) / 1e6:.1f}",
+                f"{sum(d['image']) / sum(base['image']):.3f}",
+                f"{statistics.median(rel):.3f}",
+                f"{sum(d['cpu']):.1f}",
+                f"{statistics.median(d['cpu']):.2f}",
+                f"{sum(reads):.2f}" if reads else "n/a",
+                f"{statistics.median(reads):.3f}" if reads else "n/a",
+                f"{uniq / 1e6:.1f}",
+                f"{uniq / gz_total:.3f}",
+                f"{statistics.median(d['counts']):.0f} / {max(d['counts'])}",
+            ]
+        )
+    print(
+        f"\n{len(images)} images, {raw_total / 1e6:.1f} MB raw, tar.gz-9 of the trees {gz_total / 1e6:.1f} MB; "
+        f"pack_image at each level; "
+        f"ratios vs level {a.level_list[0]} and vs tar.gz-9"
+    )
+    print(
+        tabulate(
+            tbl,
+            headers=[
+                "level",
+                "images MB",
+                "vs first",
+                "median per image",
+                "CPU s total",
+                "CPU s median",
+                "cold read s total",
+                "cold read s median",
+                "unique chunks+lists MB",
+                "vs tar.gz-9",
+                "chunks/env median / max",
+            ],
+        )
+    )
     if a.json:
-        a.json.write_text(json.dumps({"images": [str(p) for p in images], "raw": raw_total, "gz9": gz_total,
-                                      "levels": {lv: {"image": d["image"], "cpu": d["cpu"], "read": d["read"],
-                                                      "counts": d["counts"], "lists": d["lists"],
-                                                      "unique_chunk_bytes": sum(d["chunks"].values())}
-                                                 for lv, d in per.items()}}, indent=1))
+        a.json.write_text(
+            json.dumps(
+                {
+                    "images": [str(p) for p in images],
+                    "raw": raw_total,
+                    "gz9": gz_total,
+                    "levels": {
+                        lv: {
+                            "image": d["image"],
+                            "cpu": d["cpu"],
+                            "read": d["read"],
+                            "counts": d["counts"],
+                            "lists": d["lists"],
+                            "unique_chunk_bytes": sum(d["chunks"].values()),
+                        }
+                        for lv, d in per.items()
+                    },
+                },
+                indent=1,
+            )
+        )
     shutil.rmtree(work)
     return 0
 
@@ -653,25 +806,53 @@ def main() -> int:
     ap.add_argument("--gpu-wheels", type=Path, help="directory of the GPU wheels (optional)")
     ap.add_argument("--download", action="store_true", help="pip download missing pins into --wheels first")
     ap.add_argument("--cache", type=Path, default=None, help="per-wheel stats cache (JSON)")
-    ap.add_argument("--image-ratio", type=float, default=1.14,
-                    help="squashfs image bytes / tar.zst bytes of the same tree (bench_runtime measures it)")
+    ap.add_argument(
+        "--image-ratio",
+        type=float,
+        default=1.14,
+        help="squashfs image bytes / tar.zst bytes of the same tree (bench_runtime measures it)",
+    )
     ap.add_argument("--gz-sample", type=int, default=8, help="exact gzip-9 on one wheel in N (default: %(default)s)")
     ap.add_argument("--json", type=Path, help="write the results here too")
-    ap.add_argument("--images", action="store_true",
-                    help="also installed trees per env -> squashfs (pack_image) -> chunks (the default layout)")
-    ap.add_argument("--work", type=Path, default=Path("/var/tmp/bench-dedup"),
-                    help="scratch for --images: installed wheel trees, one env tree at a time (default: %(default)s)")
-    ap.add_argument("--also-avg", type=lambda v: [int(x) * 1024 for x in v.split(",")], default=[],
-                    help="--images: also cut with these FastCDC average sizes in KiB, e.g. 16,32 (comparison rows)")
+    ap.add_argument(
+        "--images",
+        action="store_true",
+        help="also installed trees per env -> squashfs (pack_image) -> chunks (the default layout)",
+    )
+    ap.add_argument(
+        "--work",
+        type=Path,
+        default=Path("/var/tmp/bench-dedup"),
+        help="scratch for --images: installed wheel trees, one env tree at a time (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--also-avg",
+        type=lambda v: [int(x) * 1024 for x in v.split(",")],
+        default=[],
+        help="--images: also cut with these FastCDC average sizes in KiB, e.g. 16,32 (comparison rows)",
+    )
     ap.add_argument("--profiles", type=int, default=0, help="--images on the first N profiles only (a quick check)")
     ap.add_argument("--python", help="Python 3.10 that compiles the pycs for --images (default: found on PATH/pyenv)")
-    ap.add_argument("--image-level", type=int, default=IMAGE_LEVEL,
-                    help="--images: zstd level of the squashfs images (default: pack_image's, %(default)s)")
-    ap.add_argument("--levels", type=Path, nargs="+", metavar="IMAGE",
-                    help="instead: repack these squashfs images at each --level-list level (unsquashfs, pack_image), "
-                         "cold-read each mounted (root) and cut it into chunks; needs no wheels")
-    ap.add_argument("--level-list", type=lambda v: [int(x) for x in v.split(",")], default=[3, 9, 12, 15, 19],
-                    help="--levels: zstd levels, the first is the reference (default: 3,9,12,15,19)")
+    ap.add_argument(
+        "--image-level",
+        type=int,
+        default=IMAGE_LEVEL,
+        help="--images: zstd level of the squashfs images (default: pack_image's, %(default)s)",
+    )
+    ap.add_argument(
+        "--levels",
+        type=Path,
+        nargs="+",
+        metavar="IMAGE",
+        help="instead: repack these squashfs images at each --level-list level (unsquashfs, pack_image), "
+        "cold-read each mounted (root) and cut it into chunks; needs no wheels",
+    )
+    ap.add_argument(
+        "--level-list",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=[3, 9, 12, 15, 19],
+        help="--levels: zstd levels, the first is the reference (default: 3,9,12,15,19)",
+    )
     a = ap.parse_args()
     if a.levels:
         return levels_mode(a)
@@ -729,25 +910,64 @@ def main() -> int:
         obj_bytes = sum(z for _, z in objects.values())
         uniq_raw = sum(r for r, _ in objects.values())
         cas = obj_bytes + lists + inline
-        rows[group] = {"k": k, "envs": n_envs, "tar_gz9": gz, "tar_zst3": zst, "cas_objects": obj_bytes, "cas_lists": lists + inline,
-                       "cas_total": cas, "objects": len(objects), "cas_plus_images": cas + a.image_ratio * zst,
-                       "node_unpacked": raw_layers, "node_cas": uniq_raw + inline}
+        rows[group] = {
+            "k": k,
+            "envs": n_envs,
+            "tar_gz9": gz,
+            "tar_zst3": zst,
+            "cas_objects": obj_bytes,
+            "cas_lists": lists + inline,
+            "cas_total": cas,
+            "objects": len(objects),
+            "cas_plus_images": cas + a.image_ratio * zst,
+            "node_unpacked": raw_layers,
+            "node_cas": uniq_raw + inline,
+        }
     tbl = []
-    for group, label in (("cpu", "without GPU wheels"), ("gpu", "GPU wheels only (torch, triton, nvidia-*)"),
-                         ("all", "all pinned wheels")):
+    for group, label in (
+        ("cpu", "without GPU wheels"),
+        ("gpu", "GPU wheels only (torch, triton, nvidia-*)"),
+        ("all", "all pinned wheels"),
+    ):
         r = rows[group]
         base = r["tar_gz9"] or 1
-        tbl.append([f"{label}: tar.gz-9 per env (published method, baseline)", r["envs"], f"{r['tar_gz9'] / 1e9:.2f}", "1.00"])
-        tbl.append([f"{label}: tar.zst-3 per env", r["envs"], f"{r['tar_zst3'] / 1e9:.2f}", f"{r['tar_zst3'] / base:.2f}"])
-        tbl.append([f"{label}: content-addressed objects ({r['objects']}) + file lists", r["envs"],
-                    f"{r['cas_total'] / 1e9:.2f}", f"{r['cas_total'] / base:.2f}"])
-        tbl.append([f"{label}: objects + file lists + squashfs image per env", r["envs"],
-                    f"{r['cas_plus_images'] / 1e9:.2f}", f"{r['cas_plus_images'] / base:.2f}"])
-        tbl.append([f"{label}: node cache, unpacked layers (baseline)", r["envs"], f"{r['node_unpacked'] / 1e9:.2f}", "1.00"])
-        tbl.append([f"{label}: node cache, hard-linked layers over objects", r["envs"], f"{r['node_cas'] / 1e9:.2f}",
-                    f"{r['node_cas'] / max(r['node_unpacked'], 1):.2f}"])
-    print(f"{len(wanted)} distinct pins over {len(specs)} profiles; wheels found for {len(stats)}; "
-          f"missing (sdist-only or no cp310 manylinux wheel): {len(missing)}")
+        tbl.append(
+            [f"{label}: tar.gz-9 per env (published method, baseline)", r["envs"], f"{r['tar_gz9'] / 1e9:.2f}", "1.00"]
+        )
+        tbl.append(
+            [f"{label}: tar.zst-3 per env", r["envs"], f"{r['tar_zst3'] / 1e9:.2f}", f"{r['tar_zst3'] / base:.2f}"]
+        )
+        tbl.append(
+            [
+                f"{label}: content-addressed objects ({r['objects']}) + file lists",
+                r["envs"],
+                f"{r['cas_total'] / 1e9:.2f}",
+                f"{r['cas_total'] / base:.2f}",
+            ]
+        )
+        tbl.append(
+            [
+                f"{label}: objects + file lists + squashfs image per env",
+                r["envs"],
+                f"{r['cas_plus_images'] / 1e9:.2f}",
+                f"{r['cas_plus_images'] / base:.2f}",
+            ]
+        )
+        tbl.append(
+            [f"{label}: node cache, unpacked layers (baseline)", r["envs"], f"{r['node_unpacked'] / 1e9:.2f}", "1.00"]
+        )
+        tbl.append(
+            [
+                f"{label}: node cache, hard-linked layers over objects",
+                r["envs"],
+                f"{r['node_cas'] / 1e9:.2f}",
+                f"{r['node_cas'] / max(r['node_unpacked'], 1):.2f}",
+            ]
+        )
+    print(
+        f"{len(wanted)} distinct pins over {len(specs)} profiles; wheels found for {len(stats)}; "
+        f"missing (sdist-only or no cp310 manylinux wheel): {len(missing)}"
+    )
     print(tabulate(tbl, headers=["layout", "envs", "GB", "ratio vs baseline"]))
     if a.json:
         a.json.write_text(json.dumps({"rows": rows, "missing": [f"{n}=={v}" for n, v in missing]}, indent=1))

@@ -59,8 +59,12 @@ def _runner_venv(path: Path, sources: list[Path]) -> Path:
 
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(path)], check=True)
     py = path / "bin" / "python"
-    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                             check=True, capture_output=True, text=True).stdout.strip()
+    purelib = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     dirs = [p for p in site.getsitepackages() if Path(p).is_dir()] + [str(p) for p in sources]
     (Path(purelib) / "_bench_runner_site.pth").write_text("".join(f"{d}\n" for d in dirs))
     (path / "bin" / "pytest").write_text(f"#!{py}\nimport sys\nimport pytest\nsys.exit(pytest.main())\n")
@@ -116,8 +120,10 @@ def bench_checks(a: argparse.Namespace) -> int:
                 if checks:
                     ev = evaluate(rec, spec, patch, host, reverse=reverse)
                 else:
-                    with mock.patch.object(evaluate_mod, "graded_state", no_state), \
-                            mock.patch.object(GradedState, "xfail_marked", staticmethod(xfail_everywhere)):
+                    with (
+                        mock.patch.object(evaluate_mod, "graded_state", no_state),
+                        mock.patch.object(GradedState, "xfail_marked", staticmethod(xfail_everywhere)),
+                    ):
                         ev = evaluate(rec, spec, patch, host, reverse=reverse)
                 (on_t if checks else off_t).append(time.perf_counter() - t0)
                 (on_c if checks else off_c).append(_children_cpu() - c0)
@@ -125,8 +131,9 @@ def bench_checks(a: argparse.Namespace) -> int:
                 ch = ev.entry["results_channel"]
                 assert ch["present"] and ch["complete"], ch
             with host.open(rec) as env:
-                script = evaluate_mod.plan_script(rec, spec, patch, env.reference_dir, reverse=reverse,
-                                                  setup_task_state=True)
+                script = evaluate_mod.plan_script(
+                    rec, spec, patch, env.reference_dir, reverse=reverse, setup_task_state=True
+                )
                 t0 = time.perf_counter()
                 graded_state(script, env.reference_dir, [*rec.fail_to_pass, *rec.pass_to_pass])
                 st_t.append(time.perf_counter() - t0)
@@ -135,16 +142,43 @@ def bench_checks(a: argparse.Namespace) -> int:
         state_all += st_t
         on_cpu += on_c
         off_cpu += off_c
-        rows.append([rec.instance_id[:48], ev.entry["results_channel"]["tests"], statistics.median(on_t),
-                     statistics.median(off_t), statistics.median(on_t) / statistics.median(off_t),
-                     1000 * statistics.median(st_t), statistics.median(on_c), statistics.median(off_c),
-                     statistics.median(on_c) / statistics.median(off_c)])
-    rows.append(["ALL (median)", "", statistics.median(on_all), statistics.median(off_all),
-                 statistics.median(on_all) / statistics.median(off_all), 1000 * statistics.median(state_all),
-                 statistics.median(on_cpu), statistics.median(off_cpu),
-                 statistics.median(on_cpu) / statistics.median(off_cpu)])
-    headers = ["task", "tests", "with checks s", "without s (baseline)", "ratio", "graded state ms",
-               "with checks CPU s", "without CPU s", "CPU ratio"]
+        rows.append(
+            [
+                rec.instance_id[:48],
+                ev.entry["results_channel"]["tests"],
+                statistics.median(on_t),
+                statistics.median(off_t),
+                statistics.median(on_t) / statistics.median(off_t),
+                1000 * statistics.median(st_t),
+                statistics.median(on_c),
+                statistics.median(off_c),
+                statistics.median(on_c) / statistics.median(off_c),
+            ]
+        )
+    rows.append(
+        [
+            "ALL (median)",
+            "",
+            statistics.median(on_all),
+            statistics.median(off_all),
+            statistics.median(on_all) / statistics.median(off_all),
+            1000 * statistics.median(state_all),
+            statistics.median(on_cpu),
+            statistics.median(off_cpu),
+            statistics.median(on_cpu) / statistics.median(off_cpu),
+        ]
+    )
+    headers = [
+        "task",
+        "tests",
+        "with checks s",
+        "without s (baseline)",
+        "ratio",
+        "graded state ms",
+        "with checks CPU s",
+        "without CPU s",
+        "CPU ratio",
+    ]
     print(f"gold-patch evaluation in a host venv, {a.repeats} repeats, checks on/off alternated")
     print(tabulate(rows, headers=headers, floatfmt=".3f"))
     if a.json:
@@ -156,8 +190,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--store", default=str(ROOT / "results" / "store"))
     ap.add_argument("--catalog", nargs="+", default=[str(ROOT / "config" / "catalog" / "bundled.yaml")])
-    ap.add_argument("--tasks", nargs="+", default=[str(ROOT / "config" / "bundled" / "tasks.jsonl"),
-                                                   str(ROOT / "config" / "bundled" / "tasks_swebench.jsonl")])
+    ap.add_argument(
+        "--tasks",
+        nargs="+",
+        default=[
+            str(ROOT / "config" / "bundled" / "tasks.jsonl"),
+            str(ROOT / "config" / "bundled" / "tasks_swebench.jsonl"),
+        ],
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--work", default=None, help="host venv dir (default: a temp dir)")
     ap.add_argument("--checks", action="store_true", help="cost of the trust-boundary checks (no store needed)")
@@ -194,13 +234,26 @@ def main() -> int:
             assert ev.resolved, (rec.instance_id, ev.reason)
         box_all += box_t
         host_all += host_t
-        rows.append([rec.instance_id[:48], rec.format, statistics.median(box_t), statistics.median(host_t),
-                     statistics.median(box_t) / statistics.median(host_t)])
-    rows.append(["ALL (median)", "", statistics.median(box_all), statistics.median(host_all),
-                 statistics.median(box_all) / statistics.median(host_all)])
+        rows.append(
+            [
+                rec.instance_id[:48],
+                rec.format,
+                statistics.median(box_t),
+                statistics.median(host_t),
+                statistics.median(box_t) / statistics.median(host_t),
+            ]
+        )
+    rows.append(
+        [
+            "ALL (median)",
+            "",
+            statistics.median(box_all),
+            statistics.median(host_all),
+            statistics.median(box_all) / statistics.median(host_all),
+        ]
+    )
     print(f"gold-patch evaluation, {a.repeats} repeats per task, fresh environment each time")
-    print(tabulate(rows, headers=["task", "format", "sandbox s", "host venv s (baseline)", "ratio"],
-                   floatfmt=".2f"))
+    print(tabulate(rows, headers=["task", "format", "sandbox s", "host venv s (baseline)", "ratio"], floatfmt=".2f"))
     print(f"validation of one task = 2 evaluations per repeat: ~{2 * statistics.median(box_all):.1f} s in the sandbox")
     return 0
 

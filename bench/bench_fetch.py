@@ -75,8 +75,12 @@ def start_services(work: Path, delay_ms: float, mbit: float) -> tuple[list[subpr
     if not exe:
         sys.exit("moto_server not found: pip install 'moto[server]' (minisandbox[s3])")
     port = free_port()
-    moto = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=open(work / "moto.log", "wb"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    moto = subprocess.Popen(
+        [exe, "-H", "127.0.0.1", "-p", str(port)],
+        stdout=open(work / "moto.log", "wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:
@@ -84,9 +88,21 @@ def start_services(work: Path, delay_ms: float, mbit: float) -> tuple[list[subpr
                 break
         except OSError:
             time.sleep(0.1)
-    proxy = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fixtures" / "latency_proxy.py"),
-                              "--upstream", f"127.0.0.1:{port}", "--delay-ms", str(delay_ms), "--mbit", str(mbit)],
-                             stdout=subprocess.PIPE, text=True, start_new_session=True)
+    proxy = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "tests" / "fixtures" / "latency_proxy.py"),
+            "--upstream",
+            f"127.0.0.1:{port}",
+            "--delay-ms",
+            str(delay_ms),
+            "--mbit",
+            str(mbit),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     line = proxy.stdout.readline().split()
     return [moto, proxy], url, f"http://{line[1]}"
 
@@ -135,14 +151,19 @@ def old_layout(store: Store, img: Path, key: str, cut: list[tuple[str, int]], sh
         for d, n in cut:
             offsets.setdefault(d, (at, n))
             at += n
-        chunkmod._pool_map(lambda d: store.put_object(chunk_path(d), os.pread(fd, offsets[d][1], offsets[d][0])),
-                           list(offsets), 32)
+        chunkmod._pool_map(
+            lambda d: store.put_object(chunk_path(d), os.pread(fd, offsets[d][1], offsets[d][0])), list(offsets), 32
+        )
     finally:
         os.close(fd)
     doc = chunk_list_document(sha, at, cut)
     store.put_object(f"artifacts/env/{key}.chunks.json", doc)
-    return {"artifact": f"{key}.chunks.json", "sha256": hashlib.sha256(doc).hexdigest(), "size": len(doc),
-            "count": len(cut)}
+    return {
+        "artifact": f"{key}.chunks.json",
+        "sha256": hashlib.sha256(doc).hexdigest(),
+        "size": len(doc),
+        "count": len(cut),
+    }
 
 
 def bench_size(mb: float, reps: int, work: Path, moto: str, proxy: str, old: bool) -> dict[str, Any]:
@@ -157,8 +178,18 @@ def bench_size(mb: float, reps: int, work: Path, moto: str, proxy: str, old: boo
     direct = Store(f"s3://{bucket}", endpoint_url=moto)
     if not direct.fs.exists(bucket):
         direct.fs.mkdir(bucket)
-    rows: dict[str, list[float]] = {k: [] for k in ("publish_one", "publish_packed", "fetch_one_node",
-                                                     "fetch_one_get", "fetch_packed", "fetch_old8", "fetch_old32")}
+    rows: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "publish_one",
+            "publish_packed",
+            "fetch_one_node",
+            "fetch_one_get",
+            "fetch_packed",
+            "fetch_old8",
+            "fetch_old32",
+        )
+    }
     stored: dict[str, int] = {}
 
     def cache() -> Cache:
@@ -171,19 +202,33 @@ def bench_size(mb: float, reps: int, work: Path, moto: str, proxy: str, old: boo
         # baseline publish: the whole image as one object
         rows["publish_one"].append(timed(lambda: fresh(store).put_file(img, f"artifacts/env/{img.name}", sha256=sha)))
         # packed publish into an empty prefix
-        image = {"format": "squashfs", "artifact": img.name, "sha256": sha, "size": size,
-                 "chunks": chunks_entry(img, key), "whole": False}
+        image = {
+            "format": "squashfs",
+            "artifact": img.name,
+            "sha256": sha,
+            "size": size,
+            "chunks": chunks_entry(img, key),
+            "whole": False,
+        }
         rows["publish_packed"].append(timed(lambda: publish_image(fresh(store), "env", key, image, img, False)))
         if rep == 0:
             listed = chunkmod._listing(direct, f"{prefix.split('/', 3)[3]}/packs")
-            stored = {"packs": sum(n for r, n in listed.items() if not r.endswith(".idx")),
-                      "indexes": sum(n for r, n in listed.items() if r.endswith(".idx")),
-                      "list": image["chunks"]["size"], "npacks": sum(1 for r in listed if not r.endswith(".idx"))}
-        whole = {"kind": "env", "key": key, "image": {"format": "squashfs", "artifact": img.name, "sha256": sha,
-                                                      "size": size}}
+            stored = {
+                "packs": sum(n for r, n in listed.items() if not r.endswith(".idx")),
+                "indexes": sum(n for r, n in listed.items() if r.endswith(".idx")),
+                "list": image["chunks"]["size"],
+                "npacks": sum(1 for r in listed if not r.endswith(".idx")),
+            }
+        whole = {
+            "kind": "env",
+            "key": key,
+            "image": {"format": "squashfs", "artifact": img.name, "sha256": sha, "size": size},
+        }
         packed = {"kind": "env", "key": key, "image": image}
         c = cache()
-        rows["fetch_one_node"].append(timed(lambda: c.fetch_archive(fresh(store), Artifact.image_from_manifest(store, whole))))
+        rows["fetch_one_node"].append(
+            timed(lambda: c.fetch_archive(fresh(store), Artifact.image_from_manifest(store, whole)))
+        )
         shutil.rmtree(c.root)
         out = work / "one.bin"
 
@@ -194,7 +239,9 @@ def bench_size(mb: float, reps: int, work: Path, moto: str, proxy: str, old: boo
 
         rows["fetch_one_get"].append(timed(get_one))
         c = cache()
-        rows["fetch_packed"].append(timed(lambda: c.fetch_archive(fresh(store), Artifact.image_from_manifest(store, packed))))
+        rows["fetch_packed"].append(
+            timed(lambda: c.fetch_archive(fresh(store), Artifact.image_from_manifest(store, packed)))
+        )
         assert file_digest(c.archives / sha) == (sha, size)
         shutil.rmtree(c.root)
         if old:
@@ -226,27 +273,53 @@ def table(results: list[dict[str, Any]], delay_ms: float, mbit: float) -> str:
     for r in results:
         m = r["median"]
         base_f, base_p = m["fetch_one"], m["publish_one"]
-        rows = [["fetch: one object (baseline: faster of node path / get_file)", f"{base_f:.2f}", "1.00x"],
-                ["fetch: one object, node whole-image path", f"{m['fetch_one_node']:.2f}",
-                 f"{m['fetch_one_node'] / base_f:.2f}x"],
-                ["fetch: one object, s3fs get_file + sha256", f"{m['fetch_one_get']:.2f}",
-                 f"{m['fetch_one_get'] / base_f:.2f}x"],
-                ["**fetch: packed chunks (now), time-to-ready before mount**", f"{m['fetch_packed']:.2f}",
-                 f"**{m['fetch_packed'] / base_f:.2f}x**"]]
+        rows = [
+            ["fetch: one object (baseline: faster of node path / get_file)", f"{base_f:.2f}", "1.00x"],
+            [
+                "fetch: one object, node whole-image path",
+                f"{m['fetch_one_node']:.2f}",
+                f"{m['fetch_one_node'] / base_f:.2f}x",
+            ],
+            [
+                "fetch: one object, s3fs get_file + sha256",
+                f"{m['fetch_one_get']:.2f}",
+                f"{m['fetch_one_get'] / base_f:.2f}x",
+            ],
+            [
+                "**fetch: packed chunks (now), time-to-ready before mount**",
+                f"{m['fetch_packed']:.2f}",
+                f"**{m['fetch_packed'] / base_f:.2f}x**",
+            ],
+        ]
         if "fetch_old8" in m:
-            rows += [["fetch: one object per chunk, 8 in flight (before)", f"{m['fetch_old8']:.2f}",
-                      f"{m['fetch_old8'] / base_f:.2f}x"],
-                     [f"fetch: one object per chunk, {chunkmod.WORKERS} in flight (older stores now)",
-                      f"{m['fetch_old32']:.2f}", f"{m['fetch_old32'] / base_f:.2f}x"]]
-        rows += [["publish: one object (baseline, `put_file`)", f"{base_p:.2f}", "1.00x"],
-                 ["**publish: packed chunks (now), empty store**", f"{m['publish_packed']:.2f}",
-                  f"**{m['publish_packed'] / base_p:.2f}x**"]]
+            rows += [
+                [
+                    "fetch: one object per chunk, 8 in flight (before)",
+                    f"{m['fetch_old8']:.2f}",
+                    f"{m['fetch_old8'] / base_f:.2f}x",
+                ],
+                [
+                    f"fetch: one object per chunk, {chunkmod.WORKERS} in flight (older stores now)",
+                    f"{m['fetch_old32']:.2f}",
+                    f"{m['fetch_old32'] / base_f:.2f}x",
+                ],
+            ]
+        rows += [
+            ["publish: one object (baseline, `put_file`)", f"{base_p:.2f}", "1.00x"],
+            [
+                "**publish: packed chunks (now), empty store**",
+                f"{m['publish_packed']:.2f}",
+                f"**{m['publish_packed'] / base_p:.2f}x**",
+            ],
+        ]
         s = r["stored"]
-        out.append(f"{r['mb']:.0f} MB image, {r['chunks']} chunks, {s.get('npacks', 0)} packs "
-                   f"(stored: packs {s.get('packs', 0) / 1e6:.1f} MB + indexes {s.get('indexes', 0) / 1e3:.0f} KB + "
-                   f"list {s.get('list', 0) / 1e3:.0f} KB); proxy {delay_ms:g} ms/request, {mbit:g} Mbit/s; "
-                   f"median of {r['reps']}\n\n"
-                   + tabulate(rows, headers=["what", "seconds", "vs one object"], tablefmt="github"))
+        out.append(
+            f"{r['mb']:.0f} MB image, {r['chunks']} chunks, {s.get('npacks', 0)} packs "
+            f"(stored: packs {s.get('packs', 0) / 1e6:.1f} MB + indexes {s.get('indexes', 0) / 1e3:.0f} KB + "
+            f"list {s.get('list', 0) / 1e3:.0f} KB); proxy {delay_ms:g} ms/request, {mbit:g} Mbit/s; "
+            f"median of {r['reps']}\n\n"
+            + tabulate(rows, headers=["what", "seconds", "vs one object"], tablefmt="github")
+        )
     return "\n\n".join(out)
 
 
@@ -258,8 +331,11 @@ def main() -> int:
     ap.add_argument("--mbit", type=float, default=1000.0)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    for k, v in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         os.environ.setdefault(k, v)
     with tempfile.TemporaryDirectory(prefix="bench-fetch-") as tmp:
         work = Path(tmp)
@@ -272,8 +348,9 @@ def main() -> int:
                 print(table(results[-1:], a.delay_ms, a.mbit), flush=True)
                 if a.json:
                     a.json.parent.mkdir(parents=True, exist_ok=True)
-                    a.json.write_text(json.dumps({"delay_ms": a.delay_ms, "mbit": a.mbit, "results": results},
-                                                 indent=1))
+                    a.json.write_text(
+                        json.dumps({"delay_ms": a.delay_ms, "mbit": a.mbit, "results": results}, indent=1)
+                    )
         finally:
             print(stop(procs), flush=True)
     return 0

@@ -156,14 +156,21 @@ def mirror_git_dir(mirrors: Path, source: str) -> Path | None:
 
 
 def has_commit(git_dir: Path, commit: str) -> bool:
-    return subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e", f"{commit}^{{commit}}"],
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["git", "--git-dir", str(git_dir), "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 def missing_objects(git_dir: Path, commit: str) -> int:
     """How many objects of the commit's tree the repository lacks (0: it can be checked out)."""
-    proc = subprocess.run(["git", "--git-dir", str(git_dir), "rev-list", "--objects", "--missing=print", "--no-walk",
-                           commit], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "rev-list", "--objects", "--missing=print", "--no-walk", commit],
+        capture_output=True,
+        text=True,
+    )
     return sum(1 for line in proc.stdout.splitlines() if line.startswith("?"))
 
 
@@ -194,8 +201,10 @@ def choose_profiles(specs: dict[str, dict], mirrors: Path, selection: str) -> tu
             skipped[name] = f"{git_dir} lacks the profile commit {spec['commit'][:12]}"
             continue
         if missing := missing_objects(git_dir, spec["commit"]):
-            skipped[name] = (f"{git_dir} lacks {missing} object(s) of the profile commit's tree "
-                             "(fetch snapshots omit files of 4 MiB and more)")
+            skipped[name] = (
+                f"{git_dir} lacks {missing} object(s) of the profile commit's tree "
+                "(fetch snapshots omit files of 4 MiB and more)"
+            )
             continue
         chosen.append(name)
     return chosen, skipped
@@ -207,15 +216,24 @@ def copy_code(src: Path, out: Path) -> tuple[Path, dict[str, Any]]:
     code = out / "code"
     if code.exists():
         shutil.rmtree(code)
-    shutil.copytree(src, code, symlinks=True, ignore=shutil.ignore_patterns(
-        ".venv", ".git", "results", ".snakemake", "__pycache__", "tests"))
-    digest = subprocess.run(f"cd {shlex.quote(str(code))} && find src workflow config -type f | sort "
-                            "| xargs sha256sum | sha256sum", shell=True, capture_output=True, text=True).stdout[:12]
+    shutil.copytree(
+        src,
+        code,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(".venv", ".git", "results", ".snakemake", "__pycache__", "tests"),
+    )
+    digest = subprocess.run(
+        f"cd {shlex.quote(str(code))} && find src workflow config -type f | sort | xargs sha256sum | sha256sum",
+        shell=True,
+        capture_output=True,
+        text=True,
+    ).stdout[:12]
     return code, {"root": str(code), "rev": f"copy of {src}", "commit": f"copy-{digest}", "dirty": False}
 
 
 def export_code(rev: str | None, out: Path) -> tuple[Path, dict[str, Any]]:
     """The code to benchmark: the working tree (rev None) or `git archive REV` in out/code."""
+
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
@@ -227,7 +245,9 @@ def export_code(rev: str | None, out: Path) -> tuple[Path, dict[str, Any]]:
     if code.exists():
         shutil.rmtree(code)
     code.mkdir(parents=True)
-    archive = subprocess.run(["git", "archive", "--format=tar", commit], cwd=ROOT, capture_output=True, check=True).stdout
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", commit], cwd=ROOT, capture_output=True, check=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(code)], input=archive, check=True)
     return code, {"root": str(code), "rev": rev, "commit": commit, "dirty": False}
 
@@ -252,8 +272,12 @@ def task_id(profile: str) -> str:
 
 def clean_task(profile: str) -> dict[str, Any]:
     return {
-        "instance_id": task_id(profile), "repo": f"swesmith/{profile}", "patch": CLEAN_PATCH,
-        "FAIL_TO_PASS": [], "PASS_TO_PASS": [], "image_name": "",
+        "instance_id": task_id(profile),
+        "repo": f"swesmith/{profile}",
+        "patch": CLEAN_PATCH,
+        "FAIL_TO_PASS": [],
+        "PASS_TO_PASS": [],
+        "image_name": "",
         "problem_statement": "clean start state (bench_fidelity)",
     }
 
@@ -278,10 +302,26 @@ def run_workflow(code: Path, out: Path, tasks: Path, catalog: Path, jobs: int, e
     run_dir = out / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
     cmd = [
-        "nice", "-n", "10", sys.executable, "-m", "snakemake", "--snakefile", str(code / "workflow" / "Snakefile"),
-        "--directory", str(run_dir), "--cores", str(max(2, 2 * jobs)), "--keep-going",
-        "--config", f"tasks={tasks}", f"catalog={catalog}", f"store={out / 'store'}",
-        "workdir=work", "bundled=false", "validate=false",
+        "nice",
+        "-n",
+        "10",
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(code / "workflow" / "Snakefile"),
+        "--directory",
+        str(run_dir),
+        "--cores",
+        str(max(2, 2 * jobs)),
+        "--keep-going",
+        "--config",
+        f"tasks={tasks}",
+        f"catalog={catalog}",
+        f"store={out / 'store'}",
+        "workdir=work",
+        "bundled=false",
+        "validate=false",
     ]
     t0 = time.monotonic()
     with (out / "snakemake.log").open("w") as fh:
@@ -328,7 +368,8 @@ def profile_keys(work: Path) -> dict[str, dict[str, str]]:
     for env_key, env in envs:
         repo_key = env.get("repo_key", "")
         keys[env["spec"]["name"]] = {
-            "env_key": env_key, "repo_key": repo_key,
+            "env_key": env_key,
+            "repo_key": repo_key,
             "source_id": repos.get(repo_key, {}).get("source_id", ""),
         }
     return keys
@@ -345,8 +386,7 @@ def build_outcome(work: Path, keys: dict[str, str], report: dict[str, Any]) -> d
     """Did the profile's environment and repo get published? With the error and log."""
     env_key, repo_key = keys.get("env_key"), keys.get("repo_key")
     error = (report.get("failed_envs") or {}).get(env_key) or (report.get("failed_repos") or {}).get(repo_key)
-    logs = sorted(str(p) for k in (env_key, repo_key, keys.get("source_id")) if k
-                  for p in work.glob(f"logs/*/{k}.log"))
+    logs = sorted(str(p) for k in (env_key, repo_key, keys.get("source_id")) if k for p in work.glob(f"logs/*/{k}.log"))
     ok = error is None and env_key is not None and (work / "published" / "env" / f"{env_key}.json").exists()
     if not ok and error is None:
         error = "not published (see snakemake.log)"
@@ -356,7 +396,9 @@ def build_outcome(work: Path, keys: dict[str, str], report: dict[str, Any]) -> d
 # ---------------------------------------------------------------- tests
 
 
-_SUMMARY = re.compile(r"^=+ (.*\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?).*) in [\d.]+s")
+_SUMMARY = re.compile(
+    r"^=+ (.*\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?).*) in [\d.]+s"
+)
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
 #: a progress line of pytest without -v: `tests/test_x.py ..F.s   [ 12%]` or a continuation
 _PROGRESS = re.compile(r"^(?:\S+\.py )?([.FEsxX]+)\s*\[\s*\d+%\]$")
@@ -365,8 +407,16 @@ _COLLECTED = re.compile(r"^(?:collect(?:ed|ing) .*?(\d+) items?|Found (\d+) test
 
 def pytest_counts(log: str, statuses: dict[str, str]) -> dict[str, Any]:
     """Counts from pytest's final summary line, else from the per-test statuses."""
-    counts = {"collected": None, "passed": 0, "failed": 0, "errors": 0, "skipped": 0, "xfailed": 0,
-              "xpassed": 0, "source": "none"}
+    counts = {
+        "collected": None,
+        "passed": 0,
+        "failed": 0,
+        "errors": 0,
+        "skipped": 0,
+        "xfailed": 0,
+        "xpassed": 0,
+        "source": "none",
+    }
     for line in log.splitlines():
         if m := _COLLECTED.match(line.strip()):
             counts["collected"] = int(m.group(1) or m.group(2))
@@ -382,15 +432,27 @@ def pytest_counts(log: str, statuses: dict[str, str]) -> dict[str, Any]:
         counts["source"] = "summary"
     elif statuses:
         for st in statuses.values():
-            key = {"PASSED": "passed", "FAILED": "failed", "ERROR": "errors", "SKIPPED": "skipped",
-                   "XFAIL": "xfailed", "XPASS": "xpassed"}.get(st)
+            key = {
+                "PASSED": "passed",
+                "FAILED": "failed",
+                "ERROR": "errors",
+                "SKIPPED": "skipped",
+                "XFAIL": "xfailed",
+                "XPASS": "xpassed",
+            }.get(st)
             if key:
                 counts[key] += 1
         counts["source"] = "per-test"
     else:  # cut before the summary, without -v: pytest's progress characters
         marks = "".join(m.group(1) for line in log.splitlines() if (m := _PROGRESS.match(line.strip())))
-        for ch, key in ((".", "passed"), ("F", "failed"), ("E", "errors"), ("s", "skipped"), ("x", "xfailed"),
-                        ("X", "xpassed")):
+        for ch, key in (
+            (".", "passed"),
+            ("F", "failed"),
+            ("E", "errors"),
+            ("s", "skipped"),
+            ("x", "xfailed"),
+            ("X", "xpassed"),
+        ):
             counts[key] = marks.count(ch)
         counts["source"] = "progress" if marks else "none"
     good = counts["passed"] + counts["xfailed"] + counts["xpassed"]
@@ -410,15 +472,30 @@ def load_parser(name: str):
     return None
 
 
-def run_tests(profile: str, spec: dict[str, Any], out: Path, env: dict[str, str], timeout: float,
-              run_args: tuple[str, ...] = ()) -> dict[str, Any]:
+def run_tests(
+    profile: str, spec: dict[str, Any], out: Path, env: dict[str, str], timeout: float, run_args: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """The spec's test command in the sandbox, counted; `run_args`: more `minisandbox run`
     options (the SWE-bench mode keeps more output: its suites print megabytes)."""
     log_path = out / "tests" / f"{log_name(profile)}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = ["nice", "-n", "10", *MINISANDBOX, "run", "--store", str(out / "store"),
-           "--cache", str(out / "cache"), "--timeout", str(timeout), *run_args, task_id(profile), "--",
-           spec["test_cmd"]]
+    cmd = [
+        "nice",
+        "-n",
+        "10",
+        *MINISANDBOX,
+        "run",
+        "--store",
+        str(out / "store"),
+        "--cache",
+        str(out / "cache"),
+        "--timeout",
+        str(timeout),
+        *run_args,
+        task_id(profile),
+        "--",
+        spec["test_cmd"],
+    ]
     t0 = time.monotonic()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout + 600)
@@ -431,10 +508,17 @@ def run_tests(profile: str, spec: dict[str, Any], out: Path, env: dict[str, str]
     statuses = parser(text) if parser is not None else {}
     counts = pytest_counts(text, statuses)
     bad = sorted(t for t, s in statuses.items() if s in ("FAILED", "ERROR"))
-    result = {"returncode": rc, "test_seconds": seconds, "test_log": str(log_path), **counts,
-              "not_passing": bad[:50], "timed_out": rc == 124}
-    if (spec.get("log_parser") or "pytest") in PYTEST_PARSERS and (counts["pass_rate"] is None or counts["errors"]
-                                                                     or counts["failed"]):
+    result = {
+        "returncode": rc,
+        "test_seconds": seconds,
+        "test_log": str(log_path),
+        **counts,
+        "not_passing": bad[:50],
+        "timed_out": rc == 124,
+    }
+    if (spec.get("log_parser") or "pytest") in PYTEST_PARSERS and (
+        counts["pass_rate"] is None or counts["errors"] or counts["failed"]
+    ):
         files = sorted({t.split("::")[0] for t in bad if "::" in t})[:10]
         failing_files = files if counts["failed"] and files else None
         if rc == 124 and not statuses:  # (a suite cut by the cap while tests ran is no hang)
@@ -455,11 +539,24 @@ def log_name(profile: str) -> str:
     return profile.replace("/", "__")
 
 
-def sandbox_run(profile: str, out: Path, env: dict[str, str], command: str, log_name: str,
-                timeout: float = 300) -> str:
+def sandbox_run(profile: str, out: Path, env: dict[str, str], command: str, log_name: str, timeout: float = 300) -> str:
     """Output of one command in a fresh sandbox of the profile's task, also saved in tests/."""
-    cmd = ["nice", "-n", "10", *MINISANDBOX, "run", "--store", str(out / "store"), "--cache", str(out / "cache"),
-           "--timeout", str(timeout), task_id(profile), "--", command]
+    cmd = [
+        "nice",
+        "-n",
+        "10",
+        *MINISANDBOX,
+        "run",
+        "--store",
+        str(out / "store"),
+        "--cache",
+        str(out / "cache"),
+        "--timeout",
+        str(timeout),
+        task_id(profile),
+        "--",
+        command,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout + 600)
     text = proc.stdout + proc.stderr
     (out / "tests" / log_name).write_text(f"$ {command}\n{text}")
@@ -470,8 +567,9 @@ def diagnose(profile: str, spec: dict[str, Any], out: Path, env: dict[str, str],
     """The official command hides why tests fail (`--tb=no`, `--disable-warnings`): rerun it
     with tracebacks and warnings on stderr in a fresh sandbox, on the failing test files
     (`files`) or, for collection errors, `--collect-only`; logged beside the test log."""
-    extra = ("--tb=short -p no:warnings " + " ".join(shlex.quote(f) for f in files) if files
-             else "--collect-only --tb=short")
+    extra = (
+        "--tb=short -p no:warnings " + " ".join(shlex.quote(f) for f in files) if files else "--collect-only --tb=short"
+    )
     sandbox_run(profile, out, env, f"{spec['test_cmd']} {extra}", f"{log_name(profile)}.diag.log")
     return str(out / "tests" / f"{log_name(profile)}.diag.log")
 
@@ -487,11 +585,19 @@ def diagnose_hang(profile: str, spec: dict[str, Any], out: Path, env: dict[str, 
     if not sep:
         return None
     # a dup of stderr: pytest's fd capture replaces fd 2 during collection
-    wrapper = ("python -c 'import faulthandler, os, sys; faulthandler.dump_traceback_later("
-               f"{HANG_DUMP_SECONDS}, exit=True, file=os.fdopen(os.dup(2), \"w\")); import pytest; "
-               "sys.exit(pytest.main(sys.argv[1:]))' ")
-    sandbox_run(profile, out, env, f"{head}{wrapper}{args} --collect-only", f"{log_name(profile)}.diag.log",
-                timeout=HANG_DUMP_SECONDS + 60)
+    wrapper = (
+        "python -c 'import faulthandler, os, sys; faulthandler.dump_traceback_later("
+        f'{HANG_DUMP_SECONDS}, exit=True, file=os.fdopen(os.dup(2), "w")); import pytest; '
+        "sys.exit(pytest.main(sys.argv[1:]))' "
+    )
+    sandbox_run(
+        profile,
+        out,
+        env,
+        f"{head}{wrapper}{args} --collect-only",
+        f"{log_name(profile)}.diag.log",
+        timeout=HANG_DUMP_SECONDS + 60,
+    )
     return str(out / "tests" / f"{log_name(profile)}.diag.log")
 
 
@@ -500,10 +606,14 @@ def diagnose_hang(profile: str, spec: dict[str, Any], out: Path, env: dict[str, 
 #: failing test file pass names the cause. `{cmd}` is the test command on the failing files.
 PROBES = [
     ("ANSI colours off in the sandbox (TERM=dumb; the image has no TERM)", "unset TERM; {cmd}"),
-    ("file mtimes are 0 in /testbed (deterministic archives; the image has checkout times)",
-     "find /testbed -path /testbed/.git -prune -o -type f -exec touch -d 2020-01-01 {{}} + ; {cmd}"),
-    ("/tmp and /testbed are different mounts in the sandbox (rename: EXDEV)",
-     "mkdir -p /testbed/.fidelity-tmp && export TMPDIR=/testbed/.fidelity-tmp; {cmd}"),
+    (
+        "file mtimes are 0 in /testbed (deterministic archives; the image has checkout times)",
+        "find /testbed -path /testbed/.git -prune -o -type f -exec touch -d 2020-01-01 {{}} + ; {cmd}",
+    ),
+    (
+        "/tmp and /testbed are different mounts in the sandbox (rename: EXDEV)",
+        "mkdir -p /testbed/.fidelity-tmp && export TMPDIR=/testbed/.fidelity-tmp; {cmd}",
+    ),
     ("upstream: fails under pytest's assertion rewriting (passes with --assert=plain)", "{cmd} --assert=plain"),
 ]
 
@@ -533,10 +643,15 @@ def classify_build(error: str, log_text: str) -> str:
         ("mirror", r"mirror failed|git clone.*failed|Could not resolve host: github"),
         ("build: the spec's requirements file is not in the tree", r"requirements file .* not found in the snapshot"),
         ("build: pkg_resources missing (setuptools drift)", r"No module named '?pkg_resources"),
-        ("build: build backend drift (today's release rejects the repo's config)",
-         r"flit_core|\[tool\.flit\.metadata\]|ConfigError|invalid pyproject|backend.*(?:rejected|unsupported)"),
-        ("build: system package missing", r"fatal error: .*\.h: No such file|command '(?:gcc|cc|g\+\+)' failed|"
-                                          r"pkg-config|missing system package|needs Debian packages that are not installed"),
+        (
+            "build: build backend drift (today's release rejects the repo's config)",
+            r"flit_core|\[tool\.flit\.metadata\]|ConfigError|invalid pyproject|backend.*(?:rejected|unsupported)",
+        ),
+        (
+            "build: system package missing",
+            r"fatal error: .*\.h: No such file|command '(?:gcc|cc|g\+\+)' failed|"
+            r"pkg-config|missing system package|needs Debian packages that are not installed",
+        ),
         ("resolve: an exact pin is newer than the as-of date", r"could not find the pins .* as of .*unsatisfiable"),
         ("resolve: pins unsatisfiable", r"No solution found|unsatisfiable|No matching distribution"),
         ("build: timeout", r"timed out after"),
@@ -550,17 +665,24 @@ def classify_build(error: str, log_text: str) -> str:
 #: Causes recognised in a test log (or its diagnostic re-run), most specific first. Each was
 #: confirmed on a real profile; docs/fidelity.md explains them.
 TEST_CAUSES = [
-    ("install residue lost (file generated by the install missing in /testbed)",
-     r"No module named '[\w.]*[._]version'|cannot import name '_?version'|_version\.py|PackageNotFoundError|"
-     r"did not find a version"),
+    (
+        "install residue lost (file generated by the install missing in /testbed)",
+        r"No module named '[\w.]*[._]version'|cannot import name '_?version'|_version\.py|PackageNotFoundError|"
+        r"did not find a version",
+    ),
     ("pkg_resources missing (setuptools drift)", r"No module named '?pkg_resources"),
     ("/tmp and /testbed on different mounts (rename: EXDEV)", r"Invalid cross-device link"),
     ("test plugin not installed: fixture not found (the spec does not install it)", r"fixture '\w+' not found"),
     ("ANSI colours off in the sandbox (TERM=dumb)", r"AssertionError: assert '[^'\n]*' == '[^'\n]*\\x1b\["),
-    ("upstream: `executing` cannot read pytest-rewritten asserts on Python < 3.11",
-     r"Failed to access the underlying source code for analysis"),
-    ("network needed by tests", r"Temporary failure in name resolution|Network is unreachable|"
-                                r"Name or service not known|ConnectionError|urlopen error"),
+    (
+        "upstream: `executing` cannot read pytest-rewritten asserts on Python < 3.11",
+        r"Failed to access the underlying source code for analysis",
+    ),
+    (
+        "network needed by tests",
+        r"Temporary failure in name resolution|Network is unreachable|"
+        r"Name or service not known|ConnectionError|urlopen error",
+    ),
 ]
 
 
@@ -629,26 +751,50 @@ def rows(results: list[dict[str, Any]]) -> list[list[Any]]:
     out = []
     for r in results:
         rate = r.get("pass_rate")
-        out.append([
-            r["profile"], "yes" if r["built"] else "NO", r.get("build_seconds"), r.get("test_seconds"),
-            r.get("collected"), r.get("passed"), r.get("failed"), r.get("errors"),
-            f"{rate * 100:.1f}%" if rate is not None else "-",
-            ("" if meets_target(r) else "BROKEN: ") + (r.get("failure_class") or "") if r.get("failure_class") else "",
-        ])
+        out.append(
+            [
+                r["profile"],
+                "yes" if r["built"] else "NO",
+                r.get("build_seconds"),
+                r.get("test_seconds"),
+                r.get("collected"),
+                r.get("passed"),
+                r.get("failed"),
+                r.get("errors"),
+                f"{rate * 100:.1f}%" if rate is not None else "-",
+                ("" if meets_target(r) else "BROKEN: ") + (r.get("failure_class") or "")
+                if r.get("failure_class")
+                else "",
+            ]
+        )
     return out
 
 
-HEADERS = ["profile", "built", "build s", "test s", "collected", "passed", "failed", "errors", "pass rate",
-           "failure class"]
+HEADERS = [
+    "profile",
+    "built",
+    "build s",
+    "test s",
+    "collected",
+    "passed",
+    "failed",
+    "errors",
+    "pass rate",
+    "failure class",
+]
 
 
 def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(results)
     built = sum(r["built"] for r in results)
     good = sum(1 for r in results if meets_target(r))
-    return {"profiles": n, "built": built, "meet_target": good,
-            "built_pct": round(100 * built / n, 1) if n else 0.0,
-            "meet_target_pct": round(100 * good / n, 1) if n else 0.0}
+    return {
+        "profiles": n,
+        "built": built,
+        "meet_target": good,
+        "built_pct": round(100 * built / n, 1) if n else 0.0,
+        "meet_target_pct": round(100 * good / n, 1) if n else 0.0,
+    }
 
 
 def render(data: dict[str, Any], fmt: str = "github") -> str:
@@ -673,6 +819,7 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> str:
     table = []
     for r in after["results"]:
         old = b.get(r["profile"])
+
         def fmt(x: dict[str, Any] | None) -> str:
             if x is None:
                 return "-"
@@ -680,16 +827,21 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> str:
                 return "not built"
             rate = x.get("pass_rate")
             return f"{rate * 100:.1f}%" if rate is not None else "no result"
-        table.append([r["profile"], fmt(old), (old or {}).get("failure_class") or "", fmt(r), r.get("failure_class") or ""])
+
+        table.append(
+            [r["profile"], fmt(old), (old or {}).get("failure_class") or "", fmt(r), r.get("failure_class") or ""]
+        )
     sb, sa = summary(before["results"]), summary(after["results"])
-    return "\n".join([
-        tabulate(table, headers=["profile", "before", "before class", "after", "after class"], tablefmt="github"),
-        "",
-        f"before ({before['code']['commit'][:10]}): built {sb['built']}/{sb['profiles']}, meet target "
-        f"{sb['meet_target']}/{sb['profiles']} ({sb['meet_target_pct']}%)",
-        f"after  ({after['code']['commit'][:10]}): built {sa['built']}/{sa['profiles']}, meet target "
-        f"{sa['meet_target']}/{sa['profiles']} ({sa['meet_target_pct']}%)",
-    ])
+    return "\n".join(
+        [
+            tabulate(table, headers=["profile", "before", "before class", "after", "after class"], tablefmt="github"),
+            "",
+            f"before ({before['code']['commit'][:10]}): built {sb['built']}/{sb['profiles']}, meet target "
+            f"{sb['meet_target']}/{sb['profiles']} ({sb['meet_target_pct']}%)",
+            f"after  ({after['code']['commit'][:10]}): built {sa['built']}/{sa['profiles']}, meet target "
+            f"{sa['meet_target']}/{sa['profiles']} ({sa['meet_target_pct']}%)",
+        ]
+    )
 
 
 def load_results(paths: str) -> dict[str, Any]:
@@ -709,15 +861,18 @@ def load_results(paths: str) -> dict[str, Any]:
     if len(commits) > 1:
         raise SystemExit(f"bench_fidelity: cannot merge runs of different code: {', '.join(sorted(commits))}")
     data["results"] = sorted((r for run in runs for r in run["results"]), key=lambda r: r["profile"].lower())
-    data["workflow"] = {"seconds": round(sum(r["workflow"]["seconds"] for r in runs), 1),
-                        "returncode": max(r["workflow"]["returncode"] for r in runs)}
+    data["workflow"] = {
+        "seconds": round(sum(r["workflow"]["seconds"] for r in runs), 1),
+        "returncode": max(r["workflow"]["returncode"] for r in runs),
+    }
     data["skipped"] = {k: v for run in runs for k, v in run.get("skipped", {}).items()}
     for r in data["results"]:
         if not r["built"]:
             r["failure_class"] = classify_build(r.get("build_error") or "", read_logs(r.get("logs", [])))
         elif Path(r.get("test_log", "")).exists():
-            tree = r.get("repo_tree") or (r.get("repo_key") and
-                                          str(Path(r["test_log"]).parents[1] / "run" / "work" / "repos" / r["repo_key"]))
+            tree = r.get("repo_tree") or (
+                r.get("repo_key") and str(Path(r["test_log"]).parents[1] / "run" / "work" / "repos" / r["repo_key"])
+            )
             r["failure_class"] = classify_tests(r, Path(tree) if tree else None)
     return data
 
@@ -733,9 +888,21 @@ def load_results(paths: str) -> dict[str, Any]:
 #: Measuring order: the pure-Python repositories first, then the rest, and last the ones
 #: whose build compiles C/C++ for a long time on a small machine.
 SWEBENCH_ORDER = [
-    "psf/requests", "pallets/flask", "pytest-dev/pytest", "pylint-dev/pylint", "sphinx-doc/sphinx",
-    "mwaskom/seaborn", "pydata/xarray", "sympy/sympy", "django/django", "marshmallow-code/marshmallow",
-    "pylint-dev/astroid", "sqlfluff/sqlfluff", "pydicom/pydicom", "pvlib/pvlib-python", "pyvista/pyvista",
+    "psf/requests",
+    "pallets/flask",
+    "pytest-dev/pytest",
+    "pylint-dev/pylint",
+    "sphinx-doc/sphinx",
+    "mwaskom/seaborn",
+    "pydata/xarray",
+    "sympy/sympy",
+    "django/django",
+    "marshmallow-code/marshmallow",
+    "pylint-dev/astroid",
+    "sqlfluff/sqlfluff",
+    "pydicom/pydicom",
+    "pvlib/pvlib-python",
+    "pyvista/pyvista",
 ]
 SWEBENCH_COMPILED = ["astropy/astropy", "matplotlib/matplotlib", "scikit-learn/scikit-learn"]
 
@@ -772,15 +939,19 @@ def series_tags(tags: list[str], version: str) -> list[str]:
     pres: list[tuple[tuple[int, ...], str]] = []
     for tag in tags:
         m = _RELEASE_TAG.match(tag)
-        if m is None or version_tuple(m.group(1))[:len(want)] != want:
+        if m is None or version_tuple(m.group(1))[: len(want)] != want:
             continue
         (pres if m.group("pre") else finals).append((version_tuple(tag), tag))
     return [t for _, t in sorted(finals, reverse=True)] + [t for _, t in sorted(pres, reverse=True)]
 
 
 def has_path(git_dir: Path, rev: str, path: str) -> bool:
-    return subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e", f"{rev}:{path}"],
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["git", "--git-dir", str(git_dir), "cat-file", "-e", f"{rev}:{path}"], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 def buildable_tag(git_dir: Path, spec: dict[str, Any], candidates: list[str]) -> tuple[str | None, str]:
@@ -799,14 +970,20 @@ def buildable_tag(git_dir: Path, spec: dict[str, Any], candidates: list[str]) ->
 
 
 def git_tags(git_dir: Path) -> list[str]:
-    proc = subprocess.run(["git", "--git-dir", str(git_dir), "for-each-ref", "--format=%(refname:short)",
-                           "refs/tags"], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "for-each-ref", "--format=%(refname:short)", "refs/tags"],
+        capture_output=True,
+        text=True,
+    )
     return proc.stdout.split()
 
 
 def tag_commit(git_dir: Path, tag: str) -> str | None:
-    proc = subprocess.run(["git", "--git-dir", str(git_dir), "rev-parse", "--verify", "--quiet",
-                           f"refs/tags/{tag}^{{commit}}"], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "rev-parse", "--verify", "--quiet", f"refs/tags/{tag}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
     return proc.stdout.strip() or None
 
 
@@ -855,35 +1032,48 @@ def swebench_plan(specs: dict[str, dict], mirrors: Path, python_missing) -> dict
             unavailable[name] = f"no release tag of the {version} series in {git_dir}"
             continue
         if missing := missing_objects(git_dir, commit):
-            unavailable[name] = (f"{git_dir} lacks {missing} object(s) of {tag}'s tree "
-                                 "(fetch snapshots omit files of 4 MiB and more)")
+            unavailable[name] = (
+                f"{git_dir} lacks {missing} object(s) of {tag}'s tree (fetch snapshots omit files of 4 MiB and more)"
+            )
             continue
         planned.append({"name": name, "tag": tag, "commit": commit, "git_dir": str(git_dir), "tag_note": note})
     rank = {n: i for i, n in enumerate(swebench_order([e["name"] for e in planned]))}
-    return {"planned": sorted(planned, key=lambda e: rank[e["name"]]), "excluded": excluded,
-            "unavailable": unavailable}
+    return {"planned": sorted(planned, key=lambda e: rank[e["name"]]), "excluded": excluded, "unavailable": unavailable}
 
 
 def swebench_task(name: str, commit: str) -> dict[str, Any]:
     """A SWE-bench record at the tag's clean state: base and environment setup commit are the
     tag's commit, the patch only adds an inert file, no test patch, no test lists."""
     repo, version = name.split("@", 1)
-    return {"instance_id": task_id(name), "repo": repo, "version": version, "base_commit": commit,
-            "environment_setup_commit": commit, "patch": CLEAN_PATCH, "test_patch": "",
-            "FAIL_TO_PASS": [], "PASS_TO_PASS": [], "problem_statement": "clean start state (bench_fidelity)"}
+    return {
+        "instance_id": task_id(name),
+        "repo": repo,
+        "version": version,
+        "base_commit": commit,
+        "environment_setup_commit": commit,
+        "patch": CLEAN_PATCH,
+        "test_patch": "",
+        "FAIL_TO_PASS": [],
+        "PASS_TO_PASS": [],
+        "problem_statement": "clean start state (bench_fidelity)",
+    }
 
 
 def remove_build(d: Path) -> None:
     """Delete a measured spec's workflow run, store and cache (its logs stay): the cache's
     image mounts are released first, as a node's gc would."""
-    subprocess.run([*MINISANDBOX, "cache", "gc", "--max-bytes", "0"], capture_output=True,
-                   env={**os.environ, "MINISANDBOX_CACHE": str(d / "cache")})
+    subprocess.run(
+        [*MINISANDBOX, "cache", "gc", "--max-bytes", "0"],
+        capture_output=True,
+        env={**os.environ, "MINISANDBOX_CACHE": str(d / "cache")},
+    )
     for sub in ("run", "store", "cache", "code"):
         subprocess.run(["rm", "-rf", "--one-file-system", str(d / sub)], capture_output=True)
 
 
-def swebench_measure(entry: dict[str, Any], spec: dict[str, Any], code: Path, catalog: Path, out: Path,
-                     cap: float, keep: bool = False) -> dict[str, Any]:
+def swebench_measure(
+    entry: dict[str, Any], spec: dict[str, Any], code: Path, catalog: Path, out: Path, cap: float, keep: bool = False
+) -> dict[str, Any]:
     """Build one spec at its tag through the real workflow, run its suite, classify a miss."""
     name = entry["name"]
     d = out / "specs" / log_name(name)
@@ -907,10 +1097,18 @@ def swebench_measure(entry: dict[str, Any], spec: dict[str, Any], code: Path, ca
     except (OSError, ValueError, KeyError):
         keys = {}
     repo, version = name.split("@", 1)
-    r: dict[str, Any] = {"profile": name, "repo": repo, "version": version, "tag": entry["tag"],
-                         "tag_note": entry.get("tag_note", ""),
-                         "commit": entry["commit"], "python": str(spec["python"]), **keys,
-                         **build_outcome(work, keys, report), "workflow": workflow}
+    r: dict[str, Any] = {
+        "profile": name,
+        "repo": repo,
+        "version": version,
+        "tag": entry["tag"],
+        "tag_note": entry.get("tag_note", ""),
+        "commit": entry["commit"],
+        "python": str(spec["python"]),
+        **keys,
+        **build_outcome(work, keys, report),
+        "workflow": workflow,
+    }
     if not r["built"] and not keys:
         r["build_error"] = r["build_error"] or "the workflow planned no environment (see snakemake.log)"
     jobs = job_seconds((d / "snakemake.log").read_text(errors="replace"))
@@ -921,16 +1119,27 @@ def swebench_measure(entry: dict[str, Any], spec: dict[str, Any], code: Path, ca
         r.update(run_tests(name, spec, d, env, cap, SWEBENCH_RUN_ARGS))
         r["capped"] = r["timed_out"]
         r["failure_class"] = classify_tests(r, tree)
-        if r.get("source") == "summary" and r.get("passed") == 0 and spec.get("log_parser") in PYTEST_PARSERS \
-                and re.search(r"Interrupted: \d+ errors? during collection", Path(r["test_log"]).read_text()):
+        if (
+            r.get("source") == "summary"
+            and r.get("passed") == 0
+            and spec.get("log_parser") in PYTEST_PARSERS
+            and re.search(r"Interrupted: \d+ errors? during collection", Path(r["test_log"]).read_text())
+        ):
             # pytest stops the whole session at a collection error: what would the rest give?
-            text = sandbox_run(name, d, env, f"{spec['test_cmd']} --continue-on-collection-errors",
-                               f"{log_name(name)}.rest.log", timeout=cap)
+            text = sandbox_run(
+                name,
+                d,
+                env,
+                f"{spec['test_cmd']} --continue-on-collection-errors",
+                f"{log_name(name)}.rest.log",
+                timeout=cap,
+            )
             rest = pytest_counts(text, load_parser(spec["log_parser"])(text))
             r["rest"] = {k: rest[k] for k in ("passed", "failed", "errors", "skipped", "pass_rate", "source")}
     else:
-        r["failure_class"] = classify_build(r["build_error"] or "", read_logs(r["logs"]) +
-                                            (d / "snakemake.log").read_text(errors="replace")[-20000:])
+        r["failure_class"] = classify_build(
+            r["build_error"] or "", read_logs(r["logs"]) + (d / "snakemake.log").read_text(errors="replace")[-20000:]
+        )
     saved = d / "logs"  # the workflow's logs of this spec outlive the build
     saved.mkdir(exist_ok=True)
     for i, p in enumerate(r["logs"]):
@@ -953,12 +1162,29 @@ def rest_note(r: dict[str, Any]) -> str:
     rest = r.get("rest")
     if not rest or rest.get("pass_rate") is None:
         return ""
-    return (f"; past them: {rest['passed']} passed, {rest['failed']} failed, {rest['errors']} errors "
-            f"({rest['pass_rate'] * 100:.1f}%{', capped' if rest.get('capped') else ''})")
+    return (
+        f"; past them: {rest['passed']} passed, {rest['failed']} failed, {rest['errors']} errors "
+        f"({rest['pass_rate'] * 100:.1f}%{', capped' if rest.get('capped') else ''})"
+    )
 
 
-SWEBENCH_HEADERS = ["repo", "version", "tag (commit)", "python", "built", "build s", "test s", "collected", "passed",
-                    "failed", "errors", "skipped", "pass rate", "capped", "cause of a miss"]
+SWEBENCH_HEADERS = [
+    "repo",
+    "version",
+    "tag (commit)",
+    "python",
+    "built",
+    "build s",
+    "test s",
+    "collected",
+    "passed",
+    "failed",
+    "errors",
+    "skipped",
+    "pass rate",
+    "capped",
+    "cause of a miss",
+]
 
 
 def render_swebench(data: dict[str, Any], fmt: str = "github") -> str:
@@ -967,11 +1193,25 @@ def render_swebench(data: dict[str, Any], fmt: str = "github") -> str:
     table = []
     for r in results:
         rate = r.get("pass_rate")
-        table.append([r["repo"], r["version"], f"{r['tag']} ({r['commit'][:10]})", r["python"],
-                      "yes" if r["built"] else "NO", r.get("build_seconds"), r.get("test_seconds"),
-                      r.get("collected"), r.get("passed"), r.get("failed"), r.get("errors"), r.get("skipped"),
-                      f"{rate * 100:.1f}%" if rate is not None else "-", "capped" if r.get("capped") else "",
-                      "" if swebench_meets(r) else (r.get("failure_class") or "") + rest_note(r)])
+        table.append(
+            [
+                r["repo"],
+                r["version"],
+                f"{r['tag']} ({r['commit'][:10]})",
+                r["python"],
+                "yes" if r["built"] else "NO",
+                r.get("build_seconds"),
+                r.get("test_seconds"),
+                r.get("collected"),
+                r.get("passed"),
+                r.get("failed"),
+                r.get("errors"),
+                r.get("skipped"),
+                f"{rate * 100:.1f}%" if rate is not None else "-",
+                "capped" if r.get("capped") else "",
+                "" if swebench_meets(r) else (r.get("failure_class") or "") + rest_note(r),
+            ]
+        )
     done = {r["profile"] for r in results}
     waiting = [e["name"] for e in data["planned"] if e["name"] not in done]
     met = sum(swebench_meets(r) for r in results)
@@ -1011,14 +1251,19 @@ def python_checker():
         except Exception as exc:  # InterpreterNotFound (a MinisandboxError) in every layout
             return str(exc).splitlines()[0].split(" (have:")[0][:160]
         return None
+
     return python_missing
 
 
 def code_trees(commit: str) -> str | None:
     """The git trees of what is measured (src, workflow, config) at `commit`: a rerun resumes
     the saved results when they are the same (a change to the bench itself does not count)."""
-    proc = subprocess.run(["git", "rev-parse", *(f"{commit}:{d}" for d in ("src", "workflow", "config"))],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "rev-parse", *(f"{commit}:{d}" for d in ("src", "workflow", "config"))],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     return " ".join(proc.stdout.split()) if proc.returncode == 0 else None
 
 
@@ -1045,15 +1290,22 @@ def swebench_main(args: argparse.Namespace) -> int:
             raise SystemExit(f"bench_fidelity: not in the SWE-bench catalog: {', '.join(unknown)}")
         by_name = {e["name"]: e for e in plan["planned"]}
         plan["planned"] = [by_name[n] for n in wanted if n in by_name] + [
-            e for e in plan["planned"] if e["name"] not in wanted]
+            e for e in plan["planned"] if e["name"] not in wanted
+        ]
         chosen = set(wanted)
     elif selection.isdigit():
-        chosen = {e["name"] for e in plan["planned"][:int(selection)]}
+        chosen = {e["name"] for e in plan["planned"][: int(selection)]}
     code_info["trees"] = code_trees(code_info["commit"]) if not code_info.get("dirty") else None
     same = code_info["trees"] is not None and previous.get("code", {}).get("trees") == code_info["trees"]
     results = previous.get("results", []) if same else []
-    data = {"mode": "swebench", "code": code_info, "mirrors": str(mirrors), "test_timeout": args.test_timeout,
-            **plan, "results": results}
+    data = {
+        "mode": "swebench",
+        "code": code_info,
+        "mirrors": str(mirrors),
+        "test_timeout": args.test_timeout,
+        **plan,
+        "results": results,
+    }
 
     def save() -> None:
         data["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -1064,32 +1316,43 @@ def swebench_main(args: argparse.Namespace) -> int:
     save()
     done = {r["profile"] for r in results}
     todo = [e for e in plan["planned"] if e["name"] not in done and e["name"] in chosen]
-    print(f"bench_fidelity --swebench: {len(todo)} specs to measure ({len(done)} done), "
-          f"{len(plan['excluded'])} excluded, {len(plan['unavailable'])} not measurable here", flush=True)
+    print(
+        f"bench_fidelity --swebench: {len(todo)} specs to measure ({len(done)} done), "
+        f"{len(plan['excluded'])} excluded, {len(plan['unavailable'])} not measurable here",
+        flush=True,
+    )
     for entry in todo:
         t0 = time.monotonic()
         print(f"  {entry['name']} at {entry['tag']} ...", flush=True)
         r = swebench_measure(entry, specs[entry["name"]], code, catalog, out, args.test_timeout, args.keep_builds)
         data["results"].append(r)
         save()
-        print(f"  {entry['name']}: built={r['built']} {r.get('passed')} passed, {r.get('failed')} failed, "
-              f"{r.get('errors')} errors{' (capped)' if r.get('capped') else ''}; {r.get('failure_class') or ''} "
-              f"[{time.monotonic() - t0:.0f} s]", flush=True)
+        print(
+            f"  {entry['name']}: built={r['built']} {r.get('passed')} passed, {r.get('failed')} failed, "
+            f"{r.get('errors')} errors{' (capped)' if r.get('capped') else ''}; {r.get('failure_class') or ''} "
+            f"[{time.monotonic() - t0:.0f} s]",
+            flush=True,
+        )
     print(render_swebench(data))
     print(f"\nresults: {results_path}")
     return 0
-
 
 
 # ---------------------------------------------------------------- main
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mirrors", type=Path,
-                    help="folder of fetched repositories (<owner>+<repo>/repo, as the search tool's fetch lays them out)")
-    ap.add_argument("--profiles", help="a count, `all`, or comma-separated profile names (default: 25; --swebench: all)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--mirrors",
+        type=Path,
+        help="folder of fetched repositories (<owner>+<repo>/repo, as the search tool's fetch lays them out)",
+    )
+    ap.add_argument(
+        "--profiles", help="a count, `all`, or comma-separated profile names (default: 25; --swebench: all)"
+    )
     ap.add_argument("--out", type=Path, help="output folder (workflow run, store, cache, logs, results.json)")
     ap.add_argument("--jobs", type=int, default=2, help="parallel builds and parallel test runs")
     ap.add_argument("--rev", help="benchmark this committed revision instead of the working tree")
@@ -1098,10 +1361,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-build", action="store_true", help="reuse the workflow run already in --out")
     ap.add_argument("--report", help="only print the table of saved results.json files (comma-separated: merged)")
     ap.add_argument("--compare", help="results.json file(s) of an earlier run: print before/after")
-    ap.add_argument("--swebench", action="store_true",
-                    help="the SWE-bench specs (config/catalog/swebench.yaml) at release tags, one at a time; "
-                         "--profiles names specs (owner/repo@version) or a count; --test-timeout is the cap per "
-                         f"suite (default {SWEBENCH_CAP:.0f} s)")
+    ap.add_argument(
+        "--swebench",
+        action="store_true",
+        help="the SWE-bench specs (config/catalog/swebench.yaml) at release tags, one at a time; "
+        "--profiles names specs (owner/repo@version) or a count; --test-timeout is the cap per "
+        f"suite (default {SWEBENCH_CAP:.0f} s)",
+    )
     ap.add_argument("--keep-builds", action="store_true", help="--swebench: keep each spec's build (default: delete)")
     args = ap.parse_args(argv)
 
@@ -1159,7 +1425,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         keys = profile_keys(work)
     except (OSError, ValueError, KeyError) as exc:
-        raise SystemExit(f"bench_fidelity: the workflow wrote no usable plan ({exc}); see {out / 'snakemake.log'}") from None
+        raise SystemExit(
+            f"bench_fidelity: the workflow wrote no usable plan ({exc}); see {out / 'snakemake.log'}"
+        ) from None
     jobs = job_seconds((out / "snakemake.log").read_text(errors="replace"))
 
     results: list[dict[str, Any]] = []
@@ -1175,8 +1443,11 @@ def main(argv: list[str] | None = None) -> int:
         if not r["built"]:
             return
         r.update(run_tests(r["profile"], specs[r["profile"]], out, env, args.test_timeout))
-        print(f"  {r['profile']}: {r.get('passed')} passed, {r.get('failed')} failed, {r.get('errors')} errors "
-              f"({r['test_seconds']} s)", flush=True)
+        print(
+            f"  {r['profile']}: {r.get('passed')} passed, {r.get('failed')} failed, {r.get('errors')} errors "
+            f"({r['test_seconds']} s)",
+            flush=True,
+        )
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(test_one, results))
@@ -1187,13 +1458,23 @@ def main(argv: list[str] | None = None) -> int:
         else:
             r["failure_class"] = classify_tests(r, Path(r["repo_tree"]) if r.get("repo_tree") else None)
 
-    data = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "code": code_info, "workflow": workflow,
-            "mirrors": str(mirrors), "test_timeout": args.test_timeout, "skipped": skipped, "results": results,
-            "summary": summary(results)}
+    data = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "code": code_info,
+        "workflow": workflow,
+        "mirrors": str(mirrors),
+        "test_timeout": args.test_timeout,
+        "skipped": skipped,
+        "results": results,
+        "summary": summary(results),
+    }
     (out / "results.json").write_text(json.dumps(data, indent=1, default=str))
     # the cache mounts its layer images (loop devices as root): release them, as a node's gc would
-    subprocess.run([*MINISANDBOX, "cache", "gc", "--max-bytes", "0"], capture_output=True,
-                   env={**os.environ, "MINISANDBOX_CACHE": str(out / "cache")})
+    subprocess.run(
+        [*MINISANDBOX, "cache", "gc", "--max-bytes", "0"],
+        capture_output=True,
+        env={**os.environ, "MINISANDBOX_CACHE": str(out / "cache")},
+    )
     print(render(data))
     if args.compare:
         print("\n" + compare(load_results(args.compare), data))

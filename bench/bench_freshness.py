@@ -37,15 +37,37 @@ from minisandbox.node.store import Store  # noqa: E402
 
 
 def _entry(iid: str, env: str) -> str:
-    return json.dumps({"instance_id": iid, "env_key": env, "repo_key": f"repo-{iid[-6:]}-00000000",
-                       "status": "ready", "record": {"instance_id": iid, "repo": "demo/proj", "format": "swesmith",
-                                                     "patch": "x" * 800, "fail_to_pass": ["t.py::a"] * 5,
-                                                     "pass_to_pass": ["t.py::b"] * 40}}, sort_keys=True)
+    return json.dumps(
+        {
+            "instance_id": iid,
+            "env_key": env,
+            "repo_key": f"repo-{iid[-6:]}-00000000",
+            "status": "ready",
+            "record": {
+                "instance_id": iid,
+                "repo": "demo/proj",
+                "format": "swesmith",
+                "patch": "x" * 800,
+                "fail_to_pass": ["t.py::a"] * 5,
+                "pass_to_pass": ["t.py::b"] * 40,
+            },
+        },
+        sort_keys=True,
+    )
 
 
 def _manifest(key: str) -> dict:
-    return {"schema": 1, "key": key, "kind": "env", "format": "tar.zst", "artifact": f"{key}.tar.zst",
-            "sha256": "0" * 64, "size": 1, "files": 1, "interpreter": {"version": "3.11.9", "prefix": "/usr"}}
+    return {
+        "schema": 1,
+        "key": key,
+        "kind": "env",
+        "format": "tar.zst",
+        "artifact": f"{key}.tar.zst",
+        "sha256": "0" * 64,
+        "size": 1,
+        "files": 1,
+        "interpreter": {"version": "3.11.9", "prefix": "/usr"},
+    }
 
 
 def main() -> int:
@@ -66,8 +88,13 @@ def main() -> int:
         shards: dict[str, list[str]] = {}
         for n, iid in enumerate(ids):
             shards.setdefault(shard_of(iid), []).append(_entry(iid, envs[n % len(envs)]))
-        catalog = {"schema": 1, "shards": 256, "repos": {}, "counts": {"tasks": len(ids)},
-                   "envs": {k: {"status": "ok", "manifest": _manifest(k)} for k in envs}}
+        catalog = {
+            "schema": 1,
+            "shards": 256,
+            "repos": {},
+            "counts": {"tasks": len(ids)},
+            "envs": {k: {"status": "ok", "manifest": _manifest(k)} for k in envs},
+        }
         for name, signer in (("unsigned", None), ("signed", Signer(priv))):
             published.publish_index(Store(tmp_path / name, signer=signer), catalog, shards)
         catalog_bytes = (tmp_path / "signed" / "index" / "catalog.json").stat().st_size
@@ -78,9 +105,11 @@ def main() -> int:
         def before(iid: str) -> None:  # what a signed lookup did before freshness: the shard alone
             next(e for e in published.iter_shard(signed, shard_of(iid)) if e["instance_id"] == iid)
 
-        cases = {"no key (baseline)": lambda iid: published.lookup(unsigned, iid),
-                 "key, shard signature only (before)": before,
-                 "key, catalog + sequence + shard digest (now)": lambda iid: published.lookup(signed, iid)}
+        cases = {
+            "no key (baseline)": lambda iid: published.lookup(unsigned, iid),
+            "key, shard signature only (before)": before,
+            "key, catalog + sequence + shard digest (now)": lambda iid: published.lookup(signed, iid),
+        }
         times: dict[str, list[float]] = {name: [] for name in cases}
         for iid in picks:  # interleaved, so load on the machine hits every case alike
             for name, fn in cases.items():
@@ -88,13 +117,23 @@ def main() -> int:
                 fn(iid)
                 times[name].append(time.perf_counter() - t0)
     base = statistics.median(times["no key (baseline)"])
-    rows = [[name, f"{statistics.median(t) * 1000:.2f}", f"{sorted(t)[int(len(t) * 0.9)] * 1000:.2f}",
-             f"{statistics.median(t) / base:.2f}x"] for name, t in times.items()]
-    print(f"{a.tasks} tasks, {a.envs} envs, catalog {catalog_bytes / 1024:.0f} KiB, {a.lookups} lookups each, local store")
+    rows = [
+        [
+            name,
+            f"{statistics.median(t) * 1000:.2f}",
+            f"{sorted(t)[int(len(t) * 0.9)] * 1000:.2f}",
+            f"{statistics.median(t) / base:.2f}x",
+        ]
+        for name, t in times.items()
+    ]
+    print(
+        f"{a.tasks} tasks, {a.envs} envs, catalog {catalog_bytes / 1024:.0f} KiB, {a.lookups} lookups each, local store"
+    )
     print(tabulate(rows, headers=["lookup", "median ms", "p90 ms", "vs baseline"], tablefmt="github"))
     if a.json:
-        Path(a.json).write_text(json.dumps({"tasks": a.tasks, "envs": a.envs, "catalog_bytes": catalog_bytes,
-                                            "seconds": times}, indent=1))
+        Path(a.json).write_text(
+            json.dumps({"tasks": a.tasks, "envs": a.envs, "catalog_bytes": catalog_bytes, "seconds": times}, indent=1)
+        )
     return 0
 
 

@@ -45,16 +45,22 @@ def make_repo(path: Path) -> Path:
     path.mkdir(parents=True)
     for i in range(200):
         (path / f"m{i}.py").write_text(f"X = {i}\n")
-    subprocess.run("git init -q && git add -A && git -c user.name=b -c user.email=b@b commit -qm init",
-                   shell=True, cwd=path, check=True)
+    subprocess.run(
+        "git init -q && git add -A && git -c user.name=b -c user.email=b@b commit -qm init",
+        shell=True,
+        cwd=path,
+        check=True,
+    )
     return path
 
 
 #: name -> Sandbox options; "baseline" has the filter off and no limits.
-CONFIGS = {"baseline": {"seccomp": False, "limits": Limits.unlimited()},
-           "seccomp only": {"limits": Limits.unlimited()},
-           "limits only": {"seccomp": False},
-           "hardened (default)": {}}
+CONFIGS = {
+    "baseline": {"seccomp": False, "limits": Limits.unlimited()},
+    "seccomp only": {"limits": Limits.unlimited()},
+    "limits only": {"seccomp": False},
+    "hardened (default)": {},
+}
 
 
 def one(repo: Path, opts: dict) -> tuple[float, float, float]:
@@ -88,8 +94,11 @@ def main() -> None:
                 for idx, value in enumerate(one(repo, opts)):
                     samples[name][idx].append(value)
     rows = []
-    for what, idx in (("create", 0), ("first command (python + thread + subprocess)", 1),
-                      ("execute `true` (a second command)", 2)):
+    for what, idx in (
+        ("create", 0),
+        ("first command (python + thread + subprocess)", 1),
+        ("execute `true` (a second command)", 2),
+    ):
         base = ms(samples["baseline"][idx])
         for name in CONFIGS:
             med, p95 = ms(samples[name][idx])
@@ -97,22 +106,54 @@ def main() -> None:
     print(f"Sandbox, {args.n} runs each, alternating (uid {os.geteuid()}, load {os.getloadavg()[0]:.1f})")
     print(tabulate(rows, headers=["what", "configuration", "median ms", "p95 ms", "ratio to baseline"]))
 
-    manifest = {"schema": 1, "kind": "env", "key": "env-demo-0123456789abcdef", "format": "tar.zst",
-                "artifact": "env-demo-0123456789abcdef.tar.zst", "sha256": "0" * 64, "size": 1, "files": 1,
-                "raw_bytes": 1, "mount_path": "/opt/miniconda3/envs/testbed",
-                "interpreter": {"version": "3.10.13", "prefix": "/root/.pyenv/versions/3.10.13"}, "spec": {}}
-    shard = "".join(json.dumps({"instance_id": f"o__r.{i}", "env_key": "env-a", "repo_key": "repo-b",
-                                "status": "ready", "record": {"instance_id": f"o__r.{i}", "format": "swesmith",
-                                                               "repo": "o/r", "patch": "x" * 4000,
-                                                               "fail_to_pass": ["t::a"] * 5,
-                                                               "pass_to_pass": ["t::b"] * 50}}) + "\n"
-                    for i in range(200)).encode()
+    manifest = {
+        "schema": 1,
+        "kind": "env",
+        "key": "env-demo-0123456789abcdef",
+        "format": "tar.zst",
+        "artifact": "env-demo-0123456789abcdef.tar.zst",
+        "sha256": "0" * 64,
+        "size": 1,
+        "files": 1,
+        "raw_bytes": 1,
+        "mount_path": "/opt/miniconda3/envs/testbed",
+        "interpreter": {"version": "3.10.13", "prefix": "/root/.pyenv/versions/3.10.13"},
+        "spec": {},
+    }
+    shard = "".join(
+        json.dumps(
+            {
+                "instance_id": f"o__r.{i}",
+                "env_key": "env-a",
+                "repo_key": "repo-b",
+                "status": "ready",
+                "record": {
+                    "instance_id": f"o__r.{i}",
+                    "format": "swesmith",
+                    "repo": "o/r",
+                    "patch": "x" * 4000,
+                    "fail_to_pass": ["t::a"] * 5,
+                    "pass_to_pass": ["t::b"] * 50,
+                },
+            }
+        )
+        + "\n"
+        for i in range(200)
+    ).encode()
     text = json.dumps(manifest)
     rows = []
-    for what, fn, base in (("parse + validate one manifest", lambda: validate_manifest(json.loads(text), where="m"),
-                            lambda: json.loads(text)),
-                           ("parse + validate a 200-task shard", lambda: parse_shard(shard, where="s"),
-                            lambda: [json.loads(x) for x in shard.decode().splitlines()])):
+    for what, fn, base in (
+        (
+            "parse + validate one manifest",
+            lambda: validate_manifest(json.loads(text), where="m"),
+            lambda: json.loads(text),
+        ),
+        (
+            "parse + validate a 200-task shard",
+            lambda: parse_shard(shard, where="s"),
+            lambda: [json.loads(x) for x in shard.decode().splitlines()],
+        ),
+    ):
         for f in (fn, base):
             f()
         t = [0.0, 0.0]

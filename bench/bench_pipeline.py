@@ -59,25 +59,48 @@ from bench_scale import synth_tasks  # noqa: E402  (one synthetic SWE-smith task
 
 
 def synth_catalog(path: Path, n_envs: int) -> list[str]:
-    specs = [{
-        "name": f"bench__repo{i}.{i:08x}", "kind": "swesmith", "source": f"https://example.invalid/bench/repo{i}.git",
-        "commit": f"{i:040x}", "python": "3.10", "requirements": ["pytest==8.3.3"],
-    } for i in range(n_envs)]
+    specs = [
+        {
+            "name": f"bench__repo{i}.{i:08x}",
+            "kind": "swesmith",
+            "source": f"https://example.invalid/bench/repo{i}.git",
+            "commit": f"{i:040x}",
+            "python": "3.10",
+            "requirements": ["pytest==8.3.3"],
+        }
+        for i in range(n_envs)
+    ]
     path.write_text(yaml.safe_dump({"specs": specs}))
     return [s["name"] for s in specs]
 
 
-def dry_run(workdir: Path, tasks: Path, catalog: Path, *, snakefile: Path,
-            mode: str = "-n") -> tuple[float, float, int, float]:
+def dry_run(
+    workdir: Path, tasks: Path, catalog: Path, *, snakefile: Path, mode: str = "-n"
+) -> tuple[float, float, int, float]:
     """Wall seconds, peak RSS MB, number of planned jobs and CPU seconds (user + sys) of one
     `snakemake -n`. CPU seconds are reported too because wall time on a shared machine is
     mostly other people's load. `mode="--list-rules"`: start-up and parse only (no DAG),
     what every cluster job pays before its one job."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     cmd = [
-        sys.executable, "-m", "snakemake", mode, "--snakefile", str(snakefile), "--directory", str(workdir),
-        "--cores", "1", "--quiet", "rules",
-        "--config", f"tasks={tasks}", f"catalog={catalog}", "store=store", "workdir=work", "bundled=false",
+        sys.executable,
+        "-m",
+        "snakemake",
+        mode,
+        "--snakefile",
+        str(snakefile),
+        "--directory",
+        str(workdir),
+        "--cores",
+        "1",
+        "--quiet",
+        "rules",
+        "--config",
+        f"tasks={tasks}",
+        f"catalog={catalog}",
+        "store=store",
+        "workdir=work",
+        "bundled=false",
     ]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
@@ -138,14 +161,42 @@ def planning_table(repeats: int, skip_baseline: bool) -> list[list]:
             for r in range(repeats):
                 wd = tmp / f"base-{r}"
                 wd.mkdir()
-                cmd = [sys.executable, "-m", "snakemake", "-n", "-s", str(sf), "-d", str(wd), "--cores", "1",
-                       "--quiet", "rules", "--config", f"tasks={tasks}"]
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "snakemake",
+                    "-n",
+                    "-s",
+                    str(sf),
+                    "-d",
+                    str(wd),
+                    "--cores",
+                    "1",
+                    "--quiet",
+                    "rules",
+                    "--config",
+                    f"tasks={tasks}",
+                ]
                 t0 = time.perf_counter()
                 subprocess.run(cmd, capture_output=True, check=True)
                 walls.append(time.perf_counter() - t0)
             baseline_5k = statistics.median(walls)
-            rows.append(["baseline: 5k tasks, one job per task", "-", f"{baseline_5k:.2f}", "-", "-", "-", "5001", "1.00",
-                         "-", "-", "-", "-"])
+            rows.append(
+                [
+                    "baseline: 5k tasks, one job per task",
+                    "-",
+                    f"{baseline_5k:.2f}",
+                    "-",
+                    "-",
+                    "-",
+                    "5001",
+                    "1.00",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                ]
+            )
         for name, n, profs, cat in cases:
             tasks = tmp / f"{n}-{len(profs)}.jsonl"
             synth_tasks(tasks, n, profs)
@@ -160,14 +211,24 @@ def planning_table(repeats: int, skip_baseline: bool) -> list[list]:
                 warm.append(w2)
                 cpu.append(c2)
                 rss = max(rss, m, m2)
-                parse.append(dry_run(wd, tasks, cat, snakefile=ROOT / "workflow" / "Snakefile",
-                                     mode="--list-rules")[3])
+                parse.append(dry_run(wd, tasks, cat, snakefile=ROOT / "workflow" / "Snakefile", mode="--list-rules")[3])
             ratio = f"{baseline_5k / statistics.median(cold):.1f}x faster" if baseline_5k and n == 5000 else "-"
-            rows.append([name, len(profs), f"{statistics.median(cold):.2f}", f"{statistics.median(warm):.2f}",
-                         f"{statistics.median(cpu):.2f}", f"{rss:.0f}", jobs, ratio,
-                         f"{statistics.median(cold_cpu):.2f}",
-                         f"{statistics.median(cold_cpu) / statistics.median(cpu):.2f}",
-                         f"{statistics.median(parse):.2f}", f"{start_cpu:.2f}"])
+            rows.append(
+                [
+                    name,
+                    len(profs),
+                    f"{statistics.median(cold):.2f}",
+                    f"{statistics.median(warm):.2f}",
+                    f"{statistics.median(cpu):.2f}",
+                    f"{rss:.0f}",
+                    jobs,
+                    ratio,
+                    f"{statistics.median(cold_cpu):.2f}",
+                    f"{statistics.median(cold_cpu) / statistics.median(cpu):.2f}",
+                    f"{statistics.median(parse):.2f}",
+                    f"{start_cpu:.2f}",
+                ]
+            )
     return rows
 
 
@@ -191,8 +252,16 @@ def bundled_table(build: bool) -> list[list]:
         # the archive's size, or the image's when the store serves the layer as an image only
         # (config `archive: false`, the default: such a manifest has no `size`)
         packed = m.get("size") if m.get("size") is not None else (m.get("image") or {}).get("size", 0)
-        rows.append([e["spec_name"], secs, f"{m['raw_bytes'] / 1e6:.1f}", f"{packed / 1e6:.1f}",
-                     f"{m['raw_bytes'] / max(packed, 1):.1f}x", m["files"]])
+        rows.append(
+            [
+                e["spec_name"],
+                secs,
+                f"{m['raw_bytes'] / 1e6:.1f}",
+                f"{packed / 1e6:.1f}",
+                f"{m['raw_bytes'] / max(packed, 1):.1f}x",
+                m["files"],
+            ]
+        )
     return rows
 
 
@@ -209,10 +278,12 @@ def _clone(ref: str, dest: Path) -> str:
     scripts/setup.sh does; returns the commit."""
     subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(ROOT), str(dest)], check=True)
     subprocess.run(["git", "-C", str(dest), "checkout", "-q", "--detach", ref], check=True)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", str(dest / "src")], check=True,
-                   stdout=subprocess.DEVNULL)
-    return subprocess.run(["git", "-C", str(dest), "rev-parse", "--short", "HEAD"], check=True, capture_output=True,
-                          text=True).stdout.strip()
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "-j", "0", str(dest / "src")], check=True, stdout=subprocess.DEVNULL
+    )
+    return subprocess.run(
+        ["git", "-C", str(dest), "rev-parse", "--short", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def _cgroup(name: str) -> Path | None:
@@ -249,8 +320,12 @@ def run_main_job(ref: str, tmp: Path, name: str) -> dict:
     (wrap / "minisandbox").write_text(WRAPPER.format(real=venv_bin / "minisandbox"))
     (wrap / "minisandbox").chmod(0o755)
     times = tmp / f"{name}.times"
-    env = {**os.environ, "PATH": f"{wrap}:{venv_bin}:{os.environ.get('PATH', '')}", "PYTHONPATH": str(clone / "src"),
-           "MSB_BENCH_TIMES": str(times)}
+    env = {
+        **os.environ,
+        "PATH": f"{wrap}:{venv_bin}:{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(clone / "src"),
+        "MSB_BENCH_TIMES": str(times),
+    }
     cg = _cgroup(f"msb-bench-{os.getpid()}-{name}")
 
     def join() -> None:
@@ -259,8 +334,14 @@ def run_main_job(ref: str, tmp: Path, name: str) -> dict:
 
     log = (tmp / f"{name}.out").open("w")
     t0 = time.perf_counter()
-    proc = subprocess.Popen([str(venv_bin / "snakemake"), "--cores", "2"], cwd=clone, env=env, stdout=log,
-                            stderr=subprocess.STDOUT, preexec_fn=join)
+    proc = subprocess.Popen(
+        [str(venv_bin / "snakemake"), "--cores", "2"],
+        cwd=clone,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        preexec_fn=join,
+    )
     _, status, ru = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t0
@@ -283,8 +364,15 @@ def run_main_job(ref: str, tmp: Path, name: str) -> dict:
             if line.startswith("# cpu "):
                 stage = line.split()[2]
                 steps[stage] = steps.get(stage, 0.0) + float(line.split(": ", 1)[1].split()[0])
-    return {"ref": ref, "commit": commit, "cpu": ru.ru_utime + ru.ru_stime, "cgroup_cpu": cg_cpu, "wall": wall,
-            "procs": procs, "steps": steps}
+    return {
+        "ref": ref,
+        "commit": commit,
+        "cpu": ru.ru_utime + ru.ru_stime,
+        "cgroup_cpu": cg_cpu,
+        "wall": wall,
+        "procs": procs,
+        "steps": steps,
+    }
 
 
 def main_job_table(baseline_ref: str | None, ref: str = "HEAD") -> list[list]:
@@ -293,8 +381,11 @@ def main_job_table(baseline_ref: str | None, ref: str = "HEAD") -> list[list]:
     # scripts/setup.sh byte-compiles the environment (uv sync --compile-bytecode); a venv made
     # without it, where PYTHONDONTWRITEBYTECODE is set, compiles every module of snakemake
     # and minisandbox on every start (~3.5 CPU s per snakemake start): compile it first.
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", sysconfig.get_paths()["purelib"]],
-                   stdout=subprocess.DEVNULL, check=False)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "-j", "0", sysconfig.get_paths()["purelib"]],
+        stdout=subprocess.DEVNULL,
+        check=False,
+    )
     with tempfile.TemporaryDirectory(prefix="msb-mainjob-", dir=os.environ.get("TMPDIR", "/var/tmp")) as tmp:
         runs = []
         if baseline_ref:
@@ -311,19 +402,28 @@ def main_job_table(baseline_ref: str | None, ref: str = "HEAD") -> list[list]:
             out.append(f"{c / b:.2f}" if b and c is not None else "-")
         return out
 
-    rows = [row("total CPU s, snakemake + children (wait4)", lambda r: r["cpu"]),
-            row("total CPU s, the run's cgroup", lambda r: r["cgroup_cpu"]),
-            row("wall s", lambda r: r["wall"])]
+    rows = [
+        row("total CPU s, snakemake + children (wait4)", lambda r: r["cpu"]),
+        row("total CPU s, the run's cgroup", lambda r: r["cgroup_cpu"]),
+        row("wall s", lambda r: r["wall"]),
+    ]
     rules = sorted({k for r in runs for k in r["procs"]})
     for k in rules:
         rows.append(row(f"  rule/command `minisandbox pipeline {k}` (all its jobs)", lambda r, k=k: r["procs"].get(k)))
     rows.append(row("  snakemake itself (total - the commands above)", lambda r: r["cpu"] - sum(r["procs"].values())))
     for k in sorted({k for r in runs for k in r["steps"]}):
         rows.append(row(f"    step {k} (from the jobs' logs)", lambda r, k=k: r["steps"].get(k)))
-    rows.append(row("    env job - its steps (validation, start-up)",
-                    lambda r: r["procs"].get("env", 0.0) - sum(v for k, v in r["steps"].items() if k != "interp")))
-    print(f"main job at {cur['commit']}: {cur['cpu']:.1f} CPU s (target <= {MAIN_JOB_TARGET:.0f}: "
-          f"{'met' if cur['cpu'] <= MAIN_JOB_TARGET else 'NOT met'})", file=sys.stderr)
+    rows.append(
+        row(
+            "    env job - its steps (validation, start-up)",
+            lambda r: r["procs"].get("env", 0.0) - sum(v for k, v in r["steps"].items() if k != "interp"),
+        )
+    )
+    print(
+        f"main job at {cur['commit']}: {cur['cpu']:.1f} CPU s (target <= {MAIN_JOB_TARGET:.0f}: "
+        f"{'met' if cur['cpu'] <= MAIN_JOB_TARGET else 'NOT met'})",
+        file=sys.stderr,
+    )
     return rows
 
 
@@ -333,25 +433,44 @@ def main() -> None:
     ap.add_argument("--build", action="store_true", help="rebuild the bundled set first (-F)")
     ap.add_argument("--skip-baseline", action="store_true")
     ap.add_argument("--skip-planning", action="store_true")
-    ap.add_argument("--main-job", action="store_true",
-                    help="measure the bundled main job's CPU on a fresh clone of HEAD (minutes)")
-    ap.add_argument("--main-job-baseline", metavar="REF",
-                    help="with --main-job: the same job on a clone at REF first, as the baseline")
+    ap.add_argument(
+        "--main-job", action="store_true", help="measure the bundled main job's CPU on a fresh clone of HEAD (minutes)"
+    )
+    ap.add_argument(
+        "--main-job-baseline",
+        metavar="REF",
+        help="with --main-job: the same job on a clone at REF first, as the baseline",
+    )
     ap.add_argument("--json", help="also write the tables to this JSON file (bench/report.py reads it)")
     a = ap.parse_args()
     saved: dict = {}
     if not a.skip_planning:
         rows = planning_table(a.repeats, a.skip_baseline)
-        headers = ["task set", "envs", "cold s", "warm s", "warm CPU s", "peak RSS MB", "jobs", "vs baseline",
-                   "cold CPU s", "cold/warm CPU", "parse CPU s (--list-rules, warm)", "snakemake --version CPU s"]
+        headers = [
+            "task set",
+            "envs",
+            "cold s",
+            "warm s",
+            "warm CPU s",
+            "peak RSS MB",
+            "jobs",
+            "vs baseline",
+            "cold CPU s",
+            "cold/warm CPU",
+            "parse CPU s (--list-rules, warm)",
+            "snakemake --version CPU s",
+        ]
         saved["planning"] = {"headers": headers, "rows": rows}
-        print(f"\nPlanning (`snakemake -n`, median of {a.repeats}; targets: warm CPU 50k/133 <= 3 s, "
-              f"50k/5k <= 10 s; cold at most 2x warm)")
+        print(
+            f"\nPlanning (`snakemake -n`, median of {a.repeats}; targets: warm CPU 50k/133 <= 3 s, "
+            f"50k/5k <= 10 s; cold at most 2x warm)"
+        )
         print(tabulate(rows, headers=headers))
     if a.main_job:
         rows = main_job_table(a.main_job_baseline)
         headers = ["bundled main job (`snakemake --cores 2`, fresh clone)"] + (
-            [f"baseline {a.main_job_baseline}", "now", "now / baseline"] if a.main_job_baseline else ["now"])
+            [f"baseline {a.main_job_baseline}", "now", "now / baseline"] if a.main_job_baseline else ["now"]
+        )
         saved["main_job"] = {"headers": headers, "rows": rows, "target_cpu_s": MAIN_JOB_TARGET}
         print(f"\nBundled main job (target: <= {MAIN_JOB_TARGET:.0f} CPU s for snakemake and all its children)")
         print(tabulate(rows, headers=headers))

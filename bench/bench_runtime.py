@@ -64,8 +64,25 @@ from minisandbox.pipeline.chunking import write_chunk_list  # noqa: E402
 from minisandbox.pipeline.pack import normalize_tree, pack_image, pack_tree, tree_stats  # noqa: E402
 from minisandbox.pipeline.steps import chunks_entry, publish_image  # noqa: E402
 
-ENV_PACKAGES = ["numpy", "numpy.libs", "pandas", "scipy", "scipy.libs", "sympy", "mpmath", "pip", "setuptools",
-                "dateutil", "pytz", "six.py", "packaging", "pluggy", "_pytest", "pytest", "iniconfig"]
+ENV_PACKAGES = [
+    "numpy",
+    "numpy.libs",
+    "pandas",
+    "scipy",
+    "scipy.libs",
+    "sympy",
+    "mpmath",
+    "pip",
+    "setuptools",
+    "dateutil",
+    "pytz",
+    "six.py",
+    "packaging",
+    "pluggy",
+    "_pytest",
+    "pytest",
+    "iniconfig",
+]
 REPO_PACKAGE = "jedi"  # many small files, like a repository checkout
 SMALL_ENV_PACKAGES = ["networkx"]
 #: The distinct environments prepared at the same time (~100 MB, ~4k files each).
@@ -117,8 +134,9 @@ def du(path: Path) -> tuple[int, int]:
     return files, size
 
 
-def publish(store: Store, kind: str, key: str, tree: Path, fmt: str, work: Path,
-            archive: bool = True) -> tuple[dict, float]:
+def publish(
+    store: Store, kind: str, key: str, tree: Path, fmt: str, work: Path, archive: bool = True
+) -> tuple[dict, float]:
     """Pack and publish one artifact; fmt "squashfs" publishes tar.zst plus a whole squashfs
     image (as before chunking), "chunked" tar.zst plus the image as chunks only (the package's
     normalize_tree, pack_image, write_chunk_list and publish_image). `archive` False (with an
@@ -134,9 +152,18 @@ def publish(store: Store, kind: str, key: str, tree: Path, fmt: str, work: Path,
     t = time.perf_counter()
     stats = pack_tree(tree, packed, fmt) if archive else tree_stats(tree)
     pack_s = time.perf_counter() - t
-    manifest = {"schema": 1, "kind": kind, "key": key, "format": fmt, "files": stats.files,
-                "raw_bytes": stats.raw_bytes, "mount_path": VENV_PATH if kind == "env" else REPO_PATH, "spec": {},
-                "created": "2026-11-30T00:00:00Z", "tool_version": "bench"}
+    manifest = {
+        "schema": 1,
+        "kind": kind,
+        "key": key,
+        "format": fmt,
+        "files": stats.files,
+        "raw_bytes": stats.raw_bytes,
+        "mount_path": VENV_PATH if kind == "env" else REPO_PATH,
+        "spec": {},
+        "created": "2026-11-30T00:00:00Z",
+        "tool_version": "bench",
+    }
     if archive:
         sha, size = file_digest(packed)
         manifest.update(artifact=packed.name, sha256=sha, size=size)
@@ -176,9 +203,21 @@ def write_index(store: Store, tasks: list[dict]) -> None:
 
 
 def task_entry(iid: str, env_key: str, repo_key: str) -> dict:
-    return {"instance_id": iid, "env_key": env_key, "repo_key": repo_key, "spec_name": "bench",
-            "status": "ready", "record": {"instance_id": iid, "format": "swesmith", "repo": "bench/bench", "patch": "",
-                                          "fail_to_pass": [], "pass_to_pass": []}}
+    return {
+        "instance_id": iid,
+        "env_key": env_key,
+        "repo_key": repo_key,
+        "spec_name": "bench",
+        "status": "ready",
+        "record": {
+            "instance_id": iid,
+            "format": "swesmith",
+            "repo": "bench/bench",
+            "patch": "",
+            "fail_to_pass": [],
+            "pass_to_pass": [],
+        },
+    }
 
 
 def rmtree(p: Path) -> None:
@@ -209,8 +248,19 @@ BENCH_USER = "msbtest"  # the same unprivileged user the rootless tests use (tes
 USER_PYTHON = "/usr/bin/python3"
 #: Top-level modules the node runtime imports, copied for the user's interpreter (this
 #: interpreter's site-packages is under /root, which the user cannot read).
-RUNTIME_MODULES = ["zstandard", "filelock", "fsspec", "tenacity", "pydantic", "pydantic_core", "typing_extensions.py",
-                   "annotated_types", "typing_inspection", "yaml", "_yaml"]
+RUNTIME_MODULES = [
+    "zstandard",
+    "filelock",
+    "fsspec",
+    "tenacity",
+    "pydantic",
+    "pydantic_core",
+    "typing_extensions.py",
+    "annotated_types",
+    "typing_inspection",
+    "yaml",
+    "_yaml",
+]
 
 
 def user_runner(work: Path) -> list[str] | None:
@@ -233,8 +283,13 @@ def user_runner(work: Path) -> list[str] | None:
             elif src.is_file():
                 shutil.copy2(src, sp / name)
     src_dir = Path(__file__).resolve().parents[1] / "src"
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": f"{src_dir}:{sp}", "HOME": f"/home/{BENCH_USER}",
-           "LANG": "C.UTF-8", "MINISANDBOX_IO_SLOTS": "0"}
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "PYTHONPATH": f"{src_dir}:{sp}",
+        "HOME": f"/home/{BENCH_USER}",
+        "LANG": "C.UTF-8",
+        "MINISANDBOX_IO_SLOTS": "0",
+    }
     return ["runuser", "-u", BENCH_USER, "--", "env", "-i", *[f"{k}={v}" for k, v in env.items()], USER_PYTHON]
 
 
@@ -313,15 +368,20 @@ def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict
     # store-chunk: tar.zst + image as chunks, plus a sibling task whose env has one package
     # more and whose repo has another README: its images share most chunks with the first
     # task's (last: the sibling changes the trees).
-    stores = {"tar.gz": work / "store-gz", "squashfs": work / "store-img", "unsquash": work / "store-noarc",
-              "chunked": work / "store-chunk"}
+    stores = {
+        "tar.gz": work / "store-gz",
+        "squashfs": work / "store-img",
+        "unsquash": work / "store-noarc",
+        "chunked": work / "store-chunk",
+    }
     pack_s, sizes, keys = {}, {}, {}
     for name, d in stores.items():
         st = Store(d)
         fmt = "chunked" if name == "unsquash" else name
         em, ep = publish(st, "env", "env-bench-0000000000000000", env_tree, fmt, work, archive=name != "unsquash")
-        rm, rp = publish(st, "repo", "repo-bench-000000000000-00000000", repo_tree, fmt, work,
-                         archive=name != "unsquash")
+        rm, rp = publish(
+            st, "repo", "repo-bench-000000000000-00000000", repo_tree, fmt, work, archive=name != "unsquash"
+        )
         tasks = [task_entry("bench__one", em["key"], rm["key"])]
         pack_s[name] = ep + rp
         if name == "unsquash":
@@ -333,8 +393,11 @@ def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict
             sizes["squashfs"] = sum(m["image"]["size"] for m in (em, rm))
         if name == "chunked":
             sizes["chunked"] = dir_bytes(d / "packs")
-            shutil.copytree(site_packages() / SIBLING_EXTRA, next(env_tree.glob("lib/python*/site-packages")) /
-                            SIBLING_EXTRA, symlinks=True)
+            shutil.copytree(
+                site_packages() / SIBLING_EXTRA,
+                next(env_tree.glob("lib/python*/site-packages")) / SIBLING_EXTRA,
+                symlinks=True,
+            )
             (repo_tree / "README.md").write_text("# bench repo, sibling\n")
             for tree in (env_tree, repo_tree):
                 normalize_tree(tree)
@@ -343,8 +406,11 @@ def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict
             tasks.append(task_entry("bench__sibling", es["key"], rs["key"]))
             sizes["sibling"] = sum(m["image"]["size"] for m in (es, rs))
             sizes["sibling_new"] = dir_bytes(d / "packs") - sizes["chunked"]
-            print(f"sibling images {sizes['sibling'] / 1e6:.0f} MB, of which in chunks the first task's images "
-                  f"lack: {sizes['sibling_new'] / 1e6:.1f} MB", flush=True)
+            print(
+                f"sibling images {sizes['sibling'] / 1e6:.0f} MB, of which in chunks the first task's images "
+                f"lack: {sizes['sibling_new'] / 1e6:.1f} MB",
+                flush=True,
+            )
         write_index(st, tasks)
         keys = {"env": em["key"], "repo": rm["key"]}
         print(f"packed {name}: {pack_s[name]:.1f} s", flush=True)
@@ -386,19 +452,28 @@ def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict
                 p.release()
             cache.gc(max_bytes=0)  # unmounts images, removes layers
         rmtree(node)
-        print(f"rep {i + 1}/{a.reps}: " + ", ".join(f"{k} cold {v[-1]:.2f} s" for k, v in cold.items() if v),
-              flush=True)
+        print(
+            f"rep {i + 1}/{a.reps}: " + ", ".join(f"{k} cold {v[-1]:.2f} s" for k, v in cold.items() if v), flush=True
+        )
     user: dict = {}
     runner = user_runner(work)
     if runner:
         for d in stores.values():
             subprocess.run(["chmod", "-R", "a+rX", str(d)], check=True)
         os.chmod(work, 0o755)
-        cfg = {"node": str(user_dir(work / "user-node")), "reps": a.reps, "warm_reps": a.warm_reps // a.reps + 1,
-               "task": "bench__one", "store": str(stores["squashfs"]), "gz_store": str(stores["tar.gz"]),
-               "chunked_store": str(stores["chunked"]), "noarc_store": str(stores["unsquash"]),
-               "sibling": "bench__sibling",
-               "env_key": keys["env"], "repo_key": keys["repo"]}
+        cfg = {
+            "node": str(user_dir(work / "user-node")),
+            "reps": a.reps,
+            "warm_reps": a.warm_reps // a.reps + 1,
+            "task": "bench__one",
+            "store": str(stores["squashfs"]),
+            "gz_store": str(stores["tar.gz"]),
+            "chunked_store": str(stores["chunked"]),
+            "noarc_store": str(stores["unsquash"]),
+            "sibling": "bench__sibling",
+            "env_key": keys["env"],
+            "repo_key": keys["repo"],
+        }
         proc = subprocess.run(runner + ["-c", USER_SINGLE, json.dumps(cfg)], capture_output=True, text=True, cwd="/tmp")
         if proc.returncode != 0:
             print(f"unprivileged run failed: {proc.stderr[-2000:]}", file=sys.stderr)
@@ -412,45 +487,148 @@ def single(a: argparse.Namespace, work: Path, env_pkgs: list[str], results: dict
             return [label, pack, mb, "-", "-", "-", "-"]
         if not w:
             return [label, pack, mb, f"{med(c):.3f}", "-", f"{base[0] / med(c):.1f}x", "-"]
-        return [label, pack, mb, f"{med(c):.3f}", f"{med(w):.4f}", f"{base[0] / med(c):.1f}x", f"{base[1] / med(w):.0f}x"]
+        return [
+            label,
+            pack,
+            mb,
+            f"{med(c):.3f}",
+            f"{med(w):.4f}",
+            f"{base[0] / med(c):.1f}x",
+            f"{base[1] / med(w):.0f}x",
+        ]
 
     base = (med(cold["published"]), med(warm["published"]))
     mb = {k: f"{v / 1e6:.0f}" for k, v in sizes.items()}
-    rows = [row("root: published method (tarfile gz-9 + full copy), baseline", cold["published"], warm["published"],
-                base, f"{pack_s['tar.gz']:.1f}", mb["tar.gz"]),
-            row("root: tar.zst, streamed + unpacked into layers", cold["tar.zst"], warm["tar.zst"], base,
-                "(below)", mb["tar.zst"]),
-            row("root: whole squashfs image, downloaded + sha256 + kernel mount (before chunking)", cold["squashfs"],
-                warm["squashfs"], base, f"{pack_s['squashfs']:.1f} (tar.zst + image)", mb["squashfs"]),
-            row("root: chunked image, empty node: assembled from chunks + sha256 + kernel mount (default)",
-                cold["chunked"], warm["chunked"], base, f"{pack_s['chunked']:.1f} (tar.zst + image + chunks)",
-                f"{mb['chunked']} (chunks)"),
-            row("root: chunked image, sibling on the node (another env's images share chunks)", cold["sibling"], [],
-                base, "", f"{mb['sibling_new']} new of {mb['sibling']}"),
-            row("root: chunks only, no archive: assembled + sha256 + unsquashfs into layers (images=False)",
-                cold["unsquash"], warm["unsquash"], base, f"{pack_s['unsquash']:.1f} (image + chunks)",
-                f"{mb['unsquash']} (chunks)")]
+    rows = [
+        row(
+            "root: published method (tarfile gz-9 + full copy), baseline",
+            cold["published"],
+            warm["published"],
+            base,
+            f"{pack_s['tar.gz']:.1f}",
+            mb["tar.gz"],
+        ),
+        row(
+            "root: tar.zst, streamed + unpacked into layers",
+            cold["tar.zst"],
+            warm["tar.zst"],
+            base,
+            "(below)",
+            mb["tar.zst"],
+        ),
+        row(
+            "root: whole squashfs image, downloaded + sha256 + kernel mount (before chunking)",
+            cold["squashfs"],
+            warm["squashfs"],
+            base,
+            f"{pack_s['squashfs']:.1f} (tar.zst + image)",
+            mb["squashfs"],
+        ),
+        row(
+            "root: chunked image, empty node: assembled from chunks + sha256 + kernel mount (default)",
+            cold["chunked"],
+            warm["chunked"],
+            base,
+            f"{pack_s['chunked']:.1f} (tar.zst + image + chunks)",
+            f"{mb['chunked']} (chunks)",
+        ),
+        row(
+            "root: chunked image, sibling on the node (another env's images share chunks)",
+            cold["sibling"],
+            [],
+            base,
+            "",
+            f"{mb['sibling_new']} new of {mb['sibling']}",
+        ),
+        row(
+            "root: chunks only, no archive: assembled + sha256 + unsquashfs into layers (images=False)",
+            cold["unsquash"],
+            warm["unsquash"],
+            base,
+            f"{pack_s['unsquash']:.1f} (image + chunks)",
+            f"{mb['unsquash']} (chunks)",
+        ),
+    ]
     if user:
         ubase = (med(user["published"]["cold"]), med(user["published"]["warm"]))
-        rows += [row("unprivileged: published method, baseline", user["published"]["cold"], user["published"]["warm"],
-                     ubase, "", mb["tar.gz"]),
-                 row("unprivileged: tar.zst, streamed + unpacked (fallback)", user["unpack"]["cold"],
-                     user["unpack"]["warm"], ubase, "", mb["tar.zst"]),
-                 row(f"unprivileged: whole squashfs image, downloaded + sha256 + squashfuse ({user['image']['how']})",
-                     user["image"]["cold"], user["image"]["warm"], ubase, "", mb["squashfs"]),
-                 row(f"unprivileged: chunked image, empty node: assembled + sha256 + squashfuse "
-                     f"({user['chunked']['how']}) (default)", user["chunked"]["cold"], user["chunked"]["warm"], ubase,
-                     "", f"{mb['chunked']} (chunks)"),
-                 row("unprivileged: chunked image, sibling on the node", user["chunked"]["sibling"], [], ubase, "",
-                     f"{mb['sibling_new']} new of {mb['sibling']}"),
-                 row(f"unprivileged: chunks only, no archive: assembled + sha256 + unsquashfs "
-                     f"({user['unsquash']['how']}) (images=False)", user["unsquash"]["cold"], user["unsquash"]["warm"],
-                     ubase, "", f"{mb['unsquash']} (chunks)")]
+        rows += [
+            row(
+                "unprivileged: published method, baseline",
+                user["published"]["cold"],
+                user["published"]["warm"],
+                ubase,
+                "",
+                mb["tar.gz"],
+            ),
+            row(
+                "unprivileged: tar.zst, streamed + unpacked (fallback)",
+                user["unpack"]["cold"],
+                user["unpack"]["warm"],
+                ubase,
+                "",
+                mb["tar.zst"],
+            ),
+            row(
+                f"unprivileged: whole squashfs image, downloaded + sha256 + squashfuse ({user['image']['how']})",
+                user["image"]["cold"],
+                user["image"]["warm"],
+                ubase,
+                "",
+                mb["squashfs"],
+            ),
+            row(
+                f"unprivileged: chunked image, empty node: assembled + sha256 + squashfuse "
+                f"({user['chunked']['how']}) (default)",
+                user["chunked"]["cold"],
+                user["chunked"]["warm"],
+                ubase,
+                "",
+                f"{mb['chunked']} (chunks)",
+            ),
+            row(
+                "unprivileged: chunked image, sibling on the node",
+                user["chunked"]["sibling"],
+                [],
+                ubase,
+                "",
+                f"{mb['sibling_new']} new of {mb['sibling']}",
+            ),
+            row(
+                f"unprivileged: chunks only, no archive: assembled + sha256 + unsquashfs "
+                f"({user['unsquash']['how']}) (images=False)",
+                user["unsquash"]["cold"],
+                user["unsquash"]["warm"],
+                ubase,
+                "",
+                f"{mb['unsquash']} (chunks)",
+            ),
+        ]
     print()
-    print(tabulate(rows, headers=["method", "pack s", "MB", "cold ready s (median)", "warm ready s (median)",
-                                  "cold speed-up", "warm speed-up"]))
-    results["single"] = {"cold": cold, "warm": warm, "user": user, "pack_s": pack_s, "sizes": sizes,
-                         "env_files": ef, "env_bytes": eb, "repo_files": rf, "repo_bytes": rb}
+    print(
+        tabulate(
+            rows,
+            headers=[
+                "method",
+                "pack s",
+                "MB",
+                "cold ready s (median)",
+                "warm ready s (median)",
+                "cold speed-up",
+                "warm speed-up",
+            ],
+        )
+    )
+    results["single"] = {
+        "cold": cold,
+        "warm": warm,
+        "user": user,
+        "pack_s": pack_s,
+        "sizes": sizes,
+        "env_files": ef,
+        "env_bytes": eb,
+        "repo_files": rf,
+        "repo_bytes": rb,
+    }
     rmtree(work / "store-gz")
     rmtree(work / "store-chunk")
     rmtree(work / "store-noarc")
@@ -484,8 +662,16 @@ CONC_WORKER = textwrap.dedent("""
 
 def run_concurrent(argv_prefix: list[str], cfgs: list[dict]) -> list[float]:
     """Start one worker per config, release them at once, return sorted seconds to ready."""
-    procs = [subprocess.Popen(argv_prefix + ["-c", CONC_WORKER, json.dumps(c)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, cwd="/tmp") for c in cfgs]
+    procs = [
+        subprocess.Popen(
+            argv_prefix + ["-c", CONC_WORKER, json.dumps(c)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd="/tmp",
+        )
+        for c in cfgs
+    ]
     for p in procs:
         assert p.stdout is not None and p.stdout.readline().strip() == "ready"
     t0 = time.time()
@@ -519,8 +705,11 @@ def concurrent_methods(a: argparse.Namespace, work: Path, n: int, env_pkgs: list
     for i in range(n):
         (base_tree / "env-id.txt").write_text(f"env {i}")  # a distinct digest per environment
         normalize_tree(base_tree)
-        for st, fmt, archive in ((store, "squashfs", True), (chunk_store, "chunked", True),
-                                 (noarc_store, "chunked", False)):
+        for st, fmt, archive in (
+            (store, "squashfs", True),
+            (chunk_store, "chunked", True),
+            (noarc_store, "chunked", False),
+        ):
             em, _ = publish(st, "env", f"env-cm-{i:016x}", base_tree, fmt, work, archive=archive)
             rm, _ = publish(st, "repo", f"repo-cm-{i:012x}-{i:08x}", repo_tree, fmt, work, archive=archive)
         tasks.append(task_entry(f"cm__task.{i}", em["key"], rm["key"]))
@@ -531,17 +720,23 @@ def concurrent_methods(a: argparse.Namespace, work: Path, n: int, env_pkgs: list
     me = [sys.executable]
     runner = user_runner(work)
     if runner:
-        subprocess.run(["chmod", "-R", "a+rX", str(store.root), str(chunk_store.root), str(noarc_store.root),
-                        str(gz.root)], check=True)
+        subprocess.run(
+            ["chmod", "-R", "a+rX", str(store.root), str(chunk_store.root), str(noarc_store.root), str(gz.root)],
+            check=True,
+        )
         os.chmod(work, 0o755)
     # "unsquash": the chunks-only store prepared with images=False (assemble, verify, unsquashfs)
     methods = [("root", "published", me), ("root", "unpack", me), ("root", "unsquash", me)]
     if can_mount_images():
         methods += [("root", "image", me), ("root", "chunked", me)]
     if runner and not a.root_only:
-        methods += [("unprivileged", "published", runner), ("unprivileged", "unpack", runner),
-                    ("unprivileged", "unsquash", runner), ("unprivileged", "image", runner),
-                    ("unprivileged", "chunked", runner)]
+        methods += [
+            ("unprivileged", "published", runner),
+            ("unprivileged", "unpack", runner),
+            ("unprivileged", "unsquash", runner),
+            ("unprivileged", "image", runner),
+            ("unprivileged", "chunked", runner),
+        ]
     stores = {"chunked": chunk_store, "unsquash": noarc_store}
     times: dict[str, list[list[float]]] = {}
     for rep in range(a.reps):
@@ -551,16 +746,27 @@ def concurrent_methods(a: argparse.Namespace, work: Path, n: int, env_pkgs: list
             node.mkdir(parents=True)
             if who == "unprivileged":
                 user_dir(node)
-            cfgs = [{"method": method, "node": str(node / f"n{i}"), "cache": str(node / "cache"), "task": t["instance_id"],
-                     "store": str(stores.get(method, store).root), "gz_store": str(gz.root),
-                     "env_key": gz_env["key"],
-                     "repo_key": gz_repo["key"]} for i, t in enumerate(tasks)]
+            cfgs = [
+                {
+                    "method": method,
+                    "node": str(node / f"n{i}"),
+                    "cache": str(node / "cache"),
+                    "task": t["instance_id"],
+                    "store": str(stores.get(method, store).root),
+                    "gz_store": str(gz.root),
+                    "env_key": gz_env["key"],
+                    "repo_key": gz_repo["key"],
+                }
+                for i, t in enumerate(tasks)
+            ]
             env = dict(os.environ)
             ready = run_concurrent(prefix, cfgs)
             times.setdefault(f"{who}/{method}", []).append(ready)
             if method != "published":
-                stop = ("from minisandbox.node.cache import Cache; import sys; c = Cache(sys.argv[1]); "
-                        "c.gc(max_bytes=0); c.stop_mounts()")
+                stop = (
+                    "from minisandbox.node.cache import Cache; import sys; c = Cache(sys.argv[1]); "
+                    "c.gc(max_bytes=0); c.stop_mounts()"
+                )
                 subprocess.run(prefix + ["-c", stop, str(node / "cache")], check=True, cwd="/tmp", env=env)
             rmtree(node)
             print(f"  rep {rep + 1}: {who} {method}: all ready {ready[-1]:.2f} s", flush=True)
@@ -571,16 +777,25 @@ def concurrent_methods(a: argparse.Namespace, work: Path, n: int, env_pkgs: list
         if key not in times:
             continue
         base_all = med(r[-1] for r in times[key])
-        for method, label in (("published", "published method (baseline)"), ("unpack", "tar.zst unpack"),
-                              ("image", "whole squashfs image: download + sha256 + mount (before chunking)"),
-                              ("chunked", "chunked image: assembled + sha256 + mount (default)"),
-                              ("unsquash", "chunks only, no archive: assembled + sha256 + unsquashfs (images=False)")):
+        for method, label in (
+            ("published", "published method (baseline)"),
+            ("unpack", "tar.zst unpack"),
+            ("image", "whole squashfs image: download + sha256 + mount (before chunking)"),
+            ("chunked", "chunked image: assembled + sha256 + mount (default)"),
+            ("unsquash", "chunks only, no archive: assembled + sha256 + unsquashfs (images=False)"),
+        ):
             k = f"{who}/{method}"
             if k not in times:
                 continue
             all_ready = med(r[-1] for r in times[k])
-            rows.append([f"{who}: {label}", f"{med(med(r) for r in times[k]):.2f}", f"{all_ready:.2f}",
-                         f"{base_all / all_ready:.1f}x"])
+            rows.append(
+                [
+                    f"{who}: {label}",
+                    f"{med(med(r) for r in times[k]):.2f}",
+                    f"{all_ready:.2f}",
+                    f"{base_all / all_ready:.1f}x",
+                ]
+            )
     print()
     print(tabulate(rows, headers=["method", f"median ready s ({n} envs)", "all ready s", "speed-up (all ready)"]))
     results["concurrent_methods"] = {"n": n, "env_files": cf, "env_bytes": cb, "times": times}
@@ -609,8 +824,15 @@ WORKER = textwrap.dedent("""
 
 def concurrent(store_url: str, tasks: list[str], slots: int, cache_dir: Path) -> list[float]:
     src = str(Path(__file__).resolve().parents[1] / "src")
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, store_url, str(cache_dir), t, str(slots), src],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for t in tasks]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, store_url, str(cache_dir), t, str(slots), src],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for t in tasks
+    ]
     for p in procs:  # all imported and waiting
         assert p.stdout is not None and p.stdout.readline().strip() == "ready"
     t0 = time.time()
@@ -681,8 +903,11 @@ def concurrency(work: Path, levels: list[int], results: dict) -> None:
         rmtree(rtree)
     write_index(cstore, tasks)
     cf, cb = du(make_env(work / "trees" / "probe", small))
-    print(f"\nconcurrency: {n_max} distinct envs of {cf} files, {cb / 1e6:.0f} MB each "
-          f"(published in {time.perf_counter() - t:.0f} s)", flush=True)
+    print(
+        f"\nconcurrency: {n_max} distinct envs of {cf} files, {cb / 1e6:.0f} MB each "
+        f"(published in {time.perf_counter() - t:.0f} s)",
+        flush=True,
+    )
     slots = default_slots()
     crow = []
     results["concurrent"] = {}
@@ -693,11 +918,14 @@ def concurrency(work: Path, levels: list[int], results: dict) -> None:
             rmtree(cache_dir)
             crow.append([n, label, f"{times[0]:.2f}", f"{med(times):.2f}", f"{times[-1]:.2f}"])
             results["concurrent"][f"{n}/{label}"] = times
-            print(f"  {n:3d} {label:10s} first {times[0]:.2f} s, median {med(times):.2f} s, "
-                  f"all {times[-1]:.2f} s", flush=True)
+            print(
+                f"  {n:3d} {label:10s} first {times[0]:.2f} s, median {med(times):.2f} s, all {times[-1]:.2f} s",
+                flush=True,
+            )
     print()
-    print(tabulate(crow, headers=["concurrent requests", "I/O budget", "first ready s", "median ready s",
-                                  "all ready s"]))
+    print(
+        tabulate(crow, headers=["concurrent requests", "I/O budget", "first ready s", "median ready s", "all ready s"])
+    )
 
 
 if __name__ == "__main__":

@@ -54,9 +54,12 @@ def build_layers(work: Path, python: str, owner: tuple[int, int] | None = None) 
     repo, venv = work / "repo", work / "venv"
     subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(repo)], check=True)
     venv.mkdir()
-    rc = rootfs.run([rootfs.Bind(str(venv), VENV_PATH, False), *interpreter_binds(interp.version, interp.prefix)],
-                    [interp.executable, "-m", "venv", VENV_PATH], env={"PATH": "/usr/bin:/bin"},
-                    stdout=subprocess.DEVNULL)
+    rc = rootfs.run(
+        [rootfs.Bind(str(venv), VENV_PATH, False), *interpreter_binds(interp.version, interp.prefix)],
+        [interp.executable, "-m", "venv", VENV_PATH],
+        env={"PATH": "/usr/bin:/bin"},
+        stdout=subprocess.DEVNULL,
+    )
     if rc != 0:
         raise SystemExit(f"building the bench venv with {interp.executable} failed ({rc})")
     if owner:
@@ -126,8 +129,23 @@ def rootless_samples(n: int) -> list[float] | str:
     work = Path(tempfile.mkdtemp(prefix="msb-bench-rl-", dir="/tmp"))
     try:
         repo, venv, _ = build_layers(work, "3.11.2" if _has("3.11.2") else "3.11", owner=(user.pw_uid, user.pw_gid))
-        proc = subprocess.run(["runuser", "-u", "msbtest", "--", "/usr/bin/python3", "-c", ROOTLESS_SNIPPET,
-                               str(ROOT / "src"), str(repo), str(venv), str(n)], capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                "runuser",
+                "-u",
+                "msbtest",
+                "--",
+                "/usr/bin/python3",
+                "-c",
+                ROOTLESS_SNIPPET,
+                str(ROOT / "src"),
+                str(repo),
+                str(venv),
+                str(n),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             return f"failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}"
         return json.loads(proc.stdout)
@@ -146,8 +164,16 @@ def concurrent(layers: list[Layer], interp: tuple[str, str], k: int) -> dict:
     def one(_i: int):
         t0 = time.perf_counter()
         sb = Sandbox(layers, interpreter=interp)
-        res = sb.run(["bash", "-c", "source /opt/miniconda3/bin/activate; conda activate testbed; "
-                      "python -c 'import pip, sys; print(sys.prefix)'"], _mark=False, timeout=300)
+        res = sb.run(
+            [
+                "bash",
+                "-c",
+                "source /opt/miniconda3/bin/activate; conda activate testbed; "
+                "python -c 'import pip, sys; print(sys.prefix)'",
+            ],
+            _mark=False,
+            timeout=300,
+        )
         ok = res.returncode == 0 and res.output.strip() == VENV_PATH
         return sb, time.perf_counter() - t0, ok, res.output[-200:]
 
@@ -170,19 +196,37 @@ def concurrent(layers: list[Layer], interp: tuple[str, str], k: int) -> dict:
     t1 = time.perf_counter()
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda b: b.close(), boxes))
-    return {"all_ready": all_ready, "ready": ready, "failures": failures, "alive": alive,
-            "close_all": time.perf_counter() - t1, "errors": errors[:3]}
+    return {
+        "all_ready": all_ready,
+        "ready": ready,
+        "failures": failures,
+        "alive": alive,
+        "close_all": time.perf_counter() - t1,
+        "errors": errors[:3],
+    }
 
 
 def concurrent_cli(repo: Path, venv: Path, interp: tuple[str, str], k: int) -> dict:
     """k separate `minisandbox sandbox-exec` processes at once (one per rollout worker)."""
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src")}
-    argv = [sys.executable, "-m", "minisandbox.cli", "sandbox-exec", "--layer", f"{repo}:/testbed",
-            "--layer", f"{venv}:{VENV_PATH}", "--python", f"{interp[0]}:{interp[1]}", "--",
-            "source /opt/miniconda3/bin/activate; conda activate testbed; python -c 'import pip, sys; print(sys.prefix)'"]
+    argv = [
+        sys.executable,
+        "-m",
+        "minisandbox.cli",
+        "sandbox-exec",
+        "--layer",
+        f"{repo}:/testbed",
+        "--layer",
+        f"{venv}:{VENV_PATH}",
+        "--python",
+        f"{interp[0]}:{interp[1]}",
+        "--",
+        "source /opt/miniconda3/bin/activate; conda activate testbed; python -c 'import pip, sys; print(sys.prefix)'",
+    ]
     t0 = time.perf_counter()
-    procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(k)]
+    procs = [
+        subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(k)
+    ]
     ready, failures, errors = [], 0, []
     for p in procs:
         out, err = p.communicate(timeout=600)
@@ -210,15 +254,29 @@ def main() -> int:
         layers = [Layer(str(repo), "/testbed"), Layer(str(venv), VENV_PATH)]
         rf, rb = files_and_bytes(repo)
         vf, vb = files_and_bytes(venv)
-        print(f"layers: repo {rf} files {rb / 1e6:.1f} MB, venv {vf} files {vb / 1e6:.1f} MB; "
-              f"interpreter {interp[0]} at {interp[1]}; {os.cpu_count()} CPUs\n")
+        print(
+            f"layers: repo {rf} files {rb / 1e6:.1f} MB, venv {vf} files {vb / 1e6:.1f} MB; "
+            f"interpreter {interp[0]} at {interp[1]}; {os.cpu_count()} CPUs\n"
+        )
 
         time_inprocess(layers, interp, 3)  # warm caches
         overlay = time_inprocess(layers, interp, args.n)
         copy = time_inprocess(layers, interp, max(5, args.n // 5), copy_layers=True)
         net_host = time_inprocess(layers, interp, args.n, network="host")
-        cli_argv = [sys.executable, "-m", "minisandbox.cli", "sandbox-exec", "--layer", f"{repo}:/testbed",
-                    "--layer", f"{venv}:{VENV_PATH}", "--python", f"{interp[0]}:{interp[1]}", "--", "true"]
+        cli_argv = [
+            sys.executable,
+            "-m",
+            "minisandbox.cli",
+            "sandbox-exec",
+            "--layer",
+            f"{repo}:/testbed",
+            "--layer",
+            f"{venv}:{VENV_PATH}",
+            "--python",
+            f"{interp[0]}:{interp[1]}",
+            "--",
+            "true",
+        ]
         n_cli = max(5, args.n // 3)
         cli = time_cli(cli_argv, n_cli)
         py_start = time_cli([sys.executable, "-c", "pass"], n_cli)
@@ -229,8 +287,9 @@ def main() -> int:
 
         def row(name, samples, baseline=None, note=""):
             med, p95 = stats(samples)
-            rows.append([name, len(samples), f"{med:.1f}", f"{p95:.1f}",
-                         f"{med / baseline:.3f}" if baseline else "", note])
+            rows.append(
+                [name, len(samples), f"{med:.1f}", f"{p95:.1f}", f"{med / baseline:.3f}" if baseline else "", note]
+            )
 
         row("in-process create (overlay, net none)", overlay["create"], base_med, "target <= 50 ms")
         row("in-process create (overlay, net host)", net_host["create"], base_med)
@@ -249,34 +308,74 @@ def main() -> int:
         row("  (import minisandbox.cli + parser)", cli_import, cli_med)
         print(tabulate(rows, headers=["what", "n", "median ms", "p95 ms", "ratio", "note"], tablefmt="github"))
 
-        print(f"\n{args.concurrent} concurrent sandboxes of one environment ({os.cpu_count()} CPUs), each "
-              "running `python -c 'import pip'` in the activated venv:")
+        print(
+            f"\n{args.concurrent} concurrent sandboxes of one environment ({os.cpu_count()} CPUs), each "
+            "running `python -c 'import pip'` in the activated venv:"
+        )
         c = concurrent(layers, interp, args.concurrent)
         cc = concurrent_cli(repo, venv, interp, args.concurrent)
         med, p95 = stats(c["ready"])
         cmed, cp95 = stats(cc["ready"])
-        print(tabulate([["threads in one process", args.concurrent, f"{c['all_ready']:.2f}", f"{med:.0f}",
-                         f"{p95:.0f}", c["failures"], f"{c['close_all']:.2f}"],
-                        ["separate CLI processes", args.concurrent, f"{cc['all_ready']:.2f}", f"{cmed:.0f}",
-                         f"{cp95:.0f}", cc["failures"], "(in the above)"]],
-                       headers=["how", "sandboxes", "all ready s", "ready median ms", "p95 ms", "failures",
-                                "close all s"], tablefmt="github"))
+        print(
+            tabulate(
+                [
+                    [
+                        "threads in one process",
+                        args.concurrent,
+                        f"{c['all_ready']:.2f}",
+                        f"{med:.0f}",
+                        f"{p95:.0f}",
+                        c["failures"],
+                        f"{c['close_all']:.2f}",
+                    ],
+                    [
+                        "separate CLI processes",
+                        args.concurrent,
+                        f"{cc['all_ready']:.2f}",
+                        f"{cmed:.0f}",
+                        f"{cp95:.0f}",
+                        cc["failures"],
+                        "(in the above)",
+                    ],
+                ],
+                headers=["how", "sandboxes", "all ready s", "ready median ms", "p95 ms", "failures", "close all s"],
+                tablefmt="github",
+            )
+        )
         for e in c["errors"] + cc["errors"]:
             print("error:", e)
         if args.json:
             import json
 
-            Path(args.json).write_text(json.dumps({
-                "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0]},
-                "latency_rows": {"headers": ["what", "n", "median ms", "p95 ms", "ratio", "note"], "rows": rows},
-                "create_s": {"overlay": overlay["create"], "overlay_net_host": net_host["create"],
-                             "full_copy": copy["create"]},
-                "concurrent": {"n": args.concurrent, "threads_ready_s": c["ready"], "cli_ready_s": cc["ready"],
-                               "threads_all_ready_s": c["all_ready"], "cli_all_ready_s": cc["all_ready"]},
-            }, indent=1))
+            Path(args.json).write_text(
+                json.dumps(
+                    {
+                        "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0]},
+                        "latency_rows": {
+                            "headers": ["what", "n", "median ms", "p95 ms", "ratio", "note"],
+                            "rows": rows,
+                        },
+                        "create_s": {
+                            "overlay": overlay["create"],
+                            "overlay_net_host": net_host["create"],
+                            "full_copy": copy["create"],
+                        },
+                        "concurrent": {
+                            "n": args.concurrent,
+                            "threads_ready_s": c["ready"],
+                            "cli_ready_s": cc["ready"],
+                            "threads_all_ready_s": c["all_ready"],
+                            "cli_all_ready_s": cc["all_ready"],
+                        },
+                    },
+                    indent=1,
+                )
+            )
         target = stats(overlay["create"])[0] <= 50
-        print(f"\nmedian in-process creation {stats(overlay['create'])[0]:.1f} ms: "
-              f"{'meets' if target else 'MISSES'} the 50 ms target")
+        print(
+            f"\nmedian in-process creation {stats(overlay['create'])[0]:.1f} ms: "
+            f"{'meets' if target else 'MISSES'} the 50 ms target"
+        )
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

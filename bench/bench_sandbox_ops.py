@@ -93,13 +93,20 @@ def memory(Sandbox, Layer, repo: Path, k: int = 8) -> dict:
     for sb in boxes:
         sb.close()
     med = lambda xs: statistics.median(xs) if xs else 0  # noqa: E731
-    return {"sandboxes": k, "init_rss_kb": med(init_rss), "init_pss_kb": med(init_pss),
-            "spawner_rss_kb": med(sp_rss), "spawner_pss_kb": med(sp_pss), "controller_kb_per_sandbox": grown / k}
+    return {
+        "sandboxes": k,
+        "init_rss_kb": med(init_rss),
+        "init_pss_kb": med(init_pss),
+        "spawner_rss_kb": med(sp_rss),
+        "spawner_pss_kb": med(sp_pss),
+        "controller_kb_per_sandbox": grown / k,
+    }
 
 
 def scale(Sandbox, Layer, repo: Path, n: int) -> dict:
     """`n` sandboxes created at once by `n` threads of this process, each running `true`:
     time until all are ready, failures, then all closed."""
+
     def one(_i: int):
         sb = Sandbox([Layer(str(repo), "/testbed")])
         res = sb.run(["true"], _mark=False, timeout=300)
@@ -120,16 +127,25 @@ def scale(Sandbox, Layer, repo: Path, n: int) -> dict:
     t1 = time.perf_counter()
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda b: b.close(), boxes))
-    return {"n": n, "all_ready_s": ready, "failures": failures, "close_all_s": time.perf_counter() - t1,
-            "errors": errors[:3]}
+    return {
+        "n": n,
+        "all_ready_s": ready,
+        "failures": failures,
+        "close_all_s": time.perf_counter() - t1,
+        "errors": errors[:3],
+    }
 
 
 def make_repo(path: Path) -> Path:
     path.mkdir(parents=True)
     for i in range(200):
         (path / f"m{i}.py").write_text(f"X = {i}\n")
-    subprocess.run("git init -q && git add -A && git -c user.name=b -c user.email=b@b commit -qm init",
-                   shell=True, cwd=path, check=True)
+    subprocess.run(
+        "git init -q && git add -A && git -c user.name=b -c user.email=b@b commit -qm init",
+        shell=True,
+        cwd=path,
+        check=True,
+    )
     return path
 
 
@@ -145,9 +161,19 @@ def main() -> None:
     from minisandbox.sandbox.sandbox import Layer, Sandbox
 
     rootfs.prestart()
-    samples: dict[str, list[float]] = {k: [] for k in ("create", "execute true", "execute false (exit 1)",
-                                                       "read_file", "write_file", "execute 'sleep 5 &'",
-                                                       "close", "baseline: bwrap one-shot true")}
+    samples: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "create",
+            "execute true",
+            "execute false (exit 1)",
+            "read_file",
+            "write_file",
+            "execute 'sleep 5 &'",
+            "close",
+            "baseline: bwrap one-shot true",
+        )
+    }
     bwrap = shutil.which("bwrap")
     bwrap_argv = [bwrap, *BWRAP] if bwrap else []
     with tempfile.TemporaryDirectory(prefix="bench-ops-") as tmp:
@@ -193,27 +219,43 @@ def main() -> None:
     for k, v in medians.items():
         ratio = v / base if base else None
         target = TARGETS.get(k)
-        verdict = "" if target is None or ratio is None else (" meets" if ratio <= target else " MISSES") + f" <= {target}"
+        verdict = (
+            "" if target is None or ratio is None else (" meets" if ratio <= target else " MISSES") + f" <= {target}"
+        )
         rows.append([k, len(samples[k]), round(v, 2), round(ratio, 3) if ratio else "", verdict.strip()])
         print(f"  {k:<30} {v:8.2f} ms median" + (f"  {ratio:5.2f}x bwrap{verdict}" if ratio else ""))
-    print(f"  memory per open sandbox: init RSS {mem['init_rss_kb'] / 1024:.1f} MiB (PSS {mem['init_pss_kb'] / 1024:.1f}), "
-          f"spawner RSS {mem['spawner_rss_kb'] / 1024:.1f} MiB (PSS {mem['spawner_pss_kb'] / 1024:.1f}), "
-          f"controller +{mem['controller_kb_per_sandbox'] / 1024:.2f} MiB")
+    print(
+        f"  memory per open sandbox: init RSS {mem['init_rss_kb'] / 1024:.1f} MiB (PSS {mem['init_pss_kb'] / 1024:.1f}), "
+        f"spawner RSS {mem['spawner_rss_kb'] / 1024:.1f} MiB (PSS {mem['spawner_pss_kb'] / 1024:.1f}), "
+        f"controller +{mem['controller_kb_per_sandbox'] / 1024:.2f} MiB"
+    )
     if sc:
         budget = 2 * sc["n"] * medians["create"] / 1000
         sc["target_s"] = budget
-        print(f"  {sc['n']} sandboxes at once (threads, payload true): all ready in {sc['all_ready_s']:.2f} s "
-              f"(target <= 2 x {sc['n']} x create median = {budget:.2f} s: "
-              f"{'meets' if sc['all_ready_s'] <= budget and not sc['failures'] else 'MISSES'}), "
-              f"{sc['failures']} failures, closed in {sc['close_all_s']:.2f} s")
+        print(
+            f"  {sc['n']} sandboxes at once (threads, payload true): all ready in {sc['all_ready_s']:.2f} s "
+            f"(target <= 2 x {sc['n']} x create median = {budget:.2f} s: "
+            f"{'meets' if sc['all_ready_s'] <= budget and not sc['failures'] else 'MISSES'}), "
+            f"{sc['failures']} failures, closed in {sc['close_all_s']:.2f} s"
+        )
         for e in sc["errors"]:
             print("  error:", e)
     if args.json:
-        Path(args.json).write_text(json.dumps({"src": args.src, "n": args.n, "median_ms": medians,
-                                               "load": os.getloadavg()[0], "cores": os.cpu_count(),
-                                               "rows": {"headers": ["what", "n", "median ms", "ratio to bwrap",
-                                                                    "target"], "rows": rows},
-                                               "memory": mem, "scale": sc}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "src": args.src,
+                    "n": args.n,
+                    "median_ms": medians,
+                    "load": os.getloadavg()[0],
+                    "cores": os.cpu_count(),
+                    "rows": {"headers": ["what", "n", "median ms", "ratio to bwrap", "target"], "rows": rows},
+                    "memory": mem,
+                    "scale": sc,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -50,19 +50,29 @@ def synth_tasks(path: Path, n: int, profiles: list[str], start: int = 0) -> None
     with path.open("w") as fh:
         for i in range(start, start + n):
             prof = profiles[i % len(profiles)]
-            fh.write(json.dumps({
-                "instance_id": f"{prof}.bench__{i:08x}", "repo": f"swesmith/{prof}", "patch": PATCH,
-                "FAIL_TO_PASS": [f"tests/test_x.py::test_{i}"], "PASS_TO_PASS": ["tests/test_x.py::test_ok"],
-                "image_name": "", "problem_statement": "bench",
-            }) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "instance_id": f"{prof}.bench__{i:08x}",
+                        "repo": f"swesmith/{prof}",
+                        "patch": PATCH,
+                        "FAIL_TO_PASS": [f"tests/test_x.py::test_{i}"],
+                        "PASS_TO_PASS": ["tests/test_x.py::test_ok"],
+                        "image_name": "",
+                        "problem_statement": "bench",
+                    }
+                )
+                + "\n"
+            )
 
 
 def run_measured(cmd: list[str], cwd: Path) -> tuple[float, float, str]:
     """Wall seconds, the process's own peak RSS (MB, via wait4), combined output."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        )
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         out.seek(0)
@@ -74,9 +84,22 @@ def run_measured(cmd: list[str], cwd: Path) -> tuple[float, float, str]:
 
 
 def snakemake_cmd(workdir: Path, tasks: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(workdir),
-            *extra, "--config", f"tasks={tasks}", f"catalog={SWESMITH}", "store=store", "workdir=work",
-            "bundled=false"]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(ROOT / "workflow" / "Snakefile"),
+        "--directory",
+        str(workdir),
+        *extra,
+        "--config",
+        f"tasks={tasks}",
+        f"catalog={SWESMITH}",
+        "store=store",
+        "workdir=work",
+        "bundled=false",
+    ]
 
 
 _GROUP = re.compile(r"^(?:\[[^\]]*\] )?Group job (\S+)", re.M)
@@ -123,14 +146,30 @@ def planning(tmp: Path, n_tasks: int, repeats: int, profiles: list[str]) -> tupl
         rsss.append(rss)
         subs = submissions(out)
     grouped, ungrouped, per_group = subs
-    rows.append([f"{n_tasks} tasks / {len(profiles)} profiles, local -n (baseline)", f"{statistics.median(plain_walls):.2f}",
-                 "-", "1.00"])
-    rows.append([f"{n_tasks} tasks / {len(profiles)} profiles, --profile profiles/slurm -n",
-                 f"{statistics.median(walls):.2f}", f"{max(rsss):.0f}",
-                 f"{statistics.median(walls) / statistics.median(plain_walls):.2f}"])
-    sub_rows = [["one Slurm job per rule job (no grouping, baseline)", ungrouped, "1.00"],
-                [f"profiles/slurm grouping ({', '.join(f'{g}: {n}' for g, n in sorted(per_group.items()))})",
-                 grouped, f"{grouped / max(ungrouped, 1):.3f}"]]
+    rows.append(
+        [
+            f"{n_tasks} tasks / {len(profiles)} profiles, local -n (baseline)",
+            f"{statistics.median(plain_walls):.2f}",
+            "-",
+            "1.00",
+        ]
+    )
+    rows.append(
+        [
+            f"{n_tasks} tasks / {len(profiles)} profiles, --profile profiles/slurm -n",
+            f"{statistics.median(walls):.2f}",
+            f"{max(rsss):.0f}",
+            f"{statistics.median(walls) / statistics.median(plain_walls):.2f}",
+        ]
+    )
+    sub_rows = [
+        ["one Slurm job per rule job (no grouping, baseline)", ungrouped, "1.00"],
+        [
+            f"profiles/slurm grouping ({', '.join(f'{g}: {n}' for g, n in sorted(per_group.items()))})",
+            grouped,
+            f"{grouped / max(ungrouped, 1):.3f}",
+        ],
+    ]
     return rows, sub_rows
 
 
@@ -167,8 +206,15 @@ def incremental(tmp: Path, n_tasks: int, profiles: list[str]) -> list[list]:
             counts[parts[0]] = int(parts[1])
     # env jobs rerun to validate the new tasks; the build itself is reused (pipeline.envjob)
     built = {k: v for k, v in counts.items() if k in ("repo", "env")}
-    return [[f"+1000 tasks on {n_tasks} (repos already built)", json.dumps(counts, sort_keys=True),
-             sum(built.values()), f"{w:.2f}", f"{rss:.0f}"]]
+    return [
+        [
+            f"+1000 tasks on {n_tasks} (repos already built)",
+            json.dumps(counts, sort_keys=True),
+            sum(built.values()),
+            f"{w:.2f}",
+            f"{rss:.0f}",
+        ]
+    ]
 
 
 # ---------------------------------------------------------------------------------- index
@@ -178,17 +224,31 @@ def build_big_index(store_url: str, n_tasks: int, profiles: list[str]) -> list[s
     from minisandbox.node.store import Store
 
     envs = {f"env-{p[:30].lower()}-{i:016x}": {"status": "ok", "manifest": None} for i, p in enumerate(profiles)}
-    repos = {f"repo-{p[:30].lower()}-{i:012x}-{i:08x}": {"status": "ok", "manifest": None}
-             for i, p in enumerate(profiles)}
+    repos = {
+        f"repo-{p[:30].lower()}-{i:012x}-{i:08x}": {"status": "ok", "manifest": None} for i, p in enumerate(profiles)
+    }
     ekeys, rkeys = list(envs), list(repos)
     tasks = []
     for i in range(n_tasks):
         p = i % len(profiles)
         iid = f"{profiles[p]}.bench__{i:08x}"
-        tasks.append({"instance_id": iid, "env_key": ekeys[p], "repo_key": rkeys[p], "spec_name": profiles[p],
-                      "record": {"instance_id": iid, "format": "swesmith", "repo": f"swesmith/{profiles[p]}", "patch": PATCH,
-                                 "fail_to_pass": [f"tests/test_x.py::test_{i}"],
-                                 "pass_to_pass": ["tests/test_x.py::test_ok"], "problem_statement": "bench " * 20}})
+        tasks.append(
+            {
+                "instance_id": iid,
+                "env_key": ekeys[p],
+                "repo_key": rkeys[p],
+                "spec_name": profiles[p],
+                "record": {
+                    "instance_id": iid,
+                    "format": "swesmith",
+                    "repo": f"swesmith/{profiles[p]}",
+                    "patch": PATCH,
+                    "fail_to_pass": [f"tests/test_x.py::test_{i}"],
+                    "pass_to_pass": ["tests/test_x.py::test_ok"],
+                    "problem_statement": "bench " * 20,
+                },
+            }
+        )
     catalog, shards = build_index(tasks, envs, repos, [])
     publish_index(Store(store_url), catalog, shards)
     return [t["instance_id"] for t in tasks]
@@ -211,7 +271,7 @@ def lookup_rows(label: str, store_url: str, ids: list[str], repeats: int) -> lis
     tracemalloc.stop()
     full = []
     tracemalloc.start()
-    for tid in sample[:max(1, repeats)]:
+    for tid in sample[: max(1, repeats)]:
         t0 = time.perf_counter()
         found = next(t for t in list(iter_tasks(store)) if t["instance_id"] == tid)  # load all, then search
         assert found["instance_id"] == tid
@@ -219,8 +279,15 @@ def lookup_rows(label: str, store_url: str, ids: list[str], repeats: int) -> lis
     _, peak_all = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     m1, m2 = statistics.median(times), statistics.median(full)
-    return [[f"{label}: load all {len(ids)} records (baseline)", f"{m2 * 1000:.1f}", f"{peak_all / 1e6:.1f}", "1.0"],
-            [f"{label}: lookup one task (one shard)", f"{m1 * 1000:.2f}", f"{peak_one / 1e6:.2f}", f"{m2 / m1:.0f}x faster"]]
+    return [
+        [f"{label}: load all {len(ids)} records (baseline)", f"{m2 * 1000:.1f}", f"{peak_all / 1e6:.1f}", "1.0"],
+        [
+            f"{label}: lookup one task (one shard)",
+            f"{m1 * 1000:.2f}",
+            f"{peak_one / 1e6:.2f}",
+            f"{m2 / m1:.0f}x faster",
+        ],
+    ]
 
 
 # ---------------------------------------------------------------------------------- S3
@@ -231,8 +298,12 @@ def start_moto() -> tuple[subprocess.Popen, str]:
     if not exe:
         raise SystemExit("moto_server not found: pip install 'moto[server]'")
     port = free_port()
-    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [exe, "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     import urllib.request
 
@@ -242,8 +313,14 @@ def start_moto() -> tuple[subprocess.Popen, str]:
             break
         except OSError:
             time.sleep(0.1)
-    os.environ.update({"AWS_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
-                       "AWS_DEFAULT_REGION": "us-east-1"})
+    os.environ.update(
+        {
+            "AWS_ENDPOINT_URL": url,
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+    )
     return proc, url
 
 
@@ -254,8 +331,14 @@ def throughput_rows(tmp: Path, repeats: int, n_artifacts: int, mb: int) -> list[
     from tests.fixtures.s3 import publish_synthetic_store
 
     src = tmp / "tp-src"
-    publish_synthetic_store(str(src), tmp / "tp-work", n_envs=n_artifacts // 2, n_repos=n_artifacts - n_artifacts // 2,
-                            payload=mb * 1_000_000, failed_env=False)
+    publish_synthetic_store(
+        str(src),
+        tmp / "tp-work",
+        n_envs=n_artifacts // 2,
+        n_repos=n_artifacts - n_artifacts // 2,
+        payload=mb * 1_000_000,
+        failed_env=False,
+    )
     fs = s3fs.S3FileSystem(endpoint_url=os.environ["AWS_ENDPOINT_URL"], skip_instance_cache=True)
     results: dict[str, list[float]] = {"local": [], "push": [], "pull": []}
     total = 0
@@ -274,11 +357,19 @@ def throughput_rows(tmp: Path, repeats: int, n_artifacts: int, mb: int) -> list[
         fs.rm(bucket, recursive=True)
     base = statistics.median(results["local"])
     label = f"{n_artifacts} artifacts, {total / 1e6:.0f} MB"
-    return [[f"local -> local copy (baseline), {label}", f"{base:.1f}", "1.00"],
-            [f"publish: push local -> S3 (moto_server), {label}", f"{statistics.median(results['push']):.1f}",
-             f"{statistics.median(results['push']) / base:.2f}"],
-            [f"fetch: pull S3 -> local, {label}", f"{statistics.median(results['pull']):.1f}",
-             f"{statistics.median(results['pull']) / base:.2f}"]]
+    return [
+        [f"local -> local copy (baseline), {label}", f"{base:.1f}", "1.00"],
+        [
+            f"publish: push local -> S3 (moto_server), {label}",
+            f"{statistics.median(results['push']):.1f}",
+            f"{statistics.median(results['push']) / base:.2f}",
+        ],
+        [
+            f"fetch: pull S3 -> local, {label}",
+            f"{statistics.median(results['pull']):.1f}",
+            f"{statistics.median(results['pull']) / base:.2f}",
+        ],
+    ]
 
 
 def main() -> None:
@@ -302,13 +393,19 @@ def main() -> None:
             print("\n1b. Slurm submissions for a full build (from Snakemake's dry-run grouping)")
             print(tabulate(sub_rows, headers=["case", "sbatch calls", "ratio"]))
             print("\n2. Incremental: jobs that would run after adding tasks for built repos")
-            print(tabulate(incremental(tmp, a.tasks, profiles),
-                           headers=["case", "jobs by rule", "env/repo jobs (env: validate only)", "dry-run s", "peak RSS MB"]))
+            print(
+                tabulate(
+                    incremental(tmp, a.tasks, profiles),
+                    headers=["case", "jobs by rule", "env/repo jobs (env: validate only)", "dry-run s", "peak RSS MB"],
+                )
+            )
         moto, _ = start_moto()
         try:
             import s3fs
 
-            s3fs.S3FileSystem(endpoint_url=os.environ["AWS_ENDPOINT_URL"], skip_instance_cache=True).mkdir("bench-index")
+            s3fs.S3FileSystem(endpoint_url=os.environ["AWS_ENDPOINT_URL"], skip_instance_cache=True).mkdir(
+                "bench-index"
+            )
             local_ids = build_big_index(str(tmp / "index-store"), a.tasks, profiles)
             build_big_index("s3://bench-index/store", a.tasks, profiles)
             rows = lookup_rows("local", str(tmp / "index-store"), local_ids, a.repeats)

@@ -33,8 +33,13 @@ from minisandbox.grading.evalscript import EvalScript  # noqa: E402
 
 def make_patch(repo: Path, files: int) -> str:
     """A patch that appends a line to the first `files` tracked .py files."""
-    tracked = [p for p in subprocess.run(["git", "-C", str(repo), "ls-files", "*.py"], capture_output=True,
-                                         text=True, check=True).stdout.split() if p][:files]
+    tracked = [
+        p
+        for p in subprocess.run(
+            ["git", "-C", str(repo), "ls-files", "*.py"], capture_output=True, text=True, check=True
+        ).stdout.split()
+        if p
+    ][:files]
     for rel in tracked:
         with open(repo / rel, "a") as fh:
             fh.write("\nBENCH_TREE_SCAN = 1\n")
@@ -82,15 +87,22 @@ def main() -> int:
     for i, what in ((0, "wall ms"), (1, "CPU ms")):
         base = statistics.median(r[i] for r in runs[False])
         scan = statistics.median(r[i] for r in runs[True])
-        rows.append([what, f"{base * 1000:.1f}", f"{scan * 1000:.1f}", f"{(scan - base) * 1000:.1f}",
-                     f"{scan / base:.2f}"])
-    print(f"eval script set-up + trivial test, {a.files} file(s) patched, median of {a.repeats} (load "
-          f"{os.getloadavg()[0]:.1f}):")
-    print(tabulate(rows, headers=["", "without the scan (baseline)", "with the scan", "difference", "ratio"],
-                   tablefmt="github"))
+        rows.append(
+            [what, f"{base * 1000:.1f}", f"{scan * 1000:.1f}", f"{(scan - base) * 1000:.1f}", f"{scan / base:.2f}"]
+        )
+    print(
+        f"eval script set-up + trivial test, {a.files} file(s) patched, median of {a.repeats} (load "
+        f"{os.getloadavg()[0]:.1f}):"
+    )
+    print(
+        tabulate(
+            rows, headers=["", "without the scan (baseline)", "with the scan", "difference", "ratio"], tablefmt="github"
+        )
+    )
     if a.json:
-        Path(a.json).write_text(json.dumps({"files": a.files, "repeats": a.repeats, "base": runs[False],
-                                            "scan": runs[True]}, indent=1))
+        Path(a.json).write_text(
+            json.dumps({"files": a.files, "repeats": a.repeats, "base": runs[False], "scan": runs[True]}, indent=1)
+        )
     return 0
 
 

@@ -117,7 +117,9 @@ def restore_section(rt: dict, img: Path) -> list[str]:
     ax.legend(fontsize=7)
     link = save(fig, img / "restore_by_method.png")
     base = c_med[0] if c_med else 1
-    rows = [[lab.replace("\n", " "), f"{c:.3f}", f"{w:.4f}", f"{base / c:.1f}x"] for lab, c, w in zip(labels, c_med, w_med)]
+    rows = [
+        [lab.replace("\n", " "), f"{c:.3f}", f"{w:.4f}", f"{base / c:.1f}x"] for lab, c, w in zip(labels, c_med, w_med)
+    ]
     out = [link, "", table(["method", "cold s", "warm s", "cold speed-up vs root published"], rows)]
     cm = rt.get("concurrent_methods") or {}
     if cm.get("times"):
@@ -129,8 +131,12 @@ def restore_section(rt: dict, img: Path) -> list[str]:
         ax.set_ylabel("all ready s (median, log)")
         ax.set_title(f"{cm['n']} distinct environments restored at once, by method")
         ax.tick_params(axis="x", labelsize=7)
-        out += ["", save(fig, img / "restore_concurrent_by_method.png"), "",
-                table(["method", f"all {cm['n']} ready s (median)"], [[k, f"{v:.2f}"] for k, v in zip(names, all_ready)])]
+        out += [
+            "",
+            save(fig, img / "restore_concurrent_by_method.png"),
+            "",
+            table(["method", f"all {cm['n']} ready s (median)"], [[k, f"{v:.2f}"] for k, v in zip(names, all_ready)]),
+        ]
     return out
 
 
@@ -143,20 +149,44 @@ def size_section(rt: dict, dedup: dict | None, img: Path) -> list[str]:
         ax.bar(names, [sizes[n] / 1e6 for n in names], color="tab:green")
         ax.set_ylabel("MB in the store")
         ax.set_title("Store size by format (bench_runtime's environment + repo)")
-        out += [save(fig, img / "store_size_by_format.png"), "",
-                table(["format", "MB", "ratio vs tar.gz"],
-                      [[n, f"{sizes[n] / 1e6:.1f}", f"{sizes[n] / sizes.get('tar.gz', sizes[n]):.2f}"] for n in names]),
-                "", "tar.gz: gzip-9 tarball (the published method); tar.zst: zstd tarball; squashfs: the image "
-                    "stored beside the tar.zst (a store with images holds both)."]
+        out += [
+            save(fig, img / "store_size_by_format.png"),
+            "",
+            table(
+                ["format", "MB", "ratio vs tar.gz"],
+                [[n, f"{sizes[n] / 1e6:.1f}", f"{sizes[n] / sizes.get('tar.gz', sizes[n]):.2f}"] for n in names],
+            ),
+            "",
+            "tar.gz: gzip-9 tarball (the published method); tar.zst: zstd tarball; squashfs: the image "
+            "stored beside the tar.zst (a store with images holds both).",
+        ]
     if dedup:
         rows = dedup.get("rows", {})
-        out += ["", "Store bytes per layout over the SWE-smith profiles' pinned wheels (bench_dedup):", "",
-                table(["wheels", "envs", "tar.gz-9 GB", "tar.zst-3 GB", "objects + lists GB", "+ images GB"],
-                      [[g, r["envs"], f"{r['tar_gz9'] / 1e9:.2f}", f"{r['tar_zst3'] / 1e9:.2f}",
-                        f"{r['cas_total'] / 1e9:.2f}", f"{r['cas_plus_images'] / 1e9:.2f}"] for g, r in rows.items()])]
+        out += [
+            "",
+            "Store bytes per layout over the SWE-smith profiles' pinned wheels (bench_dedup):",
+            "",
+            table(
+                ["wheels", "envs", "tar.gz-9 GB", "tar.zst-3 GB", "objects + lists GB", "+ images GB"],
+                [
+                    [
+                        g,
+                        r["envs"],
+                        f"{r['tar_gz9'] / 1e9:.2f}",
+                        f"{r['tar_zst3'] / 1e9:.2f}",
+                        f"{r['cas_total'] / 1e9:.2f}",
+                        f"{r['cas_plus_images'] / 1e9:.2f}",
+                    ]
+                    for g, r in rows.items()
+                ],
+            ),
+        ]
     else:
-        out += ["", "bench_dedup.json absent (it needs the profiles' wheels downloaded: "
-                "`.venv/bin/python bench/bench_dedup.py --wheels DIR --download --json results/bench/bench_dedup.json`)."]
+        out += [
+            "",
+            "bench_dedup.json absent (it needs the profiles' wheels downloaded: "
+            "`.venv/bin/python bench/bench_dedup.py --wheels DIR --download --json results/bench/bench_dedup.json`).",
+        ]
     return out or ["No size data."]
 
 
@@ -182,22 +212,30 @@ def creation_section(sb: dict, img: Path) -> list[str]:
 
 def ops_section(ops: dict) -> list[str]:
     """bench_sandbox_ops: each operation's median and ratio to the same run's bwrap one-shot."""
-    out = [f"Load average {ops.get('load', 0):.1f} on {ops.get('cores', '?')} cores during the run; "
-           f"{ops.get('n')} sandboxes.", ""]
+    out = [
+        f"Load average {ops.get('load', 0):.1f} on {ops.get('cores', '?')} cores during the run; "
+        f"{ops.get('n')} sandboxes.",
+        "",
+    ]
     rows = ops.get("rows") or {}
     if rows.get("rows"):
         out += [table(rows["headers"], rows["rows"]), ""]
     mem = ops.get("memory")
     if mem:
-        out.append(f"Memory per open sandbox ({mem['sandboxes']} open, each after one command): init RSS "
-                   f"{mem['init_rss_kb'] / 1024:.1f} MiB (PSS {mem['init_pss_kb'] / 1024:.1f} MiB), command spawner "
-                   f"RSS {mem['spawner_rss_kb'] / 1024:.1f} MiB (PSS {mem['spawner_pss_kb'] / 1024:.1f} MiB), "
-                   f"controller +{mem['controller_kb_per_sandbox'] / 1024:.2f} MiB.")
+        out.append(
+            f"Memory per open sandbox ({mem['sandboxes']} open, each after one command): init RSS "
+            f"{mem['init_rss_kb'] / 1024:.1f} MiB (PSS {mem['init_pss_kb'] / 1024:.1f} MiB), command spawner "
+            f"RSS {mem['spawner_rss_kb'] / 1024:.1f} MiB (PSS {mem['spawner_pss_kb'] / 1024:.1f} MiB), "
+            f"controller +{mem['controller_kb_per_sandbox'] / 1024:.2f} MiB."
+        )
     sc = ops.get("scale")
     if sc:
-        out += ["", f"{sc['n']} sandboxes created at once by threads of one process (payload `true`): all ready in "
-                    f"{sc['all_ready_s']:.2f} s against {sc['target_s']:.2f} s (2 x {sc['n']} x the creation "
-                    f"median), {sc['failures']} failures, all closed in {sc['close_all_s']:.2f} s."]
+        out += [
+            "",
+            f"{sc['n']} sandboxes created at once by threads of one process (payload `true`): all ready in "
+            f"{sc['all_ready_s']:.2f} s against {sc['target_s']:.2f} s (2 x {sc['n']} x the creation "
+            f"median), {sc['failures']} failures, all closed in {sc['close_all_s']:.2f} s.",
+        ]
     return out
 
 
@@ -221,12 +259,19 @@ def concurrency_section(rt: dict, sb: dict | None, img: Path) -> list[str]:
     ax.set_ylabel("s")
     ax.set_title("Concurrency: restore on one node")
     ax.legend(fontsize=7)
-    out = [save(fig, img / "concurrency.png"), "", table(["requests", "I/O budget", "median ready s", "all ready s"], rows)]
+    out = [
+        save(fig, img / "concurrency.png"),
+        "",
+        table(["requests", "I/O budget", "median ready s", "all ready s"], rows),
+    ]
     if sb and sb.get("concurrent"):
         c = sb["concurrent"]
-        out += ["", f"{c['n']} concurrent sandboxes of one environment (bench_sandbox): threads in one process "
-                    f"all ready in {c['threads_all_ready_s']:.2f} s (median {med(c['threads_ready_s']):.2f} s), "
-                    f"separate CLI processes in {c['cli_all_ready_s']:.2f} s."]
+        out += [
+            "",
+            f"{c['n']} concurrent sandboxes of one environment (bench_sandbox): threads in one process "
+            f"all ready in {c['threads_all_ready_s']:.2f} s (median {med(c['threads_ready_s']):.2f} s), "
+            f"separate CLI processes in {c['cli_all_ready_s']:.2f} s.",
+        ]
     return out
 
 
@@ -252,27 +297,75 @@ def fetch_section(fetch: dict) -> list[str]:
         f1, p1 = m["fetch_one"], m["publish_one"]
         label = f"{r['mb']:.0f} MB, {r['chunks']} chunks"
         rows.append([label, "fetch: one object (baseline)", f"{f1:.2f}", "1.00x"])
-        rows.append([label, "**fetch: packed chunks (time-to-ready before mount)**", f"{m['fetch_packed']:.2f}",
-                     f"**{m['fetch_packed'] / f1:.2f}x**"])
-        for key, what in (("fetch_old8", "fetch: one object per chunk, 8 in flight (before packs)"),
-                          ("fetch_old32", "fetch: one object per chunk, 32 in flight (older stores)")):
+        rows.append(
+            [
+                label,
+                "**fetch: packed chunks (time-to-ready before mount)**",
+                f"{m['fetch_packed']:.2f}",
+                f"**{m['fetch_packed'] / f1:.2f}x**",
+            ]
+        )
+        for key, what in (
+            ("fetch_old8", "fetch: one object per chunk, 8 in flight (before packs)"),
+            ("fetch_old32", "fetch: one object per chunk, 32 in flight (older stores)"),
+        ):
             if key in m:
                 rows.append([label, what, f"{m[key]:.2f}", f"{m[key] / f1:.2f}x"])
         rows.append([label, "publish: one object (baseline)", f"{p1:.2f}", "1.00x"])
-        rows.append([label, "**publish: packed chunks, empty store**", f"{m['publish_packed']:.2f}",
-                     f"**{m['publish_packed'] / p1:.2f}x**"])
-    return out + [table(["image", "what", f"median s (of {fetch['results'][0]['reps'] if fetch.get('results') else '?'})",
-                         "vs one object"], rows)]
+        rows.append(
+            [
+                label,
+                "**publish: packed chunks, empty store**",
+                f"{m['publish_packed']:.2f}",
+                f"**{m['publish_packed'] / p1:.2f}x**",
+            ]
+        )
+    return out + [
+        table(
+            [
+                "image",
+                "what",
+                f"median s (of {fetch['results'][0]['reps'] if fetch.get('results') else '?'})",
+                "vs one object",
+            ],
+            rows,
+        )
+    ]
 
 
 def checks_section(checks: dict) -> list[str]:
     """Gold-patch grading with the trust-boundary checks vs without them (same run)."""
-    rows = [[r[0], r[1], f"{r[2]:.2f}", f"{r[3]:.2f}", f"**{r[4]:.2f}x**" if r[0].startswith("ALL") else
-             f"{r[4]:.2f}x", f"{r[5]:.1f}", *(f"{x:.2f}" for x in r[6:8]), f"{r[8]:.2f}x"]
-            for r in checks.get("rows", [])]
-    return [table(["task", "tests", "with checks s", "without s (baseline)", "ratio", "graded state ms",
-                   "with checks CPU s", "without CPU s", "CPU ratio"], rows),
-            "", f"Median of {checks.get('repeats', '?')} alternated repeats per task."]
+    rows = [
+        [
+            r[0],
+            r[1],
+            f"{r[2]:.2f}",
+            f"{r[3]:.2f}",
+            f"**{r[4]:.2f}x**" if r[0].startswith("ALL") else f"{r[4]:.2f}x",
+            f"{r[5]:.1f}",
+            *(f"{x:.2f}" for x in r[6:8]),
+            f"{r[8]:.2f}x",
+        ]
+        for r in checks.get("rows", [])
+    ]
+    return [
+        table(
+            [
+                "task",
+                "tests",
+                "with checks s",
+                "without s (baseline)",
+                "ratio",
+                "graded state ms",
+                "with checks CPU s",
+                "without CPU s",
+                "CPU ratio",
+            ],
+            rows,
+        ),
+        "",
+        f"Median of {checks.get('repeats', '?')} alternated repeats per task.",
+    ]
 
 
 def _num(x: Any) -> float | None:
@@ -317,11 +410,17 @@ def planning_section(pipe: dict | None, scales: list[dict], img: Path) -> list[s
     ax.set_ylabel("snakemake -n, s")
     ax.set_title("Planning time vs task count")
     ax.legend(fontsize=7)
-    return [save(fig, img / "planning.png"), "",
-            table(["tasks", "envs", "cold wall s", "warm wall s", "warm CPU s", "source"],
-                  sorted(out_rows, key=lambda r: (r[0], str(r[1])))),
-            "", "Wall time on a shared machine includes waiting for the CPU; the CPU seconds of the warm "
-                "run are the planner's own cost."]
+    return [
+        save(fig, img / "planning.png"),
+        "",
+        table(
+            ["tasks", "envs", "cold wall s", "warm wall s", "warm CPU s", "source"],
+            sorted(out_rows, key=lambda r: (r[0], str(r[1]))),
+        ),
+        "",
+        "Wall time on a shared machine includes waiting for the CPU; the CPU seconds of the warm "
+        "run are the planner's own cost.",
+    ]
 
 
 def _rel(path: Path) -> str:
@@ -348,8 +447,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.run_quick:
         run_quick(a.data)
     if not a.data.is_dir():
-        print(f"report: no data folder {a.data}; run the benches with --json into it, or pass --run-quick",
-              file=sys.stderr)
+        print(
+            f"report: no data folder {a.data}; run the benches with --json into it, or pass --run-quick",
+            file=sys.stderr,
+        )
         return 1
     img = a.out.parent / "benchmarks"
     rt = load(a.data / "bench_runtime.json")
@@ -359,68 +460,143 @@ def main(argv: list[str] | None = None) -> int:
     fetch = load(a.data / "bench_fetch.json")
     cli = load(a.data / "bench_cli.json")
     scales = [d for p in sorted(a.data.glob("bench_scale*.json")) if (d := load(p)) and "tasks" in d]
-    missing = [n for n, d in (("bench_runtime.json", rt), ("bench_sandbox.json", sb), ("bench_pipeline.json", pipe))
-               if d is None]
-    lines = ["# Benchmarks", "",
-             "Generated by `bench/report.py` from the benches' saved JSON (`--json OUT` on each bench; "
-             "`.venv/bin/python bench/report.py --data DIR [--run-quick]`). Do not edit by hand: re-run it.", "",
-             "These numbers come from **quick runs** (small trees, few repetitions, 2 cores shared with other "
-             "work) unless the data folder held full runs: read them as shapes and ratios, not as targets. "
-             "The full-size tables are in docs/runtime.md, docs/sandbox.md, docs/pipeline.md and docs/design.md.",
-             "", machine_line(rt, sb), "",
-             f"Data: `{_rel(a.data)}` ({', '.join(sorted(p.name for p in a.data.glob('*.json')))}).", ""]
+    missing = [
+        n
+        for n, d in (("bench_runtime.json", rt), ("bench_sandbox.json", sb), ("bench_pipeline.json", pipe))
+        if d is None
+    ]
+    lines = [
+        "# Benchmarks",
+        "",
+        "Generated by `bench/report.py` from the benches' saved JSON (`--json OUT` on each bench; "
+        "`.venv/bin/python bench/report.py --data DIR [--run-quick]`). Do not edit by hand: re-run it.",
+        "",
+        "These numbers come from **quick runs** (small trees, few repetitions, 2 cores shared with other "
+        "work) unless the data folder held full runs: read them as shapes and ratios, not as targets. "
+        "The full-size tables are in docs/runtime.md, docs/sandbox.md, docs/pipeline.md and docs/design.md.",
+        "",
+        machine_line(rt, sb),
+        "",
+        f"Data: `{_rel(a.data)}` ({', '.join(sorted(p.name for p in a.data.glob('*.json')))}).",
+        "",
+    ]
     if missing:
         lines += [f"Missing input (section left empty): {', '.join(missing)}.", ""]
-    lines += ["## Restore time by method", "",
-              "`bench/bench_runtime.py`: one environment + repo from a local store, cold (download, verify, "
-              "unpack or mount) and warm (already in the node cache).", ""]
+    lines += [
+        "## Restore time by method",
+        "",
+        "`bench/bench_runtime.py`: one environment + repo from a local store, cold (download, verify, "
+        "unpack or mount) and warm (already in the node cache).",
+        "",
+    ]
     lines += restore_section(rt, img) if rt else ["bench_runtime.json absent."]
-    lines += ["", "## Sandbox creation distribution", "",
-              "`bench/bench_sandbox.py`: in-process creation of a sandbox over restored layers (overlay; "
-              "baseline: a full copy of the layers).", ""]
+    lines += [
+        "",
+        "## Sandbox creation distribution",
+        "",
+        "`bench/bench_sandbox.py`: in-process creation of a sandbox over restored layers (overlay; "
+        "baseline: a full copy of the layers).",
+        "",
+    ]
     lines += creation_section(sb, img) if sb else ["bench_sandbox.json absent."]
     ops = load(a.data / "bench_sandbox_ops.json")
-    lines += ["", "## Sandbox operations", "",
-              "`bench/bench_sandbox_ops.py`: in-process sandbox with every hardening feature on (default limits, "
-              "seccomp, ptrace off), operation by operation, against the bubblewrap one-shot "
-              "(`bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent true`) of the same "
-              "run.", ""]
-    lines += ops_section(ops) if ops else [
-        "bench_sandbox_ops.json absent (`.venv/bin/python bench/bench_sandbox_ops.py --json "
-        "results/bench/bench_sandbox_ops.json`)."]
-    lines += ["", "## Concurrency curves", "",
-              "`bench/bench_runtime.py` (concurrency part): N task requests for N distinct environments at once, "
-              "with and without the node's I/O budget.", ""]
+    lines += [
+        "",
+        "## Sandbox operations",
+        "",
+        "`bench/bench_sandbox_ops.py`: in-process sandbox with every hardening feature on (default limits, "
+        "seccomp, ptrace off), operation by operation, against the bubblewrap one-shot "
+        "(`bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent true`) of the same "
+        "run.",
+        "",
+    ]
+    lines += (
+        ops_section(ops)
+        if ops
+        else [
+            "bench_sandbox_ops.json absent (`.venv/bin/python bench/bench_sandbox_ops.py --json "
+            "results/bench/bench_sandbox_ops.json`)."
+        ]
+    )
+    lines += [
+        "",
+        "## Concurrency curves",
+        "",
+        "`bench/bench_runtime.py` (concurrency part): N task requests for N distinct environments at once, "
+        "with and without the node's I/O budget.",
+        "",
+    ]
     lines += concurrency_section(rt, sb, img) if rt else ["bench_runtime.json absent."]
-    lines += ["", "## Planning time vs task count", "",
-              "`bench/bench_pipeline.py` (synthetic SWE-smith-shaped task sets over the real catalog) and "
-              "`bench/bench_scale.py` (`--json`, one file per `--tasks`).", ""]
+    lines += [
+        "",
+        "## Planning time vs task count",
+        "",
+        "`bench/bench_pipeline.py` (synthetic SWE-smith-shaped task sets over the real catalog) and "
+        "`bench/bench_scale.py` (`--json`, one file per `--tasks`).",
+        "",
+    ]
     lines += planning_section(pipe, scales, img)
-    lines += ["", "## The bundled main job", "",
-              "`bench/bench_pipeline.py --skip-planning --main-job [--main-job-baseline REF]`: `snakemake --cores 2` "
-              "on a fresh clone, CPU seconds of snakemake and all its children, per command and per step "
-              "(target: at most 60 CPU s).", ""]
-    lines += ([table(pipe["main_job"]["headers"], pipe["main_job"]["rows"])] if pipe and pipe.get("main_job")
-              else ["No main-job data (bench_pipeline.json without `main_job`: run it with --main-job)."])
-    lines += ["", "## CLI start-up", "",
-              "`bench/bench_cli.py`: whole `minisandbox` processes over a warm node cache; ratios to bubblewrap "
-              "one-shot and `python -c pass` from the same run (CPU ratios are the comparable ones on a busy "
-              "machine).", ""]
-    lines += cli_section(cli) if cli else [
-        "bench_cli.json absent (`.venv/bin/python bench/bench_cli.py --json results/bench/bench_cli.json`)."]
-    lines += ["", "## Cold fetch and publish against object-store latency", "",
-              "`bench/bench_fetch.py`: a chunked image published to and fetched from `moto_server` through "
-              "`tests/fixtures/latency_proxy.py`, against the same bytes as one object in the same run.", ""]
-    lines += fetch_section(fetch) if fetch else [
-        "bench_fetch.json absent (`.venv/bin/python bench/bench_fetch.py --json results/bench/bench_fetch.json`)."]
+    lines += [
+        "",
+        "## The bundled main job",
+        "",
+        "`bench/bench_pipeline.py --skip-planning --main-job [--main-job-baseline REF]`: `snakemake --cores 2` "
+        "on a fresh clone, CPU seconds of snakemake and all its children, per command and per step "
+        "(target: at most 60 CPU s).",
+        "",
+    ]
+    lines += (
+        [table(pipe["main_job"]["headers"], pipe["main_job"]["rows"])]
+        if pipe and pipe.get("main_job")
+        else ["No main-job data (bench_pipeline.json without `main_job`: run it with --main-job)."]
+    )
+    lines += [
+        "",
+        "## CLI start-up",
+        "",
+        "`bench/bench_cli.py`: whole `minisandbox` processes over a warm node cache; ratios to bubblewrap "
+        "one-shot and `python -c pass` from the same run (CPU ratios are the comparable ones on a busy "
+        "machine).",
+        "",
+    ]
+    lines += (
+        cli_section(cli)
+        if cli
+        else ["bench_cli.json absent (`.venv/bin/python bench/bench_cli.py --json results/bench/bench_cli.json`)."]
+    )
+    lines += [
+        "",
+        "## Cold fetch and publish against object-store latency",
+        "",
+        "`bench/bench_fetch.py`: a chunked image published to and fetched from `moto_server` through "
+        "`tests/fixtures/latency_proxy.py`, against the same bytes as one object in the same run.",
+        "",
+    ]
+    lines += (
+        fetch_section(fetch)
+        if fetch
+        else [
+            "bench_fetch.json absent (`.venv/bin/python bench/bench_fetch.py --json results/bench/bench_fetch.json`)."
+        ]
+    )
     checks = load(a.data / "bench_eval_checks.json")
-    lines += ["", "## Grading: cost of the trust-boundary checks", "",
-              "`bench/bench_eval.py --checks`: seconds per gold-patch evaluation (host venv) with the graded "
-              "state and the results plugin's end-of-test checks and audit hooks, against the same plugin with "
-              "its checks off, alternated in the same run.", ""]
-    lines += checks_section(checks) if checks else [
-        "bench_eval_checks.json absent (`.venv/bin/python bench/bench_eval.py --checks --json "
-        "results/bench/bench_eval_checks.json`)."]
+    lines += [
+        "",
+        "## Grading: cost of the trust-boundary checks",
+        "",
+        "`bench/bench_eval.py --checks`: seconds per gold-patch evaluation (host venv) with the graded "
+        "state and the results plugin's end-of-test checks and audit hooks, against the same plugin with "
+        "its checks off, alternated in the same run.",
+        "",
+    ]
+    lines += (
+        checks_section(checks)
+        if checks
+        else [
+            "bench_eval_checks.json absent (`.venv/bin/python bench/bench_eval.py --checks --json "
+            "results/bench/bench_eval_checks.json`)."
+        ]
+    )
     lines += ["", "## Store size by format", ""]
     lines += size_section(rt, dedup, img) if rt else ["bench_runtime.json absent."]
     a.out.write_text("\n".join(lines).rstrip() + "\n")

@@ -51,6 +51,7 @@ def progress_bar(total: int):
 
         return tqdm(total=total, unit="rollout", dynamic_ncols=True, file=sys.stderr)
     except ImportError:
+
         class Plain:
             n = 0
 
@@ -115,8 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         nonlocal resolved
         resolved += bool(r.get("resolved"))
         bar.update(1)
-        bar.set_postfix_str(f"{resolved} resolved; last {r['task_id'][:40]} on {r['node_id'][:8]}: "
-                            f"{r.get('reason')}")
+        bar.set_postfix_str(f"{resolved} resolved; last {r['task_id'][:40]} on {r['node_id'][:8]}: {r.get('reason')}")
 
     try:
         results = cluster.run(plan, progress=on_result)
@@ -125,22 +125,59 @@ def main(argv: list[str] | None = None) -> int:
         cluster.shutdown()
     wall = time.monotonic() - t0
 
-    rows = [[r["task_id"][:48], r["policy"], r["node_id"][:8], "yes" if r.get("fetched") else "",
-             f"{r.get('fetch_s', 0):.2f}", f"{r.get('sandbox_s', 0):.2f}", f"{r.get('run_s', 0):.2f}",
-             f"{r.get('grade_s', 0):.2f}", r.get("reason") or "", r["error"] or ""] for r in results]
-    print(tabulate(rows, headers=["task", "policy", "node", "fetched", "fetch s", "sandbox s", "run s", "grade s",
-                                  "reason", "error"]))
+    rows = [
+        [
+            r["task_id"][:48],
+            r["policy"],
+            r["node_id"][:8],
+            "yes" if r.get("fetched") else "",
+            f"{r.get('fetch_s', 0):.2f}",
+            f"{r.get('sandbox_s', 0):.2f}",
+            f"{r.get('run_s', 0):.2f}",
+            f"{r.get('grade_s', 0):.2f}",
+            r.get("reason") or "",
+            r["error"] or "",
+        ]
+        for r in results
+    ]
+    print(
+        tabulate(
+            rows,
+            headers=[
+                "task",
+                "policy",
+                "node",
+                "fetched",
+                "fetch s",
+                "sandbox s",
+                "run s",
+                "grade s",
+                "reason",
+                "error",
+            ],
+        )
+    )
     print()
     by_node: dict[str, list[dict]] = {}
     for r in results:
         by_node.setdefault(r["node_id"], []).append(r)
-    summary = [[node[:8], len(rs), sum(bool(r.get("fetched")) for r in rs), sum(bool(r.get("resolved")) for r in rs),
-                f"{statistics.median(r['total_s'] for r in rs):.2f}", rs[0]["cache_dir"]]
-               for node, rs in sorted(by_node.items())]
+    summary = [
+        [
+            node[:8],
+            len(rs),
+            sum(bool(r.get("fetched")) for r in rs),
+            sum(bool(r.get("resolved")) for r in rs),
+            f"{statistics.median(r['total_s'] for r in rs):.2f}",
+            rs[0]["cache_dir"],
+        ]
+        for node, rs in sorted(by_node.items())
+    ]
     print(tabulate(summary, headers=["node", "rollouts", "fetched", "resolved", "median s", "cache"]))
     errors = sum(1 for r in results if r["error"])
-    print(f"\n{len(results)} rollouts on {len(by_node)} node(s) in {wall:.1f} s: "
-          f"{resolved} resolved, {len(results) - resolved - errors} unresolved, {errors} errors")
+    print(
+        f"\n{len(results)} rollouts on {len(by_node)} node(s) in {wall:.1f} s: "
+        f"{resolved} resolved, {len(results) - resolved - errors} unresolved, {errors} errors"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     ray.shutdown()

@@ -45,9 +45,22 @@ SWEBENCH_TIMEOUT = 1800  # SWE-bench harness default per-instance timeout (secon
 
 #: Field order in the YAML (docs/design.md "Environment specs"); `extra` is informational.
 FIELDS = (
-    "name", "kind", "source", "commit", "python", "python_full", "exclude_newer", "requirements",
-    "requirements_files", "system_packages", "pre_install", "install", "test_cmd", "log_parser",
-    "timeout", "extra",
+    "name",
+    "kind",
+    "source",
+    "commit",
+    "python",
+    "python_full",
+    "exclude_newer",
+    "requirements",
+    "requirements_files",
+    "system_packages",
+    "pre_install",
+    "install",
+    "test_cmd",
+    "log_parser",
+    "timeout",
+    "extra",
 )
 
 # --------------------------------------------------------------------------------------
@@ -314,7 +327,7 @@ def install_steps(script: Path) -> list[str] | None:
     lines = [line for line in tail.splitlines() if line.strip()]
     for i, line in enumerate(lines):
         if line.startswith('echo "Current environment'):
-            return lines[i + 1:]
+            return lines[i + 1 :]
     raise InputError(f"{script}: no 'echo \"Current environment' line after the env creation")
 
 
@@ -402,17 +415,19 @@ def swesmith_spec(profile: dict[str, Any], envs: Path, release_dates: dict[str, 
         spec["python_full"] = python_conda
     if exclude_newer:
         spec["exclude_newer"] = exclude_newer
-    spec.update({
-        "requirements": pins,
-        "requirements_files": [],
-        **({"system_packages": system_pkgs} if system_pkgs else {}),
-        "pre_install": [],
-        "install": install,
-        "test_cmd": str(profile["test_cmd"]),
-        "log_parser": swesmith_log_parser(profile),
-        "timeout": int(profile["timeout"]),
-        "extra": extra,
-    })
+    spec.update(
+        {
+            "requirements": pins,
+            "requirements_files": [],
+            **({"system_packages": system_pkgs} if system_pkgs else {}),
+            "pre_install": [],
+            "install": install,
+            "test_cmd": str(profile["test_cmd"]),
+            "log_parser": swesmith_log_parser(profile),
+            "timeout": int(profile["timeout"]),
+            "extra": extra,
+        }
+    )
     return spec
 
 
@@ -423,7 +438,7 @@ def load_release_dates(path: Path) -> dict[str, str]:
     data = _load_json(path)
     dates = data.get("dates") if isinstance(data, dict) else None
     if not isinstance(dates, dict) or not all(isinstance(v, str) for v in dates.values()):
-        raise InputError(f"{path}: expected {{\"dates\": {{\"name==version\": \"ISO date-time\"}}}}")
+        raise InputError(f'{path}: expected {{"dates": {{"name==version": "ISO date-time"}}}}')
     return dict(dates)
 
 
@@ -484,7 +499,9 @@ def refresh_release_dates(shared: Path, path: Path) -> int:
     return len(missing)
 
 
-def swesmith_specs(shared: Path, release_dates: dict[str, str] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def swesmith_specs(
+    shared: Path, release_dates: dict[str, str] | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     path = shared / "swesmith_python_profiles.json"
     data = _load_json(path)
     profiles = data.get("python_profiles") if isinstance(data, dict) else None
@@ -626,8 +643,12 @@ class _Dumper(yaml.SafeDumper):
 def render(specs: list[dict[str, Any]], *, title: str, inputs: dict[str, str], notes: list[str]) -> str:
     ordered = [{k: s[k] for k in FIELDS if k in s and (k != "extra" or s[k])} for s in specs]
     body = yaml.dump(
-        {"specs": ordered}, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
-        allow_unicode=True, width=1 << 16,
+        {"specs": ordered},
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=1 << 16,
     )
     header = [
         f"# {title}",
@@ -647,12 +668,15 @@ def generate(shared: Path, release_dates: dict[str, str] | None = None) -> dict[
     bench, bench_inputs, skipped = swebench_specs(shared)
     return {
         "swesmith.yaml": render(
-            smith, title="SWE-smith environment specs (one per Python profile).", inputs=smith_inputs,
+            smith,
+            title="SWE-smith environment specs (one per Python profile).",
+            inputs=smith_inputs,
             notes=[],
         ),
         "swebench.yaml": render(
-            bench, title="SWE-bench environment specs (one per repo@version; commit = the task's "
-            "environment_setup_commit).", inputs=bench_inputs,
+            bench,
+            title="SWE-bench environment specs (one per repo@version; commit = the task's environment_setup_commit).",
+            inputs=bench_inputs,
             notes=["Skipped:", *(f"  {s}" for s in skipped)] if skipped else [],
         ),
     }
@@ -664,13 +688,19 @@ def _count(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED, help=f"shared data dir (default {DEFAULT_SHARED})")
+    parser.add_argument(
+        "--shared", type=Path, default=DEFAULT_SHARED, help=f"shared data dir (default {DEFAULT_SHARED})"
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output dir (default {DEFAULT_OUT})")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if --out is stale")
-    parser.add_argument("--dates", type=Path, default=None,
-                        help=f"release-date table (default {DEFAULT_OUT / RELEASE_DATES_FILE})")
-    parser.add_argument("--refresh-dates", action="store_true",
-                        help="look missing anchor pins up once in PyPI's JSON API and add them to --dates")
+    parser.add_argument(
+        "--dates", type=Path, default=None, help=f"release-date table (default {DEFAULT_OUT / RELEASE_DATES_FILE})"
+    )
+    parser.add_argument(
+        "--refresh-dates",
+        action="store_true",
+        help="look missing anchor pins up once in PyPI's JSON API and add them to --dates",
+    )
     args = parser.parse_args(argv)
     dates_path = args.dates or DEFAULT_OUT / RELEASE_DATES_FILE
     try:

@@ -141,8 +141,7 @@ PARSE = Project(
             "parse.py",
             '        if am == "AM" and H == 12:\n',
             '        if am == "AM" and H == 11:\n',
-            "Times like '12:15 AM' parse as 12:15 instead of 00:15, and '11:30 AM' comes out as "
-            "half past midnight.",
+            "Times like '12:15 AM' parse as 12:15 instead of 00:15, and '11:30 AM' comes out as half past midnight.",
         ),
         Bug(
             "func_pm_flip_operators",
@@ -165,8 +164,7 @@ PARSE = Project(
             "parse.py",
             '                elif string[number_start + 1] in "oO":\n                    base = 8\n',
             '                elif string[number_start + 1] in "oO":\n                    base = 16\n',
-            "Octal literals are read as hexadecimal: `parse('{:d}', '0o1000')` gives 4096 instead "
-            "of 512.",
+            "Octal literals are read as hexadecimal: `parse('{:d}', '0o1000')` gives 4096 instead of 512.",
         ),
     ],
     swebench=[
@@ -175,8 +173,7 @@ PARSE = Project(
             "parse.py",
             "    return float(string[:-1]) / 100.0\n",
             "    return float(string[:-1]) / 10.0\n",
-            "The `%` format type returns ten times the right value: `parse('{:%}', '50%')` gives 5.0 "
-            "instead of 0.5.",
+            "The `%` format type returns ten times the right value: `parse('{:%}', '50%')` gives 5.0 instead of 0.5.",
         ),
         Bug(
             "swebench",
@@ -219,8 +216,7 @@ TOOLZ = Project(
             "toolz/itertoolz.py",
             "    return zip(*(collections.deque(itertools.islice(it, i), 0) or it\n",
             "    return zip(*(collections.deque(itertools.islice(it, i + 1), 0) or it\n",
-            "sliding_window() skips elements: sliding_window(2, [1, 2, 3, 4]) should give "
-            "(1, 2), (2, 3), (3, 4).",
+            "sliding_window() skips elements: sliding_window(2, [1, 2, 3, 4]) should give (1, 2), (2, 3), (3, 4).",
         ),
         Bug(
             "func_pm_aug_assign_swap",
@@ -255,8 +251,17 @@ def make_venv(project: Project, workdir: Path, venv: Path) -> None:
     interp = Path(subprocess.check_output(["pyenv", "root"], text=True).strip()) / "versions" / project.interpreter
     subprocess.run(["uv", "venv", "-q", "-p", str(interp / "bin" / "python"), str(venv)], check=True)
     subprocess.run(
-        ["uv", "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *project.requirements,
-         "-e", str(workdir)],
+        [
+            "uv",
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(venv / "bin" / "python"),
+            *project.requirements,
+            "-e",
+            str(workdir),
+        ],
         check=True,
     )
 
@@ -444,8 +449,7 @@ def swebench_tasks(project: Project, refs: dict[str, str], workdir: Path, venv: 
 #: form: its harness reads only `-rA` summary lines (`PASSED <id>`), so a spec without `-rA`
 #: cannot be graded in `--grading official` mode.
 SWEBENCH_TEST_CMD = (
-    "source /opt/miniconda3/bin/activate; conda activate testbed; "
-    "pytest --no-header -rA --tb=no -p no:cacheprovider"
+    "source /opt/miniconda3/bin/activate; conda activate testbed; pytest --no-header -rA --tb=no -p no:cacheprovider"
 )
 
 
@@ -468,6 +472,7 @@ def spec(project: Project, name: str, commit: str | None, test_cmd: str = DEFAUL
 
 def invalid_lines(task: dict) -> list[str]:
     """Deliberately malformed records (one fault each) for ingestion tests and the run report."""
+
     def variant(**changes: object) -> str:
         rec = {**task, **changes}
         return json.dumps({k: v for k, v in rec.items() if v is not None}, ensure_ascii=False)
@@ -476,7 +481,7 @@ def invalid_lines(task: dict) -> list[str]:
     return [
         variant(instance_id=iid + ".missing_f2p", FAIL_TO_PASS=None),  # field FAIL_TO_PASS missing
         variant(instance_id=iid + ".not_a_diff", patch="please fix ordinal()"),  # patch not a diff
-        variant(instance_id=iid + ".bad_list", PASS_TO_PASS="[\"unterminated"),  # list is not JSON
+        variant(instance_id=iid + ".bad_list", PASS_TO_PASS='["unterminated'),  # list is not JSON
         variant(instance_id="bad id/with slash"),  # invalid instance id
         variant(instance_id=iid + ".bad_commit", base_commit="not-a-commit", version="0.5"),  # SWE-bench form
         variant(instance_id=iid + ".no_owner", repo="inflection"),  # repo without owner
@@ -518,8 +523,7 @@ def main() -> int:
                 git(workdir, "fetch", "-q", "origin", "+refs/heads/*:refs/remotes/origin/*")
                 branches = tuple(Branch(b.name, b.patch, b.message, refs[b.name]) for b in branches)
                 sb_tasks += swebench_tasks(project, refs, workdir, venv)
-                specs.append(spec(project, f"{project.owner_repo}@{project.swebench_version}", None,
-                                  SWEBENCH_TEST_CMD))
+                specs.append(spec(project, f"{project.owner_repo}@{project.swebench_version}", None, SWEBENCH_TEST_CMD))
             recipes.append(recipe_for(project, branches, head=commit))
     finally:
         if not args.keep:
@@ -529,7 +533,8 @@ def main() -> int:
         header + yaml.safe_dump({"repos": [r.to_dict() for r in recipes]}, sort_keys=False, width=120)
     )
     CATALOG.write_text(
-        header + "# The bundled default set: local repos made by minisandbox.pipeline.bundled.materialize.\n"
+        header
+        + "# The bundled default set: local repos made by minisandbox.pipeline.bundled.materialize.\n"
         + yaml.safe_dump({"specs": specs}, sort_keys=False, width=120)
     )
     write_jsonl(BUNDLED / "tasks.jsonl", tasks)

@@ -22,8 +22,22 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "src" / "minisandbox"
 
 #: Top-level modules that are contracts (data formats and small shared helpers).
-CONTRACTS = {"__init__", "errors", "fsutil", "tools", "paths", "records", "catalog", "manifest", "index", "status",
-             "progress", "syspkgs", "logformats", "workflowconfig"}
+CONTRACTS = {
+    "__init__",
+    "errors",
+    "fsutil",
+    "tools",
+    "paths",
+    "records",
+    "catalog",
+    "manifest",
+    "index",
+    "status",
+    "progress",
+    "syspkgs",
+    "logformats",
+    "workflowconfig",
+}
 
 #: layer -> the layers it may import (itself included).
 ALLOWED = {
@@ -57,7 +71,9 @@ def layer_of(module: str) -> str:
         return "contracts"
     if parts[1] in ALLOWED:
         return parts[1]
-    raise AssertionError(f"{module}: not in any layer; add it to CONTRACTS or a subpackage (tests/test_architecture.py)")
+    raise AssertionError(
+        f"{module}: not in any layer; add it to CONTRACTS or a subpackage (tests/test_architecture.py)"
+    )
 
 
 def _is_package(module: str) -> bool:
@@ -116,7 +132,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(n)
         for m in sorted(graph.get(n, ())):
             if state.get(m) == 1:
-                return stack[stack.index(m):] + [m]
+                return stack[stack.index(m) :] + [m]
             if m not in state and (found := visit(m)):
                 return found
         stack.pop()
@@ -167,17 +183,27 @@ def test_no_import_cycles_between_subpackages_or_modules() -> None:
 def test_the_cycle_check_catches_a_cycle() -> None:
     edges = module_edges()
     edges["minisandbox.sandbox.sandbox"] = edges["minisandbox.sandbox.sandbox"] | {"minisandbox.sandbox.shell"}
-    assert find_cycle(edges) == ["minisandbox.sandbox.sandbox", "minisandbox.sandbox.shell",
-                                 "minisandbox.sandbox.sandbox"]
-    assert find_cycle(subpackage_graph({"minisandbox.node.store": {"minisandbox.grading.grading"},
-                                        "minisandbox.grading.evaluate": {"minisandbox.node.cache"}})) == [
-        "grading", "node", "grading"]
+    assert find_cycle(edges) == [
+        "minisandbox.sandbox.sandbox",
+        "minisandbox.sandbox.shell",
+        "minisandbox.sandbox.sandbox",
+    ]
+    assert find_cycle(
+        subpackage_graph(
+            {
+                "minisandbox.node.store": {"minisandbox.grading.grading"},
+                "minisandbox.grading.evaluate": {"minisandbox.node.cache"},
+            }
+        )
+    ) == ["grading", "node", "grading"]
 
 
 def test_imports_are_resolved_from_the_source() -> None:
     """The walker sees lazy and `from pkg import module` imports (what the checks rely on)."""
     edges = module_edges()
-    assert "minisandbox.sandbox.rootfs" in edges["minisandbox.sandbox.sandbox"]  # from minisandbox.sandbox import rootfs
+    assert (
+        "minisandbox.sandbox.rootfs" in edges["minisandbox.sandbox.sandbox"]
+    )  # from minisandbox.sandbox import rootfs
     assert "minisandbox.grading.validate" in edges["minisandbox.cli.pipeline"]  # inside a function
     assert "minisandbox.sandbox.sandbox" in edges["minisandbox.sandbox.shell"]
 
@@ -202,6 +228,7 @@ def test_each_subpackage_says_what_it_owns_and_may_import(sub: str) -> None:
 
 
 # -- the code around the package: workflow, bench, scripts, examples -----------------------
+
 
 #: Files outside the package that import it (Snakemake files are not Python: their import
 #: statements are read one by one).
@@ -324,11 +351,14 @@ def test_the_outside_check_sees_snakemake_files_and_catches_private_and_missing_
     assert "minisandbox.node.signing" in edges["workflow/Snakefile"]
     assert "minisandbox.pipeline.plan" in edges["workflow/rules/common.smk"]  # a parenthesised import
     assert any(edges[f] for f in edges if f.startswith("bench/")) and any(
-        edges[f] for f in edges if f.startswith("scripts/"))
+        edges[f] for f in edges if f.startswith("scripts/")
+    )
     rules = tmp_path / "bad.smk"
-    rules.write_text("rule x:\n    run:\n        from minisandbox.node.cache import (\n            Cache,\n"
-                     "            _private,\n        )\n        import minisandbox.logparsers\n"
-                     "from minisandbox.catalog import NoSuchName\n")
+    rules.write_text(
+        "rule x:\n    run:\n        from minisandbox.node.cache import (\n            Cache,\n"
+        "            _private,\n        )\n        import minisandbox.logparsers\n"
+        "from minisandbox.catalog import NoSuchName\n"
+    )
     assert outside_violations([rules]) == [
         f"{rules}:3: imports private minisandbox.node.cache._private",
         f"{rules}:7: imports minisandbox.logparsers, which does not exist",
@@ -396,8 +426,11 @@ def test_each_subpackage_docstring_names_each_of_its_modules(sub: str) -> None:
 def test_integrations_use_only_the_public_api_of_task() -> None:
     """What an integration imports from `minisandbox.task` is in its `__all__` (the facade's
     public API; the layer table keeps them off node, sandbox, pipeline and grading)."""
-    task_all = next(ast.literal_eval(n.value) for n in ast.parse((PKG / "task.py").read_text()).body
-                    if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in n.targets))
+    task_all = next(
+        ast.literal_eval(n.value)
+        for n in ast.parse((PKG / "task.py").read_text()).body
+        if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in n.targets)
+    )
     used = {}
     for path in sorted((PKG / "integrations").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -405,7 +438,8 @@ def test_integrations_use_only_the_public_api_of_task() -> None:
                 used.update({a.name: path.name for a in node.names})
     assert used and {n: f for n, f in used.items() if n not in task_all} == {}
     assert layer_violations({"minisandbox.integrations.x": {"minisandbox.node.cache"}}) == [
-        "minisandbox.integrations.x (integrations) imports minisandbox.node.cache (node)"]
+        "minisandbox.integrations.x (integrations) imports minisandbox.node.cache (node)"
+    ]
 
 
 # -- names that say what they are: unique across the distribution ----------------------------
@@ -446,7 +480,11 @@ def test_the_name_check_catches_a_duplicate(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     (tmp_path / "a" / "cache.py").write_text("class Artifact:\n    pass\n")
-    (tmp_path / "b" / "cache.py").write_text("try:\n    from x import Artifact\nexcept ImportError:\n"
-                                           "    class Artifact:\n        pass\nclass Artifact:\n    pass\n")
+    (tmp_path / "b" / "cache.py").write_text(
+        "try:\n    from x import Artifact\nexcept ImportError:\n"
+        "    class Artifact:\n        pass\nclass Artifact:\n    pass\n"
+    )
     assert duplicate_names(sorted(tmp_path.rglob("*.py")), tmp_path) == {
-        "module cache.py": ["a/cache.py", "b/cache.py"], "class Artifact": ["a/cache.py:1", "b/cache.py:6"]}
+        "module cache.py": ["a/cache.py", "b/cache.py"],
+        "class Artifact": ["a/cache.py:1", "b/cache.py:6"],
+    }

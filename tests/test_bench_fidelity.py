@@ -28,8 +28,15 @@ def bf():
 
 
 def git(*args: str, cwd: Path) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(cwd), "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin"}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "HOME": str(cwd),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "PATH": "/usr/bin:/bin",
+    }
     return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout.strip()
 
 
@@ -59,8 +66,20 @@ def mirrors(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 
 def test_series_tag_is_the_newest_release_of_the_series(bf):
-    tags = ["v2.31.0", "v2.3.0", "v2.3.1", "v2.31.0rc1", "v2.32.0", "vendored-mccabe-backup", "sympy-1.14.0",
-            "sympy-1.14.0rc2", "v2024.05.0", "v2024.06.0", "8.0.0rc2", "8.0.0rc1"]
+    tags = [
+        "v2.31.0",
+        "v2.3.0",
+        "v2.3.1",
+        "v2.31.0rc1",
+        "v2.32.0",
+        "vendored-mccabe-backup",
+        "sympy-1.14.0",
+        "sympy-1.14.0rc2",
+        "v2024.05.0",
+        "v2024.06.0",
+        "8.0.0rc2",
+        "8.0.0rc1",
+    ]
     assert bf.series_tag(tags, "2.3") == "v2.3.1"  # not 2.31: series are matched by component
     assert bf.series_tag(tags, "2.31") == "v2.31.0"  # a final release beats its release candidate
     assert bf.series_tag(tags, "1.14") == "sympy-1.14.0"
@@ -94,11 +113,24 @@ def test_plan_sorts_specs_into_planned_excluded_and_unavailable(bf, mirrors):
 
 
 def test_order_puts_pure_python_repositories_first_round_robin(bf):
-    names = ["astropy/astropy@5.2", "django/django@5.0", "django/django@5.2", "psf/requests@2.27",
-             "psf/requests@2.31", "sympy/sympy@1.14", "acme/lib@1.0"]
-    assert bf.swebench_order(names) == ["psf/requests@2.31", "sympy/sympy@1.14", "django/django@5.2",
-                                        "acme/lib@1.0", "psf/requests@2.27", "django/django@5.0",
-                                        "astropy/astropy@5.2"]
+    names = [
+        "astropy/astropy@5.2",
+        "django/django@5.0",
+        "django/django@5.2",
+        "psf/requests@2.27",
+        "psf/requests@2.31",
+        "sympy/sympy@1.14",
+        "acme/lib@1.0",
+    ]
+    assert bf.swebench_order(names) == [
+        "psf/requests@2.31",
+        "sympy/sympy@1.14",
+        "django/django@5.2",
+        "acme/lib@1.0",
+        "psf/requests@2.27",
+        "django/django@5.0",
+        "astropy/astropy@5.2",
+    ]
 
 
 def test_task_is_a_swebench_record_at_the_tag(bf, tmp_path):
@@ -108,8 +140,10 @@ def test_task_is_a_swebench_record_at_the_tag(bf, tmp_path):
     assert (record.repo, record.version, record.base_commit) == ("psf/requests", "2.31", commit)
     assert record.instance_id == "psf__requests-2.31.fidelity__clean000"
     catalog = tmp_path / "c.yaml"
-    catalog.write_text("specs:\n  - name: psf/requests@2.31\n    kind: swebench\n"
-                       "    source: https://github.com/psf/requests.git\n    commit: null\n    python: '3.9'\n")
+    catalog.write_text(
+        "specs:\n  - name: psf/requests@2.31\n    kind: swebench\n"
+        "    source: https://github.com/psf/requests.git\n    commit: null\n    python: '3.9'\n"
+    )
     spec = spec_for(Catalog.load([catalog]), record)
     assert spec.commit == commit and task_commit(spec, record) == commit
 
@@ -126,33 +160,78 @@ def test_capped_suite_counts_what_ran(bf):
 
 
 def test_capped_pytest_run_without_v_counts_its_progress_characters(bf):
-    log = ("collected 9 items\n\ntests/test_a.py ..F.s  [ 50%]\n.Ex           [ 80%]\n"
-           "tests/test_b.py ....minisandbox: command timed out after 1200.0 s; killed its process tree\n")
+    log = (
+        "collected 9 items\n\ntests/test_a.py ..F.s  [ 50%]\n.Ex           [ 80%]\n"
+        "tests/test_b.py ....minisandbox: command timed out after 1200.0 s; killed its process tree\n"
+    )
     counts = bf.pytest_counts(log, {})
     assert counts["source"] == "progress" and counts["collected"] == 9
-    assert (counts["passed"], counts["failed"], counts["errors"], counts["skipped"], counts["xfailed"]) == (4, 1, 1, 1, 1)
+    assert (counts["passed"], counts["failed"], counts["errors"], counts["skipped"], counts["xfailed"]) == (
+        4,
+        1,
+        1,
+        1,
+        1,
+    )
 
 
 def test_render_lists_counts_and_what_was_not_measured(bf):
     base = {"repo": "psf/requests", "python": "3.9", "built": True, "skipped": 0, "errors": 0}
     data = {
-        "mode": "swebench", "code": {"rev": "HEAD", "commit": "abcdef0123456789"}, "test_timeout": 1200.0,
-        "planned": [{"name": n} for n in ("psf/requests@2.31", "psf/requests@2.27", "psf/requests@2.26",
-                                          "psf/requests@2.25")],
-        "excluded": {"django/django@2.2": "Python 3.5: none"}, "unavailable": {"psf/requests@3.0": "no tag"},
+        "mode": "swebench",
+        "code": {"rev": "HEAD", "commit": "abcdef0123456789"},
+        "test_timeout": 1200.0,
+        "planned": [
+            {"name": n} for n in ("psf/requests@2.31", "psf/requests@2.27", "psf/requests@2.26", "psf/requests@2.25")
+        ],
+        "excluded": {"django/django@2.2": "Python 3.5: none"},
+        "unavailable": {"psf/requests@3.0": "no tag"},
         "results": [
-            {**base, "profile": "psf/requests@2.31", "version": "2.31", "tag": "v2.31.0", "commit": "c" * 40,
-             "passed": 99, "failed": 1, "pass_rate": 0.99},
-            {**base, "profile": "psf/requests@2.27", "version": "2.27", "tag": "v2.27.1", "commit": "d" * 40,
-             "passed": 50, "failed": 50, "pass_rate": 0.5, "failure_class": "network needed by tests",
-             "rest": {"passed": 40, "failed": 1, "errors": 0, "skipped": 0, "pass_rate": 0.9756, "source": "summary"}},
-            {**base, "profile": "psf/requests@2.26", "version": "2.26", "tag": "v2.26.0", "commit": "e" * 40,
-             "built": False, "failure_class": "build: system package missing"},
+            {
+                **base,
+                "profile": "psf/requests@2.31",
+                "version": "2.31",
+                "tag": "v2.31.0",
+                "commit": "c" * 40,
+                "passed": 99,
+                "failed": 1,
+                "pass_rate": 0.99,
+            },
+            {
+                **base,
+                "profile": "psf/requests@2.27",
+                "version": "2.27",
+                "tag": "v2.27.1",
+                "commit": "d" * 40,
+                "passed": 50,
+                "failed": 50,
+                "pass_rate": 0.5,
+                "failure_class": "network needed by tests",
+                "rest": {
+                    "passed": 40,
+                    "failed": 1,
+                    "errors": 0,
+                    "skipped": 0,
+                    "pass_rate": 0.9756,
+                    "source": "summary",
+                },
+            },
+            {
+                **base,
+                "profile": "psf/requests@2.26",
+                "version": "2.26",
+                "tag": "v2.26.0",
+                "commit": "e" * 40,
+                "built": False,
+                "failure_class": "build: system package missing",
+            },
         ],
     }
     text = bf.render_swebench(data)
-    assert ("series (specs): 6; measured: 3; built: 2; >= 95% pass rate: 1/3; excluded (interpreter): 1; "
-            "not measurable here: 1; not measured (time): 1") in text
+    assert (
+        "series (specs): 6; measured: 3; built: 2; >= 95% pass rate: 1/3; excluded (interpreter): 1; "
+        "not measurable here: 1; not measured (time): 1"
+    ) in text
     assert "missed by cause: build: system package missing: 1; network needed by tests: 1" in text
     assert "not measured (time): psf/requests@2.25" in text
     assert "| v2.31.0 (cccccccccc) |" in text

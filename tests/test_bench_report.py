@@ -30,8 +30,14 @@ def test_report_from_saved_data(tmp_path):
     assert load_report().main(["--data", str(DATA), "--out", str(out)]) == 0
     text = out.read_text()
     pngs = sorted(p.name for p in (tmp_path / "docs" / "benchmarks").glob("*.png"))
-    assert pngs == ["concurrency.png", "planning.png", "restore_by_method.png", "restore_concurrent_by_method.png",
-                    "sandbox_creation.png", "store_size_by_format.png"]
+    assert pngs == [
+        "concurrency.png",
+        "planning.png",
+        "restore_by_method.png",
+        "restore_concurrent_by_method.png",
+        "sandbox_creation.png",
+        "store_size_by_format.png",
+    ]
     for name in pngs:
         assert f"(benchmarks/{name})" in text
         assert (tmp_path / "docs" / "benchmarks" / name).stat().st_size < 100_000  # small enough to commit
@@ -43,8 +49,14 @@ def test_report_from_saved_data(tmp_path):
     cli = json.loads((DATA / "bench_cli.json").read_text())
     version = next(r for r in cli["latency_rows"]["rows"] if r[0].startswith("`minisandbox --version`"))
     assert f"| {version[0]} | {version[1]} | {version[2]} |" in text  # the CLI bench's rows, as it saved them
-    for heading in ("Restore time by method", "Sandbox creation distribution", "Concurrency curves",
-                    "Planning time vs task count", "CLI start-up", "Store size by format"):
+    for heading in (
+        "Restore time by method",
+        "Sandbox creation distribution",
+        "Concurrency curves",
+        "Planning time vs task count",
+        "CLI start-up",
+        "Store size by format",
+    ):
         assert f"## {heading}" in text
 
 

@@ -99,18 +99,24 @@ def test_header_records_the_inputs() -> None:
 def _fake_shared(root: Path) -> Path:
     """A small shared-data directory with the awkward cases the real data lacks."""
     profile = {
-        "name": "own__pkg.0123abcd", "owner": "own", "repo": "python-Pkg_Name",
-        "commit": "0123abcd" + "0" * 32, "python_version": "3.10",
+        "name": "own__pkg.0123abcd",
+        "owner": "own",
+        "repo": "python-Pkg_Name",
+        "commit": "0123abcd" + "0" * 32,
+        "python_version": "3.10",
         "install_cmds": ["python -m pip install -e ."],
         "test_cmd": "source /opt/miniconda3/bin/activate; conda activate testbed; python -m unittest -v",
-        "mirror_name": "swesmith/own__pkg.0123abcd", "image_name": "img", "timeout": 60,
+        "mirror_name": "swesmith/own__pkg.0123abcd",
+        "image_name": "img",
+        "timeout": 60,
         "overridden_methods": ["log_parser"],
     }
     root.mkdir(parents=True, exist_ok=True)
     (root / "swesmith_python_profiles.json").write_text(json.dumps({"python_profiles": [profile]}))
     env = root / "swesmith-envs" / profile["name"]
     env.mkdir(parents=True)
-    (env / f"sweenv_{profile['name']}.yml").write_text(textwrap.dedent("""\
+    (env / f"sweenv_{profile['name']}.yml").write_text(
+        textwrap.dedent("""\
         name: testbed
         dependencies:
           - python=3.12.9=h5148396_0
@@ -125,8 +131,10 @@ def _fake_shared(root: Path) -> Path:
               - alpha[extra]==2.0
               - loose>=1.0
         prefix: /opt/miniconda3/envs/testbed
-        """))
-    (env / "setup_env.sh").write_text(textwrap.dedent("""\
+        """)
+    )
+    (env / "setup_env.sh").write_text(
+        textwrap.dedent("""\
         #!/bin/bash
         cat <<'EOF_59812759871' > swesmith_environment.yml
         name: testbed
@@ -136,22 +144,43 @@ def _fake_shared(root: Path) -> Path:
         echo "Current environment: $CONDA_DEFAULT_ENV"
         apt-get update && apt-get install -y graphviz libxml2-dev
         python -m pip install -e .
-        """))
+        """)
+    )
     specs = {
         "django/django": {
-            "3.0": {"python": "3.6", "packages": "requirements.txt", "install": "python -m pip install -e .",
-                    "pre_install": ["apt-get update && apt-get install -y locales", "sed -i s/a/b/ setup.py"],
-                    "eval_commands": ["export LANG=en_US.UTF-8", "locale-gen"],
-                    "test_cmd": "./tests/runtests.py --verbosity 2"},
-            "1.10": {"python": "3.5", "packages": "requirements.txt", "install": "python setup.py install",
-                     "test_cmd": "./tests/runtests.py --verbosity 2"},
+            "3.0": {
+                "python": "3.6",
+                "packages": "requirements.txt",
+                "install": "python -m pip install -e .",
+                "pre_install": ["apt-get update && apt-get install -y locales", "sed -i s/a/b/ setup.py"],
+                "eval_commands": ["export LANG=en_US.UTF-8", "locale-gen"],
+                "test_cmd": "./tests/runtests.py --verbosity 2",
+            },
+            "1.10": {
+                "python": "3.5",
+                "packages": "requirements.txt",
+                "install": "python setup.py install",
+                "test_cmd": "./tests/runtests.py --verbosity 2",
+            },
         },
         "scikit-learn/scikit-learn": {
-            "0.20": {"python": "3.6", "packages": "'numpy=1.19' scipy cython pytest",
-                     "pip_packages": ["cython==0.29", "numpy"], "install": "pip install -e .", "test_cmd": "pytest -rA"},
+            "0.20": {
+                "python": "3.6",
+                "packages": "'numpy=1.19' scipy cython pytest",
+                "pip_packages": ["cython==0.29", "numpy"],
+                "install": "pip install -e .",
+                "test_cmd": "pytest -rA",
+            },
         },
-        "pydata/xarray": {"0.12": {"python": "3.10", "packages": "environment.yml", "install": "pip install -e .",
-                                   "no_use_env": True, "test_cmd": "pytest -rA"}},
+        "pydata/xarray": {
+            "0.12": {
+                "python": "3.10",
+                "packages": "environment.yml",
+                "install": "pip install -e .",
+                "no_use_env": True,
+                "test_cmd": "pytest -rA",
+            }
+        },
         "dbt-labs/dbt-core": {"1.0": {"python": "3.9", "packages": "requirements.txt", "install": "pip install -e ."}},
         "swe-bench/humaneval": {"1.0": {"python": "3.9", "test_cmd": "python"}},
     }
@@ -179,12 +208,19 @@ def test_generator_filters_pins_and_moves_system_steps(tmp_path: Path) -> None:
     assert spec.python == "3.10" and spec.extra["python_conda"] == "3.12.9" and "python_note" in spec.extra
     assert spec.extra["conda_packages"] == ["fasttext==0.9.2"]
     assert spec.extra["profile_install_cmds"] == ["python -m pip install -e ."]
-    assert (spec.source, spec.commit, spec.timeout) == ("https://github.com/own/python-Pkg_Name.git", "0123abcd" + "0" * 32, 60)
+    assert (spec.source, spec.commit, spec.timeout) == (
+        "https://github.com/own/python-Pkg_Name.git",
+        "0123abcd" + "0" * 32,
+        60,
+    )
     assert spec.log_parser == "unittest"  # the test command does not run pytest
 
     bench = Catalog.load([out / "swebench.yaml"])
     assert sorted(bench.specs) == [
-        "django/django@1.10", "django/django@3.0", "pydata/xarray@0.12", "scikit-learn/scikit-learn@0.20",
+        "django/django@1.10",
+        "django/django@3.0",
+        "pydata/xarray@0.12",
+        "scikit-learn/scikit-learn@0.20",
     ]
     header = (out / "swebench.yaml").read_text().split("\nspecs:", 1)[0]
     assert "dbt-labs/dbt-core@1.0: no test_cmd" in header and "swe-bench/humaneval@1.0: not a git" in header
@@ -231,7 +267,8 @@ def test_swesmith_catalog_has_133_profiles(smith: Catalog) -> None:
     assert sum(1 for s in specs if s.requirements) == 133
     assert all(s.extra["python_conda"].count(".") == 2 for s in specs)
     assert {s.name for s in specs if s.log_parser == "unittest"} == {
-        "tornadoweb__tornado.d5ac65c1", "un33k__python-slugify.872b3750",
+        "tornadoweb__tornado.d5ac65c1",
+        "un33k__python-slugify.872b3750",
     }
     assert not any("apt-get" in c for s in specs for c in s.install)
 
@@ -262,8 +299,11 @@ def test_exact_pins_match_the_official_export(smith: Catalog, name: str) -> None
 @needs_shared
 @pytest.mark.parametrize(
     "name,own",
-    [("cool-RR__PySnooper.57472b46", "pysnooper"), ("facebookresearch__hydra.0f03eb60", "hydra-core"),
-     ("pyutils__line_profiler.a646bf0f", "line-profiler")],
+    [
+        ("cool-RR__PySnooper.57472b46", "pysnooper"),
+        ("facebookresearch__hydra.0f03eb60", "hydra-core"),
+        ("pyutils__line_profiler.a646bf0f", "line-profiler"),
+    ],
 )
 def test_the_profiles_own_package_is_not_pinned(smith: Catalog, name: str, own: str) -> None:
     pins = export_pins(name)
@@ -296,7 +336,9 @@ def test_python_mismatch_profiles_keep_the_profile_interpreter(smith: Catalog) -
 def test_swebench_catalog_count_matches_the_specs(bench: Catalog) -> None:
     data = json.loads((SHARED / "swebench_python_specs.json").read_text())
     expected = {
-        f"{repo}@{v}" for repo, vs in data.items() for v, s in vs.items()
+        f"{repo}@{v}"
+        for repo, vs in data.items()
+        for v, s in vs.items()
         if s.get("test_cmd") and repo != "swe-bench/humaneval"
     }
     assert set(bench.specs) == expected
@@ -311,12 +353,16 @@ def test_swebench_catalog_spot_check(bench: Catalog) -> None:
     assert dj.requirements_files == ("tests/requirements/py3.txt",)
     assert dj.install == ("python -m pip install -e .",)
     assert dj.log_parser == "django"
-    assert dj.test_cmd.startswith("source /opt/miniconda3/bin/activate; conda activate testbed; export LANG=en_US.UTF-8;")
+    assert dj.test_cmd.startswith(
+        "source /opt/miniconda3/bin/activate; conda activate testbed; export LANG=en_US.UTF-8;"
+    )
     assert dj.test_cmd.endswith("; ./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1")
     astropy = bench["astropy/astropy@5.0"]
     assert astropy.log_parser == "pytest_v2"
     assert astropy.requirements[:2] == ("attrs==23.1.0", "exceptiongroup==1.1.3")
-    assert astropy.pre_install[0].startswith("sed -i") and astropy.install == ("python -m pip install -e .[test] --verbose",)
+    assert astropy.pre_install[0].startswith("sed -i") and astropy.install == (
+        "python -m pip install -e .[test] --verbose",
+    )
     sympy = bench["sympy/sympy@1.7"]
     assert sympy.log_parser == "sympy" and sympy.requirements[:2] == ("mpmath==1.3.0", "flake8")
     assert bench["psf/requests@2.0"].log_parser == "pytest_options"
@@ -380,8 +426,16 @@ def test_load_duplicate_name_names_both_files(tmp_path: Path) -> None:
         ("python", "    python: 3.10\n", "quoted string"),
         ("kind", "    kind: docker\n", "kind 'docker'"),
         ("commit", "    commit: 12345\n", "commit must be a string"),
-        ("commit", "    commit: 1234567890abcdef1234567890abcdef12345678\n    timeout: -1\n", "timeout must be a positive"),
-        ("commit", "    commit: 1234567890abcdef1234567890abcdef12345678\n    install: pip install .\n", "install must be a list"),
+        (
+            "commit",
+            "    commit: 1234567890abcdef1234567890abcdef12345678\n    timeout: -1\n",
+            "timeout must be a positive",
+        ),
+        (
+            "commit",
+            "    commit: 1234567890abcdef1234567890abcdef12345678\n    install: pip install .\n",
+            "install must be a list",
+        ),
     ],
 )
 def test_load_bad_field_names_file_and_spec(tmp_path: Path, field_name: str, replacement: str, expect: str) -> None:
@@ -399,10 +453,12 @@ def test_load_missing_name_and_bad_structure(tmp_path: Path) -> None:
     with pytest.raises(CatalogError) as exc:
         Catalog.load([path])
     assert str(path) in one_line_error(exc) and "spec #1" in str(exc.value) and "lacks name" in str(exc.value)
-    for text, expect in [("specs: 5\n", "`specs:` must be a list of specs, got a int"),
-                         ("- a\n- b\n", "a catalog is a mapping with one key, `specs:`"),
-                         ("specs:\n  - just a string\n", "must be a mapping"),
-                         ("specs:\n  - name: [unclosed\n", "invalid YAML at line")]:
+    for text, expect in [
+        ("specs: 5\n", "`specs:` must be a list of specs, got a int"),
+        ("- a\n- b\n", "a catalog is a mapping with one key, `specs:`"),
+        ("specs:\n  - just a string\n", "must be a mapping"),
+        ("specs:\n  - name: [unclosed\n", "invalid YAML at line"),
+    ]:
         with pytest.raises(CatalogError, match=re.escape(expect)) as exc:
             Catalog.load([write(tmp_path, "x.yaml", text)])
         assert str(tmp_path / "x.yaml") in one_line_error(exc)
@@ -423,8 +479,10 @@ def test_an_unknown_spec_key_is_an_error_naming_file_spec_key_and_the_closest(tm
     path = write(tmp_path, "typo.yaml", GOOD + "    test_comand: pytest -x\n")
     with pytest.raises(CatalogError) as exc:
         Catalog.load([path])
-    assert one_line_error(exc) == (f"{path} (spec #1): spec 'a__b.12345678': unknown key 'test_comand' (did you mean "
-                                   f"'test_cmd'?): fix it, or put free-form fields under `extra:`")
+    assert one_line_error(exc) == (
+        f"{path} (spec #1): spec 'a__b.12345678': unknown key 'test_comand' (did you mean "
+        f"'test_cmd'?): fix it, or put free-form fields under `extra:`"
+    )
     with pytest.raises(CatalogError, match=r"unknown key 'zzz': fix it"):  # nothing close: no suggestion
         Catalog.load([write(tmp_path, "far.yaml", GOOD + "    zzz: 1\n")])
 
@@ -433,8 +491,10 @@ def test_a_misspelled_top_level_key_blames_the_catalog(tmp_path: Path) -> None:
     path = write(tmp_path, "top.yaml", GOOD.replace("specs:", "spec:"))
     with pytest.raises(CatalogError) as exc:
         Catalog.load([path])
-    assert one_line_error(exc) == (f"{path}: unknown top-level key 'spec' (did you mean 'specs'?): a catalog is a "
-                                   f"mapping with one key, `specs:` (a list of specs)")
+    assert one_line_error(exc) == (
+        f"{path}: unknown top-level key 'spec' (did you mean 'specs'?): a catalog is a "
+        f"mapping with one key, `specs:` (a list of specs)"
+    )
 
 
 def test_all_default_catalogs_load_together() -> None:
@@ -450,11 +510,15 @@ PATCH = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-a\n+b\n
 
 
 def test_spec_for_swesmith_task(smith: Catalog) -> None:
-    rec = normalize({
-        "instance_id": "arrow-py__arrow.1d70d009.combine_file__abc12345",
-        "repo": "swesmith/arrow-py__arrow.1d70d009", "patch": PATCH,
-        "FAIL_TO_PASS": ["tests/test_arrow.py::test_a"], "PASS_TO_PASS": [],
-    })
+    rec = normalize(
+        {
+            "instance_id": "arrow-py__arrow.1d70d009.combine_file__abc12345",
+            "repo": "swesmith/arrow-py__arrow.1d70d009",
+            "patch": PATCH,
+            "FAIL_TO_PASS": ["tests/test_arrow.py::test_a"],
+            "PASS_TO_PASS": [],
+        }
+    )
     assert spec_name_for(rec) == "arrow-py__arrow.1d70d009"
     spec = spec_for(smith, rec)
     assert spec is smith["arrow-py__arrow.1d70d009"]
@@ -462,12 +526,19 @@ def test_spec_for_swesmith_task(smith: Catalog) -> None:
 
 
 def test_spec_for_swebench_task_takes_the_setup_commit(bench: Catalog) -> None:
-    rec = normalize({
-        "instance_id": "django__django-11099", "repo": "django/django", "version": "3.0",
-        "base_commit": "d26b2424437dabeeca94d7900b37d2df4410da0c",
-        "environment_setup_commit": "419a78300f7cd27611196e1e464d50fd0385ff27",
-        "patch": PATCH, "test_patch": PATCH, "FAIL_TO_PASS": '["test_a (x.T)"]', "PASS_TO_PASS": "[]",
-    })
+    rec = normalize(
+        {
+            "instance_id": "django__django-11099",
+            "repo": "django/django",
+            "version": "3.0",
+            "base_commit": "d26b2424437dabeeca94d7900b37d2df4410da0c",
+            "environment_setup_commit": "419a78300f7cd27611196e1e464d50fd0385ff27",
+            "patch": PATCH,
+            "test_patch": PATCH,
+            "FAIL_TO_PASS": '["test_a (x.T)"]',
+            "PASS_TO_PASS": "[]",
+        }
+    )
     assert spec_name_for(rec) == "django/django@3.0"
     spec = spec_for(bench, rec)
     assert spec.commit == "419a78300f7cd27611196e1e464d50fd0385ff27"
@@ -477,11 +548,18 @@ def test_spec_for_swebench_task_takes_the_setup_commit(bench: Catalog) -> None:
 
 
 def test_spec_for_unknown_spec_names_the_task(smith: Catalog, bench: Catalog) -> None:
-    rec = normalize({
-        "instance_id": "django__django-1", "repo": "django/django", "version": "9.9",
-        "base_commit": "d26b2424437dabeeca94d7900b37d2df4410da0c", "patch": PATCH, "test_patch": "",
-        "FAIL_TO_PASS": "[]", "PASS_TO_PASS": "[]",
-    })
+    rec = normalize(
+        {
+            "instance_id": "django__django-1",
+            "repo": "django/django",
+            "version": "9.9",
+            "base_commit": "d26b2424437dabeeca94d7900b37d2df4410da0c",
+            "patch": PATCH,
+            "test_patch": "",
+            "FAIL_TO_PASS": "[]",
+            "PASS_TO_PASS": "[]",
+        }
+    )
     with pytest.raises(KeyError, match=r"django/django@9\.9.*django__django-1"):
         spec_for(bench, rec)
     with pytest.raises(KeyError, match="no environment spec"):
@@ -493,10 +571,21 @@ def test_spec_for_unknown_spec_names_the_task(smith: Catalog, bench: Catalog) ->
 
 def test_fidelity_fields_are_validated_in_one_line() -> None:
     base = {"name": "n", "kind": "bundled", "source": "s", "commit": "c", "python": "3.10"}
-    spec = EnvSpec.from_dict({**base, "python_full": "3.10.15", "exclude_newer": "2024-12-02T00:00:00Z",
-                              "system_packages": ["graphviz"], "warmup": ["python -c 'import nltk'"]})
+    spec = EnvSpec.from_dict(
+        {
+            **base,
+            "python_full": "3.10.15",
+            "exclude_newer": "2024-12-02T00:00:00Z",
+            "system_packages": ["graphviz"],
+            "warmup": ["python -c 'import nltk'"],
+        }
+    )
     assert (spec.python_full, spec.exclude_newer, spec.system_packages, spec.warmup) == (
-        "3.10.15", "2024-12-02T00:00:00Z", ("graphviz",), ("python -c 'import nltk'",))
+        "3.10.15",
+        "2024-12-02T00:00:00Z",
+        ("graphviz",),
+        ("python -c 'import nltk'",),
+    )
     assert spec.to_dict()["system_packages"] == ["graphviz"] and not spec.extra
     for field_name, value, msg in (
         ("python_full", "3.11.2", "full version of python 3.10"),

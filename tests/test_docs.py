@@ -79,14 +79,17 @@ def test_the_docs_show_commands() -> None:
     assert len([m for m in MENTIONS if m[1].startswith("snakemake ")]) >= 5
 
 
-@pytest.mark.parametrize("where,command", [m for m in MENTIONS if m[1].startswith("minisandbox ")],
-                         ids=[m[0] for m in MENTIONS if m[1].startswith("minisandbox ")])
+@pytest.mark.parametrize(
+    "where,command",
+    [m for m in MENTIONS if m[1].startswith("minisandbox ")],
+    ids=[m[0] for m in MENTIONS if m[1].startswith("minisandbox ")],
+)
 def test_minisandbox_commands_in_the_docs_exist(where: str, command: str) -> None:
     words = _words(command)[1:]
     parser, path = _subparser(build_parser(), words)
     assert path or words[0].startswith("-"), f"{where}: `{command}`: no such minisandbox command"
     options = {s for a in parser._actions for s in a.option_strings}
-    for w in words[len(path):]:
+    for w in words[len(path) :]:
         if w == "--":
             break
         if w.startswith("--"):
@@ -98,8 +101,11 @@ def _profiles() -> set[str]:
     return names | {f"profiles/{n}" for n in names}
 
 
-@pytest.mark.parametrize("where,command", [m for m in MENTIONS if m[1].startswith("snakemake ")],
-                         ids=[m[0] for m in MENTIONS if m[1].startswith("snakemake ")])
+@pytest.mark.parametrize(
+    "where,command",
+    [m for m in MENTIONS if m[1].startswith("snakemake ")],
+    ids=[m[0] for m in MENTIONS if m[1].startswith("snakemake ")],
+)
 def test_snakemake_commands_in_the_docs_use_real_config_keys_and_profiles(where: str, command: str) -> None:
     words = _words(command)[1:]
     keys = set(SCHEMA["properties"])
@@ -107,7 +113,7 @@ def test_snakemake_commands_in_the_docs_use_real_config_keys_and_profiles(where:
         if w == "--profile":
             assert words[i + 1] in _profiles(), f"{where}: no profile {words[i + 1]}"
         if w == "--config":
-            for kv in words[i + 1:]:
+            for kv in words[i + 1 :]:
                 if kv.startswith("-") or "=" not in kv:
                     break
                 assert kv.split("=")[0] in keys, f"{where}: --config {kv}: not a workflow config key"
@@ -126,8 +132,9 @@ def test_help(argv: list[str], capsys) -> None:
 
 
 def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "minisandbox.cli", *argv], cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", *argv], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_plan_on_the_bundled_set_gives_the_readme_numbers(tmp_path: Path) -> None:
@@ -158,9 +165,22 @@ def test_cache_ls_as_documented(tmp_path: Path) -> None:
 def test_readme_build_command_plans(tmp_path: Path) -> None:
     """`snakemake --cores 8 --config tasks=... store=s3://bucket/prefix` (README), as a dry run."""
     tasks = ",".join(str(ROOT / "config" / "bundled" / n) for n in ("tasks.jsonl", "tasks_swebench.jsonl"))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory",
-           str(tmp_path), "-n", "--cores", "8", "--config", f"tasks={tasks}", "store=s3://bucket/prefix",
-           f"catalog={ROOT / 'config' / 'catalog' / 'bundled.yaml'}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(ROOT / "workflow" / "Snakefile"),
+        "--directory",
+        str(tmp_path),
+        "-n",
+        "--cores",
+        "8",
+        "--config",
+        f"tasks={tasks}",
+        "store=s3://bucket/prefix",
+        f"catalog={ROOT / 'config' / 'catalog' / 'bundled.yaml'}",
+    ]
     res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     # one job per environment builds, publishes and validates it (validation is on by default)
@@ -222,8 +242,11 @@ SHELL = _shell_commands()
 def test_docs_run_project_programs_through_the_project_environment() -> None:
     """`python bench/x.py` fails on Debian (no `python`; `python3` lacks the deps)."""
     assert len(SHELL) >= 10
-    bare = [(w, c) for w, c in SHELL
-            if re.match(r"^(?:[A-Z_]+=\S+ )*python3? ", c) and any(d in c.split()[1] for d in PROJECT_DIRS)]
+    bare = [
+        (w, c)
+        for w, c in SHELL
+        if re.match(r"^(?:[A-Z_]+=\S+ )*python3? ", c) and any(d in c.split()[1] for d in PROJECT_DIRS)
+    ]
     assert bare == [], f"use .venv/bin/python: {bare}"
     for doc in DOCS:  # a command substitution runs Debian's python too, and captures banners
         assert "$(python" not in doc.read_text(), f"{doc.relative_to(ROOT)}: $(python ...) in a command"
@@ -244,8 +267,13 @@ def _program(command: str) -> tuple[str, list[str]] | None:
 def test_documented_project_programs_take_the_documented_options(program: str) -> None:
     assert program in HELP_ONLY, f"{program}: add it to HELP_ONLY with why it is not run here, or run it"
     assert (ROOT / program).is_file(), f"{program} does not exist"
-    res = subprocess.run([str(Path(sys.executable)), str(ROOT / program), "--help"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300)
+    res = subprocess.run(
+        [str(Path(sys.executable)), str(ROOT / program), "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0 and "usage:" in res.stdout, res.stderr[-2000:]
     for where, command in SHELL:
         p = _program(command)
@@ -253,15 +281,21 @@ def test_documented_project_programs_take_the_documented_options(program: str) -
             continue
         for w in p[1]:
             if w.startswith("--"):
-                assert re.search(rf"(?<![\w-]){re.escape(w.split('=')[0])}(?![\w-])", res.stdout), \
+                assert re.search(rf"(?<![\w-]){re.escape(w.split('=')[0])}(?![\w-])", res.stdout), (
                     f"{where}: `{command}`: {program} has no {w}"
+                )
 
 
 def test_gen_catalog_check_runs_where_its_data_is() -> None:
     """The documented `--check` (docs/catalog.md): with the shared data directory beside
     the checkout it must pass; without it, one line naming the missing input (exit 2)."""
-    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_catalog.py"), "--check"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_catalog.py"), "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if (ROOT.parent / "shared" / "data").is_dir():
         assert res.returncode == 0, res.stdout + res.stderr
     else:
@@ -278,9 +312,17 @@ def test_mini_batch_console_command_as_documented() -> None:
     exe = Path(sys.executable).parent / "minisandbox-mini-batch"
     # an environment installed before the script was added lacks it until `uv sync`: run the
     # same entry point then (the declaration above is what a fresh install follows)
-    argv = [str(exe)] if exe.is_file() else [sys.executable, "-c", "import sys; sys.argv[0] = "
-                                              "'minisandbox-mini-batch'; from minisandbox.integrations."
-                                              "minisweagent_batch import main; sys.exit(main())"]
+    argv = (
+        [str(exe)]
+        if exe.is_file()
+        else [
+            sys.executable,
+            "-c",
+            "import sys; sys.argv[0] = "
+            "'minisandbox-mini-batch'; from minisandbox.integrations."
+            "minisweagent_batch import main; sys.exit(main())",
+        ]
+    )
     res = subprocess.run([*argv, "--help"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and res.stdout.startswith("usage: minisandbox-mini-batch"), res.stderr
     shown = [c for _w, c in SHELL if c.startswith("minisandbox-mini-batch ")]

@@ -60,18 +60,41 @@ HELPER_CLIENT_MODULES = VERSION_MODULES | {"minisandbox.cli.helperclient", "_soc
 
 #: The project modules of a warm `run TASK -- true` (task already on the node), in-process.
 RUN_MODULES = {
-    "minisandbox", "minisandbox.cli", "minisandbox.cli.helperclient", "minisandbox.cli.options",
-    "minisandbox.cli.sandboxcmds", "minisandbox.errors",
+    "minisandbox",
+    "minisandbox.cli",
+    "minisandbox.cli.helperclient",
+    "minisandbox.cli.options",
+    "minisandbox.cli.sandboxcmds",
+    "minisandbox.errors",
     "minisandbox.fsutil",
-    "minisandbox.index", "minisandbox.manifest", "minisandbox.paths", "minisandbox.progress", "minisandbox.records",
-    "minisandbox.syspkgs", "minisandbox.task",
-    "minisandbox.node", "minisandbox.node.cache", "minisandbox.node.chunks", "minisandbox.node.fusemount",
-    "minisandbox.node.iobudget", "minisandbox.node.published", "minisandbox.node.restore", "minisandbox.node.runtime",
-    "minisandbox.node.signing", "minisandbox.node.store", "minisandbox.node.verified",
-    "minisandbox.sandbox", "minisandbox.sandbox.conda_shim", "minisandbox.sandbox.hostlibs",
-    "minisandbox.sandbox.init_program", "minisandbox.sandbox.interpreters", "minisandbox.sandbox.leftovers",
+    "minisandbox.index",
+    "minisandbox.manifest",
+    "minisandbox.paths",
+    "minisandbox.progress",
+    "minisandbox.records",
+    "minisandbox.syspkgs",
+    "minisandbox.task",
+    "minisandbox.node",
+    "minisandbox.node.cache",
+    "minisandbox.node.chunks",
+    "minisandbox.node.fusemount",
+    "minisandbox.node.iobudget",
+    "minisandbox.node.published",
+    "minisandbox.node.restore",
+    "minisandbox.node.runtime",
+    "minisandbox.node.signing",
+    "minisandbox.node.store",
+    "minisandbox.node.verified",
+    "minisandbox.sandbox",
+    "minisandbox.sandbox.conda_shim",
+    "minisandbox.sandbox.hostlibs",
+    "minisandbox.sandbox.init_program",
+    "minisandbox.sandbox.interpreters",
+    "minisandbox.sandbox.leftovers",
     "minisandbox.sandbox.limits",
-    "minisandbox.sandbox.rootfs", "minisandbox.sandbox.sandbox", "minisandbox.sandbox.seccomp",
+    "minisandbox.sandbox.rootfs",
+    "minisandbox.sandbox.sandbox",
+    "minisandbox.sandbox.seccomp",
 }
 #: Third-party packages a warm `run` may import.
 RUN_THIRD_PARTY: set[str] = set()
@@ -79,8 +102,23 @@ RUN_THIRD_PARTY: set[str] = set()
 #: entered its cache), fsspec/s3fs (a local store is read with os), retries (tenacity, only
 #: after a failure), archives (zstandard: nothing is unpacked), config (yaml), the grader,
 #: filelock (fsutil.FileLock) and the stdlib modules these used to bring in.
-RUN_FORBIDDEN = {"pydantic", "pydantic_core", "fsspec", "s3fs", "tenacity", "zstandard", "yaml", "asyncio",
-                 "filelock", "logging", "decimal", "ssl", "email", "minisandbox.grading", "minisandbox.catalog"}
+RUN_FORBIDDEN = {
+    "pydantic",
+    "pydantic_core",
+    "fsspec",
+    "s3fs",
+    "tenacity",
+    "zstandard",
+    "yaml",
+    "asyncio",
+    "filelock",
+    "logging",
+    "decimal",
+    "ssl",
+    "email",
+    "minisandbox.grading",
+    "minisandbox.catalog",
+}
 #: Modules the machine's interpreter may add to any process (site customisation).
 AMBIENT = {"__main__", "sitecustomize", "usercustomize"}
 
@@ -88,8 +126,14 @@ AMBIENT = {"__main__", "sitecustomize", "usercustomize"}
 def probe(args: list[str], tmp_path: Path, env: dict[str, str] | None = None) -> dict:
     """Run `minisandbox ARGS` in a fresh interpreter; its imports and import-time compiles."""
     out = tmp_path / "probe.json"
-    proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=300, cwd="/",
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC, "PROBE_OUT": str(out), **(env or {})})
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC, "PROBE_OUT": str(out), **(env or {})},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return {**json.loads(out.read_text()), "stdout": proc.stdout}
 
@@ -97,8 +141,9 @@ def probe(args: list[str], tmp_path: Path, env: dict[str, str] | None = None) ->
 def interpreter_modules() -> set[str]:
     """What a bare interpreter with the probe's own imports (json, re, atexit) has loaded."""
     code = "import atexit, json, os, re, sys; print(json.dumps(sorted(sys.modules)))"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/",
-                          env={"PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/", env={"PATH": "/usr/bin:/bin"}
+    )
     return set(json.loads(proc.stdout))
 
 
@@ -144,12 +189,20 @@ def test_the_probe_sees_an_import_time_compile_and_a_forbidden_import(tmp_path: 
     (pkg / "__init__.py").write_text("import re\nPATTERN = re.compile(r'[a-z]+-probe')\n")
     code = PROBE.replace("from minisandbox.cli import main", "import minisandbox_probe_check\nmain = lambda: 0")
     out = tmp_path / "probe.json"
-    subprocess.run([sys.executable, "-c", code], check=True, cwd="/", timeout=120,
-                   env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp_path}{os.pathsep}{SRC}", "PROBE_OUT": str(out)})
+    subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        cwd="/",
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp_path}{os.pathsep}{SRC}", "PROBE_OUT": str(out)},
+    )
     got = json.loads(out.read_text())
     assert got["compiled"] == ["minisandbox_probe_check: '[a-z]+-probe'"]
     assert forbidden_in({"pydantic._internal", "fsspec", "minisandbox.grading.grading", "json"}) == {
-        "pydantic._internal", "fsspec", "minisandbox.grading.grading"}
+        "pydantic._internal",
+        "fsspec",
+        "minisandbox.grading.grading",
+    }
     assert third_party({"yaml.loader", "os", "minisandbox.task", "sitecustomize"}) == {"yaml"}
 
 
@@ -160,16 +213,30 @@ def test_run_through_a_running_helper_imports_only_the_client(as_root, tmp_path:
     nothing of the package's heavy parts (no argparse, no sandbox, no node cache)."""
     store = build_local_store(tmp_path / "work", "local__task.0")
     runtime = tempfile.mkdtemp(prefix="msbh-", dir="/tmp")
-    env = {"MINISANDBOX_CACHE": str(tmp_path / "cache"), "MINISANDBOX_RUNTIME_DIR": runtime,
-           "MINISANDBOX_HELPER": "use"}
+    env = {
+        "MINISANDBOX_CACHE": str(tmp_path / "cache"),
+        "MINISANDBOX_RUNTIME_DIR": runtime,
+        "MINISANDBOX_HELPER": "use",
+    }
     base = {"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC, **env}
     try:
-        subprocess.run([sys.executable, "-m", "minisandbox.cli", "helper", "start"], env=base, cwd="/", check=True,
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            [sys.executable, "-m", "minisandbox.cli", "helper", "start"],
+            env=base,
+            cwd="/",
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         got = probe(["run", "--store", store, "local__task.0", "--", "echo through"], tmp_path, env)
     finally:
-        subprocess.run([sys.executable, "-m", "minisandbox.cli", "helper", "stop"], env=base, cwd="/",
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            [sys.executable, "-m", "minisandbox.cli", "helper", "stop"],
+            env=base,
+            cwd="/",
+            capture_output=True,
+            timeout=120,
+        )
         shutil.rmtree(runtime, ignore_errors=True)
     assert got["stdout"] == "through\n"
     new = set(got["modules"]) - interpreter_modules() - AMBIENT

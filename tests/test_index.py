@@ -11,8 +11,20 @@ from minisandbox.node.store import Store
 
 def _tasks(n: int) -> list[dict]:
     return [
-        {"instance_id": f"t-{i}", "env_key": "env-a" if i % 2 else "env-b", "repo_key": "repo-a",
-         "spec_name": "s", "record": {"instance_id": f"t-{i}", "repo": "r", "format": "swesmith", "patch": "", "fail_to_pass": [], "pass_to_pass": []}}
+        {
+            "instance_id": f"t-{i}",
+            "env_key": "env-a" if i % 2 else "env-b",
+            "repo_key": "repo-a",
+            "spec_name": "s",
+            "record": {
+                "instance_id": f"t-{i}",
+                "repo": "r",
+                "format": "swesmith",
+                "patch": "",
+                "fail_to_pass": [],
+                "pass_to_pass": [],
+            },
+        }
         for i in range(n)
     ]
 
@@ -20,8 +32,13 @@ def _tasks(n: int) -> list[dict]:
 def test_statuses_counts_and_lookup(tmp_path):
     envs = {"env-a": {"status": "ok"}, "env-b": {"status": "failed", "error": "build: exit 3"}}
     repos = {"repo-a": {"status": "ok"}}
-    catalog, shards = idx.build_index(_tasks(1000), envs, repos, [{"file": "f", "line": 1, "field": "patch", "error": "x"}],
-                                      {"t-1": {"status": "valid"}})
+    catalog, shards = idx.build_index(
+        _tasks(1000),
+        envs,
+        repos,
+        [{"file": "f", "line": 1, "field": "patch", "error": "x"}],
+        {"t-1": {"status": "valid"}},
+    )
     store = Store(str(tmp_path / "store"))
     published.publish_index(store, catalog, shards)
     c = published.read_catalog(store)["counts"]

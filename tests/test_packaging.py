@@ -51,8 +51,7 @@ def test_conda_env_file_names_published_packages_matching_pyproject() -> None:
         Requirement(line)  # a plain requirement, parseable
     project = _pyproject()["project"]
     extras = project["optional-dependencies"]
-    want = {str(Requirement(r)) for r in project["dependencies"] + extras["pipeline"] + extras["s3"]
-            + extras["slurm"]}
+    want = {str(Requirement(r)) for r in project["dependencies"] + extras["pipeline"] + extras["s3"] + extras["slurm"]}
     assert {str(Requirement(r)) for r in pip} == want
 
 

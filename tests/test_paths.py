@@ -51,8 +51,14 @@ def test_bad_workflow_config_is_named(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_cli_default_from_another_directory(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "MINISANDBOX_STORE"}
     env["PYTHONPATH"] = str(ROOT / "src")
-    proc = subprocess.run([sys.executable, "-m", "minisandbox.cli", "fetch", "no__such.task"],
-                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", "fetch", "no__such.task"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert str(tmp_path / "results" / "store") in proc.stderr, proc.stderr
 
@@ -67,19 +73,38 @@ def test_non_editable_install(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("MINISANDBOX_STORE", "VIRTUAL_ENV", "PYTHONPATH")}
     subprocess.run([uv_bin(), "venv", "-q", "--python", sys.executable, str(venv)], check=True, env=env, timeout=300)
     src = tmp_path / "src-copy"
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", "results", "*.egg-info", "build",
-                                                              "__pycache__", ".snakemake", "tests", "bench"))
-    proc = subprocess.run([uv_bin(), "pip", "install", "-q", "--no-deps", "--python", str(venv / "bin" / "python"),
-                           str(src)], capture_output=True, text=True, env=env, timeout=600)
+    shutil.copytree(
+        ROOT,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "results", "*.egg-info", "build", "__pycache__", ".snakemake", "tests", "bench"
+        ),
+    )
+    proc = subprocess.run(
+        [uv_bin(), "pip", "install", "-q", "--no-deps", "--python", str(venv / "bin" / "python"), str(src)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     if proc.returncode != 0 and ("Failed to fetch" in proc.stderr or "connect" in proc.stderr.lower()):
         pytest.skip(f"cannot build the wheel here (no package index): {proc.stderr.strip().splitlines()[-1]}")
     assert proc.returncode == 0, proc.stderr
     shutil.rmtree(src)
     work = tmp_path / "elsewhere"
     work.mkdir()
-    out = subprocess.run([str(venv / "bin" / "python"), "-c",
-                          "import minisandbox, minisandbox.paths as p; print(minisandbox.__file__); print(p.default_store())"],
-                         capture_output=True, text=True, cwd=work, env=env, timeout=120)
+    out = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import minisandbox, minisandbox.paths as p; print(minisandbox.__file__); print(p.default_store())",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     installed, store = out.stdout.split()
     assert "site-packages" in installed and not installed.startswith(str(ROOT))

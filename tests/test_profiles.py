@@ -34,11 +34,14 @@ def test_one_default_workflow_profile() -> None:
 @pytest.mark.parametrize("how", ["checkout root", "--snakefile from the root", "-s from elsewhere"])
 def test_snakemake_finds_the_workflow_profile(how: str, tmp_path: Path) -> None:
     pytest.importorskip("snakemake")
-    argv, cwd = {"checkout root": ([], ROOT),
-                 "--snakefile from the root": (["--snakefile", "workflow/Snakefile"], ROOT),
-                 "-s from elsewhere": (["-s", str(ROOT / "workflow" / "Snakefile")], tmp_path)}[how]
-    out = subprocess.run([sys.executable, "-c", PROBE, "-n", "--cores", "1", *argv], cwd=cwd, capture_output=True,
-                         text=True, timeout=120)
+    argv, cwd = {
+        "checkout root": ([], ROOT),
+        "--snakefile from the root": (["--snakefile", "workflow/Snakefile"], ROOT),
+        "-s from elsewhere": (["-s", str(ROOT / "workflow" / "Snakefile")], tmp_path),
+    }[how]
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, "-n", "--cores", "1", *argv], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     want = {rule: sorted(res) for rule, res in yaml.safe_load(PROFILE.read_text())["set-resources"].items()}
     assert json.loads(out.stdout.splitlines()[-1]) == want

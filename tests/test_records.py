@@ -144,9 +144,7 @@ MALFORMED: list[tuple[str, Any, str]] = [
 
 
 @pytest.mark.parametrize("label,bad,field_name", MALFORMED, ids=[m[0] for m in MALFORMED])
-def test_malformed_record_is_reported_and_not_fatal(
-    tmp_path: Path, label: str, bad: Any, field_name: str
-) -> None:
+def test_malformed_record_is_reported_and_not_fatal(tmp_path: Path, label: str, bad: Any, field_name: str) -> None:
     path = write_jsonl(tmp_path / "tasks.jsonl", [smith("good__one"), bad, bench("good__two")])
     got = read_tasks([path])
     assert [r.instance_id for r in got.records] == ["good__one", "good__two"], label
@@ -186,7 +184,8 @@ def test_json_errors_name_the_column_python_names(tmp_path: Path) -> None:
     whole = tmp_path / "t.json"
     whole.write_text("[\n" + bad + "\n]")
     assert [(i.line, i.error) for i in read_tasks([whole]).invalid] == [
-        (2, f"invalid JSON: Expecting value {want}; fix the file and rerun")]
+        (2, f"invalid JSON: Expecting value {want}; fix the file and rerun")
+    ]
 
 
 def test_a_json_file_holding_one_record_per_line_is_read_as_jsonl(tmp_path: Path) -> None:
@@ -277,7 +276,11 @@ def test_normalize_raises_record_error_naming_the_field() -> None:
 def test_invalid_record_dict_is_json_serialisable() -> None:
     inv = InvalidRecord("f.jsonl", 3, "patch", "missing", "x__1")
     assert json.loads(json.dumps(inv.to_dict())) == {
-        "file": "f.jsonl", "line": 3, "field": "patch", "error": "missing", "instance_id": "x__1",
+        "file": "f.jsonl",
+        "line": 3,
+        "field": "patch",
+        "error": "missing",
+        "instance_id": "x__1",
     }
     assert str(inv) == "f.jsonl:3 (x__1): field 'patch': missing"
 
@@ -289,11 +292,15 @@ def test_labelling_candidates_are_accepted_in_label_mode_only(tmp_path: Path) ->
     empty = smith("a__b.1.cand__2", FAIL_TO_PASS=[], PASS_TO_PASS="")
     f = write_jsonl(tmp_path / "c.jsonl", [cand, empty, bench()])
     plain = read_tasks([f])
-    assert [(r.line, r.field, r.error) for r in plain.invalid] == [(1, "FAIL_TO_PASS", "missing"),
-                                                                  (2, "PASS_TO_PASS", "not a JSON list: Expecting value")]
+    assert [(r.line, r.field, r.error) for r in plain.invalid] == [
+        (1, "FAIL_TO_PASS", "missing"),
+        (2, "PASS_TO_PASS", "not a JSON list: Expecting value"),
+    ]
     lab = read_tasks([f], label=True)
     assert [(r.instance_id, r.fail_to_pass, r.pass_to_pass) for r in lab.records] == [
-        ("a__b.1.cand__1", [], []), ("a__b.1.cand__2", [], [])]
+        ("a__b.1.cand__1", [], []),
+        ("a__b.1.cand__2", [], []),
+    ]
     assert [(r.line, r.field) for r in lab.invalid] == [(3, "repo")] and "SWE-smith" in lab.invalid[0].error
     with pytest.raises(RecordError, match="missing"):
         normalize(cand)

@@ -33,4 +33,7 @@ def test_names_are_validated(bad) -> None:
     with pytest.raises(ValueError, match="not a Debian package name"):
         validate_names([bad], "spec demo")
     assert validate_names(["libxml2-dev", "g++", "openjdk-17-jre:amd64"], "spec demo") == [
-        "libxml2-dev", "g++", "openjdk-17-jre:amd64"]
+        "libxml2-dev",
+        "g++",
+        "openjdk-17-jre:amd64",
+    ]

@@ -14,9 +14,14 @@ BUG = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = 1\n+x
 
 
 def record(**over) -> TaskRecord:
-    base = dict(instance_id="o__r.abc.x__1", format="swesmith", repo="swesmith/o__r.abc", patch=BUG,
-                fail_to_pass=["tests/test_m.py::test_x", "tests/test_n.py::test_y[a b]"],
-                pass_to_pass=["tests/test_keep.py::test_z"])
+    base = dict(
+        instance_id="o__r.abc.x__1",
+        format="swesmith",
+        repo="swesmith/o__r.abc",
+        patch=BUG,
+        fail_to_pass=["tests/test_m.py::test_x", "tests/test_n.py::test_y[a b]"],
+        pass_to_pass=["tests/test_keep.py::test_z"],
+    )
     base.update(over)
     return TaskRecord(**base)
 

@@ -22,15 +22,30 @@ BENCHMARKED = {"env", "repo"}  # validation runs inside the env job (rules/envs.
 
 def _snakemake(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """Snakemake on the real workflow, on the bundled task set, in a scratch directory."""
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE), "--directory", str(cwd),
-           "--config", f"tasks={ROOT / 'config/bundled/tasks.jsonl'}",
-           f"catalog={ROOT / 'config/catalog/bundled.yaml'}", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(SNAKEFILE),
+        "--directory",
+        str(cwd),
+        "--config",
+        f"tasks={ROOT / 'config/bundled/tasks.jsonl'}",
+        f"catalog={ROOT / 'config/catalog/bundled.yaml'}",
+        *args,
+    ]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
 def test_snakefmt_check_is_clean() -> None:
-    res = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "--diff", "workflow"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-m", "snakefmt", "--check", "--diff", "workflow"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, f"run `snakefmt workflow`:\n{res.stdout[-3000:]}{res.stderr[-3000:]}"
 
 
@@ -113,8 +128,19 @@ BUNDLED = ROOT / "config" / "bundled"
 
 
 def _dry_run(tmp_path: Path, tasks: str, catalog: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE), "--directory", str(tmp_path), "-n",
-           "--config", f"tasks={tasks}", f"catalog={catalog}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(SNAKEFILE),
+        "--directory",
+        str(tmp_path),
+        "-n",
+        "--config",
+        f"tasks={tasks}",
+        f"catalog={catalog}",
+    ]
     return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
 
 
@@ -122,19 +148,24 @@ def test_broken_task_file_stops_the_dry_run_with_one_line(tmp_path: Path) -> Non
     res = _dry_run(tmp_path, str(BUNDLED / "invalid_tasks.jsonl"), str(ROOT / "config/catalog/bundled.yaml"))
     assert res.returncode == 1
     last = res.stderr.strip().splitlines()[-1]
-    assert last == (f"minisandbox: no usable task in the task files (8 invalid record(s)); first: "
-                    f"{BUNDLED / 'invalid_tasks.jsonl'}:1 (jpvanhal__inflection.09fb3146.func_pm_op_change__"
-                    f"a021d67c.missing_f2p): field 'FAIL_TO_PASS': missing")
+    assert last == (
+        f"minisandbox: no usable task in the task files (8 invalid record(s)); first: "
+        f"{BUNDLED / 'invalid_tasks.jsonl'}:1 (jpvanhal__inflection.09fb3146.func_pm_op_change__"
+        f"a021d67c.missing_f2p): field 'FAIL_TO_PASS': missing"
+    )
     assert "Traceback" not in res.stderr and "File " not in res.stderr
 
 
 def test_some_invalid_records_warn_loudly_and_the_rest_plans(tmp_path: Path) -> None:
-    res = _dry_run(tmp_path, f"{BUNDLED / 'tasks.jsonl'},{BUNDLED / 'invalid_tasks.jsonl'}",
-                   str(ROOT / "config/catalog/bundled.yaml"))
+    res = _dry_run(
+        tmp_path,
+        f"{BUNDLED / 'tasks.jsonl'},{BUNDLED / 'invalid_tasks.jsonl'}",
+        str(ROOT / "config/catalog/bundled.yaml"),
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     err = res.stderr.splitlines()
     start = err.index("minisandbox: warning: 8 task record(s) are invalid and left out (12 usable):")
-    named = err[start + 1:start + 9]
+    named = err[start + 1 : start + 9]
     assert all(line.startswith(f"  {BUNDLED / 'invalid_tasks.jsonl'}:") for line in named), named
     assert "field 'patch': not a unified diff" in named[1]
     assert "Job stats" in res.stdout
@@ -145,5 +176,6 @@ def test_missing_catalog_is_one_line_inside_snakemake(tmp_path: Path) -> None:
     assert res.returncode == 1
     assert res.stderr.strip().splitlines()[-1] == (
         f"minisandbox: catalog file {tmp_path / 'nope.yaml'} does not exist; check --config catalog=... or "
-        f"--catalog (this checkout's catalogs: config/catalog/*.yaml)")
+        f"--catalog (this checkout's catalogs: config/catalog/*.yaml)"
+    )
     assert "Traceback" not in res.stderr and "FileNotFoundError" not in res.stderr

@@ -34,10 +34,17 @@ def normalized(schema: dict) -> dict:
     props = {}
     for name, prop in schema["properties"].items():
         alternatives = prop.get("oneOf") or prop.get("anyOf") or [prop]
-        props[name] = {"alternatives": sorted(_alternative(a) for a in alternatives), "default": prop.get("default"),
-                       "description": _words(prop.get("description", ""))}
-    return {"properties": props, "required": sorted(schema.get("required", [])),
-            "additionalProperties": schema.get("additionalProperties"), "description": _words(schema["description"])}
+        props[name] = {
+            "alternatives": sorted(_alternative(a) for a in alternatives),
+            "default": prop.get("default"),
+            "description": _words(prop.get("description", "")),
+        }
+    return {
+        "properties": props,
+        "required": sorted(schema.get("required", [])),
+        "additionalProperties": schema.get("additionalProperties"),
+        "description": _words(schema["description"]),
+    }
 
 
 def test_the_workflow_schema_says_what_the_model_says() -> None:

@@ -63,8 +63,10 @@ def require_catalog_files(paths: Iterable[str | Path]) -> None:
     """Raise CatalogMissing (one line) for the first catalog file that does not exist."""
     for p in paths:
         if not Path(p).is_file():
-            raise CatalogMissing(f"catalog file {p} does not exist; check --config catalog=... or --catalog "
-                                 f"(this checkout's catalogs: config/catalog/*.yaml)")
+            raise CatalogMissing(
+                f"catalog file {p} does not exist; check --config catalog=... or --catalog "
+                f"(this checkout's catalogs: config/catalog/*.yaml)"
+            )
 
 
 @dataclass(frozen=True)
@@ -151,14 +153,15 @@ def _one_of(choices: Iterable[str], what: str):
         if value not in choices:
             raise ValueError(f"{value!r} is not one of {', '.join(choices)}{what}")
         return value
+
     return check
 
 
 def _python(value: object) -> str:
     if isinstance(value, float):  # `python: 3.10` in YAML is the float 3.1
-        raise ValueError(f"must be a quoted string such as \"3.10\", got the number {value}")
+        raise ValueError(f'must be a quoted string such as "3.10", got the number {value}')
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise ValueError(f"must be a quoted string such as \"3.10\", got {type(value).__name__}")
+        raise ValueError(f'must be a quoted string such as "3.10", got {type(value).__name__}')
     return str(value)
 
 
@@ -178,7 +181,7 @@ def _date_time(value: object) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not _DATE_TIME.match(value):
-        raise ValueError(f"must be an RFC 3339 date-time such as \"2024-12-02T00:00:00Z\" (quoted), got {value!r}")
+        raise ValueError(f'must be an RFC 3339 date-time such as "2024-12-02T00:00:00Z" (quoted), got {value!r}')
     try:
         _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
@@ -240,7 +243,9 @@ def spec_model() -> type[BaseModel]:
         """Shell commands that install the repository into the venv."""
         test_cmd: Text = DEFAULT_TEST_CMD
         """The test command (run verbatim in the sandbox, test files appended)."""
-        log_parser: Annotated[Literal[tuple(LOG_PARSERS)], BeforeValidator(_one_of(LOG_PARSERS, " (log parsers: minisandbox.logformats)"))] = "pytest"  # type: ignore[valid-type]
+        log_parser: Annotated[
+            Literal[tuple(LOG_PARSERS)], BeforeValidator(_one_of(LOG_PARSERS, " (log parsers: minisandbox.logformats)"))
+        ] = "pytest"  # type: ignore[valid-type]
         """How the test output is read: a name in `minisandbox.logformats.LOG_PARSERS`."""
         timeout: Annotated[int, BeforeValidator(_timeout)] = 90
         """Seconds one test run may take."""
@@ -259,8 +264,10 @@ def spec_model() -> type[BaseModel]:
         def _full_version(self) -> CatalogSpec:
             full = self.python_full
             if full is not None and (not _FULL_VERSION.match(full) or not full.startswith(self.python + ".")):
-                raise ValueError(f"python_full must be a full version of python {self.python} such as "
-                                 f"\"{self.python}.15\", got {full!r}")
+                raise ValueError(
+                    f"python_full must be a full version of python {self.python} such as "
+                    f'"{self.python}.15", got {full!r}'
+                )
             return self
 
     CatalogSpec.__qualname__ = "CatalogSpec"
@@ -274,8 +281,10 @@ def _spec_error(exc: ValidationError, who: str) -> str:
     known = set(spec_model().model_fields)
     unknown = [e for e in errors if e["type"] == "extra_forbidden"]
     if unknown:
-        return (f"{who}: unknown key {_unknown_key(unknown[0]['loc'][0], known)}: fix it, or put free-form fields "
-                f"under `extra:`")
+        return (
+            f"{who}: unknown key {_unknown_key(unknown[0]['loc'][0], known)}: fix it, or put free-form fields "
+            f"under `extra:`"
+        )
     err = errors[0]
     msg = err["msg"].removeprefix("Value error, ")
     if not err["loc"]:
@@ -297,9 +306,7 @@ class Catalog:
         for s in specs:
             origin = (origins or {}).get(s.name, "")
             if s.name in self.specs:
-                raise CatalogError(
-                    f"duplicate environment spec {s.name!r} in catalog; rename or remove one"
-                )
+                raise CatalogError(f"duplicate environment spec {s.name!r} in catalog; rename or remove one")
             self.specs[s.name] = s
             self.origins[s.name] = origin
 
@@ -320,15 +327,18 @@ class Catalog:
                 raise CatalogError(f"{path}: invalid YAML{line}: {problem}; fix the file") from None
             data = {} if data is None else data
             if not isinstance(data, dict):
-                raise CatalogError(f"{path}: a catalog is a mapping with one key, `specs:` (a list of specs); "
-                                   f"got a {type(data).__name__}")
+                raise CatalogError(
+                    f"{path}: a catalog is a mapping with one key, `specs:` (a list of specs); "
+                    f"got a {type(data).__name__}"
+                )
             stray = [k for k in data if k not in TOP_LEVEL]
             if stray:
-                raise CatalogError(f"{path}: unknown top-level key {_unknown_key(stray[0], TOP_LEVEL)}: a catalog "
-                                   f"is a mapping with one key, `specs:` (a list of specs)")
+                raise CatalogError(
+                    f"{path}: unknown top-level key {_unknown_key(stray[0], TOP_LEVEL)}: a catalog "
+                    f"is a mapping with one key, `specs:` (a list of specs)"
+                )
             if not isinstance(data.get("specs", []), list):
-                raise CatalogError(f"{path}: `specs:` must be a list of specs, got a "
-                                   f"{type(data['specs']).__name__}")
+                raise CatalogError(f"{path}: `specs:` must be a list of specs, got a {type(data['specs']).__name__}")
             for pos, entry in enumerate(data.get("specs") or [], 1):
                 spec = EnvSpec.from_dict(entry, origin=f"{path} (spec #{pos})")
                 if spec.name in cat.specs:

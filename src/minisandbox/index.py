@@ -123,8 +123,9 @@ def _record_fields() -> tuple[dict[str, str], tuple[str, ...]]:
     TypeError where the record is used."""
     fields = dataclasses.fields(TaskRecord)
     kinds = {f.name: ("list" if "list" in str(f.type) else "str") for f in fields}
-    required = tuple(f.name for f in fields
-                     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+    required = tuple(
+        f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    )
     return kinds, required
 
 
@@ -170,9 +171,15 @@ def _models() -> dict[str, Any]:
                 want = record_kinds.get(name)
                 if want is None:
                     raise ValueError(f"record has an unknown field {name!r}")
-                ok = (isinstance(v, list) and all(isinstance(t, str) for t in v)) if want == "list" else isinstance(v, str)
+                ok = (
+                    (isinstance(v, list) and all(isinstance(t, str) for t in v))
+                    if want == "list"
+                    else isinstance(v, str)
+                )
                 if not ok:
-                    raise ValueError(f"record field {name!r} must be {'a list of strings' if want == 'list' else 'a string'}")
+                    raise ValueError(
+                        f"record field {name!r} must be {'a list of strings' if want == 'list' else 'a string'}"
+                    )
             missing = [name for name in record_required if name not in value]
             if missing:
                 raise ValueError(f"record lacks field {missing[0]!r}")
@@ -180,7 +187,6 @@ def _models() -> dict[str, Any]:
                 raise ValueError("record format must be swesmith or swebench")
             _instance_id(value.get("instance_id"))
             return value
-
 
     class _CatalogEntry(BaseModel):
         model_config = ConfigDict(extra="allow")
@@ -195,7 +201,6 @@ def _models() -> dict[str, Any]:
             if value is not None and not re.fullmatch(_LOG, value):
                 raise ValueError("must be logs/<kind>/<key>.log")
             return value
-
 
     class _Catalog(BaseModel):
         model_config = ConfigDict(extra="allow", populate_by_name=True)
@@ -229,8 +234,10 @@ def validate_entry(data: Any, *, where: str) -> dict[str, Any]:
     hint = "re-run the index step (or fix the store)"
     entry = parse_store_model(_models()["IndexEntry"], data, where=where, hint=hint)
     if entry.record["instance_id"] != entry.instance_id:
-        raise StoreDataError(f"{where}: record.instance_id {entry.record['instance_id']!r} differs from "
-                             f"instance_id {entry.instance_id!r}; {hint}")
+        raise StoreDataError(
+            f"{where}: record.instance_id {entry.record['instance_id']!r} differs from "
+            f"instance_id {entry.instance_id!r}; {hint}"
+        )
     return data
 
 
@@ -247,8 +254,9 @@ def parse_shard(data: bytes, *, where: str) -> list[dict[str, Any]]:
         try:
             parsed = json.loads(line)
         except ValueError as exc:
-            raise StoreDataError(f"{where} line {n}: not JSON ({getattr(exc, 'msg', exc)}); "
-                                 f"re-run the index step") from None
+            raise StoreDataError(
+                f"{where} line {n}: not JSON ({getattr(exc, 'msg', exc)}); re-run the index step"
+            ) from None
         out.append(validate_entry(parsed, where=f"{where} line {n}"))
     return out
 
@@ -257,8 +265,9 @@ def _check_shard_digests(value: Any) -> dict[str, str] | None:
     if value is None:
         return None
     if not isinstance(value, dict) or not all(
-            isinstance(k, str) and re.fullmatch(_SHARD, k) and isinstance(v, str) and re.fullmatch(_SHA256, v)
-            for k, v in value.items()):
+        isinstance(k, str) and re.fullmatch(_SHARD, k) and isinstance(v, str) and re.fullmatch(_SHA256, v)
+        for k, v in value.items()
+    ):
         raise ValueError("must map shard names (2 hex digits) to sha256 digests (64 hex digits)")
     return value
 

@@ -100,8 +100,24 @@ INTERP_KEY = r"cpython-\d+\.\d+\.\d+-(?:uv|pyenv)-[0-9a-f]{16}"
 PYENV_PREFIX = r"/(?:[A-Za-z0-9._-]+/)*versions/\d+\.\d+\.\d+"
 UV_PREFIX = r"/opt/minisandbox/python/cpython-\d+\.\d+\.\d+[A-Za-z0-9._+-]*"
 #: Never an interpreter prefix: system and pseudo file systems, the layers' own places.
-FORBIDDEN_PREFIX_ROOTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc",
-                          "/sys", "/dev", "/tmp", "/var", "/boot", "/testbed", "/opt/miniconda3")
+FORBIDDEN_PREFIX_ROOTS = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/tmp",
+    "/var",
+    "/boot",
+    "/testbed",
+    "/opt/miniconda3",
+)
 #: Where each kind of layer may be mounted (interp: see interpreter_prefix_ok).
 MOUNT_PATHS = {"repo": REPO_PATH, "env": VENV_PATH}
 KINDS = ("env", "repo", "interp")
@@ -116,8 +132,13 @@ def plain_name(value: str, what: str = "name") -> str:
 
 
 def normalised_absolute(path: str) -> bool:
-    return (isinstance(path, str) and path.startswith("/") and "\0" not in path
-            and posixpath.normpath(path) == path and "//" not in path)
+    return (
+        isinstance(path, str)
+        and path.startswith("/")
+        and "\0" not in path
+        and posixpath.normpath(path) == path
+        and "//" not in path
+    )
 
 
 def interpreter_prefix_ok(path: str, *, system: bool = False) -> bool:
@@ -179,13 +200,22 @@ def chunk_list_name(key: str) -> str:
     return f"{key}{CHUNK_LIST_SUFFIX}"
 
 
-def chunk_list_document(image_sha256: str, size: int, chunks: list[tuple[str, int]], *,
-                        packs: list[tuple[str, int]] | None = None,
-                        at: list[tuple[int, int]] | None = None) -> bytes:
+def chunk_list_document(
+    image_sha256: str,
+    size: int,
+    chunks: list[tuple[str, int]],
+    *,
+    packs: list[tuple[str, int]] | None = None,
+    at: list[tuple[int, int]] | None = None,
+) -> bytes:
     """The bytes of a chunk list (compact, deterministic: same image and packs, same bytes);
     schema 2 when `packs` and `at` are given."""
-    doc: dict[str, Any] = {"schema": CHUNK_LIST_SCHEMA, "image_sha256": image_sha256, "size": size,
-                           "chunks": [[sha, length] for sha, length in chunks]}
+    doc: dict[str, Any] = {
+        "schema": CHUNK_LIST_SCHEMA,
+        "image_sha256": image_sha256,
+        "size": size,
+        "chunks": [[sha, length] for sha, length in chunks],
+    }
     if packs is not None:
         assert at is not None and len(at) == len(chunks)
         doc.update(schema=PACKED_LIST_SCHEMA, packs=[[p, n] for p, n in packs], at=[[p, o] for p, o in at])
@@ -193,8 +223,9 @@ def chunk_list_document(image_sha256: str, size: int, chunks: list[tuple[str, in
 
 
 def pack_index_document(chunks: list[tuple[str, int]]) -> bytes:
-    return (json.dumps({"schema": PACK_INDEX_SCHEMA, "chunks": [[d, n] for d, n in chunks]},
-                       separators=(",", ":")) + "\n").encode()
+    return (
+        json.dumps({"schema": PACK_INDEX_SCHEMA, "chunks": [[d, n] for d, n in chunks]}, separators=(",", ":")) + "\n"
+    ).encode()
 
 
 def parse_pack_index(data: bytes, *, where: str, pack_size: int) -> list[tuple[str, int]]:
@@ -208,7 +239,9 @@ def parse_pack_index(data: bytes, *, where: str, pack_size: int) -> list[tuple[s
     idx = parse_store_model(_models()["PackIndex"], doc, where=where, hint=hint)
     total = sum(n for _, n in idx.chunks)
     if total != pack_size:
-        raise StoreDataError(f"{where}: field 'chunks': lengths add up to {total}, the pack has {pack_size} bytes; {hint}")
+        raise StoreDataError(
+            f"{where}: field 'chunks': lengths add up to {total}, the pack has {pack_size} bytes; {hint}"
+        )
     return [(d, n) for d, n in idx.chunks]
 
 
@@ -223,17 +256,25 @@ def parse_chunk_list(data: bytes, *, where: str, image_sha256: str, image_size: 
     except (ValueError, UnicodeDecodeError) as exc:
         raise StoreDataError(f"{where}: not JSON ({one_line_error(exc)}); {hint}") from None
     if isinstance(doc, dict) and doc.get("schema") not in (CHUNK_LIST_SCHEMA, PACKED_LIST_SCHEMA):
-        raise StoreDataError(f"{where}: field 'schema' is {str(doc.get('schema'))[:20]!r}; this minisandbox reads "
-                             f"chunk lists of schema 1 and 2: upgrade minisandbox or re-publish the artifact")
+        raise StoreDataError(
+            f"{where}: field 'schema' is {str(doc.get('schema'))[:20]!r}; this minisandbox reads "
+            f"chunk lists of schema 1 and 2: upgrade minisandbox or re-publish the artifact"
+        )
     cl = parse_store_model(_models()["ChunkList"], doc, where=where, hint=hint)
     if cl.image_sha256 != image_sha256:
-        raise StoreDataError(f"{where}: field 'image_sha256' is {cl.image_sha256[:16]}.. but the manifest's image is "
-                             f"{image_sha256[:16]}..; {hint}")
+        raise StoreDataError(
+            f"{where}: field 'image_sha256' is {cl.image_sha256[:16]}.. but the manifest's image is "
+            f"{image_sha256[:16]}..; {hint}"
+        )
     if cl.size != image_size:
-        raise StoreDataError(f"{where}: field 'size' is {cl.size} but the manifest's image has {image_size} bytes; {hint}")
+        raise StoreDataError(
+            f"{where}: field 'size' is {cl.size} but the manifest's image has {image_size} bytes; {hint}"
+        )
     if len(cl.chunks) != count:
-        raise StoreDataError(f"{where}: field 'chunks' has {len(cl.chunks)} entries but the manifest's "
-                             f"image.chunks.count is {count}; {hint}")
+        raise StoreDataError(
+            f"{where}: field 'chunks' has {len(cl.chunks)} entries but the manifest's "
+            f"image.chunks.count is {count}; {hint}"
+        )
     return cl
 
 
@@ -319,8 +360,10 @@ def _models() -> dict[str, Any]:
                 if pack >= len(self.packs):
                     raise ValueError(f"field 'at' entry {i}: pack {pack} but the list names {len(self.packs)} packs")
                 if offset + length > self.packs[pack][1]:
-                    raise ValueError(f"field 'at' entry {i}: offset {offset} + length {length} is past the end of "
-                                     f"pack {self.packs[pack][0][:12]}.. (size {self.packs[pack][1]})")
+                    raise ValueError(
+                        f"field 'at' entry {i}: offset {offset} + length {length} is past the end of "
+                        f"pack {self.packs[pack][0][:12]}.. (size {self.packs[pack][1]})"
+                    )
             return self
 
         def located(self) -> list[tuple[str, int, str, int]]:
@@ -368,9 +411,11 @@ def _models() -> dict[str, Any]:
         def _prefix(self) -> InterpreterInfo:
             system = self.kind == "system" or (self.kind is None and self.prefix.startswith("/usr"))
             if not interpreter_prefix_ok(self.prefix, system=system):
-                raise ValueError(f"interpreter.prefix {self.prefix!r} is not allowed: use a pyenv "
-                                 f"'.../versions/X.Y.Z' or '/opt/minisandbox/python/cpython-X.Y.Z...' prefix"
-                                 + (" (or /usr for a system interpreter)" if self.kind in (None, "system") else ""))
+                raise ValueError(
+                    f"interpreter.prefix {self.prefix!r} is not allowed: use a pyenv "
+                    f"'.../versions/X.Y.Z' or '/opt/minisandbox/python/cpython-X.Y.Z...' prefix"
+                    + (" (or /usr for a system interpreter)" if self.kind in (None, "system") else "")
+                )
             return self
 
     class SubdirInfo(_Model):
@@ -382,9 +427,12 @@ def _models() -> dict[str, Any]:
         @model_validator(mode="after")
         def _dir(self) -> SubdirInfo:
             parts = self.dir.split("/")
-            if not (0 < len(parts) <= 8) or not all(re.fullmatch(r"[A-Za-z0-9._+-]+", p) and p not in (".", "..")
-                                                    for p in parts):
-                raise ValueError(f"dir {self.dir!r} must be a relative path of plain names (no '.', '..' or '/' at either end)")
+            if not (0 < len(parts) <= 8) or not all(
+                re.fullmatch(r"[A-Za-z0-9._+-]+", p) and p not in (".", "..") for p in parts
+            ):
+                raise ValueError(
+                    f"dir {self.dir!r} must be a relative path of plain names (no '.', '..' or '/' at either end)"
+                )
             return self
 
     class HomeInfo(SubdirInfo):
@@ -432,8 +480,10 @@ def _models() -> dict[str, Any]:
                 return value
             if kind == "interp":
                 if not interpreter_prefix_ok(value):
-                    raise ValueError("an interp layer's mount_path must be an interpreter prefix "
-                                     "('.../versions/X.Y.Z' or '/opt/minisandbox/python/cpython-X.Y.Z...')")
+                    raise ValueError(
+                        "an interp layer's mount_path must be an interpreter prefix "
+                        "('.../versions/X.Y.Z' or '/opt/minisandbox/python/cpython-X.Y.Z...')"
+                    )
             elif value != MOUNT_PATHS[kind]:
                 raise ValueError(f"a {kind} layer's mount_path must be {MOUNT_PATHS[kind]}")
             return value
@@ -454,13 +504,31 @@ def _models() -> dict[str, Any]:
                 raise ValueError("an interp layer needs a mount_path (its interpreter prefix)")
             return self
 
-    models = {"ChunksInfo": ChunksInfo, "ChunkList": ChunkList, "PackIndex": PackIndex, "ImageInfo": ImageInfo, "InterpreterInfo": InterpreterInfo, "SubdirInfo": SubdirInfo, "HomeInfo": HomeInfo, "Manifest": Manifest}
+    models = {
+        "ChunksInfo": ChunksInfo,
+        "ChunkList": ChunkList,
+        "PackIndex": PackIndex,
+        "ImageInfo": ImageInfo,
+        "InterpreterInfo": InterpreterInfo,
+        "SubdirInfo": SubdirInfo,
+        "HomeInfo": HomeInfo,
+        "Manifest": Manifest,
+    }
     for name, cls in models.items():  # named as the module's attributes (`__getattr__`): repr and pickle work
         cls.__qualname__ = name
     return models
 
 
-_MODEL_NAMES = ("ChunksInfo", "ChunkList", "PackIndex", "ImageInfo", "InterpreterInfo", "SubdirInfo", "HomeInfo", "Manifest")
+_MODEL_NAMES = (
+    "ChunksInfo",
+    "ChunkList",
+    "PackIndex",
+    "ImageInfo",
+    "InterpreterInfo",
+    "SubdirInfo",
+    "HomeInfo",
+    "Manifest",
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -520,4 +588,3 @@ def content_id(manifest: dict[str, Any]) -> tuple[Any, ...]:
     size (either may be absent). Two manifests with the same id describe the same layer."""
     image = manifest.get("image") or {}
     return (manifest.get("sha256"), manifest.get("size"), image.get("sha256"), image.get("size"))
-

@@ -64,12 +64,16 @@ def _workflow_config_store(path: Path) -> str | None:
     try:
         doc = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
-        raise MinisandboxError(f"{path}: cannot read the workflow config for its store field "
-                               f"({str(exc).splitlines()[0]}): fix it or pass --store") from None
+        raise MinisandboxError(
+            f"{path}: cannot read the workflow config for its store field "
+            f"({str(exc).splitlines()[0]}): fix it or pass --store"
+        ) from None
     if not isinstance(doc, dict) or doc.get("store") is None:
         return None
     if not isinstance(doc["store"], str) or not doc["store"].strip():
-        raise MinisandboxError(f"{path}: field store must be a path or URL, not {doc['store']!r}: fix it or pass --store")
+        raise MinisandboxError(
+            f"{path}: field store must be a path or URL, not {doc['store']!r}: fix it or pass --store"
+        )
     return doc["store"].strip()
 
 

@@ -51,8 +51,16 @@ class Progress:
     binary prefixes; any other unit counts items. Use as a context manager.
     """
 
-    def __init__(self, desc: str, total: int | None = None, *, unit: str = "B",
-                 stream: TextIO | None = None, interval: float | None = None, fixed: bool = False) -> None:
+    def __init__(
+        self,
+        desc: str,
+        total: int | None = None,
+        *,
+        unit: str = "B",
+        stream: TextIO | None = None,
+        interval: float | None = None,
+        fixed: bool = False,
+    ) -> None:
         self.desc = desc
         self.fixed = fixed
         self.unit = unit
@@ -73,9 +81,17 @@ class Progress:
         if self._bar is None and self.mode == "bar":
             from tqdm import tqdm
 
-            self._bar = tqdm(total=self.total or None, initial=self.n, desc=self.desc, unit=self.unit,
-                             unit_scale=self.unit == "B", unit_divisor=1024 if self.unit == "B" else 1000,
-                             file=self.stream, dynamic_ncols=True, leave=True)
+            self._bar = tqdm(
+                total=self.total or None,
+                initial=self.n,
+                desc=self.desc,
+                unit=self.unit,
+                unit_scale=self.unit == "B",
+                unit_divisor=1024 if self.unit == "B" else 1000,
+                file=self.stream,
+                dynamic_ncols=True,
+                leave=True,
+            )
         return self._bar
 
     def add_total(self, n: int) -> None:
@@ -149,9 +165,16 @@ class Progress:
 
         elapsed = (now if now is not None else time.monotonic()) - self._t0
         fmt = PLAIN_FORMAT if self.total else PLAIN_FORMAT_NO_TOTAL
-        return tqdm.format_meter(self.n, self.total or None, elapsed, prefix=self.desc, unit=self.unit,
-                                 unit_scale=self.unit == "B", unit_divisor=1024 if self.unit == "B" else 1000,
-                                 bar_format=fmt)
+        return tqdm.format_meter(
+            self.n,
+            self.total or None,
+            elapsed,
+            prefix=self.desc,
+            unit=self.unit,
+            unit_scale=self.unit == "B",
+            unit_divisor=1024 if self.unit == "B" else 1000,
+            bar_format=fmt,
+        )
 
     def _print_line(self, now: float) -> None:
         print(self.line(now), file=self.stream, flush=True)

@@ -150,8 +150,11 @@ def normalize(raw: Any, *, label: bool = False) -> TaskRecord:
     if "diff --git" not in patch and "--- " not in patch:
         raise RecordError("patch", "not a unified diff")
     if label and fmt != "swesmith":
-        raise RecordError("repo", "labelling takes SWE-smith records (a `patch` that is the bug, no "
-                                  "base_commit/version/test_patch); label SWE-bench tasks with their own harness")
+        raise RecordError(
+            "repo",
+            "labelling takes SWE-smith records (a `patch` that is the bug, no "
+            "base_commit/version/test_patch); label SWE-bench tasks with their own harness",
+        )
     f2p = [] if label and raw.get("FAIL_TO_PASS") in (None, "") else _test_list(raw, "FAIL_TO_PASS")
     p2p = [] if label and raw.get("PASS_TO_PASS") in (None, "") else _test_list(raw, "PASS_TO_PASS")
     common = dict(
@@ -172,7 +175,7 @@ def normalize(raw: Any, *, label: bool = False) -> TaskRecord:
     if version is None or version == "":
         raise RecordError("version", "missing")
     if isinstance(version, float):  # 3.10 parsed as a number is 3.1: refuse to guess
-        raise RecordError("version", f"must be a string such as \"3.10\", got the number {version}")
+        raise RecordError("version", f'must be a string such as "3.10", got the number {version}')
     if isinstance(version, int) and not isinstance(version, bool):
         version = str(version)
     if not isinstance(version, str):
@@ -218,8 +221,7 @@ def _iter_json(path: Path) -> Iterator[tuple[int, Any]]:
             # column 1" of a whole-file parse
             yield from _iter_jsonl(path)
             return
-        yield exc.lineno, RecordError("<json>", f"invalid JSON: {exc.msg} (column {exc.colno}); fix the file "
-                                                f"and rerun")
+        yield exc.lineno, RecordError("<json>", f"invalid JSON: {exc.msg} (column {exc.colno}); fix the file and rerun")
         return
     if isinstance(data, dict):
         data = [data]
@@ -234,8 +236,12 @@ def _iter_parquet(path: Path) -> Iterator[tuple[int, Any]]:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:  # a slim (core) install: Parquet support is an extra
-        yield 0, RecordError("<file>", "reading Parquet task files needs pyarrow: "
-                                       "pip install 'minisandbox[parquet]' (or use JSONL)")
+        yield (
+            0,
+            RecordError(
+                "<file>", "reading Parquet task files needs pyarrow: pip install 'minisandbox[parquet]' (or use JSONL)"
+            ),
+        )
         return
 
     try:
@@ -263,9 +269,7 @@ def _iter_raw(path: Path) -> Iterator[tuple[int, Any]]:
         return
     reader = _READERS.get(path.suffix.lower())
     if reader is None:
-        yield 0, RecordError(
-            "<file>", f"unsupported task file type {path.suffix!r}; use .jsonl, .json or .parquet"
-        )
+        yield 0, RecordError("<file>", f"unsupported task file type {path.suffix!r}; use .jsonl, .json or .parquet")
         return
     yield from reader(path)
 
@@ -311,10 +315,14 @@ def to_raw(record: TaskRecord) -> dict[str, Any]:
         "problem_statement": record.problem_statement,
     }
     if record.format == "swebench":
-        raw.update(base_commit=record.base_commit, version=record.version, test_patch=record.test_patch,
-                   environment_setup_commit=record.environment_setup_commit,
-                   FAIL_TO_PASS=json.dumps(list(record.fail_to_pass)),
-                   PASS_TO_PASS=json.dumps(list(record.pass_to_pass)))
+        raw.update(
+            base_commit=record.base_commit,
+            version=record.version,
+            test_patch=record.test_patch,
+            environment_setup_commit=record.environment_setup_commit,
+            FAIL_TO_PASS=json.dumps(list(record.fail_to_pass)),
+            PASS_TO_PASS=json.dumps(list(record.pass_to_pass)),
+        )
     else:
         raw["image_name"] = record.image_name
     return raw
@@ -404,8 +412,10 @@ class Selection:
                 else:
                     hint = f"; to read ids from the file, write @{value}" if Path(value).is_file() else ""
                     raise SelectionError(f"--instance-ids: {value!r} is not an instance id{hint}")
-        return cls(tuple(dict.fromkeys(picked)) if picked is not None else None,
-                   tuple(dict.fromkeys(r.strip() for r in repos or () if r.strip())))
+        return cls(
+            tuple(dict.fromkeys(picked)) if picked is not None else None,
+            tuple(dict.fromkeys(r.strip() for r in repos or () if r.strip())),
+        )
 
     @property
     def active(self) -> bool:
@@ -442,5 +452,7 @@ class Selection:
                 names |= repo_names(repo)
             unknown = [r for r in self.repos if r.casefold() not in names]
             if unknown:
-                raise SelectionError(f"--repo: no task of {', '.join(unknown)} in {source} (give owner/name, "
-                                     f"as `minisandbox tasks` lists the tasks)")
+                raise SelectionError(
+                    f"--repo: no task of {', '.join(unknown)} in {source} (give owner/name, "
+                    f"as `minisandbox tasks` lists the tasks)"
+                )

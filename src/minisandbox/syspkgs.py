@@ -41,11 +41,14 @@ def missing(names: Iterable[str]) -> list[str]:
     if exe is None:
         raise MissingSystemPackages(
             f"cannot check system packages {', '.join(wanted)}: dpkg-query not found (not a Debian host); "
-            "install them with the host's package manager and run on a Debian/Ubuntu node")
-    proc = subprocess.run([exe, "-W", "-f=${Package}\t${db:Status-Abbrev}\n", *wanted],
-                          capture_output=True, text=True)
-    installed = {line.split("\t", 1)[0] for line in proc.stdout.splitlines()
-                 if "\t" in line and line.split("\t", 1)[1].startswith("ii")}
+            "install them with the host's package manager and run on a Debian/Ubuntu node"
+        )
+    proc = subprocess.run([exe, "-W", "-f=${Package}\t${db:Status-Abbrev}\n", *wanted], capture_output=True, text=True)
+    installed = {
+        line.split("\t", 1)[0]
+        for line in proc.stdout.splitlines()
+        if "\t" in line and line.split("\t", 1)[1].startswith("ii")
+    }
     return [n for n in wanted if n.split(":", 1)[0] not in installed]
 
 
@@ -55,4 +58,5 @@ def require(names: Iterable[str], what: str) -> None:
     if lack:
         raise MissingSystemPackages(
             f"{what} needs Debian packages that are not installed on this host: {', '.join(lack)}; "
-            f"install them with `apt-get install {' '.join(lack)}`")
+            f"install them with `apt-get install {' '.join(lack)}`"
+        )

@@ -44,9 +44,14 @@ AGENT_ENV = {
     "GIT_PAGER": "cat",
 }
 
-_GIT_ID = {"GIT_AUTHOR_NAME": "minisandbox", "GIT_AUTHOR_EMAIL": "minisandbox@localhost",
-           "GIT_COMMITTER_NAME": "minisandbox", "GIT_COMMITTER_EMAIL": "minisandbox@localhost",
-           "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000"}
+_GIT_ID = {
+    "GIT_AUTHOR_NAME": "minisandbox",
+    "GIT_AUTHOR_EMAIL": "minisandbox@localhost",
+    "GIT_COMMITTER_NAME": "minisandbox",
+    "GIT_COMMITTER_EMAIL": "minisandbox@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
+}
 
 
 class TaskSetupError(MinisandboxError, RuntimeError):
@@ -78,8 +83,9 @@ class TaskSandbox:
     def task_id(self) -> str:
         return self.prepared.instance_id
 
-    def execute(self, command: str, *, cwd: str | None = None, timeout: float | None = None,
-                env: dict[str, str] | None = None) -> ExecResult:
+    def execute(
+        self, command: str, *, cwd: str | None = None, timeout: float | None = None, env: dict[str, str] | None = None
+    ) -> ExecResult:
         """A fresh `bash -c command` in the sandbox (no state carried over)."""
         return self.sandbox.execute(command, cwd=cwd or REPO_PATH, timeout=timeout, env=env)
 
@@ -127,8 +133,10 @@ def _setup_script(record: TaskRecord, testbed: dict[str, Any] | None = None) -> 
     q = shlex.quote
     lines = ["set -eu", f"cd {REPO_PATH}"]
     if record.patch.strip():
-        lines.append("git -c safe.directory='*' apply --whitespace=nowarn /tmp/.minisandbox-task.patch "
-                     "|| patch --batch -p1 --no-backup-if-mismatch -r - -i /tmp/.minisandbox-task.patch")
+        lines.append(
+            "git -c safe.directory='*' apply --whitespace=nowarn /tmp/.minisandbox-task.patch "
+            "|| patch --batch -p1 --no-backup-if-mismatch -r - -i /tmp/.minisandbox-task.patch"
+        )
     for path in test_files_of(list(record.fail_to_pass)):
         lines.append(f"rm -rf -- {q(path)}")
     lines += [
@@ -143,9 +151,16 @@ def _setup_script(record: TaskRecord, testbed: dict[str, Any] | None = None) -> 
     return "\n".join(lines) + "\n"
 
 
-def open_task(task_id: str, store: str | os.PathLike[str] | None = None, *,
-              cache: Cache | str | os.PathLike[str] | None = None, io_slots: int | None = None,
-              env: dict[str, str] | None = None, diff: bool = True, **sandbox_options: Any) -> TaskSandbox:
+def open_task(
+    task_id: str,
+    store: str | os.PathLike[str] | None = None,
+    *,
+    cache: Cache | str | os.PathLike[str] | None = None,
+    io_slots: int | None = None,
+    env: dict[str, str] | None = None,
+    diff: bool = True,
+    **sandbox_options: Any,
+) -> TaskSandbox:
     """Prepare `task_id` from `store` on this node and open its sandbox in the start state.
 
     `cache`: a Cache or cache directory (default $MINISANDBOX_CACHE). `io_slots`: the
@@ -163,8 +178,9 @@ def open_task(task_id: str, store: str | os.PathLike[str] | None = None, *,
             options.setdefault("join_ns", prepared.mount_ns)
         options["env"] = {**AGENT_ENV, **options.get("env", {}), **(env or {})}
         interp = prepared.interpreter
-        sandbox = Sandbox(prepared.sandbox_layers(),
-                          interpreter=(interp["version"], interp["prefix"]) if interp else None, **options)
+        sandbox = Sandbox(
+            prepared.sandbox_layers(), interpreter=(interp["version"], interp["prefix"]) if interp else None, **options
+        )
     except BaseException:
         prepared.release()
         raise
@@ -175,9 +191,11 @@ def open_task(task_id: str, store: str | os.PathLike[str] | None = None, *,
                 sandbox.write_file("/tmp/.minisandbox-task.patch", record.patch)
             res = sandbox.run(["bash", "-c", script], cwd="/", timeout=600, env=_GIT_ID, _mark=False)
             if res.returncode != 0:
-                raise TaskSetupError(f"task {task_id}: setting up the start state in {REPO_PATH} failed "
-                                     f"({res.returncode}): {res.output.strip()[-300:]}; check the task's patch "
-                                     f"against its snapshot in {prepared.store_url}")
+                raise TaskSetupError(
+                    f"task {task_id}: setting up the start state in {REPO_PATH} failed "
+                    f"({res.returncode}): {res.output.strip()[-300:]}; check the task's patch "
+                    f"against its snapshot in {prepared.store_url}"
+                )
         if diff:
             sandbox.mark_start()
         else:
@@ -186,8 +204,14 @@ def open_task(task_id: str, store: str | os.PathLike[str] | None = None, *,
         sandbox.close()
         prepared.release()
         raise
-    return TaskSandbox(prepared, sandbox, record, time.monotonic() - t0,
-                       {"downloaded": prepared.downloaded, "prepare_seconds": prepared.seconds}, node_cache)
+    return TaskSandbox(
+        prepared,
+        sandbox,
+        record,
+        time.monotonic() - t0,
+        {"downloaded": prepared.downloaded, "prepare_seconds": prepared.seconds},
+        node_cache,
+    )
 
 
 def load_catalog(catalog: Any = None):
@@ -208,9 +232,17 @@ def load_catalog(catalog: Any = None):
     return Catalog.load(paths)
 
 
-def grade(task_id: str, patch: str, store: str | os.PathLike[str] | None = None, *, catalog: Any = None,
-          cache: Cache | str | os.PathLike[str] | None = None, io_slots: int | None = None,
-          record: TaskRecord | None = None, grading: str = "strict"):
+def grade(
+    task_id: str,
+    patch: str,
+    store: str | os.PathLike[str] | None = None,
+    *,
+    catalog: Any = None,
+    cache: Cache | str | os.PathLike[str] | None = None,
+    io_slots: int | None = None,
+    record: TaskRecord | None = None,
+    grading: str = "strict",
+):
     """Grade `patch` (relative to the task's start state) in a fresh sandbox; returns a
     `minisandbox.grading.evaluate.Evaluation` (`.resolved`, `.reason`, `.report`).
     `grading="official"` reproduces the task's own harness decision (docs/grading.md)."""
@@ -246,8 +278,11 @@ def task_records(store: str | os.PathLike[str] | None = None, *, status: str = "
     from minisandbox.node.published import iter_tasks
     from minisandbox.node.store import open_store
 
-    return [TaskRecord.from_dict(e["record"]) for e in iter_tasks(open_store(store))
-            if e.get("status", "ready") == status and "record" in e]
+    return [
+        TaskRecord.from_dict(e["record"])
+        for e in iter_tasks(open_store(store))
+        if e.get("status", "ready") == status and "record" in e
+    ]
 
 
 def task_layer_names(task_id: str, store: str | os.PathLike[str] | None = None) -> list[tuple[str, ...]]:
@@ -258,8 +293,13 @@ def task_layer_names(task_id: str, store: str | os.PathLike[str] | None = None) 
     return names(task_id, store)
 
 
-def fetch_task(task_id: str, store: str | os.PathLike[str] | None = None, *,
-               cache: Cache | str | os.PathLike[str] | None = None, io_slots: int | None = None) -> bool:
+def fetch_task(
+    task_id: str,
+    store: str | os.PathLike[str] | None = None,
+    *,
+    cache: Cache | str | os.PathLike[str] | None = None,
+    io_slots: int | None = None,
+) -> bool:
     """Make the task's layers ready in the node cache without opening a sandbox (prefetch);
     True if anything was downloaded. `io_slots=0`: the caller bounds unpacks itself."""
     prepared = prepare(task_id, store, cache=make_cache(cache, io_slots))
@@ -275,6 +315,22 @@ def shell_session(sandbox: Sandbox, name: str = "default", **options: Any):
     return session(sandbox, name, **options)
 
 
-__all__ = ["AGENT_ENV", "Cache", "ExecResult", "PreparedTask", "RAY_RESOURCE", "Sandbox", "TaskSandbox",
-           "TaskSetupError", "fetch_task", "grade", "load_catalog", "make_cache", "open_task", "shell_session",
-           "task_ids", "task_layer_names", "task_records"]
+__all__ = [
+    "AGENT_ENV",
+    "Cache",
+    "ExecResult",
+    "PreparedTask",
+    "RAY_RESOURCE",
+    "Sandbox",
+    "TaskSandbox",
+    "TaskSetupError",
+    "fetch_task",
+    "grade",
+    "load_catalog",
+    "make_cache",
+    "open_task",
+    "shell_session",
+    "task_ids",
+    "task_layer_names",
+    "task_records",
+]

@@ -23,6 +23,8 @@ def uv_bin() -> str:
         found = shutil.which("uv")
         if found:
             return found
-        raise ToolMissing("uv is not installed: building environments needs it; "
-                          "pip install 'minisandbox[pipeline]' (or put uv on PATH)") from None
+        raise ToolMissing(
+            "uv is not installed: building environments needs it; "
+            "pip install 'minisandbox[pipeline]' (or put uv on PATH)"
+        ) from None
     return find_uv_bin()

@@ -56,27 +56,51 @@ def env_job(settings: EnvJobSettings, job: EnvJobRequest) -> EnvJobReport:
     from minisandbox.pipeline.envjob import run_env_job as build_and_publish
 
     plan = json.loads(job.plan.read_text())
-    res = build_and_publish(job.work, settings, job.spec, plan, job.receipt, validate=job.validate or job.label,
-                            repeats=job.repeats, label=job.label, max_f2p=job.max_f2p)
+    res = build_and_publish(
+        job.work,
+        settings,
+        job.spec,
+        plan,
+        job.receipt,
+        validate=job.validate or job.label,
+        repeats=job.repeats,
+        label=job.label,
+        max_f2p=job.max_f2p,
+    )
     report = EnvJobReport(res.key)
     if res.folded_repo:
         report.lines.append(f"repo {res.folded_repo}: published by this job (no other environment or task uses it)")
-    report.lines.append(f"env {_summary(res.status)}"
-                        + (" (build reused: only its validation inputs changed)" if res.reused else ""))
+    report.lines.append(
+        f"env {_summary(res.status)}" + (" (build reused: only its validation inputs changed)" if res.reused else "")
+    )
     receipts, out = job.receipt.parent.parent, job.output
     logs = out.parent / "logs" / res.key
     if job.label:
         from minisandbox.grading.label import step_label
 
-        lab = step_label(job.plan, res.key, receipts, settings.store, out, logs, repeats=job.repeats,
-                         workers=job.workers, max_f2p=job.max_f2p)
-        report.lines.append(f"labelled {len(lab.tasks)} candidate(s) of {res.key} in {lab.seconds:.1f} s: "
-                            + ", ".join(f"{k} {v}" for k, v in lab.counts().items()))
+        lab = step_label(
+            job.plan,
+            res.key,
+            receipts,
+            settings.store,
+            out,
+            logs,
+            repeats=job.repeats,
+            workers=job.workers,
+            max_f2p=job.max_f2p,
+        )
+        report.lines.append(
+            f"labelled {len(lab.tasks)} candidate(s) of {res.key} in {lab.seconds:.1f} s: "
+            + ", ".join(f"{k} {v}" for k, v in lab.counts().items())
+        )
     elif job.validate:
-        val = step_validate(job.plan, res.key, receipts, settings.store, out, logs, repeats=job.repeats,
-                            workers=job.workers)
-        report.lines.append(f"validated {len(val.tasks)} task(s) of {res.key} in {val.seconds:.1f} s: "
-                            + ", ".join(f"{k} {v}" for k, v in val.counts().items()))
+        val = step_validate(
+            job.plan, res.key, receipts, settings.store, out, logs, repeats=job.repeats, workers=job.workers
+        )
+        report.lines.append(
+            f"validated {len(val.tasks)} task(s) of {res.key} in {val.seconds:.1f} s: "
+            + ", ".join(f"{k} {v}" for k, v in val.counts().items())
+        )
     else:
         write_not_validated(res.key, plan["envs"][res.key]["spec"]["name"], out)
     mark_validated(job.work, res.key, res.validation)

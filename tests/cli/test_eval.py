@@ -17,9 +17,23 @@ OTHER_CATALOG = ROOT / "config" / "catalog" / "swebench.yaml"
 def _eval(tmp_path: Path, preds: list, *args: str) -> subprocess.CompletedProcess:
     path = tmp_path / "preds.jsonl"
     path.write_text("".join((p if isinstance(p, str) else json.dumps(p)) + "\n" for p in preds))
-    return subprocess.run([sys.executable, "-m", "minisandbox.cli", "eval", "--predictions", str(path),
-                           "--out", str(tmp_path / "out"), *args], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "minisandbox.cli",
+            "eval",
+            "--predictions",
+            str(path),
+            "--out",
+            str(tmp_path / "out"),
+            *args,
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _known_id() -> str:
@@ -28,12 +42,18 @@ def _known_id() -> str:
 
 def test_prediction_without_model_name_is_an_error_naming_file_line_field(tmp_path: Path) -> None:
     iid = _known_id()
-    res = _eval(tmp_path, [{"instance_id": iid, "model_patch": "", "model_name_or_path": "m"},
-                           {"instance_id": iid, "model_patch": ""}], "--tasks", str(TASKS))
+    res = _eval(
+        tmp_path,
+        [{"instance_id": iid, "model_patch": "", "model_name_or_path": "m"}, {"instance_id": iid, "model_patch": ""}],
+        "--tasks",
+        str(TASKS),
+    )
     assert (res.returncode, res.stdout) == (1, "")
-    assert res.stderr == (f"minisandbox eval: error: {tmp_path / 'preds.jsonl'}:2 ({iid}): field "
-                          f"'model_name_or_path' missing; SWE-bench predictions need instance_id, model_patch, "
-                          f"model_name_or_path\n")
+    assert res.stderr == (
+        f"minisandbox eval: error: {tmp_path / 'preds.jsonl'}:2 ({iid}): field "
+        f"'model_name_or_path' missing; SWE-bench predictions need instance_id, model_patch, "
+        f"model_name_or_path\n"
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -55,25 +75,43 @@ def test_bad_predictions_each_name_their_line_and_field(tmp_path: Path) -> None:
 
 
 def test_predictions_for_unknown_tasks_fail_before_any_evaluation(tmp_path: Path) -> None:
-    res = _eval(tmp_path, [{"instance_id": "nobody__nothing.1", "model_patch": "", "model_name_or_path": "m"}],
-                "--tasks", str(TASKS))
+    res = _eval(
+        tmp_path,
+        [{"instance_id": "nobody__nothing.1", "model_patch": "", "model_name_or_path": "m"}],
+        "--tasks",
+        str(TASKS),
+    )
     assert (res.returncode, res.stdout) == (1, "")
-    assert res.stderr == (f"minisandbox eval: error: 1 prediction(s) name no task in {TASKS}: nobody__nothing.1; "
-                          f"check --tasks/--store (list a store's tasks with `minisandbox tasks --store URL`)\n")
+    assert res.stderr == (
+        f"minisandbox eval: error: 1 prediction(s) name no task in {TASKS}: nobody__nothing.1; "
+        f"check --tasks/--store (list a store's tasks with `minisandbox tasks --store URL`)\n"
+    )
 
 
 def test_known_tasks_are_graded_then_unknown_ones_fail_the_run_json_alone_on_stdout(tmp_path: Path) -> None:
     iid = _known_id()
     patch = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
-    res = _eval(tmp_path, [{"instance_id": iid, "model_patch": patch, "model_name_or_path": "m/x"},
-                           {"instance_id": "nobody__nothing.1", "model_patch": "", "model_name_or_path": "m/x"}],
-                "--tasks", str(TASKS), "--catalog", str(OTHER_CATALOG), "--json")
+    res = _eval(
+        tmp_path,
+        [
+            {"instance_id": iid, "model_patch": patch, "model_name_or_path": "m/x"},
+            {"instance_id": "nobody__nothing.1", "model_patch": "", "model_name_or_path": "m/x"},
+        ],
+        "--tasks",
+        str(TASKS),
+        "--catalog",
+        str(OTHER_CATALOG),
+        "--json",
+    )
     assert res.returncode == 1
     summary = json.loads(res.stdout)  # the summary alone, although the run fails
     assert summary["unknown_ids"] == ["nobody__nothing.1"]
     assert summary["submitted_ids"] == [iid] and summary["error_ids"] == [iid]
     assert Path(summary["report"]).is_file()
-    assert json.loads((tmp_path / "out" / "minisandbox" / "m__x" / iid / "report.json").read_text())[iid]["reason"] == "error"
+    assert (
+        json.loads((tmp_path / "out" / "minisandbox" / "m__x" / iid / "report.json").read_text())[iid]["reason"]
+        == "error"
+    )
     assert res.stderr.splitlines()[-1].startswith("minisandbox eval: error: 1 prediction(s) name no task in")
     # progress went to stderr as plain lines (not a terminal)
     assert f"[1/1] {iid}: error" in res.stderr

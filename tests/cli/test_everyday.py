@@ -18,8 +18,14 @@ from minisandbox.cli import main
 
 def _cli(argv: list[str], cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
     """The real command in a subprocess (stderr a pipe), as a user's shell or a job runs it."""
-    return subprocess.run([sys.executable, "-m", "minisandbox.cli", *argv], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, **env}, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+        cwd=cwd,
+    )
 
 
 # ------------------------------------------------------------------ bad arguments
@@ -29,8 +35,8 @@ def _bad_invocations(tmp: Path) -> list[list[str]]:
     missing = str(tmp / "missing")
     (tmp / "not-jsonl.jsonl").write_text("{not json\n")
     return [
-        ["run", "--store", missing, "T"],                      # no command after the task id
-        ["run", "--store", missing, "T", "--", "true"],       # a store that does not exist
+        ["run", "--store", missing, "T"],  # no command after the task id
+        ["run", "--store", missing, "T", "--", "true"],  # a store that does not exist
         ["shell", "--store", missing, "T"],
         ["fetch", "--store", missing, "--cache", str(tmp / "c"), "T"],
         ["tasks", "--store", missing],
@@ -71,8 +77,10 @@ def test_every_command_with_bad_arguments_says_one_thing_and_no_traceback(tmp_pa
 def test_run_without_a_command_is_a_usage_error(capsys) -> None:
     assert main(["run", "--store", "/nonexistent", "T"]) == 2
     err = capsys.readouterr().err
-    assert err == ("minisandbox run: error: no command given: add `-- CMD ...` after the task id "
-                   "(or use `minisandbox shell TASK_ID`)\n")
+    assert err == (
+        "minisandbox run: error: no command given: add `-- CMD ...` after the task id "
+        "(or use `minisandbox shell TASK_ID`)\n"
+    )
 
 
 def test_verbose_shows_the_traceback_behind_an_error(tmp_path: Path) -> None:
@@ -89,8 +97,14 @@ def _closed_pipe_run(argv: list[str], **env: str) -> subprocess.CompletedProcess
     r, w = os.pipe()
     os.close(r)
     try:
-        return subprocess.run([sys.executable, "-m", "minisandbox.cli", *argv], stdout=w, stderr=subprocess.PIPE,
-                              text=True, timeout=300, env={**os.environ, **env})
+        return subprocess.run(
+            [sys.executable, "-m", "minisandbox.cli", *argv],
+            stdout=w,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+            env={**os.environ, **env},
+        )
     finally:
         os.close(w)
 
@@ -98,11 +112,13 @@ def _closed_pipe_run(argv: list[str], **env: str) -> subprocess.CompletedProcess
 @pytest.mark.parametrize("which", ["tasks", "tasks --json", "cache ls --json", "completion", "help"])
 def test_a_closed_stdout_ends_quietly(which: str, published_store, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    argv = {"tasks": ["tasks", "--store", published_store["url"]],
-            "tasks --json": ["tasks", "--store", published_store["url"], "--json"],
-            "cache ls --json": ["cache", "ls", "--cache", str(cache), "--json"],
-            "completion": ["completion", "bash"],
-            "help": ["--help"]}[which]
+    argv = {
+        "tasks": ["tasks", "--store", published_store["url"]],
+        "tasks --json": ["tasks", "--store", published_store["url"], "--json"],
+        "cache ls --json": ["cache", "ls", "--cache", str(cache), "--json"],
+        "completion": ["completion", "bash"],
+        "help": ["--help"],
+    }[which]
     if which == "cache ls --json":
         (cache / "layers").mkdir(parents=True)
     res = _closed_pipe_run(argv)
@@ -112,8 +128,13 @@ def test_a_closed_stdout_ends_quietly(which: str, published_store, tmp_path: Pat
 
 
 def test_tasks_into_head_prints_the_first_row(published_store) -> None:
-    out = subprocess.run(f"{sys.executable} -m minisandbox.cli tasks --store {published_store['url']} | head -1",
-                         shell=True, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        f"{sys.executable} -m minisandbox.cli tasks --store {published_store['url']} | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.stdout == "demo__proj.0000\tready\tenv-demo0-0000000000000000\tdemo0\t-\n"
     assert "Traceback" not in out.stderr
 
@@ -138,8 +159,10 @@ def test_tasks_header_on_a_terminal(published_store) -> None:
         out = b""
         pid, fd = pty.fork()
         if pid == 0:  # child: stdout is the terminal
-            os.execv(sys.executable, [sys.executable, "-m", "minisandbox.cli", "-q", "tasks", "--store",
-                                      published_store["url"], *extra])
+            os.execv(
+                sys.executable,
+                [sys.executable, "-m", "minisandbox.cli", "-q", "tasks", "--store", published_store["url"], *extra],
+            )
         while True:
             try:
                 data = os.read(fd, 65536)
@@ -157,15 +180,29 @@ def test_tasks_header_on_a_terminal(published_store) -> None:
 
 def test_a_missing_default_store_names_the_default_used(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "MINISANDBOX_STORE"}
-    res = subprocess.run([sys.executable, "-m", "minisandbox.cli", "tasks"], capture_output=True, text=True,
-                         cwd=tmp_path, env=env, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", "tasks"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert res.returncode == 1
-    assert (f"(no --store given: used {tmp_path}/results/store, the default ./results/store under the current "
-            f"directory; pass --store URL or set MINISANDBOX_STORE)") in res.stderr
+    assert (
+        f"(no --store given: used {tmp_path}/results/store, the default ./results/store under the current "
+        f"directory; pass --store URL or set MINISANDBOX_STORE)"
+    ) in res.stderr
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "config.yaml").write_text("store: elsewhere/store\n")
-    res = subprocess.run([sys.executable, "-m", "minisandbox.cli", "fetch", "--cache", str(tmp_path / "c"), "T"],
-                         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", "fetch", "--cache", str(tmp_path / "c"), "T"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert f"used {tmp_path}/elsewhere/store, the store: of {tmp_path}/config/config.yaml;" in res.stderr
     res = _cli(["tasks"], cwd=tmp_path, MINISANDBOX_STORE=str(tmp_path / "env-store"))
     assert f"used {tmp_path}/env-store, from $MINISANDBOX_STORE;" in res.stderr
@@ -176,8 +213,10 @@ def test_a_missing_default_store_names_the_default_used(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ global options
 def test_quiet_drops_notes_and_progress_but_not_results(published_store, tmp_path: Path) -> None:
     ids = [t["instance_id"] for t in published_store["tasks"] if t["status"] == "ready"]
-    res = _cli(["-q", "fetch", "--store", published_store["url"], "--cache", str(tmp_path / "c"), *ids],
-               MINISANDBOX_PROGRESS_INTERVAL="0")
+    res = _cli(
+        ["-q", "fetch", "--store", published_store["url"], "--cache", str(tmp_path / "c"), *ids],
+        MINISANDBOX_PROGRESS_INTERVAL="0",
+    )
     assert res.returncode == 0 and res.stderr == ""
     assert len(res.stdout.splitlines()) == len(ids)
     listed = _cli(["-q", "tasks", "--store", published_store["url"]])
@@ -197,13 +236,15 @@ def test_no_progress_turns_progress_off(published_store, tmp_path: Path) -> None
 # ------------------------------------------------------------------ cache clear
 def _lease_holder(cache: Path, published_store) -> subprocess.Popen:
     """A live process holding leases on a task's layers (as a sandbox does), until killed."""
-    code = ("import sys, time\n"
-            "from minisandbox.node.cache import Cache\n"
-            "from minisandbox.node.runtime import prepare\n"
-            f"p = prepare({published_store['tasks'][0]['instance_id']!r}, {published_store['url']!r}, "
-            f"cache=Cache(__import__('pathlib').Path({str(cache)!r})))\n"
-            "print('leased', flush=True)\n"
-            "time.sleep(600)\n")
+    code = (
+        "import sys, time\n"
+        "from minisandbox.node.cache import Cache\n"
+        "from minisandbox.node.runtime import prepare\n"
+        f"p = prepare({published_store['tasks'][0]['instance_id']!r}, {published_store['url']!r}, "
+        f"cache=Cache(__import__('pathlib').Path({str(cache)!r})))\n"
+        "print('leased', flush=True)\n"
+        "time.sleep(600)\n"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     assert line == "leased\n", proc.stderr.read() if proc.poll() is not None else line
@@ -262,8 +303,10 @@ def test_cache_clear_refuses_a_directory_that_is_not_a_cache(tmp_path: Path) -> 
 
 # ------------------------------------------------------------------ completion
 def _complete_bash(script: str, words: list[str]) -> list[str]:
-    prog = (f"{script}\nCOMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
-            "_minisandbox; printf '%s\\n' \"${COMPREPLY[@]}\"\n")
+    prog = (
+        f"{script}\nCOMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
+        "_minisandbox; printf '%s\\n' \"${COMPREPLY[@]}\"\n"
+    )
     out = subprocess.run(["bash", "-c", prog], capture_output=True, text=True, timeout=60, check=True)
     return out.stdout.split()
 
@@ -284,12 +327,15 @@ def test_zsh_completion_script_loads_and_completes(tmp_path: Path, capsys) -> No
     assert main(["completion", "zsh"]) == 0
     (tmp_path / "_minisandbox").write_text(capsys.readouterr().out)
     # compadd is replaced by a function that prints what would be offered
-    prog = (f"autoload -U compinit && compinit -u -D; source {tmp_path}/_minisandbox\n"
-            "compadd() { while [[ $1 == -* && $1 != -- ]]; do shift; done; [[ $1 == -- ]] && shift; print -l -- $@; }\n"
-            "words=(minisandbox cache ''); CURRENT=3; _minisandbox\n"
-            "words=(minisandbox tasks --status ''); CURRENT=4; _minisandbox\n")
-    out = subprocess.run(["zsh", "-f", "-c", prog], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "HOME": str(tmp_path)})
+    prog = (
+        f"autoload -U compinit && compinit -u -D; source {tmp_path}/_minisandbox\n"
+        "compadd() { while [[ $1 == -* && $1 != -- ]]; do shift; done; [[ $1 == -- ]] && shift; print -l -- $@; }\n"
+        "words=(minisandbox cache ''); CURRENT=3; _minisandbox\n"
+        "words=(minisandbox tasks --status ''); CURRENT=4; _minisandbox\n"
+    )
+    out = subprocess.run(
+        ["zsh", "-f", "-c", prog], capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": str(tmp_path)}
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["ls", "gc", "clear", "ready", "env-failed", "repo-failed"]
 
@@ -311,12 +357,24 @@ def test_plan_with_a_misspelled_catalog_key_blames_the_catalog(tmp_path: Path) -
     bad = tmp_path / "catalog.yaml"
     bad.write_text(good.read_text().replace("specs:", "spec:", 1))
     tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text(json.dumps({"instance_id": "a__b.1", "repo": "swesmith/a__b.12345678", "patch": "x",
-                                 "FAIL_TO_PASS": ["t"], "PASS_TO_PASS": []}) + "\n")
+    tasks.write_text(
+        json.dumps(
+            {
+                "instance_id": "a__b.1",
+                "repo": "swesmith/a__b.12345678",
+                "patch": "x",
+                "FAIL_TO_PASS": ["t"],
+                "PASS_TO_PASS": [],
+            }
+        )
+        + "\n"
+    )
     res = _cli(["plan", "--tasks", str(tasks), "--catalog", str(bad), "--plan-dir", str(tmp_path / "plan")])
     assert res.returncode == 1 and "Traceback" not in res.stderr
-    assert res.stderr == (f"minisandbox plan: error: {bad}: unknown top-level key 'spec' (did you mean 'specs'?): a "
-                          f"catalog is a mapping with one key, `specs:` (a list of specs)\n")
+    assert res.stderr == (
+        f"minisandbox plan: error: {bad}: unknown top-level key 'spec' (did you mean 'specs'?): a "
+        f"catalog is a mapping with one key, `specs:` (a list of specs)\n"
+    )
 
 
 # ------------------------------------------------------------------ progress
@@ -331,8 +389,11 @@ def test_fetch_progress_total_is_known_up_front(tmp_path: Path, images: bool) ->
     pub = build_store(tmp_path / "store", tmp_path / "work", n_envs=2, n_tasks=3, images=images)
     ids = [t["instance_id"] for t in pub["tasks"] if t["status"] == "ready"]
     cache = tmp_path / "cache"
-    res = _cli(["fetch", "--store", pub["url"], "--cache", str(cache), *ids], MINISANDBOX_PROGRESS_INTERVAL="0",
-               MINISANDBOX_IMAGES="1" if images else "0")
+    res = _cli(
+        ["fetch", "--store", pub["url"], "--cache", str(cache), *ids],
+        MINISANDBOX_PROGRESS_INTERVAL="0",
+        MINISANDBOX_IMAGES="1" if images else "0",
+    )
     assert res.returncode == 0, res.stderr
     lines = [line for line in res.stderr.splitlines() if line.startswith("fetch: ")]
     assert len(lines) >= 3, res.stderr
@@ -346,17 +407,41 @@ def test_fetch_progress_total_is_known_up_front(tmp_path: Path, images: bool) ->
 
 
 # ------------------------------------------------------------------ workflow --config mistakes
-@pytest.mark.parametrize("setting,expect", [
-    ("stor=s3://bucket/x", "minisandbox: config key 'stor' is not a workflow setting; did you mean 'store'? "
-                           "(every key: config/README.md)"),
-    ("zstd_level=abc", "minisandbox: config zstd_level: 'abc' is not of type 'integer' (every key: config/README.md)"),
-])
+@pytest.mark.parametrize(
+    "setting,expect",
+    [
+        (
+            "stor=s3://bucket/x",
+            "minisandbox: config key 'stor' is not a workflow setting; did you mean 'store'? "
+            "(every key: config/README.md)",
+        ),
+        (
+            "zstd_level=abc",
+            "minisandbox: config zstd_level: 'abc' is not of type 'integer' (every key: config/README.md)",
+        ),
+    ],
+)
 def test_a_config_typo_is_one_line_not_the_schema(setting: str, expect: str, tmp_path: Path) -> None:
     pytest.importorskip("snakemake")
     root = Path(__file__).resolve().parents[2]
-    res = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "-n", "--cores", "1", "--snakefile",
-                          str(root / "workflow" / "Snakefile"), "--directory", str(tmp_path), "--config", setting],
-                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    res = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "snakemake"),
+            "-n",
+            "--cores",
+            "1",
+            "--snakefile",
+            str(root / "workflow" / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "--config",
+            setting,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert res.returncode == 1
     assert expect in res.stderr.splitlines(), res.stderr[-3000:]
     assert "Failed validating" not in res.stderr and "'properties'" not in res.stderr  # no schema dump

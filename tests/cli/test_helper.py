@@ -27,10 +27,12 @@ from tests.fixtures.runtime import build_local_store
 from tests.fixtures.sandbox import SRC, TEST_USER
 
 TASK = "helper__task.0"
-PROBE = ("grep -E '^(Uid|CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; cat /proc/self/limits; "
-         "python3 -c 'import ctypes; c = ctypes.CDLL(None, use_errno=True); "
-         "print(\"attach init\", c.ptrace(16, 1, 0, 0), ctypes.get_errno())'; "
-         "echo cwd=$PWD umask=$(umask); echo out; echo err >&2; exit 3")
+PROBE = (
+    "grep -E '^(Uid|CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; cat /proc/self/limits; "
+    "python3 -c 'import ctypes; c = ctypes.CDLL(None, use_errno=True); "
+    'print("attach init", c.ptrace(16, 1, 0, 0), ctypes.get_errno())\'; '
+    "echo cwd=$PWD umask=$(umask); echo out; echo err >&2; exit 3"
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,18 +52,35 @@ def runtime() -> str:
 
 @pytest.fixture
 def env(tmp_path, runtime, store) -> dict[str, str]:
-    e = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": SRC, "HOME": str(tmp_path),
-         "MINISANDBOX_CACHE": str(tmp_path / "cache"), "MINISANDBOX_RUNTIME_DIR": runtime,
-         "MINISANDBOX_HELPER": "use", "MINISANDBOX_HELPER_IDLE": "120"}
-    subprocess.run([sys.executable, "-m", "minisandbox.cli", "fetch", "--store", store, TASK], env=e, check=True,
-                   capture_output=True, timeout=300)
+    e = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "PYTHONPATH": SRC,
+        "HOME": str(tmp_path),
+        "MINISANDBOX_CACHE": str(tmp_path / "cache"),
+        "MINISANDBOX_RUNTIME_DIR": runtime,
+        "MINISANDBOX_HELPER": "use",
+        "MINISANDBOX_HELPER_IDLE": "120",
+    }
+    subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", "fetch", "--store", store, TASK],
+        env=e,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     yield e
     cli(e, "helper", "stop")
 
 
 def cli(env: dict[str, str], *args: str, cwd: str = "/", timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "minisandbox.cli", *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def helper_pid(env: dict[str, str]) -> int | None:
@@ -120,8 +139,14 @@ def test_no_helper_means_in_process_and_auto_starts_one(as_root, env, store, run
 
 @pytest.mark.root
 def test_helper_exits_when_idle_and_removes_its_socket(as_root, env) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "minisandbox.cli", "helper", "serve", "--idle", "1"], env=env,
-                            cwd="/", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "minisandbox.cli", "helper", "serve", "--idle", "1"],
+        env=env,
+        cwd="/",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while helper_pid(env) is None and time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
@@ -218,9 +243,14 @@ def test_killed_helper_and_worker_leave_nothing(as_root, env, store, tmp_path) -
     controller left (cgroups, mounts) is removed by the next start, as for an in-process one."""
     assert cli(env, "helper", "start").returncode == 0
     pid = helper_pid(env)
-    client = subprocess.Popen([sys.executable, "-m", "minisandbox.cli", "run", "--store", store, TASK, "--",
-                               "sleep 987654"], env=env, cwd="/", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)
+    client = subprocess.Popen(
+        [sys.executable, "-m", "minisandbox.cli", "run", "--store", store, TASK, "--", "sleep 987654"],
+        env=env,
+        cwd="/",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _kill_helper_and_worker(env, store, client, pid)
     finally:
@@ -230,8 +260,10 @@ def test_killed_helper_and_worker_leave_nothing(as_root, env, store, tmp_path) -
 
 def _kill_helper_and_worker(env: dict[str, str], store: str, client: subprocess.Popen, pid: int) -> None:
     deadline = time.monotonic() + 60
-    while not subprocess.run(["pgrep", "-f", "^sleep 987654$"], capture_output=True).stdout and \
-            time.monotonic() < deadline:
+    while (
+        not subprocess.run(["pgrep", "-f", "^sleep 987654$"], capture_output=True).stdout
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     workers = workers_of(pid)
     worker = next(w for w in workers if "minisandbox.cli.helper" in Path(f"/proc/{w}/cmdline").read_text())
@@ -246,8 +278,7 @@ def _kill_helper_and_worker(env: dict[str, str], store: str, client: subprocess.
     out, err = client.communicate(timeout=60)
     assert client.returncode == 1 and "without an exit status" in err
     deadline = time.monotonic() + 30
-    while subprocess.run(["pgrep", "-f", "^sleep 987654$"], capture_output=True).stdout and \
-            time.monotonic() < deadline:
+    while subprocess.run(["pgrep", "-f", "^sleep 987654$"], capture_output=True).stdout and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not subprocess.run(["pgrep", "-f", "^sleep 987654$"], capture_output=True).stdout, "payload outlived"
     # the next start (in-process here) cleans up after the dead controller
@@ -258,8 +289,10 @@ def _kill_helper_and_worker(env: dict[str, str], store: str, client: subprocess.
     # saw its control socket close and closed its sandbox
     sock = cli(env, "helper", "status").stdout.split("socket ")[1].rstrip(")\n")
     deadline = time.monotonic() + 30
-    while subprocess.run(["pgrep", "-f", f"helper serve --socket {sock}"], capture_output=True).stdout and \
-            time.monotonic() < deadline:
+    while (
+        subprocess.run(["pgrep", "-f", f"helper serve --socket {sock}"], capture_output=True).stdout
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.1)
     assert not subprocess.run(["pgrep", "-f", f"helper serve --socket {sock}"], capture_output=True).stdout
     # a new helper replaces the dead one's socket
@@ -358,9 +391,24 @@ def test_signals_reach_the_command_through_the_helper(as_root, env, store) -> No
     SIGTERM ends the caller by SIGTERM, as it ends an in-process `run`."""
     assert cli(env, "helper", "start").returncode == 0
     for sig, want in ((signal.SIGINT, 130), (signal.SIGTERM, -signal.SIGTERM)):
-        client = subprocess.Popen([sys.executable, "-m", "minisandbox.cli", "run", "--store", store, TASK, "--",
-                                   "echo started; sleep 876543"], env=env, cwd="/", stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
+        client = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "minisandbox.cli",
+                "run",
+                "--store",
+                store,
+                TASK,
+                "--",
+                "echo started; sleep 876543",
+            ],
+            env=env,
+            cwd="/",
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             assert client.stdout.readline() == "started\n"
             client.send_signal(sig)
@@ -369,8 +417,10 @@ def test_signals_reach_the_command_through_the_helper(as_root, env, store) -> No
             client.kill()
             client.wait()
         deadline = time.monotonic() + 30
-        while subprocess.run(["pgrep", "-f", "^sleep 876543$"], capture_output=True).stdout and \
-                time.monotonic() < deadline:
+        while (
+            subprocess.run(["pgrep", "-f", "^sleep 876543$"], capture_output=True).stdout
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         assert not subprocess.run(["pgrep", "-f", "^sleep 876543$"], capture_output=True).stdout
 

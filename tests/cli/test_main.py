@@ -12,10 +12,41 @@ from minisandbox import __version__
 from minisandbox.cli import build_parser, main
 from minisandbox.errors import MinisandboxError
 
-USER_COMMANDS = ["fetch", "tasks", "cache", "run", "shell", "sandbox-exec", "eval", "push", "pull", "verify", "doctor", "plan",
-                 "label", "pipeline", "completion", "helper"]
-PIPELINE_STEPS = ["bundled", "mirror", "snapshot", "resolve", "build", "pack", "checksum", "publish", "repo", "env",
-                  "interp", "validate", "validated-tasks", "labelled-tasks", "index"]
+USER_COMMANDS = [
+    "fetch",
+    "tasks",
+    "cache",
+    "run",
+    "shell",
+    "sandbox-exec",
+    "eval",
+    "push",
+    "pull",
+    "verify",
+    "doctor",
+    "plan",
+    "label",
+    "pipeline",
+    "completion",
+    "helper",
+]
+PIPELINE_STEPS = [
+    "bundled",
+    "mirror",
+    "snapshot",
+    "resolve",
+    "build",
+    "pack",
+    "checksum",
+    "publish",
+    "repo",
+    "env",
+    "interp",
+    "validate",
+    "validated-tasks",
+    "labelled-tasks",
+    "index",
+]
 
 
 def _choices(parser) -> list[str]:
@@ -30,12 +61,18 @@ def test_top_level_lists_user_commands_and_the_pipeline_group_only() -> None:
 
 
 def test_pipeline_group_holds_every_workflow_step() -> None:
-    pipeline = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction").choices["pipeline"]
+    pipeline = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction").choices[
+        "pipeline"
+    ]
     assert sorted(_choices(pipeline)) == sorted(PIPELINE_STEPS)
 
 
-@pytest.mark.parametrize("argv", [[c] for c in USER_COMMANDS] + [["cache", "ls"], ["cache", "gc"], ["cache", "clear"]]
-                         + [["pipeline", s] for s in PIPELINE_STEPS])
+@pytest.mark.parametrize(
+    "argv",
+    [[c] for c in USER_COMMANDS]
+    + [["cache", "ls"], ["cache", "gc"], ["cache", "clear"]]
+    + [["pipeline", s] for s in PIPELINE_STEPS],
+)
 def test_help_of_every_command_exits_0(argv: list[str], capsys) -> None:
     with pytest.raises(SystemExit) as exc:
         main([*argv, "--help"])
@@ -49,18 +86,21 @@ def test_every_command_and_option_has_help_text() -> None:
         for action in parser._actions:
             if action.__class__.__name__ == "_SubParsersAction":
                 for choice in action._choices_actions:
-                    assert choice.help and choice.help[0].isupper() and choice.help.endswith("."), \
+                    assert choice.help and choice.help[0].isupper() and choice.help.endswith("."), (
                         f"{path} {choice.dest}: help should be a sentence: {choice.help!r}"
+                    )
                 for name, sub in action.choices.items():
                     walk(sub, f"{path} {name}")
             elif action.dest != "help" and action.option_strings:
                 assert action.help, f"{path} {'/'.join(action.option_strings)} has no help text"
+
     walk(build_parser(), "minisandbox")
 
 
 def test_version() -> None:
-    out = subprocess.run([sys.executable, "-m", "minisandbox.cli", "--version"], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", "--version"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0 and out.stdout.strip() == f"minisandbox {__version__}"
 
 

@@ -14,13 +14,25 @@ CATALOG = ROOT / "config" / "catalog" / "bundled.yaml"
 
 
 def _plan(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "minisandbox.cli", "plan", *args], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", "plan", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_plan_json_alone_on_stdout_invalid_lines_on_stderr(tmp_path: Path) -> None:
-    res = _plan(tmp_path, "--json", "--tasks", str(BUNDLED / "tasks.jsonl"), str(BUNDLED / "invalid_tasks.jsonl"),
-                "--catalog", str(CATALOG))
+    res = _plan(
+        tmp_path,
+        "--json",
+        "--tasks",
+        str(BUNDLED / "tasks.jsonl"),
+        str(BUNDLED / "invalid_tasks.jsonl"),
+        "--catalog",
+        str(CATALOG),
+    )
     assert res.returncode == 0, res.stderr
     plan = json.loads(res.stdout)
     assert (plan["tasks"], plan["envs"], plan["invalid"]) == (12, 3, 8)
@@ -34,9 +46,11 @@ def test_plan_with_only_invalid_records_fails_with_one_line(tmp_path: Path) -> N
     res = _plan(tmp_path, "--tasks", str(BUNDLED / "invalid_tasks.jsonl"), "--catalog", str(CATALOG))
     assert res.returncode == 1
     err = res.stderr.splitlines()
-    assert err[-1] == (f"minisandbox plan: error: no usable task in the task files (8 invalid record(s)); first: "
-                       f"{BUNDLED / 'invalid_tasks.jsonl'}:1 (jpvanhal__inflection.09fb3146.func_pm_op_change__"
-                       f"a021d67c.missing_f2p): field 'FAIL_TO_PASS': missing")
+    assert err[-1] == (
+        f"minisandbox plan: error: no usable task in the task files (8 invalid record(s)); first: "
+        f"{BUNDLED / 'invalid_tasks.jsonl'}:1 (jpvanhal__inflection.09fb3146.func_pm_op_change__"
+        f"a021d67c.missing_f2p): field 'FAIL_TO_PASS': missing"
+    )
     assert res.stdout.startswith("0 tasks -> 0 environments")
 
 
@@ -50,14 +64,18 @@ def test_plan_names_the_record_that_matches_no_spec(tmp_path: Path) -> None:
     tasks.write_text(lines[0] + "\n\n" + json.dumps(rec) + "\n")
     res = _plan(tmp_path, "--tasks", str(tasks), "--catalog", str(CATALOG))
     assert res.returncode == 0
-    assert res.stderr == (f"INVALID {tasks}:3 ({rec['instance_id']}): field 'repo': no environment spec "
-                          f"'nobody__nothing.12345678' in the catalog (task {rec['instance_id']})\n")
+    assert res.stderr == (
+        f"INVALID {tasks}:3 ({rec['instance_id']}): field 'repo': no environment spec "
+        f"'nobody__nothing.12345678' in the catalog (task {rec['instance_id']})\n"
+    )
 
 
 def test_plan_missing_catalog_or_task_file_is_one_line(tmp_path: Path) -> None:
     res = _plan(tmp_path, "--tasks", str(BUNDLED / "tasks.jsonl"), "--catalog", str(tmp_path / "nope.yaml"))
     assert (res.returncode, res.stdout) == (1, "")
-    assert res.stderr == (f"minisandbox plan: error: catalog file {tmp_path / 'nope.yaml'} does not exist; check "
-                          f"--config catalog=... or --catalog (this checkout's catalogs: config/catalog/*.yaml)\n")
+    assert res.stderr == (
+        f"minisandbox plan: error: catalog file {tmp_path / 'nope.yaml'} does not exist; check "
+        f"--config catalog=... or --catalog (this checkout's catalogs: config/catalog/*.yaml)\n"
+    )
     res = _plan(tmp_path, "--tasks", str(tmp_path / "nope.jsonl"), "--catalog", str(CATALOG))
     assert res.returncode == 1 and res.stderr.count("\n") == 1 and "task file" in res.stderr

@@ -18,14 +18,20 @@ pytestmark = pytest.mark.root
 
 
 def cli(*args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "minisandbox.cli", *args], capture_output=True, text=True,
-                          input=input, timeout=timeout, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC}, cwd="/")
+    return subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", *args],
+        capture_output=True,
+        text=True,
+        input=input,
+        timeout=timeout,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
+        cwd="/",
+    )
 
 
 def test_sandbox_exec_layer_diff_and_exit_code(as_root, tmp_path):
     repo = make_repo(tmp_path / "repo")
-    res = cli("sandbox-exec", "--layer", f"{repo}:/testbed", "--diff", "--",
-              "pwd; echo extra >> pkg/mod.py; exit 5")
+    res = cli("sandbox-exec", "--layer", f"{repo}:/testbed", "--diff", "--", "pwd; echo extra >> pkg/mod.py; exit 5")
     assert res.returncode == 5, res.stderr
     assert res.stdout.startswith("/testbed\n")
     assert "+extra" in res.stdout and "diff --git a/pkg/mod.py" in res.stdout
@@ -64,22 +70,41 @@ def test_run_and_shell_for_a_task_in_a_store(as_root, tmp_path):
     manifest = json.loads(mpath.read_text())
     manifest["interpreter"] = {"version": local.version, "prefix": "/usr"}
     mpath.write_text(json.dumps(manifest))
-    bug = ("diff --git a/src/mod.py b/src/mod.py\n--- a/src/mod.py\n+++ b/src/mod.py\n"
-           "@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2\n")
+    bug = (
+        "diff --git a/src/mod.py b/src/mod.py\n--- a/src/mod.py\n+++ b/src/mod.py\n"
+        "@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2\n"
+    )
     for t in info["tasks"]:
         t["record"].update({"patch": bug, "fail_to_pass": [], "pass_to_pass": []})
         if t["status"] == "ready":  # snapshots are git repositories: republish the fixture's tree as one
             tree = tmp_path / "work" / t["repo_key"]
-            subprocess.run("git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm snap",
-                           shell=True, cwd=tree, check=True)
+            subprocess.run(
+                "git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm snap",
+                shell=True,
+                cwd=tree,
+                check=True,
+            )
             (tmp_path / "repub").mkdir(exist_ok=True)
-            publish_tree(info["store"], "repo", t["repo_key"], tree, tmp_path / "repub", "tar.zst",
-                         {"commit": "0" * 40, "source": "local"})
+            publish_tree(
+                info["store"],
+                "repo",
+                t["repo_key"],
+                tree,
+                tmp_path / "repub",
+                "tar.zst",
+                {"commit": "0" * 40, "source": "local"},
+            )
     write_index(info["store"], info["tasks"])
     tid = info["tasks"][0]["instance_id"]
     common = ["--store", str(tmp_path / "store"), "--cache", str(tmp_path / "cache")]
-    res = cli("run", *common, "--diff", tid, "--",
-              "ls /testbed /opt/miniconda3/envs/testbed; cat /testbed/src/mod.py; echo new > /testbed/new.txt")
+    res = cli(
+        "run",
+        *common,
+        "--diff",
+        tid,
+        "--",
+        "ls /testbed /opt/miniconda3/envs/testbed; cat /testbed/src/mod.py; echo new > /testbed/new.txt",
+    )
     assert res.returncode == 0, res.stderr
     assert "README.md" in res.stdout and "pyvenv.cfg" in res.stdout
     assert "return 2" in res.stdout  # the task's start state: its bug patch applied ...
@@ -97,10 +122,9 @@ def test_sandbox_exec_activates_a_layer_at_the_venv_path(as_root, tmp_path):
     finds the venv's python, as `run` does (no `python: command not found`)."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").write_text("#!/bin/sh\necho venv-python \"$@\"\n")
+    (venv / "bin" / "python").write_text('#!/bin/sh\necho venv-python "$@"\n')
     (venv / "bin" / "python").chmod(0o755)
-    res = cli("sandbox-exec", "--layer", f"{venv}:/opt/miniconda3/envs/testbed", "--",
-              "python -V; echo $VIRTUAL_ENV")
+    res = cli("sandbox-exec", "--layer", f"{venv}:/opt/miniconda3/envs/testbed", "--", "python -V; echo $VIRTUAL_ENV")
     assert res.returncode == 0, res.stderr
     assert res.stdout == "venv-python -V\n/opt/miniconda3/envs/testbed\n"
     plain = cli("sandbox-exec", "--", "echo ${VIRTUAL_ENV:-none}")  # no venv layer: nothing activated

@@ -16,8 +16,13 @@ from minisandbox.cli import main
 
 def _cli(argv: list[str], **env: str) -> subprocess.CompletedProcess:
     """The real command in a subprocess, stderr a pipe (not a terminal), as in CI or a job."""
-    return subprocess.run([sys.executable, "-m", "minisandbox.cli", *argv], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, **env})
+    return subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+    )
 
 
 # ------------------------------------------------------------------------------ tasks
@@ -38,10 +43,14 @@ def test_tasks_json_and_status_filter(published_store, capsys) -> None:
     out, _ = capsys.readouterr()
     rows = json.loads(out)  # stdout is the JSON document alone
     assert [(r["instance_id"], r["status"], r["env_key"]) for r in rows] == [
-        ("demo__proj.broken", "env-failed", "env-broken-ffffffffffffffff")]
+        ("demo__proj.broken", "env-failed", "env-broken-ffffffffffffffff")
+    ]
     assert main(["tasks", "--store", published_store["url"], "--status", "ready", "--json"]) == 0
     assert sorted(r["instance_id"] for r in json.loads(capsys.readouterr().out)) == [
-        "demo__proj.0000", "demo__proj.0001", "demo__proj.0002"]
+        "demo__proj.0000",
+        "demo__proj.0001",
+        "demo__proj.0002",
+    ]
 
 
 def test_tasks_reads_one_shard_at_a_time(published_store, monkeypatch, capsys) -> None:
@@ -69,8 +78,16 @@ def test_tasks_on_a_store_without_index_is_one_line(tmp_path: Path) -> None:
 
 
 def test_unknown_task_id_points_to_tasks(published_store) -> None:
-    res = _cli(["fetch", "--store", published_store["url"], "--cache", str(Path(published_store["url"]).parent / "c"),
-                "no_such__task.1"])
+    res = _cli(
+        [
+            "fetch",
+            "--store",
+            published_store["url"],
+            "--cache",
+            str(Path(published_store["url"]).parent / "c"),
+            "no_such__task.1",
+        ]
+    )
     assert res.returncode == 1
     assert f"`minisandbox tasks --store {published_store['store'].url}`" in res.stderr
 
@@ -78,8 +95,10 @@ def test_unknown_task_id_points_to_tasks(published_store) -> None:
 # ------------------------------------------------------------------------------ fetch
 def test_fetch_progress_lines_on_a_pipe_and_json_alone_on_stdout(published_store, tmp_path: Path) -> None:
     ids = [t["instance_id"] for t in published_store["tasks"] if t["status"] == "ready"]
-    res = _cli(["fetch", "--store", published_store["url"], "--cache", str(tmp_path / "cache"), "--json", *ids],
-               MINISANDBOX_PROGRESS_INTERVAL="0")
+    res = _cli(
+        ["fetch", "--store", published_store["url"], "--cache", str(tmp_path / "cache"), "--json", *ids],
+        MINISANDBOX_PROGRESS_INTERVAL="0",
+    )
     assert res.returncode == 0, res.stderr
     rows = json.loads(res.stdout)
     assert [r["instance_id"] for r in rows] == ids and all(r["downloaded"] for r in rows)
@@ -87,7 +106,9 @@ def test_fetch_progress_lines_on_a_pipe_and_json_alone_on_stdout(published_store
     assert lines, res.stderr
     total = sum(m["size"] for m in published_store["envs"]) + sum(
         json.loads((Path(published_store["url"]) / f"artifacts/repo/{t['repo_key']}.manifest.json").read_text())["size"]
-        for t in published_store["tasks"] if t["status"] == "ready")
+        for t in published_store["tasks"]
+        if t["status"] == "ready"
+    )
     assert "(100%)" in lines[-1] and "B/s" in lines[-1]
     assert "\r" not in res.stderr  # plain lines, no bar redraws in a log
     # the bytes counted are exactly the archives downloaded
@@ -124,8 +145,10 @@ def test_cache_commands_never_create_a_missing_cache(tmp_path: Path, argv: list[
     missing = tmp_path / "nonexistent"
     res = _cli([*argv, "--cache", str(missing)])
     assert res.returncode == 1 and res.stdout == ""
-    assert res.stderr == (f"minisandbox cache: error: no cache at {missing}: the directory does not exist; "
-                          f"check --cache (default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)\n")
+    assert res.stderr == (
+        f"minisandbox cache: error: no cache at {missing}: the directory does not exist; "
+        f"check --cache (default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)\n"
+    )
     assert not missing.exists()
 
 

@@ -38,17 +38,23 @@ def test_sandbox_and_host_venv_grade_identically(bundled_eval_store, tmp_path):
             host = host_envs[key]
             host.snapshot = snapshot  # SWE-bench tasks of one env start from different commits
             patch, reverse = gold_run(rec)
-            for label, kw in (("before", {"patch": None, "apply_patch": False}),
-                              ("gold", {"patch": patch, "reverse": reverse})):
+            for label, kw in (
+                ("before", {"patch": None, "apply_patch": False}),
+                ("gold", {"patch": patch, "reverse": reverse}),
+            ):
                 p = kw.pop("patch")
                 in_box = evaluate(rec, spec, p, sandbox, **kw)
                 on_host = evaluate(rec, spec, p, host, **kw)
                 assert in_box.status_map, (rec.instance_id, label, in_box.output[-2000:])
                 assert in_box.status_map == on_host.status_map, (
-                    rec.instance_id, label,
-                    {t: (in_box.status_map.get(t), on_host.status_map.get(t))
-                     for t in set(in_box.status_map) | set(on_host.status_map)
-                     if in_box.status_map.get(t) != on_host.status_map.get(t)})
+                    rec.instance_id,
+                    label,
+                    {
+                        t: (in_box.status_map.get(t), on_host.status_map.get(t))
+                        for t in set(in_box.status_map) | set(on_host.status_map)
+                        if in_box.status_map.get(t) != on_host.status_map.get(t)
+                    },
+                )
                 assert in_box.reason == on_host.reason
                 compared += 1
     assert compared == 2 * len(recs)

@@ -31,8 +31,25 @@ def store(bundled_eval_store):
 def _eval(store, preds: list[dict], out: Path, *extra: str) -> subprocess.CompletedProcess:
     pf = out.parent / f"{out.name}.preds.jsonl"
     pf.write_text("".join(json.dumps(p) + "\n" for p in preds))
-    cmd = [sys.executable, "-m", "minisandbox.cli", "eval", "--store", str(store.store), "--predictions", str(pf),
-           "--catalog", str(store.catalog), "--out", str(out), "--run-id", "e2e", "--workers", "2", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "minisandbox.cli",
+        "eval",
+        "--store",
+        str(store.store),
+        "--predictions",
+        str(pf),
+        "--catalog",
+        str(store.catalog),
+        "--out",
+        str(out),
+        "--run-id",
+        "e2e",
+        "--workers",
+        "2",
+        *extra,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=store.path, timeout=1800, check=False)
 
 
@@ -72,12 +89,18 @@ def _same_as_swebench(record, entry: dict, log: str, tmp_path: Path) -> None:
     from types import SimpleNamespace
 
     from swebench.harness.constants import TEST_EXIT_CODE
+
     path = tmp_path / f"{record.instance_id}.swebench.log"
-    path.write_text(re.sub(rf"^{re.escape(TEST_EXIT_CODE)} (-?\d+) [0-9a-f]+$", rf"{TEST_EXIT_CODE}: \1", log,
-                           flags=re.M))
-    spec = SimpleNamespace(instance_id=record.instance_id, FAIL_TO_PASS=list(record.fail_to_pass),
-                           PASS_TO_PASS=list(record.pass_to_pass), eval_type="pass_and_fail",
-                           log_parser="parse_log_pytest")
+    path.write_text(
+        re.sub(rf"^{re.escape(TEST_EXIT_CODE)} (-?\d+) [0-9a-f]+$", rf"{TEST_EXIT_CODE}: \1", log, flags=re.M)
+    )
+    spec = SimpleNamespace(
+        instance_id=record.instance_id,
+        FAIL_TO_PASS=list(record.fail_to_pass),
+        PASS_TO_PASS=list(record.pass_to_pass),
+        eval_type="pass_and_fail",
+        log_parser="parse_log_pytest",
+    )
     their_map, found = grading.get_logs_eval(spec, str(path))
     assert found and their_map == entry["status_map"], record.instance_id
     pred = {"instance_id": record.instance_id, "model_patch": record.patch, "model_name_or_path": "gold"}
@@ -89,12 +112,19 @@ def _same_as_swebench(record, entry: dict, log: str, tmp_path: Path) -> None:
 
 def test_a_pth_file_beside_a_correct_fix_is_forbidden_in_both_modes(store, tmp_path):
     rec = next(r for r in read_tasks(store.tasks).records if r.format == "swebench")
-    pth = ("diff --git a/zz_hack.pth b/zz_hack.pth\nnew file mode 100644\n--- /dev/null\n+++ b/zz_hack.pth\n"
-           "@@ -0,0 +1 @@\n+import os\n")
+    pth = (
+        "diff --git a/zz_hack.pth b/zz_hack.pth\nnew file mode 100644\n--- /dev/null\n+++ b/zz_hack.pth\n"
+        "@@ -0,0 +1 @@\n+import os\n"
+    )
     for mode in ("strict", "official"):
         out = tmp_path / f"pth-{mode}"
-        proc = _eval(store, [{"instance_id": rec.instance_id, "model_patch": rec.patch + pth,
-                              "model_name_or_path": "adv"}], out, "--grading", mode)
+        proc = _eval(
+            store,
+            [{"instance_id": rec.instance_id, "model_patch": rec.patch + pth, "model_name_or_path": "adv"}],
+            out,
+            "--grading",
+            mode,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         entry = json.loads((out / "e2e" / "adv" / rec.instance_id / "report.json").read_text())[rec.instance_id]
         assert entry["resolved"] is False and entry["reason"] == "forbidden-change", (mode, entry)

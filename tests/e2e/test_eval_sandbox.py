@@ -54,8 +54,25 @@ def test_validation_stage_marks_every_bundled_task_valid(store):
 def _eval(store, preds: list[dict], out: Path, *extra: str) -> subprocess.CompletedProcess:
     pf = out.parent / f"{out.name}.preds.jsonl"
     pf.write_text("".join(json.dumps(p) + "\n" for p in preds))
-    cmd = [sys.executable, "-m", "minisandbox.cli", "eval", "--store", str(store.store), "--predictions", str(pf),
-           "--catalog", str(store.catalog), "--out", str(out), "--run-id", "e2e", "--workers", "2", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "minisandbox.cli",
+        "eval",
+        "--store",
+        str(store.store),
+        "--predictions",
+        str(pf),
+        "--catalog",
+        str(store.catalog),
+        "--out",
+        str(out),
+        "--run-id",
+        "e2e",
+        "--workers",
+        "2",
+        *extra,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=store.path, timeout=1800, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -100,8 +117,11 @@ def test_eval_gold_and_adversarial_predictions(store, tmp_path):
     output = (out2 / "e2e" / "adv" / target.instance_id / "test_output.txt").read_text()
     assert "reverted protected path conftest.py" in output
 
-    for name, patch, reason in (("skip", skip_all, "tests-failed"), ("bad", bad, "patch-apply-failed"),
-                                ("empty", "", "empty-patch")):
+    for name, patch, reason in (
+        ("skip", skip_all, "tests-failed"),
+        ("bad", bad, "patch-apply-failed"),
+        ("empty", "", "empty-patch"),
+    ):
         o = tmp_path / name
         _eval(store, [{"instance_id": target.instance_id, "model_patch": patch, "model_name_or_path": name}], o)
         s = json.loads((o / f"{name}.e2e.json").read_text())
@@ -122,8 +142,13 @@ def test_eval_with_task_files(store, tmp_path):
     """With --tasks the records come from the given files (otherwise from the index)."""
     r = next(r for r in records(store) if r.format == "swebench")
     out = tmp_path / "idx"
-    _eval(store, [{"instance_id": r.instance_id, "model_patch": r.patch, "model_name_or_path": "m"}], out,
-          "--tasks", *map(str, store.tasks))
+    _eval(
+        store,
+        [{"instance_id": r.instance_id, "model_patch": r.patch, "model_name_or_path": "m"}],
+        out,
+        "--tasks",
+        *map(str, store.tasks),
+    )
     s = json.loads((out / "m.e2e.json").read_text())
     assert s["resolved_ids"] == [r.instance_id]
 
@@ -199,13 +224,32 @@ def test_an_interrupted_eval_kills_its_sandboxes_and_writes_the_partial_summary(
     recs = [r for r in records(store) if r.instance_id.startswith("jpvanhal__inflection")]
     assert len(recs) >= 4
     marker = 3000 + os.getpid() % 500 + (7 if signame == "SIGTERM" else 0)
-    preds = [{"instance_id": r.instance_id, "model_patch": _hang_patch(store, r, marker), "model_name_or_path": "hang"}
-             for r in recs[:4]]
+    preds = [
+        {"instance_id": r.instance_id, "model_patch": _hang_patch(store, r, marker), "model_name_or_path": "hang"}
+        for r in recs[:4]
+    ]
     pf = tmp_path / "preds.jsonl"
     pf.write_text("".join(json.dumps(p) + "\n" for p in preds))
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "minisandbox.cli", "eval", "--store", str(store.store), "--predictions", str(pf),
-           "--catalog", str(store.catalog), "--out", str(out), "--run-id", "int", "--workers", "2", "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "minisandbox.cli",
+        "eval",
+        "--store",
+        str(store.store),
+        "--predictions",
+        str(pf),
+        "--catalog",
+        str(store.catalog),
+        "--out",
+        str(out),
+        "--run-id",
+        "int",
+        "--workers",
+        "2",
+        "--json",
+    ]
     proc = subprocess.Popen(cmd, cwd=store.path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -226,8 +270,9 @@ def test_an_interrupted_eval_kills_its_sandboxes_and_writes_the_partial_summary(
     assert summary["interrupted"] == signame
     assert summary["incomplete_ids"] == sorted(p["instance_id"] for p in preds)
     assert summary["completed_ids"] == [] and summary["error_ids"] == [] and summary["submitted_instances"] == 4
-    assert json.loads((out / "hang.int.json").read_text()) == {k: v for k, v in summary.items()
-                                                               if k not in ("report", "unknown_ids")}
+    assert json.loads((out / "hang.int.json").read_text()) == {
+        k: v for k, v in summary.items() if k not in ("report", "unknown_ids")
+    }
     assert not list(out.glob("int/hang/*/report.json"))
     assert f"minisandbox eval: stopped by {signame}: 4 instance(s) not evaluated" in stderr
     assert f"{signame}: stopping" in (out / "int" / "run.log").read_text()

@@ -58,8 +58,13 @@ def fid(tmp_path_factory: pytest.TempPathFactory):
         "pkgres": make_repo(repos["pkgres"], PKGRES_FILES),
         "fetchy": make_repo(repos["fetchy"], download_files(data.url)),
     }
-    ws = Workspace(path=root / "run", commit=commits["scm"], store=root / "store", catalog=root / "catalog.yaml",
-                   tasks=root / "tasks.jsonl")
+    ws = Workspace(
+        path=root / "run",
+        commit=commits["scm"],
+        store=root / "store",
+        catalog=root / "catalog.yaml",
+        tasks=root / "tasks.jsonl",
+    )
     ws.path.mkdir()
 
     def mk(name: str, repo: str, **over) -> dict:
@@ -77,20 +82,43 @@ def fid(tmp_path_factory: pytest.TempPathFactory):
     ws.write_catalog()
     both = ["tests/test_fetchy.py::test_answer", "tests/test_fetchy.py::test_answer_type"]
     tasks = [
-        task("fid__scm.good.t1", "fid__scm.good", patch=SCM_BUG, FAIL_TO_PASS=["tests/test_scm.py::test_double"],
-             PASS_TO_PASS=["tests/test_scm.py::test_version"]),
-        *(task(f"{p}.t1", p, patch=OLDCFG_BUG, FAIL_TO_PASS=["tests/test_oldcfg.py::test_inc",
-                                                              "tests/test_oldcfg.py::test_inc_zero"], PASS_TO_PASS=[])
-          for p in ("fid__oldcfg.asof", "fid__oldcfg.today")),
-        *(task(f"{p}.t1", p, patch=PKGRES_BUG, FAIL_TO_PASS=["tests/test_pkgres.py::test_neg"],
-               PASS_TO_PASS=["tests/test_pkgres.py::test_neg_zero"])
-          for p in ("fid__pkgres.pinned", "fid__pkgres.unpinned")),
-        task("fid__fetchy.good.t1", "fid__fetchy.good", patch=FETCHY_BUG, FAIL_TO_PASS=both[:1],
-             PASS_TO_PASS=both[1:]),
+        task(
+            "fid__scm.good.t1",
+            "fid__scm.good",
+            patch=SCM_BUG,
+            FAIL_TO_PASS=["tests/test_scm.py::test_double"],
+            PASS_TO_PASS=["tests/test_scm.py::test_version"],
+        ),
+        *(
+            task(
+                f"{p}.t1",
+                p,
+                patch=OLDCFG_BUG,
+                FAIL_TO_PASS=["tests/test_oldcfg.py::test_inc", "tests/test_oldcfg.py::test_inc_zero"],
+                PASS_TO_PASS=[],
+            )
+            for p in ("fid__oldcfg.asof", "fid__oldcfg.today")
+        ),
+        *(
+            task(
+                f"{p}.t1",
+                p,
+                patch=PKGRES_BUG,
+                FAIL_TO_PASS=["tests/test_pkgres.py::test_neg"],
+                PASS_TO_PASS=["tests/test_pkgres.py::test_neg_zero"],
+            )
+            for p in ("fid__pkgres.pinned", "fid__pkgres.unpinned")
+        ),
+        task("fid__fetchy.good.t1", "fid__fetchy.good", patch=FETCHY_BUG, FAIL_TO_PASS=both[:1], PASS_TO_PASS=both[1:]),
         # the official datasets' shape for a bug that breaks collection: F2P = all, P2P empty
         task("fid__fetchy.good.t2", "fid__fetchy.good", patch=FETCHY_SYNTAX_BUG, FAIL_TO_PASS=both, PASS_TO_PASS=[]),
-        task("fid__sys.missing.t1", "fid__sys.missing", patch=SCM_BUG, FAIL_TO_PASS=["tests/test_scm.py::test_double"],
-             PASS_TO_PASS=[]),
+        task(
+            "fid__sys.missing.t1",
+            "fid__sys.missing",
+            patch=SCM_BUG,
+            FAIL_TO_PASS=["tests/test_scm.py::test_double"],
+            PASS_TO_PASS=[],
+        ),
     ]
     ws.tasks.write_text("".join(json.dumps(t) + "\n" for t in tasks))
     with pytest.MonkeyPatch.context() as mp:
@@ -118,9 +146,15 @@ def test_every_fixture_builds_or_fails_as_expected(fid) -> None:
     ws, _, _, _ = fid
     envs = _envs(ws)
     status = {name: e["status"] for name, e in envs.items()}
-    assert status == {"fid__scm.good": "ok", "fid__oldcfg.asof": "ok", "fid__oldcfg.today": "failed",
-                      "fid__pkgres.pinned": "ok", "fid__pkgres.unpinned": "ok", "fid__fetchy.good": "ok",
-                      "fid__sys.missing": "failed"}
+    assert status == {
+        "fid__scm.good": "ok",
+        "fid__oldcfg.asof": "ok",
+        "fid__oldcfg.today": "failed",
+        "fid__pkgres.pinned": "ok",
+        "fid__pkgres.unpinned": "ok",
+        "fid__fetchy.good": "ok",
+        "fid__sys.missing": "failed",
+    }
     # without the date, today's backend rejects the old config (in pip's build isolation)
     log = Store(str(ws.store)).read_text(envs["fid__oldcfg.today"]["log"])
     assert "[tool.tinybackend] table is no longer supported" in log
@@ -194,9 +228,13 @@ def test_collection_data_is_available_offline(fid) -> None:
     with open_task("fid__fetchy.good.t1", str(ws.store)) as t:  # network none
         assert t.execute("cat ~/.cache/fetchy/answer.txt").output.strip() == "42"
         # the F2P file is removed in the start state: a test of our own, same conftest
-        t.sandbox.write_file("/testbed/tests/test_offline.py", (
-            "from pathlib import Path\n\n\ndef test_offline():\n"
-            "    assert (Path.home() / '.cache/fetchy/answer.txt').read_text() == '42'\n"))
+        t.sandbox.write_file(
+            "/testbed/tests/test_offline.py",
+            (
+                "from pathlib import Path\n\n\ndef test_offline():\n"
+                "    assert (Path.home() / '.cache/fetchy/answer.txt').read_text() == '42'\n"
+            ),
+        )
         res = t.execute("python -m pytest -q -p no:cacheprovider tests/test_offline.py")
         assert "1 passed" in res.output, res.output
     assert data.hits == hits >= 1  # fetched by the build's warm-up only

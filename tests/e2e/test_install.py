@@ -31,19 +31,36 @@ def core_venv(tmp_path_factory) -> Path:
         uv = uv_bin()
     venv = tmp_path_factory.mktemp("core") / "venv"
     subprocess.run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True, timeout=300)
-    res = subprocess.run([uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), str(ROOT)],
-                         capture_output=True, text=True, timeout=900)
+    res = subprocess.run(
+        [uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     return venv
 
 
 def test_core_install_leaves_out_the_workflow_tools(core_venv: Path) -> None:
-    code = ("import importlib.util as u, json; print(json.dumps({m: u.find_spec(m) is not None for m in "
-            "('minisandbox', 'tqdm', 'snakemake', 'pyarrow', 'uv', 'tabulate', 's3fs', 'moto')}))")
-    found = json.loads(subprocess.run([str(core_venv / "bin" / "python"), "-c", code], capture_output=True,
-                                      text=True, check=True, cwd="/").stdout)
-    assert found == {"minisandbox": True, "tqdm": True, "snakemake": False, "pyarrow": False, "uv": False,
-                     "tabulate": False, "s3fs": False, "moto": False}
+    code = (
+        "import importlib.util as u, json; print(json.dumps({m: u.find_spec(m) is not None for m in "
+        "('minisandbox', 'tqdm', 'snakemake', 'pyarrow', 'uv', 'tabulate', 's3fs', 'moto')}))"
+    )
+    found = json.loads(
+        subprocess.run(
+            [str(core_venv / "bin" / "python"), "-c", code], capture_output=True, text=True, check=True, cwd="/"
+        ).stdout
+    )
+    assert found == {
+        "minisandbox": True,
+        "tqdm": True,
+        "snakemake": False,
+        "pyarrow": False,
+        "uv": False,
+        "tabulate": False,
+        "s3fs": False,
+        "moto": False,
+    }
 
 
 @pytest.fixture
@@ -58,8 +75,9 @@ def core_cache(tmp_path: Path):
             assert unmount(layer), f"{layer} is still busy"
 
 
-def test_core_install_fetches_runs_and_grades(core_venv: Path, bundled_eval_store, core_cache: Path,
-                                              tmp_path: Path) -> None:
+def test_core_install_fetches_runs_and_grades(
+    core_venv: Path, bundled_eval_store, core_cache: Path, tmp_path: Path
+) -> None:
     if os.geteuid() != 0:
         pytest.skip("sandboxes as root")
     store = bundled_eval_store
@@ -75,16 +93,38 @@ def test_core_install_fetches_runs_and_grades(core_venv: Path, bundled_eval_stor
     assert fetched.returncode == 0, fetched.stderr[-3000:]
     assert json.loads(fetched.stdout)[0]["downloaded"] is True
 
-    ran = run("run", "--store", str(store.store), rec.instance_id, "--", "bash", "-c",
-              "cd /testbed && git status --porcelain | wc -l && python -c 'import sys; print(sys.prefix)'")
+    ran = run(
+        "run",
+        "--store",
+        str(store.store),
+        rec.instance_id,
+        "--",
+        "bash",
+        "-c",
+        "cd /testbed && git status --porcelain | wc -l && python -c 'import sys; print(sys.prefix)'",
+    )
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert ran.stdout.split() == ["0", "/opt/miniconda3/envs/testbed"]
 
     preds = tmp_path / "preds.jsonl"
-    preds.write_text(json.dumps({"instance_id": rec.instance_id, "model_patch": reverse_patch(rec.patch),
-                                 "model_name_or_path": "gold"}) + "\n")
-    graded = run("eval", "--store", str(store.store), "--predictions", str(preds), "--catalog", str(store.catalog),
-                 "--out", str(tmp_path / "eval"), "--json")
+    preds.write_text(
+        json.dumps(
+            {"instance_id": rec.instance_id, "model_patch": reverse_patch(rec.patch), "model_name_or_path": "gold"}
+        )
+        + "\n"
+    )
+    graded = run(
+        "eval",
+        "--store",
+        str(store.store),
+        "--predictions",
+        str(preds),
+        "--catalog",
+        str(store.catalog),
+        "--out",
+        str(tmp_path / "eval"),
+        "--json",
+    )
     assert graded.returncode == 0, graded.stderr[-3000:]
     summary = json.loads(graded.stdout)
     assert summary["resolved_ids"] == [rec.instance_id]

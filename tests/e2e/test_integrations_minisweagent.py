@@ -34,14 +34,22 @@ TASK = "pytoolz__toolz.d9ea0afb.func_pm_op_change__f034f3d8"
 
 
 def env_config(store, cache: Path, task_id: str = TASK, **extra) -> dict:
-    return {"environment_class": CLASS, "task_id": task_id, "store": store.url, "cache": str(cache),
-            "catalog": [str(store.catalog)], **extra}
+    return {
+        "environment_class": CLASS,
+        "task_id": task_id,
+        "store": store.url,
+        "cache": str(cache),
+        "catalog": [str(store.catalog)],
+        **extra,
+    }
 
 
 def reverse_of_bug(environment: MinisandboxEnvironment) -> str:
     """The scripted fix: the inverse of the task's bug patch, as a shell command."""
-    return ("cat > /tmp/fix.patch <<'PATCH_EOF'\n" + environment.task.record.patch + "PATCH_EOF\n"
-            "git apply -R /tmp/fix.patch && rm /tmp/fix.patch")
+    return (
+        "cat > /tmp/fix.patch <<'PATCH_EOF'\n" + environment.task.record.patch + "PATCH_EOF\n"
+        "git apply -R /tmp/fix.patch && rm /tmp/fix.patch"
+    )
 
 
 def test_agent_fixes_a_bundled_task_and_it_is_graded(bundled_store, tmp_path: Path) -> None:
@@ -50,15 +58,28 @@ def test_agent_fixes_a_bundled_task_and_it_is_graded(bundled_store, tmp_path: Pa
     assert type(environment) is MinisandboxEnvironment
     try:
         outputs = [
-            make_output("Look at the repo first.", [{"command": "git status --porcelain; git log --oneline | wc -l; ls"}]),
+            make_output(
+                "Look at the repo first.", [{"command": "git status --porcelain; git log --oneline | wc -l; ls"}]
+            ),
             make_output("Apply the fix.", [{"command": reverse_of_bug(environment)}]),
-            make_output("Check the package still imports and the tests I have pass.",
-                        [{"command": "python -c 'import toolz' && python -m pytest -q -p no:cacheprovider toolz "
-                                     "2>&1 | tail -1"}]),
+            make_output(
+                "Check the package still imports and the tests I have pass.",
+                [
+                    {
+                        "command": "python -c 'import toolz' && python -m pytest -q -p no:cacheprovider toolz "
+                        "2>&1 | tail -1"
+                    }
+                ],
+            ),
             make_output("Submit.", [{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"}]),
         ]
-        model = get_model(config={"model_class": "minisweagent.models.test_models.DeterministicModel", "model_name": "scripted",
-                                  "outputs": outputs})
+        model = get_model(
+            config={
+                "model_class": "minisweagent.models.test_models.DeterministicModel",
+                "model_name": "scripted",
+                "outputs": outputs,
+            }
+        )
         agent_cfg = yaml.safe_load((builtin_config_dir / "default.yaml").read_text())["agent"]
         agent = DefaultAgent(model, environment, **{**agent_cfg, "step_limit": 10})
         result = agent.run("Fix the bug in toolz.")
@@ -77,8 +98,7 @@ def test_agent_fixes_a_bundled_task_and_it_is_graded(bundled_store, tmp_path: Pa
         environment.close()
     evaluation = grade(TASK, submission, bundled_store.url, catalog=bundled_store.catalog, cache=tmp_path / "cache")
     assert evaluation.resolved, evaluation.report
-    assert not grade(TASK, "", bundled_store.url, catalog=bundled_store.catalog,
-                     cache=tmp_path / "cache").resolved
+    assert not grade(TASK, "", bundled_store.url, catalog=bundled_store.catalog, cache=tmp_path / "cache").resolved
 
 
 def test_agent_that_breaks_things_is_not_resolved(bundled_store, tmp_path: Path) -> None:
@@ -99,8 +119,9 @@ def test_agent_that_breaks_things_is_not_resolved(bundled_store, tmp_path: Path)
 
 
 def test_execute_forms(bundled_store, tmp_path: Path) -> None:
-    environment = MinisandboxEnvironment(task_id=TASK, store=bundled_store.url, cache=str(tmp_path / "cache"),
-                                         env={"MY_VAR": "v1"}, timeout=20)
+    environment = MinisandboxEnvironment(
+        task_id=TASK, store=bundled_store.url, cache=str(tmp_path / "cache"), env={"MY_VAR": "v1"}, timeout=20
+    )
     try:
         # 2.x: dict action; fresh shell per command; cwd; config env; venv active
         out = environment.execute({"command": "export GONE=1; cd /tmp; pwd"})
@@ -127,7 +148,9 @@ def test_execute_forms(bundled_store, tmp_path: Path) -> None:
         assert exc.value.output == "early\n"
         # network is off by default: a download fails fast instead of hanging
         t0 = time.monotonic()
-        out = environment.execute({"command": "python -c \"import urllib.request as u; u.urlopen('http://pypi.org', timeout=20)\""})
+        out = environment.execute(
+            {"command": "python -c \"import urllib.request as u; u.urlopen('http://pypi.org', timeout=20)\""}
+        )
         assert out["returncode"] != 0 and time.monotonic() - t0 < 15
         tv = environment.get_template_vars()
         assert tv["task_id"] == TASK and tv["cwd"] == "/testbed" and "system" in tv

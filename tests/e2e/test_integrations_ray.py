@@ -120,9 +120,15 @@ def test_unpacks_are_bounded_by_the_nodes_ray_resource(cluster, bundled_store, t
     rc, label_of = cluster
     node = {v: k for k, v in label_of.items()}
     task = bundled_store.swesmith_ids("r1chardj0n3s__parse")[0]
-    refs = {label: [_fetch_task.options(resources={RAY_RESOURCE: 1}, scheduling_strategy=pinned(node[label]))
-                    .remote(task, bundled_store.url, str(tmp_path / f"{label}{i}")) for i in range(n)]
-            for label, n in (("a", 4), ("b", 3))}
+    refs = {
+        label: [
+            _fetch_task.options(resources={RAY_RESOURCE: 1}, scheduling_strategy=pinned(node[label])).remote(
+                task, bundled_store.url, str(tmp_path / f"{label}{i}")
+            )
+            for i in range(n)
+        ]
+        for label, n in (("a", 4), ("b", 3))
+    }
     got = {label: ray.get(r, timeout=600) for label, r in refs.items()}
     for label, infos in got.items():
         assert all(i["downloaded"] and i["node_id"] == node[label] for i in infos)
@@ -139,10 +145,26 @@ def test_unpacks_are_bounded_by_the_nodes_ray_resource(cluster, bundled_store, t
 
 def test_example_script(ray_cluster, bundled_store, tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "ray_rollouts.py"), "--address", ray_cluster.address,
-         "--store", bundled_store.url, "--catalog", str(bundled_store.catalog), "-n", "4", "--pool-size", "2",
-         "--json", str(tmp_path / "results.json")],
-        capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            str(ROOT / "examples" / "ray_rollouts.py"),
+            "--address",
+            ray_cluster.address,
+            "--store",
+            bundled_store.url,
+            "--catalog",
+            str(bundled_store.catalog),
+            "-n",
+            "4",
+            "--pool-size",
+            "2",
+            "--json",
+            str(tmp_path / "results.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "resolved" in out.stdout and "node" in out.stdout
     rows = json.loads((tmp_path / "results.json").read_text())
@@ -168,10 +190,27 @@ def test_example_with_a_local_ray_leaves_nothing_in_home(bundled_store, tmp_path
     env.update(MINISANDBOX_CACHE=str(tmp_path / "cache"), RAY_USAGE_STATS_ENABLED="0")
     temp_dir = tempfile.mkdtemp(prefix="msbray-", dir="/tmp")  # short: Ray's socket paths are limited
     out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "ray_rollouts.py"), "--store", bundled_store.url,
-         "--catalog", str(bundled_store.catalog), "-n", "1", "--pool-size", "1", "--policy", "gold",
-         "--temp-dir", temp_dir],
-        capture_output=True, text=True, timeout=600, env=env)
+        [
+            sys.executable,
+            str(ROOT / "examples" / "ray_rollouts.py"),
+            "--store",
+            bundled_store.url,
+            "--catalog",
+            str(bundled_store.catalog),
+            "-n",
+            "1",
+            "--pool-size",
+            "1",
+            "--policy",
+            "gold",
+            "--temp-dir",
+            temp_dir,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     try:
         assert out.returncode == 0, out.stderr[-3000:]
         assert "1 resolved" in out.stdout

@@ -92,9 +92,16 @@ def test_lifecycle_hooks_and_lease(bundled_store, tmp_path: Path) -> None:
 
 def test_start_state_is_the_task(deployment) -> None:
     rt = deployment.runtime
-    out = run(rt.execute(Command(command="git log --oneline | wc -l; git status --porcelain; ls; which python; "
-                                          "grep -n 'number % 10 in' inflection/__init__.py",
-                                 shell=True, cwd="/testbed")))
+    out = run(
+        rt.execute(
+            Command(
+                command="git log --oneline | wc -l; git status --porcelain; ls; which python; "
+                "grep -n 'number % 10 in' inflection/__init__.py",
+                shell=True,
+                cwd="/testbed",
+            )
+        )
+    )
     lines = out.stdout.splitlines()
     assert lines[0].strip() == "1"  # one root commit: no history with the fix
     assert "test_inflection.py" not in lines  # FAIL_TO_PASS test file removed
@@ -117,8 +124,13 @@ def test_sessions_exit_codes_and_checks(deployment) -> None:
     obs = run(rt.run_in_session(BashAction(session="s1", command="(exit 7)", check="ignore")))
     assert obs.exit_code is None
     with pytest.raises(NonZeroExitCodeError, match="exit code 3"):
-        run(rt.run_in_session(BashAction(session="s1", command="echo boom; exit_three() { return 3; }; exit_three",
-                                         error_msg="my step")))
+        run(
+            rt.run_in_session(
+                BashAction(
+                    session="s1", command="echo boom; exit_three() { return 3; }; exit_three", error_msg="my step"
+                )
+            )
+        )
     with pytest.raises(BashIncorrectSyntaxError):
         run(rt.run_in_session(BashAction(session="s1", command="if then fi")))
     # a second session is independent
@@ -151,8 +163,9 @@ def test_interrupt_a_running_command(deployment) -> None:
     run(rt.create_session(CreateBashSessionRequest(session="i")))
 
     async def scenario():
-        running = asyncio.create_task(rt.run_in_session(
-            BashAction(session="i", command="echo started; sleep 60; sleep 60", check="silent")))
+        running = asyncio.create_task(
+            rt.run_in_session(BashAction(session="i", command="echo started; sleep 60; sleep 60", check="silent"))
+        )
         await asyncio.sleep(1.0)
         t0 = time.monotonic()
         await rt.run_in_session(BashInterruptAction(session="i", timeout=0.5))
@@ -172,8 +185,15 @@ def test_execute(deployment) -> None:
     assert (r.stdout, r.stderr, r.exit_code) == ("out\n", "err\n", 3)
     r = run(rt.execute(Command(command="echo out; echo err >&2", shell=True, merge_output_streams=True)))
     assert sorted(r.stdout.split()) == ["err", "out"] and r.stderr == ""
-    r = run(rt.execute(Command(command=["python", "-c", "import os, sys; print(sys.prefix, os.getcwd(), os.environ['X'])"],
-                               cwd="/tmp", env={"X": "x1"})))
+    r = run(
+        rt.execute(
+            Command(
+                command=["python", "-c", "import os, sys; print(sys.prefix, os.getcwd(), os.environ['X'])"],
+                cwd="/tmp",
+                env={"X": "x1"},
+            )
+        )
+    )
     assert r.stdout.split() == ["/opt/miniconda3/envs/testbed", "/tmp", "x1"]
     with pytest.raises(NonZeroExitCodeError, match="exit code 1"):
         run(rt.execute(Command(command="false", shell=True, check=True)))
@@ -198,8 +218,13 @@ def test_files_and_upload(deployment, tmp_path: Path) -> None:
     (src / "config.yaml").write_text("k: v\n")
     run(rt.upload(UploadRequest(source_path=str(src), target_path="/root/tools/bundle")))
     run(rt.upload(UploadRequest(source_path=str(src / "config.yaml"), target_path="/root/single.yaml")))
-    r = run(rt.execute(Command(command="/root/tools/bundle/bin/tool; cat /root/tools/bundle/config.yaml /root/single.yaml",
-                               shell=True)))
+    r = run(
+        rt.execute(
+            Command(
+                command="/root/tools/bundle/bin/tool; cat /root/tools/bundle/config.yaml /root/single.yaml", shell=True
+            )
+        )
+    )
     assert r.stdout.split() == ["tool-ran", "k:", "v", "k:", "v"]
     with pytest.raises(FileNotFoundError):
         run(rt.read_file(ReadFileRequest(path="/root/does-not-exist")))
@@ -216,10 +241,21 @@ def test_fix_through_the_runtime_then_grade(bundled_store, tmp_path: Path) -> No
         rt = d.runtime
         run(rt.create_session(CreateBashSessionRequest()))
         assert run(d.patch()) == ""
-        run(rt.run_in_session(BashAction(command="sed -i 's/number % 10 in (11, 12, 13)/number % 100 in (11, 12, 13)/' "
-                                                 "inflection/__init__.py")))
-        obs = run(rt.run_in_session(BashAction(
-            command="python -c 'import inflection; print(inflection.ordinal(111), inflection.ordinal(11))'")))
+        run(
+            rt.run_in_session(
+                BashAction(
+                    command="sed -i 's/number % 10 in (11, 12, 13)/number % 100 in (11, 12, 13)/' "
+                    "inflection/__init__.py"
+                )
+            )
+        )
+        obs = run(
+            rt.run_in_session(
+                BashAction(
+                    command="python -c 'import inflection; print(inflection.ordinal(111), inflection.ordinal(11))'"
+                )
+            )
+        )
         assert obs.output.split() == ["th", "th"]
         patch = run(d.patch())
     finally:

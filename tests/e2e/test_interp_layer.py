@@ -34,10 +34,12 @@ def _b64(text: str) -> str:
 # No .pyc is written: the fix changes no byte count and lands in the same second as the start
 # state and the first run, and CPython's timestamp check (whole seconds + size) would then
 # take the first run's bytecode of the buggy module for current (the same in any container).
-TEST_CMD = (f"set -e; export PYTHONDONTWRITEBYTECODE=1; cd /testbed; mkdir -p tests; "
-            f"echo {_b64(TESTS)} | base64 -d > tests/test_calc.py; {ACTIVATE}; "
-            f"pytest -q -p no:cacheprovider tests || true; echo {_b64(BUG_PATCH)} | base64 -d | git apply -R; "
-            f"pytest -q -p no:cacheprovider tests; python -c 'import sys; print(sys.base_prefix)'")
+TEST_CMD = (
+    f"set -e; export PYTHONDONTWRITEBYTECODE=1; cd /testbed; mkdir -p tests; "
+    f"echo {_b64(TESTS)} | base64 -d > tests/test_calc.py; {ACTIVATE}; "
+    f"pytest -q -p no:cacheprovider tests || true; echo {_b64(BUG_PATCH)} | base64 -d | git apply -R; "
+    f"pytest -q -p no:cacheprovider tests; python -c 'import sys; print(sys.base_prefix)'"
+)
 
 
 def _other_pyenv() -> interpreters.Interpreter:
@@ -45,8 +47,11 @@ def _other_pyenv() -> interpreters.Interpreter:
     hidden) and that the bundled pytest pins support."""
     here = os.path.realpath(sys.base_prefix)
     for i in sorted(interpreters.available(), key=lambda i: tuple(map(int, i.version.split("."))), reverse=True):
-        if i.kind == interpreters.PYENV and os.path.realpath(i.prefix) != here and (3, 8) <= tuple(
-                map(int, i.version.split(".")[:2])) <= (3, 12):
+        if (
+            i.kind == interpreters.PYENV
+            and os.path.realpath(i.prefix) != here
+            and (3, 8) <= tuple(map(int, i.version.split(".")[:2])) <= (3, 12)
+        ):
             return i
     pytest.skip("needs a pyenv interpreter 3.8-3.12 other than the one running the tests")
 
@@ -54,11 +59,18 @@ def _other_pyenv() -> interpreters.Interpreter:
 def _node(prefix: str, argv: list[str], cache: Path, env_extra: dict | None = None) -> subprocess.CompletedProcess:
     """Run `argv` as on a node without `prefix`: a private mount namespace with an empty
     tmpfs over the interpreter's directory, and an empty cache."""
-    script = (f'mount -t tmpfs -o size=1m minisandbox-hidden {prefix} && '
-              f'test -z "$(ls -A {prefix})" && echo hidden: {prefix} >&2 && exec "$@"')
+    script = (
+        f"mount -t tmpfs -o size=1m minisandbox-hidden {prefix} && "
+        f'test -z "$(ls -A {prefix})" && echo hidden: {prefix} >&2 && exec "$@"'
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MINISANDBOX_CACHE": str(cache), **(env_extra or {})}
-    return subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "bash", "-c", script, "node",
-                           *argv], capture_output=True, text=True, env=env, timeout=600)
+    return subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "--", "bash", "-c", script, "node", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +97,12 @@ def test_task_runs_on_a_node_without_its_interpreter(py_store, tmp_path: Path) -
     (env_m_path,) = [p for p in (ws.store / "artifacts" / "env").glob("*.manifest.json")]
     env_m = json.loads(env_m_path.read_text())
     ikey = env_m["interpreter"]["key"]
-    assert env_m["interpreter"] | {} == {"version": interp.version, "prefix": interp.prefix, "kind": "pyenv",
-                                          "key": ikey}
+    assert env_m["interpreter"] | {} == {
+        "version": interp.version,
+        "prefix": interp.prefix,
+        "kind": "pyenv",
+        "key": ikey,
+    }
     interp_m = json.loads((ws.store / "artifacts" / "interp" / f"{ikey}.manifest.json").read_text())
     assert interp_m["kind"] == "interp" and interp_m["mount_path"] == interp.prefix
     assert {lib["name"] for lib in env_m["host_libs"]} >= {"libc.so.6"}
@@ -94,8 +110,11 @@ def test_task_runs_on_a_node_without_its_interpreter(py_store, tmp_path: Path) -
 
     cache = tmp_path / "empty-cache"
     iid = "tiny__calc.py.sub__cccc0001"
-    proc = _node(interp.prefix, [sys.executable, "-m", "minisandbox.cli", "run", "--store", store, iid, "--",
-                                 "bash", "-c", TEST_CMD], cache)
+    proc = _node(
+        interp.prefix,
+        [sys.executable, "-m", "minisandbox.cli", "run", "--store", store, iid, "--", "bash", "-c", TEST_CMD],
+        cache,
+    )
     out = proc.stdout + proc.stderr
     assert f"hidden: {interp.prefix}" in proc.stderr, out
     assert proc.returncode == 0, out
@@ -113,11 +132,29 @@ def test_missing_host_library_is_one_line(py_store, tmp_path: Path) -> None:
     shutil.copytree(ws.store, copy)
     (env_m_path,) = [p for p in (copy / "artifacts" / "env").glob("*.manifest.json")]
     env_m = json.loads(env_m_path.read_text())
-    env_m["host_libs"].append({"name": "libminisandbox-absent.so.3", "used_by": "_absent.so",
-                               "path": "/usr/lib/x86_64-linux-gnu/libminisandbox-absent.so.3"})
+    env_m["host_libs"].append(
+        {
+            "name": "libminisandbox-absent.so.3",
+            "used_by": "_absent.so",
+            "path": "/usr/lib/x86_64-linux-gnu/libminisandbox-absent.so.3",
+        }
+    )
     env_m_path.write_text(json.dumps(env_m))
-    proc = _node(interp.prefix, [sys.executable, "-m", "minisandbox.cli", "run", "--store", str(copy),
-                                 "tiny__calc.py.sub__cccc0001", "--", "true"], tmp_path / "cache")
+    proc = _node(
+        interp.prefix,
+        [
+            sys.executable,
+            "-m",
+            "minisandbox.cli",
+            "run",
+            "--store",
+            str(copy),
+            "tiny__calc.py.sub__cccc0001",
+            "--",
+            "true",
+        ],
+        tmp_path / "cache",
+    )
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if not line.startswith("hidden:")]
     assert len(errors) == 1, proc.stderr

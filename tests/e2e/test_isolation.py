@@ -105,8 +105,14 @@ def world(request, tmp_path):
         params = {"repo": str(repo), "secret": str(secret), "base": str(base), **params}
         code = PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
         if mode == "root":
-            proc = subprocess.run([sys.executable, "-c", code, json.dumps(params)], capture_output=True, text=True,
-                                  timeout=timeout, env={**os.environ, "PYTHONPATH": SRC}, cwd="/tmp")
+            proc = subprocess.run(
+                [sys.executable, "-c", code, json.dumps(params)],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env={**os.environ, "PYTHONPATH": SRC},
+                cwd="/tmp",
+            )
         else:
             proc = run_as_user(code + "\n", timeout=timeout, args=[json.dumps(params)])
         assert proc.returncode == 0, f"probe failed ({mode}): {proc.stderr[-3000:]}"
@@ -138,8 +144,28 @@ def test_cannot_read_or_write_outside(world):
     assert "Read-only file system" in text
     assert not Path("/etc/evil").exists() and not Path("/usr/evil").exists() and not Path("/evil").exists()
     assert not (Path(world.secret).parent / "evil").exists()
-    root_listing = [x for x in text.splitlines() if x in ("bin", "dev", "etc", "lib", "lib64", "opt", "proc", "root",
-                                                          "sbin", "testbed", "tmp", "usr", "var", "work", "home")]
+    root_listing = [
+        x
+        for x in text.splitlines()
+        if x
+        in (
+            "bin",
+            "dev",
+            "etc",
+            "lib",
+            "lib64",
+            "opt",
+            "proc",
+            "root",
+            "sbin",
+            "testbed",
+            "tmp",
+            "usr",
+            "var",
+            "work",
+            "home",
+        )
+    ]
     assert "work" not in root_listing and "home" not in root_listing and "testbed" in root_listing
 
 
@@ -163,12 +189,15 @@ def test_read_only_layer_and_remount(world):
 
 @pytest.mark.parametrize("world", MODES, indirect=True)
 def test_chroot_escape(world):
-    out = world("""
+    out = world(
+        """
         with Sandbox([Layer(P["repo"], "/testbed")]) as sb:
             r = sb.run(["python3", "-c", P["escape"]])
             s = sb.execute("chroot / /bin/true; echo rc=$?; nsenter -t 1 -m -p true; echo ns=$?")
             out = {"output": r.output + s.output}
-    """, escape=CHROOT_ESCAPE)
+    """,
+        escape=CHROOT_ESCAPE,
+    )
     text = out["output"]
     assert "ESCAPED" not in text
     assert "blocked 1 Operation not permitted" in text
@@ -179,19 +208,26 @@ def test_chroot_escape(world):
 def test_host_processes_invisible_and_unsignalable(world):
     # a host process of the very uid the sandbox runs as: the most exposed target
     argv = ["sleep", "300"]
-    host = (subprocess.Popen(argv) if world.mode == "root"
-            else subprocess.Popen(["runuser", "-u", TEST_USER, "--", *argv]))
+    host = (
+        subprocess.Popen(argv) if world.mode == "root" else subprocess.Popen(["runuser", "-u", TEST_USER, "--", *argv])
+    )
     time.sleep(0.2)
-    target = host.pid if world.mode == "root" else int(
-        subprocess.run(["pgrep", "-P", str(host.pid)], capture_output=True, text=True).stdout.split()[0])
+    target = (
+        host.pid
+        if world.mode == "root"
+        else int(subprocess.run(["pgrep", "-P", str(host.pid)], capture_output=True, text=True).stdout.split()[0])
+    )
     try:
-        out = world("""
+        out = world(
+            """
             with Sandbox([Layer(P["repo"], "/testbed")]) as sb:
                 r = sb.execute(f"ls /proc | grep -c '^[0-9]'; ls -d /proc/{P['pid']} ; kill -9 {P['pid']}; echo kill=$?;"
                                "kill -9 -1; echo killall=$?")
                 alive = sb.execute("echo alive").output
                 out = {"output": r.output, "alive": alive}
-        """, pid=target)
+        """,
+            pid=target,
+        )
         text = out["output"]
         assert int(text.splitlines()[0]) < 10  # only the sandbox's own processes
         assert "No such file or directory" in text and "kill=1" in text
@@ -211,13 +247,17 @@ def test_network_none_fails_fast_and_host_option_shares(world):
     server.listen(8)
     port = server.getsockname()[1]
     try:
-        out = world("""
+        out = world(
+            """
             for net in ("none", "host"):
                 with Sandbox([Layer(P["repo"], "/testbed")], network=net) as sb:
                     r = sb.run(["python3", "-c", P["probe"], str(P["port"])], timeout=60)
                     out[net] = r.output.strip()
                     out[net + "_ifaces"] = sb.execute("tail -n +3 /proc/net/dev | cut -d: -f1").output.split()
-        """, port=port, probe=NET_PROBE)
+        """,
+            port=port,
+            probe=NET_PROBE,
+        )
     finally:
         server.close()
     none = eval(out["none"])  # noqa: S307 - list literal printed by our probe
@@ -262,12 +302,15 @@ def test_mknod_disk_device(world):
 
 @pytest.mark.parametrize("world", MODES, indirect=True)
 def test_process_flood_contained(world):
-    out = world("""
+    out = world(
+        """
         with Sandbox([Layer(P["repo"], "/testbed")], limits=Limits(pids=64)) as sb:
             r = sb.run(["python3", "-c", P["flood"]], timeout=120)
             after = sb.execute("echo ok")
             out = {"output": r.output, "after": after.output, "mode": sb.limits_mode["pids"]}
-    """, flood=FLOOD)
+    """,
+        flood=FLOOD,
+    )
     started, err = out["output"].split()
     assert 0 < int(started) < 64 and err == "11", out  # EAGAIN well before 1000
     assert out["after"] == "ok\n"
@@ -296,14 +339,17 @@ def test_fork_bomb_contained(world):
     pidfile = Path(world.secret).parent / "initpid"
 
     def run():
-        result["out"] = world("""
+        result["out"] = world(
+            """
             with Sandbox([Layer(P["repo"], "/testbed")], limits=Limits(pids=48)) as sb:
                 open(P["pidfile"], "w").write(str(sb._root.proc.pid))
                 r = sb.execute("bomb() { bomb | bomb & }; bomb; sleep 10", timeout=3)
                 out = {"timed_out": r.timed_out, "mode": sb.limits_mode["pids"]}
                 time.sleep(0.5)
                 out["after"] = sb.execute("echo alive", timeout=30).output
-        """, pidfile=str(pidfile))
+        """,
+            pidfile=str(pidfile),
+        )
 
     t = threading.Thread(target=run)
     t.start()
@@ -371,8 +417,9 @@ def _own_mounts(base: str) -> list[str]:
         fields = line.split()
         root, point = fields[3], fields[4]
         source = line.split(" - ", 1)[1].split()[1] if " - " in line else ""
-        if any(x == base or x.startswith(base + "/") for x in (root, point, source)) or \
-                any(point == b or point.startswith(b + "/") for b in ROOT_BASES):
+        if any(x == base or x.startswith(base + "/") for x in (root, point, source)) or any(
+            point == b or point.startswith(b + "/") for b in ROOT_BASES
+        ):
             own.append(" ".join(fields[3:5]) + " " + line.split(" - ", 1)[-1])
     return sorted(own)
 
@@ -382,7 +429,7 @@ def _alive(pid: int, start: str) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
-    return stat[stat.rindex(")") + 2:].split()[19] == start
+    return stat[stat.rindex(")") + 2 :].split()[19] == start
 
 
 def _in_session(sid: int) -> list[int]:
@@ -391,7 +438,7 @@ def _in_session(sid: int) -> list[int]:
         try:
             if p.isdigit():
                 stat = Path(f"/proc/{p}/stat").read_text()
-                if int(stat[stat.rindex(")") + 2:].split()[3]) == sid:
+                if int(stat[stat.rindex(")") + 2 :].split()[3]) == sid:
                     out.append(int(p))
         except OSError:
             pass
@@ -406,7 +453,8 @@ def test_thousand_open_close_cycles_leave_nothing(world, tmp_path):
     so other jobs on the machine cannot make it pass or fail."""
     tag = f"1000.{os.getpid() % 10000:04d}{int(time.time() * 1000) % 10000:04d}"  # this test's own sleeps
     before = _own_mounts(str(world.repo.parent))
-    out = world("""
+    out = world(
+        """
         import tempfile
         from minisandbox.sandbox import rootfs
 
@@ -428,7 +476,10 @@ def test_thousand_open_close_cycles_leave_nothing(world, tmp_path):
         out = {"seconds": time.monotonic() - t, "scratch": os.listdir(scratch),
                "fds": len(os.listdir("/proc/self/fd")), "inits": inits, "cgroups": cgroups,
                "zygote": [zygote, start_of(zygote)], "pid": os.getpid()}
-    """, timeout=900, tag=tag)
+    """,
+        timeout=900,
+        tag=tag,
+    )
     assert out["scratch"] == [] and out["fds"] < 20
     deadline = time.monotonic() + 10  # the fork server exits once the runner's socket closes
     while _alive(*out["zygote"]) and time.monotonic() < deadline:

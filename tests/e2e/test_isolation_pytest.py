@@ -29,8 +29,7 @@ from tests.fixtures.sandbox import run_as_user
 pytestmark = pytest.mark.slow
 
 PROJECT = "inflection==0.5.1"
-TEST_CMD = ("source /opt/miniconda3/bin/activate; conda activate testbed; "
-            "pytest -rA -p no:cacheprovider --color=no")
+TEST_CMD = "source /opt/miniconda3/bin/activate; conda activate testbed; pytest -rA -p no:cacheprovider --color=no"
 OUTCOME = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+)", re.M)
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
 
@@ -43,11 +42,30 @@ def wheels():
     d = Path(tempfile.mkdtemp(prefix="msb-wheels-", dir="/tmp"))
     os.chmod(d, 0o755)
     for pyver in ("3.10", "3.11"):
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--dest", str(d), "--only-binary=:all:",
-                        "--python-version", pyver, "pytest==8.3.3", "pip", "setuptools",
-                        "exceptiongroup", "tomli"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--dest", str(d), "--no-binary", ":all:",
-                    "--no-deps", PROJECT], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--dest",
+                str(d),
+                "--only-binary=:all:",
+                "--python-version",
+                pyver,
+                "pytest==8.3.3",
+                "pip",
+                "setuptools",
+                "exceptiongroup",
+                "tomli",
+            ],
+            check=True,
+        )
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--dest", str(d), "--no-binary", ":all:", "--no-deps", PROJECT],
+        check=True,
+    )
     for f in d.iterdir():
         f.chmod(0o644)
     yield d
@@ -72,8 +90,10 @@ def _extract_project(wheels: Path, dest: Path) -> None:
 def _pip_install(python: str, wheels: str, project: str, host_wheels: Path) -> str:
     """pip run from its own wheel (no pip in the venv), offline from the wheels dir."""
     pip = sorted(host_wheels.glob("pip-*.whl"))[-1].name
-    return (f"{python} {wheels}/{pip}/pip install -q --no-index --find-links {wheels} "
-            f"--disable-pip-version-check pytest==8.3.3 -e {project}")
+    return (
+        f"{python} {wheels}/{pip}/pip install -q --no-index --find-links {wheels} "
+        f"--disable-pip-version-check pytest==8.3.3 -e {project}"
+    )
 
 
 def _outcomes(output: str) -> dict[str, str]:
@@ -110,8 +130,9 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("mode", [pytest.param("root", marks=pytest.mark.root),
-                                  pytest.param("rootless", marks=pytest.mark.rootless)])
+@pytest.mark.parametrize(
+    "mode", [pytest.param("root", marks=pytest.mark.root), pytest.param("rootless", marks=pytest.mark.rootless)]
+)
 def test_real_pytest_suite_same_inside_and_outside(mode, wheels, request):
     if mode == "rootless":
         user = request.getfixturevalue("rootless_user")
@@ -128,15 +149,26 @@ def test_real_pytest_suite_same_inside_and_outside(mode, wheels, request):
         venv.mkdir()
         if mode == "rootless":
             subprocess.run(["chown", "-R", f"{user.pw_uid}:{user.pw_gid}", str(base)], check=True)
-        build = (f"{interp.executable} -m venv --without-pip {VENV_PATH} && "
-                 + _pip_install(f"{VENV_PATH}/bin/python", "/wheels", "/testbed", wheels))
-        params = {"repo": str(repo), "venv": str(venv), "wheels": str(wheels), "log": str(base / "build.log"),
-                  "build": build, "test_cmd": TEST_CMD, "version": interp.version, "prefix": interp.prefix,
-                  "interp_binds": [[b.source, b.target, b.readonly]
-                                   for b in interpreter_binds(interp.version, interp.prefix)]}
+        build = f"{interp.executable} -m venv --without-pip {VENV_PATH} && " + _pip_install(
+            f"{VENV_PATH}/bin/python", "/wheels", "/testbed", wheels
+        )
+        params = {
+            "repo": str(repo),
+            "venv": str(venv),
+            "wheels": str(wheels),
+            "log": str(base / "build.log"),
+            "build": build,
+            "test_cmd": TEST_CMD,
+            "version": interp.version,
+            "prefix": interp.prefix,
+            "interp_binds": [
+                [b.source, b.target, b.readonly] for b in interpreter_binds(interp.version, interp.prefix)
+            ],
+        }
         if mode == "root":
-            proc = subprocess.run([sys.executable, "-c", BUILD_AND_RUN, json.dumps(params)], capture_output=True,
-                                  text=True, timeout=1200)
+            proc = subprocess.run(
+                [sys.executable, "-c", BUILD_AND_RUN, json.dumps(params)], capture_output=True, text=True, timeout=1200
+            )
         else:
             proc = run_as_user(BUILD_AND_RUN, timeout=1200, args=[json.dumps(params)])
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -148,9 +180,17 @@ def test_real_pytest_suite_same_inside_and_outside(mode, wheels, request):
         host_repo, host_venv = base / "host-repo", base / "host-venv"
         _extract_project(wheels, host_repo)
         subprocess.run([interp.executable, "-m", "venv", "--without-pip", str(host_venv)], check=True)
-        subprocess.run(_pip_install(f"{host_venv}/bin/python", str(wheels), str(host_repo), wheels), shell=True, check=True)
-        outside = subprocess.run(f"{host_venv}/bin/python -m pytest -rA -p no:cacheprovider --color=no",
-                                 shell=True, cwd=host_repo, capture_output=True, text=True, timeout=600)
+        subprocess.run(
+            _pip_install(f"{host_venv}/bin/python", str(wheels), str(host_repo), wheels), shell=True, check=True
+        )
+        outside = subprocess.run(
+            f"{host_venv}/bin/python -m pytest -rA -p no:cacheprovider --color=no",
+            shell=True,
+            cwd=host_repo,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
 
         got, want = _outcomes(inside["output"]), _outcomes(outside.stdout)
         assert len(want) > 100, outside.stdout[-2000:]

@@ -94,7 +94,10 @@ def test_spec_change_rebuilds_only_that_env_and_index(built):
     ws.write_catalog()
     proc = ws.snakemake("-n")
     jobs = jobs_in(proc.stdout + proc.stderr)
-    assert jobs.get("env") == 1 and jobs.get("index") == 1, (jobs, (proc.stdout + proc.stderr)[-3000:])  # one job builds and publishes the new env
+    assert jobs.get("env") == 1 and jobs.get("index") == 1, (
+        jobs,
+        (proc.stdout + proc.stderr)[-3000:],
+    )  # one job builds and publishes the new env
     assert "repo" not in jobs, jobs
     ws.snakemake()
     cat = _catalog(ws)
@@ -130,12 +133,18 @@ def test_restored_elsewhere_runs_repo_tests(built, tmp_path):
                 rootfs.Bind(find_prefix(interp["version"]), interp["prefix"], readonly=True),
                 rootfs.Bind(str(write_activate(tmp_path)), "/opt/miniconda3/bin", readonly=True),
             ],
-            ["/bin/bash", "-c",
-             "source /opt/miniconda3/bin/activate; conda activate testbed; "
-             "python -c 'import sys, tinycalc; print(sys.prefix, tinycalc.__file__)'; "
-             "pytest --disable-warnings --color=no --tb=no --verbose"],
-            env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"}, cwd=REPO_PATH, network="none",
-            stdout=fh, stderr=fh,
+            [
+                "/bin/bash",
+                "-c",
+                "source /opt/miniconda3/bin/activate; conda activate testbed; "
+                "python -c 'import sys, tinycalc; print(sys.prefix, tinycalc.__file__)'; "
+                "pytest --disable-warnings --color=no --tb=no --verbose",
+            ],
+            env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"},
+            cwd=REPO_PATH,
+            network="none",
+            stdout=fh,
+            stderr=fh,
         )
     text = out.read_text()
     assert rc == 0, text
@@ -214,16 +223,24 @@ def test_images_are_published_and_verified(pipeline_workspace, tmp_path, monkeyp
             out = ts.sandbox.run(["python", "-c", PYC_CHECK])
             valid, stale = map(int, out.output.split()[-2:])
             assert valid > 100 and stale == 0, out.output  # no sandbox recompiles the venv's modules
-        subprocess.run(["minisandbox", "cache", "gc", "--max-bytes", "0"], check=True, capture_output=True,
-                       env={**os.environ, "MINISANDBOX_CACHE": str(cache)})
+        subprocess.run(
+            ["minisandbox", "cache", "gc", "--max-bytes", "0"],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "MINISANDBOX_CACHE": str(cache)},
+        )
         assert not mounts()  # gc unmounts unleased images
         # a node that does not mount images (MINISANDBOX_IMAGES=0; no loop devices, no squashfuse)
         monkeypatch.setenv("MINISANDBOX_IMAGES", "0")
         with open_task("tiny__calc.good.sub__aaaa0001", str(ws.store), cache=str(cache)) as ts:
             assert not mounts()
             layers = {p.name for p in (cache / "layers").iterdir() if p.is_dir()}
-            images = {entry["manifest"]["image"]["sha256"] for kind in ("envs", "repos")
-                      for entry in cat[kind].values() if entry["status"] == "ok"}
+            images = {
+                entry["manifest"]["image"]["sha256"]
+                for kind in ("envs", "repos")
+                for entry in cat[kind].values()
+                if entry["status"] == "ok"
+            }
             assert len(images) == 2 and images <= layers  # env and repo: unpacked images (+ interp archive)
             out = ts.sandbox.run(["python", "-c", "import tinycalc; print(tinycalc.add(2, 3), tinycalc.sub(5, 3))"])
             assert out.output.split() == ["5", "8"], out.output
@@ -268,8 +285,11 @@ def test_validation_reuses_results_of_unchanged_tasks(pipeline_workspace):
     ws.snakemake(config=("validate=true",))
     from tests.fixtures.pipeline import task
 
-    (good,) = [p for p in (ws.path / "work" / "validation").glob("env-*.json")
-               if "tiny__calc.good.sub__aaaa0001" in p.read_text()]
+    (good,) = [
+        p
+        for p in (ws.path / "work" / "validation").glob("env-*.json")
+        if "tiny__calc.good.sub__aaaa0001" in p.read_text()
+    ]
     first = json.loads(good.read_text())["tasks"]
     assert {t["status"] for t in first.values()} == {"valid"} and len(first) == 2
     with ws.tasks.open("a") as fh:
@@ -303,8 +323,10 @@ def test_retry_failed_rebuilds_exactly_what_failed(pipeline_workspace, monkeypat
     ws.write_catalog()
     ws.snakemake()
     cat = _catalog(ws)
-    assert {e["spec_name"]: e["status"] for e in cat["envs"].values()} == {"tiny__calc.good": "ok",
-                                                                          "tiny__calc.broken": "failed"}
+    assert {e["spec_name"]: e["status"] for e in cat["envs"].values()} == {
+        "tiny__calc.good": "ok",
+        "tiny__calc.broken": "failed",
+    }
     good_key = next(k for k, e in cat["envs"].items() if e["status"] == "ok")
     good_receipt = ws.path / "work" / "published" / "env" / f"{good_key}.json"
     before = good_receipt.stat().st_mtime_ns
@@ -312,10 +334,15 @@ def test_retry_failed_rebuilds_exactly_what_failed(pipeline_workspace, monkeypat
     proc = ws.snakemake("-n")
     assert "Nothing to be done" in proc.stdout + proc.stderr  # a plain rerun is a no-op
     proc = ws.snakemake("-n", config=("retry_failed=true",))
-    assert jobs_in(proc.stdout + proc.stderr) == {"env": 1, "index": 1, "all": 1, "total": 3}, (proc.stdout + proc.stderr)[-3000:]
+    assert jobs_in(proc.stdout + proc.stderr) == {"env": 1, "index": 1, "all": 1, "total": 3}, (
+        proc.stdout + proc.stderr
+    )[-3000:]
     assert "retry_failed: 1 failed key(s)" in proc.stderr
     failed_key = next(k for k in cat["envs"] if k != good_key)
-    assert json.loads((ws.path / "work" / "failed" / "env" / f"{failed_key}.json").read_text())["data"]["status"] == "failed"
+    assert (
+        json.loads((ws.path / "work" / "failed" / "env" / f"{failed_key}.json").read_text())["data"]["status"]
+        == "failed"
+    )
     ws.snakemake(config=("retry_failed=true",))
     cat = _catalog(ws)
     assert {e["status"] for e in cat["envs"].values()} == {"ok"}
@@ -334,8 +361,13 @@ def test_label_mode_labels_candidates_and_the_labels_validate(pipeline_workspace
     harmless = BUG_PATCH.replace("-    return a - b\n+    return a + b\n", "-    return a - b\n+    return (a - b)\n")
     cands = [
         {"instance_id": "tiny__calc.good.sub__cccc0001", "repo": "swesmith/tiny__calc.good", "patch": BUG_PATCH},
-        {"instance_id": "tiny__calc.good.noop__cccc0002", "repo": "swesmith/tiny__calc.good", "patch": harmless,
-         "FAIL_TO_PASS": [], "PASS_TO_PASS": []},
+        {
+            "instance_id": "tiny__calc.good.noop__cccc0002",
+            "repo": "swesmith/tiny__calc.good",
+            "patch": harmless,
+            "FAIL_TO_PASS": [],
+            "PASS_TO_PASS": [],
+        },
         {"instance_id": "tiny__calc.broken.sub__cccc0003", "repo": "swesmith/tiny__calc.broken", "patch": BUG_PATCH},
     ]
     ws.tasks.write_text("".join(json.dumps(c) + "\n" for c in cands))
@@ -344,18 +376,43 @@ def test_label_mode_labels_candidates_and_the_labels_validate(pipeline_workspace
     labelled = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["instance_id"] for r in labelled] == ["tiny__calc.good.sub__cccc0001"]
     assert labelled[0]["FAIL_TO_PASS"] == ["tests/test_calc.py::test_sub"]
-    assert labelled[0]["PASS_TO_PASS"] == ["tests/test_calc.py::test_add", "tests/test_calc.py::test_mul[0-9-0]",
-                                           "tests/test_calc.py::test_mul[2-3-6]"]
+    assert labelled[0]["PASS_TO_PASS"] == [
+        "tests/test_calc.py::test_add",
+        "tests/test_calc.py::test_mul[0-9-0]",
+        "tests/test_calc.py::test_mul[2-3-6]",
+    ]
     report = json.loads((ws.path / "results" / "labelling_report.json").read_text())
-    assert report["counts"]["labelled"] == 1 and report["dropped"]["tiny__calc.good.noop__cccc0002"]["status"] == "no-f2p"
+    assert (
+        report["counts"]["labelled"] == 1 and report["dropped"]["tiny__calc.good.noop__cccc0002"]["status"] == "no-f2p"
+    )
     assert report["dropped"]["tiny__calc.broken.sub__cccc0003"]["status"] == "env-broken"
-    assert "Nothing to be done" in (lambda p: p.stdout + p.stderr)(ws.snakemake("-n", config=("label=true",
-                                                                                               "validate_repeats=2")))
+    assert "Nothing to be done" in (lambda p: p.stdout + p.stderr)(
+        ws.snakemake("-n", config=("label=true", "validate_repeats=2"))
+    )
     # the same labels from the published store, for a handful of candidates
-    cli = subprocess.run([sys.executable, "-m", "minisandbox.cli", "label", "--tasks", str(ws.tasks), "--store",
-                          str(ws.store), "--catalog", str(ws.catalog), "--out", str(tmp_path / "l.jsonl"),
-                          "--report", str(tmp_path / "r.json"), "--logs", str(tmp_path / "logs")],
-                         capture_output=True, text=True, cwd=ws.path)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "minisandbox.cli",
+            "label",
+            "--tasks",
+            str(ws.tasks),
+            "--store",
+            str(ws.store),
+            "--catalog",
+            str(ws.catalog),
+            "--out",
+            str(tmp_path / "l.jsonl"),
+            "--report",
+            str(tmp_path / "r.json"),
+            "--logs",
+            str(tmp_path / "logs"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ws.path,
+    )
     assert cli.returncode == 0, cli.stderr[-3000:]
     assert [json.loads(x) for x in (tmp_path / "l.jsonl").read_text().splitlines()] == labelled
     assert "DROPPED tiny__calc.good.noop__cccc0002: no-f2p" in cli.stderr
@@ -378,14 +435,35 @@ def test_two_workflows_on_one_interpreter_at_once_both_succeed(pipeline_workspac
     a.specs = a.specs[:1]  # the good environment only
     a.write_catalog()
     a.tasks.write_text("".join(line + "\n" for line in a.tasks.read_text().splitlines()[:2]))
-    b = Workspace(path=tmp_path / "run-b", commit=a.commit, store=tmp_path / "store-b",
-                  catalog=a.catalog, tasks=a.tasks, specs=a.specs)
+    b = Workspace(
+        path=tmp_path / "run-b",
+        commit=a.commit,
+        store=tmp_path / "store-b",
+        catalog=a.catalog,
+        tasks=a.tasks,
+        specs=a.specs,
+    )
     b.path.mkdir()
     cmds = []
     for ws in (a, b):
-        cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(Path(__file__).parents[2] / "workflow" / "Snakefile"),
-               "--directory", str(ws.path), "--cores", "2", "--config", f"tasks={ws.tasks}",
-               f"catalog={ws.catalog}", f"store={ws.store}", "workdir=work", "bundled=false", "validate=false"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(Path(__file__).parents[2] / "workflow" / "Snakefile"),
+            "--directory",
+            str(ws.path),
+            "--cores",
+            "2",
+            "--config",
+            f"tasks={ws.tasks}",
+            f"catalog={ws.catalog}",
+            f"store={ws.store}",
+            "workdir=work",
+            "bundled=false",
+            "validate=false",
+        ]
         cmds.append(subprocess.Popen(cmd, cwd=ws.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outs = [p.communicate(timeout=1500)[0] for p in cmds]
     for p, out in zip(cmds, outs):

@@ -28,8 +28,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     full = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "minisandbox.cli", *args], capture_output=True, text=True,
-                          env=full, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", *args], capture_output=True, text=True, env=full, timeout=120
+    )
 
 
 def test_prepare_gives_layers_interpreter_record_and_lease(published_store: dict, tmp_path: Path) -> None:
@@ -91,8 +92,16 @@ def test_many_processes_same_artifact_download_once(tmp_path: Path) -> None:
     task = info["tasks"][0]["instance_id"]
     go, counter, cache_dir = tmp_path / "go", tmp_path / "opens", tmp_path / "cache"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"}
-    procs = [subprocess.Popen([sys.executable, "-c", FETCHER, info["url"], str(cache_dir), task, str(go), str(counter)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(6)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", FETCHER, info["url"], str(cache_dir), task, str(go), str(counter)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(6)
+    ]
     time.sleep(1.0)  # let them import and spin on the start line
     go.touch()
     outs = []
@@ -101,8 +110,9 @@ def test_many_processes_same_artifact_download_once(tmp_path: Path) -> None:
         assert p.returncode == 0, err
         outs.append(json.loads(out))
     transfers = counter.read_text().splitlines()
-    assert sorted(transfers) == sorted([f"artifacts/env/{info['envs'][0]['artifact']}",
-                                        f"artifacts/repo/{info['tasks'][0]['repo_key']}.tar.zst"])
+    assert sorted(transfers) == sorted(
+        [f"artifacts/env/{info['envs'][0]['artifact']}", f"artifacts/repo/{info['tasks'][0]['repo_key']}.tar.zst"]
+    )
     assert sum(o["downloaded"][0] for o in outs) == 1 and sum(o["downloaded"][1] for o in outs) == 1
     assert len({json.dumps(o["layers"], sort_keys=True) for o in outs}) == 1
     blob = Path(outs[0]["layers"][VENV_PATH]) / "lib" / "python3.11" / "site-packages" / "pkg0" / "blob.bin"
@@ -140,8 +150,12 @@ def test_process_killed_during_unpack_then_retry_succeeds(tmp_path: Path) -> Non
     task = info["tasks"][0]["instance_id"]
     cache_dir, mid = tmp_path / "cache", tmp_path / "mid"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"}
-    proc = subprocess.Popen([sys.executable, "-c", KILLED, info["url"], str(cache_dir), task, str(mid)], env=env,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED, info["url"], str(cache_dir), task, str(mid)],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60
     while not mid.exists():
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
@@ -189,10 +203,21 @@ def test_cli_errors_are_one_line(published_store: dict, tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    r = run_cli("fetch", "--store", "s3://nobucket/store", "x", env={
-        **env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "x",
-        "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1", "AWS_MAX_ATTEMPTS": "1",
-        "MINISANDBOX_STORE_ATTEMPTS": "2"})
+    r = run_cli(
+        "fetch",
+        "--store",
+        "s3://nobucket/store",
+        "x",
+        env={
+            **env,
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+            "AWS_ACCESS_KEY_ID": "x",
+            "AWS_SECRET_ACCESS_KEY": "x",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_MAX_ATTEMPTS": "1",
+            "MINISANDBOX_STORE_ATTEMPTS": "2",
+        },
+    )
     assert r.returncode == 1
     # the store, the endpoint it could not reach and the setting to check, in one line
     assert "store s3://nobucket/store" in r.stderr
@@ -226,8 +251,9 @@ def test_fetch_threads_share_downloads(tmp_path: Path) -> None:
     assert not any(cache.live_leases(r.digest) for p in done for r in p.results)  # fetch releases
 
 
-def test_index_ttl_reuses_reads_only_when_asked(published_store: dict, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_index_ttl_reuses_reads_only_when_asked(
+    published_store: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache = Cache(tmp_path / "cache", budget=IOBudget(2, tmp_path / "cache" / "budget"))
     task = published_store["tasks"][0]
     manifest = Path(published_store["url"]) / "artifacts" / "env" / f"{task['env_key']}.manifest.json"

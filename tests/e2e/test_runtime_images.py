@@ -115,8 +115,9 @@ def chunked_store(tmp_path: Path):
         pytest.skip("squashfs-tools not installed (apt-get install squashfs-tools)")
     if not can_mount_images():
         pytest.skip("cannot loop-mount squashfs here (needs root, /dev/loop-control, kernel squashfs)")
-    info = build_store(tmp_path / "store", tmp_path / "work", n_envs=1, n_tasks=2, images=True, chunked=True,
-                       whole=False)
+    info = build_store(
+        tmp_path / "store", tmp_path / "work", n_envs=1, n_tasks=2, images=True, chunked=True, whole=False
+    )
     yield info
     for line in Path("/proc/self/mounts").read_text().splitlines():
         target = line.split()[1]
@@ -137,8 +138,10 @@ def test_chunked_images_are_assembled_verified_and_mounted(chunked_store: dict, 
         assert (repo_layer / "src" / "mod.py").read_text().startswith("def f")
         assert (env_layer / "pyvenv.cfg").is_file()
         assert p.results[1].digest == env_m["image"]["sha256"] and p.results[1].mounter == "kernel"
-        assert file_digest(cache.archives / env_m["image"]["sha256"]) == (env_m["image"]["sha256"],
-                                                                          env_m["image"]["size"])
+        assert file_digest(cache.archives / env_m["image"]["sha256"]) == (
+            env_m["image"]["sha256"],
+            env_m["image"]["size"],
+        )
         assert (cache.archives / f"{env_m['image']['sha256']}.chunks.json").is_file()
     with prepare(chunked_store["tasks"][1]["instance_id"], chunked_store["url"], cache=cache, images=True) as p2:
         assert [r.downloaded for r in p2.results] == [True, False]

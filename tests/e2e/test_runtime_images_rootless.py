@@ -40,28 +40,40 @@ def daemons():
 def user_store(rootless_user, shared_tmp: Path, user_site: Path):  # noqa: F811
     if not shutil.which("mksquashfs") or not shutil.which("squashfuse"):
         pytest.skip("squashfs-tools / squashfuse not installed (scripts/setup.sh installs them)")
-    reason = run_node_as_user("import json; from minisandbox.node.fusemount import unavailable_reason; "
-                              "print(json.dumps(unavailable_reason()))", user_site)
+    reason = run_node_as_user(
+        "import json; from minisandbox.node.fusemount import unavailable_reason; "
+        "print(json.dumps(unavailable_reason()))",
+        user_site,
+    )
     if reason:
         pytest.skip(f"rootless FUSE mounts unavailable here: {reason}")
     info = build_store(shared_tmp / "store", shared_tmp / "work", n_envs=1, n_tasks=2, images=True)
     subprocess.run(["chown", "-R", TEST_USER, str(shared_tmp)], check=True)
     yield info, shared_tmp
     # never leave a holder or a squashfuse behind, whatever the test did
-    run_node_as_user(PRELUDE + "cache.gc(max_bytes=0); cache.stop_mounts(); print(json.dumps(daemons()))",
-                     user_site, env={"MSB_TEST_CFG": json.dumps({"base": str(shared_tmp)})})
+    run_node_as_user(
+        PRELUDE + "cache.gc(max_bytes=0); cache.stop_mounts(); print(json.dumps(daemons()))",
+        user_site,
+        env={"MSB_TEST_CFG": json.dumps({"base": str(shared_tmp)})},
+    )
 
 
 def _run(code: str, site: Path, base: Path, info: dict, **env: str):
-    cfg = {"base": str(base), "store": info["url"], "tasks": [t["instance_id"] for t in info["tasks"]],
-           "env_image": info["envs"][0]["image"]["sha256"], "env_tar": info["envs"][0].get("sha256")}
+    cfg = {
+        "base": str(base),
+        "store": info["url"],
+        "tasks": [t["instance_id"] for t in info["tasks"]],
+        "env_image": info["envs"][0]["image"]["sha256"],
+        "env_tar": info["envs"][0].get("sha256"),
+    }
     return run_node_as_user(PRELUDE + code, site, env={"MSB_TEST_CFG": json.dumps(cfg), **env})
 
 
 def _prepare_expecting_corrupt(site: Path, base: Path, info: dict) -> dict:
     """Prepare the first task as the user and report the ArtifactCorruptError (or None), the
     squashfuse daemons left, the cache's tmp and whether the env image was kept."""
-    return _run("""
+    return _run(
+        """
 from minisandbox.node.cache import ArtifactCorruptError
 try:
     prepare(cfg["tasks"][0], cfg["store"], cache=cache, images=True)
@@ -72,12 +84,17 @@ res["daemons"] = daemons()
 res["tmp"] = os.listdir(cache.tmp)
 res["env_image"] = (cache.archives / cfg["env_image"]).exists()
 print(json.dumps(res))
-""", site, base, info)
+""",
+        site,
+        base,
+        info,
+    )
 
 
 def test_rootless_image_mount_seen_only_by_sandboxes_that_join(user_store, user_site: Path) -> None:  # noqa: F811
     info, base = user_store
-    out = _run("""
+    out = _run(
+        """
 from minisandbox.sandbox.sandbox import Layer, Sandbox
 res = {}
 with prepare(cfg["tasks"][0], cfg["store"], cache=cache) as p:
@@ -97,7 +114,11 @@ res["gc_removed"] = len(cache.gc(max_bytes=0).removed)
 res["stopped"] = cache.stop_mounts()
 res["after"] = daemons()
 print(json.dumps(res))
-""", user_site, base, info)
+""",
+        user_site,
+        base,
+        info,
+    )
     assert out["mount_ns"] and out["mount_ns"]["pid"] > 0
     assert out["digests"][1] == info["envs"][0]["image"]["sha256"]  # the image was mounted, not the tar
     assert out["host_view"] == []  # the mount exists only in the holder's namespace
@@ -112,7 +133,8 @@ print(json.dumps(res))
 
 def test_tampered_cached_image_is_fetched_again_before_mount(user_store, user_site: Path) -> None:  # noqa: F811
     info, base = user_store
-    out = _run("""
+    out = _run(
+        """
 from minisandbox.node.cache import Artifact
 from minisandbox.node.store import Store
 st = Store(cfg["store"])
@@ -128,7 +150,11 @@ ok = (Path(f"/proc/{cache.mount_namespace()['pid']}/root{res.path}") / "pyvenv.c
 from minisandbox.fsutil import file_digest
 print(json.dumps({"downloaded": res.downloaded, "ok": ok, "sha": file_digest(path)[0] == img.sha256}))
 os.unlink(lease)
-""", user_site, base, info)
+""",
+        user_site,
+        base,
+        info,
+    )
     assert out == {"downloaded": True, "ok": True, "sha": True}
 
 
@@ -145,11 +171,17 @@ def test_tampered_store_image_is_refused_and_never_mounted(user_store, user_site
 
 def test_without_squashfuse_the_archive_is_unpacked(user_store, user_site: Path) -> None:  # noqa: F811
     info, base = user_store
-    out = _run("""
+    out = _run(
+        """
 with prepare(cfg["tasks"][0], cfg["store"], cache=cache) as p:
     res = {"mount_ns": p.mount_ns, "env": p.results[1].digest, "cfg": (p.layers[VENV_PATH] / "pyvenv.cfg").is_file()}
 print(json.dumps(res))
-""", user_site, base, info, MINISANDBOX_SQUASHFUSE="/nonexistent/squashfuse")
+""",
+        user_site,
+        base,
+        info,
+        MINISANDBOX_SQUASHFUSE="/nonexistent/squashfuse",
+    )
     assert out == {"mount_ns": None, "env": info["envs"][0]["sha256"], "cfg": True}
 
 
@@ -159,24 +191,39 @@ def user_chunked_store(rootless_user, shared_tmp: Path, user_site: Path):  # noq
     lists only, no whole image and no archive in the store."""
     if not shutil.which("mksquashfs") or not shutil.which("squashfuse"):
         pytest.skip("squashfs-tools / squashfuse not installed (scripts/setup.sh installs them)")
-    reason = run_node_as_user("import json; from minisandbox.node.fusemount import unavailable_reason; "
-                              "print(json.dumps(unavailable_reason()))", user_site)
+    reason = run_node_as_user(
+        "import json; from minisandbox.node.fusemount import unavailable_reason; "
+        "print(json.dumps(unavailable_reason()))",
+        user_site,
+    )
     if reason:
         pytest.skip(f"rootless FUSE mounts unavailable here: {reason}")
-    info = build_store(shared_tmp / "store", shared_tmp / "work", n_envs=1, n_tasks=2, images=True, chunked=True,
-                       whole=False, archive=False)
+    info = build_store(
+        shared_tmp / "store",
+        shared_tmp / "work",
+        n_envs=1,
+        n_tasks=2,
+        images=True,
+        chunked=True,
+        whole=False,
+        archive=False,
+    )
     assert "sha256" not in info["envs"][0]
     subprocess.run(["chown", "-R", TEST_USER, str(shared_tmp)], check=True)
     yield info, shared_tmp
-    run_node_as_user(PRELUDE + "cache.gc(max_bytes=0); cache.stop_mounts(); print(json.dumps(daemons()))",
-                     user_site, env={"MSB_TEST_CFG": json.dumps({"base": str(shared_tmp)})})
+    run_node_as_user(
+        PRELUDE + "cache.gc(max_bytes=0); cache.stop_mounts(); print(json.dumps(daemons()))",
+        user_site,
+        env={"MSB_TEST_CFG": json.dumps({"base": str(shared_tmp)})},
+    )
 
 
 def test_rootless_chunked_images_are_assembled_then_mounted(user_chunked_store, user_site: Path) -> None:  # noqa: F811
     info, base = user_chunked_store
     env_img = info["envs"][0]["image"]
     assert not info["store"].exists(f"artifacts/env/{env_img['artifact']}")
-    out = _run("""
+    out = _run(
+        """
 from minisandbox.fsutil import file_digest
 from minisandbox.sandbox.sandbox import Layer, Sandbox
 res = {}
@@ -190,7 +237,11 @@ with prepare(cfg["tasks"][0], cfg["store"], cache=cache) as p:
 res["gc_removed"] = len(cache.gc(max_bytes=0).removed)
 res["archives_left"] = sorted(os.listdir(cache.archives))
 print(json.dumps(res))
-""", user_site, base, info)
+""",
+        user_site,
+        base,
+        info,
+    )
     assert out["digests"][1] == env_img["sha256"] and out["mounters"] == ["fuse", "fuse"]
     assert out["image_ok"]
     assert out["rc"] == 0 and out["sandbox"].startswith("def f():") and "home = " in out["sandbox"]
@@ -214,12 +265,15 @@ def test_rootless_tampered_chunk_is_refused_and_never_mounted(user_chunked_store
     assert out["tmp"] == [] and not out["env_image"]
 
 
-def test_rootless_without_squashfuse_nor_archive_the_image_is_unpacked(user_chunked_store,  # noqa: F811
-                                                                        user_site: Path) -> None:
+def test_rootless_without_squashfuse_nor_archive_the_image_is_unpacked(
+    user_chunked_store,  # noqa: F811
+    user_site: Path,
+) -> None:
     """The default store (no archive) on a node where this user cannot mount: the image is
     assembled, verified and unpacked with unsquashfs, and the sandbox runs on it."""
     info, base = user_chunked_store
-    out = _run("""
+    out = _run(
+        """
 from minisandbox.sandbox.sandbox import Layer, Sandbox
 with prepare(cfg["tasks"][0], cfg["store"], cache=cache) as p:
     res = {"mount_ns": p.mount_ns, "env": p.results[1].digest, "mounters": [r.mounter for r in p.results],
@@ -233,10 +287,14 @@ res["daemons"] = daemons()
 res["gc_removed"] = len(cache.gc(max_bytes=0).removed)
 res["layers_left"] = sorted(n for n in os.listdir(cache.layers) if not n.startswith("."))
 print(json.dumps(res))
-""", user_site, base, info, MINISANDBOX_SQUASHFUSE="/nonexistent/squashfuse")
+""",
+        user_site,
+        base,
+        info,
+        MINISANDBOX_SQUASHFUSE="/nonexistent/squashfuse",
+    )
     assert out["mount_ns"] is None and out["env"] == info["envs"][0]["image"]["sha256"]
     assert out["mounters"] == ["", ""] and out["owner"] and out["daemons"] == []
     assert out["rc"] == 0 and out["sandbox"].startswith("def f():") and "home = " in out["sandbox"], out["sandbox"]
     assert out["again"] == [False, False]
     assert out["gc_removed"] == 2 and out["layers_left"] == []
-

@@ -25,8 +25,9 @@ CATALOG = ROOT / "config" / "catalog" / "bundled.yaml"
 
 
 def msb(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "minisandbox.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_build_publish_to_s3_then_fetch_on_a_clean_node(s3: S3, tmp_path: Path) -> None:
@@ -34,11 +35,29 @@ def test_build_publish_to_s3_then_fetch_on_a_clean_node(s3: S3, tmp_path: Path) 
     run = tmp_path / "run"
     run.mkdir()
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(run),
-         "--cores", "2", "--config", f"tasks={TASKS},{SWEBENCH}", f"catalog={CATALOG}", f"store={url}",
-         "workdir=work", "validate=false"],
-        cwd=run, capture_output=True, text=True, timeout=3000)
-    assert proc.returncode == 0, (proc.stdout[-3000:] + proc.stderr[-5000:])
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(ROOT / "workflow" / "Snakefile"),
+            "--directory",
+            str(run),
+            "--cores",
+            "2",
+            "--config",
+            f"tasks={TASKS},{SWEBENCH}",
+            f"catalog={CATALOG}",
+            f"store={url}",
+            "workdir=work",
+            "validate=false",
+        ],
+        cwd=run,
+        capture_output=True,
+        text=True,
+        timeout=3000,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
 
     # everything landed in the bucket, nothing on the local disk but scratch
     assert not (run / "results" / "store").exists()
@@ -48,9 +67,15 @@ def test_build_publish_to_s3_then_fetch_on_a_clean_node(s3: S3, tmp_path: Path) 
     assert check.returncode == 0 and "OK" in check.stdout, check.stdout + check.stderr
 
     # a task whose PASS_TO_PASS tests live outside the F2P files (those are removed in the start state)
-    rec, p2p = next((r, ids) for r in map(json.loads, TASKS.read_text().splitlines())
-                    if (ids := [t for t in r["PASS_TO_PASS"] if t.split("::")[0] not in
-                                set(evalscript.test_files_of(r["FAIL_TO_PASS"]))]))
+    rec, p2p = next(
+        (r, ids)
+        for r in map(json.loads, TASKS.read_text().splitlines())
+        if (
+            ids := [
+                t for t in r["PASS_TO_PASS"] if t.split("::")[0] not in set(evalscript.test_files_of(r["FAIL_TO_PASS"]))
+            ]
+        )
+    )
     tid = rec["instance_id"]
     cache = tmp_path / "node-cache"
     first = msb("fetch", "--store", url, "--cache", str(cache), "--json", tid)
@@ -132,8 +157,14 @@ def test_packed_image_is_published_and_fetched_in_few_requests_through_latency(s
     pack_image(tree, img)
     _, cutting = write_chunk_list(img, "env-lat-0000000000000000")
     sha, size = file_digest(img)
-    image = {"format": "squashfs", "artifact": img.name, "sha256": sha, "size": size,
-             "chunks": chunks_entry(img, "env-lat-0000000000000000"), "whole": False}
+    image = {
+        "format": "squashfs",
+        "artifact": img.name,
+        "sha256": sha,
+        "size": size,
+        "chunks": chunks_entry(img, "env-lat-0000000000000000"),
+        "whole": False,
+    }
     up = urlparse(s3.endpoint)
     with LatencyProxy(up.hostname, up.port, delay=0.002) as proxy:
         store = Store(s3.url("lat"), endpoint_url=proxy.endpoint)

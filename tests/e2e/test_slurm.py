@@ -48,10 +48,14 @@ def _literal_project(tmp_path: Path, store: str) -> tuple[Path, dict[str, str]]:
     (proj / "workflow" / "profiles" / "default").mkdir(parents=True, exist_ok=True)  # copied above: replaced
     (proj / "workflow" / "profiles" / "default" / "config.yaml").write_text(yaml.safe_dump(wf))
     xdg = tmp_path / "xdg"
-    env = {**os.environ, "XDG_CONFIG_HOME": str(xdg),
-           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
-    inst = subprocess.run(["bash", str(ROOT / "scripts" / "install-profiles.sh")], capture_output=True, text=True,
-                          env=env, timeout=60)
+    env = {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(xdg),
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+    }
+    inst = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "install-profiles.sh")], capture_output=True, text=True, env=env, timeout=60
+    )
     assert inst.returncode == 0, inst.stderr
     assert os.readlink(xdg / "snakemake" / "slurm") == str(ROOT / "profiles" / "slurm"), inst.stdout
     return proj, env
@@ -83,8 +87,12 @@ def test_bundled_build_runs_under_slurm(slurm_cluster, s3: S3, tmp_path: Path) -
     assert len(submitted) < n_rules or n_rules == 0, (len(submitted), n_rules)
 
     # slurmdbd's accounting: every submitted job ran on the node and completed with exit 0
-    acct = {row[0]: row for row in _lines(["sacct", "-X", "-n", "-P", "-S", started, "--name", run_id,
-                                           "-o", "JobID,JobName,State,ExitCode,NodeList"])}
+    acct = {
+        row[0]: row
+        for row in _lines(
+            ["sacct", "-X", "-n", "-P", "-S", started, "--name", run_id, "-o", "JobID,JobName,State,ExitCode,NodeList"]
+        )
+    }
     assert set(acct) == submitted, (acct, submitted)
     for job_id, (_, name, state, exit_code, node) in acct.items():
         assert (name, state, exit_code, node) == (run_id, "COMPLETED", "0:0", slurm_cluster.node), acct[job_id]
@@ -101,7 +109,8 @@ def test_bundled_build_runs_under_slurm(slurm_cluster, s3: S3, tmp_path: Path) -
     assert report.ok, [p.line for p in report.problems]
     # every environment, repository and interpreter layer (one per interpreter build)
     assert counts["interps_ok"] >= 1 and set(catalog["interps"]) == {
-        e["manifest"]["interpreter"]["key"] for e in catalog["envs"].values()}, catalog["interps"]
+        e["manifest"]["interpreter"]["key"] for e in catalog["envs"].values()
+    }, catalog["interps"]
     assert report.artifacts == counts["envs_ok"] + counts["repos_ok"] + counts["interps_ok"]
 
     # a rerun with nothing changed submits nothing
@@ -118,10 +127,28 @@ def test_profiles_plan_the_bundled_set(profile: str, tmp_path: Path) -> None:
     tasks, and `parse`'s job (validation on by default) waits for the 2 SWE-bench snapshots
     its tasks start from, so those are in its component. The local profile does not group."""
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path),
-         "-n", "--profile", str(ROOT / "profiles" / profile),
-         "--config", "tasks=" + ",".join(map(str, TASKS)), f"catalog={CATALOG}", "store=store", "workdir=work"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(ROOT / "workflow" / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "-n",
+            "--profile",
+            str(ROOT / "profiles" / profile),
+            "--config",
+            "tasks=" + ",".join(map(str, TASKS)),
+            f"catalog={CATALOG}",
+            "store=store",
+            "workdir=work",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     groups = re.findall(r"Group job (\S+)", proc.stdout + proc.stderr)
     assert sorted(groups) == (["build"] if profile == "slurm" else []), groups

@@ -21,8 +21,14 @@ def test_swesmith_start_state_is_leak_free(bundled_eval_store, tmp_path):
     rec = _first(bundled_eval_store.tasks[0])
     with open_task(rec["instance_id"], str(bundled_eval_store.store), cache=str(tmp_path / "cache")) as ts:
         sb = ts.sandbox
-        out = sb.run(["bash", "-c", "cd /testbed; git log --all --oneline | wc -l; git status --porcelain | wc -l;"
-                      " git rev-list --all --reflog | wc -l; git fsck --lost-found 2>&1 | grep -c 'dangling commit' || true"])
+        out = sb.run(
+            [
+                "bash",
+                "-c",
+                "cd /testbed; git log --all --oneline | wc -l; git status --porcelain | wc -l;"
+                " git rev-list --all --reflog | wc -l; git fsck --lost-found 2>&1 | grep -c 'dangling commit' || true",
+            ]
+        )
         assert out.output.split() == ["1", "0", "1", "0"], out.output  # one commit, however you look
         for f in evalscript.test_files_of(rec["FAIL_TO_PASS"]):
             assert sb.run(["test", "-e", f"/testbed/{f}"]).returncode == 1  # F2P test files removed
@@ -37,7 +43,9 @@ def test_swesmith_start_state_is_leak_free(bundled_eval_store, tmp_path):
 def test_swebench_start_state_is_the_base_commit(bundled_eval_store, tmp_path):
     rec = _first(bundled_eval_store.tasks[1])
     with open_task(rec["instance_id"], str(bundled_eval_store.store), cache=str(tmp_path / "cache")) as ts:
-        out = ts.sandbox.run(["bash", "-c", "cd /testbed; git log --all --oneline | wc -l; git status --porcelain | wc -l"])
+        out = ts.sandbox.run(
+            ["bash", "-c", "cd /testbed; git log --all --oneline | wc -l; git status --porcelain | wc -l"]
+        )
         assert out.output.split() == ["1", "0"]
         ts.sandbox.write_file("/tmp/gold.patch", rec["patch"])
         assert ts.sandbox.run(["git", "-C", "/testbed", "apply", "--check", "/tmp/gold.patch"]).returncode == 0

@@ -28,8 +28,17 @@ from minisandbox.grading.logparsers import collection_error, parse_log_pytest, s
 from minisandbox.grading.validate import classify
 from minisandbox.records import TaskRecord
 
-PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--disable-warnings", "--color=no", "--tb=no",
-          "--verbose"]
+PYTEST = [
+    sys.executable,
+    "-m",
+    "pytest",
+    "-p",
+    "no:cacheprovider",
+    "--disable-warnings",
+    "--color=no",
+    "--tb=no",
+    "--verbose",
+]
 TESTS = ["tests/test_calc.py::test_add", "tests/test_calc.py::test_sub"]
 NONCE = "0123456789abcdef"
 
@@ -45,7 +54,7 @@ def run_pytest(root: Path, files: dict[str, str]) -> str:
 SUITE = {
     "calc.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n",
     "tests/test_calc.py": "from calc import add, sub\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
-                          "def test_sub():\n    assert sub(3, 2) == 1\n",
+    "def test_sub():\n    assert sub(3, 2) == 1\n",
     "conftest.py": "",  # puts the root on sys.path
 }
 BROKEN = {"calc.py": "def add(a, b:\n    return a + b\n"}  # SyntaxError at import
@@ -66,13 +75,20 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def wrap(test_output: str, *, patch: bool = False) -> str:
     """The test output between the eval script's markers, as the sandbox returns it."""
     head = f"{APPLY_PATCH_PASS} {NONCE}\n" if patch else ""
-    return (f"{head}{START_TEST_OUTPUT} {NONCE}\n{test_output}\n{END_TEST_OUTPUT} {NONCE}\n"
-            f"{TEST_EXIT_CODE} 2 {NONCE}\n")
+    return f"{head}{START_TEST_OUTPUT} {NONCE}\n{test_output}\n{END_TEST_OUTPUT} {NONCE}\n{TEST_EXIT_CODE} 2 {NONCE}\n"
 
 
 def report(log: str, f2p: list[str], p2p: list[str], *, patch: str | None = None) -> dict:
-    rep = make_report("t1", patch, wrap(log, patch=patch is not None), fail_to_pass=f2p, pass_to_pass=p2p,
-                      log_parser="pytest", nonce=NONCE, apply_patch=patch is not None)
+    rep = make_report(
+        "t1",
+        patch,
+        wrap(log, patch=patch is not None),
+        fail_to_pass=f2p,
+        pass_to_pass=p2p,
+        log_parser="pytest",
+        nonce=NONCE,
+        apply_patch=patch is not None,
+    )
     return rep["t1"]
 
 
@@ -105,19 +121,24 @@ def test_a_passing_run_has_no_collection_error(logs: dict[str, str]) -> None:
     assert entry["resolved"] is True and "collection_error" not in entry
 
 
-@pytest.mark.parametrize("text", [
-    "bash: line 1: pytest: command not found",
-    "Traceback (most recent call last):\n  File \"<string>\", line 1\nModuleNotFoundError: No module named 'pytest'",
-    "",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "bash: line 1: pytest: command not found",
+        "Traceback (most recent call last):\n  File \"<string>\", line 1\nModuleNotFoundError: No module named 'pytest'",
+        "",
+    ],
+)
 def test_unparseable_only_without_any_session_output(text: str) -> None:
     assert not session_seen(text, "pytest")
     assert report(text, TESTS, [])["reason"] == Reason.UNPARSEABLE_LOG.value
 
 
 def test_unittest_session_markers() -> None:
-    assert session_seen("----------------------------------------------------------------------\nRan 0 tests in 0.000s\n\nOK",
-                        "unittest")
+    assert session_seen(
+        "----------------------------------------------------------------------\nRan 0 tests in 0.000s\n\nOK",
+        "unittest",
+    )
     assert not session_seen("python: can't open file 'runtests.py'", "django")
 
 
@@ -127,8 +148,14 @@ def _evaluation(entry: dict, log: str) -> Evaluation:
 
 def test_validation_accepts_a_start_state_that_breaks_collection(logs: dict[str, str]) -> None:
     """The official dataset's shape: FAIL_TO_PASS = the whole suite, PASS_TO_PASS empty."""
-    rec = TaskRecord(instance_id="t1", format="swesmith", repo="swesmith/own__calc.0123abcd",
-                     patch="diff --git a/x b/x\n", fail_to_pass=list(TESTS), pass_to_pass=[])
+    rec = TaskRecord(
+        instance_id="t1",
+        format="swesmith",
+        repo="swesmith/own__calc.0123abcd",
+        patch="diff --git a/x b/x\n",
+        fail_to_pass=list(TESTS),
+        pass_to_pass=[],
+    )
     before = _evaluation(report(logs["collect_error_rxXs"], TESTS, []), logs["collect_error_rxXs"])
     gold = _evaluation(report(logs["ok"], TESTS, [], patch="diff --git a/x b/x\n"), logs["ok"])
     assert classify(rec, [before], [gold])["status"] == "valid"

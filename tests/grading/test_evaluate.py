@@ -32,8 +32,10 @@ from tests.fixtures.hostvenv import HostVenvExecutor
 @pytest.fixture
 def host(eval_project, tmp_path):
     def make(snapshot=None):
-        return HostVenvExecutor(snapshot=snapshot or eval_project.clean, venv=eval_project.venv,
-                                testbed=tmp_path / "testbed")
+        return HostVenvExecutor(
+            snapshot=snapshot or eval_project.clean, venv=eval_project.venv, testbed=tmp_path / "testbed"
+        )
+
     return make
 
 
@@ -92,8 +94,15 @@ def test_tampering_does_not_work_without_the_guard(eval_project, host):
             res = env.execute(script, timeout=120)
         from minisandbox.grading.grading import make_report
 
-        rep = make_report(rec.instance_id, "x", res.output, fail_to_pass=rec.fail_to_pass,
-                          pass_to_pass=rec.pass_to_pass, log_parser="pytest", nonce=script.nonce)
+        rep = make_report(
+            rec.instance_id,
+            "x",
+            res.output,
+            fail_to_pass=rec.fail_to_pass,
+            pass_to_pass=rec.pass_to_pass,
+            log_parser="pytest",
+            nonce=script.nonce,
+        )
         assert rep[rec.instance_id]["resolved"] is True, (name, res.output)
 
 
@@ -155,16 +164,24 @@ def test_run_eval_parallel_resume_and_summary(eval_project, tmp_path):
     }
     preds_file = tmp_path / "preds.jsonl"
     lines = [
-        {"instance_id": recs["a"].instance_id, "model_patch": eval_project.patches["gold"], "model_name_or_path": "m/x"},
-        {"instance_id": recs["b"].instance_id, "model_patch": eval_project.patches["conftest_plant"],
-         "model_name_or_path": "m/x"},
+        {
+            "instance_id": recs["a"].instance_id,
+            "model_patch": eval_project.patches["gold"],
+            "model_name_or_path": "m/x",
+        },
+        {
+            "instance_id": recs["b"].instance_id,
+            "model_patch": eval_project.patches["conftest_plant"],
+            "model_name_or_path": "m/x",
+        },
         {"instance_id": recs["c"].instance_id, "model_patch": "", "model_name_or_path": "m/x"},
     ]
     preds_file.write_text("".join(json.dumps(x) + "\n" for x in lines))
     preds = load_predictions(preds_file)
     targets = {
-        r.instance_id: EvalTarget(r, eval_project.spec, HostVenvExecutor(
-            eval_project.clean, eval_project.venv, tmp_path / f"tb-{k}"))
+        r.instance_id: EvalTarget(
+            r, eval_project.spec, HostVenvExecutor(eval_project.clean, eval_project.venv, tmp_path / f"tb-{k}")
+        )
         for k, r in recs.items()
     }
     seen: list[str] = []
@@ -195,17 +212,40 @@ def test_patch_paths_and_new_files(eval_project):
     assert patch_paths(p["conftest_plant"]) == ["conftest.py"]
     assert modified_and_new_files(p["test_patch"]) == ([], ["tests/test_calc.py"])
     assert modified_and_new_files(p["gold"]) == (["calc.py"], [])
-    rename = "diff --git a/x.py b/tests/conftest.py\nsimilarity index 100%\nrename from x.py\nrename to tests/conftest.py\n"
+    rename = (
+        "diff --git a/x.py b/tests/conftest.py\nsimilarity index 100%\nrename from x.py\nrename to tests/conftest.py\n"
+    )
     assert set(patch_paths(rename)) == {"x.py", "tests/conftest.py"}
 
 
 def test_is_protected():
-    for p in ("conftest.py", "a/b/conftest.py", "tests/helpers.py", "pkg/tests/data.json", "test_x.py",
-              "pkg/x_test.py", "setup.cfg", "tox.ini", "pytest.ini", "pyproject.toml", "sitecustomize.py",
-              "./conftest.py", "x/__pycache__/y.cpython-310.pyc", ".pytest.ini", "pytest.py", "_pytest/x.py"):
+    for p in (
+        "conftest.py",
+        "a/b/conftest.py",
+        "tests/helpers.py",
+        "pkg/tests/data.json",
+        "test_x.py",
+        "pkg/x_test.py",
+        "setup.cfg",
+        "tox.ini",
+        "pytest.ini",
+        "pyproject.toml",
+        "sitecustomize.py",
+        "./conftest.py",
+        "x/__pycache__/y.cpython-310.pyc",
+        ".pytest.ini",
+        "pytest.py",
+        "_pytest/x.py",
+    ):
         assert is_protected(p), p
-    for p in ("calc.py", "django/test/testcases.py", "sympy/testing/pytest.py", "src/pkg/core.py", "testing.py",
-              "src/_pytest/python.py"):
+    for p in (
+        "calc.py",
+        "django/test/testcases.py",
+        "sympy/testing/pytest.py",
+        "src/pkg/core.py",
+        "testing.py",
+        "src/_pytest/python.py",
+    ):
         assert not is_protected(p), p
 
 
@@ -215,13 +255,18 @@ def test_test_directives_and_files():
     dj = "diff --git a/tests/admin_views/tests.py b/tests/admin_views/tests.py\n"
     assert swebench_test_directives(dj, "django/django") == ["admin_views.tests"]
     assert files_of(["a.py::t", "a.py::u[x y]", "b.py::C::t", "no_colons"]) == ["a.py", "b.py"]
-    assert strip_conda_activation(
-        "source /opt/miniconda3/bin/activate; conda activate testbed; pytest -x") == "pytest -x"
+    assert (
+        strip_conda_activation("source /opt/miniconda3/bin/activate; conda activate testbed; pytest -x") == "pytest -x"
+    )
 
 
 def test_script_embeds_content_safely():
-    s = EvalScript(test_cmd="true", timeout=5, patch="EOF\n'EOF'\n$(rm -rf /)\n",
-                   reference_files={"tests/a b.py": b"x = '$(boom)'\n", "tests/gone.py": None})
+    s = EvalScript(
+        test_cmd="true",
+        timeout=5,
+        patch="EOF\n'EOF'\n$(rm -rf /)\n",
+        reference_files={"tests/a b.py": b"x = '$(boom)'\n", "tests/gone.py": None},
+    )
     text = s.render()
     assert "$(rm -rf /)" not in text and "$(boom)" not in text  # all content is base64
     assert f">>>>> Start Test Output {s.nonce}" in text
@@ -244,18 +289,38 @@ def test_reverse_patch_roundtrip_and_apply(eval_project, tmp_path):
 
 def test_bash_revert_patterns_match_is_protected(eval_project, host):
     """The script's case patterns and `is_protected` must name the same paths."""
-    paths = ["conftest.py", "a/conftest.py", "tests/helper.py", "pkg/tests/data.json", "pkg/test_x.py",
-             "pkg/x_test.py", "tox.ini", "pkg/setup.cfg", "pytest.py", "_pytest/y.py", "pluggy/z.py",
-             "pkg/mod.py", "testing/util.py", "test/foo.py", "docs/tests.txt", "pkg/tests.py",
-             "sitecustomize.py", "pkg/pytest.py", "x.pyc"]
+    paths = [
+        "conftest.py",
+        "a/conftest.py",
+        "tests/helper.py",
+        "pkg/tests/data.json",
+        "pkg/test_x.py",
+        "pkg/x_test.py",
+        "tox.ini",
+        "pkg/setup.cfg",
+        "pytest.py",
+        "_pytest/y.py",
+        "pluggy/z.py",
+        "pkg/mod.py",
+        "testing/util.py",
+        "test/foo.py",
+        "docs/tests.txt",
+        "pkg/tests.py",
+        "sitecustomize.py",
+        "pkg/pytest.py",
+        "x.pyc",
+    ]
     patch = "".join(
         f"diff --git a/{p} b/{p}\nnew file mode 100644\n--- /dev/null\n+++ b/{p}\n@@ -0,0 +1 @@\n+x = 1\n"
         for p in paths
     )
     ev = evaluate(eval_project.swesmith, eval_project.spec, patch, host())
     assert ev.entry["patch_successfully_applied"], ev.output
-    reverted = {line.split("reverted protected path ", 1)[1].strip()
-                for line in ev.output.splitlines() if "reverted protected path " in line}
+    reverted = {
+        line.split("reverted protected path ", 1)[1].strip()
+        for line in ev.output.splitlines()
+        if "reverted protected path " in line
+    }
     assert reverted == {p for p in paths if is_protected(p)}, ev.output
 
 
@@ -264,8 +329,9 @@ def test_bash_revert_patterns_match_is_protected(eval_project, host):
 
 def _preds(tmp_path, items, name="preds.jsonl"):
     path = tmp_path / name
-    path.write_text("".join(json.dumps({"instance_id": i, "model_patch": p, "model_name_or_path": m}) + "\n"
-                            for i, p, m in items))
+    path.write_text(
+        "".join(json.dumps({"instance_id": i, "model_patch": p, "model_name_or_path": m}) + "\n" for i, p, m in items)
+    )
     return load_predictions(path)
 
 
@@ -297,8 +363,15 @@ def test_resume_reuses_a_report_only_when_every_input_is_unchanged(eval_project,
     log = (d / "run_instance.log").read_text()
     assert f"Result for {iid}: resolved: False" in log and " - INFO - " in log
     inputs = json.loads((d / "report.json").read_text())[iid]["eval_inputs"]
-    assert set(inputs) == {"patch_sha256", "grading", "grader_version", "task_sha256", "spec_sha256", "executor",
-                           "layers"}
+    assert set(inputs) == {
+        "patch_sha256",
+        "grading",
+        "grader_version",
+        "task_sha256",
+        "spec_sha256",
+        "executor",
+        "layers",
+    }
     # unchanged: reused, nothing runs
     s2, ran = run(bad)
     assert (s2, ran) == (s1, [])
@@ -375,8 +448,10 @@ def test_stopping_a_run_kills_what_runs_and_writes_the_partial_summary(eval_proj
     recs = [eval_project.record(instance_id=f"calc__calc.00000000.s__{n}") for n in range(3)]
     preds = _preds(tmp_path, [(r.instance_id, eval_project.patches["hang"], "m") for r in recs])
     spec = eval_project.spec.__class__(**{**eval_project.spec.to_dict(), "timeout": 600})
-    targets = {r.instance_id: EvalTarget(r, spec, HostVenvExecutor(eval_project.clean, eval_project.venv,
-                                                                    tmp_path / "tb")) for r in recs}
+    targets = {
+        r.instance_id: EvalTarget(r, spec, HostVenvExecutor(eval_project.clean, eval_project.venv, tmp_path / "tb"))
+        for r in recs
+    }
     stop = StopSignal()
     seen: list[str] = []
     out = tmp_path / "out"

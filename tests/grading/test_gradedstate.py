@@ -79,8 +79,16 @@ def test_marks_are_read_from_the_source():
     m = scan_marks(SOURCE)
     assert not m.module
     marked = {".".join(q) for q in m.marked}
-    assert marked == {"test_conditional", "test_alias", "test_param", "test_param_list", "test_imperative",
-                      "TestGroup", "TestOther.test_marked", "Cases.test_expected"}
+    assert marked == {
+        "test_conditional",
+        "test_alias",
+        "test_param",
+        "test_param_list",
+        "test_imperative",
+        "TestGroup",
+        "TestOther.test_marked",
+        "Cases.test_expected",
+    }
     assert m.function_marked(("TestGroup", "test_in_group"))
     assert not m.function_marked(("TestOther", "test_not_marked"))
     assert not m.function_marked(("test_plain",))
@@ -89,10 +97,12 @@ def test_marks_are_read_from_the_source():
 
 
 def test_xfail_marked_by_id_kind(tmp_path):
-    files = {"tests/test_m.py": SOURCE.encode(),
-             "tests/admin/tests.py": b"import unittest\nclass AdminTests(unittest.TestCase):\n"
-                                     b"    @unittest.expectedFailure\n    def test_e(self): pass\n"
-                                     b"    def test_f(self): pass\n"}
+    files = {
+        "tests/test_m.py": SOURCE.encode(),
+        "tests/admin/tests.py": b"import unittest\nclass AdminTests(unittest.TestCase):\n"
+        b"    @unittest.expectedFailure\n    def test_e(self): pass\n"
+        b"    def test_f(self): pass\n",
+    }
     st = GradedState(files)
     assert st.xfail_marked("tests/test_m.py::test_param[2]")
     assert st.xfail_marked("tests/test_m.py::TestGroup::test_in_group")
@@ -107,9 +117,13 @@ def test_xfail_marked_by_id_kind(tmp_path):
 
 
 def test_a_conftest_that_adds_xfail_marks_counts_for_its_directory():
-    st = GradedState({"tests/conftest.py": b"def pytest_collection_modifyitems(items):\n"
-                                           b"    items[0].add_marker('xfail')\n",
-                      "tests/test_a.py": b"def test_a(): pass\n", "other/test_b.py": b"def test_b(): pass\n"})
+    st = GradedState(
+        {
+            "tests/conftest.py": b"def pytest_collection_modifyitems(items):\n    items[0].add_marker('xfail')\n",
+            "tests/test_a.py": b"def test_a(): pass\n",
+            "other/test_b.py": b"def test_b(): pass\n",
+        }
+    )
     assert st.xfail_marked("tests/test_a.py::test_a")
     assert not st.xfail_marked("other/test_b.py::test_b")
 
@@ -120,11 +134,17 @@ def test_graded_state_applies_the_test_patch_and_takes_every_conftest(tmp_path):
     (ref / "tests" / "test_a.py").write_text("def test_a():\n    pass\n")
     (ref / "tests" / "sub" / "conftest.py").write_text("X = 1\n")
     (ref / "tests" / "test_other.py").write_text("def test_o(): pass\n")
-    test_patch = ("diff --git a/tests/test_a.py b/tests/test_a.py\n--- a/tests/test_a.py\n+++ b/tests/test_a.py\n"
-                  "@@ -1,2 +1,4 @@\n+import pytest\n+@pytest.mark.xfail\n def test_a():\n     pass\n")
-    script = EvalScript(test_cmd="pytest", timeout=10, patch="diff --git a/lib.py b/lib.py\n",
-                        reference_files={"tests/test_a.py": (ref / "tests" / "test_a.py").read_bytes()},
-                        test_patch=test_patch)
+    test_patch = (
+        "diff --git a/tests/test_a.py b/tests/test_a.py\n--- a/tests/test_a.py\n+++ b/tests/test_a.py\n"
+        "@@ -1,2 +1,4 @@\n+import pytest\n+@pytest.mark.xfail\n def test_a():\n     pass\n"
+    )
+    script = EvalScript(
+        test_cmd="pytest",
+        timeout=10,
+        patch="diff --git a/lib.py b/lib.py\n",
+        reference_files={"tests/test_a.py": (ref / "tests" / "test_a.py").read_bytes()},
+        test_patch=test_patch,
+    )
     st = graded_state(script, ref, ["tests/test_a.py::test_a", "tests/test_other.py::test_o"])
     assert st.files["tests/test_a.py"].startswith(b"import pytest\n@pytest.mark.xfail")
     assert st.xfail_marked("tests/test_a.py::test_a")  # marked by the test patch
@@ -159,8 +179,17 @@ def test_xfail_counts_only_when_marked_at_the_graded_state(mode):
     log = LOG.format("t.py::test_a XFAIL\nt.py::test_b PASSED\nXFAIL t.py::test_a\nPASSED t.py::test_b")
 
     def rep(marked):
-        return make_report("i", PATCH, log, fail_to_pass=["t.py::test_a"], pass_to_pass=["t.py::test_b"],
-                           log_parser="pytest", nonce="N", grading=mode, xfail_marked=marked)["i"]
+        return make_report(
+            "i",
+            PATCH,
+            log,
+            fail_to_pass=["t.py::test_a"],
+            pass_to_pass=["t.py::test_b"],
+            log_parser="pytest",
+            nonce="N",
+            grading=mode,
+            xfail_marked=marked,
+        )["i"]
 
     r = rep(None)
     assert not r["resolved"] and r["reason"] == "tests-failed"
@@ -169,22 +198,54 @@ def test_xfail_counts_only_when_marked_at_the_graded_state(mode):
     assert not rep(lambda t: False)["resolved"]
     assert rep(lambda t: t == "t.py::test_a")["resolved"]
     xpass = LOG.format("t.py::test_a XPASS\nt.py::test_b PASSED\nXPASS t.py::test_a\nPASSED t.py::test_b")
-    assert not make_report("i", PATCH, xpass, fail_to_pass=["t.py::test_a"], pass_to_pass=["t.py::test_b"],
-                           log_parser="pytest", nonce="N", grading=mode, xfail_marked=lambda t: True)["i"]["resolved"]
+    assert not make_report(
+        "i",
+        PATCH,
+        xpass,
+        fail_to_pass=["t.py::test_a"],
+        pass_to_pass=["t.py::test_b"],
+        log_parser="pytest",
+        nonce="N",
+        grading=mode,
+        xfail_marked=lambda t: True,
+    )["i"]["resolved"]
 
 
 @pytest.mark.parametrize("mode", ["strict", "official"])
 def test_a_critical_channel_finding_is_never_resolved(mode):
     log = LOG.format("t.py::test_a PASSED\nPASSED t.py::test_a")
-    lines = [{"ev": "hello"}, {"ev": "phase", "id": "t.py::test_a", "when": "call", "status": "PASSED"},
-             {"ev": "tampered", "what": "builtins.AssertionError replaced", "critical": True},
-             {"ev": "end", "exitstatus": 0, "collected": 1}]
+    lines = [
+        {"ev": "hello"},
+        {"ev": "phase", "id": "t.py::test_a", "when": "call", "status": "PASSED"},
+        {"ev": "tampered", "what": "builtins.AssertionError replaced", "critical": True},
+        {"ev": "end", "exitstatus": 0, "collected": 1},
+    ]
     text = "\n".join(json.dumps({**rec, "n": "K"}) for rec in lines)
-    r = make_report("i", PATCH, log, fail_to_pass=["t.py::test_a"], pass_to_pass=[], log_parser="pytest",
-                    nonce="N", grading=mode, results=text, results_nonce="K")["i"]
+    r = make_report(
+        "i",
+        PATCH,
+        log,
+        fail_to_pass=["t.py::test_a"],
+        pass_to_pass=[],
+        log_parser="pytest",
+        nonce="N",
+        grading=mode,
+        results=text,
+        results_nonce="K",
+    )["i"]
     assert not r["resolved"] and r["reason"] == "results-tampered"
     assert r["results_channel"]["critical"] == ["builtins.AssertionError replaced"]
     assert "runtime: tampered: builtins.AssertionError replaced" in r["suspicious"]
     clean = "\n".join(json.dumps({**rec, "n": "K"}) for rec in lines if rec["ev"] != "tampered")
-    assert make_report("i", PATCH, log, fail_to_pass=["t.py::test_a"], pass_to_pass=[], log_parser="pytest",
-                       nonce="N", grading=mode, results=clean, results_nonce="K")["i"]["resolved"]
+    assert make_report(
+        "i",
+        PATCH,
+        log,
+        fail_to_pass=["t.py::test_a"],
+        pass_to_pass=[],
+        log_parser="pytest",
+        nonce="N",
+        grading=mode,
+        results=clean,
+        results_nonce="K",
+    )["i"]["resolved"]

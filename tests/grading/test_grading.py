@@ -120,8 +120,15 @@ def test_check_log_reads_exit_code_and_output():
 
 
 def test_swebench_view_drops_extra_keys():
-    rep = make_report("i", PATCH, log_with("t.py::a PASSED\n"), fail_to_pass=["t.py::a"], pass_to_pass=[],
-                      log_parser="pytest", nonce=N)
+    rep = make_report(
+        "i",
+        PATCH,
+        log_with("t.py::a PASSED\n"),
+        fail_to_pass=["t.py::a"],
+        pass_to_pass=[],
+        log_parser="pytest",
+        nonce=N,
+    )
     view = swebench_view(rep)
     assert set(view["i"]) == {"patch_is_None", "patch_exists", "patch_successfully_applied", "resolved", "tests_status"}
     assert view["i"]["resolved"] is True

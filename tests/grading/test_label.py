@@ -99,7 +99,8 @@ def lab_files(counter: Path) -> dict[str, str]:
 
             def test_uses_fixture(one):
                 assert one == 1
-            """),
+            """
+        ),
         # passes and fails on alternate runs (a counter outside the fresh testbed)
         "tests/test_flaky.py": textwrap.dedent(
             f"""\
@@ -112,7 +113,8 @@ def lab_files(counter: Path) -> dict[str, str]:
                 n = int(COUNTER.read_text()) if COUNTER.exists() else 0
                 COUNTER.write_text(str(n + 1))
                 assert n % 2 == 0
-            """),
+            """
+        ),
         "tests/test_lab.py": textwrap.dedent(
             """\
             import lab
@@ -128,7 +130,8 @@ def lab_files(counter: Path) -> dict[str, str]:
 
             def test_wait():
                 assert lab.wait()
-            """),
+            """
+        ),
     }
 
 
@@ -151,11 +154,29 @@ def lab(tmp_path: Path, eval_project):
         "collection": {"lab_extra.py": EXTRA.replace("def twice(x):", "def twice(x)")},
     }
     cands = tmp_path / "candidates.jsonl"
-    cands.write_text("".join(json.dumps({
-        "instance_id": f"lab__lab.00000000.{name}__1", "repo": "swesmith/lab__lab.00000000",
-        "patch": diff(work, files, change)}) + "\n" for name, change in bugs.items()))
-    spec = EnvSpec(name="lab.0000", kind="bundled", source=str(clean), commit="0" * 40, python="3.11",
-                   test_cmd=TEST_CMD, log_parser="pytest", timeout=10)  # ample for a loaded machine
+    cands.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "instance_id": f"lab__lab.00000000.{name}__1",
+                    "repo": "swesmith/lab__lab.00000000",
+                    "patch": diff(work, files, change),
+                }
+            )
+            + "\n"
+            for name, change in bugs.items()
+        )
+    )
+    spec = EnvSpec(
+        name="lab.0000",
+        kind="bundled",
+        source=str(clean),
+        commit="0" * 40,
+        python="3.11",
+        test_cmd=TEST_CMD,
+        log_parser="pytest",
+        timeout=10,
+    )  # ample for a loaded machine
     ex = HostVenvExecutor(clean, eval_project.venv, tmp_path / "tb")
     return spec, ex, cands
 
@@ -170,8 +191,11 @@ def test_labelling_a_local_project(lab, tmp_path):
     planted = t["planted"]
     assert planted["status"] == "labelled", planted
     assert planted["FAIL_TO_PASS"] == ["tests/test_extra.py::test_twice", "tests/test_lab.py::test_add"]
-    assert planted["PASS_TO_PASS"] == ["tests/test_fixture.py::test_uses_fixture", "tests/test_lab.py::test_value",
-                                       "tests/test_lab.py::test_wait"]
+    assert planted["PASS_TO_PASS"] == [
+        "tests/test_fixture.py::test_uses_fixture",
+        "tests/test_lab.py::test_value",
+        "tests/test_lab.py::test_wait",
+    ]
     # the flaky test flipped between the two reference runs: in neither list, reported
     assert planted["detail"]["flaky_tests"] == ["tests/test_flaky.py::test_coin"]
     # the bug hangs in test_wait: killed, the test never reported, so it is FAIL_TO_PASS
@@ -199,8 +223,10 @@ def test_labelling_a_local_project(lab, tmp_path):
     tasks_out = tmp_path / "labelled.jsonl"
     report = write_labelled(ing.records, read_results([out]), tasks_out, tmp_path / "report.json")
     assert report["labelled"] == 3 and set(report["dropped"]) == {
-        r.instance_id for r in ing.records if r.instance_id.split(".")[-1].split("__")[0] in
-        ("hang_early", "harmless", "collection")}
+        r.instance_id
+        for r in ing.records
+        if r.instance_id.split(".")[-1].split("__")[0] in ("hang_early", "harmless", "collection")
+    }
     again = read_tasks([tasks_out])
     assert not again.invalid and [r.fail_to_pass for r in again.records][0] == planted["FAIL_TO_PASS"]
     rec = normalize(json.loads(tasks_out.read_text().splitlines()[0]))

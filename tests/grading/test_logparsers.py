@@ -24,7 +24,7 @@ from minisandbox.grading.logparsers import (
 )
 
 SAMPLE_TESTS = textwrap.dedent(
-    '''
+    """
     import pytest
 
     @pytest.mark.parametrize("x", ["a b", "c[d]", "e - f", "g::h", "PASSED x", "tab\\tx", "s p a c e s"])
@@ -69,7 +69,7 @@ SAMPLE_TESTS = textwrap.dedent(
         @pytest.mark.parametrize("a,b", [(1, 2), ("x y", "[z]")])
         def test_m(self, a, b):
             pass
-    '''
+    """
 )
 
 EXPECTED = {
@@ -217,7 +217,11 @@ def test_real_unittest_output_parses(tmp_path):
         )
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "unittest", "-v", "test_u"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "unittest", "-v", "test_u"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
         check=False,
     )
     got = get_parser("unittest")(proc.stderr)

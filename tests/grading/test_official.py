@@ -29,8 +29,18 @@ MIXED = (DATA / "logs" / "pytest_mixed.log").read_text()
 
 
 def official(log: str, f2p: list[str], p2p: list[str], fmt: str = "swesmith", **kw) -> dict:
-    return make_report("i", PATCH, log, fail_to_pass=f2p, pass_to_pass=p2p, log_parser="pytest", nonce=NONCE,
-                       grading="official", task_format=fmt, **kw)["i"]
+    return make_report(
+        "i",
+        PATCH,
+        log,
+        fail_to_pass=f2p,
+        pass_to_pass=p2p,
+        log_parser="pytest",
+        nonce=NONCE,
+        grading="official",
+        task_format=fmt,
+        **kw,
+    )["i"]
 
 
 def test_harness_follows_the_record_format():
@@ -89,8 +99,17 @@ def test_timeouts_and_failed_patches_are_never_resolved():
 
 def test_official_mode_keeps_the_suspicious_scan():
     patch = "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1 +1,2 @@\n x\n+import os; os._exit(0)\n"
-    rep = make_report("i", patch, MIXED, fail_to_pass=[T + "test_add"], pass_to_pass=[], log_parser="pytest",
-                      nonce=NONCE, grading="official", task_format="swebench")["i"]
+    rep = make_report(
+        "i",
+        patch,
+        MIXED,
+        fail_to_pass=[T + "test_add"],
+        pass_to_pass=[],
+        log_parser="pytest",
+        nonce=NONCE,
+        grading="official",
+        task_format="swebench",
+    )["i"]
     assert rep["resolved"]  # the run itself passed: the flag is evidence for review, as in strict mode
     assert any(s.startswith("os._exit") for s in rep["suspicious"]), rep["suspicious"]
 
@@ -109,8 +128,9 @@ def test_unknown_mode_is_refused():
 
 def test_resume_never_reuses_a_report_of_the_other_mode(tmp_path):
     path = tmp_path / "report.json"
-    strict = make_report("i", PATCH, MIXED, fail_to_pass=[T + "test_add"], pass_to_pass=[], log_parser="pytest",
-                         nonce=NONCE)
+    strict = make_report(
+        "i", PATCH, MIXED, fail_to_pass=[T + "test_add"], pass_to_pass=[], log_parser="pytest", nonce=NONCE
+    )
     path.write_text(dumps(strict))
     assert read_existing_report(path, "i") is not None
     assert read_existing_report(path, "i", "official") is None
@@ -125,21 +145,24 @@ def test_resume_never_reuses_a_report_of_the_other_mode(tmp_path):
 ACTIVATE = "source /opt/miniconda3/bin/activate; conda activate testbed; "
 
 
-@pytest.mark.parametrize("cmd,parser,fmt,refused", [
-    (ACTIVATE + "pytest --disable-warnings --color=no --tb=no --verbose", "pytest", "swebench", True),
-    (ACTIVATE + "pytest --no-header -rA --tb=no -p no:cacheprovider", "pytest", "swebench", False),
-    ("python -m pytest -vrA tests", "pytest_options", "swebench", False),
-    ("pytest -r a", "pytest", "swebench", True),  # `a`: all but the passes
-    ("pytest -k rA", "matplotlib", "swebench", True),  # `rA` is -k's value here
-    ("pytest -v", "pytest_v2", "swebench", False),  # pytest_v2 and seaborn also read `-v` lines
-    ("pytest -v", "seaborn", "swebench", False),
-    ("tox --current-env -epy39 -v --", "pytest_v2", "swebench", False),  # pytest's options are not visible
-    ("./tests/runtests.py --verbosity 2", "django", "swebench", False),
-    (ACTIVATE + "pytest --disable-warnings --color=no --tb=no --verbose", "pytest", "swesmith", False),
-    ("pytest -rA --color=no", "pytest", "swesmith", False),
-    ("pytest --color=no", "pytest", "swesmith", True),
-    ("pytest -rA", "junit", "swebench", True),  # a parser official mode does not know
-])
+@pytest.mark.parametrize(
+    "cmd,parser,fmt,refused",
+    [
+        (ACTIVATE + "pytest --disable-warnings --color=no --tb=no --verbose", "pytest", "swebench", True),
+        (ACTIVATE + "pytest --no-header -rA --tb=no -p no:cacheprovider", "pytest", "swebench", False),
+        ("python -m pytest -vrA tests", "pytest_options", "swebench", False),
+        ("pytest -r a", "pytest", "swebench", True),  # `a`: all but the passes
+        ("pytest -k rA", "matplotlib", "swebench", True),  # `rA` is -k's value here
+        ("pytest -v", "pytest_v2", "swebench", False),  # pytest_v2 and seaborn also read `-v` lines
+        ("pytest -v", "seaborn", "swebench", False),
+        ("tox --current-env -epy39 -v --", "pytest_v2", "swebench", False),  # pytest's options are not visible
+        ("./tests/runtests.py --verbosity 2", "django", "swebench", False),
+        (ACTIVATE + "pytest --disable-warnings --color=no --tb=no --verbose", "pytest", "swesmith", False),
+        ("pytest -rA --color=no", "pytest", "swesmith", False),
+        ("pytest --color=no", "pytest", "swesmith", True),
+        ("pytest -rA", "junit", "swebench", True),  # a parser official mode does not know
+    ],
+)
 def test_official_mode_refuses_what_the_harness_cannot_read(cmd, parser, fmt, refused):
     why = official_refusal(cmd, parser, fmt)
     assert (why is not None) is refused, why
@@ -153,13 +176,15 @@ def test_every_catalog_spec_is_accepted():
     import yaml
 
     from minisandbox.catalog import DEFAULT_TEST_CMD
+
     root = Path(__file__).resolve().parents[2] / "config" / "catalog"
     seen = 0
     for name in ("swebench.yaml", "swesmith.yaml", "bundled.yaml"):
         for spec in yaml.safe_load((root / name).read_text())["specs"]:
             fmt = "swebench" if name == "swebench.yaml" or "@" in spec["name"] else "swesmith"
-            assert official_refusal(spec.get("test_cmd", DEFAULT_TEST_CMD), spec.get("log_parser", "pytest"),
-                                    fmt) is None, spec["name"]
+            assert (
+                official_refusal(spec.get("test_cmd", DEFAULT_TEST_CMD), spec.get("log_parser", "pytest"), fmt) is None
+            ), spec["name"]
             seen += 1
     assert seen > 300
 
@@ -186,8 +211,13 @@ def test_a_task_official_mode_cannot_read_is_refused_before_it_runs(eval_project
     assert msg.count("\n") == 0 and rec.instance_id in msg and spec.name in msg and "-rA" in msg
     preds = {rec.instance_id: {"instance_id": rec.instance_id, "model_patch": rec.patch, "model_name_or_path": "m"}}
     with pytest.raises(OfficialGradingRefused):
-        run_eval(preds, {rec.instance_id: EvalTarget(rec, spec, _NeverOpened())}, tmp_path / "out",
-                 grading="official", progress=lambda line: None)
+        run_eval(
+            preds,
+            {rec.instance_id: EvalTarget(rec, spec, _NeverOpened())},
+            tmp_path / "out",
+            grading="official",
+            progress=lambda line: None,
+        )
     assert not (tmp_path / "out").exists()
     # the same task in the default mode goes on to the executor (strict reads the `-v` lines)
     ev = evaluate(rec, spec, rec.patch, _NeverOpened())
@@ -195,11 +225,16 @@ def test_a_task_official_mode_cannot_read_is_refused_before_it_runs(eval_project
 
 
 def test_swesmith_harness_reads_verbose_lines_like_swesmith():
-    log = ("tests/t.py::test_a PASSED                                   [ 33%]\n"
-           "tests/t.py::test_b FAILED                                   [ 66%]\n"
-           "tests/t.py::test_c SKIPPED (why)                            [100%]\n"
-           "FAILED tests/t.py::test_b - assert 1 == 2\n"
-           "SKIPPED [1] tests/t.py:9: why\n")
-    assert parse_swesmith_pytest(log) == {"tests/t.py::test_a": "PASSED", "tests/t.py::test_b": "FAILED",
-                                          "tests/t.py::test_c": "SKIPPED"}
+    log = (
+        "tests/t.py::test_a PASSED                                   [ 33%]\n"
+        "tests/t.py::test_b FAILED                                   [ 66%]\n"
+        "tests/t.py::test_c SKIPPED (why)                            [100%]\n"
+        "FAILED tests/t.py::test_b - assert 1 == 2\n"
+        "SKIPPED [1] tests/t.py:9: why\n"
+    )
+    assert parse_swesmith_pytest(log) == {
+        "tests/t.py::test_a": "PASSED",
+        "tests/t.py::test_b": "FAILED",
+        "tests/t.py::test_c": "SKIPPED",
+    }
     assert parse_pytest(log) == {"tests/t.py::test_b": "FAILED"}  # SWE-bench's parser sees no pass here

@@ -45,9 +45,13 @@ def ALL_MARKED(test_id: str) -> bool:
 
 
 def official_swebench(case: dict, log_path: Path) -> tuple[dict, dict]:
-    spec = SimpleNamespace(instance_id=case["name"], FAIL_TO_PASS=case["FAIL_TO_PASS"],
-                           PASS_TO_PASS=case["PASS_TO_PASS"], eval_type="pass_and_fail",
-                           log_parser=f"parse_log_{case['parser']}")
+    spec = SimpleNamespace(
+        instance_id=case["name"],
+        FAIL_TO_PASS=case["FAIL_TO_PASS"],
+        PASS_TO_PASS=case["PASS_TO_PASS"],
+        eval_type="pass_and_fail",
+        log_parser=f"parse_log_{case['parser']}",
+    )
     status_map, _found = swebench_grading.get_logs_eval(spec, str(log_path))
     pred = {"instance_id": case["name"], "model_patch": PATCH, "model_name_or_path": "m"}
     report = swebench_grading.get_eval_report(spec, pred, str(log_path), include_tests_status=True)
@@ -57,14 +61,29 @@ def official_swebench(case: dict, log_path: Path) -> tuple[dict, dict]:
 def test_every_log_and_parser_is_covered():
     logs = {p.stem for p in (DATA / "logs").glob("*.log")}
     assert logs == {c["log"] for c in CASES}
-    assert {c["parser"] for c in CASES} >= {"pytest", "pytest_v2", "pytest_options", "django", "sympy",
-                                            "matplotlib", "seaborn"}
+    assert {c["parser"] for c in CASES} >= {
+        "pytest",
+        "pytest_v2",
+        "pytest_options",
+        "django",
+        "sympy",
+        "matplotlib",
+        "seaborn",
+    }
     decisions = set()
     for case in CASES:
         log = (DATA / "logs" / f"{case['log']}.log").read_text()
-        rep = make_report(case["name"], PATCH, log, fail_to_pass=case["FAIL_TO_PASS"],
-                          pass_to_pass=case["PASS_TO_PASS"], log_parser=case["parser"], nonce=NONCE,
-                          grading="official", xfail_marked=ALL_MARKED)
+        rep = make_report(
+            case["name"],
+            PATCH,
+            log,
+            fail_to_pass=case["FAIL_TO_PASS"],
+            pass_to_pass=case["PASS_TO_PASS"],
+            log_parser=case["parser"],
+            nonce=NONCE,
+            grading="official",
+            xfail_marked=ALL_MARKED,
+        )
         decisions.add(rep[case["name"]]["resolved"])
     assert decisions == {True, False}  # the cases exercise both decisions
 
@@ -76,15 +95,25 @@ def test_official_mode_matches_swebench(case, tmp_path):
     theirs_path.write_text(swebench_log(log))
     theirs, their_map = official_swebench(case, theirs_path)
 
-    ours = make_report(case["name"], PATCH, log, fail_to_pass=case["FAIL_TO_PASS"],
-                       pass_to_pass=case["PASS_TO_PASS"], log_parser=case["parser"], nonce=NONCE,
-                       grading="official", task_format="swebench", xfail_marked=ALL_MARKED)[case["name"]]
+    ours = make_report(
+        case["name"],
+        PATCH,
+        log,
+        fail_to_pass=case["FAIL_TO_PASS"],
+        pass_to_pass=case["PASS_TO_PASS"],
+        log_parser=case["parser"],
+        nonce=NONCE,
+        grading="official",
+        task_format="swebench",
+        xfail_marked=ALL_MARKED,
+    )[case["name"]]
 
     assert ours["resolved"] is theirs["resolved"], (ours, theirs)
     assert ours["patch_successfully_applied"] is theirs["patch_successfully_applied"]
     assert ours["status_map"] == their_map
-    want = theirs.get("tests_status", {"FAIL_TO_PASS": {"success": [], "failure": []},
-                                       "PASS_TO_PASS": {"success": [], "failure": []}})
+    want = theirs.get(
+        "tests_status", {"FAIL_TO_PASS": {"success": [], "failure": []}, "PASS_TO_PASS": {"success": [], "failure": []}}
+    )
     for block in ("FAIL_TO_PASS", "PASS_TO_PASS"):
         assert ours["tests_status"][block] == want[block], block
     assert ours["grading"] == "official" and ours["harness"] == "swe-bench"

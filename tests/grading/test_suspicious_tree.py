@@ -21,21 +21,30 @@ from minisandbox.grading.suspicious import FORBIDDEN, read_applied_tree, scan_ap
 CORE = "def f():\n    return 1\n"
 FIXED = "def f():\n    return 2\n"
 TEST = "from pkg.core import f\n\n\ndef test_f():\n    assert f() == 2\n"
-ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-       "GIT_COMMITTER_EMAIL": "t@t"}
+ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+}
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=ENV).stdout
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=ENV).stdout
 
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
     repo = tmp_path_factory.mktemp("tree") / "repo"
-    for rel, text in {"pkg/__init__.py": "", "pkg/core.py": CORE, "tests/test_core.py": TEST,
-                      "setup.py": "from setuptools import setup\nsetup(name='pkg')\n", "README": "pkg\n",
-                      "parse.py": "X = 1\n"}.items():
+    for rel, text in {
+        "pkg/__init__.py": "",
+        "pkg/core.py": CORE,
+        "tests/test_core.py": TEST,
+        "setup.py": "from setuptools import setup\nsetup(name='pkg')\n",
+        "README": "pkg\n",
+        "parse.py": "X = 1\n",
+    }.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(text)
     git(repo, "init", "-q")
@@ -61,8 +70,7 @@ def run(base: Path, tmp_path: Path, patch: str, test_cmd: str = "echo no tests")
     repo = tmp_path / "run"
     shutil.copytree(base, repo, symlinks=True)
     script = EvalScript(test_cmd=test_cmd, timeout=60, patch=patch, repo_dir=str(repo))
-    proc = subprocess.run(["bash", "-s"], input=script.render(), capture_output=True, text=True, timeout=120,
-                          env=ENV)
+    proc = subprocess.run(["bash", "-s"], input=script.render(), capture_output=True, text=True, timeout=120, env=ENV)
     assert f">>>>> Applied Patch {script.nonce}" in proc.stdout, proc.stdout + proc.stderr
     return proc.stdout, script.nonce
 
@@ -93,6 +101,7 @@ def test_a_single_module_fix_and_a_docs_change_are_not_forbidden(base, tmp_path)
     def edit(w: Path) -> None:
         write(w / "parse.py", "X = 2\n")
         write(w / "README", "pkg, fixed\n")
+
     lines, forbidden = findings(base, tmp_path, edit)
     assert forbidden == []
     assert lines == ["outside the package sources: README: changed"]  # reported, for review
@@ -102,15 +111,18 @@ def test_a_python_file_sent_as_a_binary_hunk_is_read_from_the_tree(base, tmp_pat
     """Attack 2's delivery: a hook wrapper in library code sent as `GIT binary patch`.
     The patch text has no `+` line; the applied tree shows the code, and the hunk
     itself is forbidden."""
-    hook = ("import sys\nimport pluggy\n\n"
-            "state = sys.modules['_minisandbox_results']._state\n"
-            "@pluggy.HookimplMarker('pytest')(wrapper=True, tryfirst=True)\n"
-            "def pytest_pyfunc_call(pyfuncitem):\n    try:\n        return (yield)\n    except BaseException:\n"
-            "        return True\n")
+    hook = (
+        "import sys\nimport pluggy\n\n"
+        "state = sys.modules['_minisandbox_results']._state\n"
+        "@pluggy.HookimplMarker('pytest')(wrapper=True, tryfirst=True)\n"
+        "def pytest_pyfunc_call(pyfuncitem):\n    try:\n        return (yield)\n    except BaseException:\n"
+        "        return True\n"
+    )
 
     def edit(w: Path) -> None:
         write(w / "pkg" / "core.py", FIXED)
         write(w / "pkg" / "hooks.py", hook)
+
     patch = make_patch(base, tmp_path, edit, binary_py=True)
     assert "GIT binary patch" in patch and "+import pluggy" not in patch
     log, nonce = run(base, tmp_path, patch)
@@ -139,6 +151,7 @@ def test_pth_and_startup_hooks_are_forbidden(base, tmp_path):
         write(w / "pkg" / "zz.pth", "import pkg.core\n")
         write(w / "sitecustomize.py", "import os\n")
         write(w / "src" / "usercustomize" / "__init__.py", "import os\n")
+
     lines, forbidden = findings(base, tmp_path, edit)
     assert {".pth file", "start-up hook"} == labels(forbidden), lines
     assert sum(f.startswith("start-up hook") for f in forbidden) == 2
@@ -149,6 +162,7 @@ def test_conftest_and_test_files_are_reported(base, tmp_path):
         write(w / "pkg" / "core.py", FIXED)
         write(w / "tests" / "test_core.py", TEST.replace("== 2", "== f()"))
         write(w / "pkg" / "conftest.py", "pytest_plugins = ['pkg.core']\n")
+
     lines, forbidden = findings(base, tmp_path, edit)
     assert forbidden == []
     assert {"test file", "conftest.py", "pytest plugin"} <= labels(lines), lines
@@ -158,10 +172,14 @@ def test_entry_points_are_found(base, tmp_path):
     """An `entry_points.txt` in the repo (an egg-info from `setup.py develop`) registers
     a pytest plugin the runner loads: forbidden. Entry-point sections in packaging files
     have no effect on the pre-built environment: reported."""
+
     def edit(w: Path) -> None:
         write(w / "pkg.egg-info" / "entry_points.txt", "[pytest11]\nzz = pkg.core\n")
-        write(w / "setup.py", "from setuptools import setup\nsetup(name='pkg', "
-                              "entry_points={'pytest11': ['zz = pkg.core']})\n")
+        write(
+            w / "setup.py",
+            "from setuptools import setup\nsetup(name='pkg', entry_points={'pytest11': ['zz = pkg.core']})\n",
+        )
+
     lines, forbidden = findings(base, tmp_path, edit)
     assert labels(forbidden) == {"entry points file"}, lines
     assert any(line.startswith("pytest plugin: setup.py") for line in lines), lines
@@ -170,10 +188,12 @@ def test_entry_points_are_found(base, tmp_path):
 def test_ignored_files_the_patch_writes_are_still_seen(base, tmp_path):
     """A `.gitignore` that hides the file does not hide it from the scan (and the
     `.gitattributes` trick that would make git call code binary is itself forbidden)."""
+
     def edit(w: Path) -> None:
         write(w / ".gitignore", "*.pth\n")
         write(w / ".gitattributes", "*.py -diff\n")
         write(w / "pkg" / "zz.pth", "import pkg.core\n")
+
     patch = make_patch(base, tmp_path, edit)
     # `git add -A` honoured the new .gitignore: force the file into the patch as an attacker would
     work = tmp_path / "scratch"
@@ -191,20 +211,39 @@ def test_a_new_module_shadowing_the_standard_library_is_forbidden(base, tmp_path
 
 def test_forbidden_findings_make_a_passing_run_not_resolved(base, tmp_path):
     """The verdict in both modes: the tests pass, the tree holds a `.pth`."""
-    patch = make_patch(base, tmp_path, lambda w: (write(w / "pkg" / "core.py", FIXED),
-                                                  write(w / "pkg" / "zz.pth", "import os\n")))
+    patch = make_patch(
+        base, tmp_path, lambda w: (write(w / "pkg" / "core.py", FIXED), write(w / "pkg" / "zz.pth", "import os\n"))
+    )
     passed = "echo 'PASSED tests/test_core.py::test_f'; echo '1 passed in 0.01s'"
     log, nonce = run(base, tmp_path, patch, test_cmd=passed)
     for mode, fmt in (("strict", "swebench"), ("official", "swebench"), ("official", "swesmith")):
-        rep = make_report("i", patch, log, fail_to_pass=["tests/test_core.py::test_f"], pass_to_pass=[],
-                          log_parser="pytest", nonce=nonce, grading=mode, task_format=fmt)["i"]
+        rep = make_report(
+            "i",
+            patch,
+            log,
+            fail_to_pass=["tests/test_core.py::test_f"],
+            pass_to_pass=[],
+            log_parser="pytest",
+            nonce=nonce,
+            grading=mode,
+            task_format=fmt,
+        )["i"]
         assert rep["resolved"] is False and rep["reason"] == "forbidden-change", (mode, fmt, rep)
         assert rep["forbidden"] and all("pkg/zz.pth" in f for f in rep["forbidden"]), rep["forbidden"]
     clean = make_patch(base, tmp_path / "c", lambda w: write(w / "pkg" / "core.py", FIXED))
     log, nonce = run(base, tmp_path / "c", clean, test_cmd=passed)
     for mode in ("strict", "official"):
-        rep = make_report("i", clean, log, fail_to_pass=["tests/test_core.py::test_f"], pass_to_pass=[],
-                          log_parser="pytest", nonce=nonce, grading=mode, task_format="swebench")["i"]
+        rep = make_report(
+            "i",
+            clean,
+            log,
+            fail_to_pass=["tests/test_core.py::test_f"],
+            pass_to_pass=[],
+            log_parser="pytest",
+            nonce=nonce,
+            grading=mode,
+            task_format="swebench",
+        )["i"]
         assert rep["resolved"] is True and rep["suspicious"] == [] and "forbidden" not in rep, rep
 
 
@@ -215,8 +254,10 @@ def test_applied_diff_lines_count_only_with_the_nonce_and_before_the_tests(base,
     tree = read_applied_tree(log, nonce)
     assert tree is not None and tree.raw and not tree.unavailable
     # a line printed by the tests (after the start marker) is not read
-    forged = log.replace(f">>>>> End Test Output {nonce}",
-                         f">>>>> Applied Diff {nonce} unavailable patched\n>>>>> End Test Output {nonce}")
+    forged = log.replace(
+        f">>>>> End Test Output {nonce}",
+        f">>>>> Applied Diff {nonce} unavailable patched\n>>>>> End Test Output {nonce}",
+    )
     assert not read_applied_tree(forged, nonce).unavailable
 
 
@@ -247,8 +288,10 @@ def test_the_scan_needs_no_git_repository_and_never_reads_the_repos_own(tmp_path
 def test_a_path_inside_dot_git_is_forbidden():
     """`git apply` refuses `.git/...` paths; the fuzzy `patch` fallback would write the
     repository's hooks or config."""
-    patch = ("diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\nnew file mode 100755\n"
-             "--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+#!/bin/sh\n")
+    patch = (
+        "diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\nnew file mode 100755\n"
+        "--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+#!/bin/sh\n"
+    )
     scan = scan_applied(patch, "", None)
     assert labels(scan.forbidden) == {"git metadata"}, scan.lines
     assert scan_applied(patch.replace(".git/", ".github/"), "", None).forbidden == []

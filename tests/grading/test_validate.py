@@ -16,8 +16,14 @@ from minisandbox.grading.validate import (
 from minisandbox.records import TaskRecord
 from tests.fixtures.hostvenv import HostVenvExecutor
 
-REC = TaskRecord(instance_id="x__y.1.a__b", format="swesmith", repo="swesmith/x__y.1", patch="diff --git a/a b/a\n",
-                 fail_to_pass=["t.py::f"], pass_to_pass=["t.py::p"])
+REC = TaskRecord(
+    instance_id="x__y.1.a__b",
+    format="swesmith",
+    repo="swesmith/x__y.1",
+    patch="diff --git a/a b/a\n",
+    fail_to_pass=["t.py::f"],
+    pass_to_pass=["t.py::p"],
+)
 
 
 def ev(reason: str, sm: dict[str, str], **extra) -> Evaluation:
@@ -83,8 +89,9 @@ def hang_bug(eval_project, tmp_path: Path) -> str:
     work = tmp_path / "hangwork"
     work.mkdir()
     _git(work, "init", "-q")
-    clean = {str(p.relative_to(eval_project.clean)): p.read_text() for p in eval_project.clean.rglob("*")
-             if p.is_file()}
+    clean = {
+        str(p.relative_to(eval_project.clean)): p.read_text() for p in eval_project.clean.rglob("*") if p.is_file()
+    }
     return diff(work, clean, {"calc.py": CALC.replace("    return True", "    while True:\n        time.sleep(1)")})
 
 
@@ -97,30 +104,42 @@ def test_a_bug_that_hangs_validates_on_real_runs(eval_project, tmp_path):
     ex = HostVenvExecutor(eval_project.clean, eval_project.venv, tmp_path / "tb")
     spec = dataclasses.replace(eval_project.spec, timeout=10)  # ample for a loaded machine; the hang costs it once
     bug = hang_bug(eval_project, tmp_path)
-    good = eval_project.record(instance_id="calc__calc.00000000.hang__1", patch=bug,
-                               fail_to_pass=["tests/test_calc.py::test_wait"],
-                               pass_to_pass=["tests/test_calc.py::test_add"])
-    late = eval_project.record(instance_id="calc__calc.00000000.hang__2", patch=bug,
-                               fail_to_pass=["tests/test_calc.py::test_wait"],
-                               pass_to_pass=["tests/test_calc.py::test_add", "tests/test_other.py::test_sub"])
+    good = eval_project.record(
+        instance_id="calc__calc.00000000.hang__1",
+        patch=bug,
+        fail_to_pass=["tests/test_calc.py::test_wait"],
+        pass_to_pass=["tests/test_calc.py::test_add"],
+    )
+    late = eval_project.record(
+        instance_id="calc__calc.00000000.hang__2",
+        patch=bug,
+        fail_to_pass=["tests/test_calc.py::test_wait"],
+        pass_to_pass=["tests/test_calc.py::test_add", "tests/test_other.py::test_sub"],
+    )
     res = validate_env("env-calc", spec, [good, late], ex, workers=1, log_dir=tmp_path / "logs")
     g = res.tasks[good.instance_id]
     assert g["status"] == "valid" and [r["reason"] for r in g["runs"]] == ["timeout", "resolved"], g
     bad = res.tasks[late.instance_id]
-    assert bad["status"] == "env-broken" and bad["detail"] == {"p2p_failing_without_patch": ["tests/test_other.py::test_sub"]}
+    assert bad["status"] == "env-broken" and bad["detail"] == {
+        "p2p_failing_without_patch": ["tests/test_other.py::test_sub"]
+    }
 
 
 def test_validate_env_on_real_runs(eval_project, tmp_path):
     ex = HostVenvExecutor(eval_project.clean, eval_project.venv, tmp_path / "tb")
     good = eval_project.swesmith
-    broken = eval_project.record(instance_id="calc__calc.00000000.wrong__1",
-                                 fail_to_pass=good.fail_to_pass + ["tests/test_other.py::test_sub"])
+    broken = eval_project.record(
+        instance_id="calc__calc.00000000.wrong__1", fail_to_pass=good.fail_to_pass + ["tests/test_other.py::test_sub"]
+    )
     empty = eval_project.record(instance_id="calc__calc.00000000.empty__1", fail_to_pass=[])
-    res = validate_env("env-calc", eval_project.spec, [good, broken, empty], ex, repeats=2, workers=2,
-                       log_dir=tmp_path / "logs")
+    res = validate_env(
+        "env-calc", eval_project.spec, [good, broken, empty], ex, repeats=2, workers=2, log_dir=tmp_path / "logs"
+    )
     assert res.tasks[good.instance_id]["status"] == "valid", res.tasks[good.instance_id]
     b = res.tasks[broken.instance_id]
-    assert b["status"] == "env-broken" and b["detail"] == {"f2p_passing_without_patch": ["tests/test_other.py::test_sub"]}
+    assert b["status"] == "env-broken" and b["detail"] == {
+        "f2p_passing_without_patch": ["tests/test_other.py::test_sub"]
+    }
     assert res.tasks[empty.instance_id]["status"] == "env-broken"
     runs = res.tasks[good.instance_id]["runs"]
     assert [r["phase"] for r in runs] == ["before", "before", "gold", "gold"]
@@ -133,7 +152,10 @@ def test_validate_env_on_real_runs(eval_project, tmp_path):
     assert validated_ids([out]) == [good.instance_id] == data["valid_ids"]
     # an environment that failed to build: nothing runs, every task is env-broken
     res = validate_env("env-calc", eval_project.spec, [good], None, env_error="build failed")
-    assert res.tasks[good.instance_id]["status"] == "env-broken" and "build failed" in res.tasks[good.instance_id]["reason"]
+    assert (
+        res.tasks[good.instance_id]["status"] == "env-broken"
+        and "build failed" in res.tasks[good.instance_id]["reason"]
+    )
 
 
 def test_an_env_job_without_validation_writes_a_not_validated_result(tmp_path: Path) -> None:
@@ -159,5 +181,6 @@ def test_validation_memo_follows_the_image_when_there_is_no_archive():
     assert _memo_key(REC, spec, old, repo, 1) != _memo_key(REC, spec, new, repo, 1)
     assert _memo_key(REC, spec, old, repo, 1) == _memo_key(REC, spec, dict(old), repo, 1)
     with_archive = {**old, "artifact": "e.tar.zst", "sha256": "d" * 64, "size": 3}
-    assert _memo_key(REC, spec, with_archive, repo, 1) != _memo_key(REC, spec, {**with_archive, "sha256": "e" * 64},
-                                                                   repo, 1)
+    assert _memo_key(REC, spec, with_archive, repo, 1) != _memo_key(
+        REC, spec, {**with_archive, "sha256": "e" * 64}, repo, 1
+    )

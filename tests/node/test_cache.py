@@ -33,7 +33,9 @@ def test_layer_is_fetched_once_then_warm(published_store: dict, tmp_path: Path) 
     art = env_artifact(published_store)
     first, lease1 = cache.layer(published_store["store"], art)
     assert first.downloaded and first.attempts == 1
-    assert (first.path / "lib" / "python3.11" / "site-packages" / "pkg0" / "__init__.py").read_text() == "NAME = 'pkg0'\n"
+    assert (
+        first.path / "lib" / "python3.11" / "site-packages" / "pkg0" / "__init__.py"
+    ).read_text() == "NAME = 'pkg0'\n"
     second, lease2 = cache.layer(published_store["store"], art)
     assert not second.downloaded and second.path == first.path
     assert len(cache.live_leases(art.sha256)) == 2
@@ -86,8 +88,14 @@ def test_corrupt_artifact_in_store(published_store: dict, tmp_path: Path) -> Non
         cache.layer(published_store["store"], art)
     assert list(cache.layers.iterdir()) == [] and not (cache.layers / art.sha256).exists()
     # repo artifacts are unaffected
-    repo = Artifact.from_manifest(published_store["store"], json.loads(
-        published_store["store"].read_text(f"artifacts/repo/{published_store['tasks'][0]['repo_key']}.manifest.json")))
+    repo = Artifact.from_manifest(
+        published_store["store"],
+        json.loads(
+            published_store["store"].read_text(
+                f"artifacts/repo/{published_store['tasks'][0]['repo_key']}.manifest.json"
+            )
+        ),
+    )
     assert cache.layer(published_store["store"], repo)[0].downloaded
 
 

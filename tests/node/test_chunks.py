@@ -24,8 +24,9 @@ from minisandbox.node.iobudget import IOBudget
 from minisandbox.node.store import Store
 from tests.fixtures.runtime import publish_tree
 
-pytestmark = pytest.mark.skipif(not shutil.which("mksquashfs"),
-                                reason="squashfs-tools not installed (apt-get install squashfs-tools)")
+pytestmark = pytest.mark.skipif(
+    not shutil.which("mksquashfs"), reason="squashfs-tools not installed (apt-get install squashfs-tools)"
+)
 
 
 class CountingStore(Store):
@@ -82,9 +83,17 @@ def env_tree(root: Path, own: int, shared_seed: int = 1) -> Path:
 
 def publish_env(store: Store, tmp: Path, i: int, *, whole: bool = False) -> dict:
     key = f"env-chunky{i}-{i:016x}"
-    return publish_tree(store, "env", key, env_tree(tmp / "trees" / key, i), tmp / "work",
-                        extra={"interpreter": {"version": "3.11.9", "prefix": "/usr"}}, image=True, chunked=True,
-                        whole=whole)
+    return publish_tree(
+        store,
+        "env",
+        key,
+        env_tree(tmp / "trees" / key, i),
+        tmp / "work",
+        extra={"interpreter": {"version": "3.11.9", "prefix": "/usr"}},
+        image=True,
+        chunked=True,
+        whole=whole,
+    )
 
 
 def new_cache(tmp_path: Path) -> Cache:
@@ -114,8 +123,12 @@ def rewrite_list(store: Store, m: dict, doc: dict | bytes) -> dict:
 def two_envs(tmp_path: Path) -> dict:
     (tmp_path / "work").mkdir()
     store = Store(tmp_path / "store")
-    return {"store": store, "url": str(tmp_path / "store"), "a": publish_env(store, tmp_path, 0),
-            "b": publish_env(store, tmp_path, 1)}
+    return {
+        "store": store,
+        "url": str(tmp_path / "store"),
+        "a": publish_env(store, tmp_path, 0),
+        "b": publish_env(store, tmp_path, 1),
+    }
 
 
 def test_published_as_packs_without_the_whole_image(two_envs: dict) -> None:
@@ -126,7 +139,7 @@ def test_published_as_packs_without_the_whole_image(two_envs: dict) -> None:
     assert len(where) == m["image"]["chunks"]["count"] and sum(n for _, n, _, _ in where) == m["image"]["size"]
     for d, n, pack, off in where:  # every chunk is where its list says, in a pack with an index
         data = Path(store.path(pack_path(pack))).read_bytes()
-        assert hashlib.sha256(data[off:off + n]).hexdigest() == d
+        assert hashlib.sha256(data[off : off + n]).hexdigest() == d
         assert hashlib.sha256(data).hexdigest() == pack and store.exists(pack_index_path(pack))
     assert not os.path.exists(store.path("chunks"))  # no object per chunk any more
     # the second env's image shares the common files' chunks: the store holds them once,
@@ -155,7 +168,9 @@ def test_cold_assembly_reads_few_ranges_and_checks_the_image(two_envs: dict, tmp
     assert len(store.ranges) < len({d for d, *_ in where}) / 4
     assert all(r.startswith("packs/") for r in store.chunk_reads())  # only ranges, no whole pack
     assert f"artifacts/env/{m['image']['artifact']}" not in store.reads  # the whole image is not in the store
-    assert json.loads((cache.archives / f"{m['image']['sha256']}.chunks.json").read_text())["size"] == m["image"]["size"]
+    assert (
+        json.loads((cache.archives / f"{m['image']['sha256']}.chunks.json").read_text())["size"] == m["image"]["size"]
+    )
     assert not any(cache.tmp.iterdir())
     store.clear()
     assert cache.fetch_archive(store, img) == (path, False) and store.reads == []  # warm
@@ -314,8 +329,18 @@ def no_archive(tmp_path: Path) -> dict:
     store = Store(tmp_path / "store")
     key = "env-bare0-0000000000000000"
     tree = env_tree(tmp_path / "trees" / key, 0)
-    m = publish_tree(store, "env", key, tree, tmp_path / "work", image=True, chunked=True, whole=False,
-                     archive=False, extra={"interpreter": {"version": "3.11.9", "prefix": "/usr"}})
+    m = publish_tree(
+        store,
+        "env",
+        key,
+        tree,
+        tmp_path / "work",
+        image=True,
+        chunked=True,
+        whole=False,
+        archive=False,
+        extra={"interpreter": {"version": "3.11.9", "prefix": "/usr"}},
+    )
     return {"store": store, "url": str(tmp_path / "store"), "m": m, "tree": tree}
 
 
@@ -346,8 +371,7 @@ def test_without_an_archive_a_node_that_cannot_mount_unpacks_the_image(no_archiv
     assert not result.path.exists() and not any(cache.archives.iterdir())
 
 
-def test_an_empty_mountpoint_left_behind_is_not_taken_for_an_unpacked_layer(no_archive: dict,
-                                                                           tmp_path: Path) -> None:
+def test_an_empty_mountpoint_left_behind_is_not_taken_for_an_unpacked_layer(no_archive: dict, tmp_path: Path) -> None:
     from minisandbox.node.runtime import ready_layer
 
     store, m = no_archive["store"], no_archive["m"]
@@ -412,7 +436,7 @@ def publish_old_layout(store: Store, m: dict) -> dict:
     no packs), as stores written before packs hold it."""
     cl = read_chunk_list(store, ChunkedImage.from_manifest(m))
     for d, n, pack, off in cl.located():
-        store.put_bytes(chunk_path(d), Path(store.path(pack_path(pack))).read_bytes()[off:off + n])
+        store.put_bytes(chunk_path(d), Path(store.path(pack_path(pack))).read_bytes()[off : off + n])
     m = rewrite_list(store, m, chunk_list_document(cl.image_sha256, cl.size, list(cl.chunks)))
     store.put_text(f"artifacts/env/{m['key']}.manifest.json", json.dumps(m))
     return m
@@ -434,8 +458,16 @@ def test_assembly_from_s3_reuses_local_chunks(s3, tmp_path: Path) -> None:
     """The same on a real S3 API (moto_server): packed chunks read as ranges, shared ones reused."""
     from tests.fixtures.s3 import publish_synthetic_store
 
-    info = publish_synthetic_store(s3.url("chunked"), tmp_path / "work", n_envs=2, n_repos=1, failed_env=False,
-                                   images=True, chunked=True, payload=200_000)
+    info = publish_synthetic_store(
+        s3.url("chunked"),
+        tmp_path / "work",
+        n_envs=2,
+        n_repos=1,
+        failed_env=False,
+        images=True,
+        chunked=True,
+        payload=200_000,
+    )
     store = CountingStore(s3.url("chunked"))
     (a_key, a), (b_key, b) = sorted(info["envs"].items())
     cache = new_cache(tmp_path)
@@ -483,7 +515,7 @@ def test_a_truncated_pack_on_s3_is_named_not_taken_for_an_unreachable_store(s3, 
     _, _, pack, off = located(store, m)[-1]
     fs = s3.fs()
     key = f"{s3.bucket}/trunc/{pack_path(pack)}"
-    fs.pipe_file(key, fs.cat_file(key)[:off // 2])
+    fs.pipe_file(key, fs.cat_file(key)[: off // 2])
     cache = new_cache(tmp_path)
     with pytest.raises(ArtifactCorruptError) as exc:
         cache.fetch_archive(store, Artifact.image_from_manifest(store, m))
@@ -496,19 +528,26 @@ def test_plan_segments_coalesces_neighbours_of_one_pack_within_gap_and_limit() -
     from minisandbox.node.chunks import plan_segments
 
     P, Q = "p" * 64, "q" * 64
-    located = [("a", 100, P, 0), ("b", 100, P, 100),      # adjacent: one read
-               ("c", 100, P, 250),                         # a 50-byte gap: the same read
-               ("d", 100, P, 1000),                        # gap too wide: a new read
-               ("e", 100, Q, 1100),                        # another pack: a new read
-               ("f", 100, Q, 0),                           # backwards in the pack: a new read
-               ("g", 100, Q, 100), ("h", 100, Q, 200)]
+    located = [
+        ("a", 100, P, 0),
+        ("b", 100, P, 100),  # adjacent: one read
+        ("c", 100, P, 250),  # a 50-byte gap: the same read
+        ("d", 100, P, 1000),  # gap too wide: a new read
+        ("e", 100, Q, 1100),  # another pack: a new read
+        ("f", 100, Q, 0),  # backwards in the pack: a new read
+        ("g", 100, Q, 100),
+        ("h", 100, Q, 200),
+    ]
     segs = plan_segments(located, range(8), gap=100, limit=1000)
     assert [(s.pack, s.start, s.end, [i for i, *_ in s.items]) for s in segs] == [
-        (P, 0, 350, [0, 1, 2]), (P, 1000, 1100, [3]), (Q, 1100, 1200, [4]), (Q, 0, 300, [5, 6, 7])]
+        (P, 0, 350, [0, 1, 2]),
+        (P, 1000, 1100, [3]),
+        (Q, 1100, 1200, [4]),
+        (Q, 0, 300, [5, 6, 7]),
+    ]
     # a read stops before it would pass the limit
     segs = plan_segments(located, range(8), gap=100, limit=250)
-    assert [(s.start, s.end) for s in segs] == [(0, 200), (250, 350), (1000, 1100), (1100, 1200), (0, 200),
-                                                (200, 300)]
+    assert [(s.start, s.end) for s in segs] == [(0, 200), (250, 350), (1000, 1100), (1100, 1200), (0, 200), (200, 300)]
     # skipped chunks (held locally) are not read: their neighbours still join across them
     segs = plan_segments(located, [0, 2], gap=200, limit=1000)
     assert [(s.start, s.end, [i for i, *_ in s.items]) for s in segs] == [(0, 350, [0, 2])]

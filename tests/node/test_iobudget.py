@@ -124,8 +124,10 @@ def test_waiters_sleep_instead_of_spinning(tmp_path: Path) -> None:
     holder = spawn(d, 1, 1.0, -1.5, log)
     while not Path(f"{log}.held-1.0").exists():
         time.sleep(0.01)
-    waiters = [subprocess.Popen([sys.executable, "-c", CPU_WAITER, str(d), str(10 + i)], stdout=subprocess.PIPE,
-                                text=True) for i in range(6)]
+    waiters = [
+        subprocess.Popen([sys.executable, "-c", CPU_WAITER, str(d), str(10 + i)], stdout=subprocess.PIPE, text=True)
+        for i in range(6)
+    ]
     deadline = time.time() + 60
     while len(list((d / "queue").glob("*.wait"))) < 6 and time.time() < deadline:
         time.sleep(0.05)

@@ -14,8 +14,9 @@ import zstandard
 from minisandbox.node.restore import RestoreError, UnsafeArchiveError, ensure_layer, extract, unpack_file, unsquash
 from minisandbox.pipeline.pack import pack_image, pack_tree
 
-needs_squashfs = pytest.mark.skipif(not __import__("shutil").which("mksquashfs"),
-                                    reason="squashfs-tools not installed (apt-get install squashfs-tools)")
+needs_squashfs = pytest.mark.skipif(
+    not __import__("shutil").which("mksquashfs"), reason="squashfs-tools not installed (apt-get install squashfs-tools)"
+)
 
 
 def snapshot(root: Path) -> dict[str, tuple]:
@@ -97,15 +98,25 @@ EVIL = {
     "chardev": ([info("./null", tarfile.CHRTYPE)], "character device"),
     "blockdev": ([info("./sda", tarfile.BLKTYPE)], "block device"),
     "fifo": ([info("./pipe", tarfile.FIFOTYPE)], "fifo"),
-    "through_symlink": ([info("./esc", tarfile.SYMTYPE, linkname="{outside}"),
-                         info("./esc/pwned.txt", data=b"pwned")], "is below the symlink"),
-    "replace_symlink": ([info("./esc", tarfile.SYMTYPE, linkname="{outside}/target.txt"),
-                         info("./esc", data=b"pwned")], "replaces the symlink"),
+    "through_symlink": (
+        [info("./esc", tarfile.SYMTYPE, linkname="{outside}"), info("./esc/pwned.txt", data=b"pwned")],
+        "is below the symlink",
+    ),
+    "replace_symlink": (
+        [info("./esc", tarfile.SYMTYPE, linkname="{outside}/target.txt"), info("./esc", data=b"pwned")],
+        "replaces the symlink",
+    ),
     "hardlink_outside": ([info("./h", tarfile.LNKTYPE, linkname="../OUTSIDE/target.txt")], r"contains '\.\.'"),
     "hardlink_absolute": ([info("./h", tarfile.LNKTYPE, linkname="{outside}/target.txt")], "absolute path"),
     "hardlink_unknown": ([info("./h", tarfile.LNKTYPE, linkname="etc/shadow")], "not an earlier file"),
-    "hardlink_via_symlink": ([info("./d", tarfile.SYMTYPE, linkname="{outside}"), info("./f", data=b"1"),
-                              info("./h", tarfile.LNKTYPE, linkname="d/target.txt")], "not an earlier file"),
+    "hardlink_via_symlink": (
+        [
+            info("./d", tarfile.SYMTYPE, linkname="{outside}"),
+            info("./f", data=b"1"),
+            info("./h", tarfile.LNKTYPE, linkname="d/target.txt"),
+        ],
+        "not an earlier file",
+    ),
 }
 
 
@@ -134,9 +145,14 @@ def _fmt(ti: tarfile.TarInfo, outside: Path) -> tarfile.TarInfo:
 
 
 def test_absolute_symlink_targets_are_allowed(tmp_path: Path) -> None:
-    raw = tar_bytes([info("./", tarfile.DIRTYPE), info("./bin", tarfile.DIRTYPE),
-                     info("./bin/python", tarfile.SYMTYPE, linkname="/root/.pyenv/versions/3.10.13/bin/python3"),
-                     info("./up", tarfile.SYMTYPE, linkname="../../etc")])
+    raw = tar_bytes(
+        [
+            info("./", tarfile.DIRTYPE),
+            info("./bin", tarfile.DIRTYPE),
+            info("./bin/python", tarfile.SYMTYPE, linkname="/root/.pyenv/versions/3.10.13/bin/python3"),
+            info("./up", tarfile.SYMTYPE, linkname="../../etc"),
+        ]
+    )
     layer = unpack_file(write_zst(tmp_path / "ok.tar.zst", raw), "tar.zst", tmp_path / "layers", "a" * 64)
     assert os.readlink(layer / "bin" / "python") == "/root/.pyenv/versions/3.10.13/bin/python3"
     assert os.readlink(layer / "up") == "../../etc"
@@ -187,23 +203,31 @@ def test_ensure_layer_is_atomic_and_cleans_stale_tmp(tmp_path: Path) -> None:
 def test_ustar_prefix_is_part_of_the_checked_name(tmp_path: Path) -> None:
     name = "./../" + "x" * 120 + "/f.txt"  # > 100 chars: split into prefix "./../xxx" + name "f.txt"
     raw = tar_bytes([info("./", tarfile.DIRTYPE), info(name, data=b"x")], tarfile.USTAR_FORMAT)
-    assert b"/../" in raw[512 + 345: 512 + 500] and b".." not in raw[512: 512 + 100]  # '..' only in the prefix
+    assert b"/../" in raw[512 + 345 : 512 + 500] and b".." not in raw[512 : 512 + 100]  # '..' only in the prefix
     with pytest.raises(UnsafeArchiveError, match=r"contains '\.\.'"):
         unpack_file(write_zst(tmp_path / "u.tar.zst", raw), "tar.zst", tmp_path / "layers", "1" * 64)
 
 
 def _set_gnu_atime(raw: bytearray, offset: int) -> None:
     """Fill the old-GNU atime field of the header at `offset` and fix its checksum."""
-    raw[offset + 345: offset + 357] = b"%011o\0" % 1234567
-    raw[offset + 148: offset + 156] = b" " * 8
-    raw[offset + 148: offset + 156] = b"%06o\0 " % sum(raw[offset: offset + 512])
+    raw[offset + 345 : offset + 357] = b"%011o\0" % 1234567
+    raw[offset + 148 : offset + 156] = b" " * 8
+    raw[offset + 148 : offset + 156] = b"%06o\0 " % sum(raw[offset : offset + 512])
 
 
 def test_old_gnu_time_fields_are_not_taken_for_a_prefix(tmp_path: Path) -> None:
     outside = tmp_path / "OUTSIDE"
     outside.mkdir()
-    raw = bytearray(tar_bytes([info("./", tarfile.DIRTYPE), info("./esc", tarfile.SYMTYPE, linkname=str(outside)),
-                               info("./esc/pwned.txt", data=b"pwned")], tarfile.GNU_FORMAT))
+    raw = bytearray(
+        tar_bytes(
+            [
+                info("./", tarfile.DIRTYPE),
+                info("./esc", tarfile.SYMTYPE, linkname=str(outside)),
+                info("./esc/pwned.txt", data=b"pwned"),
+            ],
+            tarfile.GNU_FORMAT,
+        )
+    )
     _set_gnu_atime(raw, 512)  # the symlink's header: its name must still read "./esc"
     with pytest.raises(UnsafeArchiveError, match="is below the symlink"):
         unpack_file(write_zst(tmp_path / "g.tar.zst", bytes(raw)), "tar.zst", tmp_path / "layers", "2" * 64)
@@ -224,8 +248,10 @@ def test_unsquash_restores_the_tree_an_image_was_packed_from(tmp_path: Path) -> 
 
 
 @needs_squashfs
-@pytest.mark.parametrize("pseudo, name", [("a/null c 644 0 0 1 3", "/a/null"), ("a/pipe i 644 0 0 f", "/a/pipe"),
-                                          ("a/disk b 600 0 0 7 0", "/a/disk")])
+@pytest.mark.parametrize(
+    "pseudo, name",
+    [("a/null c 644 0 0 1 3", "/a/null"), ("a/pipe i 644 0 0 f", "/a/pipe"), ("a/disk b 600 0 0 7 0", "/a/disk")],
+)
 def test_unsquash_refuses_devices_and_fifos_before_unpacking(tmp_path: Path, pseudo: str, name: str) -> None:
     src = tmp_path / "src"
     (src / "a").mkdir(parents=True)
@@ -233,7 +259,9 @@ def test_unsquash_refuses_devices_and_fifos_before_unpacking(tmp_path: Path, pse
     image = tmp_path / "bad.squashfs"
     import subprocess
 
-    subprocess.run(["mksquashfs", str(src), str(image), "-noappend", "-quiet", "-no-progress", "-p", pseudo], check=True)
+    subprocess.run(
+        ["mksquashfs", str(src), str(image), "-noappend", "-quiet", "-no-progress", "-p", pseudo], check=True
+    )
     dest = tmp_path / "dest"
     dest.mkdir()
     with pytest.raises(UnsafeArchiveError) as exc:
@@ -251,4 +279,3 @@ def test_unsquash_of_a_damaged_image_is_a_restore_error(tmp_path: Path) -> None:
     dest.mkdir()
     with pytest.raises(RestoreError, match="junk.squashfs"):
         unsquash(image, dest)
-

@@ -64,9 +64,11 @@ def node(url, pub: Path | None) -> Store:
 
 
 def documents(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
-                  if p.is_file() and (p.name.endswith(".manifest.json") or p.name.endswith(".jsonl")
-                                      or p.name == "catalog.json"))
+    return sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and (p.name.endswith(".manifest.json") or p.name.endswith(".jsonl") or p.name == "catalog.json")
+    )
 
 
 def test_every_document_is_signed_and_a_node_with_the_key_reads_them(signed_store, keys):
@@ -159,9 +161,19 @@ def test_push_keeps_the_publishers_signatures(signed_store, keys, tmp_path):
 
 
 def _cli(args: list[str], **env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "minisandbox.cli", *args], capture_output=True, text=True,
-                          timeout=300, env={"PATH": os.environ["PATH"], "PYTHONPATH": SRC, "HOME": "/root",
-                                           "MINISANDBOX_STATE": os.environ["MINISANDBOX_STATE"], **env})
+    return subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            "PATH": os.environ["PATH"],
+            "PYTHONPATH": SRC,
+            "HOME": "/root",
+            "MINISANDBOX_STATE": os.environ["MINISANDBOX_STATE"],
+            **env,
+        },
+    )
 
 
 def test_fetch_through_a_signed_local_store(signed_store, keys, tmp_path):
@@ -235,10 +247,23 @@ def test_use_signing_key_checks_the_key_before_exporting_it(tmp_path, keys, monk
 
 
 def _entry(iid: str) -> str:
-    return json.dumps({"instance_id": iid, "env_key": "env-a-0000000000000000", "repo_key": "repo-a-00000000",
-                       "status": "ready", "record": {"instance_id": iid, "repo": "demo/proj", "format": "swesmith",
-                                                     "patch": "", "fail_to_pass": [], "pass_to_pass": []}},
-                      sort_keys=True)
+    return json.dumps(
+        {
+            "instance_id": iid,
+            "env_key": "env-a-0000000000000000",
+            "repo_key": "repo-a-00000000",
+            "status": "ready",
+            "record": {
+                "instance_id": iid,
+                "repo": "demo/proj",
+                "format": "swesmith",
+                "patch": "",
+                "fail_to_pass": [],
+                "pass_to_pass": [],
+            },
+        },
+        sort_keys=True,
+    )
 
 
 def _publish(url: str, priv: Path, ids: list[str]) -> dict:
@@ -250,8 +275,9 @@ def _publish(url: str, priv: Path, ids: list[str]) -> dict:
     for iid in ids:
         shards.setdefault(shard_of(iid), []).append(_entry(iid))
     store = Store(url, signer=Signer(priv))
-    published.publish_index(store, {"schema": 1, "shards": 256, "envs": {}, "repos": {},
-                                    "counts": {"tasks": len(ids)}}, shards)
+    published.publish_index(
+        store, {"schema": 1, "shards": 256, "envs": {}, "repos": {}, "counts": {"tasks": len(ids)}}, shards
+    )
     return json.loads((Path(url) / "index" / "catalog.json").read_text())
 
 
@@ -293,8 +319,11 @@ def test_a_catalog_rolled_back_to_an_older_signed_one_is_refused(tmp_path, keys,
     new = _publish(url, keys[0], ["demo__a-1", "demo__a-2"])
     assert published.lookup(node(url, keys[1]), "demo__a-2")
     _restore(root, saved)  # rolled back: every document still verifies
-    for read in (lambda s: published.read_catalog(s), lambda s: published.lookup(s, "demo__a-1"),
-                 lambda s: list(published.iter_tasks(s))):
+    for read in (
+        lambda s: published.read_catalog(s),
+        lambda s: published.lookup(s, "demo__a-1"),
+        lambda s: list(published.iter_tasks(s)),
+    ):
         with pytest.raises(StaleStoreError) as exc:
             read(node(url, keys[1]))
         msg = str(exc.value)

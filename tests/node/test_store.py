@@ -26,7 +26,9 @@ def test_local_put_get_roundtrip(tmp_path: Path) -> None:
     assert out.read_bytes() == src.read_bytes()
     # no temporary objects left behind
     assert sorted(p.name for p in (tmp_path / "store" / "artifacts" / "env").iterdir()) == [
-        "e.manifest.json", "e.tar.zst"]
+        "e.manifest.json",
+        "e.tar.zst",
+    ]
     store.delete("artifacts/env/e.tar.zst")
     assert not store.exists("artifacts/env/e.tar.zst")
     store.delete("artifacts/env/e.tar.zst")  # missing is fine
@@ -95,8 +97,13 @@ def test_unreachable_s3_store_names_url_and_hint(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    store = Store("s3://bucket/prefix", attempts=2, backoff=0.01, endpoint_url=f"http://127.0.0.1:{port}",
-                  config_kwargs={"connect_timeout": 1, "retries": {"max_attempts": 1}})
+    store = Store(
+        "s3://bucket/prefix",
+        attempts=2,
+        backoff=0.01,
+        endpoint_url=f"http://127.0.0.1:{port}",
+        config_kwargs={"connect_timeout": 1, "retries": {"max_attempts": 1}},
+    )
     with pytest.raises(StoreError, match=r"store s3://bucket/prefix: cannot reach the S3 endpoint .*AWS_ENDPOINT_URL"):
         store.read_text("index/catalog.json")
 

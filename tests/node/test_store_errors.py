@@ -20,8 +20,13 @@ pytestmark = pytest.mark.s3
 
 
 def _cli(argv: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "minisandbox.cli", *argv], capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ),
+    )
 
 
 def test_a_missing_bucket_is_named_on_read_and_on_push(s3, published_store) -> None:
@@ -58,9 +63,14 @@ def test_a_missing_object_in_an_existing_bucket_is_still_just_missing(s3) -> Non
 def test_an_unreachable_endpoint_is_reported_quickly_naming_it(monkeypatch) -> None:
     port = free_port()  # nothing listens there: connection refused
     endpoint = f"http://127.0.0.1:{port}"
-    for k, v in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",
-                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": os.devnull,
-                 "AWS_SHARED_CREDENTIALS_FILE": os.devnull}.items():
+    for k, v in {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }.items():
         monkeypatch.setenv(k, v)
     store = Store("s3://any-bucket/store")
     t0 = time.monotonic()
@@ -76,9 +86,14 @@ def test_an_unreachable_endpoint_is_reported_quickly_naming_it(monkeypatch) -> N
 def test_attempts_and_timeouts_come_from_the_environment(monkeypatch) -> None:
     monkeypatch.setenv("MINISANDBOX_S3_ATTEMPTS", "1")
     monkeypatch.setenv("MINISANDBOX_S3_CONNECT_TIMEOUT", "0.5")
-    for k, v in {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}", "AWS_ACCESS_KEY_ID": "x",
-                 "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": os.devnull,
-                 "AWS_SHARED_CREDENTIALS_FILE": os.devnull}.items():
+    for k, v in {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }.items():
         monkeypatch.setenv(k, v)
     store = Store("s3://b-env/store", skip_instance_cache=True)
     assert store.fs.config_kwargs["connect_timeout"] == 0.5

@@ -101,8 +101,9 @@ def test_interrupted_push_resumes_with_only_the_missing_artifacts(src: dict, s3:
 @pytest.mark.s3
 def test_killed_push_process_resumes(s3: S3, tmp_path: Path) -> None:
     """A real `minisandbox push` process killed with SIGKILL mid-transfer, then rerun."""
-    info = publish_synthetic_store(str(tmp_path / "src"), tmp_path / "work", n_envs=4, n_repos=4,
-                                   payload=3_000_000, failed_env=False)
+    info = publish_synthetic_store(
+        str(tmp_path / "src"), tmp_path / "work", n_envs=4, n_repos=4, payload=3_000_000, failed_env=False
+    )
     url = s3.url()
     env = {**os.environ, **s3.env(), "PYTHONPATH": str(ROOT / "src")}
     cmd = [sys.executable, "-m", "minisandbox.cli", "push", info["store"].url, url, "--workers", "1", "--json"]
@@ -112,7 +113,8 @@ def test_killed_push_process_resumes(s3: S3, tmp_path: Path) -> None:
     while time.time() < deadline and proc.poll() is None:
         fs.invalidate_cache()
         if fs.exists(f"{s3.bucket}/store/artifacts") and any(
-                p.endswith(".manifest.json") for p in fs.find(f"{s3.bucket}/store/artifacts")):
+            p.endswith(".manifest.json") for p in fs.find(f"{s3.bucket}/store/artifacts")
+        ):
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
@@ -186,9 +188,14 @@ def test_verify_finds_a_missing_shard_and_a_bad_line(src: dict) -> None:
     shards[1].write_text(shards[1].read_text() + "{not json\n")
     report = verify(store)
     whats = sorted((p.what, Path(p.rel).name) for p in report.problems)
-    assert whats == sorted([("missing", shards[0].name), ("corrupt", shards[1].name),
-                            ("mismatch", shards[1].name),  # not the bytes the catalog's digest names
-                            ("inconsistent", "catalog.json")])
+    assert whats == sorted(
+        [
+            ("missing", shards[0].name),
+            ("corrupt", shards[1].name),
+            ("mismatch", shards[1].name),  # not the bytes the catalog's digest names
+            ("inconsistent", "catalog.json"),
+        ]
+    )
 
 
 def test_push_of_a_store_without_index_says_what_is_wrong(tmp_path: Path, capsys) -> None:
@@ -214,27 +221,37 @@ def test_endpoint_and_credentials_from_aws_config_files(src: dict, s3: S3, tmp_p
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") or k in ("AWS_CONFIG_FILE",
-                                                                                  "AWS_SHARED_CREDENTIALS_FILE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AWS_") or k in ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
+    }
     env["PYTHONPATH"] = str(ROOT / "src")
     url = s3.url("from-config")
-    out = subprocess.run([sys.executable, "-m", "minisandbox.cli", "push", src["store"].url, url],
-                         env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", "push", src["store"].url, url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert s3.fs().exists(f"{s3.bucket}/from-config/{CATALOG}")
 
 
 @pytest.mark.skipif(not shutil.which("mksquashfs"), reason="mksquashfs not installed (apt-get install squashfs-tools)")
 def test_images_travel_with_their_archives_and_are_verified(tmp_path: Path) -> None:
-    info = publish_synthetic_store(str(tmp_path / "src"), tmp_path / "work", n_envs=2, n_repos=1,
-                                   failed_env=False, images=True)
+    info = publish_synthetic_store(
+        str(tmp_path / "src"), tmp_path / "work", n_envs=2, n_repos=1, failed_env=False, images=True
+    )
     dst = tmp_path / "dst"
     report = mirror(info["store"], str(dst))
     for m in info["envs"].values():
         img = dst / "artifacts" / "env" / m["image"]["artifact"]
         assert img.read_bytes() == Path(info["store"].path(f"artifacts/env/{m['image']['artifact']}")).read_bytes()
-    assert report.bytes == sum(m["size"] + m.get("image", {}).get("size", 0)
-                               for m in [*info["envs"].values(), *info["repos"].values()])
+    assert report.bytes == sum(
+        m["size"] + m.get("image", {}).get("size", 0) for m in [*info["envs"].values(), *info["repos"].values()]
+    )
     # an image lost at the destination is named by verify and brought back by the next pull
     key, m = sorted(info["envs"].items())[0]
     (dst / "artifacts" / "env" / m["image"]["artifact"]).unlink()
@@ -264,8 +281,9 @@ def _progress_lines(err: str, what: str) -> list[str]:
     return [line for line in err.splitlines() if line.startswith(f"{what}: ")]
 
 
-def test_push_and_verify_report_progress_on_a_pipe_json_alone_on_stdout(src: dict, tmp_path: Path,
-                                                                          monkeypatch, capsys) -> None:
+def test_push_and_verify_report_progress_on_a_pipe_json_alone_on_stdout(
+    src: dict, tmp_path: Path, monkeypatch, capsys
+) -> None:
     """Not a terminal (capsys): plain lines with bytes done/total, rate and ETA; stdout is
     the JSON report alone."""
     monkeypatch.setenv("MINISANDBOX_PROGRESS_INTERVAL", "0")
@@ -323,8 +341,9 @@ def _done_and_totals(lines: list[str], what: str) -> list[tuple[str, str]]:
 def test_push_pull_and_verify_plan_their_total_before_the_first_byte(tmp_path: Path, monkeypatch, capsys) -> None:
     """Chunked images (chunks shared between envs) and archives: every progress line shows
     the same total, the one the finished run reports, and no line is printed twice."""
-    info = publish_synthetic_store(str(tmp_path / "src"), tmp_path / "work", n_envs=3, n_repos=2,
-                                   failed_env=False, images=True, chunked=True)
+    info = publish_synthetic_store(
+        str(tmp_path / "src"), tmp_path / "work", n_envs=3, n_repos=2, failed_env=False, images=True, chunked=True
+    )
     monkeypatch.setenv("MINISANDBOX_PROGRESS_INTERVAL", "0")
     from tqdm import tqdm
 

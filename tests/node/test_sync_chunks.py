@@ -19,15 +19,23 @@ from minisandbox.node.store import Store
 from minisandbox.node.sync import SyncError, mirror, verify
 from tests.fixtures.s3 import S3, publish_synthetic_store
 
-pytestmark = pytest.mark.skipif(not shutil.which("mksquashfs"),
-                                reason="mksquashfs not installed (apt-get install squashfs-tools)")
+pytestmark = pytest.mark.skipif(
+    not shutil.which("mksquashfs"), reason="mksquashfs not installed (apt-get install squashfs-tools)"
+)
 
 
 @pytest.fixture
 def src(tmp_path: Path) -> dict:
-    return publish_synthetic_store(str(tmp_path / "src"), tmp_path / "work", n_envs=3, n_repos=1,
-                                   failed_env=False, images=True, chunked=True,
-                                   payload=200_000)
+    return publish_synthetic_store(
+        str(tmp_path / "src"),
+        tmp_path / "work",
+        n_envs=3,
+        n_repos=1,
+        failed_env=False,
+        images=True,
+        chunked=True,
+        payload=200_000,
+    )
 
 
 def chunks_of(store: Store, m: dict) -> list[tuple[str, int]]:
@@ -77,8 +85,17 @@ def test_mirror_copies_each_pack_once_and_no_whole_image(src: dict, tmp_path: Pa
 def test_a_store_without_archives_mirrors_and_verifies(tmp_path: Path) -> None:
     """config `archive: false` (the default): manifests name no archive; mirror copies the
     packs, lists and manifests, verify checks them, and a second mirror copies nothing."""
-    info = publish_synthetic_store(str(tmp_path / "src"), tmp_path / "work", n_envs=2, n_repos=1, failed_env=False,
-                                   images=True, chunked=True, archives=False, payload=100_000)
+    info = publish_synthetic_store(
+        str(tmp_path / "src"),
+        tmp_path / "work",
+        n_envs=2,
+        n_repos=1,
+        failed_env=False,
+        images=True,
+        chunked=True,
+        archives=False,
+        payload=100_000,
+    )
     assert all("artifact" not in m for m in info["envs"].values())
     dst = Store(tmp_path / "dst")
     report = mirror(info["store"], dst)
@@ -96,8 +113,7 @@ def test_a_store_without_archives_mirrors_and_verifies(tmp_path: Path) -> None:
 def own_packs(src: dict) -> list[tuple[str, str]]:
     """(env key, pack) for packs only one env's image reads from."""
     per = {k: objects_of(src["store"], m) for k, m in src["envs"].items()}
-    return [(k, rel) for k, objs in sorted(per.items()) for rel in objs
-            if sum(rel in o for o in per.values()) == 1]
+    return [(k, rel) for k, objs in sorted(per.items()) for rel in objs if sum(rel in o for o in per.values()) == 1]
 
 
 def test_verify_names_missing_and_corrupt_packs_with_their_artifact(src: dict) -> None:

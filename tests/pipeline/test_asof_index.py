@@ -32,8 +32,10 @@ def _get(url: str, accept: str = JSON_TYPE) -> tuple[str, bytes]:
 
 def test_lists_only_files_uploaded_before_the_date(upstream: FixtureIndex) -> None:
     ctype, body = _get(upstream.url + "tinybackend/")
-    assert {f["filename"] for f in json.loads(body)["files"]} == {"tinybackend-1.0-py3-none-any.whl",
-                                                                  "tinybackend-2.0-py3-none-any.whl"}
+    assert {f["filename"] for f in json.loads(body)["files"]} == {
+        "tinybackend-1.0-py3-none-any.whl",
+        "tinybackend-2.0-py3-none-any.whl",
+    }
     with AsOfIndex(upstream.url, AS_OF) as idx:
         ctype, body = _get(idx.url + "tinybackend/")
         assert ctype == JSON_TYPE
@@ -71,7 +73,11 @@ def test_pips_isolated_build_resolves_as_of_the_date(upstream: FixtureIndex, tmp
     with AsOfIndex(upstream.url, AS_OF) as idx:
         asof = subprocess.run(pip, env={**env, "PIP_INDEX_URL": idx.url}, capture_output=True, text=True)
     assert asof.returncode == 0, asof.stdout[-2000:] + asof.stderr[-2000:]
-    out = subprocess.run([str(venv / "bin" / "python"), "-c", "import oldcfg; print(oldcfg.inc(1))"],
-                         capture_output=True, text=True, cwd=tmp_path)
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import oldcfg; print(oldcfg.inc(1))"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert out.stdout.strip() == "2"
     assert parse_date(AS_OF).year == 2021

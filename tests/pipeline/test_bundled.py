@@ -176,9 +176,19 @@ _RESULT = re.compile(r"^(\S.*?) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)(?: \(.
 
 def _run_suite(repo: Path, venv: Path) -> dict[str, str]:
     proc = subprocess.run(
-        [str(venv / "bin" / "pytest"), "--disable-warnings", "--color=no", "--tb=no", "--verbose",
-         "-p", "no:cacheprovider"],
-        cwd=repo, capture_output=True, text=True, timeout=300,
+        [
+            str(venv / "bin" / "pytest"),
+            "--disable-warnings",
+            "--color=no",
+            "--tb=no",
+            "--verbose",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     return {m.group(1): m.group(2) for m in map(_RESULT.match, proc.stdout.splitlines()) if m}
 
@@ -207,7 +217,8 @@ def test_f2p_fail_with_the_bug_and_pass_with_the_gold_patch(
     subprocess.run(["uv", "venv", "-q", "-p", str(_interpreter(spec.python)), str(venv)], check=True, env=env)
     subprocess.run(
         ["uv", "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *spec.requirements, "-e", str(work)],
-        check=True, env=env,
+        check=True,
+        env=env,
     )
     subprocess.run(["git", "-C", str(work), "apply", "-"], input=rec.patch.encode(), check=True)
     buggy = _run_suite(work, venv)
@@ -252,8 +263,10 @@ def test_generator_parses_verbose_ids_with_spaces_and_reasons(gen) -> None:
         "FAILED t.py::C::test_b - assert 1 == 2\n"
     )
     assert gen.parse_verbose(log) == {
-        "t.py::test_a[x y-X Y]": "PASSED", "t.py::C::test_b": "FAILED",
-        "t.py::test_c": "SKIPPED", "t.py::test_d": "ERROR",
+        "t.py::test_a[x y-X Y]": "PASSED",
+        "t.py::C::test_b": "FAILED",
+        "t.py::test_c": "SKIPPED",
+        "t.py::test_d": "ERROR",
     }
 
 

@@ -13,14 +13,14 @@ from minisandbox.pipeline import bytecode
 
 #: A frozenset constant (marshalled in hash order) and names shared with the other module
 #: (interned strings whose reference counts differ with what was compiled before).
-MOD = '''
+MOD = """
 def kind(x):
     if x in {"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"}:
         return "greek"
     return "other"
 
 NAMES = ("alpha", "beta", "shared_name", "another_shared_name")
-'''
+"""
 OTHER = "shared_name = 1\nanother_shared_name = shared_name\nalpha = beta = 2\n"
 
 
@@ -28,8 +28,14 @@ def _compile(root: Path, seed: str) -> None:
     script = root.parent / f"{root.name}-{bytecode.SCRIPT_NAME}"
     script.write_text(bytecode.SCRIPT)
     env = {**os.environ, "PYTHONHASHSEED": seed}
-    out = subprocess.run([sys.executable, "-S", str(script), "2", str(root)], env=env,
-                         capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-S", str(script), "2", str(root)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert "byte-compiled" in out.stdout
 
 

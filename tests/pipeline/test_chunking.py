@@ -32,7 +32,7 @@ def test_cut_is_deterministic_bounded_and_covers_the_file(tmp_path: Path) -> Non
     assert all(CHUNK_MIN <= n <= CHUNK_MAX for n in lengths[:-1])
     assert 1 <= lengths[-1] <= CHUNK_MAX
     for (sha, n), at in zip(ca.chunks, ca.offsets()):
-        assert hashlib.sha256(data[at:at + n]).hexdigest() == sha
+        assert hashlib.sha256(data[at : at + n]).hexdigest() == sha
     assert 10 < len(lengths) < 3_000_000 // CHUNK_MIN
 
 
@@ -74,8 +74,9 @@ def test_write_chunk_list_is_a_valid_compact_document(tmp_path: Path) -> None:
     doc = json.loads(data)
     assert doc["schema"] == 1 and doc["image_sha256"] == chunking.image_sha256 and doc["size"] == 700_000
     assert doc["chunks"] == [list(c) for c in chunking.chunks]
-    cl = parse_chunk_list(data, where="t", image_sha256=chunking.image_sha256, image_size=700_000,
-                          count=len(chunking.chunks))
+    cl = parse_chunk_list(
+        data, where="t", image_sha256=chunking.image_sha256, image_size=700_000, count=len(chunking.chunks)
+    )
     assert isinstance(cl, ChunkList) and len(cl.chunks) == len(chunking.chunks)
     assert write_chunk_list(img, "k1")[0].read_bytes() == data  # same image, same bytes
 
@@ -88,8 +89,10 @@ def test_real_squashfs_images_of_overlapping_trees_share_chunks(tmp_path: Path) 
     from minisandbox.pipeline.pack import normalize_tree, pack_image
 
     rng = random.Random(7)
-    common = {f"lib/common/m{i}.py": ("\n".join(f"v{i}_{j} = {rng.random()!r}" for j in range(400))).encode()
-              for i in range(120)}
+    common = {
+        f"lib/common/m{i}.py": ("\n".join(f"v{i}_{j} = {rng.random()!r}" for j in range(400))).encode()
+        for i in range(120)
+    }
     images = []
     for env, extra in (("a", b"A" * 10), ("b", b"B" * 10_000)):
         tree = tmp_path / env

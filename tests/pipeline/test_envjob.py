@@ -32,13 +32,26 @@ def job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     calls: list[str] = []
     outcome = {"ok": True}
 
-    def job_repo(work_, store, repo_spec, source_spec, fmt, level, image, receipt_out, image_whole=False,
-                 with_archive=True):
+    def job_repo(
+        work_, store, repo_spec, source_spec, fmt, level, image, receipt_out, image_whole=False, with_archive=True
+    ):
         calls.append("repo")
         write_status(receipt_out, StageStatus(ok=True, stage="publish", key=REPO, data={"status": "ok"}))
 
-    def job_env(work_, store, env_spec, repo_dir, repo_status, fmt, level, image, timeout, receipt_out,
-                image_whole=False, with_archive=True):
+    def job_env(
+        work_,
+        store,
+        env_spec,
+        repo_dir,
+        repo_status,
+        fmt,
+        level,
+        image,
+        timeout,
+        receipt_out,
+        image_whole=False,
+        with_archive=True,
+    ):
         calls.append("env")
         assert repo_dir == work / "repos" / REPO and repo_status == work / "repos" / f"{REPO}.status.json"
         data = {"status": "ok", "manifest": {"sha256": "s"}} if outcome["ok"] else {"status": "failed", "error": "x"}
@@ -126,9 +139,15 @@ def test_a_missing_folded_repo_receipt_builds_again(job) -> None:
 def test_an_interrupted_validation_reuses_the_build(job) -> None:
     """The build finished, the validation did not (no mark): the rerun only validates."""
     run, work, _, _ = job
-    res = run_env_job(work, SETTINGS, work / "specs" / "env" / f"{KEY}.json",
-                      {"folded": {REPO: KEY}, "repos": {REPO: {"source_id": "x-1"}}, "env_repos": {KEY: [REPO]}},
-                      work / "published" / "env" / f"{KEY}.json", validate=True, repeats=1)
+    res = run_env_job(
+        work,
+        SETTINGS,
+        work / "specs" / "env" / f"{KEY}.json",
+        {"folded": {REPO: KEY}, "repos": {REPO: {"source_id": "x-1"}}, "env_repos": {KEY: [REPO]}},
+        work / "published" / "env" / f"{KEY}.json",
+        validate=True,
+        repeats=1,
+    )
     assert not res.reused and json.loads(envjob.record_path(work, KEY).read_text())["validation"] is None
     res, calls = run()
     assert calls == [] and res.reused

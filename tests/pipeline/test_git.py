@@ -85,12 +85,15 @@ def test_snapshot_records_the_nearest_release_tag_and_builds_read_its_version(tm
     assert scm_version(tmp_path / "plain") is None
 
 
-@pytest.mark.parametrize("described, version", [
-    ("sympy-1.14.0-0-gabc1234", "1.14.0"),
-    ("8.0.0rc2-3-gabc1234", "8.0.0rc2.dev3+gabc1234"),
-    ("v2024.05.0-12-gabc1234", "2024.05.1.dev12+gabc1234"),
-    ("nonsense", None),
-])
+@pytest.mark.parametrize(
+    "described, version",
+    [
+        ("sympy-1.14.0-0-gabc1234", "1.14.0"),
+        ("8.0.0rc2-3-gabc1234", "8.0.0rc2.dev3+gabc1234"),
+        ("v2024.05.0-12-gabc1234", "2024.05.1.dev12+gabc1234"),
+        ("nonsense", None),
+    ],
+)
 def test_scm_version_follows_setuptools_scm_default_scheme(tmp_path, described, version):
     from minisandbox.pipeline.build import scm_version
     from minisandbox.pipeline.git import DESCRIBE_FILE

@@ -27,8 +27,11 @@ from minisandbox.status import read_status
 
 def _smallest_pyenv() -> interpreters.Interpreter:
     """The oldest pyenv CPython 3 (the smallest tree to pack)."""
-    found = [i for i in interpreters.available()
-             if i.kind == interpreters.PYENV and tuple(map(int, i.version.split("."))) >= (3, 6)]
+    found = [
+        i
+        for i in interpreters.available()
+        if i.kind == interpreters.PYENV and tuple(map(int, i.version.split("."))) >= (3, 6)
+    ]
     if not found:
         pytest.skip("no pyenv CPython 3 on this machine")
     return min(found, key=lambda i: tuple(map(int, i.version.split("."))))
@@ -39,8 +42,12 @@ def test_plan_records_the_build_and_the_key_follows_it() -> None:
     planned = plan_interpreter(interp.version)
     assert planned["key"] == interpreters.interpreter_key(interp) and planned["kind"] == "pyenv"
     assert planned["prefix"] == planned["host_prefix"] == interp.prefix
-    spec = EnvSpec.from_dict({"name": "demo", "kind": "bundled", "source": "/src/demo", "commit": "a" * 40, "python": interp.version})
-    assert env_key(spec, env_key_part(planned)) != env_key(spec, env_key_part({**planned, "key": planned["key"][:-1] + "0"}))
+    spec = EnvSpec.from_dict(
+        {"name": "demo", "kind": "bundled", "source": "/src/demo", "commit": "a" * 40, "python": interp.version}
+    )
+    assert env_key(spec, env_key_part(planned)) != env_key(
+        spec, env_key_part({**planned, "key": planned["key"][:-1] + "0"})
+    )
     assert env_key(spec, env_key_part(planned)) == env_key(spec, env_key_part(plan_interpreter(interp.version)))
     assert local_interpreter(planned).prefix == interp.prefix
 
@@ -92,8 +99,15 @@ def test_interp_layer_is_packed_published_once_and_complete(tmp_path: Path) -> N
 
 def test_failed_interp_is_recorded_not_raised(tmp_path: Path) -> None:
     spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"key": "cpython-3.1.99-pyenv-" + "0" * 16, "version": "3.1.99",
-                                "missing": "no CPython 3.1.99 on this machine (have: none): install it"}))
+    spec.write_text(
+        json.dumps(
+            {
+                "key": "cpython-3.1.99-pyenv-" + "0" * 16,
+                "version": "3.1.99",
+                "missing": "no CPython 3.1.99 on this machine (have: none): install it",
+            }
+        )
+    )
     st = step_interp(spec, str(tmp_path / "store"), tmp_path / "work", tmp_path / "r.json", "tar.zst", 3)
     assert not st.ok and st.error.startswith("interp: no CPython 3.1.99")
     assert not (tmp_path / "store" / "artifacts").exists()
@@ -128,18 +142,40 @@ def test_concurrent_packings_of_one_interpreter_both_succeed(tmp_path: Path) -> 
 
     def job(name: str, store: str, work: str) -> subprocess.Popen:
         return subprocess.Popen(
-            [sys.executable, "-m", "minisandbox.cli", "pipeline", "interp", "--spec", str(spec), "--store", store,
-             "--work", work, "--format", "tar.zst", "--level", "3", "--out", str(tmp_path / f"{name}.json")],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            [
+                sys.executable,
+                "-m",
+                "minisandbox.cli",
+                "pipeline",
+                "interp",
+                "--spec",
+                str(spec),
+                "--store",
+                store,
+                "--work",
+                work,
+                "--format",
+                "tar.zst",
+                "--level",
+                "3",
+                "--out",
+                str(tmp_path / f"{name}.json"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
     stop = threading.Event()
     with ThreadPoolExecutor(1) as pool:
         toucher = pool.submit(_touch_ctimes, interp.prefix, stop)
         try:
-            procs = {"a": job("a", str(tmp_path / "store-a"), str(tmp_path / "work-a")),
-                     "b": job("b", str(tmp_path / "store-b"), str(tmp_path / "work-b")),
-                     "c": job("c", str(tmp_path / "store-c"), str(tmp_path / "work-c")),
-                     "d": job("d", str(tmp_path / "store-c"), str(tmp_path / "work-c"))}
+            procs = {
+                "a": job("a", str(tmp_path / "store-a"), str(tmp_path / "work-a")),
+                "b": job("b", str(tmp_path / "store-b"), str(tmp_path / "work-b")),
+                "c": job("c", str(tmp_path / "store-c"), str(tmp_path / "work-c")),
+                "d": job("d", str(tmp_path / "store-c"), str(tmp_path / "work-c")),
+            }
             outs = {n: p.communicate(timeout=600)[0] for n, p in procs.items()}
         finally:
             stop.set()

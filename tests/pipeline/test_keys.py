@@ -85,8 +85,14 @@ CHANGES = {
 
 def test_canonical_holds_exactly_the_documented_fields() -> None:
     assert set(env_canonical(SPEC)) == {
-        "build_format", "python", "source", "commit", "requirements", "requirements_files",
-        "pre_install", "install",
+        "build_format",
+        "python",
+        "source",
+        "commit",
+        "requirements",
+        "requirements_files",
+        "pre_install",
+        "install",
     }
 
 
@@ -132,8 +138,14 @@ def test_specs_that_define_the_same_venv_share_a_key() -> None:
 
 
 def test_swebench_specs_share_a_key_per_setup_commit() -> None:
-    base = EnvSpec(name="django/django@3.0", kind="swebench", source="https://github.com/django/django.git",
-                   commit=None, python="3.6", requirements_files=("tests/requirements/py3.txt",))
+    base = EnvSpec(
+        name="django/django@3.0",
+        kind="swebench",
+        source="https://github.com/django/django.git",
+        commit=None,
+        python="3.6",
+        requirements_files=("tests/requirements/py3.txt",),
+    )
     a, b, c = base.with_commit("a" * 40), base.with_commit("a" * 40), base.with_commit("b" * 40)
     assert env_key(a) == env_key(b) != env_key(c)
 

@@ -125,8 +125,12 @@ def make_package(root: Path, built_at: float) -> Path:
     # dfile: the path code objects record; builds compile at the layer's canonical path
     for name in ("__init__", "mod", "stale"):
         py_compile.compile(str(pkg / f"{name}.py"), dfile=f"/site/pkg/{name}.py", doraise=True)
-    py_compile.compile(str(pkg / "hashed.py"), dfile="/site/pkg/hashed.py", doraise=True,
-                       invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+    py_compile.compile(
+        str(pkg / "hashed.py"),
+        dfile="/site/pkg/hashed.py",
+        doraise=True,
+        invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
+    )
     (pkg / "stale.py").write_text("S = 2\n")  # edited after compiling: same size, newer mtime
     os.utime(pkg / "stale.py", (built_at + 100, built_at + 100))
     os.symlink("mod.py", pkg / "alias.py")
@@ -165,9 +169,13 @@ def test_normalized_pyc_is_used_by_the_interpreter_not_rewritten(tmp_path: Path)
     normalize_tree(tmp_path / "tree")
     before = {n: os.stat(pyc(pkg, n)) for n in ("__init__", "mod")}
     # A stale pyc would be recompiled and replaced (a new inode); a valid one is only read.
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import pkg; assert pkg.VALUE == 42"],
-                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(pkg.parent)},
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import pkg; assert pkg.VALUE == 42"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(pkg.parent)},
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "pkg.mod" in proc.stderr
     for n, st in before.items():

@@ -17,9 +17,15 @@ C2 = "b" * 40
 
 def _swebench(iid: str, base: str, version: str = "1.0") -> dict:
     return {
-        "instance_id": iid, "repo": "acme/widget", "base_commit": base, "version": version,
-        "environment_setup_commit": C1, "patch": BUG_PATCH, "test_patch": "",
-        "FAIL_TO_PASS": json.dumps(["t::a"]), "PASS_TO_PASS": "[]",
+        "instance_id": iid,
+        "repo": "acme/widget",
+        "base_commit": base,
+        "version": version,
+        "environment_setup_commit": C1,
+        "patch": BUG_PATCH,
+        "test_patch": "",
+        "FAIL_TO_PASS": json.dumps(["t::a"]),
+        "PASS_TO_PASS": "[]",
     }
 
 
@@ -53,7 +59,7 @@ def test_swebench_tasks_share_env_but_not_snapshot(tmp_path):
     assert len(plan.envs) == 1
     # base commits C1 (== env setup commit) and C2: two snapshots
     assert sorted(r["commit"] for r in plan.repos.values()) == [C1, C2]
-    (key, env), = plan.envs.items()
+    ((key, env),) = plan.envs.items()
     assert plan.repos[env["repo_key"]]["commit"] == C1
     assert plan.env_repos[key] == sorted(plan.repos)  # the per-env jobs wait for exactly these
 
@@ -63,7 +69,8 @@ def test_task_without_spec_is_reported_not_dropped(tmp_path):
     plan = build_plan([_tasks(tmp_path, recs)], Catalog.load([_catalog(tmp_path)]), tmp_path, tmp_path / "t.jsonl")
     assert plan.n_tasks == 0
     assert {(r["instance_id"], r["field"]) for r in plan.invalid} == {
-        ("nope__x.12345678.a__00000001", "repo"), ("acme__widget-9", "version"),
+        ("nope__x.12345678.a__00000001", "repo"),
+        ("acme__widget-9", "version"),
     }
     assert all("no environment spec" in r["error"] for r in plan.invalid)
 
@@ -96,13 +103,18 @@ def test_a_repo_only_its_environment_uses_is_folded_into_that_environments_job(t
     """SWE-smith: the env's build commit is its tasks' commit and nothing else uses it ->
     no repo job. SWE-bench: the build commit C1 is also a task's base commit of the same
     env (folded); C2 only a task's base commit (a repo job, which the env job waits for)."""
-    recs = [task("acme__lib.aaaaaaaa.x__00000001", "acme__lib.aaaaaaaa"),
-            _swebench("acme__widget-1", C1), _swebench("acme__widget-2", C2)]
+    recs = [
+        task("acme__lib.aaaaaaaa.x__00000001", "acme__lib.aaaaaaaa"),
+        _swebench("acme__widget-1", C1),
+        _swebench("acme__widget-2", C2),
+    ]
     plan = build_plan([_tasks(tmp_path, recs)], Catalog.load([_catalog(tmp_path)]), tmp_path, tmp_path / "t.jsonl")
     by_commit = {(v["source"].rsplit("/", 1)[-1], v["commit"]): k for k, v in plan.repos.items()}
     env_of = {v["spec"]["name"]: k for k, v in plan.envs.items()}
-    assert plan.folded == {by_commit["lib.git", C1]: env_of["acme__lib.aaaaaaaa"],
-                           by_commit["widget.git", C1]: env_of["acme/widget@1.0"]}
+    assert plan.folded == {
+        by_commit["lib.git", C1]: env_of["acme__lib.aaaaaaaa"],
+        by_commit["widget.git", C1]: env_of["acme/widget@1.0"],
+    }
     assert plan.repo_jobs() == [by_commit["widget.git", C2]]
 
 
@@ -124,8 +136,13 @@ def test_plan_files_are_skipped_when_the_last_plan_written_is_this_one(tmp_path)
     write_plan_files(plan, tmp_path / "specs", current)
     assert digest.read_text() == "{}"
     # another plan (one more task) rewrites what changed, then going back rewrites it again
-    more = _tasks(tmp_path, [task("acme__lib.aaaaaaaa.x__00000001", "acme__lib.aaaaaaaa"),
-                             task("acme__lib.aaaaaaaa.x__00000002", "acme__lib.aaaaaaaa")])
+    more = _tasks(
+        tmp_path,
+        [
+            task("acme__lib.aaaaaaaa.x__00000001", "acme__lib.aaaaaaaa"),
+            task("acme__lib.aaaaaaaa.x__00000002", "acme__lib.aaaaaaaa"),
+        ],
+    )
     plan2 = load_or_build_plan([more], [_catalog(tmp_path)], tmp_path, tmp_path / "plans")
     write_plan_files(plan2, tmp_path / "specs", current)
     assert json.loads(digest.read_text())["tasks_sha256"] == plan2.env_tasks[digest.stem]
@@ -136,8 +153,10 @@ def test_plan_files_are_skipped_when_the_last_plan_written_is_this_one(tmp_path)
 def test_invalid_summary_warns_with_every_record_up_to_a_limit_and_fails_when_nothing_is_usable() -> None:
     from minisandbox.pipeline.plan import Plan, invalid_summary
 
-    bad = [{"file": "t.jsonl", "line": n, "field": "patch", "error": "missing", "instance_id": f"x.{n}"}
-           for n in range(1, 26)]
+    bad = [
+        {"file": "t.jsonl", "line": n, "field": "patch", "error": "missing", "instance_id": f"x.{n}"}
+        for n in range(1, 26)
+    ]
     warning, fatal = invalid_summary(Plan(invalid=bad, n_tasks=3))
     lines = warning.splitlines()
     assert fatal is None
@@ -146,6 +165,7 @@ def test_invalid_summary_warns_with_every_record_up_to_a_limit_and_fails_when_no
     assert len(lines) == 1 + 20 + 1 and lines[-1] == "  ... and 5 more (all in results/report.txt)"
     assert invalid_summary(Plan(invalid=[], n_tasks=3)) == (None, None)
     warning, fatal = invalid_summary(Plan(invalid=bad, n_tasks=0))
-    assert warning is None and fatal == ("no usable task in the task files (25 invalid record(s)); first: "
-                                         "t.jsonl:1 (x.1): field 'patch': missing")
+    assert warning is None and fatal == (
+        "no usable task in the task files (25 invalid record(s)); first: t.jsonl:1 (x.1): field 'patch': missing"
+    )
     assert invalid_summary(Plan())[1] == "the task files hold no task record; check --config tasks=... or --tasks"

@@ -10,8 +10,11 @@ from minisandbox.pipeline.residue import HOME_DIR, RESIDUE_DIR, collect_residue,
 
 
 def _tree(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): (os.readlink(p) if p.is_symlink() else p.read_text())
-            for p in sorted(root.rglob("*")) if p.is_file() or p.is_symlink()}
+    return {
+        p.relative_to(root).as_posix(): (os.readlink(p) if p.is_symlink() else p.read_text())
+        for p in sorted(root.rglob("*"))
+        if p.is_file() or p.is_symlink()
+    }
 
 
 def test_collect_residue_copies_exactly_what_the_install_added_or_changed(tmp_path: Path) -> None:
@@ -40,9 +43,13 @@ def test_collect_residue_copies_exactly_what_the_install_added_or_changed(tmp_pa
     assert res.new == ["/data", "/pkg/_version.py", "/pkg.egg-info/"]
     assert res.modified == ["setup.py"] and res.deleted == ["old.txt"]
     assert res.files == 5
-    assert _tree(dest) == {"data": "pkg", "pkg/_version.py": "version = '1.0'\n",
-                           "pkg.egg-info/PKG-INFO": "Name: pkg\n", "pkg.egg-info/top_level.txt": "pkg\n",
-                           "setup.py": "setup()  # rewritten\n"}
+    assert _tree(dest) == {
+        "data": "pkg",
+        "pkg/_version.py": "version = '1.0'\n",
+        "pkg.egg-info/PKG-INFO": "Name: pkg\n",
+        "pkg.egg-info/top_level.txt": "pkg\n",
+        "setup.py": "setup()  # rewritten\n",
+    }
     assert res.to_dict()["dir"] == RESIDUE_DIR
 
 

@@ -11,8 +11,14 @@ from minisandbox.pipeline.resolve import ResolveError, is_exact, resolve
 
 
 def _spec(**kw) -> EnvSpec:
-    base = dict(name="x", kind="swesmith", source="s", commit="c" * 40, python="3.11",
-                requirements=["pytest==8.3.3", "pluggy==1.5.0"])
+    base = dict(
+        name="x",
+        kind="swesmith",
+        source="s",
+        commit="c" * 40,
+        python="3.11",
+        requirements=["pytest==8.3.3", "pluggy==1.5.0"],
+    )
     base.update(kw)
     return EnvSpec.from_dict(base)
 
@@ -50,8 +56,11 @@ def test_requirements_file_of_a_snapshot_given_as_a_relative_path(tmp_path, monk
     index = FixtureIndex()
     try:
         monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
-        lock = resolve(_spec(kind="swebench", requirements=[], requirements_files=["requirements/dev.txt"]),
-                       Path("work/repos/r"), tmp_path / "log")
+        lock = resolve(
+            _spec(kind="swebench", requirements=[], requirements_files=["requirements/dev.txt"]),
+            Path("work/repos/r"),
+            tmp_path / "log",
+        )
     finally:
         index.close()
     assert "tinybackend==2.0" in lock.text.splitlines()
@@ -68,12 +77,18 @@ def test_swebench_pins_replace_the_requirements_files_pins(tmp_path, monkeypatch
     index = FixtureIndex()
     try:
         monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
-        lock = resolve(_spec(kind="swebench", requirements=["tinybackend==1.0"],
-                             requirements_files=["requirements/dev.txt"]), tmp_path, tmp_path / "log")
+        lock = resolve(
+            _spec(kind="swebench", requirements=["tinybackend==1.0"], requirements_files=["requirements/dev.txt"]),
+            tmp_path,
+            tmp_path / "log",
+        )
         assert "tinybackend==1.0" in lock.text.splitlines()
         with pytest.raises(ResolveError, match="unsatisfiable|No solution"):
-            resolve(_spec(kind="swesmith", requirements=["tinybackend==1.0"],
-                          requirements_files=["requirements/dev.txt"]), tmp_path, tmp_path / "log")
+            resolve(
+                _spec(kind="swesmith", requirements=["tinybackend==1.0"], requirements_files=["requirements/dev.txt"]),
+                tmp_path,
+                tmp_path / "log",
+            )
     finally:
         index.close()
 
@@ -90,14 +105,26 @@ def test_exact_pins_newer_than_the_date_get_their_own_cutoff(tmp_path, monkeypat
     index = FixtureIndex()
     try:
         monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
-        spec = EnvSpec(name="dated", kind="swesmith", source="x", commit="c" * 40, python="3.11",
-                       requirements=("tinybackend==2.0",), exclude_newer=AS_OF)
+        spec = EnvSpec(
+            name="dated",
+            kind="swesmith",
+            source="x",
+            commit="c" * 40,
+            python="3.11",
+            requirements=("tinybackend==2.0",),
+            exclude_newer=AS_OF,
+        )
         lock = resolve(spec, tmp_path, tmp_path / "resolve.log")
     finally:
         index.close()
     assert lock.no_deps and lock.text == "tinybackend==2.0\n"
     assert lock.exclude_newer == AS_OF and lock.exempt == (("tinybackend", "2030-01-02T00:00:00Z"),)
-    assert lock.uv_date_args() == ["--exclude-newer", AS_OF, "--exclude-newer-package", "tinybackend=2030-01-02T00:00:00Z"]
+    assert lock.uv_date_args() == [
+        "--exclude-newer",
+        AS_OF,
+        "--exclude-newer-package",
+        "tinybackend=2030-01-02T00:00:00Z",
+    ]
     assert "newer than" in (tmp_path / "resolve.log").read_text()
     undated = Lock(lock.text, True)
     assert undated.uv_date_args() == [] and undated.sha256 != lock.sha256

@@ -54,7 +54,9 @@ def test_concurrent_publishers_of_one_key(tmp_path):
     write_status(up, StageStatus(ok=True, stage="snapshot", key="repo-x-1", data={"snapshot_commit": "d" * 40}))
     archive = tmp_path / "a.tar.zst"
     assert pipeline.step_pack("repo-x-1", tree, up, archive, tmp_path / "pack.json", "tar.zst", 3).ok
-    assert pipeline.step_checksum("repo", _spec_file(tmp_path), archive, tmp_path / "pack.json", up, tmp_path / "m.json").ok
+    assert pipeline.step_checksum(
+        "repo", _spec_file(tmp_path), archive, tmp_path / "pack.json", up, tmp_path / "m.json"
+    ).ok
     store = tmp_path / "store"
     jobs = [(str(store), str(tmp_path / "m.json"), str(archive), str(tmp_path / f"r{i}.json")) for i in range(6)]
     with mp.get_context("spawn").Pool(6) as pool:
@@ -72,8 +74,9 @@ def _packed(tmp_path: Path, *, image: bool, with_archive: bool) -> tuple[Path, P
     up = tmp_path / "snap.json"
     write_status(up, StageStatus(ok=True, stage="snapshot", key="repo-x-1", data={"snapshot_commit": "d" * 40}))
     archive = tmp_path / "packed" / "repo-x-1.tar.zst"
-    assert pipeline.step_pack("repo-x-1", tree, up, archive, tmp_path / "pack.json", "tar.zst", 3, image=image,
-                              with_archive=with_archive).ok
+    assert pipeline.step_pack(
+        "repo-x-1", tree, up, archive, tmp_path / "pack.json", "tar.zst", 3, image=image, with_archive=with_archive
+    ).ok
     return archive, up
 
 
@@ -86,8 +89,9 @@ def _packed_with_image(tmp_path: Path, with_archive: bool = True) -> tuple[Path,
     if not shutil.which("mksquashfs"):
         pytest.skip("squashfs-tools not installed (apt-get install squashfs-tools)")
     archive, up = _packed(tmp_path, image=True, with_archive=with_archive)
-    assert pipeline.step_checksum("repo", _spec_file(tmp_path), archive, tmp_path / "pack.json", up,
-                                  tmp_path / "m.json").ok
+    assert pipeline.step_checksum(
+        "repo", _spec_file(tmp_path), archive, tmp_path / "pack.json", up, tmp_path / "m.json"
+    ).ok
     return archive, tmp_path / "m.json"
 
 
@@ -102,7 +106,9 @@ def test_publish_order_chunks_list_archive_manifest_and_no_whole_image_by_defaul
     assert chunks["artifact"] == "repo-x-1.chunks.json" and chunks["count"] >= 1
     order: list[str] = []
     real_file, real_bytes, real_object = Store.put_file, Store.put_bytes, Store.put_object
-    monkeypatch.setattr(Store, "put_file", lambda self, local, rel, **kw: (order.append(rel), real_file(self, local, rel, **kw)))
+    monkeypatch.setattr(
+        Store, "put_file", lambda self, local, rel, **kw: (order.append(rel), real_file(self, local, rel, **kw))
+    )
     monkeypatch.setattr(Store, "put_bytes", lambda self, rel, data: (order.append(rel), real_bytes(self, rel, data)))
     monkeypatch.setattr(Store, "put_object", lambda self, rel, data: (order.append(rel), real_object(self, rel, data)))
     store = tmp_path / "store"
@@ -112,8 +118,11 @@ def test_publish_order_chunks_list_archive_manifest_and_no_whole_image_by_defaul
     packs = order[:-3]
     assert packs and len(packs) % 2 == 0 and all(r.startswith("packs/") for r in packs)
     assert all(packs[i + 1] == packs[i] + ".idx" for i in range(0, len(packs), 2))
-    assert order[-3:] == ["artifacts/repo/repo-x-1.chunks.json", "artifacts/repo/repo-x-1.tar.zst",
-                          "artifacts/repo/repo-x-1.manifest.json"]
+    assert order[-3:] == [
+        "artifacts/repo/repo-x-1.chunks.json",
+        "artifacts/repo/repo-x-1.tar.zst",
+        "artifacts/repo/repo-x-1.manifest.json",
+    ]
     published = json.loads((store / "artifacts/repo/repo-x-1.manifest.json").read_text())
     assert published["image"]["whole"] is False and published == st.data["manifest"]
     validate_manifest(published, where="t", kind="repo", key="repo-x-1")
@@ -121,15 +130,19 @@ def test_publish_order_chunks_list_archive_manifest_and_no_whole_image_by_defaul
     # again: every chunk is there already, nothing but list, archive and manifest is written
     order.clear()
     assert pipeline.step_publish(str(store), "repo", "repo-x-1", manifest_status, archive, None, tmp_path / "r.json").ok
-    assert order == ["artifacts/repo/repo-x-1.chunks.json", "artifacts/repo/repo-x-1.tar.zst",
-                     "artifacts/repo/repo-x-1.manifest.json"]
+    assert order == [
+        "artifacts/repo/repo-x-1.chunks.json",
+        "artifacts/repo/repo-x-1.tar.zst",
+        "artifacts/repo/repo-x-1.manifest.json",
+    ]
 
 
 def test_image_whole_uploads_the_image_too(tmp_path):
     archive, manifest_status = _packed_with_image(tmp_path)
     store = tmp_path / "store"
-    st = pipeline.step_publish(str(store), "repo", "repo-x-1", manifest_status, archive, None, tmp_path / "r.json",
-                               image_whole=True)
+    st = pipeline.step_publish(
+        str(store), "repo", "repo-x-1", manifest_status, archive, None, tmp_path / "r.json", image_whole=True
+    )
     img = st.data["manifest"]["image"]
     assert img.get("whole", True) is True and img["chunks"]
     assert file_digest(store / "artifacts/repo/repo-x-1.squashfs") == (img["sha256"], img["size"])
@@ -149,23 +162,30 @@ def test_without_archive_only_chunks_list_and_manifest_are_published(tmp_path, m
     assert m["files"] == 50 and m["raw_bytes"] > 0
     order: list[str] = []
     real_file, real_object = Store.put_file, Store.put_object
-    monkeypatch.setattr(Store, "put_file", lambda self, local, rel, **kw: (order.append(rel), real_file(self, local, rel, **kw)))
+    monkeypatch.setattr(
+        Store, "put_file", lambda self, local, rel, **kw: (order.append(rel), real_file(self, local, rel, **kw))
+    )
     monkeypatch.setattr(Store, "put_object", lambda self, rel, data: (order.append(rel), real_object(self, rel, data)))
     store = tmp_path / "store"
     st = pipeline.step_publish(str(store), "repo", "repo-x-1", manifest_status, archive, None, tmp_path / "r.json")
     assert st.ok and st.data["status"] == "ok"
     assert [r for r in order if not r.startswith("packs/")] == ["artifacts/repo/repo-x-1.chunks.json"]
-    assert sorted(p.name for p in (store / "artifacts/repo").iterdir()) == ["repo-x-1.chunks.json",
-                                                                            "repo-x-1.manifest.json"]
-    validate_manifest(json.loads((store / "artifacts/repo/repo-x-1.manifest.json").read_text()), where="t",
-                      kind="repo", key="repo-x-1")
+    assert sorted(p.name for p in (store / "artifacts/repo").iterdir()) == [
+        "repo-x-1.chunks.json",
+        "repo-x-1.manifest.json",
+    ]
+    validate_manifest(
+        json.loads((store / "artifacts/repo/repo-x-1.manifest.json").read_text()),
+        where="t",
+        kind="repo",
+        key="repo-x-1",
+    )
 
 
 def test_without_archive_and_without_image_the_archive_is_kept(tmp_path):
     """`archive: false` only drops the archive when there is an image to serve the layer."""
     archive, _ = _packed(tmp_path, image=False, with_archive=False)
     assert archive.stat().st_size > 0 and read_status(tmp_path / "pack.json").data["archive"] is True
-
 
 
 # -- transient failures are retried, every failure is recorded with its cause -------------
@@ -195,24 +215,32 @@ def test_transient_failures_are_retried_then_recorded_with_their_cause(tmp_path,
         def fn() -> dict:
             calls.append(1)
             raise exc
+
         return fn
 
     calls.clear()  # a tool killed by a signal: retried ATTEMPTS times, then recorded as transient
-    st = pipeline._guard("build", "env-x", tmp_path / "b.json", None,
-                         always(subprocess.CalledProcessError(-9, ["uv", "pip", "install"])))
+    st = pipeline._guard(
+        "build", "env-x", tmp_path / "b.json", None, always(subprocess.CalledProcessError(-9, ["uv", "pip", "install"]))
+    )
     assert not st.ok and len(calls) == failures.ATTEMPTS
     assert st.data["cause"] == {"kind": "transient", "detail": "tool killed by signal 9", "attempts": 3}
     assert "gave up after 3 attempts" in st.error
     assert read_status(tmp_path / "b.json").data["cause"]["kind"] == "transient"
 
     calls.clear()  # what a rerun cannot fix is recorded at once
-    st = pipeline._guard("build", "env-x", tmp_path / "c.json", None,
-                         always(RuntimeError("build of x failed (exit 3): no matching distribution")))
+    st = pipeline._guard(
+        "build",
+        "env-x",
+        tmp_path / "c.json",
+        None,
+        always(RuntimeError("build of x failed (exit 3): no matching distribution")),
+    )
     assert not st.ok and len(calls) == 1
     assert st.data["cause"] == {"kind": "permanent", "detail": "RuntimeError", "attempts": 1}
     # the cause reaches the publish receipt (the one the index and retry_failed read)
-    pipeline.step_publish(str(tmp_path / "store"), "env", "env-x", tmp_path / "b.json", tmp_path / "a.tar.zst",
-                          None, tmp_path / "r.json")
+    pipeline.step_publish(
+        str(tmp_path / "store"), "env", "env-x", tmp_path / "b.json", tmp_path / "a.tar.zst", None, tmp_path / "r.json"
+    )
     r = read_status(tmp_path / "r.json")
     assert r.data["status"] == "failed" and r.data["cause"]["detail"] == "tool killed by signal 9"
 
@@ -221,6 +249,7 @@ def test_transient_cause_reads_tool_messages_and_io_errors():
     import errno
 
     from minisandbox.pipeline.failures import transient_cause as t
+
     assert t(RuntimeError("git fetch: fatal: unable to access: Could not resolve host: github.com"))
     assert t(RuntimeError("uv: error sending request for url (https://pypi.org/simple/x/)"))
     assert t(OSError(errno.EIO, "Input/output error")) == "I/O error (EIO)"
@@ -237,11 +266,16 @@ def test_failed_receipts_lists_exactly_the_recorded_failures(tmp_path):
     rec = tmp_path / "published"
     ok = {"status": "ok", "manifest": {}}
     write_status(rec / "env" / "env-a.json", StageStatus(ok=True, stage="publish", key="env-a", data=ok))
-    write_status(rec / "env" / "env-b.json", StageStatus(ok=True, stage="publish", key="env-b",
-                                                          data={"status": "failed", "error": "build: exit 3"}))
-    write_status(rec / "interp" / "cpython-1.json", StageStatus(ok=False, stage="interp", key="cpython-1",
-                                                                 error="interp: tar failed"))
+    write_status(
+        rec / "env" / "env-b.json",
+        StageStatus(ok=True, stage="publish", key="env-b", data={"status": "failed", "error": "build: exit 3"}),
+    )
+    write_status(
+        rec / "interp" / "cpython-1.json",
+        StageStatus(ok=False, stage="interp", key="cpython-1", error="interp: tar failed"),
+    )
     write_status(rec / "repo" / "repo-a.json", StageStatus(ok=True, stage="publish", key="repo-a", data=ok))
-    got = pipeline.failed_receipts(rec, {"env": ["env-a", "env-b", "env-never-run"], "repo": ["repo-a"],
-                                         "interp": ["cpython-1"]})
+    got = pipeline.failed_receipts(
+        rec, {"env": ["env-a", "env-b", "env-never-run"], "repo": ["repo-a"], "interp": ["cpython-1"]}
+    )
     assert sorted(p.relative_to(rec).as_posix() for p in got) == ["env/env-b.json", "interp/cpython-1.json"]

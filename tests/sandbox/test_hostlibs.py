@@ -19,8 +19,11 @@ from minisandbox.sandbox.hostlibs import (
 
 
 def _pyenv() -> interpreters.Interpreter:
-    found = [i for i in interpreters.available()
-             if i.kind == interpreters.PYENV and tuple(map(int, i.version.split("."))) >= (3, 6)]
+    found = [
+        i
+        for i in interpreters.available()
+        if i.kind == interpreters.PYENV and tuple(map(int, i.version.split("."))) >= (3, 6)
+    ]
     if not found:
         pytest.skip("no pyenv CPython 3 on this machine")
     return found[0]
@@ -44,9 +47,15 @@ def test_interpreter_host_libs_exclude_its_own_prefix() -> None:
 
 
 def test_missing_library_is_one_line_naming_it() -> None:
-    libs = [{"name": "libc.so.6", "path": "/lib/x86_64-linux-gnu/libc.so.6"},
-            {"name": "libminisandbox-gone.so.7", "path": "/usr/lib/x86_64-linux-gnu/libminisandbox-gone.so.7",
-             "used_by": "_gone.cpython-310-x86_64-linux-gnu.so", "package": "libminisandbox-gone7"}]
+    libs = [
+        {"name": "libc.so.6", "path": "/lib/x86_64-linux-gnu/libc.so.6"},
+        {
+            "name": "libminisandbox-gone.so.7",
+            "path": "/usr/lib/x86_64-linux-gnu/libminisandbox-gone.so.7",
+            "used_by": "_gone.cpython-310-x86_64-linux-gnu.so",
+            "package": "libminisandbox-gone7",
+        },
+    ]
     with pytest.raises(MissingHostLibrary) as exc:
         check_host_libs(libs, "environment env-demo-0123")
     msg = str(exc.value)
@@ -55,10 +64,15 @@ def test_missing_library_is_one_line_naming_it() -> None:
     assert "Debian package libminisandbox-gone7" in msg and "install it" in msg
 
 
-@pytest.mark.parametrize("bad", [
-    "libc.so.6", [{"name": "../../etc/passwd", "path": "/etc/passwd"}],
-    [{"name": "libc.so.6", "path": "relative/libc.so.6"}], [{"name": "libc.so.6", "path": "/lib/../etc/x.so"}],
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "libc.so.6",
+        [{"name": "../../etc/passwd", "path": "/etc/passwd"}],
+        [{"name": "libc.so.6", "path": "relative/libc.so.6"}],
+        [{"name": "libc.so.6", "path": "/lib/../etc/x.so"}],
+    ],
+)
 def test_malformed_host_libs_are_refused(bad) -> None:
     with pytest.raises(MissingHostLibrary, match="env-x.*host_libs.*re-publish"):
         check_host_libs(bad, "env-x")

@@ -103,12 +103,19 @@ def test_system_interpreter_is_no_layer_and_says_so(rescan) -> None:
     assert interpreter_key(system) is None
 
 
-@pytest.mark.parametrize("prefix,kind", [
-    ("/usr", PYENV), ("/usr/lib/versions/3.10.13", PYENV), ("/root/.pyenv/versions/../3.10.13", PYENV),
-    ("relative/versions/3.10.13", PYENV), ("/opt/miniconda3/envs/testbed", UV_MANAGED),
-    ("/opt/minisandbox/python/../../etc", UV_MANAGED), ("/root/.pyenv/versions/3.10.13", UV_MANAGED),
-    ("/opt/minisandbox/python/cpython-3.10.13-linux-x86_64-gnu", SYSTEM),
-])
+@pytest.mark.parametrize(
+    "prefix,kind",
+    [
+        ("/usr", PYENV),
+        ("/usr/lib/versions/3.10.13", PYENV),
+        ("/root/.pyenv/versions/../3.10.13", PYENV),
+        ("relative/versions/3.10.13", PYENV),
+        ("/opt/miniconda3/envs/testbed", UV_MANAGED),
+        ("/opt/minisandbox/python/../../etc", UV_MANAGED),
+        ("/root/.pyenv/versions/3.10.13", UV_MANAGED),
+        ("/opt/minisandbox/python/cpython-3.10.13-linux-x86_64-gnu", SYSTEM),
+    ],
+)
 def test_check_prefix_refuses_anything_else(prefix: str, kind: str) -> None:
     with pytest.raises(ValueError, match="interpreter prefix"):
         check_prefix(prefix, kind)

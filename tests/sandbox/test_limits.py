@@ -16,9 +16,11 @@ from minisandbox.sandbox import limits as limits_mod
 from minisandbox.sandbox.limits import CommandCgroup, LimitGroup, Limits
 from minisandbox.sandbox.sandbox import Sandbox
 
-WORKERS = ("import os, time\nfor _ in range(4):\n    if os.fork() == 0:\n        t = time.process_time()\n"
-           "        while time.process_time() - t < 1.5: pass\n        os._exit(0)\nfor _ in range(4): os.wait()\n"
-           "print('all workers done')\n")
+WORKERS = (
+    "import os, time\nfor _ in range(4):\n    if os.fork() == 0:\n        t = time.process_time()\n"
+    "        while time.process_time() - t < 1.5: pass\n        os._exit(0)\nfor _ in range(4): os.wait()\n"
+    "print('all workers done')\n"
+)
 
 
 @pytest.fixture
@@ -51,8 +53,7 @@ def test_command_cgroup_kill_spares_the_leader(v1_only):
         procs = []
         for _ in range(3):
             fd = cmd.open_procs()
-            procs.append(subprocess.Popen(["sleep", "60"], pass_fds=(fd,),
-                                          preexec_fn=lambda fd=fd: os.write(fd, b"0")))
+            procs.append(subprocess.Popen(["sleep", "60"], pass_fds=(fd,), preexec_fn=lambda fd=fd: os.write(fd, b"0")))
             os.close(fd)
         deadline = time.monotonic() + 10
         while len(cmd.pids()) < 3 and time.monotonic() < deadline:

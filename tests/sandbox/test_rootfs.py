@@ -30,12 +30,30 @@ def test_binds_system_dirs_readonly_and_writable_targets(as_root, tmp_path):
     venv.mkdir()
     (repo / "a.txt").write_text("hello\n")
     binds = [rootfs.Bind(str(repo), "/testbed", False), rootfs.Bind(str(venv), "/opt/miniconda3/envs/testbed", False)]
-    rc, out = _run(binds, "cat /testbed/a.txt; echo new > /testbed/b.txt; mkdir /opt/miniconda3/envs/testbed/bin;"
-                          " touch /usr/evil 2>/dev/null || echo usr-ro; ls /; pwd", tmp_path, cwd="/testbed")
+    rc, out = _run(
+        binds,
+        "cat /testbed/a.txt; echo new > /testbed/b.txt; mkdir /opt/miniconda3/envs/testbed/bin;"
+        " touch /usr/evil 2>/dev/null || echo usr-ro; ls /; pwd",
+        tmp_path,
+        cwd="/testbed",
+    )
     assert rc == 0, out
     assert "hello" in out and "usr-ro" in out and out.strip().endswith("/testbed")
-    assert sorted(out.split("usr-ro\n")[1].split()[:-1]) == ["bin", "dev", "etc", "lib", "lib64", "opt", "proc",
-                                                              "root", "sbin", "testbed", "tmp", "usr", "var"]
+    assert sorted(out.split("usr-ro\n")[1].split()[:-1]) == [
+        "bin",
+        "dev",
+        "etc",
+        "lib",
+        "lib64",
+        "opt",
+        "proc",
+        "root",
+        "sbin",
+        "testbed",
+        "tmp",
+        "usr",
+        "var",
+    ]
     assert (repo / "b.txt").read_text() == "new\n"
     assert (venv / "bin").is_dir()
     assert not os.path.exists("/usr/evil")
@@ -53,9 +71,12 @@ def test_readonly_bind_and_exit_code(as_root, tmp_path):
 
 @pytest.mark.root
 def test_payload_has_no_capabilities_and_cannot_remount(as_root, tmp_path):
-    rc, out = _run([], "grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status; mount -o remount,rw /usr 2>&1;"
-                       " mknod /tmp/disk b 8 0 2>&1; echo 1 > /proc/sys/vm/overcommit_memory 2>&1; echo end",
-                   tmp_path)
+    rc, out = _run(
+        [],
+        "grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status; mount -o remount,rw /usr 2>&1;"
+        " mknod /tmp/disk b 8 0 2>&1; echo 1 > /proc/sys/vm/overcommit_memory 2>&1; echo end",
+        tmp_path,
+    )
     assert rc == 0
     assert out.count("0000000000000000") == 3, out
     assert "permission denied" in out.lower() and "Operation not permitted" in out
@@ -74,8 +95,9 @@ def test_network_none_has_only_loopback(as_root, tmp_path):
 def test_timeout_raises_and_kills(as_root, tmp_path):
     marker = tmp_path / "m"
     with pytest.raises(subprocess.TimeoutExpired):
-        rootfs.run([rootfs.Bind(str(tmp_path), "/w", False)], ["sh", "-c", "sleep 30; touch /w/m"],
-                   env=ENV, timeout=0.5)
+        rootfs.run(
+            [rootfs.Bind(str(tmp_path), "/w", False)], ["sh", "-c", "sleep 30; touch /w/m"], env=ENV, timeout=0.5
+        )
     assert not marker.exists()
 
 
@@ -90,11 +112,16 @@ def test_venv_built_at_canonical_path_with_pyenv_interpreter(as_root, tmp_path):
     interp = interpreters.find_interpreter("3.10")
     venv = tmp_path / "venv"
     venv.mkdir()
-    binds = [rootfs.Bind(str(venv), "/opt/miniconda3/envs/testbed", False),
-             *interpreters.interpreter_binds(interp.version, interp.prefix)]
-    rc, out = _run(binds, f"{interp.executable} -m venv --without-pip /opt/miniconda3/envs/testbed && "
-                          "/opt/miniconda3/envs/testbed/bin/python -c 'import sys; print(sys.prefix, sys.version_info[:2])'",
-                   tmp_path)
+    binds = [
+        rootfs.Bind(str(venv), "/opt/miniconda3/envs/testbed", False),
+        *interpreters.interpreter_binds(interp.version, interp.prefix),
+    ]
+    rc, out = _run(
+        binds,
+        f"{interp.executable} -m venv --without-pip /opt/miniconda3/envs/testbed && "
+        "/opt/miniconda3/envs/testbed/bin/python -c 'import sys; print(sys.prefix, sys.version_info[:2])'",
+        tmp_path,
+    )
     assert rc == 0, out
     assert "/opt/miniconda3/envs/testbed (3, 10)" in out
     assert f"home = {interp.prefix}/bin" in (venv / "pyvenv.cfg").read_text()
@@ -140,8 +167,9 @@ def test_find_interpreter_picks_newest_patch():
     assert found, "no interpreter found at all"
     minor = found[0].version.rsplit(".", 1)[0]
     best = interpreters.find_interpreter(minor)
-    assert best.version == max((i.version for i in found if i.version.startswith(minor + ".")),
-                               key=lambda v: tuple(map(int, v.split("."))))
+    assert best.version == max(
+        (i.version for i in found if i.version.startswith(minor + ".")), key=lambda v: tuple(map(int, v.split(".")))
+    )
     assert interpreters.find_prefix(best.version) == best.prefix
     assert os.access(best.executable, os.X_OK)
 
@@ -150,7 +178,8 @@ def test_find_interpreter_picks_newest_patch():
 def test_rootless_interpreter_lookup(rootless_user):
     """An unprivileged user cannot read /root/.pyenv (mode 0700 here): the lookup says so
     and still finds the system interpreters."""
-    res = run_json_as_user(textwrap.dedent("""
+    res = run_json_as_user(
+        textwrap.dedent("""
         import json
         from minisandbox.sandbox import interpreters
         out = {"have": [i.prefix for i in interpreters.available()]}
@@ -159,7 +188,8 @@ def test_rootless_interpreter_lookup(rootless_user):
         except LookupError as e:
             out["error"] = str(e)
         print(json.dumps(out))
-    """))
+    """)
+    )
     assert "/usr" in res["have"]
     assert res["error"].startswith("no CPython 3.1.99 on this machine (have: ")
     if not os.access("/root", os.X_OK, effective_ids=False) or (os.stat("/root").st_mode & 0o001) == 0:
@@ -186,8 +216,9 @@ with rootfs.PrivateRoot(rootfs.build_spec([], network="none")) as root:
 """
 
 
-@pytest.mark.parametrize("mode", [pytest.param("root", marks=pytest.mark.root),
-                                  pytest.param("rootless", marks=pytest.mark.rootless)])
+@pytest.mark.parametrize(
+    "mode", [pytest.param("root", marks=pytest.mark.root), pytest.param("rootless", marks=pytest.mark.rootless)]
+)
 def test_pidns_payload_sees_no_ancestor_and_gets_its_extra_fd(mode, request):
     """spawn(pidns=True): pid 1 of its own pid namespace with its own /proc (1 entry:
     bash itself), /proc/sys still read-only, the exit code passed through; pass_fds

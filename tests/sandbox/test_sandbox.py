@@ -62,7 +62,9 @@ def test_writes_never_reach_the_shared_layer(repo, copy):
     before = tree_digest(repo)
     with Sandbox([Layer(str(repo), "/testbed")], copy_layers=copy) as sb:
         assert sb.layer_methods == {"/testbed": "copy" if copy else "overlay"}
-        res = sb.execute("echo changed >> pkg/mod.py && rm .gitignore && mkdir new && echo x > new/f && git status --short")
+        res = sb.execute(
+            "echo changed >> pkg/mod.py && rm .gitignore && mkdir new && echo x > new/f && git status --short"
+        )
         assert res.returncode == 0, res.output
         assert "M pkg/mod.py" in res.output and "?? new/" in res.output
         assert sb.read_file("/testbed/pkg/mod.py").endswith(b"changed\n")
@@ -147,8 +149,9 @@ def test_diff_without_git_dir(tmp_path, as_root):
     plain.mkdir()
     (plain / "a.txt").write_text("a\n")
     with Sandbox([Layer(str(plain), "/testbed")]) as sb:
-        sb.execute("echo b >> a.txt; mkdir -p __pycache__ .pytest_cache; touch __pycache__/a.cpython-311.pyc"
-                   " .pytest_cache/x")
+        sb.execute(
+            "echo b >> a.txt; mkdir -p __pycache__ .pytest_cache; touch __pycache__/a.cpython-311.pyc .pytest_cache/x"
+        )
         d = sb.diff()
         assert "+b" in d and "a/a.txt" in d
         assert "pycache" not in d and "pytest_cache" not in d  # by-products, though nothing ignores them
@@ -163,19 +166,25 @@ def venv_layer(tmp_path_factory):
     interp = find_interpreter("3.10")
     venv = tmp_path_factory.mktemp("venvlayer") / "venv"
     venv.mkdir()
-    rc = rootfs.run([rootfs.Bind(str(venv), VENV_PATH, False), *interpreter_binds(interp.version, interp.prefix)],
-                    [interp.executable, "-m", "venv", "--without-pip", VENV_PATH], env={"PATH": "/usr/bin:/bin"})
+    rc = rootfs.run(
+        [rootfs.Bind(str(venv), VENV_PATH, False), *interpreter_binds(interp.version, interp.prefix)],
+        [interp.executable, "-m", "venv", "--without-pip", VENV_PATH],
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert rc == 0
     return venv, interp
 
 
 def test_conda_activate_shim_runs_the_venv(repo, venv_layer):
     venv, interp = venv_layer
-    with Sandbox([Layer(str(repo), "/testbed"), Layer(str(venv), VENV_PATH)],
-                 interpreter=(interp.version, interp.prefix)) as sb:
-        res = sb.execute("source /opt/miniconda3/bin/activate; conda activate testbed; "
-                         "python -c 'import sys; print(sys.prefix, sys.version_info[:2])'; "
-                         "echo $VIRTUAL_ENV $CONDA_DEFAULT_ENV; which python")
+    with Sandbox(
+        [Layer(str(repo), "/testbed"), Layer(str(venv), VENV_PATH)], interpreter=(interp.version, interp.prefix)
+    ) as sb:
+        res = sb.execute(
+            "source /opt/miniconda3/bin/activate; conda activate testbed; "
+            "python -c 'import sys; print(sys.prefix, sys.version_info[:2])'; "
+            "echo $VIRTUAL_ENV $CONDA_DEFAULT_ENV; which python"
+        )
         assert res.returncode == 0, res.output
         assert res.output.splitlines() == [f"{VENV_PATH} (3, 10)", f"{VENV_PATH} testbed", f"{VENV_PATH}/bin/python"]
         res = sb.execute("conda run -n testbed python -c 'import sys; print(sys.prefix)'")
@@ -183,8 +192,10 @@ def test_conda_activate_shim_runs_the_venv(repo, venv_layer):
 
 
 def test_limits_are_applied_and_reported(repo):
-    with Sandbox([Layer(str(repo), "/testbed")],
-                 limits=Limits(memory_bytes=512 << 20, pids=128, cpu_seconds=30, file_size_bytes=1 << 20)) as sb:
+    with Sandbox(
+        [Layer(str(repo), "/testbed")],
+        limits=Limits(memory_bytes=512 << 20, pids=128, cpu_seconds=30, file_size_bytes=1 << 20),
+    ) as sb:
         mode = sb.limits_mode
         # CPU: a total per command where a cgroup counts it (root here), else RLIMIT_CPU per
         # process; RLIMIT_CPU is set in both cases (the backstop; `ulimit -t` below)
@@ -220,8 +231,15 @@ def test_close_leaves_no_processes_mounts_or_dirs(repo, tmp_path):
     sb.close()
     assert sb._root.proc.poll() is not None
     time.sleep(0.1)
-    leftovers = [p for p in os.listdir("/proc") if p.isdigit() and Path(f"/proc/{p}/cmdline").exists()
-                 and any(x in Path(f"/proc/{p}/cmdline").read_bytes() for x in (b"sleep\x001000", b"sleep\x001001", b"sleep\x001002"))]
+    leftovers = [
+        p
+        for p in os.listdir("/proc")
+        if p.isdigit()
+        and Path(f"/proc/{p}/cmdline").exists()
+        and any(
+            x in Path(f"/proc/{p}/cmdline").read_bytes() for x in (b"sleep\x001000", b"sleep\x001001", b"sleep\x001002")
+        )
+    ]
     assert leftovers == []
     assert not Path(f"/proc/{helper}").exists()
     assert _host_mounts() == mounts_before
@@ -240,12 +258,19 @@ def test_missing_layer_and_bad_interpreter_are_one_line_errors(tmp_path, as_root
 def test_controller_crash_kills_its_sandboxes(repo):
     """Sandboxes live exactly as long as their control sockets: SIGKILL the controlling
     process and every process inside every one of its sandboxes goes too."""
-    code = (f"import os, signal\nfrom minisandbox.sandbox.sandbox import Sandbox, Layer\n"
-            f"boxes = [Sandbox([Layer({str(repo)!r}, '/testbed')]) for _ in range(3)]\n"
-            f"for b in boxes: b.execute('setsid sleep 5151 > /dev/null 2>&1 &')\n"
-            f"print('ready', flush=True)\nos.kill(os.getpid(), signal.SIGKILL)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(Path(rootfs.__file__).parents[2])})
+    code = (
+        f"import os, signal\nfrom minisandbox.sandbox.sandbox import Sandbox, Layer\n"
+        f"boxes = [Sandbox([Layer({str(repo)!r}, '/testbed')]) for _ in range(3)]\n"
+        f"for b in boxes: b.execute('setsid sleep 5151 > /dev/null 2>&1 &')\n"
+        f"print('ready', flush=True)\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(rootfs.__file__).parents[2])},
+    )
     assert proc.stdout == "ready\n" and proc.returncode == -9, proc.stderr
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -307,7 +332,9 @@ def test_rootless_refuses_layers_of_other_owners(shared_tmp, rootless_user):
     from tests.fixtures.sandbox import run_as_user
 
     repo = make_repo(shared_tmp / "rootowned")  # owned by root, readable by all
-    proc = run_as_user(f"from minisandbox.sandbox.sandbox import Sandbox, Layer\nSandbox([Layer({str(repo)!r}, '/testbed')])")
+    proc = run_as_user(
+        f"from minisandbox.sandbox.sandbox import Sandbox, Layer\nSandbox([Layer({str(repo)!r}, '/testbed')])"
+    )
     assert proc.returncode != 0
     assert "can only write layers owned by its user" in proc.stderr.strip().splitlines()[-1]
 
@@ -344,7 +371,6 @@ def test_works_with_fds_above_select_limit(repo):
         for fd in held + [null]:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
 
 
 class _LateClock:

@@ -38,15 +38,21 @@ def attack(request):
     if mode == "rootless":
         subprocess.run(["chown", "-R", f"{TEST_USER}:{TEST_USER}", str(base)], check=True)
 
-    def run(body: str, timeout: float = 300, extra_env: dict | None = None, cgroup: str | None = None,
-            **params) -> dict:
+    def run(
+        body: str, timeout: float = 300, extra_env: dict | None = None, cgroup: str | None = None, **params
+    ) -> dict:
         """`cgroup`: rootless only, the delegated v2 cgroup to run in (tests.fixtures.sandbox)."""
         params = {"repo": str(repo), "base": str(base), **params}
         code = PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
         if mode == "root":
-            proc = subprocess.run([sys.executable, "-c", code, json.dumps(params)], capture_output=True, text=True,
-                                  timeout=timeout, cwd="/tmp",
-                                  env={**os.environ, "PYTHONPATH": SRC, **(extra_env or {})})
+            proc = subprocess.run(
+                [sys.executable, "-c", code, json.dumps(params)],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                cwd="/tmp",
+                env={**os.environ, "PYTHONPATH": SRC, **(extra_env or {})},
+            )
         else:
             if extra_env:
                 code = f"import os; os.environ.update({extra_env!r})\n" + code

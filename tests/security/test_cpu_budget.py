@@ -18,7 +18,7 @@ from minisandbox.sandbox.limits import SANDBOX_CPU_UNCOUNTED
 from tests.security.conftest import MODES
 
 #: A detached chain: each link burns `each` CPU seconds, starts its successor, exits.
-CHAIN = r'''
+CHAIN = r"""
 import os, sys, time
 each = float(sys.argv[1])
 if os.fork():
@@ -32,7 +32,7 @@ while True:
         pass
     if os.fork():
         os._exit(0)
-'''
+"""
 
 BODY = """
     import time

@@ -17,7 +17,7 @@ from tests.security.conftest import MODES
 
 LIMIT = 3  # CPU seconds per command in these tests
 #: each worker stays under the per-process limit; four of them are over the total
-WORKERS = r'''
+WORKERS = r"""
 import os, sys, time
 n, each = int(sys.argv[1]), float(sys.argv[2])
 for _ in range(n):
@@ -29,9 +29,10 @@ for _ in range(n):
 for _ in range(n):
     os.wait()
 print("all workers done")
-'''
+"""
 
-FORK_BOMB_OF_WORK = """
+FORK_BOMB_OF_WORK = (
+    """
     from minisandbox.sandbox.shell import session
     with Sandbox([Layer(P["repo"], "/testbed")], limits=Limits.default().with_settings("cpu=%d")) as sb:
         sb.write_file("/tmp/workers.py", P["workers"])
@@ -59,7 +60,9 @@ FORK_BOMB_OF_WORK = """
                "under": [under.returncode, under.limit_hit, under.cpu_seconds, under.output],
                "sess_over": [sess_over.limit_hit, sess_over.cpu_seconds, sess_over.restarted, sess_over.output],
                "sess_next": [sess_next.returncode, sess_next.output]}
-""" % LIMIT  # noqa: UP031 (the template holds braces: %-formatting, not str.format)
+"""  # noqa: UP031 (the template holds braces: %-formatting, not str.format)
+    % LIMIT
+)
 
 
 def check_total_enforced(out: dict) -> None:
@@ -99,12 +102,15 @@ def test_many_workers_are_stopped_rootless_in_a_delegated_cgroup(attack, delegat
 def test_rootless_without_a_cgroup_falls_back_to_rlimit_cpu(attack):
     """The documented fallback: RLIMIT_CPU per process; a process over it is killed and
     the result says it was the CPU limit."""
-    out = attack("""
+    out = attack(
+        """
         with Sandbox([Layer(P["repo"], "/testbed")], limits=Limits.default().with_settings("cpu=%d")) as sb:
             r = sb.run(["python3", "-c", "while True: pass"])
             out = {"mode": sb.limits_mode["cpu_seconds"], "leaf": sb.limits.cpu_leaf,
                    "r": [r.returncode, r.limit_hit, r.output]}
-    """ % LIMIT)  # noqa: UP031 (as above)
+    """  # noqa: UP031 (as above)
+        % LIMIT
+    )
     if out["leaf"] is not None:
         pytest.skip(f"the test user has a writable cgroup here ({out['mode']}): no fallback to test")
     assert out["mode"] == CPU_RLIMIT_MODE
@@ -141,10 +147,27 @@ def test_cli_stops_the_workers_at_the_total(as_root, tmp_path):
     from tests.fixtures.sandbox import SRC
 
     (tmp_path / "workers.py").write_text(WORKERS)
-    res = subprocess.run([sys.executable, "-m", "minisandbox.cli", "sandbox-exec", "--layer",
-                          f"{tmp_path}:/work:ro", "--cpu-seconds", str(LIMIT), "--",
-                          "python3", "/work/workers.py", "4", "2.5"],
-                         capture_output=True, text=True, timeout=300, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC})
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "minisandbox.cli",
+            "sandbox-exec",
+            "--layer",
+            f"{tmp_path}:/work:ro",
+            "--cpu-seconds",
+            str(LIMIT),
+            "--",
+            "python3",
+            "/work/workers.py",
+            "4",
+            "2.5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
+    )
     assert res.returncode == 128 + 9, (res.returncode, res.stderr)
     assert "all workers done" not in res.stdout
     used = float(res.stderr.split("used ")[1].split(" s of CPU")[0])

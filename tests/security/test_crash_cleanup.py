@@ -25,7 +25,7 @@ from tests.fixtures.sandbox import run_as_user
 
 pytestmark = pytest.mark.slow
 
-CONTROLLER = r'''
+CONTROLLER = r"""
 import json, os, sys
 from minisandbox.sandbox.limits import Limits
 from minisandbox.sandbox.sandbox import Layer, Sandbox
@@ -40,17 +40,26 @@ for line in sys.stdin:  # each line: run one command, print its output as JSON
     res = sb.execute(line.strip())
     print(json.dumps({"output": res.output, "rc": res.returncode}), flush=True)
 sb.close()
-'''
+"""
 
 
 def _env(state: Path) -> dict[str, str]:
-    return {**os.environ, "MINISANDBOX_CACHE": str(state.parent / "cache"), "MINISANDBOX_STATE": str(state),
-            "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    return {
+        **os.environ,
+        "MINISANDBOX_CACHE": str(state.parent / "cache"),
+        "MINISANDBOX_STATE": str(state),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"),
+    }
 
 
 def _start(repo: Path, scratch: Path, env: dict[str, str]) -> tuple[subprocess.Popen, dict]:
-    proc = subprocess.Popen([sys.executable, "-c", CONTROLLER, str(repo), str(scratch)], env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CONTROLLER, str(repo), str(scratch)],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     line = proc.stdout.readline()
     assert line, f"controller failed to start (exit {proc.wait()})"
     return proc, json.loads(line)
@@ -114,13 +123,24 @@ def test_sigkilled_controller_leftovers_are_removed_and_a_live_one_is_untouched(
         assert dead_info["scratch"] and all((scratch_dead / s).exists() for s in dead_info["scratch"])
 
         if cleaner == "cache-gc":
-            res = subprocess.run([sys.executable, "-m", "minisandbox.cli", "cache", "gc"], env=env,
-                                 capture_output=True, text=True, timeout=120)
+            res = subprocess.run(
+                [sys.executable, "-m", "minisandbox.cli", "cache", "gc"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert res.returncode == 0, res.stderr
             assert "cleaned up after 1 dead controller(s)" in res.stdout, res.stdout
         else:
-            res = subprocess.run([sys.executable, "-c", CONTROLLER, str(repo), str(tmp_path / "scratch-dead")],
-                                 env=env, input="", capture_output=True, text=True, timeout=120)
+            res = subprocess.run(
+                [sys.executable, "-c", CONTROLLER, str(repo), str(tmp_path / "scratch-dead")],
+                env=env,
+                input="",
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert res.returncode == 0, res.stderr
 
         assert not any(os.path.exists(d) for d in dead_info["cgroups"])
@@ -149,7 +169,7 @@ def _start_time(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[19].decode()
 
 
-ROOTLESS = r'''
+ROOTLESS = r"""
 import json, os, subprocess, sys
 root, controller = sys.argv[1], sys.argv[2]
 repo, scratch, state = root + "/repo", root + "/scratch", root + "/state"
@@ -166,7 +186,7 @@ left = sorted(os.listdir(scratch))
 nxt = subprocess.run([sys.executable, "-c", controller, repo, scratch], env=env, input="", capture_output=True, text=True)
 print(json.dumps({"info": info, "left_after_kill": left, "after_next_start": sorted(os.listdir(scratch)),
                   "next": nxt.returncode, "err": nxt.stderr[-2000:]}))
-'''
+"""
 
 
 @pytest.mark.rootless

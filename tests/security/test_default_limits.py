@@ -46,12 +46,16 @@ def test_limits_are_on_by_default(attack):
 @pytest.mark.parametrize("attack", MODES, indirect=True)
 def test_one_tmpfs_budget_for_all_writable_places(attack):
     """64M budget: 40M in /tmp fits, the next 40M in /dev/shm does not, /root is full too."""
-    out = attack("""
+    out = attack(
+        """
         with Sandbox([Layer(P["repo"], "/testbed")]) as sb:
             r = sb.execute(P["fill"])
             small = sb.execute("rm -f /tmp/fill /dev/shm/fill /root/fill; head -c 1000000 /dev/zero > /tmp/ok && echo fits")
             out = {"fill": r.output, "small": small.output}
-    """, fill=FILL, extra_env={"MINISANDBOX_LIMITS": "tmpfs=64M"})
+    """,
+        fill=FILL,
+        extra_env={"MINISANDBOX_LIMITS": "tmpfs=64M"},
+    )
     lines = out["fill"].split()
     assert lines[:6] == ["/tmp", "ok", "/dev/shm", "full", "/root", "full"]  # the first 40M fit, no more
     assert int(out["fill"].split()[-2]) <= 64  # total written across the three places
@@ -76,10 +80,23 @@ def test_output_is_capped_per_command(attack):
 @pytest.mark.root
 def test_cli_output_is_capped(tmp_path):
     (tmp_path / "repo").mkdir()
-    res = subprocess.run([sys.executable, "-m", "minisandbox.cli", "sandbox-exec", "--layer",
-                          f"{tmp_path / 'repo'}:/testbed", "--max-output", "100K", "--",
-                          "head -c 20000000 /dev/zero | tr '\\0' x; echo tail-marker"],
-                         capture_output=True, timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC})
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "minisandbox.cli",
+            "sandbox-exec",
+            "--layer",
+            f"{tmp_path / 'repo'}:/testbed",
+            "--max-output",
+            "100K",
+            "--",
+            "head -c 20000000 /dev/zero | tr '\\0' x; echo tail-marker",
+        ],
+        capture_output=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
+    )
     assert res.returncode == 0
     assert len(res.stdout) <= 100 << 10
     assert b"tail-marker" not in res.stdout
@@ -97,7 +114,12 @@ def test_default_limits_reach_every_sandbox_user(monkeypatch):
     monkeypatch.setenv("MINISANDBOX_LIMITS", "memory=2G,pids=none,cpu=60,tmpfs=1G,output=1M")
     got = SandboxConfig().limits
     assert (got.memory_bytes, got.pids, got.cpu_seconds, got.tmpfs_bytes, got.output_bytes) == (
-        2 << 30, None, 60, 1 << 30, 1 << 20)
+        2 << 30,
+        None,
+        60,
+        1 << 30,
+        1 << 20,
+    )
     monkeypatch.setenv("MINISANDBOX_LIMITS", "memory=lots")
     with pytest.raises(LimitsError, match="MINISANDBOX_LIMITS"):
         SandboxConfig()
@@ -148,12 +170,20 @@ def _grading_executors(tmp_path):
     mpath.write_text(json.dumps(env_m))
     task = info["tasks"][0]
     repo_m = json.loads((tmp_path / "store" / "artifacts" / "repo" / f"{task['repo_key']}.manifest.json").read_text())
-    record = TaskRecord(instance_id=task["instance_id"], format="swesmith", repo="demo/proj", patch="",
-                        fail_to_pass=[], pass_to_pass=[])
+    record = TaskRecord(
+        instance_id=task["instance_id"], format="swesmith", repo="demo/proj", patch="", fail_to_pass=[], pass_to_pass=[]
+    )
     cache = Cache(tmp_path / "cache")
-    executors = [SandboxExecutor(store=info["url"], cache=cache),
-                 LayerExecutor(store=info["url"], env_manifest=env_m, repo_manifests={task["repo_key"]: repo_m},
-                               repo_key_of={task["instance_id"]: task["repo_key"]}, cache=cache)]
+    executors = [
+        SandboxExecutor(store=info["url"], cache=cache),
+        LayerExecutor(
+            store=info["url"],
+            env_manifest=env_m,
+            repo_manifests={task["repo_key"]: repo_m},
+            repo_key_of={task["instance_id"]: task["repo_key"]},
+            cache=cache,
+        ),
+    ]
     return executors, record
 
 
@@ -175,9 +205,11 @@ def test_eval_and_validation_sandboxes_get_default_limits(as_root, tmp_path):
 class _WorkersProbe(_Probe):
     """Four busy workers, each 1.5 s of CPU: 6 s in total."""
 
-    TEXT = ("python3 -c 'import os, time\nfor _ in range(4):\n    if os.fork() == 0:\n"
-            "        t = time.process_time()\n        while time.process_time() - t < 1.5: pass\n"
-            "        os._exit(0)\nfor _ in range(4): os.wait()\nprint(\"workers done\")'\n")
+    TEXT = (
+        "python3 -c 'import os, time\nfor _ in range(4):\n    if os.fork() == 0:\n"
+        "        t = time.process_time()\n        while time.process_time() - t < 1.5: pass\n"
+        '        os._exit(0)\nfor _ in range(4): os.wait()\nprint("workers done")\'\n'
+    )
 
 
 @pytest.mark.slow

@@ -22,8 +22,13 @@ def _checks(out: str) -> dict[str, dict]:
 
 @pytest.mark.root
 def test_doctor_as_root(as_root):
-    res = subprocess.run([sys.executable, "-m", "minisandbox.cli", "doctor", "--json"], capture_output=True,
-                         text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC})
+    res = subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
+    )
     checks = _checks(res.stdout)
     assert checks["seccomp filter"]["status"] == "ok"
     group = LimitGroup(Limits.default())  # what a sandbox made by this user gets

@@ -17,7 +17,7 @@ from tests.fixtures.sandbox import ROOTLESS_PYTHON, SRC, TEST_USER
 from tests.security.conftest import MODES
 
 #: forks sleepers until the process limit refuses one, then fills /tmp (no more forks needed)
-FORK_THEN_FILL = r'''
+FORK_THEN_FILL = r"""
 import os, sys, time
 n = 0
 try:
@@ -35,7 +35,7 @@ try:
 except OSError as exc:
     print("write refused", exc, file=sys.stderr)
     sys.exit(3)
-'''
+"""
 
 BODY = """
     def run(limits, *argv, timeout=120):
@@ -73,25 +73,38 @@ def test_limits_and_signals_are_named(attack) -> None:
     assert out["ok"] == {"code": 0, "cause": "", "output": "", "memory_mode": out["ok"]["memory_mode"]}, out
 
 
-@pytest.mark.parametrize("user", [pytest.param("root", marks=pytest.mark.root),
-                                  pytest.param("rootless", marks=pytest.mark.rootless)])
+@pytest.mark.parametrize(
+    "user", [pytest.param("root", marks=pytest.mark.root), pytest.param("rootless", marks=pytest.mark.rootless)]
+)
 def test_cli_names_the_limits_of_a_silent_failure(user, request) -> None:
     """Attack 7 through the command line: one line on stderr names both limits."""
     from tests.fixtures.sandbox import make_layer_repo
 
     base, repo = make_layer_repo("msb-cause-")
     script = FORK_THEN_FILL.replace("'", "'\"'\"'")
-    argv = [ROOTLESS_PYTHON if user == "rootless" else sys.executable, "-m", "minisandbox.cli", "sandbox-exec",
-            "--layer", f"{repo}:/testbed", "--pids", "64", "--tmpfs", "64M", "--",
-            f"python3 -c '{script}' 2>/dev/null"]
+    argv = [
+        ROOTLESS_PYTHON if user == "rootless" else sys.executable,
+        "-m",
+        "minisandbox.cli",
+        "sandbox-exec",
+        "--layer",
+        f"{repo}:/testbed",
+        "--pids",
+        "64",
+        "--tmpfs",
+        "64M",
+        "--",
+        f"python3 -c '{script}' 2>/dev/null",
+    ]
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": SRC, "LANG": "C.UTF-8", "HOME": "/tmp"}
     if user == "rootless":
         request.getfixturevalue("rootless_user")
         subprocess.run(["chown", "-R", f"{TEST_USER}:{TEST_USER}", str(base)], check=True)
         argv = ["runuser", "-u", TEST_USER, "--", "env", "-i", *[f"{k}={v}" for k, v in env.items()], *argv]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd="/tmp",
-                              env=None if user == "rootless" else env)
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=300, cwd="/tmp", env=None if user == "rootless" else env
+        )
     finally:
         subprocess.run(["rm", "-rf", str(base)])
     assert proc.returncode == 3, (proc.returncode, proc.stderr)
@@ -111,8 +124,11 @@ def test_grading_report_carries_the_cause(tmp_path) -> None:
         reference_dir = tmp_path
 
         def execute(self, script, timeout):
-            return ExecResult("no markers at all\n", -9, cause="memory limit (128.0M) reached: the kernel killed "
-                              "1 process(es) (--memory)")
+            return ExecResult(
+                "no markers at all\n",
+                -9,
+                cause="memory limit (128.0M) reached: the kernel killed 1 process(es) (--memory)",
+            )
 
     class Executor:
         prepares_task_state = True
@@ -124,12 +140,25 @@ def test_grading_report_carries_the_cause(tmp_path) -> None:
     from minisandbox.catalog import EnvSpec
     from minisandbox.records import normalize
 
-    record = normalize({"instance_id": "calc__calc.00000000.func_pm_op_change__abcd1234",
-                        "repo": "swesmith/calc__calc.00000000",
-                        "patch": "diff --git a/c.py b/c.py\n--- a/c.py\n+++ b/c.py\n@@ -1 +1 @@\n-a\n+b\n",
-                        "FAIL_TO_PASS": ["tests/test_calc.py::test_add"], "PASS_TO_PASS": []})
-    spec = EnvSpec(name="calc.0000", kind="bundled", source=str(tmp_path), commit="0" * 40, python="3.11",
-                   test_cmd="pytest -rA", log_parser="pytest", timeout=20)
+    record = normalize(
+        {
+            "instance_id": "calc__calc.00000000.func_pm_op_change__abcd1234",
+            "repo": "swesmith/calc__calc.00000000",
+            "patch": "diff --git a/c.py b/c.py\n--- a/c.py\n+++ b/c.py\n@@ -1 +1 @@\n-a\n+b\n",
+            "FAIL_TO_PASS": ["tests/test_calc.py::test_add"],
+            "PASS_TO_PASS": [],
+        }
+    )
+    spec = EnvSpec(
+        name="calc.0000",
+        kind="bundled",
+        source=str(tmp_path),
+        commit="0" * 40,
+        python="3.11",
+        test_cmd="pytest -rA",
+        log_parser="pytest",
+        timeout=20,
+    )
     result = ev.evaluate(record, spec, "diff --git a/x b/x\n", Executor())
     rep = result.report[record.instance_id]
     assert rep["cause"].startswith("memory limit (128.0M)"), rep

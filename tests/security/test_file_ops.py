@@ -52,8 +52,9 @@ def test_controller_file_ops_refuse_special_files_and_links_out(attack) -> None:
         assert seconds < 1.0, f"{key} took {seconds:.2f} s: {got}"
     for path in ("/tmp/fifo", "/tmp/to_fifo"):
         for op in ("read", "write"):
-            assert ops[f"{op} {path}"][0].endswith("is a FIFO: only regular files and directories are read or "
-                                                   "written"), ops
+            assert ops[f"{op} {path}"][0].endswith(
+                "is a FIFO: only regular files and directories are read or written"
+            ), ops
     for op in ("read", "write"):
         assert "is a socket" in ops[f"{op} /tmp/sock"][0], ops
         assert "is a character device" in ops[f"{op} /dev/null"][0], ops

@@ -194,7 +194,7 @@ def test_helpers_cannot_be_driven_by_a_payload(attack) -> None:
 
 #: Runs in the sandbox: attach to every process init forks, as fast as it can, without
 #: stopping it first, so that it tries each helper at every point of its life.
-SPINNER = r'''
+SPINNER = r"""
 import ctypes, errno, json, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 me = os.getpid()
@@ -248,7 +248,7 @@ while time.monotonic() < deadline and not os.path.exists("/tmp/spinner.stop"):
             count("vm", "read")
 json.dump({"counts": counts, "attached": attached, "helpers": len(seen), "probes": probes},
           open("/tmp/spin.json", "w"))
-'''
+"""
 
 SPIN_BODY = """
     import time

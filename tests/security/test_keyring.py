@@ -37,7 +37,8 @@ print(json.dumps(res))
 @pytest.mark.parametrize("seccomp", [True, False], ids=["seccomp", "debug-no-seccomp"])
 @pytest.mark.parametrize("attack", MODES, indirect=True)
 def test_caller_keyring_unreachable(attack, seccomp):
-    out = attack("""
+    out = attack(
+        """
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
         libc.syscall.restype = ctypes.c_long
@@ -56,7 +57,10 @@ def test_caller_keyring_unreachable(attack, seccomp):
         out["planted_in_caller_user_keyring"] = planted > 0
         if planted > 0:  # seccomp off, as root: uid 0's user keyring is shared; leave nothing behind
             libc.syscall(250, 9, ctypes.c_long(planted), ctypes.c_long(-4))  # KEYCTL_UNLINK
-    """, payload=PAYLOAD, seccomp=seccomp)
+    """,
+        payload=PAYLOAD,
+        seccomp=seccomp,
+    )
     res = out["res"]
     assert out["caller_reads"] == "hunter2"  # the legitimate owner still reads its key
     assert res["read"] != "hunter2" and res["search"] in ("EPERM", "ENOKEY", "EACCES")

@@ -46,10 +46,16 @@ from tests.fixtures.rootless_node import run_node_as_user, user_site  # noqa: F4
 from tests.fixtures.sandbox import ROOTLESS_PYTHON, TEST_USER
 
 TASK = "jpvanhal__inflection.09fb3146.func_pm_op_change__a021d67c"
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
-HACK_REPORTS = '''\
+HACK_REPORTS = """\
 import sys as _sys
 _reports = _sys.modules.get("_pytest.reports")
 if _reports is not None:
@@ -62,16 +68,16 @@ if _reports is not None:
             self.longrepr = None
 
     _reports.TestReport.__init__ = _init
-'''
+"""
 
-HACK_PARENT_STDOUT = '''\
+HACK_PARENT_STDOUT = """\
 import os as _os
 with open("/proc/%d/fd/1" % _os.getppid(), "w") as _out:
     _out.write("\\n" + "".join(_t + " PASSED\\n" for _t in {ids!r}))
 _os._exit(0)
-'''
+"""
 
-SNOOP = '''\
+SNOOP = """\
 import json as _json, os as _os
 _seen = {"cmdlines": {}, "markers": [], "fd0": [], "ppid": _os.getppid()}
 for _pid in _os.listdir("/proc"):
@@ -96,14 +102,14 @@ for _pid in _os.listdir("/proc"):
 with open("/proc/1/fd/1", "w") as _out:  # past pytest's capture: pid 1 is the test command's own
     _out.write("\\nSNOOP " + _json.dumps(_seen) + "\\n")
 raise RuntimeError("snooped")
-'''
+"""
 
-HACK_XFAIL = '''\
+HACK_XFAIL = """\
 def _give_up():
     import sys as _sys
     if "pytest" in _sys.modules:
         _sys.modules["pytest"].xfail("not my bug")
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +136,11 @@ def task(tmp_path_factory):
         lib.write_text(state)
         return out
 
-    xfail_lib = state.replace('    number = abs(int(number))\n',
-                              '    number = abs(int(number))\n    if number % 10 in (1, 2, 3):\n        _give_up()\n', 1)
+    xfail_lib = state.replace(
+        "    number = abs(int(number))\n",
+        "    number = abs(int(number))\n    if number % 10 in (1, 2, 3):\n        _give_up()\n",
+        1,
+    )
     assert xfail_lib != state
     patches = {
         "gold": reverse_patch(record.patch),
@@ -169,13 +178,18 @@ def sandbox_executor(task):
     venv.mkdir()
     binds = [rootfs.Bind(str(venv), VENV_PATH, False), *interpreter_binds(version, prefix)]
     python = os.path.join(prefix, "bin", f"python{sys.version_info.major}.{sys.version_info.minor}")
-    code = rootfs.run(binds, [python, "-m", "venv", "--system-site-packages", "--without-pip", VENV_PATH],
-                      env={"PATH": "/usr/bin:/bin"}, network="none")
+    code = rootfs.run(
+        binds,
+        [python, "-m", "venv", "--system-site-packages", "--without-pip", VENV_PATH],
+        env={"PATH": "/usr/bin:/bin"},
+        network="none",
+    )
     assert code == 0
     copy_runner_pytest(venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages")
     add_pytest_script(venv, f"{VENV_PATH}/bin/python")
-    return LocalLayersExecutor(layers={REPO_PATH: task["repo"], VENV_PATH: venv},
-                               interpreter={"version": version, "prefix": prefix})
+    return LocalLayersExecutor(
+        layers={REPO_PATH: task["repo"], VENV_PATH: venv}, interpreter={"version": version, "prefix": prefix}
+    )
 
 
 class RootlessExecutor(SimpleNamespace):
@@ -211,14 +225,21 @@ def grade(task, executor, name, grading="strict", patch=None):
     """Evaluate the candidate patch `name` of `task` (or the text `patch`)."""
     if isinstance(executor, RootlessExecutor):
         assert patch is None, "rootless grading takes the task's named patches"
-        params = {**executor.paths, "kind": executor.kind, "task": TASK, "grading": grading,
-                  "patch": executor.paths["patches"][name]}
+        params = {
+            **executor.paths,
+            "kind": executor.kind,
+            "task": TASK,
+            "grading": grading,
+            "patch": executor.paths["patches"][name],
+        }
         out = _run_rootless(ROOTLESS_GRADE, params, executor.site)
         entry = out["report"][out["id"]]
-        return SimpleNamespace(entry=entry, resolved=bool(entry["resolved"]), reason=str(entry["reason"]),
-                               output=out["output"])
-    return evaluate(task["record"], task["spec"], task["patches"][name] if patch is None else patch, executor,
-                    grading=grading)
+        return SimpleNamespace(
+            entry=entry, resolved=bool(entry["resolved"]), reason=str(entry["reason"]), output=out["output"]
+        )
+    return evaluate(
+        task["record"], task["spec"], task["patches"][name] if patch is None else patch, executor, grading=grading
+    )
 
 
 def _run_rootless(code: str, params: dict, site_dir: Path) -> dict:
@@ -237,23 +258,37 @@ def rootless_task(task, rootless_user, user_site):
     for name, text in task["patches"].items():
         (base / f"{name}.patch").write_text(text)
         patches[name] = str(base / f"{name}.patch")
-    for venv, python in ((base / "venv", base / "venv" / "bin" / "python"),
-                         (base / "layer-venv", Path(VENV_PATH) / "bin" / "python")):
+    for venv, python in (
+        (base / "venv", base / "venv" / "bin" / "python"),
+        (base / "layer-venv", Path(VENV_PATH) / "bin" / "python"),
+    ):
         if venv.name == "layer-venv":  # made at its canonical path (bin/activate names it)
             venv.mkdir()
-            code = rootfs.run([rootfs.Bind(str(venv), VENV_PATH, False)],
-                              [ROOTLESS_PYTHON, "-m", "venv", "--without-pip", VENV_PATH],
-                              env={"PATH": "/usr/bin:/bin"}, network="none")
+            code = rootfs.run(
+                [rootfs.Bind(str(venv), VENV_PATH, False)],
+                [ROOTLESS_PYTHON, "-m", "venv", "--without-pip", VENV_PATH],
+                env={"PATH": "/usr/bin:/bin"},
+                network="none",
+            )
             assert code == 0
         else:
             subprocess.run([ROOTLESS_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True)
-        ver = subprocess.run([ROOTLESS_PYTHON, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
+        ver = subprocess.run(
+            [ROOTLESS_PYTHON, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         copy_runner_pytest(venv / "lib" / f"python{ver}" / "site-packages")
         add_pytest_script(venv, str(python))
     subprocess.run(["chown", "-R", f"{TEST_USER}:{TEST_USER}", str(base)], check=True)
-    paths = {"repo": str(base / "repo"), "venv": str(base / "venv"), "layer_venv": str(base / "layer-venv"),
-             "testbed": str(base / "testbed"), "patches": patches}
+    paths = {
+        "repo": str(base / "repo"),
+        "venv": str(base / "venv"),
+        "layer_venv": str(base / "layer-venv"),
+        "testbed": str(base / "testbed"),
+        "patches": patches,
+    }
     yield {"paths": paths, "site": user_site}
     shutil.rmtree(base, ignore_errors=True)
 
@@ -268,9 +303,12 @@ def rootless_sandbox_executor(rootless_task):
     return RootlessExecutor(kind="sandbox", **rootless_task)
 
 
-EXECUTORS = ["host", pytest.param("sandbox", marks=pytest.mark.root),
-             pytest.param("rootless-host", marks=[pytest.mark.rootless, pytest.mark.slow]),
-             pytest.param("rootless-sandbox", marks=[pytest.mark.rootless, pytest.mark.slow])]
+EXECUTORS = [
+    "host",
+    pytest.param("sandbox", marks=pytest.mark.root),
+    pytest.param("rootless-host", marks=[pytest.mark.rootless, pytest.mark.slow]),
+    pytest.param("rootless-sandbox", marks=[pytest.mark.rootless, pytest.mark.slow]),
+]
 
 
 @pytest.fixture(params=EXECUTORS)
@@ -315,8 +353,13 @@ def test_fake_lines_on_the_parents_stdout_are_not_resolved(task, executor):
     assert {"/proc", "os._exit"} <= kinds
 
 
-@pytest.mark.parametrize("which", [pytest.param("sandbox", marks=pytest.mark.root),
-                                   pytest.param("rootless_sandbox", marks=[pytest.mark.rootless, pytest.mark.slow])])
+@pytest.mark.parametrize(
+    "which",
+    [
+        pytest.param("sandbox", marks=pytest.mark.root),
+        pytest.param("rootless_sandbox", marks=[pytest.mark.rootless, pytest.mark.slow]),
+    ],
+)
 def test_the_test_command_sees_no_ancestor_in_a_sandbox(task, which, request):
     """A patch that looks through /proc for the eval script (its markers carry the
     run's nonce) and for processes other than its own test command's finds nothing: the
@@ -332,8 +375,9 @@ def test_the_test_command_sees_no_ancestor_in_a_sandbox(task, which, request):
     assert seen["ppid"] == 1
 
 
-@pytest.mark.parametrize("which", ["host", pytest.param("rootless_sandbox",
-                                                         marks=[pytest.mark.rootless, pytest.mark.slow])])
+@pytest.mark.parametrize(
+    "which", ["host", pytest.param("rootless_sandbox", marks=[pytest.mark.rootless, pytest.mark.slow])]
+)
 @pytest.mark.parametrize("name", ["reports", "parent_stdout", "xfail"])
 def test_no_hack_is_resolved_in_official_grading_mode(task, which, name, request):
     """The anti-forgery checks do not depend on the grading mode: the SWE-bench/SWE-smith

@@ -54,19 +54,32 @@ print(json.dumps({"threads": squares, "mp": doubled, "git": sub}))
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the payload uses x86_64 syscall numbers")
 @pytest.mark.parametrize("attack", MODES, indirect=True)
 def test_nested_namespaces_and_kernel_interfaces_are_denied(attack):
-    out = attack("""
+    out = attack(
+        """
         with Sandbox([Layer(P["repo"], "/testbed")], network="none") as sb:
             r = sb.run(["python3", "-c", P["payload"]])
             u = sb.execute("unshare -Ur true; echo rc=$?; grep Seccomp: /proc/self/status")
             w = sb.run(["python3", "-c", P["work"]])
             out = {"payload": r.output, "unshare": u.output, "work": w.output, "rc": w.returncode,
                    "info": sb._root.info.get("seccomp")}
-    """, payload=PAYLOAD, work=WORK)
+    """,
+        payload=PAYLOAD,
+        work=WORK,
+    )
     res = json.loads(out["payload"].strip().splitlines()[-1])
     assert res["unshare_user"] == "EPERM" and res["clone_newuser"] == "EPERM"
     assert res["clone3"] == "ENOSYS"  # libc falls back to clone, whose flags the filter sees
-    for name in ("keyctl", "add_key", "request_key", "bpf", "perf_event_open", "mount", "setns", "userfaultfd",
-                 "x32_unshare"):
+    for name in (
+        "keyctl",
+        "add_key",
+        "request_key",
+        "bpf",
+        "perf_event_open",
+        "mount",
+        "setns",
+        "userfaultfd",
+        "x32_unshare",
+    ):
         assert res[name] == "EPERM", (name, res)
     assert "Operation not permitted" in out["unshare"] and "rc=0" not in out["unshare"]
     assert "Seccomp:\t2" in out["unshare"] and out["info"] is True
@@ -125,8 +138,13 @@ def test_init_filter_keeps_what_init_needs_and_closes_the_rest(as_root):
 
     from tests.fixtures.sandbox import SRC
 
-    proc = subprocess.run([sys.executable, "-c", INIT_PROBE], capture_output=True, text=True, timeout=60,
-                          env={"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, "-c", INIT_PROBE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"},
+    )
     assert proc.returncode == 0, proc.stderr
     res = json.loads(proc.stdout)
     assert res["unshare_pid_mnt"] == "ok", res

@@ -91,11 +91,20 @@ def test_interpreter_prefix_outside_the_pattern_is_refused(store):
 def test_artifact_names_kinds_formats_and_sizes_are_checked(store):
     task = _task(store, 0)
     key = task["repo_key"]
-    for changes, field in (({"artifact": "../../../etc/passwd"}, "artifact"), ({"kind": "../x"}, "kind"),
-                           ({"kind": "env", "mount_path": "/opt/miniconda3/envs/testbed"}, "kind"), ({"key": "other-key"}, "key"), ({"format": "zip"}, "format"),
-                           ({"size": "12"}, "size"), ({"size": -1}, "size"), ({"sha256": "F" * 64}, "sha256"),
-                           ({"image": {"format": "squashfs", "artifact": "../x.squashfs", "sha256": "0" * 64,
-                                       "size": 1}}, "image.artifact")):
+    for changes, field in (
+        ({"artifact": "../../../etc/passwd"}, "artifact"),
+        ({"kind": "../x"}, "kind"),
+        ({"kind": "env", "mount_path": "/opt/miniconda3/envs/testbed"}, "kind"),
+        ({"key": "other-key"}, "key"),
+        ({"format": "zip"}, "format"),
+        ({"size": "12"}, "size"),
+        ({"size": -1}, "size"),
+        ({"sha256": "F" * 64}, "sha256"),
+        (
+            {"image": {"format": "squashfs", "artifact": "../x.squashfs", "sha256": "0" * 64, "size": 1}},
+            "image.artifact",
+        ),
+    ):
         path = Path(store["url"]) / "artifacts" / "repo" / f"{key}.manifest.json"
         original = path.read_text()
         _tamper_manifest(store, "repo", key, **changes)
@@ -155,8 +164,11 @@ def test_tampered_catalog_is_refused(store):
     cat = json.loads(cat_path.read_text())
     good = Store(store["url"])
     read_catalog(good)  # the legitimate catalog passes
-    for changes in ({"shards": 10 ** 9}, {"envs": {"../x": {"status": "ok"}}},
-                    {"repos": {"k": {"status": "ok", "log": "../../etc/passwd"}}}):
+    for changes in (
+        {"shards": 10**9},
+        {"envs": {"../x": {"status": "ok"}}},
+        {"repos": {"k": {"status": "ok", "log": "../../etc/passwd"}}},
+    ):
         cat_path.write_text(json.dumps({**cat, **changes}))
         with pytest.raises(StoreDataError, match="index/catalog.json"):
             read_catalog(good)
@@ -176,8 +188,13 @@ def test_run_on_a_tampered_store_fails_in_one_line(store):
     task = _task(store, 0)
     _tamper_manifest(store, "env", task["env_key"], mount_path="/opt/miniconda3")
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC, "MINISANDBOX_CACHE": str(store["cache"].root)}
-    res = subprocess.run([sys.executable, "-m", "minisandbox.cli", "run", "--store", store["url"],
-                          task["instance_id"], "--", "true"], capture_output=True, text=True, env=env, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", "run", "--store", store["url"], task["instance_id"], "--", "true"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert res.returncode == 1
     assert res.stderr.count("\n") == 1 and "'mount_path'" in res.stderr
     _legit_path_works(store, 1)  # the other task (other env) of the same store still prepares

@@ -31,7 +31,8 @@ def test_setup_never_follows_layer_symlinks(attack):
     (interp / "bin").mkdir(parents=True)
     if attack.mode == "rootless":
         os.system(f"chown -R msbtest:msbtest {base}")
-    out = attack("""
+    out = attack(
+        """
         from minisandbox.sandbox import rootfs
         errors = {}
         for name, layers, binds in (
@@ -45,7 +46,11 @@ def test_setup_never_follows_layer_symlinks(attack):
         with Sandbox([Layer(P["repo"], "/testbed")]) as sb:  # the legitimate path
             shim = sb.execute("head -c 40 /opt/miniconda3/bin/activate").output
         out = {"errors": errors, "shim": shim}
-    """, conda=str(evil), home=str(home), interp=str(interp))
+    """,
+        conda=str(evil),
+        home=str(home),
+        interp=str(interp),
+    )
     assert "symlink" in out["errors"]["activate"] and "refusing" in out["errors"]["activate"]
     assert "symlink" in out["errors"]["pyenv"] and ".pyenv" in out["errors"]["pyenv"]
     assert (base / "host.txt").read_text() == "host file\n"
@@ -70,7 +75,8 @@ def test_stacked_layer_subdir_never_follows_archive_symlinks(attack):
     (good / ".minisandbox" / "testbed" / "residue.txt").write_text("from the build\n")
     if attack.mode == "rootless":
         os.system(f"chown -R msbtest:msbtest {base}")
-    out = attack("""
+    out = attack(
+        """
         try:
             with Sandbox([Layer(P["repo"], "/testbed", over=(P["evil"] + "/.minisandbox/testbed",))]) as sb:
                 seen = sb.execute("ls /testbed").output
@@ -80,7 +86,10 @@ def test_stacked_layer_subdir_never_follows_archive_symlinks(attack):
         with Sandbox([Layer(P["repo"], "/testbed", over=(P["good"] + "/.minisandbox/testbed",))]) as sb:
             good = sb.execute("cat /testbed/residue.txt /testbed/code.py").output
         out = {"evil": evil, "good": good}
-    """, evil=str(evil), good=str(good))
+    """,
+        evil=str(evil),
+        good=str(good),
+    )
     assert "host-secret" not in out["evil"]
     assert "symlink" in out["evil"] and "refusing" in out["evil"]
     assert out["good"] == "from the build\nVALUE = 1\n"

@@ -41,12 +41,19 @@ if TYPE_CHECKING:
 
 #: Top-level command -> the module whose `register` adds it (in the order `--help` lists them).
 COMMANDS = {
-    "fetch": "minisandbox.cli.taskcmds", "tasks": "minisandbox.cli.taskcmds", "cache": "minisandbox.cli.taskcmds",
-    "run": "minisandbox.cli.sandboxcmds", "shell": "minisandbox.cli.sandboxcmds", "sandbox-exec": "minisandbox.cli.sandboxcmds",
+    "fetch": "minisandbox.cli.taskcmds",
+    "tasks": "minisandbox.cli.taskcmds",
+    "cache": "minisandbox.cli.taskcmds",
+    "run": "minisandbox.cli.sandboxcmds",
+    "shell": "minisandbox.cli.sandboxcmds",
+    "sandbox-exec": "minisandbox.cli.sandboxcmds",
     "eval": "minisandbox.cli.eval",
-    "push": "minisandbox.cli.storage", "pull": "minisandbox.cli.storage", "verify": "minisandbox.cli.storage",
+    "push": "minisandbox.cli.storage",
+    "pull": "minisandbox.cli.storage",
+    "verify": "minisandbox.cli.storage",
     "doctor": "minisandbox.cli.doctor",
-    "plan": "minisandbox.cli.pipeline", "pipeline": "minisandbox.cli.pipeline",  # plan, and the workflow steps
+    "plan": "minisandbox.cli.pipeline",
+    "pipeline": "minisandbox.cli.pipeline",  # plan, and the workflow steps
     "completion": "minisandbox.cli.completion",  # completion bash|zsh
     "helper": "minisandbox.cli.helper",  # the node-local helper: start|stop|status
 }
@@ -83,21 +90,38 @@ def _build_parser(modules: list[str] | None) -> argparse.ArgumentParser:
     import argparse
     import importlib
 
-    parser = argparse.ArgumentParser(prog="minisandbox", description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="minisandbox", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"minisandbox {__version__}")
-    parser.add_argument("--store-public-key", metavar="PEM",
-                        help="verify every store manifest and index shard against this ed25519 public key "
-                             "(default: $MINISANDBOX_STORE_PUBLIC_KEY; unset: unsigned stores are read as they are)")
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="no progress and no notes on stderr (errors and results only)")
-    parser.add_argument("-v", "--verbose", dest="verbosity", action="count", default=0,
-                        help="more detail on stderr: the traceback behind an error, log messages (-vv: debug)")
-    parser.add_argument("--no-progress", action="store_true",
-                        help="no progress bar or progress lines (same as MINISANDBOX_PROGRESS=off)")
-    parser.add_argument("--accept-older-store", action="store_true",
-                        help="with --store-public-key: accept a store index older than one this node already "
-                             "accepted (a deliberate rollback; default: refused; $MINISANDBOX_ACCEPT_OLDER_STORE=1)")
+    parser.add_argument(
+        "--store-public-key",
+        metavar="PEM",
+        help="verify every store manifest and index shard against this ed25519 public key "
+        "(default: $MINISANDBOX_STORE_PUBLIC_KEY; unset: unsigned stores are read as they are)",
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress and no notes on stderr (errors and results only)"
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        dest="verbosity",
+        action="count",
+        default=0,
+        help="more detail on stderr: the traceback behind an error, log messages (-vv: debug)",
+    )
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar or progress lines (same as MINISANDBOX_PROGRESS=off)",
+    )
+    parser.add_argument(
+        "--accept-older-store",
+        action="store_true",
+        help="with --store-public-key: accept a store index older than one this node already "
+        "accepted (a deliberate rollback; default: refused; $MINISANDBOX_ACCEPT_OLDER_STORE=1)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES if modules is None else modules:
         importlib.import_module(name).register(sub)
@@ -201,8 +225,11 @@ def _apply_global_options(args: argparse.Namespace) -> None:
     if args.verbosity:
         import logging
 
-        logging.basicConfig(level=logging.DEBUG if args.verbosity > 1 else logging.INFO,
-                            format="minisandbox: %(name)s: %(message)s", stream=sys.stderr)
+        logging.basicConfig(
+            level=logging.DEBUG if args.verbosity > 1 else logging.INFO,
+            format="minisandbox: %(name)s: %(message)s",
+            stream=sys.stderr,
+        )
 
 
 def _default_store_note(args: argparse.Namespace, exc: MinisandboxError) -> str:

@@ -26,10 +26,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("doctor", help="Check what sandboxes get on this machine: limits, seccomp, user namespaces.",
-                       description="Checks what a sandbox created by this user on this machine gets: cgroup "
-                                   "limits (memory, pids, CPU time, tmpfs, output), seccomp, user namespaces and "
-                                   "the kernel keyring. One line per check (ok, warn, fail) with what to do about "
-                                   "each weak spot; exits 1 when a check fails.")
+    p = sub.add_parser(
+        "doctor",
+        help="Check what sandboxes get on this machine: limits, seccomp, user namespaces.",
+        description="Checks what a sandbox created by this user on this machine gets: cgroup "
+        "limits (memory, pids, CPU time, tmpfs, output), seccomp, user namespaces and "
+        "the kernel keyring. One line per check (ok, warn, fail) with what to do about "
+        "each weak spot; exits 1 when a check fails.",
+    )
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
     p.set_defaults(func=cmd_doctor)

@@ -24,8 +24,10 @@ class UnknownPredictions(MinisandboxError, KeyError):
 
 def _unknown(ids: list[str], source: str) -> str:
     shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
-    return (f"{len(ids)} prediction(s) name no task in {source}: {shown}; check --tasks/--store "
-            f"(list a store's tasks with `minisandbox tasks --store URL`)")
+    return (
+        f"{len(ids)} prediction(s) name no task in {source}: {shown}; check --tasks/--store "
+        f"(list a store's tasks with `minisandbox tasks --store URL`)"
+    )
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -94,22 +96,34 @@ def cmd_eval(args: argparse.Namespace) -> int:
             targets[iid] = ValueError(str(exc).strip("'\""))
     t0 = time.monotonic()
     try:
-        summary, path = run_eval(preds, targets, Path(args.out), run_id=args.run_id, workers=args.workers,
-                                 resume=not args.no_resume, grading=args.grading)
+        summary, path = run_eval(
+            preds,
+            targets,
+            Path(args.out),
+            run_id=args.run_id,
+            workers=args.workers,
+            resume=not args.no_resume,
+            grading=args.grading,
+        )
         interrupted = ""
     except EvalInterrupted as stopped:
         summary, path, interrupted = stopped.summary, stopped.path, stopped.signal_name
     if args.json:
         print(json.dumps({**summary, "report": str(path), "unknown_ids": unknown}, indent=1))
     else:
-        print(f"evaluated {summary['completed_instances']} of {summary['total_instances']} instances in "
-              f"{time.monotonic() - t0:.1f} s: {summary['resolved_instances']} resolved, "
-              f"{summary['unresolved_instances']} unresolved, {summary['empty_patch_instances']} empty patches, "
-              f"{summary['error_instances']} errors; reasons {summary['reasons']}")
+        print(
+            f"evaluated {summary['completed_instances']} of {summary['total_instances']} instances in "
+            f"{time.monotonic() - t0:.1f} s: {summary['resolved_instances']} resolved, "
+            f"{summary['unresolved_instances']} unresolved, {summary['empty_patch_instances']} empty patches, "
+            f"{summary['error_instances']} errors; reasons {summary['reasons']}"
+        )
         print(f"report: {path}")
     if interrupted:
-        print(f"minisandbox eval: stopped by {interrupted}: {len(summary['incomplete_ids'])} instance(s) not "
-              f"evaluated (the same command resumes); partial summary {path}", file=sys.stderr)
+        print(
+            f"minisandbox eval: stopped by {interrupted}: {len(summary['incomplete_ids'])} instance(s) not "
+            f"evaluated (the same command resumes); partial summary {path}",
+            file=sys.stderr,
+        )
         return 130
     if unknown:  # the known ones are graded; the run still fails loudly
         raise UnknownPredictions(_unknown(unknown, source))
@@ -118,27 +132,38 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "eval", help="Grade predictions in fresh sandboxes (SWE-bench report format).",
+        "eval",
+        help="Grade predictions in fresh sandboxes (SWE-bench report format).",
         description="Evaluate SWE-bench-format predictions (instance_id, model_patch, model_name_or_path): "
-                    "each patch in a fresh sandbox from the published store; writes "
-                    "OUT/<run_id>/<model>/<instance_id>/ (report.json, patch.diff, run_instance.log, "
-                    "test_output.txt, eval.sh; SWE-bench's harness layout), OUT/<run_id>/run.log and the run "
-                    "summary OUT/<model>.<run_id>.json. Re-running resumes: a report is reused only when the "
-                    "patch, grading mode, grader, task record, spec and layers are all unchanged. Ctrl-C or "
-                    "SIGTERM stops: running sandboxes are killed, the partial summary is written, exit 130. "
-                    "Exits 1 when a prediction names no known task (the others are graded).")
+        "each patch in a fresh sandbox from the published store; writes "
+        "OUT/<run_id>/<model>/<instance_id>/ (report.json, patch.diff, run_instance.log, "
+        "test_output.txt, eval.sh; SWE-bench's harness layout), OUT/<run_id>/run.log and the run "
+        "summary OUT/<model>.<run_id>.json. Re-running resumes: a report is reused only when the "
+        "patch, grading mode, grader, task record, spec and layers are all unchanged. Ctrl-C or "
+        "SIGTERM stops: running sandboxes are killed, the partial summary is written, exit 130. "
+        "Exits 1 when a prediction names no known task (the others are graded).",
+    )
     p.add_argument("--store", help="published store URL (default: $MINISANDBOX_STORE or the default config's)")
-    p.add_argument("--tasks", nargs="+", help="task files (JSONL/JSON/Parquet); default: the records in the store's index")
+    p.add_argument(
+        "--tasks", nargs="+", help="task files (JSONL/JSON/Parquet); default: the records in the store's index"
+    )
     p.add_argument("--predictions", required=True, help="predictions JSONL (or JSON)")
     p.add_argument("--catalog", nargs="+", help="environment catalogs (default: those config/config.yaml names)")
     p.add_argument("--out", default="results/eval", help="report directory (default: results/eval)")
-    p.add_argument("--run-id", default="minisandbox",
-                   help="names the run: its directory OUT/<run_id>/ and the summary file (default: minisandbox)")
+    p.add_argument(
+        "--run-id",
+        default="minisandbox",
+        help="names the run: its directory OUT/<run_id>/ and the summary file (default: minisandbox)",
+    )
     p.add_argument("--workers", type=int, default=2, help="concurrent evaluations (default: 2)")
     p.add_argument("--no-resume", action="store_true", help="evaluate again even if an up-to-date report exists")
     add_selection_options(p, "predictions")
     p.add_argument("--json", action="store_true", help="print the run summary as JSON (progress stays on stderr)")
-    p.add_argument("--grading", choices=("strict", "official"), default="strict",
-                   help="strict (default: no false positives, for rewards) or official (the decision of the task's "
-                        "own harness, SWE-bench's or SWE-smith's, to compare with leaderboards); docs/grading.md")
+    p.add_argument(
+        "--grading",
+        choices=("strict", "official"),
+        default="strict",
+        help="strict (default: no false positives, for rewards) or official (the decision of the task's "
+        "own harness, SWE-bench's or SWE-smith's, to compare with leaderboards); docs/grading.md",
+    )
     p.set_defaults(func=cmd_eval)

@@ -157,9 +157,9 @@ def _parse_request(data: bytes) -> tuple[int, list[str], dict[bytes, bytes]]:
     if parts[0] != helperclient.PROTOCOL or len(parts) < 3:
         raise ValueError("not a request of this protocol")
     umask, argc = int(parts[1]), int(parts[2])
-    argv = [os.fsdecode(p) for p in parts[3:3 + argc]]
+    argv = [os.fsdecode(p) for p in parts[3 : 3 + argc]]
     env = {}
-    for item in parts[3 + argc:]:
+    for item in parts[3 + argc :]:
         key, sep, value = item.partition(b"=")
         if sep:
             env[key] = value
@@ -171,7 +171,7 @@ def _recv_request(conn: socket.socket):
     fds: list[int] = []
     for level, typ, cdata in anc:
         if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
-            fds += [int.from_bytes(cdata[i:i + 4], sys.byteorder) for i in range(0, len(cdata) - 3, 4)]
+            fds += [int.from_bytes(cdata[i : i + 4], sys.byteorder) for i in range(0, len(cdata) - 3, 4)]
     return data, fds
 
 
@@ -180,8 +180,14 @@ def _become(umask: int, env: dict[bytes, bytes], cwd_fd: int, scan_env: dict[str
     helper's fork server shared; dumpable as the in-process command is (the helper is not)."""
     signal.set_wakeup_fd(-1)
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE):
-        signal.signal(s, signal.default_int_handler if s == signal.SIGINT
-                      else signal.SIG_IGN if s == signal.SIGPIPE else signal.SIG_DFL)
+        signal.signal(
+            s,
+            signal.default_int_handler
+            if s == signal.SIGINT
+            else signal.SIG_IGN
+            if s == signal.SIGPIPE
+            else signal.SIG_DFL,
+        )
     os.fchdir(cwd_fd)
     os.umask(umask)
     _set_dumpable(True)
@@ -264,8 +270,15 @@ def _end_worker(reply: _Reply, code: int) -> None:
             os._exit(code & 0xFF)
 
 
-def _worker(conn: socket.socket, scan_env: dict[str, str], lock_path: str, umask: int, argv: list[str],
-            env: dict[bytes, bytes], fds: list[int]) -> None:
+def _worker(
+    conn: socket.socket,
+    scan_env: dict[str, str],
+    lock_path: str,
+    umask: int,
+    argv: list[str],
+    env: dict[bytes, bytes],
+    fds: list[int],
+) -> None:
     """In the forked worker: become the caller (stdio, cwd, umask, environment), run
     `minisandbox ARGV` as the caller would have, send `exit N`, and exit."""
     code = 1
@@ -292,7 +305,7 @@ def spare_key(umask: int, argv: list[str], env: dict[bytes, bytes], cwd_fd: int)
     """What a call must share with an earlier one to be served by a sandbox opened for it in
     advance: everything but the command after `--` (umask, options, task, environment, the
     working directory's identity). None: not a `run ... -- CMD`."""
-    if "run" not in argv or "--" not in argv[argv.index("run"):]:
+    if "run" not in argv or "--" not in argv[argv.index("run") :]:
         return None
     cut = argv.index("--", argv.index("run")) + 1
     st = os.fstat(cwd_fd)
@@ -306,8 +319,16 @@ def spare_key(umask: int, argv: list[str], env: dict[bytes, bytes], cwd_fd: int)
     return h.digest()
 
 
-def _spare(ctrl: socket.socket, scan_env: dict[str, str], lock_path: str, umask: int, argv: list[str],
-           env: dict[bytes, bytes], cwd_fd: int, key: bytes) -> None:
+def _spare(
+    ctrl: socket.socket,
+    scan_env: dict[str, str],
+    lock_path: str,
+    umask: int,
+    argv: list[str],
+    env: dict[bytes, bytes],
+    cwd_fd: int,
+    key: bytes,
+) -> None:
     """A worker made before its call: it opens the sandbox a call with these argv (up to
     `--`), environment and directory would open, then waits on `ctrl` for that call. Used
     only for a matching call whose task the store still publishes unchanged; otherwise it
@@ -416,8 +437,7 @@ def serve(path: str, idle: float | None = None) -> int:
     idle = idle_seconds() if idle is None else idle
     directory = os.path.dirname(path)
     if not helperclient.private_dir(directory, create=True):
-        print(f"minisandbox helper: {directory} is not a private directory of this user (mode 0700)",
-              file=sys.stderr)
+        print(f"minisandbox helper: {directory} is not a private directory of this user (mode 0700)", file=sys.stderr)
         return 1
     if helperclient.socket_path() != path:
         print("minisandbox helper: the socket does not match this process's context", file=sys.stderr)
@@ -493,8 +513,10 @@ def serve(path: str, idle: float | None = None) -> int:
                     _refuse(conn, str(exc))
                     continue
                 try:
-                    if any(env.get(os.fsencode(k), b"") != os.environb.get(os.fsencode(k), b"")
-                           for k in helperclient.CODE_ENV):
+                    if any(
+                        env.get(os.fsencode(k), b"") != os.environb.get(os.fsencode(k), b"")
+                        for k in helperclient.CODE_ENV
+                    ):
                         _refuse(conn, "another import path")
                         continue
                     key = spare_key(umask, argv, env, fds[3]) if spares_on else None
@@ -565,8 +587,16 @@ def _hand_over(spare: tuple[int, socket.socket, float], conn: socket.socket, dat
     try:
         if os.waitpid(pid, os.WNOHANG)[0]:
             return False
-        ctrl.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
-                               b"".join(fd.to_bytes(4, sys.byteorder) for fd in [conn.fileno(), *fds]))])
+        ctrl.sendmsg(
+            [data],
+            [
+                (
+                    socket.SOL_SOCKET,
+                    socket.SCM_RIGHTS,
+                    b"".join(fd.to_bytes(4, sys.byteorder) for fd in [conn.fileno(), *fds]),
+                )
+            ],
+        )
     except (OSError, ChildProcessError):
         return False
     finally:
@@ -623,8 +653,11 @@ def cmd_helper(args: argparse.Namespace) -> int:
         if args.helper_command in ("status", "stop"):
             print("not running")
             return 3 if args.helper_command == "status" else 0
-        print(f"minisandbox helper: {helperclient.runtime_dir()} is not a private directory of this user "
-              "(mode 0700): no helper", file=sys.stderr)
+        print(
+            f"minisandbox helper: {helperclient.runtime_dir()} is not a private directory of this user "
+            "(mode 0700): no helper",
+            file=sys.stderr,
+        )
         return 1
     if args.helper_command == "serve":
         return serve(path, args.idle)
@@ -663,13 +696,19 @@ def _alive(path: str) -> bool:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("helper", help="Start, stop or query this user's node-local helper.",
-                       description="The node-local helper keeps `minisandbox run` warm between calls "
-                                   "(docs/sandbox.md \"The node-local helper\"). `run` starts it on demand and "
-                                   "it exits when idle ($MINISANDBOX_HELPER_IDLE seconds, default 60); "
-                                   "MINISANDBOX_HELPER=off disables it.")
-    p.add_argument("helper_command", choices=["start", "stop", "status", "serve"],
-                   help="start (in the background), stop, status, or serve (in the foreground)")
+    p = sub.add_parser(
+        "helper",
+        help="Start, stop or query this user's node-local helper.",
+        description="The node-local helper keeps `minisandbox run` warm between calls "
+        '(docs/sandbox.md "The node-local helper"). `run` starts it on demand and '
+        "it exits when idle ($MINISANDBOX_HELPER_IDLE seconds, default 60); "
+        "MINISANDBOX_HELPER=off disables it.",
+    )
+    p.add_argument(
+        "helper_command",
+        choices=["start", "stop", "status", "serve"],
+        help="start (in the background), stop, status, or serve (in the foreground)",
+    )
     p.add_argument("--socket", help=argparse.SUPPRESS)
     p.add_argument("--idle", type=float, default=None, help="seconds without a call before it exits")
     p.set_defaults(func=cmd_helper)

@@ -32,8 +32,19 @@ OFF_VALUES = ("0", "off", "no", "never", "false")
 #: Request and reply framing version (a helper of another version refuses: the client runs in-process).
 PROTOCOL = b"MSBH1"
 #: The /proc/<pid>/status fields that decide what a process may do.
-STATUS_FIELDS = (b"Uid:", b"Gid:", b"Groups:", b"CapInh:", b"CapPrm:", b"CapEff:", b"CapBnd:", b"CapAmb:",
-                 b"NoNewPrivs:", b"Seccomp:", b"Seccomp_filters:")
+STATUS_FIELDS = (
+    b"Uid:",
+    b"Gid:",
+    b"Groups:",
+    b"CapInh:",
+    b"CapPrm:",
+    b"CapEff:",
+    b"CapBnd:",
+    b"CapAmb:",
+    b"NoNewPrivs:",
+    b"Seccomp:",
+    b"Seccomp_filters:",
+)
 NAMESPACES = ("cgroup", "ipc", "mnt", "net", "pid", "pid_for_children", "time", "user", "uts")
 #: Environment variables that decide which code the interpreter runs (must equal the helper's).
 CODE_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "PYTHONNOUSERSITE", "PYTHONUSERBASE")
@@ -86,8 +97,15 @@ def code_identity() -> bytes:
     import minisandbox
 
     env = [os.fsencode(f"{k}={os.environ.get(k, '')}") for k in CODE_ENV]
-    return b"\0".join([os.fsencode(sys.executable), os.fsencode(os.path.dirname(minisandbox.__file__)),
-                       minisandbox.__version__.encode(), sys.version.encode(), *env])
+    return b"\0".join(
+        [
+            os.fsencode(sys.executable),
+            os.fsencode(os.path.dirname(minisandbox.__file__)),
+            minisandbox.__version__.encode(),
+            sys.version.encode(),
+            *env,
+        ]
+    )
 
 
 def runtime_dir() -> str:
@@ -212,8 +230,11 @@ def _wait_reply(sock) -> int | None:  # noqa: ANN001 - a _socket.socket
     if forwarded and forwarded[-1] != _signal.SIGINT:  # the worker died of it: so does this process,
         _signal.signal(forwarded[-1], _signal.SIG_DFL)  # as the in-process command would have
         os.kill(os.getpid(), forwarded[-1])
-    os.write(2, b"minisandbox: the node-local helper's worker ended without an exit status (killed?); "
-                b"run again, or set MINISANDBOX_HELPER=off to run in-process\n")
+    os.write(
+        2,
+        b"minisandbox: the node-local helper's worker ended without an exit status (killed?); "
+        b"run again, or set MINISANDBOX_HELPER=off to run in-process\n",
+    )
     return 1
 
 
@@ -223,8 +244,14 @@ def start_helper(path: str) -> None:
     import subprocess
 
     try:
-        subprocess.Popen([sys.executable, "-P", "-m", "minisandbox.cli.helper", "serve", "--socket", path],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True, close_fds=True, cwd="/")
+        subprocess.Popen(
+            [sys.executable, "-P", "-m", "minisandbox.cli.helper", "serve", "--socket", path],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+            cwd="/",
+        )
     except OSError:
         pass

@@ -34,11 +34,18 @@ def note(message: str) -> None:
 def add_selection_options(parser: argparse.ArgumentParser, what: str) -> None:
     """`--instance-ids` and `--repo`, the same on every command that works on a subset of
     tasks (`minisandbox.records.Selection`); `what` names what is filtered."""
-    parser.add_argument("--instance-ids", nargs="+", metavar="ID",
-                        help=f"only these {what}: instance ids, or @FILE for a file of ids (one per line or a "
-                             "JSON list)")
-    parser.add_argument("--repo", nargs="+", metavar="OWNER/NAME",
-                        help=f"only {what} of these repositories (owner/name; SWE-smith's owner__name.sha8 too)")
+    parser.add_argument(
+        "--instance-ids",
+        nargs="+",
+        metavar="ID",
+        help=f"only these {what}: instance ids, or @FILE for a file of ids (one per line or a JSON list)",
+    )
+    parser.add_argument(
+        "--repo",
+        nargs="+",
+        metavar="OWNER/NAME",
+        help=f"only {what} of these repositories (owner/name; SWE-smith's owner__name.sha8 too)",
+    )
 
 
 def selection(args: argparse.Namespace):  # -> minisandbox.records.Selection

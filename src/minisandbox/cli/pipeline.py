@@ -24,13 +24,20 @@ def cmd_plan(args: argparse.Namespace) -> int:
     plan = load_or_build_plan(args.tasks, args.catalog, Path.cwd(), Path(args.plan_dir))
     for rec in plan.invalid:  # stderr: stdout stays the result alone (JSON with --json)
         print(f"INVALID {format_invalid(rec)}", file=sys.stderr)
-    counts = {"tasks": plan.n_tasks, "envs": len(plan.envs), "repos": len(plan.repos),
-              "sources": len(plan.sources), "invalid": len(plan.invalid)}
+    counts = {
+        "tasks": plan.n_tasks,
+        "envs": len(plan.envs),
+        "repos": len(plan.repos),
+        "sources": len(plan.sources),
+        "invalid": len(plan.invalid),
+    }
     if args.json:
         print(json.dumps({**counts, "invalid_records": plan.invalid}, indent=1))
     else:
-        print(f"{counts['tasks']} tasks -> {counts['envs']} environments, {counts['repos']} repo snapshots "
-              f"from {counts['sources']} sources; {counts['invalid']} invalid records")
+        print(
+            f"{counts['tasks']} tasks -> {counts['envs']} environments, {counts['repos']} repo snapshots "
+            f"from {counts['sources']} sources; {counts['invalid']} invalid records"
+        )
     _, fatal = invalid_summary(plan)
     if fatal:
         raise PlanError(fatal)
@@ -39,6 +46,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- steps
 # Each step returns 0 when it recorded its result (ok or failed) in its status file.
+
 
 def cmd_bundled(args: argparse.Namespace) -> int:
     from minisandbox.pipeline.bundled import materialize
@@ -72,37 +80,68 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import step_build
 
-    step_build(Path(args.spec), Path(args.lock), Path(args.repo), Path(args.out), Path(args.status), Path(args.log), args.timeout)
+    step_build(
+        Path(args.spec),
+        Path(args.lock),
+        Path(args.repo),
+        Path(args.out),
+        Path(args.status),
+        Path(args.log),
+        args.timeout,
+    )
     return 0
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import step_pack
 
-    step_pack(args.key, Path(args.tree), Path(args.upstream), Path(args.out), Path(args.status), args.format, args.level, image=args.image,
-              with_archive=not args.no_archive)
+    step_pack(
+        args.key,
+        Path(args.tree),
+        Path(args.upstream),
+        Path(args.out),
+        Path(args.status),
+        args.format,
+        args.level,
+        image=args.image,
+        with_archive=not args.no_archive,
+    )
     return 0
 
 
 def cmd_checksum(args: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import step_checksum
 
-    step_checksum(args.kind, Path(args.spec), Path(args.archive), Path(args.pack_status), Path(args.upstream), Path(args.out))
+    step_checksum(
+        args.kind, Path(args.spec), Path(args.archive), Path(args.pack_status), Path(args.upstream), Path(args.out)
+    )
     return 0
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import step_publish
 
-    step_publish(args.store, args.kind, args.key, Path(args.manifest), Path(args.archive), Path(args.log) if args.log else None,
-                 Path(args.out), image_whole=args.image_whole)
+    step_publish(
+        args.store,
+        args.kind,
+        args.key,
+        Path(args.manifest),
+        Path(args.archive),
+        Path(args.log) if args.log else None,
+        Path(args.out),
+        image_whole=args.image_whole,
+    )
     return 0
 
 
-NO_ARCHIVE_HELP = ("with --image, publish no tar archive: the store serves the layer as the image's chunks "
-                   "only (config archive: false)")
-IMAGE_WHOLE_HELP = ("also upload each image as one file (by default only its chunks and chunk list, from which "
-                    "nodes assemble it: config image_whole)")
+NO_ARCHIVE_HELP = (
+    "with --image, publish no tar archive: the store serves the layer as the image's chunks "
+    "only (config archive: false)"
+)
+IMAGE_WHOLE_HELP = (
+    "also upload each image as one file (by default only its chunks and chunk list, from which "
+    "nodes assemble it: config image_whole)"
+)
 
 
 def _summary(st) -> str:
@@ -114,8 +153,18 @@ def cmd_repo(args: argparse.Namespace) -> int:
 
     sid = json.loads(Path(args.spec).read_text())["source_id"]
     source_spec = Path(args.work) / "specs" / "source" / f"{sid}.json"  # written at planning time
-    st = job_repo(Path(args.work), args.store, Path(args.spec), source_spec, args.format, args.level, args.image, Path(args.out),
-                  image_whole=args.image_whole, with_archive=not args.no_archive)
+    st = job_repo(
+        Path(args.work),
+        args.store,
+        Path(args.spec),
+        source_spec,
+        args.format,
+        args.level,
+        args.image,
+        Path(args.out),
+        image_whole=args.image_whole,
+        with_archive=not args.no_archive,
+    )
     print(f"repo {_summary(st)}")
     return 0
 
@@ -126,11 +175,27 @@ def cmd_env(args: argparse.Namespace) -> int:
     validation inputs changed), then the validation (or labelling) of its tasks."""
     from minisandbox.workflowjobs import EnvJobRequest, EnvJobSettings, env_job
 
-    settings = EnvJobSettings(store=args.store, fmt=args.format, level=args.level, image=args.image,
-                              image_whole=args.image_whole, timeout=args.timeout, archive=not args.no_archive)
-    job = EnvJobRequest(work=Path(args.work), spec=Path(args.spec), plan=Path(args.plan), receipt=Path(args.out),
-                        output=Path(args.validation), validate=args.validate, label=args.label, repeats=args.repeats,
-                        workers=args.workers, max_f2p=args.max_f2p)
+    settings = EnvJobSettings(
+        store=args.store,
+        fmt=args.format,
+        level=args.level,
+        image=args.image,
+        image_whole=args.image_whole,
+        timeout=args.timeout,
+        archive=not args.no_archive,
+    )
+    job = EnvJobRequest(
+        work=Path(args.work),
+        spec=Path(args.spec),
+        plan=Path(args.plan),
+        receipt=Path(args.out),
+        output=Path(args.validation),
+        validate=args.validate,
+        label=args.label,
+        repeats=args.repeats,
+        workers=args.workers,
+        max_f2p=args.max_f2p,
+    )
     for line in env_job(settings, job).lines:
         print(line)
     return 0
@@ -147,11 +212,21 @@ def cmd_interp(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from minisandbox.grading.validate import step_validate
 
-    res = step_validate(Path(args.plan), args.env_key, Path(args.receipts), args.store, Path(args.out), Path(args.logs),
-                        repeats=args.repeats, workers=args.workers)
+    res = step_validate(
+        Path(args.plan),
+        args.env_key,
+        Path(args.receipts),
+        args.store,
+        Path(args.out),
+        Path(args.logs),
+        repeats=args.repeats,
+        workers=args.workers,
+    )
     counts = res.counts()
-    print(f"validated {len(res.tasks)} task(s) of {args.env_key} in {res.seconds:.1f} s: "
-          + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    print(
+        f"validated {len(res.tasks)} task(s) of {args.env_key} in {res.seconds:.1f} s: "
+        + ", ".join(f"{k} {v}" for k, v in counts.items())
+    )
     return 0
 
 
@@ -168,8 +243,10 @@ def _validation_files(args: argparse.Namespace) -> list[Path]:
         files += [Path(args.validation_dir) / f"{k}.json" for k in sorted(envs)]
     missing = [f for f in files if not f.exists()]
     if missing:
-        raise MinisandboxError(f"validation result {missing[0]} does not exist ({len(missing)} missing); "
-                               f"its env job writes it: rerun the workflow")
+        raise MinisandboxError(
+            f"validation result {missing[0]} does not exist ({len(missing)} missing); "
+            f"its env job writes it: rerun the workflow"
+        )
     return files
 
 
@@ -200,20 +277,27 @@ def cmd_labelled_tasks(args: argparse.Namespace) -> int:
     files = [Path(args.labels_dir) / f"{k}.json" for k in sorted(plan.get("envs", {}))]
     missing = [f for f in files if not f.exists()]
     if missing:
-        raise MinisandboxError(f"labelling result {missing[0]} does not exist ({len(missing)} missing); "
-                               f"run the workflow with --config label=true")
+        raise MinisandboxError(
+            f"labelling result {missing[0]} does not exist ({len(missing)} missing); "
+            f"run the workflow with --config label=true"
+        )
     with open(args.tasks, encoding="utf-8") as src:
         records = [TaskRecord.from_dict(json.loads(line)["record"]) for line in src if line.strip()]
     doc = write_labelled(records, read_results(files), Path(args.out), Path(args.report))
-    print(f"{doc['labelled']} of {doc['candidates']} candidate(s) labelled, written to {args.out}; "
-          + ", ".join(f"{k} {v}" for k, v in doc["counts"].items() if v) + f" (dropped ones in {args.report})")
+    print(
+        f"{doc['labelled']} of {doc['candidates']} candidate(s) labelled, written to {args.out}; "
+        + ", ".join(f"{k} {v}" for k, v in doc["counts"].items() if v)
+        + f" (dropped ones in {args.report})"
+    )
     return 0
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     from minisandbox.pipeline.steps import format_report, step_index
 
-    report = step_index(args.store, Path(args.plan), Path(args.receipts), _validation_files(args), Path(args.out), Path(args.report))
+    report = step_index(
+        args.store, Path(args.plan), Path(args.receipts), _validation_files(args), Path(args.out), Path(args.report)
+    )
     text = format_report(report)
     atomic_write_text(Path(args.report).with_suffix(".txt"), text + "\n")
     print(text)
@@ -238,8 +322,10 @@ def cmd_label(args: argparse.Namespace) -> int:
     for bad in ing.invalid:
         print(f"minisandbox label: skipping invalid record {bad}", file=sys.stderr)
     if not ing.records:
-        raise MinisandboxError(f"no labelling candidate in {' '.join(args.tasks)}: SWE-smith records with `instance_id`, "
-                               f"`repo` (swesmith/<profile>) and `patch` (the bug) are needed")
+        raise MinisandboxError(
+            f"no labelling candidate in {' '.join(args.tasks)}: SWE-smith records with `instance_id`, "
+            f"`repo` (swesmith/<profile>) and `patch` (the bug) are needed"
+        )
     catalogs = args.catalog or default_catalog_paths()
     if not catalogs:
         raise CatalogError("no environment catalog found; pass --catalog config/catalog/<name>.yaml")
@@ -257,23 +343,40 @@ def cmd_label(args: argparse.Namespace) -> int:
             continue
         env = envs.get(spec.name)
         rkey = repo_key(spec.source, task_commit(spec, rec))
-        repo = (index.get("repos", {}).get(rkey) or {})
+        repo = index.get("repos", {}).get(rkey) or {}
         if env is None or repo.get("status") != "ok":
             what = f"environment of spec {spec.name}" if env is None else f"repo snapshot {rkey}"
-            results[rec.instance_id] = {"status": "env-broken", "reason": f"{store.url} has no published {what}: "
-                                        f"build it (snakemake --config label=true tasks=...)"}
+            results[rec.instance_id] = {
+                "status": "env-broken",
+                "reason": f"{store.url} has no published {what}: build it (snakemake --config label=true tasks=...)",
+            }
             continue
         groups.setdefault(spec.name, (spec, env["manifest"], rkey, repo["manifest"], []))[4].append(rec)
     out_dir = Path(args.out).parent
     for name, (spec, env_m, rkey, repo_m, recs) in groups.items():
-        ex = LayerExecutor(store=store.url, env_manifest=env_m, repo_manifests={rkey: repo_m},
-                           repo_key_of={r.instance_id: rkey for r in recs})
-        res = label_env(env_m.get("key", name), spec, recs, ex, repeats=args.repeats, workers=args.workers,
-                        max_f2p=args.max_f2p, log_dir=Path(args.logs) / name)
+        ex = LayerExecutor(
+            store=store.url,
+            env_manifest=env_m,
+            repo_manifests={rkey: repo_m},
+            repo_key_of={r.instance_id: rkey for r in recs},
+        )
+        res = label_env(
+            env_m.get("key", name),
+            spec,
+            recs,
+            ex,
+            repeats=args.repeats,
+            workers=args.workers,
+            max_f2p=args.max_f2p,
+            log_dir=Path(args.logs) / name,
+        )
         write_result(res, out_dir / "labels" / f"{env_m.get('key', name)}.json")
         results.update(res.tasks)
-        print(f"{name}: {len(recs)} candidate(s) in {res.seconds:.1f} s: "
-              + ", ".join(f"{k} {v}" for k, v in res.counts().items() if v), file=sys.stderr)
+        print(
+            f"{name}: {len(recs)} candidate(s) in {res.seconds:.1f} s: "
+            + ", ".join(f"{k} {v}" for k, v in res.counts().items() if v),
+            file=sys.stderr,
+        )
     doc = write_labelled(ing.records, results, Path(args.out), Path(args.report))
     for iid, d in doc["dropped"].items():
         print(f"DROPPED {iid}: {d['status']}: {d['reason']}", file=sys.stderr)
@@ -295,16 +398,21 @@ def _required(parser: argparse.ArgumentParser, **helps: str) -> None:
 
 
 def _archive_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", default="tar.zst", choices=["tar.zst", "tar.gz"],
-                        help="archive format (default: %(default)s)")
+    parser.add_argument(
+        "--format", default="tar.zst", choices=["tar.zst", "tar.gz"], help="archive format (default: %(default)s)"
+    )
     parser.add_argument("--level", type=int, default=3, help="compression level (default: %(default)s)")
 
 
 def register(sub) -> None:
     _register_plan(sub)
     _register_label(sub)
-    steps = sub.add_parser("pipeline", help="Internal steps of the build workflow (called by the Snakemake rules).",
-                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    steps = sub.add_parser(
+        "pipeline",
+        help="Internal steps of the build workflow (called by the Snakemake rules).",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     steps = steps.add_subparsers(dest="step", required=True, metavar="STEP")
     _register_build_steps(steps)
     _register_jobs(steps)
@@ -312,11 +420,14 @@ def register(sub) -> None:
 
 
 def _register_plan(sub) -> None:
-    p = sub.add_parser("plan", help="Expand task files into the unique repos and environments to build.",
-                       description="Read task files and catalogs, match every task to its environment spec "
-                                   "and write the plan (unique sources, repo snapshots, environments); prints "
-                                   "the counts, and one INVALID line per invalid record on stderr. Exits 1 when "
-                                   "no task is usable.")
+    p = sub.add_parser(
+        "plan",
+        help="Expand task files into the unique repos and environments to build.",
+        description="Read task files and catalogs, match every task to its environment spec "
+        "and write the plan (unique sources, repo snapshots, environments); prints "
+        "the counts, and one INVALID line per invalid record on stderr. Exits 1 when "
+        "no task is usable.",
+    )
     p.add_argument("--tasks", nargs="+", required=True, help="task files (JSONL/JSON/Parquet)")
     p.add_argument("--catalog", nargs="+", required=True, help="environment catalogs (config/catalog/*.yaml)")
     p.add_argument("--plan-dir", default="results/work/plan", help="where plans are cached (default: %(default)s)")
@@ -325,26 +436,41 @@ def _register_plan(sub) -> None:
 
 
 def _register_label(sub) -> None:
-    p = sub.add_parser("label", help="Compute FAIL_TO_PASS/PASS_TO_PASS of candidate bugs (SWE-smith records).",
-                       description="Label a handful of candidate bugs as SWE-smith does, in sandboxes over a "
-                                   "published store's environments: the whole suite with the fixed code (once per "
-                                   "environment) and with each bug; FAIL_TO_PASS = passed fixed and failed or "
-                                   "missing with the bug, PASS_TO_PASS = passed in both; flaky tests left out. "
-                                   "Writes the labelled records (SWE-smith JSONL) and a report of the dropped "
-                                   "ones. For many candidates run the workflow with --config label=true "
-                                   "(docs/labelling.md).")
-    p.add_argument("--tasks", nargs="+", required=True, help="candidate records (JSONL/JSON/Parquet): instance_id, "
-                                                             "repo, patch (the bug); lists absent or empty")
+    p = sub.add_parser(
+        "label",
+        help="Compute FAIL_TO_PASS/PASS_TO_PASS of candidate bugs (SWE-smith records).",
+        description="Label a handful of candidate bugs as SWE-smith does, in sandboxes over a "
+        "published store's environments: the whole suite with the fixed code (once per "
+        "environment) and with each bug; FAIL_TO_PASS = passed fixed and failed or "
+        "missing with the bug, PASS_TO_PASS = passed in both; flaky tests left out. "
+        "Writes the labelled records (SWE-smith JSONL) and a report of the dropped "
+        "ones. For many candidates run the workflow with --config label=true "
+        "(docs/labelling.md).",
+    )
+    p.add_argument(
+        "--tasks",
+        nargs="+",
+        required=True,
+        help="candidate records (JSONL/JSON/Parquet): instance_id, repo, patch (the bug); lists absent or empty",
+    )
     p.add_argument("--store", help="published store URL (default: $MINISANDBOX_STORE or the default config's)")
     p.add_argument("--catalog", nargs="+", help="environment catalogs (default: those config/config.yaml names)")
-    p.add_argument("--out", default="results/label/labelled_tasks.jsonl",
-                   help="labelled records to write (default: %(default)s)")
-    p.add_argument("--report", default="results/label/report.json",
-                   help="report to write: counts, dropped candidates and why (default: %(default)s)")
+    p.add_argument(
+        "--out", default="results/label/labelled_tasks.jsonl", help="labelled records to write (default: %(default)s)"
+    )
+    p.add_argument(
+        "--report",
+        default="results/label/report.json",
+        help="report to write: counts, dropped candidates and why (default: %(default)s)",
+    )
     p.add_argument("--logs", default="results/label/logs", help="run logs (default: %(default)s)")
     p.add_argument("--repeats", type=int, default=1, help="runs of each suite; >1 finds flaky tests (default: 1)")
-    p.add_argument("--max-f2p", type=int, default=0,
-                   help="drop candidates with more FAIL_TO_PASS tests, over-broad bugs (default: 0, no limit)")
+    p.add_argument(
+        "--max-f2p",
+        type=int,
+        default=0,
+        help="drop candidates with more FAIL_TO_PASS tests, over-broad bugs (default: 0, no limit)",
+    )
     p.add_argument("--workers", type=int, default=2, help="concurrent runs (default: %(default)s)")
     p.set_defaults(func=cmd_label)
 
@@ -354,46 +480,89 @@ def _register_build_steps(steps) -> None:
     s = _step(steps, "bundled", "Create the bundled task set's git repositories locally.", cmd_bundled)
     _required(s, dest="directory for the repositories", done="marker file listing the repositories")
     s = _step(steps, "mirror", "Clone or update the bare mirror of one source.", cmd_mirror)
-    _required(s, spec="source spec JSON from the plan", mirror="bare mirror directory",
-              status="status file to write", log="log file")
+    _required(
+        s,
+        spec="source spec JSON from the plan",
+        mirror="bare mirror directory",
+        status="status file to write",
+        log="log file",
+    )
     s = _step(steps, "snapshot", "Write a commit's tree as a fresh single-commit repository.", cmd_snapshot)
-    _required(s, spec="repo spec JSON from the plan", mirror="bare mirror directory",
-              mirror_status="status file of the mirror step", out="snapshot directory", status="status file to write")
+    _required(
+        s,
+        spec="repo spec JSON from the plan",
+        mirror="bare mirror directory",
+        mirror_status="status file of the mirror step",
+        out="snapshot directory",
+        status="status file to write",
+    )
     s = _step(steps, "resolve", "Resolve an environment's dependencies to a pinned lock.", cmd_resolve)
-    _required(s, spec="env spec JSON from the plan", repo="repo snapshot directory",
-              repo_status="status file of the snapshot step", out="lock status file to write", log="log file")
+    _required(
+        s,
+        spec="env spec JSON from the plan",
+        repo="repo snapshot directory",
+        repo_status="status file of the snapshot step",
+        out="lock status file to write",
+        log="log file",
+    )
     s = _step(steps, "build", "Build an environment's venv at the canonical path.", cmd_build)
-    _required(s, spec="env spec JSON from the plan", lock="lock status file of the resolve step",
-              repo="repo snapshot directory", out="built tree directory", status="status file to write",
-              log="log file")
-    s.add_argument("--timeout", type=float, default=1800, help="seconds before the build is killed (default: %(default)s)")
+    _required(
+        s,
+        spec="env spec JSON from the plan",
+        lock="lock status file of the resolve step",
+        repo="repo snapshot directory",
+        out="built tree directory",
+        status="status file to write",
+        log="log file",
+    )
+    s.add_argument(
+        "--timeout", type=float, default=1800, help="seconds before the build is killed (default: %(default)s)"
+    )
     s = _step(steps, "pack", "Pack a tree into a deterministic archive.", cmd_pack)
-    _required(s, key="env or repo key", tree="directory to pack", upstream="status file of the step that made the tree",
-              out="archive to write", status="status file to write")
+    _required(
+        s,
+        key="env or repo key",
+        tree="directory to pack",
+        upstream="status file of the step that made the tree",
+        out="archive to write",
+        status="status file to write",
+    )
     _archive_options(s)
     s.add_argument("--image", action="store_true", help="also build a squashfs image (root nodes mount it)")
     s.add_argument("--no-archive", action="store_true", help=NO_ARCHIVE_HELP)
     s = _step(steps, "checksum", "Digest an archive and write its manifest.", cmd_checksum)
     s.add_argument("--kind", required=True, choices=["env", "repo"], help="artifact kind")
-    _required(s, spec="env or repo spec JSON from the plan", archive="archive to digest",
-              pack_status="status file of the pack step", upstream="status file of the build or snapshot step",
-              out="manifest status file to write")
+    _required(
+        s,
+        spec="env or repo spec JSON from the plan",
+        archive="archive to digest",
+        pack_status="status file of the pack step",
+        upstream="status file of the build or snapshot step",
+        out="manifest status file to write",
+    )
     s = _step(steps, "publish", "Upload an archive and its manifest (atomically) to a store.", cmd_publish)
     s.add_argument("--store", required=True, help="store URL")
     s.add_argument("--kind", required=True, choices=["env", "repo"], help="artifact kind")
-    _required(s, key="env or repo key", manifest="manifest status file of the checksum step",
-              archive="archive to upload")
+    _required(
+        s, key="env or repo key", manifest="manifest status file of the checksum step", archive="archive to upload"
+    )
     s.add_argument("--log", default=None, help="build log to publish with it")
     s.add_argument("--out", required=True, help="publish receipt to write")
     s.add_argument("--image-whole", action="store_true", help=IMAGE_WHOLE_HELP)
 
 
 _JOBS = {
-    "repo": ("mirror (once per source), snapshot, pack, checksum and publish one repository snapshot (the workflow "
-             "job of a repo key that several environments or tasks use)", cmd_repo),
-    "env": ("the workflow job of one env key: the repo snapshot it is built at when nothing else uses it, then "
-            "resolve, build, pack, checksum and publish the environment (reused when only its validation inputs "
-            "changed), then validate its tasks", cmd_env),
+    "repo": (
+        "mirror (once per source), snapshot, pack, checksum and publish one repository snapshot (the workflow "
+        "job of a repo key that several environments or tasks use)",
+        cmd_repo,
+    ),
+    "env": (
+        "the workflow job of one env key: the repo snapshot it is built at when nothing else uses it, then "
+        "resolve, build, pack, checksum and publish the environment (reused when only its validation inputs "
+        "changed), then validate its tasks",
+        cmd_env,
+    ),
 }
 
 
@@ -402,8 +571,12 @@ def _register_jobs(steps) -> None:
     interpreter build."""
     for name, (what, func) in _JOBS.items():
         s = _step(steps, name, what[0].upper() + what[1:] + ".", func)
-        _required(s, work="the workflow's work dir (status files, trees, archives)", store="store URL",
-                  spec=f"{name} spec JSON from the plan")
+        _required(
+            s,
+            work="the workflow's work dir (status files, trees, archives)",
+            store="store URL",
+            spec=f"{name} spec JSON from the plan",
+        )
         if name == "env":
             _env_job_options(s)
         _archive_options(s)
@@ -412,8 +585,13 @@ def _register_jobs(steps) -> None:
         s.add_argument("--no-archive", action="store_true", help=NO_ARCHIVE_HELP)
         s.add_argument("--out", required=True, help="publish receipt to write")
     s = _step(steps, "interp", "Pack and publish an interpreter layer (once per interpreter build).", cmd_interp)
-    _required(s, spec="interpreter spec JSON from the plan", store="store URL",
-              work="scratch directory for the archive", out="receipt to write")
+    _required(
+        s,
+        spec="interpreter spec JSON from the plan",
+        store="store URL",
+        work="scratch directory for the archive",
+        out="receipt to write",
+    )
     _archive_options(s)
 
 
@@ -421,26 +599,42 @@ def _env_job_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--plan", required=True, help="the current plan JSON (folded repos, tasks to validate)")
     s.add_argument("--timeout", type=float, default=1800, help="build timeout in seconds (default: %(default)s)")
     s.add_argument("--validate", action="store_true", help="validate the environment's tasks after the build")
-    s.add_argument("--validation", required=True, help="validation JSON to write (`validated: false` without --validate)")
-    s.add_argument("--label", action="store_true",
-                   help="label the environment's candidates instead (docs/labelling.md); --validation "
-                        "is then the labelling JSON to write")
-    s.add_argument("--max-f2p", type=int, default=0,
-                   help="with --label: drop candidates with more FAIL_TO_PASS tests (0: no limit)")
+    s.add_argument(
+        "--validation", required=True, help="validation JSON to write (`validated: false` without --validate)"
+    )
+    s.add_argument(
+        "--label",
+        action="store_true",
+        help="label the environment's candidates instead (docs/labelling.md); --validation "
+        "is then the labelling JSON to write",
+    )
+    s.add_argument(
+        "--max-f2p",
+        type=int,
+        default=0,
+        help="with --label: drop candidates with more FAIL_TO_PASS tests (0: no limit)",
+    )
     s.add_argument("--repeats", type=int, default=1, help="validation runs per phase; >1 detects flaky tests")
     s.add_argument("--workers", type=int, default=2, help="concurrent task validations (default: %(default)s)")
 
 
 def _register_result_steps(steps) -> None:
     """What follows the builds: validation, the task files of valid or labelled tasks, the index."""
-    s = _step(steps, "validate", "Validate one environment's tasks (gold patch passes, no patch fails).",
-              cmd_validate)
-    s.description = ("For every task of one environment: without a patch F2P fails and P2P passes; with the "
-                     "gold patch all pass. Writes the per-task statuses (valid, env-broken, flaky, timeout) "
-                     "as JSON plus run logs.")
-    _required(s, plan="plan JSON", env_key="the environment to validate",
-              receipts="publish receipts dir (holds env/ and repo/)", store="store URL",
-              out="validation JSON to write", logs="directory for run logs")
+    s = _step(steps, "validate", "Validate one environment's tasks (gold patch passes, no patch fails).", cmd_validate)
+    s.description = (
+        "For every task of one environment: without a patch F2P fails and P2P passes; with the "
+        "gold patch all pass. Writes the per-task statuses (valid, env-broken, flaky, timeout) "
+        "as JSON plus run logs."
+    )
+    _required(
+        s,
+        plan="plan JSON",
+        env_key="the environment to validate",
+        receipts="publish receipts dir (holds env/ and repo/)",
+        store="store URL",
+        out="validation JSON to write",
+        logs="directory for run logs",
+    )
     s.add_argument("--repeats", type=int, default=1, help="runs per phase; >1 detects flaky tests")
     s.add_argument("--workers", type=int, default=2, help="concurrent validations (default: %(default)s)")
 
@@ -450,12 +644,20 @@ def _register_result_steps(steps) -> None:
     s.add_argument("--plan", help="plan JSON (which environments --validation-dir holds)")
     _required(s, tasks="the plan's tasks.jsonl", out="task file (JSONL) to write")
 
-    s = _step(steps, "labelled-tasks", "Write the labelled candidates (label mode) and the labelling report.",
-              cmd_labelled_tasks)
-    _required(s, plan="plan JSON (which environments --labels-dir holds)",
-              labels_dir="directory with one labelling JSON per planned environment",
-              tasks="the plan's tasks.jsonl", out="task file (JSONL, SWE-smith records) to write",
-              report="report JSON to write (counts, dropped candidates and why)")
+    s = _step(
+        steps,
+        "labelled-tasks",
+        "Write the labelled candidates (label mode) and the labelling report.",
+        cmd_labelled_tasks,
+    )
+    _required(
+        s,
+        plan="plan JSON (which environments --labels-dir holds)",
+        labels_dir="directory with one labelling JSON per planned environment",
+        tasks="the plan's tasks.jsonl",
+        out="task file (JSONL, SWE-smith records) to write",
+        report="report JSON to write (counts, dropped candidates and why)",
+    )
 
     s = _step(steps, "index", "Write the store's index (all tasks -> artifacts) and the run report.", cmd_index)
     _required(s, store="store URL", plan="plan JSON", receipts="publish receipts dir")

@@ -32,40 +32,87 @@ def _limit(name: str):
 
 
 #: CLI option -> Limits field. Unset options keep the default (`Limits.default()`).
-_LIMIT_OPTIONS = {"memory": "memory_bytes", "pids": "pids", "cpu_seconds": "cpu_seconds",
-                  "sandbox_cpu_seconds": "sandbox_cpu_seconds",
-                  "file_size": "file_size_bytes", "tmpfs": "tmpfs_bytes", "max_output": "output_bytes"}
+_LIMIT_OPTIONS = {
+    "memory": "memory_bytes",
+    "pids": "pids",
+    "cpu_seconds": "cpu_seconds",
+    "sandbox_cpu_seconds": "sandbox_cpu_seconds",
+    "file_size": "file_size_bytes",
+    "tmpfs": "tmpfs_bytes",
+    "max_output": "output_bytes",
+}
 
 
 def _add_sandbox_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--network", choices=["none", "host"], default="none",
-                   help="none (default): loopback only, downloads fail fast; host: share the host network")
-    p.add_argument("--rootless", action="store_true", default=None,
-                   help="use a user namespace even as root (default: rootless when not root)")
+    p.add_argument(
+        "--network",
+        choices=["none", "host"],
+        default="none",
+        help="none (default): loopback only, downloads fail fast; host: share the host network",
+    )
+    p.add_argument(
+        "--rootless",
+        action="store_true",
+        default=None,
+        help="use a user namespace even as root (default: rootless when not root)",
+    )
     d = DEFAULT_LIMITS.describe()  # the built-in defaults; $MINISANDBOX_LIMITS may change them
-    p.add_argument("--memory", type=_limit("memory_bytes"), default=argparse.SUPPRESS,
-                   help=f"memory limit of the whole sandbox (cgroup, else RLIMIT_AS per process); "
-                        f"'none' lifts it (default {d['memory_bytes']})")
-    p.add_argument("--pids", type=_limit("pids"), default=argparse.SUPPRESS,
-                   help=f"process limit (cgroup, else RLIMIT_NPROC) (default {d['pids']})")
-    p.add_argument("--cpu-seconds", type=_limit("cpu_seconds"), default=argparse.SUPPRESS,
-                   help=f"CPU time of all processes of one command, in total where a cgroup counts it, "
-                        f"else per process (RLIMIT_CPU; see `minisandbox doctor`) (default {d['cpu_seconds']})")
-    p.add_argument("--sandbox-cpu-seconds", type=_limit("sandbox_cpu_seconds"), default=argparse.SUPPRESS,
-                   help=f"CPU time of everything the sandbox runs, background processes included; past it every "
-                        f"process is killed (cgroup only; see `minisandbox doctor`) "
-                        f"(default {d['sandbox_cpu_seconds']})")
-    p.add_argument("--file-size", type=_limit("file_size_bytes"), default=argparse.SUPPRESS,
-                   help=f"largest file a process may write (RLIMIT_FSIZE) (default {d['file_size_bytes']})")
-    p.add_argument("--tmpfs", type=_limit("tmpfs_bytes"), default=argparse.SUPPRESS,
-                   help=f"one budget for /tmp, /root, /dev/shm and the writable layers' changes "
-                        f"(default {d['tmpfs_bytes']})")
-    p.add_argument("--max-output", type=_limit("output_bytes"), default=argparse.SUPPRESS,
-                   help=f"output shown per command; the rest is dropped (default {d['output_bytes']})")
-    p.add_argument("--no-seccomp", action="store_true",
-                   help="debugging only: no seccomp filter (nested namespaces, keyrings, bpf become reachable)")
-    p.add_argument("--allow-ptrace", action="store_true",
-                   help="let commands ptrace the sandbox's other processes (gdb -p, strace -p); off by default")
+    p.add_argument(
+        "--memory",
+        type=_limit("memory_bytes"),
+        default=argparse.SUPPRESS,
+        help=f"memory limit of the whole sandbox (cgroup, else RLIMIT_AS per process); "
+        f"'none' lifts it (default {d['memory_bytes']})",
+    )
+    p.add_argument(
+        "--pids",
+        type=_limit("pids"),
+        default=argparse.SUPPRESS,
+        help=f"process limit (cgroup, else RLIMIT_NPROC) (default {d['pids']})",
+    )
+    p.add_argument(
+        "--cpu-seconds",
+        type=_limit("cpu_seconds"),
+        default=argparse.SUPPRESS,
+        help=f"CPU time of all processes of one command, in total where a cgroup counts it, "
+        f"else per process (RLIMIT_CPU; see `minisandbox doctor`) (default {d['cpu_seconds']})",
+    )
+    p.add_argument(
+        "--sandbox-cpu-seconds",
+        type=_limit("sandbox_cpu_seconds"),
+        default=argparse.SUPPRESS,
+        help=f"CPU time of everything the sandbox runs, background processes included; past it every "
+        f"process is killed (cgroup only; see `minisandbox doctor`) "
+        f"(default {d['sandbox_cpu_seconds']})",
+    )
+    p.add_argument(
+        "--file-size",
+        type=_limit("file_size_bytes"),
+        default=argparse.SUPPRESS,
+        help=f"largest file a process may write (RLIMIT_FSIZE) (default {d['file_size_bytes']})",
+    )
+    p.add_argument(
+        "--tmpfs",
+        type=_limit("tmpfs_bytes"),
+        default=argparse.SUPPRESS,
+        help=f"one budget for /tmp, /root, /dev/shm and the writable layers' changes (default {d['tmpfs_bytes']})",
+    )
+    p.add_argument(
+        "--max-output",
+        type=_limit("output_bytes"),
+        default=argparse.SUPPRESS,
+        help=f"output shown per command; the rest is dropped (default {d['output_bytes']})",
+    )
+    p.add_argument(
+        "--no-seccomp",
+        action="store_true",
+        help="debugging only: no seccomp filter (nested namespaces, keyrings, bpf become reachable)",
+    )
+    p.add_argument(
+        "--allow-ptrace",
+        action="store_true",
+        help="let commands ptrace the sandbox's other processes (gdb -p, strace -p); off by default",
+    )
     p.add_argument("--scratch", help="directory for on-disk upper layers (default: tmpfs inside the sandbox)")
     p.add_argument("--copy-layers", action="store_true", help="copy layers instead of overlaying them")
     p.add_argument("--timeout", type=float, help="kill the command's process tree after this many seconds")
@@ -75,9 +122,15 @@ def _options(args: argparse.Namespace) -> dict:
     """SandboxConfig fields from the options: the default limits ($MINISANDBOX_LIMITS), with
     each limit option given on the command line replacing its field."""
     changes = {field: getattr(args, opt) for opt, field in _LIMIT_OPTIONS.items() if hasattr(args, opt)}
-    return {"network": args.network, "rootless": args.rootless, "scratch_dir": args.scratch,
-            "copy_layers": args.copy_layers, "limits": dataclasses.replace(Limits.default(), **changes),
-            "seccomp": not args.no_seccomp, "ptrace": args.allow_ptrace}
+    return {
+        "network": args.network,
+        "rootless": args.rootless,
+        "scratch_dir": args.scratch,
+        "copy_layers": args.copy_layers,
+        "limits": dataclasses.replace(Limits.default(), **changes),
+        "seccomp": not args.no_seccomp,
+        "ptrace": args.allow_ptrace,
+    }
 
 
 @contextlib.contextmanager
@@ -186,7 +239,7 @@ def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
                 seen += len(data)
                 view = memoryview(keep)
                 while view:
-                    view = view[os.write(dest[fd], view):]
+                    view = view[os.write(dest[fd], view) :]
         if code is None:  # both pipes closed first: the CPU watcher's kill also closes them
             over = cpu is not None and cpu.exceeded(force=True)  # read before `wait` removes the cgroup
             code = sb.wait(cid)
@@ -200,8 +253,11 @@ def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
         for r, _w in pipes:
             os.close(r)
     if seen > budget:
-        print(f"minisandbox: output truncated: {seen} bytes written, the first {budget} shown "
-              f"(--max-output / MINISANDBOX_LIMITS output=)", file=sys.stderr)
+        print(
+            f"minisandbox: output truncated: {seen} bytes written, the first {budget} shown "
+            f"(--max-output / MINISANDBOX_LIMITS output=)",
+            file=sys.stderr,
+        )
     if cpu is None and code == -signal.SIGXCPU:
         from minisandbox.sandbox.sandbox import rlimit_cpu_message
 
@@ -242,8 +298,9 @@ def cmd_exec(args: argparse.Namespace) -> int:
     from minisandbox.sandbox.sandbox import Sandbox
 
     argv = _argv(args.cmd) if [c for c in args.cmd if c != "--"] else None
-    with Sandbox(args.layer or [], interpreter=_interpreter(args.python), **_options(args),
-                 env=_venv_env(args.layer or [])) as sb:
+    with Sandbox(
+        args.layer or [], interpreter=_interpreter(args.python), **_options(args), env=_venv_env(args.layer or [])
+    ) as sb:
         if argv is None:  # no command: a persistent shell session on stdin
             return _interactive(sb)
         code = _run_streaming(sb, argv, args.timeout)
@@ -312,14 +369,19 @@ def cmd_shell(args: argparse.Namespace) -> int:
         return _interactive(sb)
 
 
-STORE_HELP = ("published store URL (default: $MINISANDBOX_STORE, else the store: of ./config/config.yaml, "
-              "else ./results/store; all relative to the current directory)")
+STORE_HELP = (
+    "published store URL (default: $MINISANDBOX_STORE, else the store: of ./config/config.yaml, "
+    "else ./results/store; all relative to the current directory)"
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="Run a command in a task's sandbox (start state, network off).",
-                       description="Run CMD in a fresh sandbox of TASK_ID (its layers fetched from the store into "
-                                   "the node cache first); exits with the command's exit code.")
+    p = sub.add_parser(
+        "run",
+        help="Run a command in a task's sandbox (start state, network off).",
+        description="Run CMD in a fresh sandbox of TASK_ID (its layers fetched from the store into "
+        "the node cache first); exits with the command's exit code.",
+    )
     p.add_argument("--store", help=STORE_HELP)
     p.add_argument("--cache", help="node cache dir (default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)")
     p.add_argument("--diff", action="store_true", help="print the repo's diff since the start state afterwards")
@@ -328,24 +390,41 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ... (one argument: run with bash -c)")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("shell", help="Open an interactive bash session in a task's sandbox.",
-                       description="A persistent bash session in a fresh sandbox of TASK_ID; Ctrl-C interrupts "
-                                   "the running command, EOF (Ctrl-D) ends the session.")
+    p = sub.add_parser(
+        "shell",
+        help="Open an interactive bash session in a task's sandbox.",
+        description="A persistent bash session in a fresh sandbox of TASK_ID; Ctrl-C interrupts "
+        "the running command, EOF (Ctrl-D) ends the session.",
+    )
     p.add_argument("--store", help=STORE_HELP)
     p.add_argument("--cache", help="node cache dir (default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)")
     _add_sandbox_options(p)
     p.add_argument("task_id", metavar="TASK_ID", help="instance id of a task in the store")
     p.set_defaults(func=cmd_shell)
 
-    p = sub.add_parser("sandbox-exec", help="Run a command in a sandbox over layer directories (no store).",
-                       description="A sandbox over restored layer directories given with --layer; no store or "
-                                   "cache is involved. Without CMD, runs a shell session reading stdin.")
-    p.add_argument("--layer", action="append", type=_parse_layer, metavar="DIR:MOUNTPATH[:ro|rw]",
-                   help="a restored tree and where it appears (writable overlay unless :ro); repeatable")
-    p.add_argument("--python", metavar="VERSION:PREFIX|PREFIX|VERSION",
-                   help="base interpreter to bind read-only at PREFIX (the venv's pyvenv.cfg home)")
+    p = sub.add_parser(
+        "sandbox-exec",
+        help="Run a command in a sandbox over layer directories (no store).",
+        description="A sandbox over restored layer directories given with --layer; no store or "
+        "cache is involved. Without CMD, runs a shell session reading stdin.",
+    )
+    p.add_argument(
+        "--layer",
+        action="append",
+        type=_parse_layer,
+        metavar="DIR:MOUNTPATH[:ro|rw]",
+        help="a restored tree and where it appears (writable overlay unless :ro); repeatable",
+    )
+    p.add_argument(
+        "--python",
+        metavar="VERSION:PREFIX|PREFIX|VERSION",
+        help="base interpreter to bind read-only at PREFIX (the venv's pyvenv.cfg home)",
+    )
     p.add_argument("--diff", action="store_true", help="print the diff of /testbed since start afterwards")
     _add_sandbox_options(p)
-    p.add_argument("cmd", nargs=argparse.REMAINDER,
-                   help="-- CMD ... (one argument: run with bash -c; none: a shell session reading stdin)")
+    p.add_argument(
+        "cmd",
+        nargs=argparse.REMAINDER,
+        help="-- CMD ... (one argument: run with bash -c; none: a shell session reading stdin)",
+    )
     p.set_defaults(func=cmd_exec)

@@ -29,8 +29,10 @@ def _cache(args: argparse.Namespace, *, create: bool = True, progress=None):
     root = Path(args.cache) if args.cache else None
     if not create and not (root or cache_dir()).is_dir():
         if root is not None:
-            raise CacheMissing(f"no cache at {root}: the directory does not exist; check --cache "
-                               f"(default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)")
+            raise CacheMissing(
+                f"no cache at {root}: the directory does not exist; check --cache "
+                f"(default: $MINISANDBOX_CACHE or ~/.cache/minisandbox)"
+            )
         return None
     budget = None
     if getattr(args, "io_slots", None) is not None:
@@ -49,8 +51,10 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         from minisandbox.node.published import iter_selected
         from minisandbox.records import Selection
 
-        picked = Selection.parse([*args.task_ids, *(args.instance_ids or [])] if args.instance_ids is not None or args.task_ids
-                                 else None, args.repo)
+        picked = Selection.parse(
+            [*args.task_ids, *(args.instance_ids or [])] if args.instance_ids is not None or args.task_ids else None,
+            args.repo,
+        )
         args.task_ids = [e["instance_id"] for e in iter_selected(store, picked)]
     if not args.task_ids:
         from minisandbox.records import SelectionError
@@ -71,8 +75,15 @@ def cmd_fetch(args: argparse.Namespace) -> int:
             print(f"minisandbox fetch: {tid}: {res}", file=sys.stderr)
             rows.append({"instance_id": tid, "error": str(res)})
             continue
-        rows.append({"instance_id": tid, "seconds": round(res.seconds, 3), "downloaded": res.downloaded,
-                     "layers": {k: str(v) for k, v in res.layers.items()}, "interpreter": res.interpreter})
+        rows.append(
+            {
+                "instance_id": tid,
+                "seconds": round(res.seconds, 3),
+                "downloaded": res.downloaded,
+                "layers": {k: str(v) for k, v in res.layers.items()},
+                "interpreter": res.interpreter,
+            }
+        )
         if not args.json:
             how = "fetched" if res.downloaded else "cached"
             print(f"{tid}\t{how}\t{res.seconds:.2f}s\t" + "\t".join(f"{k}={v}" for k, v in res.layers.items()))
@@ -89,20 +100,26 @@ def cmd_cache_ls(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([{**e.__dict__, "path": str(e.path)} for e in entries], indent=1))
         return 0
-    print(f"cache {cache.root if cache else cache_dir()}: {len(entries)} entries, "
-          f"{human(sum(e.layer_bytes + e.archive_bytes for e in entries))}")
+    print(
+        f"cache {cache.root if cache else cache_dir()}: {len(entries)} entries, "
+        f"{human(sum(e.layer_bytes + e.archive_bytes for e in entries))}"
+    )
     for e in entries:
         when = _dt.datetime.fromtimestamp(e.last_used).strftime("%Y-%m-%d %H:%M:%S") if e.last_used else "-"
-        print(f"{e.digest[:12]}  {e.kind:4}  {human(e.layer_bytes + e.archive_bytes):>7}  {when}  "
-              f"leases={e.leases}  {e.key}")
+        print(
+            f"{e.digest[:12]}  {e.kind:4}  {human(e.layer_bytes + e.archive_bytes):>7}  {when}  "
+            f"leases={e.leases}  {e.key}"
+        )
     return 0
 
 
 def _print_leftovers(state: Path, lo) -> None:  # noqa: ANN001 - minisandbox.sandbox.leftovers.ReapReport
     """One line per crash-cleanup pass that found something (docs/sandbox.md)."""
     if lo.records or lo.errors:
-        print(f"node state {state}: cleaned up after {lo.records} dead controller(s): "
-              f"{len(lo.cgroups)} cgroup(s), {len(lo.scratch)} scratch dir(s), {len(lo.mounts)} mount(s) removed")
+        print(
+            f"node state {state}: cleaned up after {lo.records} dead controller(s): "
+            f"{len(lo.cgroups)} cgroup(s), {len(lo.scratch)} scratch dir(s), {len(lo.mounts)} mount(s) removed"
+        )
     for err in lo.errors:
         print(f"node state {state}: {err}", file=sys.stderr)
 
@@ -115,35 +132,57 @@ def cmd_cache_gc(args: argparse.Namespace) -> int:
         from minisandbox.sandbox.leftovers import reap
 
         lo = reap(state_dir())
-        print(json.dumps({"removed": [], "freed": 0, "leftovers": lo.__dict__}) if args.json
-              else "no cache on this node yet: nothing to clean")
+        print(
+            json.dumps({"removed": [], "freed": 0, "leftovers": lo.__dict__})
+            if args.json
+            else "no cache on this node yet: nothing to clean"
+        )
         if not args.json:
             _print_leftovers(state_dir(), lo)
         return 0
     report = cache.gc(args.max_bytes)
     if args.json:
         removed = [{**e.__dict__, "path": str(e.path)} for e in report.removed]
-        print(json.dumps({"cache": str(cache.root), "removed": removed,
-                          "freed": report.freed, "total_before": report.total_before,
-                          "total_after": report.total_after, "kept_leased": report.kept_leased,
-                          "stale_removed": report.stale_removed,
-                          "leftovers": report.leftovers.__dict__ if report.leftovers else None}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "cache": str(cache.root),
+                    "removed": removed,
+                    "freed": report.freed,
+                    "total_before": report.total_before,
+                    "total_after": report.total_after,
+                    "kept_leased": report.kept_leased,
+                    "stale_removed": report.stale_removed,
+                    "leftovers": report.leftovers.__dict__ if report.leftovers else None,
+                },
+                indent=1,
+            )
+        )
         return 0
     for e in report.removed:
         print(f"evicted {e.digest[:12]} {e.kind} {e.key} ({human(e.layer_bytes + e.archive_bytes)})")
-    print(f"cache {cache.root}: {human(report.total_before)} -> {human(report.total_after)}, "
-          f"freed {human(report.freed)}, {len(report.removed)} evicted, {report.kept_leased} leased kept, "
-          f"{report.stale_removed} stale temp dirs removed")
+    print(
+        f"cache {cache.root}: {human(report.total_before)} -> {human(report.total_after)}, "
+        f"freed {human(report.freed)}, {len(report.removed)} evicted, {report.kept_leased} leased kept, "
+        f"{report.stale_removed} stale temp dirs removed"
+    )
     if report.leftovers is not None:
         _print_leftovers(cache.state_dir(), report.leftovers)
     if args.max_bytes is not None and report.total_after > args.max_bytes:
-        print(f"cache {cache.root}: still {human(report.total_after)} > {human(args.max_bytes)}: the rest is leased "
-              f"by running sandboxes", file=sys.stderr)
+        print(
+            f"cache {cache.root}: still {human(report.total_after)} > {human(args.max_bytes)}: the rest is leased "
+            f"by running sandboxes",
+            file=sys.stderr,
+        )
     return 0
 
 
-STORE_HELP = ("store URL (default: $MINISANDBOX_STORE, else the store: of ./config/config.yaml, else "
-              "./results/store; relative to the current directory)")
+STORE_HELP = (
+    "store URL (default: $MINISANDBOX_STORE, else the store: of ./config/config.yaml, else "
+    "./results/store; relative to the current directory)"
+)
+
+
 def cmd_cache_clear(args: argparse.Namespace) -> int:
     from minisandbox.node.cache import check_cache_dir
     from minisandbox.paths import cache_dir
@@ -157,14 +196,26 @@ def cmd_cache_clear(args: argparse.Namespace) -> int:
         return 0
     report = cache.clear(force=args.force)
     if args.json:
-        print(json.dumps({"cache": str(report.root), "entries": report.entries, "freed": report.freed,
-                          "unmounted": report.unmounted, "ended": report.ended,
-                          "leftovers": report.leftovers.__dict__ if report.leftovers else None}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "cache": str(report.root),
+                    "entries": report.entries,
+                    "freed": report.freed,
+                    "unmounted": report.unmounted,
+                    "ended": report.ended,
+                    "leftovers": report.leftovers.__dict__ if report.leftovers else None,
+                },
+                indent=1,
+            )
+        )
         return 0
     for pid, owner in sorted(report.ended.items()):
         print(f"ended pid {pid}" + (f" ({owner})" if owner else ""))
-    print(f"cache {report.root}: removed {report.entries} entries ({human(report.freed)}), "
-          f"{report.unmounted} image layers unmounted")
+    print(
+        f"cache {report.root}: removed {report.entries} entries ({human(report.freed)}), "
+        f"{report.unmounted} image layers unmounted"
+    )
     return 0
 
 
@@ -176,9 +227,14 @@ VALIDATION_STATUSES = ("valid", "env-broken", "flaky", "timeout")
 def _task_row(entry: dict) -> dict:
     """What `tasks` shows of an index entry (never the record: patches can be large)."""
     validation = entry.get("validation") or {}
-    return {"instance_id": entry["instance_id"], "status": entry.get("status", "ready"),
-            "env_key": entry.get("env_key"), "spec_name": entry.get("spec_name"),
-            "repo_key": entry.get("repo_key"), "validation": validation.get("status")}
+    return {
+        "instance_id": entry["instance_id"],
+        "status": entry.get("status", "ready"),
+        "env_key": entry.get("env_key"),
+        "spec_name": entry.get("spec_name"),
+        "repo_key": entry.get("repo_key"),
+        "validation": validation.get("status"),
+    }
 
 
 TASK_COLUMNS = ("instance_id", "status", "env_key", "spec_name", "validation")
@@ -202,7 +258,9 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     for entry in iter_selected(store, picked):
         row = _task_row(entry)
         counts[row["status"]] = counts.get(row["status"], 0) + 1
-        if (args.status and row["status"] not in args.status) or (args.validation and row["validation"] not in args.validation):
+        if (args.status and row["status"] not in args.status) or (
+            args.validation and row["validation"] not in args.validation
+        ):
             continue
         rows.append(row)
     rows.sort(key=lambda r: r["instance_id"])
@@ -221,67 +279,106 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("fetch", help="Make tasks' environments ready in this node's cache.",
-                       description="Resolve task ids in a published store and unpack their repo and env layers "
-                                   "into the node cache (verified, once per node).")
+    p = sub.add_parser(
+        "fetch",
+        help="Make tasks' environments ready in this node's cache.",
+        description="Resolve task ids in a published store and unpack their repo and env layers "
+        "into the node cache (verified, once per node).",
+    )
     p.add_argument("task_ids", nargs="*", metavar="TASK_ID")
-    p.add_argument("--store", help="store URL (local dir, file://, s3://bucket/prefix); default: "
-                                   "$MINISANDBOX_STORE, else the store: of ./config/config.yaml, else "
-                                   "./results/store (relative to the current directory)")
+    p.add_argument(
+        "--store",
+        help="store URL (local dir, file://, s3://bucket/prefix); default: "
+        "$MINISANDBOX_STORE, else the store: of ./config/config.yaml, else "
+        "./results/store (relative to the current directory)",
+    )
     p.add_argument("--cache", help=CACHE_HELP)
-    p.add_argument("--io-slots", type=int, help="concurrent unpacks on this node (default: "
-                                                "$MINISANDBOX_IO_SLOTS or half the cores, >= 2; 0 = unlimited)")
+    p.add_argument(
+        "--io-slots",
+        type=int,
+        help="concurrent unpacks on this node (default: $MINISANDBOX_IO_SLOTS or half the cores, >= 2; 0 = unlimited)",
+    )
     p.add_argument("--json", action="store_true", help="print results as JSON")
     add_selection_options(p, "tasks")
     p.set_defaults(func=cmd_fetch)
 
-    t = sub.add_parser("tasks", help="List the tasks of a published store.",
-                       description="The store's tasks from its sharded index, one tab-separated line each, "
-                                   "sorted by instance id: instance id, status (ready, env-failed, "
-                                   "repo-failed), environment key, environment spec, validation status. A "
-                                   "header line is printed only when stdout is a terminal (--header/"
-                                   "--no-header force it), so pipes see rows alone; a count by status goes "
-                                   "to stderr.")
+    t = sub.add_parser(
+        "tasks",
+        help="List the tasks of a published store.",
+        description="The store's tasks from its sharded index, one tab-separated line each, "
+        "sorted by instance id: instance id, status (ready, env-failed, "
+        "repo-failed), environment key, environment spec, validation status. A "
+        "header line is printed only when stdout is a terminal (--header/"
+        "--no-header force it), so pipes see rows alone; a count by status goes "
+        "to stderr.",
+    )
     t.add_argument("--store", help=STORE_HELP)
     t.add_argument("--status", nargs="+", choices=TASK_STATUSES, help="only tasks with one of these statuses")
-    t.add_argument("--validation", nargs="+", choices=VALIDATION_STATUSES,
-                   help="only tasks whose validation status is one of these")
-    t.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
-                   help="print the column names first (default: only when stdout is a terminal)")
+    t.add_argument(
+        "--validation",
+        nargs="+",
+        choices=VALIDATION_STATUSES,
+        help="only tasks whose validation status is one of these",
+    )
+    t.add_argument(
+        "--header",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="print the column names first (default: only when stdout is a terminal)",
+    )
     t.add_argument("--json", action="store_true", help="print a JSON list of the tasks (stdout holds only it)")
     add_selection_options(t, "tasks")
     t.set_defaults(func=cmd_tasks)
 
-    c = sub.add_parser("cache", help="Inspect or clean this node's layer cache.",
-                       description="The node cache holds restored layers and downloaded archives, shared by "
-                                   "every sandbox on this machine.")
+    c = sub.add_parser(
+        "cache",
+        help="Inspect or clean this node's layer cache.",
+        description="The node cache holds restored layers and downloaded archives, shared by "
+        "every sandbox on this machine.",
+    )
     csub = c.add_subparsers(dest="cache_command", required=True, metavar="ls|gc|clear")
-    ls = csub.add_parser("ls", help="List cached layers (most recently used first).",
-                         description="One line per cached layer or archive, most recently used first: "
-                                     "digest, kind (repo, env, ...), size on disk, last use, live leases "
-                                     "(sandboxes using it), key. A missing --cache is an error; a missing "
-                                     "default cache lists nothing.")
+    ls = csub.add_parser(
+        "ls",
+        help="List cached layers (most recently used first).",
+        description="One line per cached layer or archive, most recently used first: "
+        "digest, kind (repo, env, ...), size on disk, last use, live leases "
+        "(sandboxes using it), key. A missing --cache is an error; a missing "
+        "default cache lists nothing.",
+    )
     ls.add_argument("--cache", help=CACHE_HELP)
     ls.add_argument("--json", action="store_true", help="print the entries as JSON")
     ls.set_defaults(func=cmd_cache_ls)
-    gc = csub.add_parser("gc", help="Evict least-recently-used unleased layers.",
-                         description="Always removes stale temporary files and leases of dead processes, and "
-                                     "the cgroups, scratch directories and mounts that dead sandbox controllers "
-                                     "left. With --max-bytes N, also evicts least-recently-used layers until the "
-                                     "cache holds at most N bytes; layers leased by a live sandbox are kept.")
+    gc = csub.add_parser(
+        "gc",
+        help="Evict least-recently-used unleased layers.",
+        description="Always removes stale temporary files and leases of dead processes, and "
+        "the cgroups, scratch directories and mounts that dead sandbox controllers "
+        "left. With --max-bytes N, also evicts least-recently-used layers until the "
+        "cache holds at most N bytes; layers leased by a live sandbox are kept.",
+    )
     gc.add_argument("--cache", help=CACHE_HELP)
-    gc.add_argument("--max-bytes", type=size, default=None,
-                    help="target cache size, e.g. 50G (default: only clean stale temp dirs and leases)")
+    gc.add_argument(
+        "--max-bytes",
+        type=size,
+        default=None,
+        help="target cache size, e.g. 50G (default: only clean stale temp dirs and leases)",
+    )
     gc.add_argument("--json", action="store_true", help="print what was evicted and freed as JSON")
     gc.set_defaults(func=cmd_cache_gc)
-    cl = csub.add_parser("clear", help="Unmount every layer and remove the whole cache.",
-                         description="Unmounts the cache's image layers (kernel or squashfuse mounts), "
-                                     "cleans up after dead sandbox controllers, then removes the cache "
-                                     "directory (`rm -rf` fails on mounted read-only layers). Refuses while "
-                                     "a live process (a sandbox, an evaluation) leases a layer and names "
-                                     "it; --force ends those processes first.")
+    cl = csub.add_parser(
+        "clear",
+        help="Unmount every layer and remove the whole cache.",
+        description="Unmounts the cache's image layers (kernel or squashfuse mounts), "
+        "cleans up after dead sandbox controllers, then removes the cache "
+        "directory (`rm -rf` fails on mounted read-only layers). Refuses while "
+        "a live process (a sandbox, an evaluation) leases a layer and names "
+        "it; --force ends those processes first.",
+    )
     cl.add_argument("--cache", help=CACHE_HELP)
-    cl.add_argument("--force", action="store_true",
-                    help="end the processes that lease layers (SIGTERM, then SIGKILL after 5 s) and clear")
+    cl.add_argument(
+        "--force",
+        action="store_true",
+        help="end the processes that lease layers (SIGTERM, then SIGKILL after 5 s) and clear",
+    )
     cl.add_argument("--json", action="store_true", help="print what was removed as JSON")
     cl.set_defaults(func=cmd_cache_clear)

@@ -222,15 +222,22 @@ class EvalScript:
         """The test command as a process of its own: prelude, results plugin, the
         command under `timeout`. It contains no nonce: nothing a test can read from its
         own process tree helps it forge a marker."""
-        lines = [self.prelude, *self._results_lines(),
-                 f"exec timeout -k 10 {int(self.timeout)} bash -c {shlex.quote(self.full_test_cmd())} < /dev/null 2>&1"]
+        lines = [
+            self.prelude,
+            *self._results_lines(),
+            f"exec timeout -k 10 {int(self.timeout)} bash -c {shlex.quote(self.full_test_cmd())} < /dev/null 2>&1",
+        ]
         return ["bash", "-c", "\n".join(line for line in lines if line)]
 
     def test_section(self, output: str, rc: int, seconds: float) -> str:
         """The text `render()` prints around the test command's output (markers, exit
         code), for the test command's `output`, exit code `rc` and run time."""
-        out = [self.marker(START_TEST_OUTPUT), output.rstrip("\n") if output else None, "",
-               self.marker(END_TEST_OUTPUT)]
+        out = [
+            self.marker(START_TEST_OUTPUT),
+            output.rstrip("\n") if output else None,
+            "",
+            self.marker(END_TEST_OUTPUT),
+        ]
         if rc == 124 or (rc == 137 and seconds >= int(self.timeout)):
             out.append(self.marker(TESTS_TIMEOUT))
         out.append(f"{TEST_EXIT_CODE} {rc} {self.nonce}")
@@ -286,7 +293,7 @@ class EvalScript:
         protected_named = [p for p in patch_paths(self.patch or "") if is_protected(p)]
         lines += [
             # 2. back up existing infrastructure and the protected files the patch names
-            f"find . -path ./.git -prune -o \\( {names} \\) ! -type d -print0 > \"$W/backup.list\"",
+            f'find . -path ./.git -prune -o \\( {names} \\) ! -type d -print0 > "$W/backup.list"',
         ]
         for p in protected_named:
             lines.append(f"[ -e {q(p)} ] && ! [ -d {q(p)} ] && printf '%s\\0' {q('./' + p)} >> \"$W/backup.list\"")
@@ -330,22 +337,26 @@ class EvalScript:
     def _test_lines(self) -> list[str]:
         """Step 6: the test command between the markers (the whole-script form)."""
         q = shlex.quote
-        return [line for line in [
-            *self._results_lines(),
-            f"echo {q(self.marker(START_TEST_OUTPUT))}",
-            "SECONDS=0",
-            f"timeout -k 10 {int(self.timeout)} bash -c {q(self.full_test_cmd())} < /dev/null 2>&1",
-            "rc=$?",
-            "elapsed=$SECONDS",
-            f"echo; echo {q(self.marker(END_TEST_OUTPUT))}",  # a killed run may end mid-line
-            (
-                f'if [ $rc -eq 124 ] || {{ [ $rc -eq 137 ] && [ $elapsed -ge {int(self.timeout)} ]; }}; then '
-                f"echo {q(self.marker(TESTS_TIMEOUT))}; fi"
-            ),
-            f'echo "{TEST_EXIT_CODE} $rc {self.nonce}"',
-            'rm -rf "$W"',
-            "exit 0",
-        ] if line]
+        return [
+            line
+            for line in [
+                *self._results_lines(),
+                f"echo {q(self.marker(START_TEST_OUTPUT))}",
+                "SECONDS=0",
+                f"timeout -k 10 {int(self.timeout)} bash -c {q(self.full_test_cmd())} < /dev/null 2>&1",
+                "rc=$?",
+                "elapsed=$SECONDS",
+                f"echo; echo {q(self.marker(END_TEST_OUTPUT))}",  # a killed run may end mid-line
+                (
+                    f"if [ $rc -eq 124 ] || {{ [ $rc -eq 137 ] && [ $elapsed -ge {int(self.timeout)} ]; }}; then "
+                    f"echo {q(self.marker(TESTS_TIMEOUT))}; fi"
+                ),
+                f'echo "{TEST_EXIT_CODE} $rc {self.nonce}"',
+                'rm -rf "$W"',
+                "exit 0",
+            ]
+            if line
+        ]
 
     def _revert_lines(self, named: list[str]) -> list[str]:
         """Anti-tamper: put back every protected path the patch named or wrote."""
@@ -362,7 +373,7 @@ class EvalScript:
             + [f"./{r}" if r.endswith(".py") else f"./{r}/*" for r in SHADOW_ROOTS]
         )
         lines += [
-            "tar -tf \"$W/backup.tar\" > \"$W/backup.names\" 2>/dev/null || : > \"$W/backup.names\"",
+            'tar -tf "$W/backup.tar" > "$W/backup.names" 2>/dev/null || : > "$W/backup.names"',
             "reverted=0",
             'while IFS= read -r -d "" p; do',
             '  case "$p" in',
@@ -426,12 +437,15 @@ def reverse_patch(patch: str) -> str:
     while i < len(lines):
         line = lines[i]
         body = line.rstrip("\n")
-        nl = line[len(body):]
+        nl = line[len(body) :]
         if in_hunk and body[:1] == "+":
             minus.append("-" + line[1:])
             last = minus
-        elif in_hunk and body[:1] == "-" and not (body.startswith("--- ") and i + 1 < len(lines)
-                                                  and lines[i + 1].startswith("+++ ")):
+        elif (
+            in_hunk
+            and body[:1] == "-"
+            and not (body.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "))
+        ):
             plus.append("+" + line[1:])
             last = plus
         elif in_hunk and body[:1] == "\\" and last is not None:
@@ -455,20 +469,24 @@ def reverse_patch(patch: str) -> str:
                     return path
 
                 out.append(f"--- {side(new, 'a/')}{nl}")
-                out.append(f"+++ {side(old, 'b/')}{nxt[len(nxt.rstrip(chr(10))):]}")
+                out.append(f"+++ {side(old, 'b/')}{nxt[len(nxt.rstrip(chr(10))) :]}")
                 i += 1
             elif body.startswith("@@ "):
                 m = _HUNK.match(body)
                 out.append(f"@@ -{m.group(2)} +{m.group(1)} @@{m.group(3)}{nl}" if m else line)
                 in_hunk = bool(m)
             else:
-                for a, b in (("new file mode ", "deleted file mode "), ("rename from ", "rename to "),
-                             ("copy from ", "copy to "), ("old mode ", "new mode ")):
+                for a, b in (
+                    ("new file mode ", "deleted file mode "),
+                    ("rename from ", "rename to "),
+                    ("copy from ", "copy to "),
+                    ("old mode ", "new mode "),
+                ):
                     if body.startswith(a):
-                        line = b + line[len(a):]
+                        line = b + line[len(a) :]
                         break
                     if body.startswith(b):
-                        line = a + line[len(b):]
+                        line = a + line[len(b) :]
                         break
                 else:
                     m = re.match(r"^index ([0-9a-f]+)\.\.([0-9a-f]+)(.*)$", body)

@@ -89,8 +89,7 @@ class Executor(Protocol):
 
     prepares_task_state: bool
 
-    def open(self, record: TaskRecord) -> AbstractContextManager[Environment]:
-        ...
+    def open(self, record: TaskRecord) -> AbstractContextManager[Environment]: ...
 
 
 # --------------------------------------------------------------------------- planning
@@ -204,8 +203,15 @@ def evaluate(
     if grading == GradingMode.OFFICIAL.value:
         check_official([(record, spec)])  # a log the harness cannot read is refused, not graded unresolved
     if apply_patch and not (patch and patch.strip()):
-        rep = make_report(iid, patch, "", fail_to_pass=record.fail_to_pass, pass_to_pass=record.pass_to_pass,
-                          log_parser=spec.log_parser, **mode)
+        rep = make_report(
+            iid,
+            patch,
+            "",
+            fail_to_pass=record.fail_to_pass,
+            pass_to_pass=record.pass_to_pass,
+            log_parser=spec.log_parser,
+            **mode,
+        )
         return Evaluation(iid, rep, "", "", 0.0)
     t0 = time.monotonic()
     try:
@@ -213,7 +219,11 @@ def evaluate(
             if stop is not None:
                 stop.check()
             script = plan_script(
-                record, spec, patch if apply_patch else None, env.reference_dir, reverse=reverse,
+                record,
+                spec,
+                patch if apply_patch else None,
+                env.reference_dir,
+                reverse=reverse,
                 setup_task_state=not executor.prepares_task_state,
             )
             graded = graded_state(script, env.reference_dir, [*record.fail_to_pass, *record.pass_to_pass])
@@ -227,15 +237,32 @@ def evaluate(
     except Cancelled:
         raise
     except Exception as exc:  # a broken environment must not stop the other evaluations
-        rep = make_report(iid, patch, "", fail_to_pass=record.fail_to_pass, pass_to_pass=record.pass_to_pass,
-                          log_parser=spec.log_parser, error=f"{type(exc).__name__}: {exc}", apply_patch=apply_patch,
-                          **mode)
+        rep = make_report(
+            iid,
+            patch,
+            "",
+            fail_to_pass=record.fail_to_pass,
+            pass_to_pass=record.pass_to_pass,
+            log_parser=spec.log_parser,
+            error=f"{type(exc).__name__}: {exc}",
+            apply_patch=apply_patch,
+            **mode,
+        )
         return Evaluation(iid, rep, "", "", time.monotonic() - t0)
     rep = make_report(
-        iid, patch, result.output, fail_to_pass=record.fail_to_pass, pass_to_pass=record.pass_to_pass,
-        log_parser=spec.log_parser, nonce=script.nonce, timed_out=result.timed_out, apply_patch=apply_patch,
-        results=getattr(result, "results", None), results_nonce=getattr(result, "results_nonce", None) or None,
-        xfail_marked=graded.xfail_marked, **mode,
+        iid,
+        patch,
+        result.output,
+        fail_to_pass=record.fail_to_pass,
+        pass_to_pass=record.pass_to_pass,
+        log_parser=spec.log_parser,
+        nonce=script.nonce,
+        timed_out=result.timed_out,
+        apply_patch=apply_patch,
+        results=getattr(result, "results", None),
+        results_nonce=getattr(result, "results_nonce", None) or None,
+        xfail_marked=graded.xfail_marked,
+        **mode,
     )
     if result.cause:  # a limit, a signal or a timeout ended the run (ExecResult.cause)
         rep[iid]["cause"] = result.cause
@@ -262,15 +289,28 @@ def _kill_session(sid: int) -> None:
             continue
 
 
-def run_bash(script: str, *, cwd: str, env: dict[str, str], timeout: float,
-              pass_fds: tuple[int, ...] = (), stop: StopSignal | None = None) -> ExecResult:
+def run_bash(
+    script: str,
+    *,
+    cwd: str,
+    env: dict[str, str],
+    timeout: float,
+    pass_fds: tuple[int, ...] = (),
+    stop: StopSignal | None = None,
+) -> ExecResult:
     """Run a bash script in its own process group; kill the whole group on overrun (or
     when `stop` is stopped). The script is read whole before it runs (`eval "$(cat)"`),
     so nothing it starts can read the rest of it from the shell's stdin."""
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        ["/bin/bash", "-c", 'eval "$(cat)"'], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds,
+        ["/bin/bash", "-c", 'eval "$(cat)"'],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        pass_fds=pass_fds,
     )
     guard = stop.running(lambda: _kill_session(proc.pid)) if stop is not None else contextlib.nullcontext()
     try:
@@ -312,26 +352,45 @@ class SandboxEnv:
         t0 = time.monotonic()
         script.results_dir = SANDBOX_RESULTS_DIR
         options = dict(self.options)
-        options["binds"] = [*options.get("binds", []),
-                            Bind(str(plugin_file()), f"{SANDBOX_RESULTS_DIR}/{RESULTS_PLUGIN}.py", True)]
+        options["binds"] = [
+            *options.get("binds", []),
+            Bind(str(plugin_file()), f"{SANDBOX_RESULTS_DIR}/{RESULTS_PLUGIN}.py", True),
+        ]
         truncated = False
         with ResultsChannel(script.results_manifest()) as channel:
-            with Sandbox(layers, interpreter=interp, **options) as sb, \
-                    (stop.running(sb.abort) if stop is not None else contextlib.nullcontext()):
+            with (
+                Sandbox(layers, interpreter=interp, **options) as sb,
+                stop.running(sb.abort) if stop is not None else contextlib.nullcontext(),
+            ):
                 prep = sb.run(["bash", "-c", 'eval "$(cat)"'], input=script.render_prep().encode(), timeout=timeout)
                 output, code, timed_out, truncated = prep.output, prep.returncode, prep.timed_out, prep.truncated
                 cause = prep.cause
                 if code == 0 and not timed_out:
                     t1 = time.monotonic()
-                    res = sb.run(script.test_argv(), cwd=script.repo_dir, env={"MINISANDBOX_RESULTS_FD": "3"},
-                                 timeout=max(1.0, timeout - (t1 - t0)), pass_fds={3: channel.child_fd}, pidns=True)
+                    res = sb.run(
+                        script.test_argv(),
+                        cwd=script.repo_dir,
+                        env={"MINISANDBOX_RESULTS_FD": "3"},
+                        timeout=max(1.0, timeout - (t1 - t0)),
+                        pass_fds={3: channel.child_fd},
+                        pidns=True,
+                    )
                     channel.release_child()
                     output += script.test_section(res.output, res.returncode, time.monotonic() - t1)
                     timed_out, truncated = res.timed_out, truncated or res.truncated
                     cause = res.cause
             results = channel.collect()
-        return EvalRun(output, code, timed_out, truncated, seconds=time.monotonic() - t0, script=script.render(),
-                       cause=cause, results=results, results_nonce=channel.nonce)
+        return EvalRun(
+            output,
+            code,
+            timed_out,
+            truncated,
+            seconds=time.monotonic() - t0,
+            script=script.render(),
+            cause=cause,
+            results=results,
+            results_nonce=channel.nonce,
+        )
 
 
 @dataclass
@@ -402,8 +461,12 @@ class LayerExecutor:
                 result, lease = ready_layer(cache, st, manifest, mount=False, owner=record.instance_id)
                 leases.append(lease)
                 layers[manifest.get("mount_path") or default] = result.path
-            yield SandboxEnv(Path(layers[REPO_PATH]), sandbox_layers(layers, self.env_manifest, repo_m),
-                              dict(self.env_manifest.get("interpreter") or {}), dict(self.options))
+            yield SandboxEnv(
+                Path(layers[REPO_PATH]),
+                sandbox_layers(layers, self.env_manifest, repo_m),
+                dict(self.env_manifest.get("interpreter") or {}),
+                dict(self.options),
+            )
         finally:
             Lease(leases).release()
 
@@ -433,13 +496,18 @@ def _check_prediction(item: Any, where: str) -> dict[str, Any]:
     if "model_patch" not in item:
         raise PredictionsError(f"{where}: field 'model_patch' missing (null or \"\" for no patch); {need}")
     if item["model_patch"] is not None and not isinstance(item["model_patch"], str):
-        raise PredictionsError(f"{where}: field 'model_patch' must be a string or null, "
-                               f"got {type(item['model_patch']).__name__}")
+        raise PredictionsError(
+            f"{where}: field 'model_patch' must be a string or null, got {type(item['model_patch']).__name__}"
+        )
     model = item.get("model_name_or_path")
     if model is None:
         raise PredictionsError(f"{where}: field 'model_name_or_path' missing; {need}")
-    if not isinstance(model, str) or not model.strip() or _safe(model) in (".", "..") or any(
-            c in model for c in "\0\n\r"):
+    if (
+        not isinstance(model, str)
+        or not model.strip()
+        or _safe(model) in (".", "..")
+        or any(c in model for c in "\0\n\r")
+    ):
         raise PredictionsError(f"{where}: field 'model_name_or_path': {model!r} is not a usable model name")
     return item
 
@@ -540,8 +608,9 @@ def eval_inputs(patch: str | None, target: EvalTarget, grading: str) -> dict[str
     }
 
 
-def read_existing_report(path: Path, instance_id: str, grading: str = "strict",
-                         inputs: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def read_existing_report(
+    path: Path, instance_id: str, grading: str = "strict", inputs: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
     """A finished report from an earlier run (resume), or None if absent or unreadable, an
     error (retried), graded in another mode (`grading`: a strict report is never reused as
     official), or, with `inputs` (`eval_inputs`), made from anything else."""
@@ -672,9 +741,11 @@ class EvalTarget:
     executor: Executor
 
 
-def _fingerprints(predictions: dict[str, dict[str, Any]], targets: dict[str, EvalTarget | Exception],
-                  ids: list[str], grading: str) -> dict[str, dict[str, Any] | None]:
+def _fingerprints(
+    predictions: dict[str, dict[str, Any]], targets: dict[str, EvalTarget | Exception], ids: list[str], grading: str
+) -> dict[str, dict[str, Any] | None]:
     """`eval_inputs` of every instance in `ids` (a store lookup each: done in parallel)."""
+
     def one(iid: str) -> dict[str, Any] | None:
         target = targets[iid]
         if isinstance(target, Exception):
@@ -687,8 +758,9 @@ def _fingerprints(predictions: dict[str, dict[str, Any]], targets: dict[str, Eva
         return dict(zip(ids, pool.map(one, ids), strict=True))
 
 
-def _summary(targets: dict[str, Any], predictions: dict[str, dict[str, Any]], reports: dict[str, Any],
-             not_run: set[str]) -> dict[str, Any]:
+def _summary(
+    targets: dict[str, Any], predictions: dict[str, dict[str, Any]], reports: dict[str, Any], not_run: set[str]
+) -> dict[str, Any]:
     """The run summary over the reports this run used (resumed or new). Instances a stopped
     run never finished are `incomplete_ids` (no verdict), not errors."""
     used = {k: v for k, v in predictions.items() if k in targets and k not in not_run}
@@ -728,14 +800,17 @@ def run_eval(
     """
     out = Path(out)
     if grading == GradingMode.OFFICIAL.value:  # refuse up front, before anything runs
-        check_official([(t.record, t.spec) for iid, t in targets.items()
-                        if iid in predictions and isinstance(t, EvalTarget)])
+        check_official(
+            [(t.record, t.spec) for iid, t in targets.items() if iid in predictions and isinstance(t, EvalTarget)]
+        )
     stop = stop or StopSignal()
     run_dir = out / run_id
     runlog = _Log(run_dir / "run.log")
     ids = [iid for iid in predictions if iid in targets]
-    runlog(f"run {run_id}: {len(ids)} instance(s), grading {grading}, workers {workers}, "
-           f"resume {'on' if resume else 'off'}, grader {grader_version()}")
+    runlog(
+        f"run {run_id}: {len(ids)} instance(s), grading {grading}, workers {workers}, "
+        f"resume {'on' if resume else 'off'}, grader {grader_version()}"
+    )
     inputs = _fingerprints(predictions, targets, ids, grading)
     todo: list[str] = []
     reports: dict[str, dict[str, Any] | None] = {}
@@ -774,8 +849,9 @@ def run_eval(
             log(f"Intermediate patch for {iid} written to {d / 'patch.diff'}, now applying in a fresh sandbox...")
             target = targets[iid]
             if isinstance(target, Exception):
-                rep = make_report(iid, patch, "", fail_to_pass=[], pass_to_pass=[], log_parser="pytest",
-                                  error=str(target))
+                rep = make_report(
+                    iid, patch, "", fail_to_pass=[], pass_to_pass=[], log_parser="pytest", error=str(target)
+                )
                 ev = Evaluation(iid, rep, "", "", 0.0)
             else:
                 ev = evaluate(target.record, target.spec, patch, target.executor, grading=grading, stop=stop)
@@ -801,8 +877,10 @@ def run_eval(
             reports[iid] = ev.report
             counter["done"] += 1
             counter["resolved"] += int(ev.resolved)
-            line = (f"[{counter['done']}/{total}] {iid}: {ev.reason} ({ev.seconds:.1f} s; "
-                    f"{counter['resolved']} resolved so far)")
+            line = (
+                f"[{counter['done']}/{total}] {iid}: {ev.reason} ({ev.seconds:.1f} s; "
+                f"{counter['resolved']} resolved so far)"
+            )
             say(line)
             runlog(line)
             if meter is not None:
@@ -843,9 +921,11 @@ def run_eval(
     path = out / f"{_safe(models[0])}.{run_id}.json"
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, dumps(summary))
-    runlog(f"summary {path}: {summary['resolved_instances']} resolved, {summary['unresolved_instances']} "
-           f"unresolved, {summary['empty_patch_instances']} empty patches, {summary['error_instances']} errors, "
-           f"{len(summary['incomplete_ids'])} incomplete")
+    runlog(
+        f"summary {path}: {summary['resolved_instances']} resolved, {summary['unresolved_instances']} "
+        f"unresolved, {summary['empty_patch_instances']} empty patches, {summary['error_instances']} errors, "
+        f"{len(summary['incomplete_ids'])} incomplete"
+    )
     runlog.close()
     if interrupted:
         raise EvalInterrupted(interrupted, summary, path)

@@ -42,8 +42,22 @@ from minisandbox.grading.evalscript import EvalScript, patch_paths, test_files_o
 
 XFAIL_NAMES = frozenset({"xfail", "expectedFailure"})
 #: Directories never searched for conftests (not part of a test run).
-_SKIP_DIRS = frozenset({".git", ".hg", ".tox", ".nox", "node_modules", "__pycache__", ".venv", "venv", "build",
-                        ".eggs", ".mypy_cache", ".pytest_cache"})
+_SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".tox",
+        ".nox",
+        "node_modules",
+        "__pycache__",
+        ".venv",
+        "venv",
+        "build",
+        ".eggs",
+        ".mypy_cache",
+        ".pytest_cache",
+    }
+)
 _DJANGO_ID = re.compile(r"^(\w+) \(([\w.]+)\)")  # "test_x (app.tests.Class)"
 _UNITTEST_ID = re.compile(r"^([\w.]+)\.(\w+)\.(\w+)$")  # "app.tests.Class.test_x"
 
@@ -60,8 +74,11 @@ def _mentions_xfail(node: ast.AST, names: frozenset[str] = frozenset()) -> bool:
 
 
 def _assigns(stmt: ast.stmt, name: str) -> bool:
-    targets = stmt.targets if isinstance(stmt, ast.Assign) else (
-        [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else [])
+    targets = (
+        stmt.targets
+        if isinstance(stmt, ast.Assign)
+        else ([stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else [])
+    )
     return any(isinstance(t, ast.Name) and t.id == name for t in targets)
 
 
@@ -81,8 +98,9 @@ class _Marks:
         if any(qualname[:i] in self.marked for i in range(1, len(qualname) + 1)):
             return True
         if len(qualname) == 1:  # function name only: any definition of it
-            return any(q[-1] == qualname[0] and any(q[:i] in self.marked for i in range(1, len(q) + 1))
-                       for q in self.defined)
+            return any(
+                q[-1] == qualname[0] and any(q[:i] in self.marked for i in range(1, len(q) + 1)) for q in self.defined
+            )
         return False
 
 
@@ -95,9 +113,13 @@ def scan_marks(source: str | bytes) -> _Marks:
     except (SyntaxError, ValueError):
         return out
     # module-level names whose value mentions xfail (a mark alias, a parameter list)
-    names = frozenset(t.id for s in tree.body if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None
-                      and _mentions_xfail(s.value)
-                      for t in (s.targets if isinstance(s, ast.Assign) else [s.target]) if isinstance(t, ast.Name))
+    names = frozenset(
+        t.id
+        for s in tree.body
+        if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None and _mentions_xfail(s.value)
+        for t in (s.targets if isinstance(s, ast.Assign) else [s.target])
+        if isinstance(t, ast.Name)
+    )
     out.module = any(_assigns(s, "pytestmark") and _mentions_xfail(s) for s in tree.body)
 
     def visit(body: list[ast.stmt], prefix: tuple[str, ...]) -> None:
@@ -106,14 +128,16 @@ def scan_marks(source: str | bytes) -> _Marks:
                 q = prefix + (stmt.name,)
                 out.defined.add(q)
                 if any(_mentions_xfail(d, names) for d in stmt.decorator_list) or any(
-                        _assigns(s, "pytestmark") and _mentions_xfail(s, names) for s in stmt.body):
+                    _assigns(s, "pytestmark") and _mentions_xfail(s, names) for s in stmt.body
+                ):
                     out.marked.add(q)
                 visit(stmt.body, q)
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 q = prefix + (stmt.name,)
                 out.defined.add(q)
                 if any(_mentions_xfail(d, names) for d in stmt.decorator_list) or any(
-                        _mentions_xfail(s, names) for s in stmt.body):
+                    _mentions_xfail(s, names) for s in stmt.body
+                ):
                     out.marked.add(q)
 
     visit(tree.body, ())
@@ -146,10 +170,13 @@ def _apply_test_patch(files: dict[str, bytes | None], test_patch: str) -> dict[s
             if content is not None:
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
                 (root / rel).write_bytes(content)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1",
-               "HOME": tmp, "GIT_CEILING_DIRECTORIES": tmp}
-        res = subprocess.run(["git", "apply", "-"], input=test_patch.encode(), cwd=root, env=env,
-                             capture_output=True)
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "HOME": tmp,
+            "GIT_CEILING_DIRECTORIES": tmp,
+        }
+        res = subprocess.run(["git", "apply", "-"], input=test_patch.encode(), cwd=root, env=env, capture_output=True)
         if res.returncode != 0:
             return dict(files)
         out: dict[str, bytes | None] = {}
@@ -212,8 +239,9 @@ class GradedState:
             func, dotted = m.group(1), m.group(2)
             dotted = dotted.removesuffix("." + func)  # Python 3.11+: "test_x (app.tests.Class.test_x)"
             mod, _, cls = dotted.rpartition(".")
-            return [(rel, (cls, func)) for rel in self._module_files(mod)] or [(rel, (cls, func))
-                                                                             for rel in self._all_files()]
+            return [(rel, (cls, func)) for rel in self._module_files(mod)] or [
+                (rel, (cls, func)) for rel in self._all_files()
+            ]
         m = _UNITTEST_ID.match(test_id)
         if m:
             return [(rel, (m.group(2), m.group(3))) for rel in self._module_files(m.group(1))]
@@ -225,8 +253,11 @@ class GradedState:
 
     def _module_files(self, module: str) -> list[str]:
         tail = module.replace(".", "/")
-        return [rel for rel in self._all_files() if rel[:-3] == tail or rel[:-3].endswith("/" + tail)
-                or rel[:-3].endswith("/" + tail + "/__init__")]
+        return [
+            rel
+            for rel in self._all_files()
+            if rel[:-3] == tail or rel[:-3].endswith("/" + tail) or rel[:-3].endswith("/" + tail + "/__init__")
+        ]
 
     def xfail_marked(self, test_id: str) -> bool:
         """True when the test is marked xfail at the graded state (module docstring)."""

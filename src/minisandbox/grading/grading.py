@@ -268,8 +268,19 @@ def make_report(
     if chk.test_output is None:
         return done(Reason.UNPARSEABLE_LOG)
     if mode is GradingMode.OFFICIAL:
-        return _official(entry, report, chk, fail_to_pass, pass_to_pass, log_parser, task_format,
-                         channel if use_channel else None, statuses, xfail_marked, noted)
+        return _official(
+            entry,
+            report,
+            chk,
+            fail_to_pass,
+            pass_to_pass,
+            log_parser,
+            task_format,
+            channel if use_channel else None,
+            statuses,
+            xfail_marked,
+            noted,
+        )
     status_map = statuses(chk.test_output)
     if not status_map and not session_seen(chk.test_output, log_parser):
         return done(Reason.UNPARSEABLE_LOG)  # the runner never started: nothing to grade
@@ -394,7 +405,9 @@ def _runtime_findings(channel: Channel) -> list[str]:
     if channel.present and not channel.complete:
         out.append("runtime: the test session ended before pytest finished (no end-of-session record)")
     if channel.worker_reports:
-        out.append(f"runtime: {channel.worker_reports} result(s) from pytest-xdist workers' own reports (not recomputed)")
+        out.append(
+            f"runtime: {channel.worker_reports} result(s) from pytest-xdist workers' own reports (not recomputed)"
+        )
     if channel.foreign:
         out.append(f"runtime: {channel.foreign} line(s) on the results channel without this run's nonce")
     return out

@@ -72,8 +72,16 @@ def _listed(tests: Iterable[str]) -> list[str]:
 
 
 def _runs(phase: str, evs: list[Evaluation]) -> list[dict[str, Any]]:
-    return [{"phase": phase, "repeat": i, "reason": ev.reason, "seconds": round(ev.seconds, 2),
-             "results": len(ev.status_map)} for i, ev in enumerate(evs)]
+    return [
+        {
+            "phase": phase,
+            "repeat": i,
+            "reason": ev.reason,
+            "seconds": round(ev.seconds, 2),
+            "results": len(ev.status_map),
+        }
+        for i, ev in enumerate(evs)
+    ]
 
 
 def _flaky(evs: list[Evaluation]) -> set[str]:
@@ -137,8 +145,13 @@ def label_from(fixed: list[Evaluation], bug: list[Evaluation], *, max_f2p: int =
         elif not any(is_pass(s) for s in got):
             f2p.append(t)
     out.update(FAIL_TO_PASS=f2p, PASS_TO_PASS=p2p)
-    out["counts"] = {"fail_to_pass": len(f2p), "pass_to_pass": len(p2p), "flaky": len(flaky),
-                     "error_with_bug": len(errored), "passed_fixed": len(passed_fixed)}
+    out["counts"] = {
+        "fail_to_pass": len(f2p),
+        "pass_to_pass": len(p2p),
+        "flaky": len(flaky),
+        "error_with_bug": len(errored),
+        "passed_fixed": len(passed_fixed),
+    }
     if flaky:
         out["detail"]["flaky_tests"] = _listed(flaky)
     if errored:
@@ -154,8 +167,9 @@ def label_from(fixed: list[Evaluation], bug: list[Evaluation], *, max_f2p: int =
     return result("labelled", f"{len(f2p)} FAIL_TO_PASS, {len(p2p)} PASS_TO_PASS{how}")
 
 
-def _write_logs(log_dir: Path | None, name: str, phase: str, evs: list[Evaluation], res: dict[str, Any],
-                offset: int) -> None:
+def _write_logs(
+    log_dir: Path | None, name: str, phase: str, evs: list[Evaluation], res: dict[str, Any], offset: int
+) -> None:
     if log_dir is None:
         return
     d = Path(log_dir) / name
@@ -182,15 +196,22 @@ class EnvLabels:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": SCHEMA, "env_key": self.env_key, "spec_name": self.spec_name, "repeats": self.repeats,
-            "max_f2p": self.max_f2p, "seconds": round(self.seconds, 2), "counts": self.counts(),
+            "schema": SCHEMA,
+            "env_key": self.env_key,
+            "spec_name": self.spec_name,
+            "repeats": self.repeats,
+            "max_f2p": self.max_f2p,
+            "seconds": round(self.seconds, 2),
+            "counts": self.counts(),
             "labelled_ids": sorted(i for i, t in self.tasks.items() if t["status"] == "labelled"),
-            "references": self.references, "tasks": dict(sorted(self.tasks.items())),
+            "references": self.references,
+            "tasks": dict(sorted(self.tasks.items())),
         }
 
 
-def _groups(records: list[TaskRecord], spec: EnvSpec, spec_of: dict[str, EnvSpec],
-            repo_key_of: dict[str, str] | None) -> Iterator[tuple[str, EnvSpec, list[TaskRecord]]]:
+def _groups(
+    records: list[TaskRecord], spec: EnvSpec, spec_of: dict[str, EnvSpec], repo_key_of: dict[str, str] | None
+) -> Iterator[tuple[str, EnvSpec, list[TaskRecord]]]:
     """Candidates that share a reference: same snapshot, same test command, parser, timeout."""
     groups: dict[tuple[str, str, str, float, str], list[TaskRecord]] = {}
     specs: dict[tuple[str, str, str, float, str], EnvSpec] = {}
@@ -203,10 +224,20 @@ def _groups(records: list[TaskRecord], spec: EnvSpec, spec_of: dict[str, EnvSpec
         yield f"{k[0]}.{i}", specs[k], rs
 
 
-def label_env(env_key: str, spec: EnvSpec, records: list[TaskRecord], executor: Executor | None, *,
-              repeats: int = 1, workers: int = 2, max_f2p: int = 0, log_dir: Path | None = None,
-              env_error: str | None = None, spec_of: dict[str, EnvSpec] | None = None,
-              repo_key_of: dict[str, str] | None = None) -> EnvLabels:
+def label_env(
+    env_key: str,
+    spec: EnvSpec,
+    records: list[TaskRecord],
+    executor: Executor | None,
+    *,
+    repeats: int = 1,
+    workers: int = 2,
+    max_f2p: int = 0,
+    log_dir: Path | None = None,
+    env_error: str | None = None,
+    spec_of: dict[str, EnvSpec] | None = None,
+    repo_key_of: dict[str, str] | None = None,
+) -> EnvLabels:
     """Label every candidate of one environment: one reference (fixed) run per group of
     candidates (`_groups`), then each candidate's bug run, `workers` at a time."""
     t0 = time.monotonic()
@@ -214,8 +245,14 @@ def label_env(env_key: str, spec: EnvSpec, records: list[TaskRecord], executor: 
     refs: dict[str, dict[str, Any]] = {}
     if env_error is not None or executor is None:
         for r in records:
-            tasks[r.instance_id] = {"status": "env-broken", "reason": f"environment not built: {env_error}",
-                                    "FAIL_TO_PASS": [], "PASS_TO_PASS": [], "detail": {}, "runs": []}
+            tasks[r.instance_id] = {
+                "status": "env-broken",
+                "reason": f"environment not built: {env_error}",
+                "FAIL_TO_PASS": [],
+                "PASS_TO_PASS": [],
+                "detail": {},
+                "runs": [],
+            }
         return EnvLabels(env_key, spec.name, tasks, repeats, max_f2p, time.monotonic() - t0, refs)
     ex = executor
     for group, gspec, rs in _groups(records, spec, spec_of or {}, repo_key_of):
@@ -236,14 +273,23 @@ def label_env(env_key: str, spec: EnvSpec, records: list[TaskRecord], executor: 
 
         def one(c: TaskRecord, fixed: list[Evaluation] = fixed, gspec: EnvSpec = gspec) -> tuple[str, dict[str, Any]]:
             try:
-                bug = [] if reference_problem(fixed) else [evaluate(c, gspec, None, ex, apply_patch=False)
-                                                            for _ in range(repeats)]
+                bug = (
+                    []
+                    if reference_problem(fixed)
+                    else [evaluate(c, gspec, None, ex, apply_patch=False) for _ in range(repeats)]
+                )
                 res = label_from(fixed, bug, max_f2p=max_f2p)
                 _write_logs(log_dir, c.instance_id, "bug", bug, res, len(fixed))
                 return c.instance_id, res
             except Exception as exc:  # one candidate's failure never hides the others' results
-                return c.instance_id, {"status": "env-broken", "reason": f"labelling error: {exc}",
-                                       "FAIL_TO_PASS": [], "PASS_TO_PASS": [], "detail": {}, "runs": []}
+                return c.instance_id, {
+                    "status": "env-broken",
+                    "reason": f"labelling error: {exc}",
+                    "FAIL_TO_PASS": [],
+                    "PASS_TO_PASS": [],
+                    "detail": {},
+                    "runs": [],
+                }
 
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             for iid, res in pool.map(one, cands):
@@ -265,8 +311,9 @@ def labelled_records(records: Iterable[TaskRecord], results: dict[str, dict[str,
     return out
 
 
-def write_labelled(records: Iterable[TaskRecord], results: dict[str, dict[str, Any]], out: Path,
-                   report: Path | None = None) -> dict[str, Any]:
+def write_labelled(
+    records: Iterable[TaskRecord], results: dict[str, dict[str, Any]], out: Path, report: Path | None = None
+) -> dict[str, Any]:
     """`out`: the labelled records in SWE-smith form (JSONL, what `--config tasks=` takes);
     `report`: counts and every dropped candidate with its status and reason."""
     records = list(records)
@@ -278,8 +325,11 @@ def write_labelled(records: Iterable[TaskRecord], results: dict[str, dict[str, A
         res = results.get(r.instance_id) or {"status": "env-broken", "reason": "not labelled (no result)"}
         counts[res["status"]] = counts.get(res["status"], 0) + 1
         if res["status"] != "labelled":
-            dropped[r.instance_id] = {"status": res["status"], "reason": res.get("reason", ""),
-                                      **({"detail": res["detail"]} if res.get("detail") else {})}
+            dropped[r.instance_id] = {
+                "status": res["status"],
+                "reason": res.get("reason", ""),
+                **({"detail": res["detail"]} if res.get("detail") else {}),
+            }
     doc = {"candidates": len(records), "labelled": len(good), "counts": counts, "dropped": dropped}
     if report is not None:
         atomic_write_text(report, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
@@ -289,16 +339,36 @@ def write_labelled(records: Iterable[TaskRecord], results: dict[str, dict[str, A
 # --------------------------------------------------------------------------- workflow step
 
 
-def step_label(plan_path: Path, env_key: str, receipts: Path, store: str, out: Path, log_dir: Path, *,
-               repeats: int = 1, workers: int = 2, max_f2p: int = 0) -> EnvLabels:
+def step_label(
+    plan_path: Path,
+    env_key: str,
+    receipts: Path,
+    store: str,
+    out: Path,
+    log_dir: Path,
+    *,
+    repeats: int = 1,
+    workers: int = 2,
+    max_f2p: int = 0,
+) -> EnvLabels:
     """The workflow's labelling for one environment (the env job in label mode): candidates
     and spec from the plan, layers from the publish receipts."""
     from minisandbox.grading.validate import load_env_tasks
 
     job = load_env_tasks(plan_path, env_key, receipts, store)
-    result = label_env(env_key, job.spec, job.records, job.executor, repeats=repeats, workers=workers,
-                       max_f2p=max_f2p, log_dir=log_dir, env_error=job.error, spec_of=job.spec_of,
-                       repo_key_of=job.repo_key_of)
+    result = label_env(
+        env_key,
+        job.spec,
+        job.records,
+        job.executor,
+        repeats=repeats,
+        workers=workers,
+        max_f2p=max_f2p,
+        log_dir=log_dir,
+        env_error=job.error,
+        spec_of=job.spec_of,
+        repo_key_of=job.repo_key_of,
+    )
     write_result(result, out)
     return result
 

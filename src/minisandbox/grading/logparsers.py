@@ -333,7 +333,8 @@ _PYTEST_SESSION = re.compile(
     r"|Interrupted: \d+ errors? during collection"
     r"|^=*\s*(?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|deselected|rerun)(?:, )?)+ in [\d.]+s"
     r"|^=*\s*no tests ran in [\d.]+s",
-    re.MULTILINE)
+    re.MULTILINE,
+)
 _UNITTEST_SESSION = re.compile(r"^Ran \d+ tests? in [\d.]+s$", re.MULTILINE)
 _SYMPY_SESSION = re.compile(r"test process starts", re.MULTILINE)
 _COLLECTION_ERROR = re.compile(
@@ -341,12 +342,18 @@ _COLLECTION_ERROR = re.compile(
     r"|^_+ ERROR collecting .+ _+$"
     r"|^collect(?:ed|ing) .*\d+ items? / \d+ errors?"
     r"|^ERROR: \S+ \(unittest\.loader\._FailedTest",
-    re.MULTILINE)
+    re.MULTILINE,
+)
 #: parser name -> the session marker of its runner
 _SESSION_OF: dict[str, re.Pattern[str]] = {
-    "pytest": _PYTEST_SESSION, "pytest_v2": _PYTEST_SESSION, "pytest_options": _PYTEST_SESSION,
-    "matplotlib": _PYTEST_SESSION, "seaborn": _PYTEST_SESSION,
-    "django": _UNITTEST_SESSION, "unittest": _UNITTEST_SESSION, "sympy": _SYMPY_SESSION,
+    "pytest": _PYTEST_SESSION,
+    "pytest_v2": _PYTEST_SESSION,
+    "pytest_options": _PYTEST_SESSION,
+    "matplotlib": _PYTEST_SESSION,
+    "seaborn": _PYTEST_SESSION,
+    "django": _UNITTEST_SESSION,
+    "unittest": _UNITTEST_SESSION,
+    "sympy": _SYMPY_SESSION,
 }
 
 

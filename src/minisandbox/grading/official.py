@@ -251,8 +251,6 @@ OFFICIAL_PARSERS: dict[str, OfficialParser] = {
 }
 
 
-
-
 def official_parser(name: str, harness: Harness = Harness.SWEBENCH) -> OfficialParser:
     """The official parser for `name` under `harness`; unknown names use the pytest one
     (what both harnesses fall back to; `official_refusal` refuses them up front)."""
@@ -266,8 +264,14 @@ def official_parser(name: str, harness: Harness = Harness.SWEBENCH) -> OfficialP
 #: Parser name -> what the SWE-bench harness's parser needs in the log: "r" (`-rA`-style
 #: summary lines naming passed tests), "rv" (those or `-v` lines), None (not pytest).
 _SWEBENCH_NEEDS: dict[str, str | None] = {
-    "pytest": "r", "pytest_options": "r", "matplotlib": "r", "pytest_v2": "rv", "seaborn": "rv",
-    "django": None, "unittest": None, "sympy": None,
+    "pytest": "r",
+    "pytest_options": "r",
+    "matplotlib": "r",
+    "pytest_v2": "rv",
+    "seaborn": "rv",
+    "django": None,
+    "unittest": None,
+    "sympy": None,
 }
 _VALUE_OPTS = "kmpcoWrn"  # pytest (and xdist) short options that take a value
 
@@ -281,9 +285,9 @@ def _pytest_args(test_cmd: str) -> list[str] | None:
         words = test_cmd.split()
     for i, w in enumerate(words):
         if w.rsplit("/", 1)[-1] in ("pytest", "py.test"):
-            return words[i + 1:]
+            return words[i + 1 :]
         if w in ("-m", "-mpytest") and (w == "-mpytest" or (i + 1 < len(words) and words[i + 1] == "pytest")):
-            return words[i + (1 if w == "-mpytest" else 2):]
+            return words[i + (1 if w == "-mpytest" else 2) :]
     return None
 
 
@@ -295,15 +299,16 @@ def _report_flags(args: list[str]) -> tuple[str, bool]:
         w = args[i]
         if w in (";", "&&", "||", "|"):
             break
-        if w in ("--verbose",) or (w.startswith("--verbosity=") and w.split("=", 1)[1].lstrip("-").isdigit()
-                                   and int(w.split("=", 1)[1]) > 0):
+        if w in ("--verbose",) or (
+            w.startswith("--verbosity=") and w.split("=", 1)[1].lstrip("-").isdigit() and int(w.split("=", 1)[1]) > 0
+        ):
             verbose = True
         elif w.startswith("-") and not w.startswith("--") and len(w) > 1:
             for j, ch in enumerate(w[1:], 1):
                 if ch == "v":
                     verbose = True
                 elif ch in _VALUE_OPTS:
-                    value = w[j + 1:]
+                    value = w[j + 1 :]
                     if not value and i + 1 < len(args):
                         i += 1
                         value = args[i]
@@ -318,8 +323,10 @@ def official_refusal(test_cmd: str, log_parser: str, task_format: str) -> str | 
     """Why the official harness could not read this task's log (what to do included), or
     None when it can. Decided from the spec alone, before anything runs."""
     if log_parser not in OFFICIAL_PARSERS:
-        return (f"official mode knows no log parser {log_parser!r} (it has {', '.join(sorted(OFFICIAL_PARSERS))}); "
-                "grade it with --grading strict")
+        return (
+            f"official mode knows no log parser {log_parser!r} (it has {', '.join(sorted(OFFICIAL_PARSERS))}); "
+            "grade it with --grading strict"
+        )
     harness = harness_for(task_format)
     need = "rv" if harness is Harness.SWESMITH and log_parser in PYTEST_PARSERS else _SWEBENCH_NEEDS[log_parser]
     if need is None:
@@ -332,8 +339,10 @@ def official_refusal(test_cmd: str, log_parser: str, task_format: str) -> str | 
     if passes or (verbose and "v" in need):
         return None
     what = "`-rA` summary lines (`PASSED <test>`)" if need == "r" else "`-rA` summary lines or `-v` result lines"
-    return (f"{harness.value}'s {log_parser!r} log parser reads only {what}, which the test command "
-            f"{test_cmd!r} does not print; add `-rA` to the spec's test_cmd, or grade with --grading strict")
+    return (
+        f"{harness.value}'s {log_parser!r} log parser reads only {what}, which the test command "
+        f"{test_cmd!r} does not print; add `-rA` to the spec's test_cmd, or grade with --grading strict"
+    )
 
 
 class OfficialGradingRefused(MinisandboxError, ValueError):
@@ -407,7 +416,7 @@ def _resolve_swebench(case: str, sm: Mapping[str, str]) -> str | None:
 
 
 def _classify(harness: Harness, case: str, sm: Mapping[str, str], *, p2p: bool) -> str | None:
-    """"success", "failure" or None (neither list) for one listed test."""
+    """ "success", "failure" or None (neither list) for one listed test."""
     if harness is Harness.SWESMITH:
         if case not in sm or sm[case] in _PASS:
             return "success"

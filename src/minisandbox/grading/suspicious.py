@@ -46,14 +46,23 @@ from dataclasses import dataclass, field
 
 #: (label, pattern) checked against each added line.
 RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("pytest internals", re.compile(
-        r"\b_pytest\b|\bpluggy\b|\bpytest_runtest_\w+|\bpytest_(?:sessionfinish|configure|collection\w*|report\w*)\b"
-        r"|\bTestReport\b|\bCallInfo\b|\bhookimpl\b|\bhookwrapper\b|\bxfail\s*\(")),
+    (
+        "pytest internals",
+        re.compile(
+            r"\b_pytest\b|\bpluggy\b|\bpytest_runtest_\w+|\bpytest_(?:sessionfinish|configure|collection\w*|report\w*)\b"
+            r"|\bTestReport\b|\bCallInfo\b|\bhookimpl\b|\bhookwrapper\b|\bxfail\s*\("
+        ),
+    ),
     ("/proc", re.compile(r"/proc\b|/dev/fd/")),
     ("os._exit", re.compile(r"\b_exit\s*\(|\bos\s*\.\s*_exit\b|\bposix\s*\.\s*_exit\b")),
     ("sys.modules", re.compile(r"sys\s*\.\s*modules\b")),
-    ("frame/object walking", re.compile(r"\bsys\s*\.\s*_getframe\b|\bgc\s*\.\s*get_(?:objects|referrers)\b"
-                                        r"|\binspect\s*\.\s*(?:stack|currentframe)\b|\bf_back\b")),
+    (
+        "frame/object walking",
+        re.compile(
+            r"\bsys\s*\.\s*_getframe\b|\bgc\s*\.\s*get_(?:objects|referrers)\b"
+            r"|\binspect\s*\.\s*(?:stack|currentframe)\b|\bf_back\b"
+        ),
+    ),
     ("minisandbox results channel", re.compile(r"minisandbox|MINISANDBOX_", re.I)),
 )
 
@@ -70,8 +79,17 @@ MAX_PATHS = 20000
 
 #: Labels whose findings make a run not resolved (`forbidden-change`).
 FORBIDDEN = (
-    "binary file", "native extension", "symlink", "submodule", ".pth file", "start-up hook",
-    "entry points file", ".gitattributes", "shadows the standard library", "unscannable", "binary hunk",
+    "binary file",
+    "native extension",
+    "symlink",
+    "submodule",
+    ".pth file",
+    "start-up hook",
+    "entry points file",
+    ".gitattributes",
+    "shadows the standard library",
+    "unscannable",
+    "binary hunk",
     "git metadata",
 )
 _NATIVE = (".so", ".pyd", ".dll", ".dylib", ".pyc", ".pyo", ".egg", ".whl")
@@ -176,11 +194,13 @@ def tree_scan_lines(stage: int, nonce: str, named: list[str]) -> list[str]:
     read, and the environment needs no git repository at all."""
     q = shlex.quote
     mark = q(f"{APPLIED_DIFF} {nonce}")
-    git = ('GIT_DIR="$W/tree.git" GIT_WORK_TREE="$PWD" GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 '
-           'GIT_ATTR_NOSYSTEM=1 git -c core.fsmonitor=false -c core.hooksPath=/dev/null')
+    git = (
+        'GIT_DIR="$W/tree.git" GIT_WORK_TREE="$PWD" GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 '
+        "GIT_ATTR_NOSYSTEM=1 git -c core.fsmonitor=false -c core.hooksPath=/dev/null"
+    )
     if stage == 0:
         return [
-            ": > \"$W/tree0.list\"",
+            ': > "$W/tree0.list"',
             *(f"printf '%s\\0' {q(p)} >> \"$W/tree0.list\"" for p in named[:MAX_PATHS]),
             "ms_tree() {  # $1: stage, $2: NUL-separated paths; prints the tree of those paths",
             '  local idx="$W/tree$1.idx" n=0',
@@ -204,8 +224,10 @@ def tree_scan_lines(stage: int, nonce: str, named: list[str]) -> list[str]:
             'MS_T0=$(ms_tree 0 "$W/tree0.list") || MS_T0=""; fi',
         ]
     b64 = "base64 -w0"  # GNU coreutils; every command here reads a file, never the script's stdin
-    diff = (f"{git} -c core.quotepath=on -c diff.noprefix=false -c diff.mnemonicPrefix=false diff --no-color "
-            "--no-ext-diff --no-textconv --no-renames --src-prefix=a/ --dst-prefix=b/")
+    diff = (
+        f"{git} -c core.quotepath=on -c diff.noprefix=false -c diff.mnemonicPrefix=false diff --no-color "
+        "--no-ext-diff --no-textconv --no-renames --src-prefix=a/ --dst-prefix=b/"
+    )
     return [
         'cp "$W/tree0.list" "$W/tree1.list"',
         'find . -path ./.git -prune -o -newer "$W/stamp" ! -type d -printf \'%P\\0\' >> "$W/tree1.list" 2>/dev/null',
@@ -251,7 +273,7 @@ def read_applied_tree(log: str, nonce: str | None) -> AppliedTree | None:
         if not line.startswith(prefix):
             continue
         out = out or AppliedTree()
-        words = line[len(prefix):].split(" ")
+        words = line[len(prefix) :].split(" ")
         section, arg = words[0], (words[1] if len(words) > 1 else "")
         try:
             data = base64.b64decode(arg, validate=True) if arg else b""
@@ -311,14 +333,23 @@ def _unquote(raw: bytes) -> str:
     if not (raw.startswith(b'"') and raw.endswith(b'"') and len(raw) >= 2):
         return raw.decode("utf-8", "surrogateescape")
     body = raw[1:-1]
-    simple = {ord("n"): 10, ord("t"): 9, ord('"'): 34, ord("\\"): 92, ord("a"): 7, ord("b"): 8, ord("f"): 12,
-              ord("r"): 13, ord("v"): 11}
+    simple = {
+        ord("n"): 10,
+        ord("t"): 9,
+        ord('"'): 34,
+        ord("\\"): 92,
+        ord("a"): 7,
+        ord("b"): 8,
+        ord("f"): 12,
+        ord("r"): 13,
+        ord("v"): 11,
+    }
     out = bytearray()
     i = 0
     while i < len(body):
         c = body[i]
         if c == 92 and i + 1 < len(body):
-            octal = body[i + 1:i + 4]
+            octal = body[i + 1 : i + 4]
             if len(octal) == 3 and all(48 <= b <= 55 for b in octal):
                 out.append(int(octal, 8) & 0xFF)
                 i += 4
@@ -366,8 +397,9 @@ def added_lines(text: bytes) -> tuple[dict[str, list[str]], set[str]]:
 def _is_test_path(path: str) -> bool:
     parts = path.split("/")
     name = parts[-1]
-    if name == "conftest.py" or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")
-                                                             or name == "tests.py")):
+    if name == "conftest.py" or (
+        name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py") or name == "tests.py")
+    ):
         return True
     return any(p in _TEST_DIRS for p in parts[:-1])
 

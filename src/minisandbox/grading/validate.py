@@ -68,12 +68,19 @@ def classify(record: TaskRecord, before: list[Evaluation], gold: list[Evaluation
     def note(key: str, tests: Iterable[str]) -> None:
         tests = sorted(set(tests))
         if tests:
-            detail[key] = tests[:MAX_LISTED] + ([f"... {len(tests) - MAX_LISTED} more"] if len(tests) > MAX_LISTED else [])
+            detail[key] = tests[:MAX_LISTED] + (
+                [f"... {len(tests) - MAX_LISTED} more"] if len(tests) > MAX_LISTED else []
+            )
 
     def result(status: str, reason: str) -> dict[str, Any]:
-        return {"status": status, "reason": reason, "detail": detail,
-                "runs": [{"phase": ph, "repeat": i, "reason": ev.reason, "seconds": round(ev.seconds, 2)}
-                         for ph, i, ev in runs]}
+        return {
+            "status": status,
+            "reason": reason,
+            "detail": detail,
+            "runs": [
+                {"phase": ph, "repeat": i, "reason": ev.reason, "seconds": round(ev.seconds, 2)} for ph, i, ev in runs
+            ],
+        }
 
     if not f2p:
         return result("env-broken", Reason.EMPTY_F2P.value)
@@ -84,8 +91,9 @@ def classify(record: TaskRecord, before: list[Evaluation], gold: list[Evaluation
         return result("timeout", "a gold run exceeded the spec's timeout")
     if any(ev.reason == Reason.PATCH_APPLY_FAILED.value for ev in gold):
         return result("env-broken", "gold patch does not apply to the task state")
-    bad_setup = [ev.reason for _, _, ev in runs if ev.reason in (Reason.TEST_SETUP_FAILED.value,
-                                                                 Reason.UNPARSEABLE_LOG.value)]
+    bad_setup = [
+        ev.reason for _, _, ev in runs if ev.reason in (Reason.TEST_SETUP_FAILED.value, Reason.UNPARSEABLE_LOG.value)
+    ]
     if bad_setup:
         return result("env-broken", f"a run ended with {bad_setup[0]}")
     # flakiness: one test, one phase, different outcomes across repetitions
@@ -106,16 +114,23 @@ def classify(record: TaskRecord, before: list[Evaluation], gold: list[Evaluation
     note("f2p_failing_with_gold", f2p_fail_gold)
     note("p2p_failing_with_gold", p2p_fail_gold)
     if detail:
-        return result("env-broken", "the environment does not reproduce the reference results: "
-                      + ", ".join(f"{k} ({len(v)})" for k, v in detail.items()))
+        return result(
+            "env-broken",
+            "the environment does not reproduce the reference results: "
+            + ", ".join(f"{k} ({len(v)})" for k, v in detail.items()),
+        )
     if any(ev.reason == Reason.TIMEOUT.value for ev in before):
-        return result("valid", "no patch: the run hangs (killed at the timeout) with no F2P test passed and "
-                      "every P2P test passed; gold: all pass")
+        return result(
+            "valid",
+            "no patch: the run hangs (killed at the timeout) with no F2P test passed and "
+            "every P2P test passed; gold: all pass",
+        )
     return result("valid", "no patch: F2P fail and P2P pass; gold: all pass")
 
 
-def validate_task(record: TaskRecord, spec: EnvSpec, executor: Executor, *, repeats: int = 1,
-                  log_dir: Path | None = None) -> dict[str, Any]:
+def validate_task(
+    record: TaskRecord, spec: EnvSpec, executor: Executor, *, repeats: int = 1, log_dir: Path | None = None
+) -> dict[str, Any]:
     """Run before/gold `repeats` times each and classify; logs go to `log_dir/<iid>/`."""
     if not record.fail_to_pass:  # nothing to check: do not spend sandbox time on it
         return classify(record, [], [])
@@ -168,10 +183,18 @@ class EnvValidation:
         }
 
 
-def validate_env(env_key: str, spec: EnvSpec, records: list[TaskRecord], executor: Executor | None, *,
-                 repeats: int = 1, workers: int = 2, log_dir: Path | None = None,
-                 env_error: str | None = None,
-                 spec_of: dict[str, EnvSpec] | None = None) -> EnvValidation:
+def validate_env(
+    env_key: str,
+    spec: EnvSpec,
+    records: list[TaskRecord],
+    executor: Executor | None,
+    *,
+    repeats: int = 1,
+    workers: int = 2,
+    log_dir: Path | None = None,
+    env_error: str | None = None,
+    spec_of: dict[str, EnvSpec] | None = None,
+) -> EnvValidation:
     """Validate all tasks of one environment (one workflow job per environment).
 
     `env_error`: the environment (or its repo) failed to build; every task is then
@@ -181,8 +204,12 @@ def validate_env(env_key: str, spec: EnvSpec, records: list[TaskRecord], executo
     tasks: dict[str, dict[str, Any]] = {}
     if env_error is not None or executor is None:
         for r in records:
-            tasks[r.instance_id] = {"status": "env-broken", "reason": f"environment not built: {env_error}",
-                                    "detail": {}, "runs": []}
+            tasks[r.instance_id] = {
+                "status": "env-broken",
+                "reason": f"environment not built: {env_error}",
+                "detail": {},
+                "runs": [],
+            }
         return EnvValidation(env_key, spec.name, tasks, repeats, time.monotonic() - t0)
 
     def one(r: TaskRecord) -> tuple[str, dict[str, Any]]:
@@ -190,8 +217,12 @@ def validate_env(env_key: str, spec: EnvSpec, records: list[TaskRecord], executo
             task_spec = (spec_of or {}).get(r.instance_id, spec)
             return r.instance_id, validate_task(r, task_spec, executor, repeats=repeats, log_dir=log_dir)
         except Exception as exc:  # one task's failure never hides the others' results
-            return r.instance_id, {"status": "env-broken", "reason": f"validation error: {exc}", "detail": {},
-                                   "runs": []}
+            return r.instance_id, {
+                "status": "env-broken",
+                "reason": f"validation error: {exc}",
+                "detail": {},
+                "runs": [],
+            }
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         for iid, res in pool.map(one, records):
@@ -285,8 +316,17 @@ def load_env_tasks(plan_path: Path, env_key: str, receipts: Path, store: str) ->
     return EnvTasks(spec, records, repo_key_of, spec_of, executor, error, env_m, repo_ms)
 
 
-def step_validate(plan_path: Path, env_key: str, receipts: Path, store: str, out: Path, log_dir: Path, *,
-                  repeats: int = 1, workers: int = 2) -> EnvValidation:
+def step_validate(
+    plan_path: Path,
+    env_key: str,
+    receipts: Path,
+    store: str,
+    out: Path,
+    log_dir: Path,
+    *,
+    repeats: int = 1,
+    workers: int = 2,
+) -> EnvValidation:
     """The workflow's validation job for one environment: tasks and spec from the plan,
     layers from the publish receipts (the index does not exist yet)."""
     from minisandbox.fsutil import atomic_write_json
@@ -296,13 +336,35 @@ def step_validate(plan_path: Path, env_key: str, receipts: Path, store: str, out
     # Per-task results are kept by what determines them, so adding tasks to a built
     # environment validates only the new (or changed) ones.
     memo = Path(out).parent / "memo" / env_key
-    keys = {r.instance_id: _memo_key(r, spec_of.get(r.instance_id, spec), job.env_manifest,
-                                     job.repo_manifests.get(job.repo_key_of[r.instance_id]), repeats)
-            for r in records} if executor is not None else {}
-    reused = {iid: json.loads((memo / f"{k}.json").read_text()) for iid, k in keys.items() if (memo / f"{k}.json").exists()}
+    keys = (
+        {
+            r.instance_id: _memo_key(
+                r,
+                spec_of.get(r.instance_id, spec),
+                job.env_manifest,
+                job.repo_manifests.get(job.repo_key_of[r.instance_id]),
+                repeats,
+            )
+            for r in records
+        }
+        if executor is not None
+        else {}
+    )
+    reused = {
+        iid: json.loads((memo / f"{k}.json").read_text()) for iid, k in keys.items() if (memo / f"{k}.json").exists()
+    }
     todo = [r for r in records if r.instance_id not in reused]
-    result = validate_env(env_key, spec, todo, executor, repeats=repeats, workers=workers, log_dir=log_dir,
-                          env_error=job.error, spec_of=spec_of)
+    result = validate_env(
+        env_key,
+        spec,
+        todo,
+        executor,
+        repeats=repeats,
+        workers=workers,
+        log_dir=log_dir,
+        env_error=job.error,
+        spec_of=spec_of,
+    )
     for iid, res in result.tasks.items():
         if iid in keys and res["status"] != "env-broken":  # env errors are worth retrying
             atomic_write_json(memo / f"{keys[iid]}.json", res)
@@ -311,8 +373,9 @@ def step_validate(plan_path: Path, env_key: str, receipts: Path, store: str, out
     return result
 
 
-def _memo_key(record: TaskRecord, spec: EnvSpec, env_m: dict[str, Any] | None, repo_m: dict[str, Any] | None,
-              repeats: int) -> str:
+def _memo_key(
+    record: TaskRecord, spec: EnvSpec, env_m: dict[str, Any] | None, repo_m: dict[str, Any] | None, repeats: int
+) -> str:
     """Everything a task's validation outcome depends on: the record, how it is tested,
     the exact environment and snapshot bytes, and the number of repeats."""
     doc = {

@@ -66,13 +66,19 @@ class MinisandboxEnvironmentConfig(BaseModel):
 
 
 class MinisandboxEnvironment:
-    def __init__(self, *, config_class: type = MinisandboxEnvironmentConfig, logger: logging.Logger | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, *, config_class: type = MinisandboxEnvironmentConfig, logger: logging.Logger | None = None, **kwargs: Any
+    ) -> None:
         """Open the task's sandbox in its start state. See `MinisandboxEnvironmentConfig`."""
         self.logger = logger or logging.getLogger("minisandbox.minisweagent")
         self.config = config_class(**kwargs)
-        self.task: TaskSandbox | None = open_task(self.config.task_id, self.config.store, cache=self.config.cache,
-                                                  io_slots=self.config.io_slots, network=self.config.network)
+        self.task: TaskSandbox | None = open_task(
+            self.config.task_id,
+            self.config.store,
+            cache=self.config.cache,
+            io_slots=self.config.io_slots,
+            network=self.config.network,
+        )
         self.logger.info("sandbox for %s ready in %.2f s", self.config.task_id, self.task.setup_seconds)
 
     # -- the mini-swe-agent protocol ------------------------------------------------------
@@ -86,16 +92,22 @@ class MinisandboxEnvironment:
         except Exception as exc:  # a broken sandbox is reported to the agent, like a failed docker exec
             if legacy:
                 raise
-            return {"output": "", "returncode": -1,
-                    "exception_info": f"An error occurred while executing the command: {exc}",
-                    "extra": {"exception_type": type(exc).__name__, "exception": str(exc)}}
+            return {
+                "output": "",
+                "returncode": -1,
+                "exception_info": f"An error occurred while executing the command: {exc}",
+                "extra": {"exception_type": type(exc).__name__, "exception": str(exc)},
+            }
         if res.timed_out:
             if legacy:
                 raise subprocess.TimeoutExpired(command, limit, output=res.output)
-            return {"output": res.output, "returncode": -1,
-                    "exception_info": f"An error occurred while executing the command: "
-                                      f"Command '{command}' timed out after {limit} seconds",
-                    "extra": {"exception_type": "TimeoutExpired", "exception": f"timed out after {limit} seconds"}}
+            return {
+                "output": res.output,
+                "returncode": -1,
+                "exception_info": f"An error occurred while executing the command: "
+                f"Command '{command}' timed out after {limit} seconds",
+                "extra": {"exception_type": "TimeoutExpired", "exception": f"timed out after {limit} seconds"},
+            }
         output = {"output": res.output, "returncode": res.returncode}
         if legacy:
             return output
@@ -109,8 +121,9 @@ class MinisandboxEnvironment:
         lines = output.get("output", "").lstrip().splitlines(keepends=True)
         if lines and lines[0].strip() == SUBMIT_MARKER and output["returncode"] == 0:
             submission = "".join(lines[1:])
-            raise Submitted({"role": "exit", "content": submission,
-                             "extra": {"exit_status": "Submitted", "submission": submission}})
+            raise Submitted(
+                {"role": "exit", "content": submission, "extra": {"exit_status": "Submitted", "submission": submission}}
+            )
 
     def get_template_vars(self, **kwargs: Any) -> dict[str, Any]:
         task = {"task_id": self.config.task_id}
@@ -120,10 +133,14 @@ class MinisandboxEnvironment:
         return {**self.config.model_dump(), **platform.uname()._asdict(), **task, **kwargs}
 
     def serialize(self) -> dict[str, Any]:
-        return {"info": {"config": {
-            "environment": self.config.model_dump(mode="json"),
-            "environment_type": f"{self.__class__.__module__}.{self.__class__.__name__}",
-        }}}
+        return {
+            "info": {
+                "config": {
+                    "environment": self.config.model_dump(mode="json"),
+                    "environment_type": f"{self.__class__.__module__}.{self.__class__.__name__}",
+                }
+            }
+        }
 
     # -- beyond the protocol --------------------------------------------------------------
     def _task(self) -> TaskSandbox:
@@ -141,8 +158,14 @@ class MinisandboxEnvironment:
         if patch is None:
             patch = self.patch()
         task = self._task()
-        return grade(self.config.task_id, patch, self.config.store, catalog=self.config.catalog or None,
-                     cache=task.cache, record=task.record)
+        return grade(
+            self.config.task_id,
+            patch,
+            self.config.store,
+            catalog=self.config.catalog or None,
+            cache=task.cache,
+            record=task.record,
+        )
 
     def close(self) -> None:
         task, self.task = self.task, None

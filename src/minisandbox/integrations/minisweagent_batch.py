@@ -149,18 +149,30 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="minisandbox-mini-batch",
         description="Run mini-swe-agent's SWE-bench batch loop (`mini-extra swebench`) over task files, one "
-                    "minisandbox sandbox per instance (the environment gets the instance id; no Docker). Writes "
-                    "OUT/preds.json (grade it with `minisandbox eval --predictions OUT/preds.json`) and "
-                    "OUT/<id>/<id>.traj.json. Needs `pip install 'minisandbox[minisweagent]'`; "
-                    "docs/integrations/minisweagent.md.")
-    p.add_argument("--tasks", nargs="+", help="task files (SWE-bench/SWE-smith JSONL/JSON/Parquet); "
-                                              "default: the ready tasks of the store's index")
-    p.add_argument("--store", help="published store URL (default: $MINISANDBOX_STORE, else the store: of "
-                                   "./config/config.yaml, else ./results/store)")
+        "minisandbox sandbox per instance (the environment gets the instance id; no Docker). Writes "
+        "OUT/preds.json (grade it with `minisandbox eval --predictions OUT/preds.json`) and "
+        "OUT/<id>/<id>.traj.json. Needs `pip install 'minisandbox[minisweagent]'`; "
+        "docs/integrations/minisweagent.md.",
+    )
+    p.add_argument(
+        "--tasks",
+        nargs="+",
+        help="task files (SWE-bench/SWE-smith JSONL/JSON/Parquet); default: the ready tasks of the store's index",
+    )
+    p.add_argument(
+        "--store",
+        help="published store URL (default: $MINISANDBOX_STORE, else the store: of "
+        "./config/config.yaml, else ./results/store)",
+    )
     p.add_argument("-o", "--output", required=True, help="output directory (preds.json, <id>/<id>.traj.json)")
-    p.add_argument("-c", "--config", action="append", dest="config_spec",
-                   help="mini-swe-agent config files (a name such as swebench.yaml finds its built-in one) or "
-                        "key=value specs, merged in order (default: its benchmarks/swebench.yaml)")
+    p.add_argument(
+        "-c",
+        "--config",
+        action="append",
+        dest="config_spec",
+        help="mini-swe-agent config files (a name such as swebench.yaml finds its built-in one) or "
+        "key=value specs, merged in order (default: its benchmarks/swebench.yaml)",
+    )
     p.add_argument("-m", "--model", help="model name")
     p.add_argument("--model-class", help="model class (e.g. litellm, or a dotted path)")
     p.add_argument("-w", "--workers", type=int, default=1, help="instances at once (default: 1)")
@@ -181,8 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:
         if (exc.name or "").split(".")[0] != "minisweagent":
             raise
-        print("minisandbox-mini-batch: error: mini-swe-agent is not installed: pip install "
-              "'minisandbox[minisweagent]'", file=sys.stderr)
+        print(
+            "minisandbox-mini-batch: error: mini-swe-agent is not installed: pip install 'minisandbox[minisweagent]'",
+            file=sys.stderr,
+        )
         return 1
     except FileNotFoundError as exc:  # mini-swe-agent's config lookup: a -c file that does not exist
         print(f"minisandbox-mini-batch: error: {exc}; check -c", file=sys.stderr)
@@ -201,8 +215,9 @@ def _run(a: argparse.Namespace) -> int:
     instances = filter_instances(load_instances(a.tasks, a.store), filter_spec=a.filter, slice_spec=a.slice)
     specs = a.config_spec or [str(builtin_config_dir / "benchmarks" / "swebench.yaml")]
     config = build_config(specs, a.model, a.model_class)
-    preds = run_batch(instances, config, Path(a.output), store=a.store, workers=a.workers,
-                      redo_existing=a.redo_existing)
+    preds = run_batch(
+        instances, config, Path(a.output), store=a.store, workers=a.workers, redo_existing=a.redo_existing
+    )
     print(f"predictions: {preds}")
     return 0
 

@@ -40,8 +40,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from minisandbox.task import RAY_RESOURCE, TaskSandbox, fetch_task, grade, make_cache, open_task, task_layer_names
 
-__all__ = ["RAY_RESOURCE", "RolloutCluster", "SandboxPool", "ScriptedPolicy", "minisandbox_nodes",
-           "node_resources"]
+__all__ = ["RAY_RESOURCE", "RolloutCluster", "SandboxPool", "ScriptedPolicy", "minisandbox_nodes", "node_resources"]
 
 
 def node_resources(io_slots: int, **labels: float) -> dict[str, float]:
@@ -90,8 +89,14 @@ class ScriptedPolicy:
         steps = []
         for cmd in self.commands:
             res = task.execute(cmd, timeout=self.timeout)
-            steps.append({"command": cmd[:200], "returncode": res.returncode, "timed_out": res.timed_out,
-                          "output": res.output[-2000:]})
+            steps.append(
+                {
+                    "command": cmd[:200],
+                    "returncode": res.returncode,
+                    "timed_out": res.timed_out,
+                    "output": res.output[-2000:],
+                }
+            )
         return steps
 
     @classmethod
@@ -113,9 +118,11 @@ class GoldPolicy:
     def __call__(self, task: TaskSandbox) -> list[dict[str, Any]]:
         rec = task.record
         patch, reverse = (rec.patch, True) if rec.format != "swebench" else (rec.patch, False)
-        cmds = ["cat > /tmp/fix.patch <<'MINISANDBOX_PATCH_EOF'\n" + patch + "MINISANDBOX_PATCH_EOF",
-                f"git apply {'-R ' if reverse else ''}/tmp/fix.patch && rm /tmp/fix.patch",
-                "git status --porcelain"]
+        cmds = [
+            "cat > /tmp/fix.patch <<'MINISANDBOX_PATCH_EOF'\n" + patch + "MINISANDBOX_PATCH_EOF",
+            f"git apply {'-R ' if reverse else ''}/tmp/fix.patch && rm /tmp/fix.patch",
+            "git status --porcelain",
+        ]
         return ScriptedPolicy(cmds, self.timeout, self.name)(task)
 
 
@@ -133,8 +140,14 @@ def fetch_on_this_node(task_id: str, store: str | None, cache_dir: str | None) -
     while holding one `minisandbox_io` unit, so the runtime's own budget is off."""
     t0 = time.time()
     downloaded = fetch_task(task_id, store, cache=cache_dir, io_slots=0)
-    return {"task_id": task_id, "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
-            "downloaded": downloaded, "start": t0, "end": time.time()}
+    return {
+        "task_id": task_id,
+        "node_id": ray.get_runtime_context().get_node_id(),
+        "pid": os.getpid(),
+        "downloaded": downloaded,
+        "start": t0,
+        "end": time.time(),
+    }
 
 
 _fetch_task = ray.remote(num_cpus=0, max_retries=1)(fetch_on_this_node)
@@ -144,8 +157,9 @@ class SandboxPool:
     """Runs rollouts on one node (create it with `SandboxPool.start(node_id, ...)`): up to
     `pool_size` concurrent sandboxes, all from this node's cache."""
 
-    def __init__(self, store: str | None, *, cache_dir: str | None = None, catalog: Any = None,
-                 grade: bool = True) -> None:
+    def __init__(
+        self, store: str | None, *, cache_dir: str | None = None, catalog: Any = None, grade: bool = True
+    ) -> None:
         self.store = store
         self.node_id = ray.get_runtime_context().get_node_id()
         self.cache = make_cache(cache_dir, io_slots=0)
@@ -154,11 +168,23 @@ class SandboxPool:
         self.fetches: list[dict[str, Any]] = []
 
     @classmethod
-    def start(cls, node_id: str, store: str | None, *, pool_size: int = 2, cache_dir: str | None = None,
-              catalog: Any = None, grade: bool = True):
+    def start(
+        cls,
+        node_id: str,
+        store: str | None,
+        *,
+        pool_size: int = 2,
+        cache_dir: str | None = None,
+        catalog: Any = None,
+        grade: bool = True,
+    ):
         """The pool actor pinned to `node_id` (num_cpus=0: sandboxes, not Ray, use the CPUs)."""
-        actor = ray.remote(cls).options(num_cpus=0, max_concurrency=max(1, pool_size), scheduling_strategy=pinned(node_id),
-                                        name=f"minisandbox-pool-{node_id[:12]}-{os.getpid()}-{time.time_ns()}")
+        actor = ray.remote(cls).options(
+            num_cpus=0,
+            max_concurrency=max(1, pool_size),
+            scheduling_strategy=pinned(node_id),
+            name=f"minisandbox-pool-{node_id[:12]}-{os.getpid()}-{time.time_ns()}",
+        )
         return actor.remote(store, cache_dir=cache_dir, catalog=catalog, grade=grade)
 
     def info(self) -> dict[str, Any]:
@@ -172,7 +198,8 @@ class SandboxPool:
         if all(any((self.cache.layers / d).is_dir() for d in names) for names in _layer_names(self.store, task_id)):
             return False
         ref = _fetch_task.options(resources={RAY_RESOURCE: 1}, scheduling_strategy=pinned(self.node_id)).remote(
-            task_id, self.store, str(self.cache.root))
+            task_id, self.store, str(self.cache.root)
+        )
         info = ray.get(ref)
         self.fetches.append(info)
         return bool(info["downloaded"])
@@ -181,8 +208,13 @@ class SandboxPool:
         return [self.ensure_layers(t) for t in task_ids]
 
     def rollout(self, task_id: str, policy: Callable[[TaskSandbox], list[dict[str, Any]]]) -> dict[str, Any]:
-        result: dict[str, Any] = {"task_id": task_id, "node_id": self.node_id, "cache_dir": str(self.cache.root),
-                                  "policy": getattr(policy, "name", type(policy).__name__), "error": None}
+        result: dict[str, Any] = {
+            "task_id": task_id,
+            "node_id": self.node_id,
+            "cache_dir": str(self.cache.root),
+            "policy": getattr(policy, "name", type(policy).__name__),
+            "error": None,
+        }
         t0 = time.monotonic()
         try:
             result["fetched"] = self.ensure_layers(task_id)
@@ -192,8 +224,14 @@ class SandboxPool:
                 steps = policy(task)
                 patch = task.patch()
             t3 = time.monotonic()
-            result.update(fetch_s=t1 - t0, sandbox_s=t2 - t1, run_s=t3 - t2, steps=steps, patch=patch,
-                          layers=[str(p) for p in task.prepared.layers.values()])
+            result.update(
+                fetch_s=t1 - t0,
+                sandbox_s=t2 - t1,
+                run_s=t3 - t2,
+                steps=steps,
+                patch=patch,
+                layers=[str(p) for p in task.prepared.layers.values()],
+            )
             if self.grade_results:
                 ev = grade(task_id, patch, self.store, catalog=self.catalog, cache=self.cache, record=task.record)
                 result.update(resolved=ev.resolved, reason=ev.reason, grade_s=time.monotonic() - t3)
@@ -229,12 +267,19 @@ class RolloutCluster:
             self.catalog = load_catalog(self.catalog)  # loaded once, shipped to every pool
         self.nodes = self.nodes or minisandbox_nodes()
         if not self.nodes:
-            raise RuntimeError(f"no alive Ray node advertises the {RAY_RESOURCE!r} resource; start nodes with "
-                               f"ray start --resources '{{\"{RAY_RESOURCE}\": 2}}'")
+            raise RuntimeError(
+                f"no alive Ray node advertises the {RAY_RESOURCE!r} resource; start nodes with "
+                f"ray start --resources '{{\"{RAY_RESOURCE}\": 2}}'"
+            )
         for n in self.nodes:
-            self.pools[n.node_id] = SandboxPool.start(n.node_id, self.store, pool_size=self.pool_size,
-                                                      cache_dir=self.cache_dirs.get(n.node_id), catalog=self.catalog,
-                                                      grade=self.grade)
+            self.pools[n.node_id] = SandboxPool.start(
+                n.node_id,
+                self.store,
+                pool_size=self.pool_size,
+                cache_dir=self.cache_dirs.get(n.node_id),
+                catalog=self.catalog,
+                grade=self.grade,
+            )
             self._inflight[n.node_id] = 0
 
     def info(self) -> list[dict[str, Any]]:
@@ -249,8 +294,12 @@ class RolloutCluster:
         self._inflight[node_id] += 1
         return node_id, self.pools[node_id].rollout.remote(task_id, policy)
 
-    def run(self, rollouts: Iterable[tuple[str, Callable] | tuple[str, Callable, str]], *,
-            progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    def run(
+        self,
+        rollouts: Iterable[tuple[str, Callable] | tuple[str, Callable, str]],
+        *,
+        progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> list[dict[str, Any]]:
         """Run rollouts concurrently (pool_size per node); results in input order.
         `progress` is called with each result as it completes."""
         refs = []

@@ -91,7 +91,8 @@ def check_bash_syntax(command: str) -> None:
         raise BashIncorrectSyntaxError(
             f"Error (exit code {proc.returncode}) while checking bash command \n{command!r}\n"
             f"---- Stderr ----\n{err}\n---- Stdout ----\n{out}",
-            extra_info={"bash_stdout": out, "bash_stderr": err})
+            extra_info={"bash_stdout": out, "bash_stderr": err},
+        )
 
 
 class MinisandboxRuntime(AbstractRuntime):
@@ -127,8 +128,9 @@ class MinisandboxRuntime(AbstractRuntime):
         self._sessions.add(request.session)
         output = ""
         for path in request.startup_source:
-            res = await asyncio.to_thread(session.run, f"source {shlex.quote(path)}",
-                                          max(request.startup_timeout, 10.0))
+            res = await asyncio.to_thread(
+                session.run, f"source {shlex.quote(path)}", max(request.startup_timeout, 10.0)
+            )
             output += res.output
         return CreateBashSessionResponse(output=output)
 
@@ -139,8 +141,9 @@ class MinisandboxRuntime(AbstractRuntime):
         if isinstance(action, BashInterruptAction):
             return await self._interrupt(action)
         if action.is_interactive_command or action.is_interactive_quit:
-            raise NotImplementedError("interactive commands are not supported by the minisandbox runtime; "
-                                      "run the program non-interactively")
+            raise NotImplementedError(
+                "interactive commands are not supported by the minisandbox runtime; run the program non-interactively"
+            )
         check_bash_syntax(action.command)
         idle = self._idle.setdefault(action.session, threading.Event())
         idle.clear()
@@ -149,8 +152,10 @@ class MinisandboxRuntime(AbstractRuntime):
         finally:
             idle.set()
         if res.timed_out:
-            raise CommandTimeoutError(f"timeout after {action.timeout} seconds while running command "
-                                      f"{action.command!r} (stopped; the session is still usable)")
+            raise CommandTimeoutError(
+                f"timeout after {action.timeout} seconds while running command "
+                f"{action.command!r} (stopped; the session is still usable)"
+            )
         output = res.output
         if action.check == "ignore":
             return BashObservation(output=output, exit_code=None)
@@ -183,18 +188,21 @@ class MinisandboxRuntime(AbstractRuntime):
     # -- one-shot commands and files ------------------------------------------------------
     async def execute(self, command: Command) -> CommandResponse:
         if command.shell:
-            argv = ["/bin/sh", "-c", command.command if isinstance(command.command, str)
-                    else shlex.join(command.command)]
+            argv = [
+                "/bin/sh",
+                "-c",
+                command.command if isinstance(command.command, str) else shlex.join(command.command),
+            ]
         else:
             argv = shlex.split(command.command) if isinstance(command.command, str) else list(command.command)
         stdout, stderr, code, timed_out = await asyncio.to_thread(
-            _run_split, self.sandbox, argv, command.cwd, command.env, command.timeout, command.merge_output_streams)
+            _run_split, self.sandbox, argv, command.cwd, command.env, command.timeout, command.merge_output_streams
+        )
         if timed_out:
             raise CommandTimeoutError(f"Timeout ({command.timeout}s) exceeded while running command")
         r = CommandResponse(stdout=stdout, stderr=stderr, exit_code=code)
         if command.check and code != 0:
-            msg = (f"Command {command.command!r} failed with exit code {code}. "
-                   f"Stdout:\n{stdout!r}\nStderr:\n{stderr!r}")
+            msg = f"Command {command.command!r} failed with exit code {code}. Stdout:\n{stdout!r}\nStderr:\n{stderr!r}"
             raise NonZeroExitCodeError(f"{command.error_msg}: {msg}" if command.error_msg else msg)
         return r
 
@@ -231,8 +239,9 @@ class MinisandboxRuntime(AbstractRuntime):
         return CloseResponse()
 
 
-def _run_split(sandbox: Sandbox, argv: list[str], cwd: str | None, env: dict[str, str] | None,
-               timeout: float | None, merge: bool) -> tuple[str, str, int, bool]:
+def _run_split(
+    sandbox: Sandbox, argv: list[str], cwd: str | None, env: dict[str, str] | None, timeout: float | None, merge: bool
+) -> tuple[str, str, int, bool]:
     """Run argv in the sandbox with stdout and stderr on separate pipes (or merged);
     returns (stdout, stderr, exit code, timed out). The sandbox's own collection
     (`Sandbox.collect`): on timeout the process tree is killed, and after the exit only
@@ -273,9 +282,16 @@ class MinisandboxDeployment(AbstractDeployment):
     I/O budget (0 when Ray's `minisandbox_io` bounds it); `sandbox_options`: SandboxConfig
     fields (network="none" by default, limits=..., scratch_dir=...)."""
 
-    def __init__(self, task_id: str, *, store: str | os.PathLike[str] | None = None,
-                 cache: Cache | str | os.PathLike[str] | None = None, io_slots: int | None = None,
-                 logger: logging.Logger | None = None, **sandbox_options: Any) -> None:
+    def __init__(
+        self,
+        task_id: str,
+        *,
+        store: str | os.PathLike[str] | None = None,
+        cache: Cache | str | os.PathLike[str] | None = None,
+        io_slots: int | None = None,
+        logger: logging.Logger | None = None,
+        **sandbox_options: Any,
+    ) -> None:
         self.task_id = task_id
         self.store = store
         self.cache = cache
@@ -298,11 +314,17 @@ class MinisandboxDeployment(AbstractDeployment):
         if self._runtime is not None:
             return
         self._hooks.on_custom_step(f"Preparing the sandbox of {self.task_id}")
-        task = await asyncio.to_thread(open_task, self.task_id, self.store, cache=self.cache,
-                                       io_slots=self.io_slots, **self.sandbox_options)
+        task = await asyncio.to_thread(
+            open_task, self.task_id, self.store, cache=self.cache, io_slots=self.io_slots, **self.sandbox_options
+        )
         self._task = task
-        self.logger.info("sandbox %s for %s ready in %.2f s (downloaded: %s)", task.sandbox.id, self.task_id,
-                         task.setup_seconds, task.info.get("downloaded"))
+        self.logger.info(
+            "sandbox %s for %s ready in %.2f s (downloaded: %s)",
+            task.sandbox.id,
+            self.task_id,
+            task.setup_seconds,
+            task.info.get("downloaded"),
+        )
         self._runtime = MinisandboxRuntime(task.sandbox, logger=self.logger, on_close=task.prepared.release)
 
     async def stop(self) -> None:

@@ -67,8 +67,10 @@ def check_digest(digest: str, what: str) -> str:
     """`digest` if it is a sha256 in lowercase hex, else StoreDataError: the cache names
     directories, locks and leases after digests, so anything else could name a host path."""
     if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
-        raise StoreDataError(f"{what}: sha256 {str(digest)[:80]!r} is not 64 lowercase hex digits; "
-                             f"the store's manifest is damaged or tampered with: re-publish it")
+        raise StoreDataError(
+            f"{what}: sha256 {str(digest)[:80]!r} is not 64 lowercase hex digits; "
+            f"the store's manifest is damaged or tampered with: re-publish it"
+        )
     return digest
 
 
@@ -103,11 +105,19 @@ class Artifact:
     def from_manifest(cls, store: Store, manifest: dict[str, Any]) -> Artifact:
         try:
             kind = manifest["kind"]
-            return cls(store.url, f"artifacts/{kind}/{manifest['artifact']}", manifest["sha256"],
-                       int(manifest["size"]), manifest.get("format", "tar.zst"), manifest["key"], kind)
+            return cls(
+                store.url,
+                f"artifacts/{kind}/{manifest['artifact']}",
+                manifest["sha256"],
+                int(manifest["size"]),
+                manifest.get("format", "tar.zst"),
+                manifest["key"],
+                kind,
+            )
         except KeyError as exc:
-            raise CacheError(f"manifest of {manifest.get('key', '?')} in {store.url} lacks {exc}; "
-                             f"re-run the publish step") from None
+            raise CacheError(
+                f"manifest of {manifest.get('key', '?')} in {store.url} lacks {exc}; re-run the publish step"
+            ) from None
 
     @classmethod
     def image_from_manifest(cls, store: Store, manifest: dict[str, Any]) -> Artifact | None:
@@ -116,12 +126,20 @@ class Artifact:
         if not img:
             return None
         try:
-            return cls(store.url, f"artifacts/{manifest['kind']}/{img['artifact']}", img["sha256"], int(img["size"]),
-                       img.get("format", "squashfs"), manifest["key"], manifest["kind"],
-                       ChunkedImage.from_manifest(manifest, where=f"store {store.url}: manifest of {manifest['key']}"))
+            return cls(
+                store.url,
+                f"artifacts/{manifest['kind']}/{img['artifact']}",
+                img["sha256"],
+                int(img["size"]),
+                img.get("format", "squashfs"),
+                manifest["key"],
+                manifest["kind"],
+                ChunkedImage.from_manifest(manifest, where=f"store {store.url}: manifest of {manifest['key']}"),
+            )
         except KeyError as exc:
-            raise CacheError(f"image entry of {manifest.get('key', '?')} in {store.url} lacks {exc}; "
-                             f"re-run the publish step") from None
+            raise CacheError(
+                f"image entry of {manifest.get('key', '?')} in {store.url} lacks {exc}; re-run the publish step"
+            ) from None
 
     @property
     def label(self) -> str:
@@ -236,8 +254,9 @@ class Lease:
 class Cache:
     """The node cache at `root` (default `minisandbox.paths.cache_dir()`)."""
 
-    def __init__(self, root: Path | None = None, budget: IOBudget | None = None, *,
-                 progress: Progress | None = None) -> None:
+    def __init__(
+        self, root: Path | None = None, budget: IOBudget | None = None, *, progress: Progress | None = None
+    ) -> None:
         """`progress`: a meter that downloads add their sizes to and their bytes to (the
         `fetch` command's bar); None for silent use (sandboxes, workers)."""
         self.progress = progress
@@ -290,8 +309,9 @@ class Cache:
         return live
 
     # -- the main path --------------------------------------------------------------------
-    def layer(self, store: Store, artifact: Artifact, *, ticket: float | None = None,
-              owner: str = "") -> tuple[LayerResult, Path]:
+    def layer(
+        self, store: Store, artifact: Artifact, *, ticket: float | None = None, owner: str = ""
+    ) -> tuple[LayerResult, Path]:
         """Make the artifact's layer exist on this node and lease it.
 
         Returns (result, lease file). Holding the digest lock from the check to the lease
@@ -307,18 +327,29 @@ class Cache:
                     attempts, nbytes = self._stream_into_layer(store, artifact)
                 result.downloaded = True
                 result.attempts = attempts
-                atomic_write_json(self.layers / f"{digest}.json", {
-                    "digest": digest, "key": artifact.key, "kind": artifact.kind, "format": artifact.fmt,
-                    "artifact": artifact.rel, "store": artifact.store_url, "archive_bytes": artifact.size,
-                    "layer_bytes": nbytes, "created": time.time()})
+                atomic_write_json(
+                    self.layers / f"{digest}.json",
+                    {
+                        "digest": digest,
+                        "key": artifact.key,
+                        "kind": artifact.kind,
+                        "format": artifact.fmt,
+                        "artifact": artifact.rel,
+                        "store": artifact.store_url,
+                        "archive_bytes": artifact.size,
+                        "layer_bytes": nbytes,
+                        "created": time.time(),
+                    },
+                )
             else:
                 self._touch(digest)
             lease = self._lease_one(digest, owner)
         result.seconds = time.monotonic() - t0
         return result, lease
 
-    def image_layer(self, store: Store, image: Artifact, *, unpack: bool = False, ticket: float | None = None,
-                    owner: str = "") -> tuple[LayerResult, Path]:
+    def image_layer(
+        self, store: Store, image: Artifact, *, unpack: bool = False, ticket: float | None = None, owner: str = ""
+    ) -> tuple[LayerResult, Path]:
         """Like `layer`, for a filesystem image: download the image file (or re-check the one
         kept here) against the manifest's sha256, then mount it read-only at layers/<sha256>:
         with the kernel (root with loop devices) or with squashfuse in this cache's mount
@@ -349,11 +380,22 @@ class Cache:
                         nbytes = self._unpack_image(path, final)
                     else:
                         result.mounter, nbytes = self._mount_image(path, final, image.fmt), 0
-                atomic_write_json(self.layers / f"{digest}.json", {
-                    "digest": digest, "key": image.key, "kind": image.kind, "format": image.fmt,
-                    "artifact": image.rel, "store": image.store_url, "archive_bytes": image.size,
-                    "layer_bytes": nbytes, "image": True, **({"unpacked": True} if unpack else {}),
-                    "created": time.time()})
+                atomic_write_json(
+                    self.layers / f"{digest}.json",
+                    {
+                        "digest": digest,
+                        "key": image.key,
+                        "kind": image.kind,
+                        "format": image.fmt,
+                        "artifact": image.rel,
+                        "store": image.store_url,
+                        "archive_bytes": image.size,
+                        "layer_bytes": nbytes,
+                        "image": True,
+                        **({"unpacked": True} if unpack else {}),
+                        "created": time.time(),
+                    },
+                )
             lease = self._lease_one(digest, owner)
         result.seconds = time.monotonic() - t0
         return result, lease
@@ -472,12 +514,15 @@ class Cache:
                 raise ArtifactCorruptError(
                     f"artifact {image.label} ({image.key}): its chunk list {store.url_of(ref.list_rel)} assembles to "
                     f"size {done.size} sha256 {done.sha256[:12]}.., the manifest says size {image.size} sha256 "
-                    f"{image.sha256[:12]}..; re-publish {image.key}")
+                    f"{image.sha256[:12]}..; re-publish {image.key}"
+                )
             os.replace(part, final)
         finally:
             part.unlink(missing_ok=True)
-        atomic_write_json(self._chunk_list_of(image.sha256),
-                          {"image_sha256": cl.image_sha256, "size": cl.size, "chunks": [list(c) for c in cl.chunks]})
+        atomic_write_json(
+            self._chunk_list_of(image.sha256),
+            {"image_sha256": cl.image_sha256, "size": cl.size, "chunks": [list(c) for c in cl.chunks]},
+        )
         return final, True
 
     def _touch(self, digest: str) -> None:
@@ -490,6 +535,7 @@ class Cache:
             self.progress.add_total(artifact.size)
         problems: list[str] = []
         for attempt in (1, 2):
+
             def fill(tmp: Path) -> int:
                 return self._stream_once(store, artifact, tmp)
 
@@ -501,7 +547,8 @@ class Cache:
                 continue
         raise ArtifactCorruptError(
             f"artifact {artifact.label} ({artifact.key}) is corrupt: {problems[-1]} on {len(problems)} downloads; "
-            f"the store copy does not match its manifest: re-publish {artifact.key} (or remove it from the store)")
+            f"the store copy does not match its manifest: re-publish {artifact.key} (or remove it from the store)"
+        )
 
     def _stream_once(self, store: Store, artifact: Artifact, tmp: Path) -> int:
         def transfer() -> int:
@@ -519,8 +566,10 @@ class Cache:
                 reader.drain()  # hash every byte, so a bad copy is told from a bad archive
             got_sha, got_size = reader.sha.hexdigest(), reader.size
             if got_size != artifact.size or got_sha != artifact.sha256:
-                raise _Corrupt(f"got size {got_size} sha256 {got_sha[:12]}..., manifest says size "
-                               f"{artifact.size} sha256 {artifact.sha256[:12]}...")
+                raise _Corrupt(
+                    f"got size {got_size} sha256 {got_sha[:12]}..., manifest says size "
+                    f"{artifact.size} sha256 {artifact.sha256[:12]}..."
+                )
             if error is not None:
                 raise error  # the published archive itself is bad: not retried
             return nbytes
@@ -548,12 +597,14 @@ class Cache:
         for _ in (1, 2):
             part = self.tmp / f"{artifact.sha256}.{uuid.uuid4().hex[:8]}.part"
             try:
+
                 def transfer(part: Path = part) -> tuple[str, int]:
                     with store.open(artifact.rel, "rb", block_size=_block_size(store)) as raw, open(part, "wb") as out:
                         reader = _HashingReader(raw, self.progress)
                         while chunk := reader.read(CHUNK):
                             out.write(chunk)
                     return reader.sha.hexdigest(), reader.size
+
                 sha, size = store._call("download", artifact.rel, transfer)
                 if sha == artifact.sha256 and size == artifact.size:
                     os.replace(part, final)
@@ -561,16 +612,20 @@ class Cache:
                 problems.append(f"got size {size} sha256 {sha[:12]}...")
             finally:
                 part.unlink(missing_ok=True)
-        raise ArtifactCorruptError(f"artifact {artifact.label} ({artifact.key}) is corrupt: {problems[-1]} on "
-                                   f"2 downloads, manifest says size {artifact.size} sha256 {artifact.sha256[:12]}...; "
-                                   f"re-publish {artifact.key} (or remove it from the store)")
+        raise ArtifactCorruptError(
+            f"artifact {artifact.label} ({artifact.key}) is corrupt: {problems[-1]} on "
+            f"2 downloads, manifest says size {artifact.size} sha256 {artifact.sha256[:12]}...; "
+            f"re-publish {artifact.key} (or remove it from the store)"
+        )
 
     # -- listing and GC -------------------------------------------------------------------
     def entries(self) -> list[Entry]:
         out = []
-        digests = ({p.stem for p in self.layers.glob("*.json") if _DIGEST.fullmatch(p.stem)}
-                   | {p.name for p in self.layers.iterdir() if len(p.name) == 64 and p.is_dir()}
-                   | {p.name for p in self.archives.iterdir() if len(p.name) == 64})
+        digests = (
+            {p.stem for p in self.layers.glob("*.json") if _DIGEST.fullmatch(p.stem)}
+            | {p.name for p in self.layers.iterdir() if len(p.name) == 64 and p.is_dir()}
+            | {p.name for p in self.archives.iterdir() if len(p.name) == 64}
+        )
         for digest in sorted(digests):
             meta_path = self.layers / f"{digest}.json"
             try:
@@ -586,8 +641,18 @@ class Cache:
             layer_bytes = 0
             if layer.is_dir() and not self.is_mounted(layer):
                 layer_bytes = int(meta["layer_bytes"]) if "layer_bytes" in meta else _du(layer)
-            out.append(Entry(digest, meta.get("key", "?"), meta.get("kind", "?"), layer_bytes, archive_bytes, last,
-                             len(self.live_leases(digest)), layer))
+            out.append(
+                Entry(
+                    digest,
+                    meta.get("key", "?"),
+                    meta.get("kind", "?"),
+                    layer_bytes,
+                    archive_bytes,
+                    last,
+                    len(self.live_leases(digest)),
+                    layer,
+                )
+            )
         return out
 
     def _remove_stale_tmp(self) -> int:
@@ -651,8 +716,10 @@ class Cache:
                     total -= freed
                     report.freed += freed
                     report.removed.append(e)
-            for e in sorted((e for e in entries if e.leases and e.archive_bytes and not self.is_mounted(e.path)),
-                            key=lambda e: e.last_used):
+            for e in sorted(
+                (e for e in entries if e.leases and e.archive_bytes and not self.is_mounted(e.path)),
+                key=lambda e: e.last_used,
+            ):
                 if total <= max_bytes:
                     break
                 freed = self._evict(e, whole=False)  # keep the leased layer, drop its archive
@@ -688,8 +755,10 @@ class Cache:
         holders = self.holders()
         holders.pop(os.getpid(), None)  # this process leases nothing it would keep
         if holders and not force:
-            raise CacheBusy(f"cache {self.root} is in use: layers leased by {_name_holders(holders)}; "
-                            f"end them first, or pass --force to end them")
+            raise CacheBusy(
+                f"cache {self.root} is in use: layers leased by {_name_holders(holders)}; "
+                f"end them first, or pass --force to end them"
+            )
         report = ClearReport(self.root, ended=holders)
         _end_processes(holders, grace)
         report.leftovers = reap(self.state_dir())
@@ -700,14 +769,18 @@ class Cache:
             if self.is_mounted(e.path) and self._unmount(e.path):
                 report.unmounted += 1
         if not self.stop_mounts():
-            raise CacheBusy(f"cache {self.root}: the rootless mount holder still has an image in use; "
-                            f"end the sandboxes using it (or pass --force) and run `minisandbox cache clear` again")
+            raise CacheBusy(
+                f"cache {self.root}: the rootless mount holder still has an image in use; "
+                f"end the sandboxes using it (or pass --force) and run `minisandbox cache clear` again"
+            )
         for mountpoint in reversed(_mounts_under(self.root)):  # e.g. left by a killed controller
             restore.unmount(Path(mountpoint))
         left = _mounts_under(self.root)
         if left:
-            raise CacheBusy(f"cache {self.root}: {len(left)} mount(s) could not be undone ({left[0]}"
-                            f"{', ...' if len(left) > 1 else ''}); nothing was removed; `umount` them and retry")
+            raise CacheBusy(
+                f"cache {self.root}: {len(left)} mount(s) could not be undone ({left[0]}"
+                f"{', ...' if len(left) > 1 else ''}); nothing was removed; `umount` them and retry"
+            )
         restore.remove_tree(self.root)
         return report
 
@@ -756,8 +829,9 @@ def check_cache_dir(root: Path) -> None:
     --cache ~/thesis` must not delete a thesis). `Cache(root)` creates the layout, so
     check before constructing one."""
     if not (Path(root) / "layers").is_dir():
-        raise CacheError(f"{root} does not look like a minisandbox cache (no layers/ directory): "
-                         f"not removing it; check --cache")
+        raise CacheError(
+            f"{root} does not look like a minisandbox cache (no layers/ directory): not removing it; check --cache"
+        )
 
 
 def _name_holders(holders: dict[int, str]) -> str:
@@ -817,4 +891,15 @@ def _du(path: Path) -> int:
     return total
 
 
-__all__ = ["Artifact", "ArtifactCorruptError", "Cache", "CacheBusy", "CacheError", "ClearReport", "Entry", "GcReport", "Lease", "LayerResult"]
+__all__ = [
+    "Artifact",
+    "ArtifactCorruptError",
+    "Cache",
+    "CacheBusy",
+    "CacheError",
+    "ClearReport",
+    "Entry",
+    "GcReport",
+    "Lease",
+    "LayerResult",
+]

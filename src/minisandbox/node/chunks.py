@@ -117,15 +117,23 @@ class ChunkedImage:
         if not artifact.endswith(CHUNK_LIST_SUFFIX):
             raise StoreDataError(f"{where}: artifact must end with {CHUNK_LIST_SUFFIX}; re-publish the artifact")
         size, count = info.get("size"), info.get("count")
-        if not (type(size) is int and 1 <= size <= MAX_CHUNK_LIST_BYTES and type(count) is int
-                and 0 <= count <= MAX_CHUNKS):
+        if not (
+            type(size) is int and 1 <= size <= MAX_CHUNK_LIST_BYTES and type(count) is int and 0 <= count <= MAX_CHUNKS
+        ):
             raise StoreDataError(f"{where}: size or count out of range ({size!r}, {count!r}); re-publish the artifact")
         chunk_path(info.get("sha256"))  # 64 lowercase hex, or StoreDataError
         image_sha = img.get("sha256")
         chunk_path(image_sha)
-        return cls(kind=manifest["kind"], key=manifest["key"], list_rel=f"artifacts/{manifest['kind']}/{artifact}",
-                   list_sha256=info["sha256"], list_size=size, count=count,
-                   image_sha256=image_sha, image_size=int(img["size"]))
+        return cls(
+            kind=manifest["kind"],
+            key=manifest["key"],
+            list_rel=f"artifacts/{manifest['kind']}/{artifact}",
+            list_sha256=info["sha256"],
+            list_size=size,
+            count=count,
+            image_sha256=image_sha,
+            image_size=int(img["size"]),
+        )
 
     @property
     def what(self) -> str:
@@ -139,15 +147,27 @@ def read_chunk_list(store: Store, ref: ChunkedImage) -> ChunkList:
     try:
         data = store.read_bytes(ref.list_rel)
     except NotInStore as exc:
-        raise ChunkError(f"chunk list {store.url_of(ref.list_rel)} of {ref.what} is missing from the store; "
-                         f"re-publish {ref.key} (or push/pull it again)", ref.list_rel, missing=True) from exc
+        raise ChunkError(
+            f"chunk list {store.url_of(ref.list_rel)} of {ref.what} is missing from the store; "
+            f"re-publish {ref.key} (or push/pull it again)",
+            ref.list_rel,
+            missing=True,
+        ) from exc
     sha = hashlib.sha256(data).hexdigest()
     if len(data) != ref.list_size or sha != ref.list_sha256:
-        raise ChunkError(f"chunk list {store.url_of(ref.list_rel)} of {ref.what} does not match its manifest "
-                         f"(size {len(data)} sha256 {sha[:12]}.., manifest image.chunks says size {ref.list_size} "
-                         f"sha256 {ref.list_sha256[:12]}..); re-publish {ref.key}", ref.list_rel)
-    return parse_chunk_list(data, where=f"store {store.url}: {ref.list_rel}", image_sha256=ref.image_sha256,
-                            image_size=ref.image_size, count=ref.count)
+        raise ChunkError(
+            f"chunk list {store.url_of(ref.list_rel)} of {ref.what} does not match its manifest "
+            f"(size {len(data)} sha256 {sha[:12]}.., manifest image.chunks says size {ref.list_size} "
+            f"sha256 {ref.list_sha256[:12]}..); re-publish {ref.key}",
+            ref.list_rel,
+        )
+    return parse_chunk_list(
+        data,
+        where=f"store {store.url}: {ref.list_rel}",
+        image_sha256=ref.image_sha256,
+        image_size=ref.image_size,
+        count=ref.count,
+    )
 
 
 def fetch_chunk(store: Store, digest: str, length: int, what: str) -> bytes:
@@ -159,15 +179,21 @@ def fetch_chunk(store: Store, digest: str, length: int, what: str) -> bytes:
         try:
             data = store.read_bytes(rel)
         except NotInStore as exc:
-            raise ChunkError(f"chunk {store.url_of(rel)} of {what} is missing from the store; re-publish it "
-                             f"(or push/pull it again)", rel, missing=True) from exc
+            raise ChunkError(
+                f"chunk {store.url_of(rel)} of {what} is missing from the store; re-publish it (or push/pull it again)",
+                rel,
+                missing=True,
+            ) from exc
         sha = hashlib.sha256(data).hexdigest()
         if len(data) == length and sha == digest:
             return data
         got = f"size {len(data)} sha256 {sha[:12]}.."
-    raise ChunkError(f"chunk {store.url_of(rel)} of {what} is corrupt: {got} on 2 reads, its name says "
-                     f"sha256 {digest[:12]}.. and the list length {length}; re-publish it (or copy it again "
-                     f"from a good store)", rel)
+    raise ChunkError(
+        f"chunk {store.url_of(rel)} of {what} is corrupt: {got} on 2 reads, its name says "
+        f"sha256 {digest[:12]}.. and the list length {length}; re-publish it (or copy it again "
+        f"from a good store)",
+        rel,
+    )
 
 
 # ------------------------------------------------------------------ packs: ranged reads
@@ -182,8 +208,9 @@ class Segment:
     items: list[tuple[int, int, int, str]] = field(default_factory=list)
 
 
-def plan_segments(located: list[tuple[str, int, str, int]], wanted: Iterable[int], *, gap: int = GAP_BYTES,
-                  limit: int = RANGE_BYTES) -> list[Segment]:
+def plan_segments(
+    located: list[tuple[str, int, str, int]], wanted: Iterable[int], *, gap: int = GAP_BYTES, limit: int = RANGE_BYTES
+) -> list[Segment]:
     """The ranged reads that fetch chunks `wanted` (list indexes, ascending) of a packed list:
     a chunk joins the previous read when it is in the same pack, at most `gap` bytes after
     it, and the read stays within `limit` bytes (a chunk longer than `limit` is read alone)."""
@@ -191,8 +218,12 @@ def plan_segments(located: list[tuple[str, int, str, int]], wanted: Iterable[int
     for i in wanted:
         digest, length, pack, offset = located[i]
         cur = out[-1] if out else None
-        if (cur is not None and cur.pack == pack and cur.end <= offset <= cur.end + gap
-                and offset + length - cur.start <= limit):
+        if (
+            cur is not None
+            and cur.pack == pack
+            and cur.end <= offset <= cur.end + gap
+            and offset + length - cur.start <= limit
+        ):
             cur.end = offset + length
         else:
             cur = Segment(pack, offset, offset + length)
@@ -210,24 +241,31 @@ def fetch_segment(store: Store, seg: Segment, what: str) -> list[bytes]:
         try:
             data = store.read_range(rel, seg.start, seg.end)
         except NotInStore as exc:
-            raise ChunkError(f"pack {store.url_of(rel)} of {what} is missing from the store; re-publish it "
-                             f"(or push/pull it again)", rel, missing=True) from exc
+            raise ChunkError(
+                f"pack {store.url_of(rel)} of {what} is missing from the store; re-publish it (or push/pull it again)",
+                rel,
+                missing=True,
+            ) from exc
         if len(data) != seg.end - seg.start:
-            problem = (f"bytes {seg.start}-{seg.end} came back as {len(data)} bytes (truncated pack or "
-                       f"offsets past its end)")
+            problem = (
+                f"bytes {seg.start}-{seg.end} came back as {len(data)} bytes (truncated pack or offsets past its end)"
+            )
             continue
         view = memoryview(data)
         out = []
         for _, offset, length, digest in seg.items:
-            part = view[offset - seg.start:offset - seg.start + length]
+            part = view[offset - seg.start : offset - seg.start + length]
             if hashlib.sha256(part).hexdigest() != digest:
                 problem = f"the chunk at offset {offset} (length {length}) does not have sha256 {digest[:12]}.."
                 break
             out.append(bytes(part))
         else:
             return out
-    raise ChunkError(f"pack {store.url_of(rel)} of {what} is corrupt: {problem} on 2 reads; re-publish it (or "
-                     f"copy it again from a good store)", rel)
+    raise ChunkError(
+        f"pack {store.url_of(rel)} of {what} is corrupt: {problem} on 2 reads; re-publish it (or "
+        f"copy it again from a good store)",
+        rel,
+    )
 
 
 def fetch_listed(store: Store, cl: ChunkList, i: int, what: str) -> bytes:
@@ -237,8 +275,9 @@ def fetch_listed(store: Store, cl: ChunkList, i: int, what: str) -> bytes:
         return fetch_chunk(store, digest, length, what)
     assert cl.packs is not None and cl.at is not None
     pack, offset = cl.at[i]
-    return fetch_segment(store, Segment(cl.packs[pack][0], offset, offset + length,
-                                        [(i, offset, length, digest)]), what)[0]
+    return fetch_segment(
+        store, Segment(cl.packs[pack][0], offset, offset + length, [(i, offset, length, digest)]), what
+    )[0]
 
 
 def needed_objects(cl: ChunkList) -> dict[str, int]:
@@ -277,7 +316,7 @@ def _listing(store: Store, top: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for path, info in found.items():
         path = path.rstrip("/")
-        rel = path[len(prefix):] if path.startswith(prefix) else path
+        rel = path[len(prefix) :] if path.startswith(prefix) else path
         out[rel] = int(info.get("size") or 0)
     return out
 
@@ -364,8 +403,15 @@ class Published:
     chunks_new: int = 0
 
 
-def upload_image_packs(store: Store, image: Path, image_sha256: str, chunks: list[tuple[str, int]], *,
-                       pack_bytes: int = PACK_BYTES, workers: int = PACK_WORKERS) -> Published:
+def upload_image_packs(
+    store: Store,
+    image: Path,
+    image_sha256: str,
+    chunks: list[tuple[str, int]],
+    *,
+    pack_bytes: int = PACK_BYTES,
+    workers: int = PACK_WORKERS,
+) -> Published:
     """Publish the chunks of `image` (cut as `chunks`, in order) that `store` lacks, as packs
     of about `pack_bytes` (each chunk read from the image at its offset and checked first;
     each pack written, then its index: an index is never visible before its pack), and return
@@ -390,13 +436,17 @@ def upload_image_packs(store: Store, image: Path, image_sha256: str, chunks: lis
     kept = _kept_indexes(store)
     fd = os.open(image, os.O_RDONLY)
     try:
+
         def put(group: list[tuple[str, int]]) -> tuple[str, int, list[tuple[str, int]]]:
             parts = []
             for digest, length in group:
                 data = os.pread(fd, length, first[digest])
                 if len(data) != length or hashlib.sha256(data).hexdigest() != digest:
-                    raise ChunkError(f"{image} changed since it was cut (chunk at {first[digest]} no longer has "
-                                     f"sha256 {digest[:12]}..); pack it again", str(image))
+                    raise ChunkError(
+                        f"{image} changed since it was cut (chunk at {first[digest]} no longer has "
+                        f"sha256 {digest[:12]}..); pack it again",
+                        str(image),
+                    )
                 parts.append(data)
             blob = b"".join(parts)
             pack = hashlib.sha256(blob).hexdigest()
@@ -476,29 +526,44 @@ def _copy_pack(src: Store, dst: Store, rel: str, size: int, what: str) -> int:
         data = src.read_bytes(rel)
         index = src.read_bytes(rel + PACK_INDEX_SUFFIX)
     except NotInStore as exc:
-        raise ChunkError(f"{exc} (a pack of {what}, or its index); re-publish it (or push/pull it again)", rel,
-                         missing=True) from exc
+        raise ChunkError(
+            f"{exc} (a pack of {what}, or its index); re-publish it (or push/pull it again)", rel, missing=True
+        ) from exc
     sha = hashlib.sha256(data).hexdigest()
     if sha != digest or len(data) != size:
-        raise ChunkError(f"pack {src.url_of(rel)} of {what} is corrupt: size {len(data)} sha256 {sha[:12]}.., its "
-                         f"name says sha256 {digest[:12]}.. and the list size {size}; re-publish it", rel)
+        raise ChunkError(
+            f"pack {src.url_of(rel)} of {what} is corrupt: size {len(data)} sha256 {sha[:12]}.., its "
+            f"name says sha256 {digest[:12]}.. and the list size {size}; re-publish it",
+            rel,
+        )
     try:
         chunks = parse_pack_index(index, where=src.url_of(rel + PACK_INDEX_SUFFIX), pack_size=size)
     except StoreDataError as exc:
         raise ChunkError(str(exc), rel + PACK_INDEX_SUFFIX) from None
     view, at = memoryview(data), 0
     for d, n in chunks:
-        if hashlib.sha256(view[at:at + n]).hexdigest() != d:
-            raise ChunkError(f"pack index {src.url_of(rel + PACK_INDEX_SUFFIX)} of {what} is corrupt: the chunk at "
-                             f"offset {at} does not have sha256 {d[:12]}..; re-publish it", rel + PACK_INDEX_SUFFIX)
+        if hashlib.sha256(view[at : at + n]).hexdigest() != d:
+            raise ChunkError(
+                f"pack index {src.url_of(rel + PACK_INDEX_SUFFIX)} of {what} is corrupt: the chunk at "
+                f"offset {at} does not have sha256 {d[:12]}..; re-publish it",
+                rel + PACK_INDEX_SUFFIX,
+            )
         at += n
     dst.put_object(rel, data)
     dst.put_object(rel + PACK_INDEX_SUFFIX, index)
     return size
 
 
-def copy_chunks(src: Store, dst: Store, cl: ChunkList, what: str, *, workers: int = WORKERS,
-                meter: Progress | None = None, have: DestinationChunks | None = None) -> tuple[int, int]:
+def copy_chunks(
+    src: Store,
+    dst: Store,
+    cl: ChunkList,
+    what: str,
+    *,
+    workers: int = WORKERS,
+    meter: Progress | None = None,
+    have: DestinationChunks | None = None,
+) -> tuple[int, int]:
     """Copy the chunk objects or packs (with their indexes) of `cl` that `dst` lacks from
     `src`, each checked on the way (a damaged source is never propagated). `have`: what
     `dst` holds (`chunk_sizes(dst)`), shared by concurrent copies; without it, one existence
@@ -532,8 +597,9 @@ def copy_chunks(src: Store, dst: Store, cl: ChunkList, what: str, *, workers: in
     for rel, event in wait:
         event.wait()
         if have is not None and have.sizes.get(rel) != lengths[rel]:
-            raise ChunkError(f"{dst.url_of(rel)} of {what} could not be copied (the copy for another image "
-                             f"failed); rerun", rel)
+            raise ChunkError(
+                f"{dst.url_of(rel)} of {what} could not be copied (the copy for another image failed); rerun", rel
+            )
     return len(todo), sent
 
 
@@ -544,9 +610,16 @@ class ChunkProblem:
     detail: str
 
 
-def check_chunks(store: Store, cl: ChunkList, what: str, *, quick: bool, workers: int = WORKERS,
-                 meter: Progress | None = None, memo: dict[str, int | None] | None = None
-                 ) -> list[ChunkProblem]:
+def check_chunks(
+    store: Store,
+    cl: ChunkList,
+    what: str,
+    *,
+    quick: bool,
+    workers: int = WORKERS,
+    meter: Progress | None = None,
+    memo: dict[str, int | None] | None = None,
+) -> list[ChunkProblem]:
     """`quick`: every chunk object or pack present with its size (one size request per
     distinct object; `memo`, store-relative path -> size or None when missing, shares the
     answers between images, as chunks are shared). Otherwise every chunk is read and
@@ -568,10 +641,17 @@ def check_chunks(store: Store, cl: ChunkList, what: str, *, quick: bool, workers
         for rel, length in lengths.items():
             size = memo[rel]
             if size is None:
-                problems.append(ChunkProblem("missing", rel, f"{noun} of {what}; re-publish it (or push/pull it again)"))
+                problems.append(
+                    ChunkProblem("missing", rel, f"{noun} of {what}; re-publish it (or push/pull it again)")
+                )
             elif size != length:
-                problems.append(ChunkProblem("corrupt", rel, f"{noun} of {what}: size {size} != {length} in its "
-                                                             f"list; re-publish it or copy it again"))
+                problems.append(
+                    ChunkProblem(
+                        "corrupt",
+                        rel,
+                        f"{noun} of {what}: size {size} != {length} in its list; re-publish it or copy it again",
+                    )
+                )
         if meter is not None:
             meter.update(len(cl.chunks))
         return problems
@@ -590,14 +670,21 @@ def check_chunks(store: Store, cl: ChunkList, what: str, *, quick: bool, workers
         if meter is not None:
             meter.update(length)
     if complete and whole.hexdigest() != cl.image_sha256:
-        problems.append(ChunkProblem("corrupt", "", f"the chunks of {what} reassemble to sha256 "
-                                                    f"{whole.hexdigest()[:16]}.., the list says "
-                                                    f"{cl.image_sha256[:16]}..; re-publish it"))
+        problems.append(
+            ChunkProblem(
+                "corrupt",
+                "",
+                f"the chunks of {what} reassemble to sha256 "
+                f"{whole.hexdigest()[:16]}.., the list says "
+                f"{cl.image_sha256[:16]}..; re-publish it",
+            )
+        )
     return problems
 
 
-def _ordered(store: Store, cl: ChunkList, what: str, workers: int, skip: Callable[[int], bool] = lambda i: False
-             ) -> Iterator[tuple[str, int, bytes | ChunkError | None]]:
+def _ordered(
+    store: Store, cl: ChunkList, what: str, workers: int, skip: Callable[[int], bool] = lambda i: False
+) -> Iterator[tuple[str, int, bytes | ChunkError | None]]:
     """(digest, length, bytes | ChunkError) for each chunk in list order, fetched ahead of
     the consumer: chunk objects `workers` at a time (bounded memory: 2 x workers chunks),
     packed chunks as coalesced ranges, RANGE_WORKERS at a time (at most 2 x RANGE_WORKERS
@@ -629,8 +716,9 @@ def _ordered(store: Store, cl: ChunkList, what: str, workers: int, skip: Callabl
             yield digest, length, (fut.result() if fut is not None else None)
 
 
-def _ordered_packed(store: Store, cl: ChunkList, what: str, skip: Callable[[int], bool]
-                    ) -> Iterator[tuple[str, int, bytes | ChunkError | None]]:
+def _ordered_packed(
+    store: Store, cl: ChunkList, what: str, skip: Callable[[int], bool]
+) -> Iterator[tuple[str, int, bytes | ChunkError | None]]:
     segments = plan_segments(cl.located(), [i for i in range(len(cl.chunks)) if not skip(i)])
 
     def get(seg: Segment) -> list[bytes] | ChunkError:
@@ -656,8 +744,9 @@ def _ordered_packed(store: Store, cl: ChunkList, what: str, skip: Callable[[int]
                     nxt += 1
                 seg, fut = pending.popleft()
                 got = fut.result()
-                current.extend((j, got if isinstance(got, ChunkError) else got[k])
-                               for k, (j, _, _, _) in enumerate(seg.items))
+                current.extend(
+                    (j, got if isinstance(got, ChunkError) else got[k]) for k, (j, _, _, _) in enumerate(seg.items)
+                )
             j, data = current.popleft()
             assert j == i
             yield digest, length, data
@@ -713,8 +802,16 @@ class LocalChunks:
         self._fds.clear()
 
 
-def assemble(store: Store, ref: ChunkedImage, cl: ChunkList, out: Path, local: LocalChunks, *,
-             workers: int = WORKERS, progress: Progress | None = None) -> Assembled:
+def assemble(
+    store: Store,
+    ref: ChunkedImage,
+    cl: ChunkList,
+    out: Path,
+    local: LocalChunks,
+    *,
+    workers: int = WORKERS,
+    progress: Progress | None = None,
+) -> Assembled:
     """Write the image `cl` describes to `out` (a new file) in one sequential pass: each chunk
     from earlier in this image, from `local`, or from the store (prefetched `workers` at a
     time, each checked), hashing every byte written. The caller compares the returned
@@ -764,7 +861,7 @@ def assemble(store: Store, ref: ChunkedImage, cl: ChunkList, out: Path, local: L
             whole.update(data)
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
     finally:
         chunks.close()  # stops the prefetch (waits for the few requests in flight)
         os.close(fd)
@@ -772,7 +869,26 @@ def assemble(store: Store, ref: ChunkedImage, cl: ChunkList, out: Path, local: L
     return result
 
 
-__all__ = ["Assembled", "ChunkError", "ChunkProblem", "ChunkedImage", "LocalChunks", "Published", "Segment", "assemble",
-           "check_chunks", "chunk_sizes", "copy_chunks", "DestinationChunks", "fetch_chunk", "fetch_listed",
-           "fetch_segment", "missing_chunks", "needed_objects", "pack_locations", "plan_segments", "read_chunk_list",
-           "upload_image_packs"]
+__all__ = [
+    "Assembled",
+    "ChunkError",
+    "ChunkProblem",
+    "ChunkedImage",
+    "LocalChunks",
+    "Published",
+    "Segment",
+    "assemble",
+    "check_chunks",
+    "chunk_sizes",
+    "copy_chunks",
+    "DestinationChunks",
+    "fetch_chunk",
+    "fetch_listed",
+    "fetch_segment",
+    "missing_chunks",
+    "needed_objects",
+    "pack_locations",
+    "plan_segments",
+    "read_chunk_list",
+    "upload_image_packs",
+]

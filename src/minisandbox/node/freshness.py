@@ -28,6 +28,7 @@ from minisandbox.paths import state_dir
 ACCEPT_OLDER_ENV = "MINISANDBOX_ACCEPT_OLDER_STORE"
 STATE_FILE = "store-sequences.json"
 
+
 class StaleStoreError(StoreDataError):
     """A signed store index older than one this node already accepted (a rollback)."""
 
@@ -75,9 +76,17 @@ def check_sequence(url: str, key_id: str, sequence: int, *, where: str, state: P
                     f"{where}: sequence {sequence} is older than {highest}, which this node accepted on "
                     f"{seen.get('accepted', '?')} (node state {path}): the store was rolled back or replaced by an "
                     f"older copy; re-publish it, or accept it deliberately with `minisandbox --accept-older-store` "
-                    f"or {ACCEPT_OLDER_ENV}=1")
-            print(f"minisandbox: {where}: accepting sequence {sequence}, older than {highest} "
-                  f"({ACCEPT_OLDER_ENV} is set)", file=sys.stderr)
-        data[ident] = {"url": url, "key": key_id, "sequence": sequence,
-                       "accepted": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+                    f"or {ACCEPT_OLDER_ENV}=1"
+                )
+            print(
+                f"minisandbox: {where}: accepting sequence {sequence}, older than {highest} "
+                f"({ACCEPT_OLDER_ENV} is set)",
+                file=sys.stderr,
+            )
+        data[ident] = {
+            "url": url,
+            "key": key_id,
+            "sequence": sequence,
+            "accepted": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
         atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")

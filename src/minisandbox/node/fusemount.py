@@ -125,10 +125,29 @@ class MountHolder:
             log = open(self.dir / "holder.log", "ab")
             try:
                 proc = subprocess.Popen(
-                    ["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private", "--",
-                     sys.executable, "-I", "-S", "-B", str(HOLDER_SCRIPT), str(self.root), str(self.sock),
-                     str(squashfuse_bin())],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/", start_new_session=True)
+                    [
+                        "unshare",
+                        "--user",
+                        "--map-root-user",
+                        "--mount",
+                        "--propagation",
+                        "private",
+                        "--",
+                        sys.executable,
+                        "-I",
+                        "-S",
+                        "-B",
+                        str(HOLDER_SCRIPT),
+                        str(self.root),
+                        str(self.sock),
+                        str(squashfuse_bin()),
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    cwd="/",
+                    start_new_session=True,
+                )
             finally:
                 log.close()
             deadline = time.monotonic() + 20
@@ -136,8 +155,10 @@ class MountHolder:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     proc.kill()
                     tail = (self.dir / "holder.log").read_text(errors="replace").strip().splitlines()
-                    raise FuseMountError(f"mount holder for {self.root} did not start (exit {proc.poll()}): "
-                                         f"{tail[-1] if tail else 'no message'}; see {self.dir / 'holder.log'}")
+                    raise FuseMountError(
+                        f"mount holder for {self.root} did not start (exit {proc.poll()}): "
+                        f"{tail[-1] if tail else 'no message'}; see {self.dir / 'holder.log'}"
+                    )
                 time.sleep(0.002)
             data = {"pid": proc.pid, "start": proc_start(proc.pid)}
             atomic_write_json(self.state, {**data, "socket": str(self.sock)})
@@ -175,7 +196,9 @@ class MountHolder:
                 s.sendall(json.dumps(req).encode() + b"\n")
                 line = s.makefile("rb").readline()
         except OSError as exc:
-            raise FuseMountError(f"mount holder of {self.root} unreachable ({exc}); it restarts on the next use") from exc
+            raise FuseMountError(
+                f"mount holder of {self.root} unreachable ({exc}); it restarts on the next use"
+            ) from exc
         if not line:
             raise FuseMountError(f"mount holder of {self.root} closed the connection")
         return json.loads(line)
@@ -183,11 +206,14 @@ class MountHolder:
     def mount(self, image: Path, mountpoint: Path) -> None:
         """Mount the (already verified) squashfs `image` at `mountpoint` inside the holder."""
         self.ensure()
-        reply = self._request({"op": "mount", "image": str(Path(image).resolve()),
-                               "mountpoint": str(Path(mountpoint).resolve())})
+        reply = self._request(
+            {"op": "mount", "image": str(Path(image).resolve()), "mountpoint": str(Path(mountpoint).resolve())}
+        )
         if not reply.get("ok"):
-            raise FuseMountError(f"{image}: rootless mount failed: {reply.get('error')}; "
-                                 f"set MINISANDBOX_IMAGES=0 to unpack archives instead")
+            raise FuseMountError(
+                f"{image}: rootless mount failed: {reply.get('error')}; "
+                f"set MINISANDBOX_IMAGES=0 to unpack archives instead"
+            )
 
     def unmount(self, mountpoint: Path) -> bool:
         """Unmount one layer; False while a sandbox still uses it."""

@@ -138,8 +138,10 @@ class IOBudget:
                 else:
                     self._wait_for_exit(ahead[0], start, timeout)
                 if timeout is not None and time.monotonic() - start > timeout:
-                    raise TimeoutError(f"no I/O budget slot free in {self.directory} after {timeout:.0f} s "
-                                       f"({self.slots} slots); raise MINISANDBOX_IO_SLOTS or check for stuck unpacks")
+                    raise TimeoutError(
+                        f"no I/O budget slot free in {self.directory} after {timeout:.0f} s "
+                        f"({self.slots} slots); raise MINISANDBOX_IO_SLOTS or check for stuck unpacks"
+                    )
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.queue / name)

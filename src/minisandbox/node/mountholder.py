@@ -83,14 +83,23 @@ def _reap(children: dict[str, subprocess.Popen]) -> None:
 def _mount(root: str, squashfuse: str, req: dict, children: dict[str, subprocess.Popen]) -> dict:
     image, mnt = req.get("image", ""), req.get("mountpoint", "")
     digest = os.path.basename(mnt)
-    if (not HEX64.fullmatch(digest) or mnt != os.path.join(root, "layers", digest)
-            or not HEX64.fullmatch(os.path.basename(image)) or image != os.path.join(root, "archives", os.path.basename(image))):
+    if (
+        not HEX64.fullmatch(digest)
+        or mnt != os.path.join(root, "layers", digest)
+        or not HEX64.fullmatch(os.path.basename(image))
+        or image != os.path.join(root, "archives", os.path.basename(image))
+    ):
         return {"ok": False, "error": f"refusing to mount {image!r} at {mnt!r}: not an image of cache {root}"}
     if os.path.ismount(mnt):
         return {"ok": True, "already": True}
     err = tempfile.TemporaryFile()  # not a pipe: a daemon writing to a closed pipe would die
-    proc = subprocess.Popen([squashfuse, "-f", "-o", "ro", image, mnt], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    proc = subprocess.Popen(
+        [squashfuse, "-f", "-o", "ro", image, mnt],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if os.path.ismount(mnt):
@@ -99,7 +108,10 @@ def _mount(root: str, squashfuse: str, req: dict, children: dict[str, subprocess
         if proc.poll() is not None:
             err.seek(0)
             text = err.read().decode(errors="replace").strip()
-            return {"ok": False, "error": f"squashfuse exited {proc.returncode}: {text.splitlines()[-1] if text else ''}"}
+            return {
+                "ok": False,
+                "error": f"squashfuse exited {proc.returncode}: {text.splitlines()[-1] if text else ''}",
+            }
         time.sleep(0.002)
     proc.kill()
     return {"ok": False, "error": f"squashfuse did not mount {image} within 30 s"}
@@ -139,8 +151,14 @@ def _read_request(conn: socket.socket) -> dict:
         return {}
 
 
-def _serve_one(conn: socket.socket, root: str, sock_path: str, squashfuse: str,
-               children: dict[str, subprocess.Popen], lock: threading.Lock) -> None:
+def _serve_one(
+    conn: socket.socket,
+    root: str,
+    sock_path: str,
+    squashfuse: str,
+    children: dict[str, subprocess.Popen],
+    lock: threading.Lock,
+) -> None:
     """One connection, in a thread of its own."""
     with conn:
         req = _read_request(conn)
@@ -198,24 +216,32 @@ def main(root: str, sock_path: str, squashfuse: str) -> None:
     os.replace(tmp, sock_path)  # appears only once it accepts connections
     while True:
         conn, _ = srv.accept()
-        pid, _uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                               struct.calcsize("3i")))
+        pid, _uid, _gid = struct.unpack(
+            "3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        )
         if not _same_pidns(pid):  # refused before reading anything: a sandbox cannot hold us
             try:
                 conn.setblocking(False)
-                conn.send(json.dumps({"ok": False, "error": "refused: caller is in another pid namespace "
-                                      "(a sandbox?)"}).encode() + b"\n")
+                conn.send(
+                    json.dumps(
+                        {"ok": False, "error": "refused: caller is in another pid namespace (a sandbox?)"}
+                    ).encode()
+                    + b"\n"
+                )
             except OSError:
                 pass
             conn.close()
             continue
-        threading.Thread(target=_serve_one, args=(conn, root, sock_path, squashfuse, children, lock),
-                         daemon=True).start()
+        threading.Thread(
+            target=_serve_one, args=(conn, root, sock_path, squashfuse, children, lock), daemon=True
+        ).start()
 
 
 if __name__ == "__main__":
     if len(sys.argv) != 4:
-        print("usage: mountholder.py CACHE_ROOT SOCKET SQUASHFUSE (internal daemon of minisandbox.node.fusemount)",
-              file=sys.stderr)
+        print(
+            "usage: mountholder.py CACHE_ROOT SOCKET SQUASHFUSE (internal daemon of minisandbox.node.fusemount)",
+            file=sys.stderr,
+        )
         sys.exit(2)
     main(sys.argv[1], sys.argv[2], sys.argv[3])

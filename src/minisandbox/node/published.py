@@ -91,8 +91,10 @@ def _shard_digests(store: Store) -> dict[str, str] | None:
     from minisandbox.node.freshness import check_sequence
 
     if not store.exists(CATALOG):
-        raise StoreIndexMissing(f"no index at {store.url}/{CATALOG}: is this a published store? "
-                                "Build one with `snakemake --cores N` or pass --store URL")
+        raise StoreIndexMissing(
+            f"no index at {store.url}/{CATALOG}: is this a published store? "
+            "Build one with `snakemake --cores N` or pass --store URL"
+        )
     where = f"store {store.url}: {CATALOG}"
     raw = store.read_bytes(CATALOG)  # the signature is verified here
     digest = shard_digest(raw)
@@ -114,12 +116,14 @@ def _json(data: bytes, where: str) -> Any:
     try:
         return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise StoreDataError(f"{where}: not JSON ({getattr(exc, 'msg', exc)}); re-publish it or fix the store") \
-            from None
+        raise StoreDataError(
+            f"{where}: not JSON ({getattr(exc, 'msg', exc)}); re-publish it or fix the store"
+        ) from None
 
 
-def _checked(verified: Verified | None, what: str, data: bytes, validate: Callable[[bytes], T],
-             parse: Callable[[bytes], T]) -> T:
+def _checked(
+    verified: Verified | None, what: str, data: bytes, validate: Callable[[bytes], T], parse: Callable[[bytes], T]
+) -> T:
     """`validate(data)`, or only `parse(data)` when this node validated these very bytes as
     `what` before (`minisandbox.node.verified`); `validate` returns what `parse` would."""
     if verified is not None and verified.known(what, data):
@@ -134,8 +138,9 @@ def _shard_lines(data: bytes) -> list[dict[str, Any]]:
     return [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
 
 
-def iter_shard(store: Store, shard: str, verified: Verified | None = None,
-               digests: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
+def iter_shard(
+    store: Store, shard: str, verified: Verified | None = None, digests: dict[str, str] | None = None
+) -> Iterator[dict[str, Any]]:
     """The validated task entries of one shard (a missing shard reads as empty; a damaged
     one is a StoreDataError naming it). `verified`: skip validating a shard this node
     validated before (the node cache's markers). `digests` (the catalog's
@@ -144,9 +149,11 @@ def iter_shard(store: Store, shard: str, verified: Verified | None = None,
     where = f"store {store.url}: index shard {path}"
     data = store.read_bytes(path) if store.exists(path) else b""
     if digests is not None and digests.get(shard) != shard_digest(data):
-        raise StoreDataError(f"{where}: its sha256 is not the one {CATALOG} names for it (an older or altered "
-                             f"copy of the shard{', or it is missing' if not data else ''}); re-publish the "
-                             f"index or fix the store")
+        raise StoreDataError(
+            f"{where}: its sha256 is not the one {CATALOG} names for it (an older or altered "
+            f"copy of the shard{', or it is missing' if not data else ''}); re-publish the "
+            f"index or fix the store"
+        )
     if data:
         yield from _checked(verified, f"shard {path}", data, lambda d: parse_shard(d, where=where), _shard_lines)
 
@@ -158,11 +165,18 @@ def read_manifest(store: Store, kind: str, key: str, verified: Verified | None =
     try:
         data = store.read_bytes(rel)
     except NotInStore:
-        raise NotInStore(f"{kind} manifest {store.url_of(rel)} is missing although the index lists it; "
-                         f"re-run the publish step for {key}") from None
+        raise NotInStore(
+            f"{kind} manifest {store.url_of(rel)} is missing although the index lists it; "
+            f"re-run the publish step for {key}"
+        ) from None
     where = f"store {store.url}: {rel}"
-    return _checked(verified, f"manifest {rel}", data,
-                    lambda d: validate_manifest(_json(d, where), where=where, kind=kind, key=key), json.loads)
+    return _checked(
+        verified,
+        f"manifest {rel}",
+        data,
+        lambda d: validate_manifest(_json(d, where), where=where, kind=kind, key=key),
+        json.loads,
+    )
 
 
 def lookup(store: Store, instance_id: str, verified: Verified | None = None) -> dict[str, Any]:
@@ -171,8 +185,10 @@ def lookup(store: Store, instance_id: str, verified: Verified | None = None) -> 
     for entry in iter_shard(store, shard_of(instance_id), verified, _shard_digests(store)):
         if entry["instance_id"] == instance_id:
             return entry
-    raise UnknownTask(f"unknown task id {instance_id!r} in store {store.url}; list its tasks with "
-                      f"`minisandbox tasks --store {store.url}`")
+    raise UnknownTask(
+        f"unknown task id {instance_id!r} in store {store.url}; list its tasks with "
+        f"`minisandbox tasks --store {store.url}`"
+    )
 
 
 def iter_tasks(store: Store) -> Iterator[dict[str, Any]]:
@@ -193,8 +209,11 @@ def iter_selected(store: Store, selection: Selection) -> Iterator[dict[str, Any]
     found_repos: set[str] = set()
     if selection.ids is not None and not selection.repos:
         digests = _shard_digests(store)
-        entries: Iterator[dict[str, Any]] = (e for shard in sorted({shard_of(i) for i in selection.ids})
-                                             for e in iter_shard(store, shard, digests=digests))
+        entries: Iterator[dict[str, Any]] = (
+            e
+            for shard in sorted({shard_of(i) for i in selection.ids})
+            for e in iter_shard(store, shard, digests=digests)
+        )
     else:
         entries = iter_tasks(store)
     for entry in entries:

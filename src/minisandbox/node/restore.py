@@ -46,8 +46,15 @@ BLOCK = 512
 
 _ALLOWED_TYPES = {b"0", b"\0", b"7", b"1", b"2", b"5"}
 _META_TYPES = {b"L", b"K", b"x", b"g"}
-_TYPE_NAMES = {b"3": "character device", b"4": "block device", b"6": "fifo", b"S": "sparse file",
-               b"V": "volume label", b"M": "multi-volume continuation", b"N": "old GNU long name"}
+_TYPE_NAMES = {
+    b"3": "character device",
+    b"4": "block device",
+    b"6": "fifo",
+    b"S": "sparse file",
+    b"V": "volume label",
+    b"M": "multi-volume continuation",
+    b"N": "old GNU long name",
+}
 
 
 class UnsafeArchiveError(MinisandboxError, ValueError):
@@ -95,7 +102,9 @@ def _plain_chunks(f: BinaryIO) -> Iterator[bytes]:
 
 
 DECOMPRESSORS: dict[str, Callable[[BinaryIO], Iterator[bytes]]] = {
-    "tar.zst": _zstd_chunks, "tar.gz": _gzip_chunks, "tar": _plain_chunks,
+    "tar.zst": _zstd_chunks,
+    "tar.gz": _gzip_chunks,
+    "tar": _plain_chunks,
 }
 
 
@@ -168,7 +177,7 @@ def _pax(data: bytes) -> dict[str, str]:
     while pos < len(data):
         sp = data.index(b" ", pos)
         length = int(data[pos:sp])
-        record = data[sp + 1:pos + length - 1]  # without trailing newline
+        record = data[sp + 1 : pos + length - 1]  # without trailing newline
         key, _, value = record.partition(b"=")
         out[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
         pos += length
@@ -200,8 +209,10 @@ class _Checker:
         for i in range(1, len(parts) + 1):
             if parts[:i] in self.symlinks:
                 where = "replaces" if i == len(parts) else "is below"
-                raise UnsafeArchiveError(f"{self.archive}: member {name!r} {where} the symlink "
-                                         f"{'/'.join(parts[:i])!r}; refusing to write through a link")
+                raise UnsafeArchiveError(
+                    f"{self.archive}: member {name!r} {where} the symlink "
+                    f"{'/'.join(parts[:i])!r}; refusing to write through a link"
+                )
 
     def check(self, typeflag: bytes, name: str, linkname: str) -> None:
         if typeflag not in _ALLOWED_TYPES:
@@ -216,8 +227,10 @@ class _Checker:
         if typeflag == b"1":
             target = _parts(linkname, f"hardlink target of {name!r}:", self.archive)
             if target not in self.entries:
-                raise UnsafeArchiveError(f"{self.archive}: hardlink {name!r} points to {linkname!r}, which is not "
-                                         f"an earlier file in the archive; refusing to extract")
+                raise UnsafeArchiveError(
+                    f"{self.archive}: hardlink {name!r} points to {linkname!r}, which is not "
+                    f"an earlier file in the archive; refusing to extract"
+                )
             self._through_symlink(target, linkname)
             if target in self.symlinks:
                 self.symlinks.add(parts)
@@ -293,8 +306,10 @@ def checked_stream(chunks: Iterator[bytes], archive: str) -> Iterator[bytes]:
             size = int(pax["size"])
             padded = (size + BLOCK - 1) // BLOCK * BLOCK
         if typeflag in (b"1", b"2", b"5") and size:
-            raise UnsafeArchiveError(f"{archive}: link/directory member {name!r} has data ({size} bytes); "
-                                     f"refusing to extract a malformed archive")
+            raise UnsafeArchiveError(
+                f"{archive}: link/directory member {name!r} has data ({size} bytes); "
+                f"refusing to extract a malformed archive"
+            )
         checker.check(typeflag, name, linkname)
         long_name = long_link = None
         pax = {}
@@ -312,10 +327,21 @@ def _tar_argv(dest: Path) -> list[str]:
     tar = shutil.which("tar")
     if not tar:
         raise RestoreError("GNU tar not found on PATH: install it (apt-get install tar)")
-    return [tar, "--extract", "--file=-", f"--directory={dest}",
-            "--no-same-owner", "--preserve-permissions", "--delay-directory-restore",
-            "--no-overwrite-dir", "--no-acls", "--no-xattrs", "--no-selinux",
-            "--warning=no-unknown-keyword", "--warning=no-timestamp"]
+    return [
+        tar,
+        "--extract",
+        "--file=-",
+        f"--directory={dest}",
+        "--no-same-owner",
+        "--preserve-permissions",
+        "--delay-directory-restore",
+        "--no-overwrite-dir",
+        "--no-acls",
+        "--no-xattrs",
+        "--no-selinux",
+        "--warning=no-unknown-keyword",
+        "--warning=no-timestamp",
+    ]
 
 
 def extract(archive: Path, fmt: str, dest: Path) -> int:
@@ -334,8 +360,7 @@ def extract_fileobj(f: BinaryIO, fmt: str, dest: Path, label: str) -> int:
 
     if fmt not in DECOMPRESSORS:
         raise RestoreError(f"{label}: unknown archive format {fmt!r}; expected one of {', '.join(DECOMPRESSORS)}")
-    proc = subprocess.Popen(_tar_argv(dest), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(_tar_argv(dest), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert proc.stdin is not None and proc.stderr is not None
     errbuf: list[bytes] = []
     drain = threading.Thread(target=lambda: errbuf.append(proc.stderr.read()), daemon=True)
@@ -407,6 +432,7 @@ def unpack_file(archive: Path, fmt: str, layers: Path, digest: str) -> Path:
 
 def remove_tree(path: Path) -> None:
     """rm -rf that also handles read-only directories inside the tree."""
+
     def onerror(func, p, exc_info):  # noqa: ANN001 - shutil's callback signature
         try:
             os.chmod(os.path.dirname(p), 0o755)
@@ -451,8 +477,11 @@ def mount_image(image: Path, mountpoint: Path, fmt: str = "squashfs") -> None:
 
     Nothing is written to the host filesystem, so there is nothing to escape; device nodes
     inside the image are inert (nodev)."""
-    _run_or_raise(["mount", "-t", fmt, "-o", "loop,ro,nodev,nosuid", str(image), str(mountpoint)],
-                  f"{image}: mount -t {fmt}", "; set MINISANDBOX_IMAGES=0 to unpack instead")
+    _run_or_raise(
+        ["mount", "-t", fmt, "-o", "loop,ro,nodev,nosuid", str(image), str(mountpoint)],
+        f"{image}: mount -t {fmt}",
+        "; set MINISANDBOX_IMAGES=0 to unpack instead",
+    )
 
 
 def _run_or_raise(argv: list[str], what: str, hint: str = "") -> subprocess.CompletedProcess:
@@ -479,8 +508,10 @@ def unsquash(image: Path, dest: Path) -> int:
     path rules of `checked_stream` hold by construction."""
     exe = shutil.which("unsquashfs")
     if not exe:
-        raise RestoreError(f"{image}: unsquashfs not found: install squashfs-tools (apt-get install squashfs-tools), "
-                           f"or publish archives too (config archive: true)")
+        raise RestoreError(
+            f"{image}: unsquashfs not found: install squashfs-tools (apt-get install squashfs-tools), "
+            f"or publish archives too (config archive: true)"
+        )
     listing = _run_or_raise([exe, "-lln", "-d", "", str(image)], f"{image}: unsquashfs -lln")
     for line in listing.stdout.splitlines():
         fields = line.split(None, 5)
@@ -488,8 +519,9 @@ def unsquash(image: Path, dest: Path) -> int:
             continue
         if fields[0][0] not in _IMAGE_TYPES:
             name = fields[-1] if len(fields) == 6 else line
-            raise UnsafeArchiveError(f"{image}: entry {name!r} is not a file, directory or symlink "
-                                     f"(mode {fields[0]}); refusing to unpack")
+            raise UnsafeArchiveError(
+                f"{image}: entry {name!r} is not a file, directory or symlink (mode {fields[0]}); refusing to unpack"
+            )
     _run_or_raise([exe, "-no-xattrs", "-f", "-q", "-n", "-d", str(dest), str(image)], f"{image}: unsquashfs")
     return _file_bytes(dest)
 

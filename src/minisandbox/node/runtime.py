@@ -53,8 +53,10 @@ def _sub_dir(env_key: str, field_name: str, value: object) -> str:
     only, so joining it to the layer path can never leave the layer."""
     parts = value.split("/") if isinstance(value, str) else []
     if not parts or len(parts) > 8 or any(p in ("", ".", "..") or not _PLAIN.fullmatch(p) for p in parts):
-        raise EnvManifestError(f"env manifest {env_key}: {field_name} {value!r} is not a plain relative "
-                               "directory; re-publish the environment")
+        raise EnvManifestError(
+            f"env manifest {env_key}: {field_name} {value!r} is not a plain relative "
+            "directory; re-publish the environment"
+        )
     return "/".join(parts)
 
 
@@ -69,15 +71,18 @@ def testbed_residue(env_manifest: Mapping[str, Any], repo_manifest: Mapping[str,
     out = {**tb, "dir": _sub_dir(key, "testbed.dir", tb.get("dir"))}
     for name in ("new", "modified"):
         items = tb.get(name) or []
-        if not isinstance(items, list) or not all(isinstance(i, str) and "\n" not in i and ".." not in i.split("/")
-                                                    for i in items):
-            raise EnvManifestError(f"env manifest {key}: testbed.{name} must be a list of relative paths; "
-                                   "re-publish the environment")
+        if not isinstance(items, list) or not all(
+            isinstance(i, str) and "\n" not in i and ".." not in i.split("/") for i in items
+        ):
+            raise EnvManifestError(
+                f"env manifest {key}: testbed.{name} must be a list of relative paths; re-publish the environment"
+            )
     return out
 
 
-def sandbox_layers(layers: Mapping[str, Path], env_manifest: Mapping[str, Any],
-                   repo_manifest: Mapping[str, Any]) -> list[Any]:
+def sandbox_layers(
+    layers: Mapping[str, Path], env_manifest: Mapping[str, Any], repo_manifest: Mapping[str, Any]
+) -> list[Any]:
     """The `minisandbox.sandbox.sandbox.Layer`s of one task: the restored repo and env
     layers at their mount paths, the env's install residue stacked over the snapshot at
     /testbed, and the HOME the build left, at HOME (both packed inside the env layer)."""
@@ -85,14 +90,17 @@ def sandbox_layers(layers: Mapping[str, Path], env_manifest: Mapping[str, Any],
 
     env_dir = layers.get(VENV_PATH)
     tb = testbed_residue(env_manifest, repo_manifest) if env_dir is not None else None
-    out = [Layer(str(path), mount, over=(str(Path(env_dir) / tb["dir"]),) if tb and mount == REPO_PATH else ())
-           for mount, path in layers.items()]
+    out = [
+        Layer(str(path), mount, over=(str(Path(env_dir) / tb["dir"]),) if tb and mount == REPO_PATH else ())
+        for mount, path in layers.items()
+    ]
     home = env_manifest.get("home")
     if isinstance(home, dict) and env_dir is not None:
         key = str(env_manifest.get("key", "?"))
         if home.get("path") != HOME_PATH:
-            raise EnvManifestError(f"env manifest {key}: home.path {home.get('path')!r} is not {HOME_PATH}; "
-                                   "re-publish the environment")
+            raise EnvManifestError(
+                f"env manifest {key}: home.path {home.get('path')!r} is not {HOME_PATH}; re-publish the environment"
+            )
         out.append(Layer(str(Path(env_dir) / _sub_dir(key, "home.dir", home.get("dir"))), HOME_PATH))
     return out
 
@@ -143,8 +151,10 @@ class PreparedTask:
         if not self.mount_ns:
             return dict(self.layers)
         fuse = {r.path for r in self.results if r.mounter == "fuse"}
-        return {m: Path(f"/proc/{self.mount_ns['pid']}/root{p.resolve()}") if p in fuse else p
-                for m, p in self.layers.items()}
+        return {
+            m: Path(f"/proc/{self.mount_ns['pid']}/root{p.resolve()}") if p in fuse else p
+            for m, p in self.layers.items()
+        }
 
     @property
     def downloaded(self) -> bool:
@@ -172,8 +182,9 @@ def index_ttl() -> float:
     try:
         return float(os.environ.get("MINISANDBOX_INDEX_TTL", "0"))
     except ValueError:
-        raise ValueError(f"MINISANDBOX_INDEX_TTL={os.environ['MINISANDBOX_INDEX_TTL']!r} is not a number "
-                         f"of seconds") from None
+        raise ValueError(
+            f"MINISANDBOX_INDEX_TTL={os.environ['MINISANDBOX_INDEX_TTL']!r} is not a number of seconds"
+        ) from None
 
 
 def _memo(store: Store, what: str, fn: Callable[[], T]) -> T:
@@ -211,19 +222,25 @@ def _lookup_task(store: Store, instance_id: str, verified: Verified | None = Non
     from minisandbox.node.published import lookup
 
     if not store.exists(CATALOG):
-        raise StoreIndexMissing(f"no index at {store.url_of(CATALOG)}: is {store.url} a published store? "
-                                f"Build one with `snakemake --cores N` or pass --store URL")
+        raise StoreIndexMissing(
+            f"no index at {store.url_of(CATALOG)}: is {store.url} a published store? "
+            f"Build one with `snakemake --cores N` or pass --store URL"
+        )
     entry = lookup(store, instance_id, verified)
     status = entry.get("status", "ready")
     if status != "ready":
         key = entry.get("env_key") if status == "env-failed" else entry.get("repo_key")
         kind = "env" if status == "env-failed" else "repo"
-        raise TaskNotReady(f"task {instance_id} is not ready in {store.url}: {status} "
-                                   f"(build log: {store.url_of(f'logs/{kind}/{key}.log')})")
+        raise TaskNotReady(
+            f"task {instance_id} is not ready in {store.url}: {status} "
+            f"(build log: {store.url_of(f'logs/{kind}/{key}.log')})"
+        )
     return entry
 
 
-def interpreter_manifest(store: Store, env_m: dict[str, Any], verified: Verified | None = None) -> dict[str, Any] | None:
+def interpreter_manifest(
+    store: Store, env_m: dict[str, Any], verified: Verified | None = None
+) -> dict[str, Any] | None:
     """The manifest of an environment's interpreter layer; None for a system interpreter
     or a store published before interpreter layers (then a local interpreter of the same
     version is bound instead: `sandbox.interpreters.interpreter_binds`). Every field that
@@ -244,8 +261,10 @@ def interpreter_manifest(store: Store, env_m: dict[str, Any], verified: Verified
     except ValueError as exc:
         raise RestoreError(f"interpreter layer {key} in {store.url}: {exc}; re-publish it") from None
     if m.get("key") != key or m.get("kind") != "interp" or prefix != interp.get("prefix"):
-        raise RestoreError(f"interpreter layer {key} in {store.url} does not match {what} (key, kind or "
-                           f"prefix differ); re-publish both")
+        raise RestoreError(
+            f"interpreter layer {key} in {store.url} does not match {what} (key, kind or "
+            f"prefix differ); re-publish both"
+        )
     return m
 
 
@@ -287,8 +306,16 @@ def use_images(setting: bool | None = None) -> bool:
     return can_mount_images() or unavailable_reason() is None
 
 
-def ready_layer(cache: Cache, store: Store, manifest: dict[str, Any], *, mount: bool, insist: bool = False,
-                ticket: float | None = None, owner: str = "") -> tuple[LayerResult, Path]:
+def ready_layer(
+    cache: Cache,
+    store: Store,
+    manifest: dict[str, Any],
+    *,
+    mount: bool,
+    insist: bool = False,
+    ticket: float | None = None,
+    owner: str = "",
+) -> tuple[LayerResult, Path]:
     """One layer of a task, ready and leased, the best way this node can: mount the image
     (`mount`: `use_images()`), else unpack the archive, else unpack the image (a store that
     publishes no archive, config `archive: false`). `insist`: images were asked for
@@ -306,9 +333,16 @@ def ready_layer(cache: Cache, store: Store, manifest: dict[str, Any], *, mount: 
     return cache.image_layer(store, image, unpack=True, ticket=ticket, owner=owner)
 
 
-def prepare(task_id: str, store: Store | str | os.PathLike[str] | None = None, *, cache: Cache | None = None,
-            budget: IOBudget | None = None, ticket: float | None = None, owner: str = "",
-            images: bool | None = None) -> PreparedTask:
+def prepare(
+    task_id: str,
+    store: Store | str | os.PathLike[str] | None = None,
+    *,
+    cache: Cache | None = None,
+    budget: IOBudget | None = None,
+    ticket: float | None = None,
+    owner: str = "",
+    images: bool | None = None,
+) -> PreparedTask:
     """Resolve `task_id`, make its repo and env layers ready on this node and lease them.
 
     `store`: Store, URL or None (`minisandbox.paths.default_store()`). `ticket`: priority
@@ -333,8 +367,9 @@ def prepare(task_id: str, store: Store | str | os.PathLike[str] | None = None, *
     try:
         wanted = [(repo_m, REPO_PATH), (env_m, VENV_PATH)] + ([(interp_m, interp_m["mount_path"])] if interp_m else [])
         for manifest, default_path in wanted:
-            result, lease_file = ready_layer(cache, st, manifest, mount=mount, insist=bool(images), ticket=ticket,
-                                             owner=owner or task_id)
+            result, lease_file = ready_layer(
+                cache, st, manifest, mount=mount, insist=bool(images), ticket=ticket, owner=owner or task_id
+            )
             lease_files.append(lease_file)
             results.append(result)
             layers[manifest.get("mount_path") or default_path] = result.path
@@ -342,14 +377,23 @@ def prepare(task_id: str, store: Store | str | os.PathLike[str] | None = None, *
         Lease(lease_files).release()
         raise
     return PreparedTask(
-        instance_id=task_id, task=entry, env_manifest=env_m, repo_manifest=repo_m, layers=layers,
-        interpreter=dict(env_m.get("interpreter") or {}), lease=Lease(lease_files), store_url=st.url,
-        results=results, seconds=time.monotonic() - t0,
-        mount_ns=cache.mount_namespace() if any(r.mounter == "fuse" for r in results) else None)
+        instance_id=task_id,
+        task=entry,
+        env_manifest=env_m,
+        repo_manifest=repo_m,
+        layers=layers,
+        interpreter=dict(env_m.get("interpreter") or {}),
+        lease=Lease(lease_files),
+        store_url=st.url,
+        results=results,
+        seconds=time.monotonic() - t0,
+        mount_ns=cache.mount_namespace() if any(r.mounter == "fuse" for r in results) else None,
+    )
 
 
-def still_current(prepared: PreparedTask, store: Store | str | os.PathLike[str] | None = None, *,
-                  cache: Cache | None = None) -> bool:
+def still_current(
+    prepared: PreparedTask, store: Store | str | os.PathLike[str] | None = None, *, cache: Cache | None = None
+) -> bool:
     """Does the store still publish what `prepared` was made from (its index entry and the
     repo and env manifests)? A sandbox opened ahead of its use (the node-local
     helper's spare) is used only if so; the documents are read again, as `prepare` reads them."""
@@ -360,14 +404,17 @@ def still_current(prepared: PreparedTask, store: Store | str | os.PathLike[str] 
         if entry != prepared.task:
             return False
         env_m = _manifest(st, "env", entry["env_key"], verified)
-        return env_m == prepared.env_manifest and \
-            _manifest(st, "repo", entry["repo_key"], verified) == prepared.repo_manifest
+        return (
+            env_m == prepared.env_manifest
+            and _manifest(st, "repo", entry["repo_key"], verified) == prepared.repo_manifest
+        )
     except MinisandboxError:
         return False
 
 
-def planned_bytes(task_ids: Iterable[str], store: Store | str | None = None, *, cache: Cache,
-                  images: bool | None = None) -> int:
+def planned_bytes(
+    task_ids: Iterable[str], store: Store | str | None = None, *, cache: Cache, images: bool | None = None
+) -> int:
     """Bytes `fetch` of these tasks will download at most: each distinct layer this cache
     lacks, counted once, at the size of the file that `ready_layer` would fetch (the image
     when mounting, else the archive). Known before the first byte moves, so a progress
@@ -398,8 +445,9 @@ def planned_bytes(task_ids: Iterable[str], store: Store | str | None = None, *, 
     return sum(sizes.values())
 
 
-def fetch(task_ids: Iterable[str], store: Store | str | None = None, *, cache: Cache | None = None,
-          workers: int | None = None) -> list[PreparedTask | BaseException]:
+def fetch(
+    task_ids: Iterable[str], store: Store | str | None = None, *, cache: Cache | None = None, workers: int | None = None
+) -> list[PreparedTask | BaseException]:
     """Warm this node's cache for several tasks (leases released at once). Results are in
     input order: a PreparedTask or the exception that task raised."""
     ids = list(task_ids)

@@ -46,8 +46,10 @@ _SIG_PREFIX = "ed25519 "
 
 #: The store documents that carry a signature (everything else is named by sha256 in one
 #: of them, or is a build log).
-SIGNED_DOCUMENT = LazyPattern(r"artifacts/(env|repo|interp)/[^/]+\.manifest\.json"
-                             r"|index/catalog\.json|index/tasks/[0-9a-f]{2}\.jsonl")
+SIGNED_DOCUMENT = LazyPattern(
+    r"artifacts/(env|repo|interp)/[^/]+\.manifest\.json"
+    r"|index/catalog\.json|index/tasks/[0-9a-f]{2}\.jsonl"
+)
 
 
 class SigningKeyError(MinisandboxError, ValueError):
@@ -76,8 +78,9 @@ def _crypto():
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import ed25519
     except ImportError:
-        raise SigningKeyError("store signatures need the `cryptography` package: "
-                              "pip install 'minisandbox[signing]'") from None
+        raise SigningKeyError(
+            "store signatures need the `cryptography` package: pip install 'minisandbox[signing]'"
+        ) from None
     return serialization, ed25519, InvalidSignature
 
 
@@ -97,11 +100,15 @@ class Signer:
         try:
             key = serialization.load_pem_private_key(_read_key(path, "signing key"), password=None)
         except (ValueError, TypeError) as exc:
-            raise SigningKeyError(f"signing key {path}: not an unencrypted PEM private key ({exc}); make one with "
-                                  "`openssl genpkey -algorithm ed25519 -out KEY.pem`") from None
+            raise SigningKeyError(
+                f"signing key {path}: not an unencrypted PEM private key ({exc}); make one with "
+                "`openssl genpkey -algorithm ed25519 -out KEY.pem`"
+            ) from None
         if not isinstance(key, ed25519.Ed25519PrivateKey):
-            raise SigningKeyError(f"signing key {path}: a {type(key).__name__}, not an ed25519 key; make one with "
-                                  "`openssl genpkey -algorithm ed25519 -out KEY.pem`")
+            raise SigningKeyError(
+                f"signing key {path}: a {type(key).__name__}, not an ed25519 key; make one with "
+                "`openssl genpkey -algorithm ed25519 -out KEY.pem`"
+            )
         self._key = key
 
     def sign(self, rel: str, data: bytes) -> bytes:
@@ -120,8 +127,10 @@ class Verifier:
         try:
             key = serialization.load_pem_public_key(_read_key(path, "store public key"))
         except (ValueError, TypeError) as exc:
-            raise SigningKeyError(f"store public key {path}: not a PEM public key ({exc}); export it with "
-                                  "`openssl pkey -in KEY.pem -pubout -out KEY.pub.pem`") from None
+            raise SigningKeyError(
+                f"store public key {path}: not a PEM public key ({exc}); export it with "
+                "`openssl pkey -in KEY.pem -pubout -out KEY.pub.pem`"
+            ) from None
         if not isinstance(key, ed25519.Ed25519PublicKey):
             raise SigningKeyError(f"store public key {path}: a {type(key).__name__}, not an ed25519 key")
         self._key = key
@@ -134,19 +143,23 @@ class Verifier:
         `.sig` object's content, None when missing) is the publisher's over `rel`/`data`."""
         sig_rel = signature_path(rel)
         if signature is None:
-            raise StoreSignatureError(f"{where}: {rel}: signature {sig_rel} is missing, and a store public key is "
-                                      f"set ({self.path}); re-publish with the signing key, or unset "
-                                      f"{PUBLIC_KEY_ENV} for an unsigned store")
+            raise StoreSignatureError(
+                f"{where}: {rel}: signature {sig_rel} is missing, and a store public key is "
+                f"set ({self.path}); re-publish with the signing key, or unset "
+                f"{PUBLIC_KEY_ENV} for an unsigned store"
+            )
         try:
             text = signature.decode("ascii").strip()
             if not text.startswith(_SIG_PREFIX):
                 raise ValueError("not an ed25519 signature")
-            raw = base64.b64decode(text[len(_SIG_PREFIX):], validate=True)
+            raw = base64.b64decode(text[len(_SIG_PREFIX) :], validate=True)
             self._key.verify(raw, _message(rel, data))
         except (ValueError, UnicodeDecodeError, self._invalid):
-            raise StoreSignatureError(f"{where}: {rel}: signature {sig_rel} does not verify with {self.path}: the "
-                                      "document was changed after it was signed, or signed with another key; "
-                                      "re-publish it or fix the store") from None
+            raise StoreSignatureError(
+                f"{where}: {rel}: signature {sig_rel} does not verify with {self.path}: the "
+                "document was changed after it was signed, or signed with another key; "
+                "re-publish it or fix the store"
+            ) from None
 
 
 def use_signing_key(path: str | os.PathLike[str] | None) -> None:
@@ -158,4 +171,3 @@ def use_signing_key(path: str | os.PathLike[str] | None) -> None:
     full = str(Path(path).resolve())
     Signer(full)
     os.environ[SIGNING_KEY_ENV] = full
-

@@ -58,10 +58,29 @@ class StoreIntegrityError(StoreError):
     """An uploaded object did not verify (size or sha256) and was not moved into place."""
 
 
-_PERMANENT = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError,
-              FileExistsError, StoreError, ValueError, TypeError, KeyError)
-_TRANSIENT_ERRNOS = {errno.EIO, errno.EAGAIN, errno.ECONNRESET, errno.ECONNREFUSED, errno.ETIMEDOUT,
-                     errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EPIPE, errno.ECONNABORTED, errno.EBUSY}
+_PERMANENT = (
+    FileNotFoundError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+    FileExistsError,
+    StoreError,
+    ValueError,
+    TypeError,
+    KeyError,
+)
+_TRANSIENT_ERRNOS = {
+    errno.EIO,
+    errno.EAGAIN,
+    errno.ECONNRESET,
+    errno.ECONNREFUSED,
+    errno.ETIMEDOUT,
+    errno.EHOSTUNREACH,
+    errno.ENETUNREACH,
+    errno.EPIPE,
+    errno.ECONNABORTED,
+    errno.EBUSY,
+}
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -112,9 +131,11 @@ def s3_client_options() -> dict[str, Any]:
     with jitter) from MINISANDBOX_S3_*. s3fs's own retry loop around botocore's is turned
     off in `Store` (retries are counted in one place). Settings given through fsspec's own
     configuration (FSSPEC_S3_CONFIG_KWARGS, ...) win."""
-    config = {"connect_timeout": _env_number(S3_CONNECT_TIMEOUT_ENV, 3),
-              "read_timeout": _env_number(S3_READ_TIMEOUT_ENV, 60),
-              "retries": {"total_max_attempts": _env_number(S3_ATTEMPTS_ENV, 3, int), "mode": "standard"}}
+    config = {
+        "connect_timeout": _env_number(S3_CONNECT_TIMEOUT_ENV, 3),
+        "read_timeout": _env_number(S3_READ_TIMEOUT_ENV, 60),
+        "retries": {"total_max_attempts": _env_number(S3_ATTEMPTS_ENV, 3, int), "mode": "standard"},
+    }
     import fsspec.config
 
     user = fsspec.config.conf.get("s3", {})
@@ -143,9 +164,16 @@ def _unreachable(exc: BaseException) -> bool:
 class Store:
     """Atomic, verified, retried file operations on an fsspec URL root."""
 
-    def __init__(self, url: str | os.PathLike[str], *, attempts: int | None = None,
-                 backoff: float = 0.2, signer: signing.Signer | None = None,
-                 verifier: signing.Verifier | None = None, **storage_options: Any) -> None:
+    def __init__(
+        self,
+        url: str | os.PathLike[str],
+        *,
+        attempts: int | None = None,
+        backoff: float = 0.2,
+        signer: signing.Signer | None = None,
+        verifier: signing.Verifier | None = None,
+        **storage_options: Any,
+    ) -> None:
         """`signer`/`verifier` default to the keys named by $MINISANDBOX_SIGNING_KEY and
         $MINISANDBOX_STORE_PUBLIC_KEY (none when unset)."""
         url = os.fspath(url)
@@ -176,8 +204,9 @@ class Store:
         try:
             fs, root = fsspec.core.url_to_fs(self._url, **self._options)
         except ImportError as exc:
-            raise StoreError(f"store {self._url}: {exc}; install the filesystem package "
-                             f"(for s3://: pip install s3fs)") from exc
+            raise StoreError(
+                f"store {self._url}: {exc}; install the filesystem package (for s3://: pip install s3fs)"
+            ) from exc
         if "s3" in _protocols(fs):
             fs.retries = 1  # s3fs's loop (5 by default) around botocore's own: attempts multiply
         self._fs = fs
@@ -254,20 +283,24 @@ class Store:
             if type(exc).__module__.startswith("minisandbox."):
                 raise  # our own errors (e.g. an unsafe archive met while streaming) keep their type
             if _unreachable(exc):
-                raise StoreError(f"store {self._url}: cannot reach the S3 endpoint {self.endpoint()} "
-                                 f"({type(exc).__name__}, {self.attempts_note()}); check AWS_ENDPOINT_URL "
-                                 f"(or AWS_ENDPOINT_URL_S3) and that the service is up") from exc
+                raise StoreError(
+                    f"store {self._url}: cannot reach the S3 endpoint {self.endpoint()} "
+                    f"({type(exc).__name__}, {self.attempts_note()}); check AWS_ENDPOINT_URL "
+                    f"(or AWS_ENDPOINT_URL_S3) and that the service is up"
+                ) from exc
             if is_transient(exc):
-                raise StoreError(f"store {self._url} unreachable ({what} {rel}, {self.attempts} attempts): "
-                                 f"{type(exc).__name__}: {_one_line(exc)}; {self._hint()}") from exc
-            raise StoreError(f"store {self._url}: {what} {rel} failed: {type(exc).__name__}: "
-                             f"{_one_line(exc)}; {self._hint()}") from exc
+                raise StoreError(
+                    f"store {self._url} unreachable ({what} {rel}, {self.attempts} attempts): "
+                    f"{type(exc).__name__}: {_one_line(exc)}; {self._hint()}"
+                ) from exc
+            raise StoreError(
+                f"store {self._url}: {what} {rel} failed: {type(exc).__name__}: {_one_line(exc)}; {self._hint()}"
+            ) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _missing_message(self, rel: str) -> str:
         if self.local and not os.path.isdir(self.root):
-            return (f"store {self._url} does not exist (no directory {self.root}); "
-                    f"publish one first or pass --store URL")
+            return f"store {self._url} does not exist (no directory {self.root}); publish one first or pass --store URL"
         if self.bucket_missing():
             return self._bucket_message()
         return f"{self.url_of(rel)} not found in store {self._url}"
@@ -306,9 +339,11 @@ class Store:
         return self._bucket_missing
 
     def _bucket_message(self) -> str:
-        return (f"store {self._url}: bucket {self.bucket!r} does not exist at {self.endpoint()}; create it "
-                f"(`minisandbox push --create-bucket SRC {self._url}`, or `aws s3 mb s3://{self.bucket}`) "
-                f"or check the URL")
+        return (
+            f"store {self._url}: bucket {self.bucket!r} does not exist at {self.endpoint()}; create it "
+            f"(`minisandbox push --create-bucket SRC {self._url}`, or `aws s3 mb s3://{self.bucket}`) "
+            f"or check the URL"
+        )
 
     def create_bucket(self) -> bool:
         """Create the store's bucket if it does not exist; True when it was created."""
@@ -334,6 +369,7 @@ class Store:
 
     def ls(self, rel: str = "") -> list[str]:
         """Names (relative to the store root) directly under `rel`; [] if it does not exist."""
+
         def run() -> list[str]:
             p = self.path(rel)
             if not self.fs.exists(p):
@@ -342,8 +378,9 @@ class Store:
             out = []
             for name in self.fs.ls(p, detail=False):
                 name = name.rstrip("/")
-                out.append(name[len(prefix):] if name.startswith(prefix) else name)
+                out.append(name[len(prefix) :] if name.startswith(prefix) else name)
             return sorted(out)
+
         return self._call("ls", rel, run)
 
     def read_bytes(self, rel: str) -> bytes:
@@ -358,6 +395,7 @@ class Store:
         """Bytes [start, end) of an object: one ranged GET on an object store. An object that
         ends early gives a short answer (none when it ends before `start`, which S3 answers
         with "range not satisfiable"), for the caller to refuse as truncated."""
+
         def run() -> bytes:
             try:
                 return self.fs.cat_file(self.path(rel), start=start, end=end)
@@ -365,6 +403,7 @@ class Store:
                 if exc.errno == errno.EINVAL and "range" in str(exc).lower():
                     return b""
                 raise
+
         return self._call("read", f"{rel} [{start}:{end}]", run)
 
     def _cat(self, rel: str) -> bytes:
@@ -435,17 +474,22 @@ class Store:
                 self.fs.put_file(str(local), tmp, **({"callback": callback} if callback is not None else {}))
                 got = int(self.fs.size(tmp))
                 if got != want_size:
-                    raise StoreIntegrityError(f"upload of {local} to {self.url_of(rel)}: size {got} != {want_size}; "
-                                              f"retry the publish step (store full or connection cut?)")
+                    raise StoreIntegrityError(
+                        f"upload of {local} to {self.url_of(rel)}: size {got} != {want_size}; "
+                        f"retry the publish step (store full or connection cut?)"
+                    )
                 if self.local and sha256:
                     got_sha, _ = file_digest(Path(tmp))
                     if got_sha != sha256:
-                        raise StoreIntegrityError(f"upload of {local} to {self.url_of(rel)}: sha256 {got_sha} != "
-                                                  f"{sha256}; the local file changed during upload, rebuild it")
+                        raise StoreIntegrityError(
+                            f"upload of {local} to {self.url_of(rel)}: sha256 {got_sha} != "
+                            f"{sha256}; the local file changed during upload, rebuild it"
+                        )
                 self._place(tmp, rel)
             except BaseException:
                 self._discard(tmp)
                 raise
+
         self._call("put", rel, run)
 
     def put_bytes(self, rel: str, data: bytes, *, signature: bytes | None = None) -> None:
@@ -476,6 +520,7 @@ class Store:
             except BaseException:
                 self._discard(tmp)
                 raise
+
         self._call("put", rel, run)
 
     def put_object(self, rel: str, data: bytes) -> None:
@@ -494,10 +539,12 @@ class Store:
 
     def delete(self, rel: str, *, recursive: bool = False) -> None:
         """Remove an object (or a prefix with recursive=True); missing is not an error."""
+
         def run() -> None:
             p = self.path(rel)
             if self.fs.exists(p):
                 self.fs.rm(p, recursive=recursive)
+
         self._call("delete", rel, run)
 
 

@@ -91,13 +91,13 @@ class SyncReport:
 
     src: str
     dst: str
-    copied: list[str] = field(default_factory=list)    # artifact keys transferred
-    skipped: list[str] = field(default_factory=list)   # already complete at dst
-    files: int = 0                                     # objects written (incl. index)
-    bytes: int = 0                                     # archive/image/chunk bytes transferred
-    chunks: int = 0                                    # packs (or chunk objects) copied
+    copied: list[str] = field(default_factory=list)  # artifact keys transferred
+    skipped: list[str] = field(default_factory=list)  # already complete at dst
+    files: int = 0  # objects written (incl. index)
+    bytes: int = 0  # archive/image/chunk bytes transferred
+    chunks: int = 0  # packs (or chunk objects) copied
     seconds: float = 0.0
-    stale_tmp_removed: int = 0                         # left-over temp objects deleted at dst
+    stale_tmp_removed: int = 0  # left-over temp objects deleted at dst
 
     @property
     def mb_per_s(self) -> float:
@@ -197,21 +197,27 @@ def _copy_blob(src: Store, dst: Store, blob: Blob, tmpdir: Path, meter: Progress
     if src.local:
         local = Path(src.path(blob.rel))
         if not local.exists():
-            raise SyncError(f"{src.url_of(blob.rel)} is missing but the index names it; "
-                            f"run `minisandbox verify {src.url}` and re-publish that key")
+            raise SyncError(
+                f"{src.url_of(blob.rel)} is missing but the index names it; "
+                f"run `minisandbox verify {src.url}` and re-publish that key"
+            )
     else:
         local = tmpdir / f"{threading.get_ident()}-{Path(blob.rel).name}"
         try:
             src.get_file(blob.rel, local, callback=transfer)
         except NotInStore as exc:
-            raise SyncError(f"{src.url_of(blob.rel)} is missing but the index names it; "
-                            f"run `minisandbox verify {src.url}` and re-publish that key") from exc
+            raise SyncError(
+                f"{src.url_of(blob.rel)} is missing but the index names it; "
+                f"run `minisandbox verify {src.url}` and re-publish that key"
+            ) from exc
     try:
         sha, size = file_digest(local)
         if sha != blob.sha256 or size != blob.size:
-            raise SyncError(f"{src.url_of(blob.rel)} does not match its manifest (sha256 {sha[:12]}.. size {size}, "
-                            f"want {blob.sha256[:12]}.. size {blob.size}); not copied: the source is damaged, "
-                            f"re-publish that key, then rerun")
+            raise SyncError(
+                f"{src.url_of(blob.rel)} does not match its manifest (sha256 {sha[:12]}.. size {size}, "
+                f"want {blob.sha256[:12]}.. size {blob.size}); not copied: the source is damaged, "
+                f"re-publish that key, then rerun"
+            )
         dst.put_file(local, blob.rel, sha256=blob.sha256, callback=transfer if src.local else None)
         transfer.finish()
         return size
@@ -220,8 +226,9 @@ def _copy_blob(src: Store, dst: Store, blob: Blob, tmpdir: Path, meter: Progress
             local.unlink(missing_ok=True)
 
 
-def _copy_image_chunks(src: Store, dst: Store, art: StoredArtifact, meter: Progress | None,
-                       have: DestinationChunks) -> tuple[int, int]:
+def _copy_image_chunks(
+    src: Store, dst: Store, art: StoredArtifact, meter: Progress | None, have: DestinationChunks
+) -> tuple[int, int]:
     """Copy the chunks of `art`'s image that `dst` lacks (`have`: its chunk sizes); the list
     is read from `src` and checked against the manifest first (a damaged source is never
     propagated)."""
@@ -230,8 +237,10 @@ def _copy_image_chunks(src: Store, dst: Store, art: StoredArtifact, meter: Progr
         cl = read_chunk_list(src, art.chunks)
         return copy_chunks(src, dst, cl, art.chunks.what, meter=meter, have=have)
     except ChunkError as exc:
-        raise SyncError(f"{exc} (not copied: the source is damaged; run `minisandbox verify {src.url}`, "
-                        f"re-publish {art.key}, then rerun)") from None
+        raise SyncError(
+            f"{exc} (not copied: the source is damaged; run `minisandbox verify {src.url}`, "
+            f"re-publish {art.key}, then rerun)"
+        ) from None
 
 
 def _complete_at(src: Store, dst: Store, art: StoredArtifact, manifest_bytes: bytes, have: DestinationChunks) -> bool:
@@ -255,9 +264,15 @@ def _complete_at(src: Store, dst: Store, art: StoredArtifact, manifest_bytes: by
     return all(have.sizes.get(rel) == n for rel, n in needed_objects(cl).items())
 
 
-def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
-           on_artifact: Callable[[str, str], None] | None = None,
-           stale_tmp_after: float = STALE_TMP_SECONDS, progress: Progress | None = None) -> SyncReport:
+def mirror(
+    src: Store | str,
+    dst: Store | str,
+    *,
+    workers: int = 4,
+    on_artifact: Callable[[str, str], None] | None = None,
+    stale_tmp_after: float = STALE_TMP_SECONDS,
+    progress: Progress | None = None,
+) -> SyncReport:
     """Copy the published store `src` to `dst` (any two fsspec URLs); resumable, verified.
 
     `on_artifact(key, "copied"|"skipped")` is called after each artifact (tests use it to
@@ -274,8 +289,10 @@ def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
     try:
         catalog_bytes = src.read_bytes(CATALOG)
     except NotInStore as exc:
-        raise SyncError(f"{src.url_of(CATALOG)} not found: {src.url} is not a published store "
-                        f"(build it with snakemake, or check the URL)") from exc
+        raise SyncError(
+            f"{src.url_of(CATALOG)} not found: {src.url} is not a published store "
+            f"(build it with snakemake, or check the URL)"
+        ) from exc
     catalog = json.loads(catalog_bytes)
     report = SyncReport(src.url, dst.url)
     lock = threading.Lock()
@@ -292,17 +309,24 @@ def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
         try:
             manifest_bytes = src.read_bytes(art.manifest_rel)
         except NotInStore as exc:
-            raise SyncError(f"{src.url_of(art.manifest_rel)} is missing but the index names {art.key}; "
-                            f"run `minisandbox verify {src.url}` and re-publish that key") from exc
+            raise SyncError(
+                f"{src.url_of(art.manifest_rel)} is missing but the index names {art.key}; "
+                f"run `minisandbox verify {src.url}` and re-publish that key"
+            ) from exc
         if content_id(json.loads(manifest_bytes)) != content_id(art.manifest):
-            raise SyncError(f"{src.url_of(art.manifest_rel)} disagrees with {src.url_of(CATALOG)} "
-                            f"about {art.key}; re-run the index step on the source")
+            raise SyncError(
+                f"{src.url_of(art.manifest_rel)} disagrees with {src.url_of(CATALOG)} "
+                f"about {art.key}; re-run the index step on the source"
+            )
         complete = _complete_at(src, dst, art, manifest_bytes, have)
         lacking: dict[str, int] = {}
         if not complete and art.chunks is not None:
             try:
-                lacking = {rel: n for rel, n in needed_objects(read_chunk_list(src, art.chunks)).items()
-                           if have.sizes.get(rel) != n}
+                lacking = {
+                    rel: n
+                    for rel, n in needed_objects(read_chunk_list(src, art.chunks)).items()
+                    if have.sizes.get(rel) != n
+                }
             except ChunkError:
                 pass  # copying names the damage
         with lock:
@@ -311,8 +335,9 @@ def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
 
     _run_all(plan, arts, workers)
     if progress is not None:
-        progress.fix_total(sum(b.size for a in arts if not plans[(a.kind, a.key)][1] for b in a.blobs)
-                           + sum(chunk_todo.values()))
+        progress.fix_total(
+            sum(b.size for a in arts if not plans[(a.kind, a.key)][1] for b in a.blobs) + sum(chunk_todo.values())
+        )
 
     with tempfile.TemporaryDirectory(prefix="minisandbox-sync-") as tmp:
         tmpdir = Path(tmp)
@@ -327,8 +352,11 @@ def mirror(src: Store | str, dst: Store | str, *, workers: int = 4,
                 if art.chunks is not None:  # chunks before the list that names them
                     nchunks, n = _copy_image_chunks(src, dst, art, progress, have)
                 n += sum(_copy_blob(src, dst, b, tmpdir, progress) for b in art.blobs)
-                dst.put_bytes(art.manifest_rel, manifest_bytes,  # after its blobs; the publisher's signature kept
-                              signature=src.read_signature(art.manifest_rel))
+                dst.put_bytes(
+                    art.manifest_rel,
+                    manifest_bytes,  # after its blobs; the publisher's signature kept
+                    signature=src.read_signature(art.manifest_rel),
+                )
                 status, files = "copied", len(art.blobs) + 1 + nchunks
             with lock:
                 (report.copied if status == "copied" else report.skipped).append(art.key)
@@ -388,8 +416,11 @@ def _shard_sizes(store: Store) -> dict[str, int]:
         entries = store.fs.ls(store.path(rel_dir), detail=True)
     except FileNotFoundError:
         return {}
-    return {f"{rel_dir}/{e['name'].rstrip('/').rsplit('/', 1)[-1]}": int(e.get("size") or 0)
-            for e in entries if e.get("type") != "directory"}
+    return {
+        f"{rel_dir}/{e['name'].rstrip('/').rsplit('/', 1)[-1]}": int(e.get("size") or 0)
+        for e in entries
+        if e.get("type") != "directory"
+    }
 
 
 def _modified(info: dict[str, Any]) -> float | None:
@@ -453,7 +484,7 @@ def _stream_digest(store: Store, rel: str, meter: Progress | None = None) -> tup
     """sha256 and size of a store object, streamed (constant memory, no temp file)."""
     h = hashlib.sha256()
     size = 0
-    with (open(store.path(rel), "rb") if store.local else store.open(rel, "rb")) as f:
+    with open(store.path(rel), "rb") if store.local else store.open(rel, "rb") as f:
         while chunk := f.read(CHUNK):
             h.update(chunk)
             size += len(chunk)
@@ -462,8 +493,9 @@ def _stream_digest(store: Store, rel: str, meter: Progress | None = None) -> tup
     return h.hexdigest(), size
 
 
-def _verify_chunks(store: Store, art: StoredArtifact, quick: bool, meter: Progress | None,
-                   memo: dict[str, Any] | None) -> tuple[list[Problem], int]:
+def _verify_chunks(
+    store: Store, art: StoredArtifact, quick: bool, meter: Progress | None, memo: dict[str, Any] | None
+) -> tuple[list[Problem], int]:
     """Problems of `art`'s chunked image (its list, then its chunks) and how many chunks were
     checked. The list itself is one of the artifact's blobs (size and digest checked there)."""
     assert art.chunks is not None
@@ -472,23 +504,33 @@ def _verify_chunks(store: Store, art: StoredArtifact, quick: bool, meter: Progre
     except ChunkError as exc:
         if exc.missing:
             return [], 0  # reported with the blobs
-        return [Problem("corrupt", exc.rel, f"chunk list of {art.kind} {art.key} does not match its manifest; "
-                                            f"re-publish {art.key} or copy it again")], 0
+        return [
+            Problem(
+                "corrupt",
+                exc.rel,
+                f"chunk list of {art.kind} {art.key} does not match its manifest; "
+                f"re-publish {art.key} or copy it again",
+            )
+        ], 0
     except MinisandboxError as exc:  # StoreDataError: a bad list whose digest matches its manifest
         return [Problem("corrupt", art.chunks.list_rel, str(exc))], 0
     found = check_chunks(store, cl, art.chunks.what, quick=quick, meter=meter, memo=memo)
     return [Problem(p.what, p.rel or art.chunks.list_rel, p.detail) for p in found], len(cl.chunks)
 
 
-def _verify_artifact(store: Store, art: StoredArtifact, quick: bool,
-                     meter: Progress | None = None) -> tuple[list[Problem], int]:
+def _verify_artifact(
+    store: Store, art: StoredArtifact, quick: bool, meter: Progress | None = None
+) -> tuple[list[Problem], int]:
     problems: list[Problem] = []
     nbytes = 0
     try:
         published = json.loads(store.read_bytes(art.manifest_rel))
         if content_id(published) != content_id(art.manifest):
-            problems.append(Problem("mismatch", art.manifest_rel,
-                                    f"manifest of {art.key} differs from the index; re-run the index step"))
+            problems.append(
+                Problem(
+                    "mismatch", art.manifest_rel, f"manifest of {art.key} differs from the index; re-run the index step"
+                )
+            )
     except NotInStore:
         problems.append(Problem("missing", art.manifest_rel, f"manifest of {art.kind} {art.key}; re-publish it"))
     except ValueError:
@@ -503,15 +545,30 @@ def _verify_artifact(store: Store, art: StoredArtifact, quick: bool,
                 sha, size = _stream_digest(store, blob.rel, meter)
                 nbytes += size
         except (NotInStore, FileNotFoundError):
-            problems.append(Problem("missing", blob.rel, f"archive of {art.kind} {art.key}; re-publish it "
-                                                         f"(or push/pull it again from a good copy)"))
+            problems.append(
+                Problem(
+                    "missing",
+                    blob.rel,
+                    f"archive of {art.kind} {art.key}; re-publish it (or push/pull it again from a good copy)",
+                )
+            )
             continue
         if size != blob.size:
-            problems.append(Problem("corrupt", blob.rel, f"size {size} != {blob.size} in the index; "
-                                                         f"re-publish {art.key} or copy it again"))
+            problems.append(
+                Problem(
+                    "corrupt",
+                    blob.rel,
+                    f"size {size} != {blob.size} in the index; re-publish {art.key} or copy it again",
+                )
+            )
         elif sha != blob.sha256:
-            problems.append(Problem("corrupt", blob.rel, f"sha256 {sha[:16]}.. != {blob.sha256[:16]}.. in the "
-                                                         f"index; re-publish {art.key} or copy it again"))
+            problems.append(
+                Problem(
+                    "corrupt",
+                    blob.rel,
+                    f"sha256 {sha[:16]}.. != {blob.sha256[:16]}.. in the index; re-publish {art.key} or copy it again",
+                )
+            )
     return problems, nbytes
 
 
@@ -524,8 +581,9 @@ def _iter_shard_lines(data: bytes) -> Iterator[dict[str, Any]]:
                 yield {"__bad_line__": n}
 
 
-def verify(store: Store | str, *, quick: bool = False, workers: int = 4,
-           progress: Progress | None = None) -> VerifyReport:
+def verify(
+    store: Store | str, *, quick: bool = False, workers: int = 4, progress: Progress | None = None
+) -> VerifyReport:
     """Check every artifact, log and shard the index names. `quick`: sizes only, no digests.
     `progress` counts bytes hashed (files checked with `quick`), of a total fixed up front."""
     store = _fresh(open_store(store))
@@ -535,9 +593,11 @@ def verify(store: Store | str, *, quick: bool = False, workers: int = 4,
     report.artifacts = len(arts)
     report.blobs = sum(len(a.blobs) for a in arts)
     if progress is not None:  # planned from the index alone: fixed before the first check
-        progress.fix_total(report.blobs + sum(a.chunks.count for a in arts if a.chunks) if quick else
-                           sum(b.size for a in arts for b in a.blobs) + sum(a.chunks.image_size for a in arts
-                                                                             if a.chunks))
+        progress.fix_total(
+            report.blobs + sum(a.chunks.count for a in arts if a.chunks)
+            if quick
+            else sum(b.size for a in arts for b in a.blobs) + sum(a.chunks.image_size for a in arts if a.chunks)
+        )
     lock = threading.Lock()
     # quick: chunk object and pack sizes from one listing; one missing from it is asked about once
     memo: dict[str, int | None] = chunk_sizes(store) if quick and any(a.chunks for a in arts) else {}
@@ -570,33 +630,50 @@ def verify(store: Store | str, *, quick: bool = False, workers: int = 4,
         rel = shard_path(f"{i:02x}")
         if rel not in sizes:
             if digests and digests.get(f"{i:02x}") != shard_digest(b""):
-                report.problems.append(Problem("missing", rel, f"index shard that {CATALOG} names with content; "
-                                                               f"re-run the index step"))
+                report.problems.append(
+                    Problem("missing", rel, f"index shard that {CATALOG} names with content; re-run the index step")
+                )
             elif not digests:
                 absent.append(rel)  # reads as empty: a problem only if tasks went missing
             continue
         data = store.read_bytes(rel) if sizes[rel] else b""
         if digests and digests.get(f"{i:02x}") != shard_digest(data):
-            report.problems.append(Problem("mismatch", rel, f"sha256 is not the one {CATALOG} names (an older or "
-                                                            f"altered shard); re-run the index step"))
+            report.problems.append(
+                Problem(
+                    "mismatch",
+                    rel,
+                    f"sha256 is not the one {CATALOG} names (an older or altered shard); re-run the index step",
+                )
+            )
         entries = list(_iter_shard_lines(data))
         for e in entries:
             if "__bad_line__" in e:
-                report.problems.append(Problem("corrupt", rel, f"line {e['__bad_line__']} is not JSON; "
-                                                               f"re-run the index step"))
+                report.problems.append(
+                    Problem("corrupt", rel, f"line {e['__bad_line__']} is not JSON; re-run the index step")
+                )
                 continue
             report.tasks += 1
             if e.get("status") == "ready":
                 for kind in ("env", "repo"):
                     if (kind, e.get(f"{kind}_key")) not in ok:
-                        report.problems.append(Problem(
-                            "inconsistent", rel, f"task {e.get('instance_id')} is ready but its {kind} "
-                                                 f"{e.get(f'{kind}_key')} is not published ok; re-run the index step"))
+                        report.problems.append(
+                            Problem(
+                                "inconsistent",
+                                rel,
+                                f"task {e.get('instance_id')} is ready but its {kind} "
+                                f"{e.get(f'{kind}_key')} is not published ok; re-run the index step",
+                            )
+                        )
     counted = (catalog.get("counts") or {}).get("tasks")
     if counted is not None and counted != report.tasks:
-        report.problems.append(Problem(
-            "inconsistent", CATALOG, f"the index shards hold {report.tasks} tasks but the catalog counts "
-                                     f"{counted}; a shard is missing or damaged: re-run the index step"))
+        report.problems.append(
+            Problem(
+                "inconsistent",
+                CATALOG,
+                f"the index shards hold {report.tasks} tasks but the catalog counts "
+                f"{counted}; a shard is missing or damaged: re-run the index step",
+            )
+        )
         report.problems.extend(Problem("missing", rel, "index shard (the task count is short)") for rel in absent)
     report.problems.sort(key=lambda p: (p.rel, p.what))
     return report

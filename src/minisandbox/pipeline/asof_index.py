@@ -102,13 +102,17 @@ class AsOfIndex:
     def __init__(self, upstream: str, date: str, exempt: Mapping[str, str] | None = None) -> None:
         self.upstream = upstream or DEFAULT_UPSTREAM
         if not self.upstream.startswith(("http://", "https://")):
-            raise AsOfIndexError(f"index {self.upstream!r}: only http(s) indexes can be shown as of a date; "
-                                 "set PIP_INDEX_URL to an http(s) simple index")
+            raise AsOfIndexError(
+                f"index {self.upstream!r}: only http(s) indexes can be shown as of a date; "
+                "set PIP_INDEX_URL to an http(s) simple index"
+            )
         self.date = date
         self.cutoff = parse_date(date)
         # "false": no cutoff for that project (uv's `--exclude-newer-package name=false`)
-        self.exempt = {_canon(k): dt.datetime.max.replace(tzinfo=dt.UTC) if v == "false" else parse_date(v)
-                       for k, v in (exempt or {}).items()}
+        self.exempt = {
+            _canon(k): dt.datetime.max.replace(tzinfo=dt.UTC) if v == "false" else parse_date(v)
+            for k, v in (exempt or {}).items()
+        }
         self.requests = 0
         outer = self
 

@@ -87,7 +87,7 @@ def build_script(spec: EnvSpec, lock: Lock, python_exe: str) -> str:
     date = f" {date}" if date else ""
     lines = [
         "set -euo pipefail",
-        "mkdir -p \"$HOME\"",
+        'mkdir -p "$HOME"',
         f"echo '+ uv venv --seed {VENV_PATH} ({python_exe})'",
         f"uv venv --seed --python {shlex.quote(python_exe)} {VENV_PATH}",
         f"source {VENV_PATH}/bin/activate",
@@ -101,8 +101,10 @@ def build_script(spec: EnvSpec, lock: Lock, python_exe: str) -> str:
         lines += [f"echo {shlex.quote('+ ' + cmd)}", cmd]
     if lock.text.strip():
         flag = "--no-deps " if lock.no_deps else ""
-        lines += [f"echo '+ uv pip install {flag}-r lock.txt{date}'",
-                  f"uv pip install {flag}-r {BUILD_DIR}/lock.txt{date}"]
+        lines += [
+            f"echo '+ uv pip install {flag}-r lock.txt{date}'",
+            f"uv pip install {flag}-r {BUILD_DIR}/lock.txt{date}",
+        ]
     for cmd in spec.install:
         lines += [f"echo {shlex.quote('+ ' + cmd)}", f"cd {REPO_PATH}", cmd]
     own = set(spec.warmup)
@@ -111,8 +113,10 @@ def build_script(spec: EnvSpec, lock: Lock, python_exe: str) -> str:
         if cmd in own:
             lines.append(cmd)
         else:  # the collection warm-up may fail (the log says so); the tests will tell
-            lines.append(f"timeout -k 10 {WARMUP_TIMEOUT} bash -c {shlex.quote(cmd)} </dev/null "
-                         "|| echo \"+ warm-up exited $? (tolerated)\"")
+            lines.append(
+                f"timeout -k 10 {WARMUP_TIMEOUT} bash -c {shlex.quote(cmd)} </dev/null "
+                '|| echo "+ warm-up exited $? (tolerated)"'
+            )
     lines += [
         "echo '+ byte-compile (deterministic: one fresh process per file, PYTHONHASHSEED=0)'",
         f"{bytecode.command(BUILD_DIR, [VENV_PATH])} "
@@ -124,8 +128,18 @@ def build_script(spec: EnvSpec, lock: Lock, python_exe: str) -> str:
 
 #: Host settings a build needs to reach the package index: proxies, CA bundles, index URLs.
 PASSTHROUGH_PREFIXES = ("PIP_", "UV_", "SSL_CERT_")
-PASSTHROUGH_NAMES = {"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
-                     "http_proxy", "https_proxy", "no_proxy", "ALL_PROXY", "all_proxy"}
+PASSTHROUGH_NAMES = {
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+}
 
 
 def _interpreter(spec: EnvSpec):
@@ -183,7 +197,8 @@ def host_libs(interp: Interpreter, venv: Path) -> list[dict[str, str]]:
 def passthrough_env(host: os._Environ | dict[str, str], fixed: dict[str, str]) -> dict[str, str]:
     """Index/proxy/certificate settings from the host; our own build settings win."""
     return {
-        k: v for k, v in host.items()
+        k: v
+        for k, v in host.items()
         if k not in fixed and (k in PASSTHROUGH_NAMES or k.startswith(PASSTHROUGH_PREFIXES))
     }
 
@@ -200,7 +215,13 @@ def tree_bytes(root: Path) -> int:
 
 
 def build_env(
-    spec: EnvSpec, lock: Lock, repo_snapshot: Path, out_dir: Path, log: Path, *, timeout: float = 1800,
+    spec: EnvSpec,
+    lock: Lock,
+    repo_snapshot: Path,
+    out_dir: Path,
+    log: Path,
+    *,
+    timeout: float = 1800,
     interpreter: dict | None = None,
 ) -> BuildResult:
     """Build the venv for `spec` into `out_dir` (replaced atomically on success).
@@ -259,8 +280,13 @@ def build_env(
                 # nothing else (no extra index or find-links that could bypass it)
                 upstream = os.environ.get("PIP_INDEX_URL", "")
                 index = stack.enter_context(AsOfIndex(upstream, lock.exclude_newer, dict(lock.exempt)))
-                env.update({"PIP_INDEX_URL": index.url, "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": "",
-                            })
+                env.update(
+                    {
+                        "PIP_INDEX_URL": index.url,
+                        "PIP_EXTRA_INDEX_URL": "",
+                        "PIP_FIND_LINKS": "",
+                    }
+                )
             env.update(passthrough_env(os.environ, env))
             if spec.kind == "swebench" and (version := scm_version(testbed)):
                 # SWE-bench installs in a clone that has the release tags up to the commit;
@@ -268,15 +294,23 @@ def build_env(
                 # refuses its own `minversion`)
                 env["SETUPTOOLS_SCM_PRETEND_VERSION"] = version
             with log.open("a") as fh:
-                fh.write(f"# build {spec.name} with {interp.executable} ({interp.version}, {interp.kind}, "
-                         f"at {interp.canonical_prefix})\n")
+                fh.write(
+                    f"# build {spec.name} with {interp.executable} ({interp.version}, {interp.kind}, "
+                    f"at {interp.canonical_prefix})\n"
+                )
                 if interp.kind == SYSTEM:
                     fh.write(f"# warning: {describe(interp)['warning']}\n")
                 fh.flush()
                 try:
                     rc = rootfs.run(
-                        binds, ["/bin/bash", f"{BUILD_DIR}/build.sh"], env=env, cwd=REPO_PATH,
-                        network="host", stdout=fh, stderr=fh, timeout=timeout,
+                        binds,
+                        ["/bin/bash", f"{BUILD_DIR}/build.sh"],
+                        env=env,
+                        cwd=REPO_PATH,
+                        network="host",
+                        stdout=fh,
+                        stderr=fh,
+                        timeout=timeout,
                     )
                 except subprocess.TimeoutExpired:
                     raise BuildError(f"build of {spec.name} timed out after {timeout:.0f} s") from None

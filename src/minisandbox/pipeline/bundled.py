@@ -107,7 +107,9 @@ def bundled_dir() -> Path:
 def load_recipes(path: Path | None = None) -> list[RepoRecipe]:
     path = path or bundled_dir() / "repos.yaml"
     if not path.exists():
-        raise BundledError(f"{path} does not exist; run `.venv/bin/python scripts/make_bundled_tasks.py` to generate it")
+        raise BundledError(
+            f"{path} does not exist; run `.venv/bin/python scripts/make_bundled_tasks.py` to generate it"
+        )
     data = yaml.safe_load(path.read_text()) or {}
     return [RepoRecipe.from_dict(r) for r in data.get("repos", [])]
 

@@ -19,7 +19,7 @@ as source text and written next to the build script.
 from __future__ import annotations
 
 #: Run as `PYTHONHASHSEED=0 python -S SCRIPT JOBS ROOT...`. Python 3.6 syntax on purpose.
-SCRIPT = r'''
+SCRIPT = r"""
 import os, sys, py_compile
 
 def sources(roots):
@@ -56,7 +56,7 @@ def main():
     sys.stdout.write("byte-compiled %d files%s\n" % (len(files), " (some did not compile)" if bad else ""))
 
 main()
-'''
+"""
 
 #: File name of the script in the build directory.
 SCRIPT_NAME = "bytecode.py"

@@ -51,8 +51,7 @@ class Chunking:
         return out
 
 
-def cut(image: Path, *, min_size: int = CHUNK_MIN, avg_size: int = CHUNK_AVG,
-        max_size: int = CHUNK_MAX) -> Chunking:
+def cut(image: Path, *, min_size: int = CHUNK_MIN, avg_size: int = CHUNK_AVG, max_size: int = CHUNK_MAX) -> Chunking:
     """Cut `image` into content-defined chunks, hashing each chunk and the whole image in
     one read (the file is memory-mapped, nothing is copied)."""
     image = Path(image)
@@ -65,7 +64,7 @@ def cut(image: Path, *, min_size: int = CHUNK_MIN, avg_size: int = CHUNK_AVG,
         view = memoryview(mm)
         try:
             for c in fastcdc(view, min_size=min_size, avg_size=avg_size, max_size=max_size):
-                part = view[c.offset:c.offset + c.length]
+                part = view[c.offset : c.offset + c.length]
                 whole.update(part)
                 chunks.append((hashlib.sha256(part).hexdigest(), c.length))
                 part.release()

@@ -90,8 +90,17 @@ def build_inputs(settings: EnvJobSettings, entry: dict[str, Any], folded: bool, 
     }
 
 
-def validation_inputs(plan: dict[str, Any], key: str, work: Path, receipts: Path, *, validate: bool,
-                      repeats: int, label: bool = False, max_f2p: int = 0) -> dict[str, Any]:
+def validation_inputs(
+    plan: dict[str, Any],
+    key: str,
+    work: Path,
+    receipts: Path,
+    *,
+    validate: bool,
+    repeats: int,
+    label: bool = False,
+    max_f2p: int = 0,
+) -> dict[str, Any]:
     """What the validation (or, in label mode, the labelling) of this environment depends
     on beyond its build: its task set (the digest file the rule takes as input), the
     receipts of the repos its tasks start from (except the one this job publishes) and the
@@ -104,13 +113,19 @@ def validation_inputs(plan: dict[str, Any], key: str, work: Path, receipts: Path
         **({"label": True, "max_f2p": max_f2p} if label else {}),
         "repeats": repeats,
         "tasks": _digest(Path(work) / "specs" / "env-tasks" / f"{key}.json"),
-        "repos": {r: _digest(receipts / "repo" / f"{r}.json") for r in plan.get("env_repos", {}).get(key, [])
-                  if r not in mine},
+        "repos": {
+            r: _digest(receipts / "repo" / f"{r}.json") for r in plan.get("env_repos", {}).get(key, []) if r not in mine
+        },
     }
 
 
-def _reusable(record: dict[str, Any] | None, build: dict[str, Any], validation: dict[str, Any],
-              receipts: Path, folded_repo: str | None) -> bool:
+def _reusable(
+    record: dict[str, Any] | None,
+    build: dict[str, Any],
+    validation: dict[str, Any],
+    receipts: Path,
+    folded_repo: str | None,
+) -> bool:
     if not record or record.get("build") != build or record.get("validation") == validation:
         return False  # no record, other build inputs, or nothing but a forced rerun: build
     receipt = record.get("receipt") or {}
@@ -127,8 +142,18 @@ def _read_record(path: Path) -> dict[str, Any] | None:
     return rec if isinstance(rec, dict) else None
 
 
-def run_env_job(work: Path, settings: EnvJobSettings, env_spec: Path, plan: dict[str, Any], receipt_out: Path,
-                *, validate: bool, repeats: int, label: bool = False, max_f2p: int = 0) -> EnvJobResult:
+def run_env_job(
+    work: Path,
+    settings: EnvJobSettings,
+    env_spec: Path,
+    plan: dict[str, Any],
+    receipt_out: Path,
+    *,
+    validate: bool,
+    repeats: int,
+    label: bool = False,
+    max_f2p: int = 0,
+) -> EnvJobResult:
     """Steps 1-2 of the module docstring; writes the receipt and the record."""
     from minisandbox.manifest import FORMATS
     from minisandbox.pipeline.steps import WorkPaths, job_env, job_repo
@@ -139,8 +164,9 @@ def run_env_job(work: Path, settings: EnvJobSettings, env_spec: Path, plan: dict
     folded_repo = rkey if plan.get("folded", {}).get(rkey) == key else None
     receipts = _receipts(receipt_out)
     build = build_inputs(settings, entry, folded_repo is not None, receipts)
-    validation = validation_inputs(plan, key, work, receipts, validate=validate, repeats=repeats, label=label,
-                                   max_f2p=max_f2p)
+    validation = validation_inputs(
+        plan, key, work, receipts, validate=validate, repeats=repeats, label=label, max_f2p=max_f2p
+    )
     rec_path = record_path(work, key)
     record = _read_record(rec_path)
     if _reusable(record, build, validation, receipts, folded_repo):
@@ -151,15 +177,33 @@ def run_env_job(work: Path, settings: EnvJobSettings, env_spec: Path, plan: dict
     p = WorkPaths(work, FORMATS[settings.fmt].lstrip("."))
     if folded_repo is not None:
         repo = plan["repos"][rkey]
-        job_repo(work, settings.store, work / "specs" / "repo" / f"{rkey}.json",
-                 work / "specs" / "source" / f"{repo['source_id']}.json", settings.fmt, settings.level,
-                 settings.image, receipts / "repo" / f"{rkey}.json", image_whole=settings.image_whole,
-                 with_archive=settings.archive)
-    st = job_env(work, settings.store, Path(env_spec), p.tree("repo", rkey), p.tree_status("repo", rkey),
-                 settings.fmt, settings.level, settings.image, settings.timeout, receipt_out,
-                 image_whole=settings.image_whole, with_archive=settings.archive)
-    atomic_write_json(rec_path, {"build": build, "validation": None,
-                                 "receipt": json.loads(receipt_out.read_text())})
+        job_repo(
+            work,
+            settings.store,
+            work / "specs" / "repo" / f"{rkey}.json",
+            work / "specs" / "source" / f"{repo['source_id']}.json",
+            settings.fmt,
+            settings.level,
+            settings.image,
+            receipts / "repo" / f"{rkey}.json",
+            image_whole=settings.image_whole,
+            with_archive=settings.archive,
+        )
+    st = job_env(
+        work,
+        settings.store,
+        Path(env_spec),
+        p.tree("repo", rkey),
+        p.tree_status("repo", rkey),
+        settings.fmt,
+        settings.level,
+        settings.image,
+        settings.timeout,
+        receipt_out,
+        image_whole=settings.image_whole,
+        with_archive=settings.archive,
+    )
+    atomic_write_json(rec_path, {"build": build, "validation": None, "receipt": json.loads(receipt_out.read_text())})
     return EnvJobResult(st, key, False, folded_repo, validation)
 
 

@@ -48,13 +48,33 @@ ATTEMPTS = 3
 #: Seconds before the n-th retry: n x RETRY_DELAY (a flaky mirror or index gets time to recover).
 RETRY_DELAY = 5.0
 
-_TRANSIENT_ERRNOS = frozenset({
-    errno.EIO, errno.ECONNRESET, errno.ECONNREFUSED, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EHOSTUNREACH,
-    errno.ENETUNREACH, errno.ENETDOWN, errno.ENETRESET, errno.EPIPE, errno.EAGAIN, errno.ESTALE,
-})
+_TRANSIENT_ERRNOS = frozenset(
+    {
+        errno.EIO,
+        errno.ECONNRESET,
+        errno.ECONNREFUSED,
+        errno.ECONNABORTED,
+        errno.ETIMEDOUT,
+        errno.EHOSTUNREACH,
+        errno.ENETUNREACH,
+        errno.ENETDOWN,
+        errno.ENETRESET,
+        errno.EPIPE,
+        errno.EAGAIN,
+        errno.ESTALE,
+    }
+)
 #: Exception types of the object-store and HTTP clients that mean "the network failed".
-_TRANSIENT_TYPES = ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError",
-                    "ClientConnectorError", "ServerDisconnectedError", "IncompleteRead", "RemoteDisconnected")
+_TRANSIENT_TYPES = (
+    "EndpointConnectionError",
+    "ConnectTimeoutError",
+    "ReadTimeoutError",
+    "ConnectionClosedError",
+    "ClientConnectorError",
+    "ServerDisconnectedError",
+    "IncompleteRead",
+    "RemoteDisconnected",
+)
 #: What tools print (and steps pass on in their one-line errors) when the network, the disk
 #: or the kernel failed them, not the build itself: git, uv, curl, tar and the shell.
 _TRANSIENT_TEXT = re.compile(
@@ -63,7 +83,8 @@ _TRANSIENT_TEXT = re.compile(
     r"rpc failed|error sending request|failed to fetch|request failed after|input/output error|"
     r"stale file handle|killed by signal|\bsignal (?:9|15)\b|\bsigkill\b|\(exit -(?:9|15)\)|\(exit 137\)|"
     r"\b50[234] (?:service unavailable|bad gateway|gateway time-?out)\b|too many requests|slowdown",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def transient_cause(exc: BaseException) -> str | None:
@@ -102,11 +123,16 @@ def step_cpu(stage: str, key: str) -> Iterator[None]:
     try:
         yield
     finally:
-        print(f"# cpu {stage} {key}: {_cpu_seconds() - cpu0:.2f} s CPU, {time.monotonic() - wall0:.2f} s wall",
-              file=sys.stderr, flush=True)
+        print(
+            f"# cpu {stage} {key}: {_cpu_seconds() - cpu0:.2f} s CPU, {time.monotonic() - wall0:.2f} s wall",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
-def retrying(stage: str, key: str, log: Path | None, fn: Callable[[], T]) -> tuple[T | None, BaseException | None, dict[str, Any]]:
+def retrying(
+    stage: str, key: str, log: Path | None, fn: Callable[[], T]
+) -> tuple[T | None, BaseException | None, dict[str, Any]]:
     """Run `fn`, again after a transient failure (`transient_cause`), at most `ATTEMPTS`
     times. Returns (result, None, cause) or (None, the last exception, cause), where cause
     is `{"kind": "transient"|"permanent", "detail", "attempts"}` ({"attempts"} on success).
@@ -122,13 +148,22 @@ def retrying(stage: str, key: str, log: Path | None, fn: Callable[[], T]) -> tup
             if log is not None:
                 Path(log).parent.mkdir(parents=True, exist_ok=True)
                 with Path(log).open("a") as fh:
-                    fh.write(f"\n# {stage} {key} failed (attempt {attempt}/{ATTEMPTS}"
-                             f"{', ' + cause if cause else ', not transient'}"
-                             f"{'' if last else f'; retrying in {RETRY_DELAY * attempt:g} s'})\n"
-                             f"{traceback.format_exc()}")
+                    fh.write(
+                        f"\n# {stage} {key} failed (attempt {attempt}/{ATTEMPTS}"
+                        f"{', ' + cause if cause else ', not transient'}"
+                        f"{'' if last else f'; retrying in {RETRY_DELAY * attempt:g} s'})\n"
+                        f"{traceback.format_exc()}"
+                    )
             if last:
-                return None, exc, {"kind": "transient" if cause else "permanent",
-                                   "detail": cause or type(exc).__name__, "attempts": attempt}
+                return (
+                    None,
+                    exc,
+                    {
+                        "kind": "transient" if cause else "permanent",
+                        "detail": cause or type(exc).__name__,
+                        "attempts": attempt,
+                    },
+                )
             time.sleep(RETRY_DELAY * attempt)
     raise AssertionError("unreachable")  # pragma: no cover - the loop always returns
 

@@ -91,7 +91,8 @@ def local_interpreter(planned: dict[str, Any]) -> Interpreter:
         raise InterpreterNotFound(
             f"the plan uses interpreter {planned['key']} (CPython {planned['version']}, {planned.get('kind')}) but "
             f"this machine's is {got or interp.kind} at {interp.prefix}: give build nodes the same interpreter "
-            f"build, or plan on a build node")
+            f"build, or plan on a build node"
+        )
     return interp
 
 
@@ -141,14 +142,22 @@ def pack_and_publish(spec: dict[str, Any], store_url: str, work: Path, fmt: str,
             return existing
         with tempfile.TemporaryDirectory(dir=work, prefix=f".{key}.") as tmp:
             archive = Path(tmp) / f"{key}.{fmt}"
-            stats = pack_stream(Path(interp.prefix), archive, fmt=fmt, level=level,
-                                empty_dirs=(base_site_packages(interp),))
+            stats = pack_stream(
+                Path(interp.prefix), archive, fmt=fmt, level=level, empty_dirs=(base_site_packages(interp),)
+            )
             described = interpreters.describe(interp)
             manifest = make_manifest(
-                kind="interp", key=key, fmt=fmt, archive=archive, files=stats.files, raw_bytes=stats.raw_bytes,
+                kind="interp",
+                key=key,
+                fmt=fmt,
+                archive=archive,
+                files=stats.files,
+                raw_bytes=stats.raw_bytes,
                 spec={"version": interp.version, "kind": interp.kind, "prefix": described["prefix"]},
-                extra={"mount_path": interpreters.check_prefix(described["prefix"], interp.kind),
-                       "interpreter": described},
+                extra={
+                    "mount_path": interpreters.check_prefix(described["prefix"], interp.kind),
+                    "interpreter": described,
+                },
             )
             store.put_file(archive, artifact_path("interp", key, fmt), sha256=manifest["sha256"])
             store.put_text(manifest_path("interp", key), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
@@ -164,12 +173,24 @@ def step_interp(spec_path: Path, store_url: str, work: Path, receipt_out: Path, 
     log = Path(receipt_out).with_suffix(".log")
     # a transient failure (I/O, the store's network, a killed tool) is retried before it is
     # recorded; a recorded failure fails every environment of this interpreter
-    manifest, exc, cause = retrying("interp", key, log, lambda: pack_and_publish(spec, store_url, Path(work), fmt, level))
+    manifest, exc, cause = retrying(
+        "interp", key, log, lambda: pack_and_publish(spec, store_url, Path(work), fmt, level)
+    )
     if exc is None:
-        st = StageStatus(ok=True, stage="interp", key=key,
-                         data={"status": "ok", "manifest": manifest, "log": None, "store": store_url})
+        st = StageStatus(
+            ok=True,
+            stage="interp",
+            key=key,
+            data={"status": "ok", "manifest": manifest, "log": None, "store": store_url},
+        )
     else:
-        st = StageStatus(ok=False, stage="interp", key=key, error=failure_message("interp", exc, cause),
-                         log=str(log), data={"cause": cause})
+        st = StageStatus(
+            ok=False,
+            stage="interp",
+            key=key,
+            error=failure_message("interp", exc, cause),
+            log=str(log),
+            data={"cause": cause},
+        )
     write_status(receipt_out, st)
     return st

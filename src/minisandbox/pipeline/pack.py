@@ -111,8 +111,9 @@ def _restamp_pyc(pyc: str) -> bool:
             f.write(data)
             os.fchmod(f.fileno(), stat.S_IMODE(pst.st_mode))
     except PermissionError as exc:
-        raise PackError(f"cannot restamp {pyc} while normalising the tree: {exc}; "
-                        f"pack as a user who can write the tree") from None
+        raise PackError(
+            f"cannot restamp {pyc} while normalising the tree: {exc}; pack as a user who can write the tree"
+        ) from None
     return True
 
 
@@ -194,11 +195,21 @@ def _gnu_tar() -> str:
 
 def _pack_zst(src: Path, fileobj, level: int) -> None:
     argv = [
-        _gnu_tar(), "--create", "--file=-", f"--directory={src}",
-        "--format=gnu", "--sort=name", f"--mtime=@{EPOCH}",
-        "--owner=0", "--group=0", "--numeric-owner",
-        "--no-acls", "--no-xattrs", "--no-selinux",
-        "--anchored", *(f"--exclude=./{name}" for name in TOP_LEVEL_EXCLUDES),
+        _gnu_tar(),
+        "--create",
+        "--file=-",
+        f"--directory={src}",
+        "--format=gnu",
+        "--sort=name",
+        f"--mtime=@{EPOCH}",
+        "--owner=0",
+        "--group=0",
+        "--numeric-owner",
+        "--no-acls",
+        "--no-xattrs",
+        "--no-selinux",
+        "--anchored",
+        *(f"--exclude=./{name}" for name in TOP_LEVEL_EXCLUDES),
         ".",
     ]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -336,8 +347,9 @@ def _stream_members(src: str, tar: tarfile.TarFile, empty: frozenset[str]) -> Pa
     return PackStats(files=files, raw_bytes=raw)
 
 
-def pack_stream(src: Path, out: Path, fmt: str = "tar.zst", level: int = 3,
-                empty_dirs: tuple[Path, ...] = ()) -> PackStats:
+def pack_stream(
+    src: Path, out: Path, fmt: str = "tar.zst", level: int = 3, empty_dirs: tuple[Path, ...] = ()
+) -> PackStats:
     """Archive the contents of a tree that is not ours to change (an interpreter's install
     prefix) straight into `out`, atomically: no staging copy, no hard link, no write to the
     tree. Member times are EPOCH and valid pycs are restamped in the stream, so the archive
@@ -353,12 +365,16 @@ def pack_stream(src: Path, out: Path, fmt: str = "tar.zst", level: int = 3,
     with atomic_output(out, fsync=True) as f:
         if fmt == "tar.zst":
             cctx = zstandard.ZstdCompressor(level=level, threads=-1, write_checksum=True)
-            with cctx.stream_writer(f, closefd=False) as z, \
-                    tarfile.open(fileobj=z, mode="w|", format=tarfile.GNU_FORMAT) as tar:
+            with (
+                cctx.stream_writer(f, closefd=False) as z,
+                tarfile.open(fileobj=z, mode="w|", format=tarfile.GNU_FORMAT) as tar,
+            ):
                 stats = _stream_members(str(src), tar, empty)
         else:
-            with gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=f, mtime=0) as gz, \
-                    tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
+            with (
+                gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=f, mtime=0) as gz,
+                tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar,
+            ):
                 stats = _stream_members(str(src), tar, empty)
     return stats
 
@@ -375,9 +391,25 @@ def pack_image(src: Path, out: Path, fmt: str = "squashfs", level: int = IMAGE_L
     if not exe:
         raise PackError(f"cannot build {out}: mksquashfs not found; apt-get install squashfs-tools")
     tmp = out.with_name(f"{out.name}.tmp-{uuid.uuid4().hex}")
-    argv = [exe, str(src), str(tmp), "-noappend", "-comp", "zstd", "-Xcompression-level", str(level),
-            "-no-xattrs", "-all-root", "-mkfs-time", str(EPOCH), "-all-time", str(EPOCH), "-reproducible",
-            "-quiet", "-no-progress"]
+    argv = [
+        exe,
+        str(src),
+        str(tmp),
+        "-noappend",
+        "-comp",
+        "zstd",
+        "-Xcompression-level",
+        str(level),
+        "-no-xattrs",
+        "-all-root",
+        "-mkfs-time",
+        str(EPOCH),
+        "-all-time",
+        str(EPOCH),
+        "-reproducible",
+        "-quiet",
+        "-no-progress",
+    ]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True)
         if proc.returncode != 0:

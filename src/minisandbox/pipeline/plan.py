@@ -122,8 +122,9 @@ def _source_for(spec: EnvSpec, workdir: Path) -> str:
     return resolve_source(spec.source, workdir)
 
 
-def build_plan(task_files: Iterable[str | Path], catalog: Catalog, workdir: Path, tasks_out: Path, *,
-               label: bool = False) -> Plan:
+def build_plan(
+    task_files: Iterable[str | Path], catalog: Catalog, workdir: Path, tasks_out: Path, *, label: bool = False
+) -> Plan:
     """Expand tasks into unique keys; write the per-task mapping to `tasks_out` (JSONL).
     `label`: the task files hold labelling candidates (`records.normalize`)."""
     ingested = read_tasks(task_files, label=label)
@@ -157,8 +158,9 @@ def build_plan(task_files: Iterable[str | Path], catalog: Catalog, workdir: Path
             want = (str(spec.python), getattr(spec, "python_full", None))
             interp = interps.get(want) or interps.setdefault(want, plan_for(*want))
             ipart = env_key_part(interp)
-            ekey = env_keys.get((spec.name, spec.commit)) or env_keys.setdefault((spec.name, spec.commit),
-                                                                                  env_key(spec, ipart))
+            ekey = env_keys.get((spec.name, spec.commit)) or env_keys.setdefault(
+                (spec.name, spec.commit), env_key(spec, ipart)
+            )
             if ekey not in plan.envs:
                 sd = spec.to_dict()  # EnvSpec.to_dict is a deep asdict: once per environment, not twice
                 plan.specs.setdefault(spec.name, sd)  # per task: test command, parser, timeout
@@ -211,13 +213,20 @@ def folded_repos(envs: dict[str, dict[str, Any]], env_repos: dict[str, list[str]
     for ekey, rkeys in env_repos.items():
         for rkey in rkeys:
             users.setdefault(rkey, set()).add(ekey)
-    return {rkey: next(iter(ekeys)) for rkey, ekeys in sorted(users.items())
-            if len(ekeys) == 1 and envs[next(iter(ekeys))]["repo_key"] == rkey}
+    return {
+        rkey: next(iter(ekeys))
+        for rkey, ekeys in sorted(users.items())
+        if len(ekeys) == 1 and envs[next(iter(ekeys))]["repo_key"] == rkey
+    }
 
 
 def load_or_build_plan(
-    task_files: Iterable[str | Path], catalog_files: Iterable[str | Path], workdir: Path, plan_dir: Path,
-    *, label: bool = False,
+    task_files: Iterable[str | Path],
+    catalog_files: Iterable[str | Path],
+    workdir: Path,
+    plan_dir: Path,
+    *,
+    label: bool = False,
 ) -> Plan:
     """Cached plan for these inputs (content-addressed under `plan_dir`); `label`: of
     labelling candidates (a plan of its own: other records are valid)."""
@@ -265,12 +274,12 @@ def invalid_summary(plan: Plan, *, shown: int = SHOWN_INVALID) -> tuple[str | No
     if plan.n_tasks == 0:
         if not bad:
             return None, "the task files hold no task record; check --config tasks=... or --tasks"
-        return None, (f"no usable task in the task files ({len(bad)} invalid record(s)); first: "
-                      f"{format_invalid(bad[0])}")
+        return None, (
+            f"no usable task in the task files ({len(bad)} invalid record(s)); first: {format_invalid(bad[0])}"
+        )
     if not bad:
         return None, None
-    lines = [f"minisandbox: warning: {len(bad)} task record(s) are invalid and left out "
-             f"({plan.n_tasks} usable):"]
+    lines = [f"minisandbox: warning: {len(bad)} task record(s) are invalid and left out ({plan.n_tasks} usable):"]
     lines += [f"  {format_invalid(r)}" for r in bad[:shown]]
     if len(bad) > shown:
         lines.append(f"  ... and {len(bad) - shown} more (all in results/report.txt)")

@@ -42,8 +42,13 @@ class Residue:
     deleted: list[str] = field(default_factory=list)  # files the install removed (not reproduced)
 
     def to_dict(self) -> dict[str, object]:
-        return {"dir": RESIDUE_DIR, "files": self.files, "new": self.new, "modified": self.modified,
-                "deleted": self.deleted}
+        return {
+            "dir": RESIDUE_DIR,
+            "files": self.files,
+            "new": self.new,
+            "modified": self.modified,
+            "deleted": self.deleted,
+        }
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -155,7 +160,7 @@ def pack_home(home: Path, dest: Path, mount_targets: list[str]) -> dict[str, obj
     for target in mount_targets:
         if not target.startswith(prefix):
             continue
-        path = home / target[len(prefix):]
+        path = home / target[len(prefix) :]
         while path != home and path.is_dir() and not path.is_symlink():
             try:
                 path.rmdir()

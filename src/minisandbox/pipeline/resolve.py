@@ -62,8 +62,11 @@ class Lock:
 
 
 #: uv's hint when an exact pin was uploaded after the --exclude-newer date.
-_FILTERED = re.compile(r"`([A-Za-z0-9._-]+)` was filtered by `exclude-newer`.*?was published at "
-                       r"(\d{4}-\d{2}-\d{2}T[0-9:.]+Z)", re.S)
+_FILTERED = re.compile(
+    r"`([A-Za-z0-9._-]+)` was filtered by `exclude-newer`.*?was published at "
+    r"(\d{4}-\d{2}-\d{2}T[0-9:.]+Z)",
+    re.S,
+)
 
 
 def _after(stamp: str) -> str:
@@ -100,8 +103,15 @@ def is_exact(requirements: tuple[str, ...] | list[str]) -> bool:
 def resolve(spec: EnvSpec, repo_dir: Path, log: Path) -> Lock:
     """Lock for `spec`; `repo_dir` is the build commit's snapshot (for requirements files)."""
     reqs = [r.strip() for r in spec.requirements if r.strip()]
-    platform_args = ["--python-version", spec.python, "--python-platform", f"{platform.machine()}-manylinux_2_28",
-                     "--no-header", "--no-annotate", "--quiet"]
+    platform_args = [
+        "--python-version",
+        spec.python,
+        "--python-platform",
+        f"{platform.machine()}-manylinux_2_28",
+        "--no-header",
+        "--no-annotate",
+        "--quiet",
+    ]
     if spec.kind != "swebench" and not spec.requirements_files and is_exact(reqs):
         text = "".join(f"{r}\n" for r in sorted(reqs, key=str.lower))
         lock = Lock(text=text, no_deps=True, exclude_newer=spec.exclude_newer)
@@ -114,8 +124,10 @@ def resolve(spec: EnvSpec, repo_dir: Path, log: Path) -> Lock:
                 proc, lock = _compile(base, lock, lines, spec.name)
             if proc.returncode != 0:
                 log.write_text("\n".join(lines) + "\n")
-                raise ResolveError(f"uv could not find the pins of {spec.name} as of {spec.exclude_newer}: "
-                                   f"{one_line(proc.stderr or proc.stdout)}")
+                raise ResolveError(
+                    f"uv could not find the pins of {spec.name} as of {spec.exclude_newer}: "
+                    f"{one_line(proc.stderr or proc.stdout)}"
+                )
         log.write_text("\n".join(lines) + "\n")
         return lock
     with tempfile.TemporaryDirectory(prefix="msb-resolve-") as tmp:

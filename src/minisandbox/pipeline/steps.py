@@ -32,8 +32,14 @@ def _guard(stage: str, key: str, status_out: Path, log: Path | None, fn: Callabl
     if exc is None:
         st = StageStatus(ok=True, stage=stage, key=key, log=str(log) if log else None, data=data or {})
     else:  # recorded, not raised: one bad key must not stop the others
-        st = StageStatus(ok=False, stage=stage, key=key, error=failure_message(stage, exc, cause),
-                         log=str(log) if log else None, data={"cause": cause})
+        st = StageStatus(
+            ok=False,
+            stage=stage,
+            key=key,
+            error=failure_message(stage, exc, cause),
+            log=str(log) if log else None,
+            data={"cause": cause},
+        )
     write_status(status_out, st)
     return st
 
@@ -42,8 +48,17 @@ def _failed_upstream(stage: str, key: str, status_out: Path, *upstream: Path) ->
     bad = first_failure(*upstream)
     if bad is None:
         return False
-    write_status(status_out, StageStatus(ok=False, stage=stage, key=key, error=bad.error, log=bad.log,
-                                         data={"cause": bad.data.get("cause")} if bad.data.get("cause") else {}))
+    write_status(
+        status_out,
+        StageStatus(
+            ok=False,
+            stage=stage,
+            key=key,
+            error=bad.error,
+            log=bad.log,
+            data={"cause": bad.data.get("cause")} if bad.data.get("cause") else {},
+        ),
+    )
     return True
 
 
@@ -64,7 +79,9 @@ def step_mirror(source_spec: Path, mirror_dir: Path, status_out: Path, log: Path
     return _guard("mirror", spec["source_id"], status_out, log, work)
 
 
-def step_snapshot(repo_spec: Path, mirror_dir: Path, mirror_status: Path, out_dir: Path, status_out: Path) -> StageStatus:
+def step_snapshot(
+    repo_spec: Path, mirror_dir: Path, mirror_status: Path, out_dir: Path, status_out: Path
+) -> StageStatus:
     spec = _load(repo_spec)
     key = spec["key"]
     if _failed_upstream("snapshot", key, status_out, mirror_status):
@@ -98,13 +115,20 @@ def step_resolve(env_spec: Path, repo_dir: Path, repo_status: Path, lock_out: Pa
         from minisandbox.pipeline.resolve import resolve
 
         lock = resolve(spec, repo_dir, log)
-        return {"lock": lock.text, "no_deps": lock.no_deps, "lock_sha256": lock.sha256,
-                "exclude_newer": lock.exclude_newer, "exempt": [list(e) for e in lock.exempt]}
+        return {
+            "lock": lock.text,
+            "no_deps": lock.no_deps,
+            "lock_sha256": lock.sha256,
+            "exclude_newer": lock.exclude_newer,
+            "exempt": [list(e) for e in lock.exempt],
+        }
 
     return _guard("resolve", key, lock_out, log, work)
 
 
-def step_build(env_spec: Path, lock_status: Path, repo_dir: Path, out_dir: Path, status_out: Path, log: Path, timeout: float) -> StageStatus:
+def step_build(
+    env_spec: Path, lock_status: Path, repo_dir: Path, out_dir: Path, status_out: Path, log: Path, timeout: float
+) -> StageStatus:
     spec_entry = _load(env_spec)
     key = spec_entry["key"]
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -113,16 +137,24 @@ def step_build(env_spec: Path, lock_status: Path, repo_dir: Path, out_dir: Path,
         return read_status(status_out)
     spec = EnvSpec.from_dict(spec_entry["spec"])
     lock_data = read_status(lock_status).data
+
     def work() -> dict[str, Any]:
         from minisandbox.pipeline.build import build_env
         from minisandbox.pipeline.resolve import Lock
 
-        lock = Lock(text=lock_data["lock"], no_deps=lock_data["no_deps"],
-                    exclude_newer=lock_data.get("exclude_newer"),
-                    exempt=tuple((str(n), str(c)) for n, c in lock_data.get("exempt") or ()))
+        lock = Lock(
+            text=lock_data["lock"],
+            no_deps=lock_data["no_deps"],
+            exclude_newer=lock_data.get("exclude_newer"),
+            exempt=tuple((str(n), str(c)) for n, c in lock_data.get("exempt") or ()),
+        )
         res = build_env(spec, lock, repo_dir, out_dir, log, timeout=timeout, interpreter=spec_entry.get("interpreter"))
-        data = {"interpreter": res.interpreter, "raw_bytes": res.raw_bytes, "lock_sha256": lock.sha256,
-                "host_libs": res.host_libs or []}
+        data = {
+            "interpreter": res.interpreter,
+            "raw_bytes": res.raw_bytes,
+            "lock_sha256": lock.sha256,
+            "host_libs": res.host_libs or [],
+        }
         # fidelity keys (docs/design.md "Environment fidelity"): additive manifest keys, only when set
         if lock.exclude_newer:
             data["exclude_newer"] = lock.exclude_newer
@@ -152,8 +184,17 @@ def image_path(archive: Path, key: str) -> Path:
     return Path(archive).parent / f"{key}.squashfs"
 
 
-def step_pack(key: str, tree: Path, upstream: Path, archive: Path, status_out: Path, fmt: str, level: int,
-              image: bool = False, with_archive: bool = True) -> StageStatus:
+def step_pack(
+    key: str,
+    tree: Path,
+    upstream: Path,
+    archive: Path,
+    status_out: Path,
+    fmt: str,
+    level: int,
+    image: bool = False,
+    with_archive: bool = True,
+) -> StageStatus:
     """Archive the tree; with `image`, also a squashfs image nodes mount instead of unpacking
     (bench/bench_runtime.py: 54x faster cold restore than the published method), cut into
     chunks. `with_archive` False (config `archive: false`) writes no archive when there is an
@@ -192,7 +233,9 @@ def step_pack(key: str, tree: Path, upstream: Path, archive: Path, status_out: P
     return st
 
 
-def step_checksum(kind: str, key_spec: Path, archive: Path, pack_status: Path, upstream: Path, manifest_out: Path) -> StageStatus:
+def step_checksum(
+    kind: str, key_spec: Path, archive: Path, pack_status: Path, upstream: Path, manifest_out: Path
+) -> StageStatus:
     """Manifest for a packed artifact; `upstream` is the snapshot (repo) or build (env) status."""
     entry = _load(key_spec)
     key = entry["key"]
@@ -201,9 +244,12 @@ def step_checksum(kind: str, key_spec: Path, archive: Path, pack_status: Path, u
     pack = read_status(pack_status).data
     up = read_status(upstream).data
     if kind == "env":
-        extra = {"interpreter": up["interpreter"], "lock_sha256": up["lock_sha256"],
-                 "host_libs": up.get("host_libs", []),
-                 **{k: up[k] for k in ENV_FIDELITY_KEYS if k in up}}
+        extra = {
+            "interpreter": up["interpreter"],
+            "lock_sha256": up["lock_sha256"],
+            "host_libs": up.get("host_libs", []),
+            **{k: up[k] for k in ENV_FIDELITY_KEYS if k in up},
+        }
         spec = entry["canonical"]
     else:
         extra = {"commit": entry["commit"], "source": entry["source"], "snapshot_commit": up["snapshot_commit"]}
@@ -212,13 +258,23 @@ def step_checksum(kind: str, key_spec: Path, archive: Path, pack_status: Path, u
     def work() -> dict[str, Any]:
         if pack.get("image"):
             sha, size = file_digest(image_path(archive, key))
-            extra["image"] = {"format": pack["image"], "artifact": image_path(archive, key).name,
-                              "sha256": sha, "size": size}
+            extra["image"] = {
+                "format": pack["image"],
+                "artifact": image_path(archive, key).name,
+                "sha256": sha,
+                "size": size,
+            }
             if pack.get("chunks"):
                 extra["image"]["chunks"] = chunks_entry(image_path(archive, key), key)
         return make_manifest(
-            kind=kind, key=key, fmt=pack["format"], archive=archive if pack.get("archive", True) else None,
-            files=pack["files"], raw_bytes=pack["raw_bytes"], spec=spec, extra=extra,
+            kind=kind,
+            key=key,
+            fmt=pack["format"],
+            archive=archive if pack.get("archive", True) else None,
+            files=pack["files"],
+            raw_bytes=pack["raw_bytes"],
+            spec=spec,
+            extra=extra,
         )
 
     return _guard("checksum", key, manifest_out, None, work)
@@ -235,11 +291,15 @@ def _with_interpreter(st: StageStatus, key: str, receipt_out: Path) -> StageStat
     ist = read_status(receipt) if receipt.exists() else None
     if ist is not None and ist.ok and ist.data.get("status") == "ok":
         return st
-    error = (ist.error if ist is not None and ist.error else
-             f"publish: interpreter layer {ikey} was not published (no receipt {receipt}); run rule interp")
+    error = (
+        ist.error
+        if ist is not None and ist.error
+        else f"publish: interpreter layer {ikey} was not published (no receipt {receipt}); run rule interp"
+    )
     cause = ist.data.get("cause") if ist is not None else None
-    return StageStatus(ok=False, stage="publish", key=key, log=st.log, error=error,
-                       data={"cause": cause} if cause else {})
+    return StageStatus(
+        ok=False, stage="publish", key=key, log=st.log, error=error, data={"cause": cause} if cause else {}
+    )
 
 
 def chunks_entry(image: Path, key: str) -> dict[str, Any]:
@@ -249,8 +309,12 @@ def chunks_entry(image: Path, key: str) -> dict[str, Any]:
 
     lst = chunk_list_path(image, key)
     sha, size = file_digest(lst)
-    return {"artifact": chunk_list_name(key), "sha256": sha, "size": size,
-            "count": len(json.loads(lst.read_bytes())["chunks"])}
+    return {
+        "artifact": chunk_list_name(key),
+        "sha256": sha,
+        "size": size,
+        "count": len(json.loads(lst.read_bytes())["chunks"]),
+    }
 
 
 def publish_image(store: Any, kind: str, key: str, image: dict[str, Any], local_image: Path, whole: bool) -> bool:
@@ -271,16 +335,28 @@ def publish_image(store: Any, kind: str, key: str, image: dict[str, Any], local_
         cut = [(d, n) for d, n in json.loads(lst.read_bytes())["chunks"]]
         done = upload_image_packs(store, local_image, image["sha256"], cut)
         store.put_object(f"artifacts/{kind}/{chunks['artifact']}", done.document)
-        image["chunks"] = {**chunks, "sha256": hashlib.sha256(done.document).hexdigest(),
-                           "size": len(done.document), "count": len(cut)}
+        image["chunks"] = {
+            **chunks,
+            "sha256": hashlib.sha256(done.document).hexdigest(),
+            "size": len(done.document),
+            "count": len(cut),
+        }
     if whole or not chunks:
         store.put_file(local_image, f"artifacts/{kind}/{image['artifact']}", sha256=image["sha256"])
         return True
     return False
 
 
-def step_publish(store_url: str, kind: str, key: str, manifest_status: Path, archive: Path, log: Path | None,
-                 receipt_out: Path, image_whole: bool = False) -> StageStatus:
+def step_publish(
+    store_url: str,
+    kind: str,
+    key: str,
+    manifest_status: Path,
+    archive: Path,
+    log: Path | None,
+    receipt_out: Path,
+    image_whole: bool = False,
+) -> StageStatus:
     """Image parts first (missing chunks, chunk list, the whole image only with
     `image_whole`), then the archive (if packing wrote one), then the manifest: a visible
     manifest always has all its parts (docs/pipeline.md, "Atomicity")."""
@@ -298,9 +374,15 @@ def step_publish(store_url: str, kind: str, key: str, manifest_status: Path, arc
         return None
 
     if not st.ok:
+
         def failed() -> dict[str, Any]:
-            return {"status": "failed", "error": st.error, "cause": st.data.get("cause") or {"kind": "permanent"},
-                    "log": upload_log(), "store": store_url}
+            return {
+                "status": "failed",
+                "error": st.error,
+                "cause": st.data.get("cause") or {"kind": "permanent"},
+                "log": upload_log(),
+                "store": store_url,
+            }
 
         res = _guard("publish", key, receipt_out, None, failed)
         return res
@@ -363,8 +445,18 @@ class WorkPaths:
         return self.work / "logs" / stage / f"{key}.log"
 
 
-def job_repo(work: Path, store_url: str, repo_spec: Path, source_spec: Path, fmt: str, level: int, image: bool,
-             receipt_out: Path, image_whole: bool = False, with_archive: bool = True) -> StageStatus:
+def job_repo(
+    work: Path,
+    store_url: str,
+    repo_spec: Path,
+    source_spec: Path,
+    fmt: str,
+    level: int,
+    image: bool,
+    receipt_out: Path,
+    image_whole: bool = False,
+    with_archive: bool = True,
+) -> StageStatus:
     """mirror (once per source, under a lock) -> snapshot -> pack -> checksum -> publish."""
     from minisandbox.fsutil import FileLock
     from minisandbox.manifest import FORMATS
@@ -379,17 +471,51 @@ def job_repo(work: Path, store_url: str, repo_spec: Path, source_spec: Path, fmt
         if not mirror_ok:
             step_mirror(source_spec, p.mirror(sid), p.mirror_status(sid), p.log("mirror", sid))
         step_snapshot(repo_spec, p.mirror(sid), p.mirror_status(sid), p.tree("repo", key), p.tree_status("repo", key))
-    step_pack(key, p.tree("repo", key), p.tree_status("repo", key), p.archive("repo", key), p.pack_status("repo", key),
-              fmt, level, image=image, with_archive=with_archive)
-    step_checksum("repo", repo_spec, p.archive("repo", key), p.pack_status("repo", key), p.tree_status("repo", key),
-                  p.manifest("repo", key))
-    return step_publish(store_url, "repo", key, p.manifest("repo", key), p.archive("repo", key), None, receipt_out,
-                        image_whole=image_whole)
+    step_pack(
+        key,
+        p.tree("repo", key),
+        p.tree_status("repo", key),
+        p.archive("repo", key),
+        p.pack_status("repo", key),
+        fmt,
+        level,
+        image=image,
+        with_archive=with_archive,
+    )
+    step_checksum(
+        "repo",
+        repo_spec,
+        p.archive("repo", key),
+        p.pack_status("repo", key),
+        p.tree_status("repo", key),
+        p.manifest("repo", key),
+    )
+    return step_publish(
+        store_url,
+        "repo",
+        key,
+        p.manifest("repo", key),
+        p.archive("repo", key),
+        None,
+        receipt_out,
+        image_whole=image_whole,
+    )
 
 
-def job_env(work: Path, store_url: str, env_spec: Path, repo_dir: Path, repo_status: Path, fmt: str, level: int,
-            image: bool, timeout: float, receipt_out: Path, image_whole: bool = False,
-            with_archive: bool = True) -> StageStatus:
+def job_env(
+    work: Path,
+    store_url: str,
+    env_spec: Path,
+    repo_dir: Path,
+    repo_status: Path,
+    fmt: str,
+    level: int,
+    image: bool,
+    timeout: float,
+    receipt_out: Path,
+    image_whole: bool = False,
+    with_archive: bool = True,
+) -> StageStatus:
     """resolve -> build -> pack -> checksum -> publish (with the build log); the built tree
     is removed once packed (it was a `temp()` output when these were separate rules)."""
     from minisandbox.manifest import FORMATS
@@ -401,13 +527,30 @@ def job_env(work: Path, store_url: str, env_spec: Path, repo_dir: Path, repo_sta
     try:
         step_resolve(env_spec, repo_dir, repo_status, p.lock(key), p.log("resolve", key))
         step_build(env_spec, p.lock(key), repo_dir, tree, status, p.log("build", key), timeout)
-        step_pack(key, tree, status, p.archive("env", key), p.pack_status("env", key), fmt, level, image=image,
-                  with_archive=with_archive)
+        step_pack(
+            key,
+            tree,
+            status,
+            p.archive("env", key),
+            p.pack_status("env", key),
+            fmt,
+            level,
+            image=image,
+            with_archive=with_archive,
+        )
     finally:
         remove_tree(tree)  # venvs may hold read-only files
     step_checksum("env", env_spec, p.archive("env", key), p.pack_status("env", key), status, p.manifest("env", key))
-    return step_publish(store_url, "env", key, p.manifest("env", key), p.archive("env", key), p.log("build", key),
-                        receipt_out, image_whole=image_whole)
+    return step_publish(
+        store_url,
+        "env",
+        key,
+        p.manifest("env", key),
+        p.archive("env", key),
+        p.log("build", key),
+        receipt_out,
+        image_whole=image_whole,
+    )
 
 
 # -- rebuilding what failed ---------------------------------------------------------------
@@ -454,9 +597,13 @@ def set_aside(receipts: list[Path], dest: Path) -> list[Path]:
 
 def _entry_from_receipt(receipt: Path, spec_name: str | None = None) -> dict[str, Any]:
     if not receipt.exists():  # e.g. a repo receipt an env job writes beside its own (pipeline.envjob)
-        st = StageStatus(ok=False, stage="publish", key=receipt.stem,
-                         error=f"no publish receipt {receipt}: the job that publishes it did not run; rerun the "
-                               f"workflow (or --forcerun the environment that uses it)")
+        st = StageStatus(
+            ok=False,
+            stage="publish",
+            key=receipt.stem,
+            error=f"no publish receipt {receipt}: the job that publishes it did not run; rerun the "
+            f"workflow (or --forcerun the environment that uses it)",
+        )
     else:
         st = read_status(receipt)
     if st.ok and st.data.get("status") == "ok":
@@ -470,7 +617,12 @@ def _entry_from_receipt(receipt: Path, spec_name: str | None = None) -> dict[str
 
 
 def step_index(
-    store_url: str, plan_path: Path, receipts_dir: Path, validation_files: list[Path], receipt_out: Path, report_out: Path
+    store_url: str,
+    plan_path: Path,
+    receipts_dir: Path,
+    validation_files: list[Path],
+    receipt_out: Path,
+    report_out: Path,
 ) -> dict[str, Any]:
     from minisandbox.index import build_index, load_jsonl
     from minisandbox.node.published import publish_index
@@ -479,9 +631,7 @@ def step_index(
 
     plan = Plan.from_dict(_load(plan_path))
     interps = {k: _entry_from_receipt(receipts_dir / "interp" / f"{k}.json") for k in plan.interps}
-    envs = {
-        k: _entry_from_receipt(receipts_dir / "env" / f"{k}.json", v["spec"]["name"]) for k, v in plan.envs.items()
-    }
+    envs = {k: _entry_from_receipt(receipts_dir / "env" / f"{k}.json", v["spec"]["name"]) for k, v in plan.envs.items()}
     repos = {k: _entry_from_receipt(receipts_dir / "repo" / f"{k}.json") for k in plan.repos}
     validation: dict[str, dict[str, Any]] = {}
     for vf in validation_files:
@@ -490,11 +640,15 @@ def step_index(
             validation[iid] = res
     catalog, shards = build_index(load_jsonl(Path(plan.tasks_file)), envs, repos, plan.invalid, validation or None)
     catalog["interps"] = interps  # the interpreter layers (node/sync.py mirrors and verifies them)
-    catalog["counts"] = dict(sorted({
-        **catalog["counts"],
-        "interps_ok": sum(1 for e in interps.values() if e.get("status") == "ok"),
-        "interps_failed": sum(1 for e in interps.values() if e.get("status") != "ok"),
-    }.items()))
+    catalog["counts"] = dict(
+        sorted(
+            {
+                **catalog["counts"],
+                "interps_ok": sum(1 for e in interps.values() if e.get("status") == "ok"),
+                "interps_failed": sum(1 for e in interps.values() if e.get("status") != "ok"),
+            }.items()
+        )
+    )
     publish_index(Store(store_url), catalog, shards)
     report = {
         "store": store_url,
@@ -528,5 +682,7 @@ def format_report(report: dict[str, Any]) -> str:
     for k, err in report["failed_repos"].items():
         lines.append(f"  FAILED repo {k}: {err}")
     for rec in report["invalid_records"]:
-        lines.append(f"  INVALID {rec['file']}:{rec['line']} {rec.get('instance_id') or ''} field {rec['field']}: {rec['error']}")
+        lines.append(
+            f"  INVALID {rec['file']}:{rec['line']} {rec.get('instance_id') or ''} field {rec['field']}: {rec['error']}"
+        )
     return "\n".join(lines)

@@ -50,9 +50,11 @@ exit 1
 
 def shim_files() -> list[tuple[str, str, int]]:
     """(path inside the sandbox, content, mode) of every shim file a sandbox gets."""
-    return [(f"{CONDA_ROOT}/bin/activate", ACTIVATE, 0o755),
-            (f"{CONDA_ROOT}/etc/profile.d/conda.sh", ACTIVATE, 0o644),
-            (f"{CONDA_ROOT}/bin/conda", CONDA_SCRIPT, 0o755)]
+    return [
+        (f"{CONDA_ROOT}/bin/activate", ACTIVATE, 0o755),
+        (f"{CONDA_ROOT}/etc/profile.d/conda.sh", ACTIVATE, 0o644),
+        (f"{CONDA_ROOT}/bin/conda", CONDA_SCRIPT, 0o755),
+    ]
 
 
 def write_shim(bin_dir: Path) -> Path:

@@ -72,9 +72,10 @@ def ldd_host_libs(files: Iterable[Path], own_roots: Iterable[Path]) -> list[dict
     files = [str(f) for f in files]
     found: dict[str, tuple[str, str]] = {}
     for i in range(0, len(files), _BATCH):
-        batch = files[i:i + _BATCH]
-        proc = subprocess.run([ldd, *batch], capture_output=True, text=True, timeout=300,
-                              env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
+        batch = files[i : i + _BATCH]
+        proc = subprocess.run(
+            [ldd, *batch], capture_output=True, text=True, timeout=300, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+        )
         current = batch[0]
         for line in proc.stdout.splitlines():
             if len(batch) > 1 and line.endswith(":") and line[:-1] in batch:
@@ -105,8 +106,13 @@ def add_packages(libs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     paths = sorted({lib["path"] for lib in libs} | {os.path.realpath(lib["path"]) for lib in libs})
     # dpkg records /lib/... or /usr/lib/... (merged /usr): ask for both spellings
     alt = [p[4:] if p.startswith("/usr/lib/") else "/usr" + p for p in paths if p.startswith(("/lib/", "/usr/lib/"))]
-    proc = subprocess.run([dpkg, "-S", *paths, *alt], capture_output=True, text=True, timeout=120,
-                          env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "LC_ALL": "C"})
+    proc = subprocess.run(
+        [dpkg, "-S", *paths, *alt],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "LC_ALL": "C"},
+    )
     for line in proc.stdout.splitlines():
         pkg, _, path = line.partition(": ")
         if pkg and path and "," not in pkg:
@@ -141,10 +147,16 @@ def check_host_libs(libs: Any, what: str) -> None:
     for i, lib in enumerate(libs):
         name = lib.get("name") if isinstance(lib, dict) else None
         path = lib.get("path") if isinstance(lib, dict) else None
-        if not isinstance(name, str) or not SONAME.fullmatch(name) or not isinstance(path, str) \
-                or not path.startswith("/") or os.path.normpath(path) != path:
-            raise MissingHostLibrary(f"{what}: host_libs[{i}] is not {{name: soname, path: absolute path}}: "
-                                     f"re-publish it")
+        if (
+            not isinstance(name, str)
+            or not SONAME.fullmatch(name)
+            or not isinstance(path, str)
+            or not path.startswith("/")
+            or os.path.normpath(path) != path
+        ):
+            raise MissingHostLibrary(
+                f"{what}: host_libs[{i}] is not {{name: soname, path: absolute path}}: re-publish it"
+            )
         if os.path.exists(path):
             continue
         if known is None:
@@ -155,7 +167,10 @@ def check_host_libs(libs: Any, what: str) -> None:
         lib = missing[0]
         pkg = f", Debian package {lib['package']}" if isinstance(lib.get("package"), str) else ""
         user = f" for {lib['used_by']}" if isinstance(lib.get("used_by"), str) else ""
-        more = f" (and {len(missing) - 1} more: {', '.join(m['name'] for m in missing[1:4])})" if len(missing) > 1 else ""
+        more = (
+            f" (and {len(missing) - 1} more: {', '.join(m['name'] for m in missing[1:4])})" if len(missing) > 1 else ""
+        )
         raise MissingHostLibrary(
             f"{what} needs host library {lib['name']}{user} (built against {lib['path']}{pkg}), which this node "
-            f"lacks{more}: install it on the node, or rebuild with a uv-managed interpreter")
+            f"lacks{more}: install it on the node, or rebuild with a uv-managed interpreter"
+        )

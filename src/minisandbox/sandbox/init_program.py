@@ -116,8 +116,6 @@ DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 _BASE_CANDIDATES = ("/mnt", "/media", "/srv", "/boot", "/run", "/var/empty", "/opt")
 
 
-
-
 def _load_seccomp():
     """minisandbox.sandbox.seccomp, also when this file runs as a stdlib-only script."""
     try:
@@ -157,14 +155,12 @@ def _lib():
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
-                                ctypes.c_ulong, ctypes.c_char_p]
+        _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
         _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
         _libc.unshare.argtypes = [ctypes.c_int]
         _libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
         _libc.sethostname.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-        _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong,
-                                ctypes.c_ulong, ctypes.c_ulong]
+        _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
     return _libc
 
 
@@ -182,13 +178,14 @@ def _b(s: str | None) -> bytes | None:
 def _nr(name: str) -> int:
     table = _SYSCALLS.get(platform.machine())
     if table is None:
-        raise SandboxError(f"unsupported architecture {platform.machine()}: add syscall numbers to init_program._SYSCALLS")
+        raise SandboxError(
+            f"unsupported architecture {platform.machine()}: add syscall numbers to init_program._SYSCALLS"
+        )
     return table[name]
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    _check(_lib().mount(_b(source), _b(target), _b(fstype), flags, _b(data)),
-           f"mount {fstype or source} at {target}")
+    _check(_lib().mount(_b(source), _b(target), _b(fstype), flags, _b(data)), f"mount {fstype or source} at {target}")
 
 
 def umount2(target: str, flags: int) -> None:
@@ -242,22 +239,38 @@ def make_readonly(path: str, recursive: bool = True) -> None:
     into a user namespace (nosuid, nodev, atime) never make it fail; old kernels fall
     back to a bind remount that repeats the flags statvfs reports.
     """
+
     class MountAttr(ctypes.Structure):
-        _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
-                    ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+        _fields_ = [
+            ("attr_set", ctypes.c_uint64),
+            ("attr_clr", ctypes.c_uint64),
+            ("propagation", ctypes.c_uint64),
+            ("userns_fd", ctypes.c_uint64),
+        ]
 
     attr = MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
-    ret = _lib().syscall(_nr("mount_setattr"), AT_FDCWD, _b(path),
-                         AT_RECURSIVE if recursive else 0, ctypes.byref(attr), ctypes.sizeof(attr))
+    ret = _lib().syscall(
+        _nr("mount_setattr"),
+        AT_FDCWD,
+        _b(path),
+        AT_RECURSIVE if recursive else 0,
+        ctypes.byref(attr),
+        ctypes.sizeof(attr),
+    )
     if ret == 0:
         return
     if ctypes.get_errno() != errno.ENOSYS:
         _check(ret, f"make {path} read-only")
     st = os.statvfs(path)
     flags = MS_REMOUNT | MS_BIND | MS_RDONLY
-    for st_flag, ms_flag in ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV),
-                             (os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, MS_NOATIME),
-                             (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME)):
+    for st_flag, ms_flag in (
+        (os.ST_NOSUID, MS_NOSUID),
+        (os.ST_NODEV, MS_NODEV),
+        (os.ST_NOEXEC, MS_NOEXEC),
+        (os.ST_NOATIME, MS_NOATIME),
+        (os.ST_NODIRATIME, MS_NODIRATIME),
+        (os.ST_RELATIME, MS_RELATIME),
+    ):
         if st.f_flag & st_flag:
             flags |= ms_flag
     mount(None, path, None, flags)
@@ -290,8 +303,7 @@ def drop_privileges() -> None:
         _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
     class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                    ("inheritable", ctypes.c_uint32)]
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
     hdr = Header(LINUX_CAPABILITY_VERSION_3, 0)
     data = (Data * 2)()
@@ -327,6 +339,7 @@ def wait_readable(objs: list, timeout: float | None) -> list:
 
 # ---------------------------------------------------------------------------- root setup (init side)
 
+
 def _mkdirs(path: str) -> None:
     try:
         os.makedirs(path, exist_ok=True)
@@ -353,8 +366,10 @@ def _pick_base(spec: dict) -> str:
         if any(os.path.realpath(s) == real or os.path.realpath(s).startswith(real + "/") for s in sources):
             continue
         return cand
-    raise SandboxError("no free host directory to mount the private root on (all of "
-                       f"{', '.join(_BASE_CANDIDATES)} hold bind sources): move the sources")
+    raise SandboxError(
+        "no free host directory to mount the private root on (all of "
+        f"{', '.join(_BASE_CANDIDATES)} hold bind sources): move the sources"
+    )
 
 
 def _parts(target: str) -> list[str]:
@@ -393,9 +408,11 @@ def _walk(root_fd: int, target: str, *, create: bool = True, upto: int | None = 
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                     where = "/" + "/".join(parts[: i + 1])
-                    raise SandboxError(f"{where} (on the way to {target}) is a symlink or not a directory inside "
-                                       f"the sandbox root, probably from a layer's content: refusing to follow it; "
-                                       f"the layer's archive is bad, re-publish it") from None
+                    raise SandboxError(
+                        f"{where} (on the way to {target}) is a symlink or not a directory inside "
+                        f"the sandbox root, probably from a layer's content: refusing to follow it; "
+                        f"the layer's archive is bad, re-publish it"
+                    ) from None
                 raise
             os.close(fd)
             fd = nfd
@@ -416,8 +433,10 @@ def _open_file_beneath(root_fd: int, target: str, flags: int, mode: int = 0o644)
         return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise SandboxError(f"{target} is a symlink inside the sandbox root, probably from a layer's content: "
-                               f"refusing to write through it; the layer's archive is bad, re-publish it") from None
+            raise SandboxError(
+                f"{target} is a symlink inside the sandbox root, probably from a layer's content: "
+                f"refusing to write through it; the layer's archive is bad, re-publish it"
+            ) from None
         raise
     finally:
         os.close(parent)
@@ -433,8 +452,10 @@ def _file_mountpoint(root_fd: int, target: str) -> int:
         fd = _open_file_beneath(root_fd, target, os.O_PATH)
     if stat.S_ISLNK(os.fstat(fd).st_mode):  # O_PATH|O_NOFOLLOW opens the link itself
         os.close(fd)
-        raise SandboxError(f"{target} is a symlink inside the sandbox root, probably from a layer's content: "
-                           f"refusing to mount over it; the layer's archive is bad, re-publish it")
+        raise SandboxError(
+            f"{target} is a symlink inside the sandbox root, probably from a layer's content: "
+            f"refusing to mount over it; the layer's archive is bad, re-publish it"
+        )
     return fd
 
 
@@ -444,8 +465,17 @@ def _fd_path(fd: int) -> str:
     return f"/proc/self/fd/{fd}"
 
 
-def _mount_beneath(root_fd: int, target: str, source: str | None, fstype: str | None, flags: int,
-                   data: str | None = None, *, is_file: bool = False, readonly: bool = False) -> None:
+def _mount_beneath(
+    root_fd: int,
+    target: str,
+    source: str | None,
+    fstype: str | None,
+    flags: int,
+    data: str | None = None,
+    *,
+    is_file: bool = False,
+    readonly: bool = False,
+) -> None:
     """mount(2) at `target` under the root, the mountpoint reached without following
     symlinks; `readonly` then makes the new mount read-only (looked up again: the old fd
     names the covered directory, not the new mount)."""
@@ -468,16 +498,25 @@ def _mount_beneath(root_fd: int, target: str, source: str | None, fstype: str | 
 def _bind_into(root_fd: int, source: str, target: str, readonly: bool) -> None:
     if not os.path.lexists(source):
         raise SandboxError(f"bind source {source} does not exist (for {target}): restore it first")
-    _mount_beneath(root_fd, target, source, None, MS_BIND | MS_REC, is_file=not os.path.isdir(source),
-                   readonly=readonly)
+    _mount_beneath(
+        root_fd, target, source, None, MS_BIND | MS_REC, is_file=not os.path.isdir(source), readonly=readonly
+    )
 
 
 def _escape_overlay(path: str) -> str:
     return path.replace("\\", "\\\\").replace(",", "\\,").replace(":", "\\:")
 
 
-def _overlay_into(root_fd: int, scratch: str, n: int, lower: str, target: str, upper_base: str | None,
-                  userxattr: bool, force_copy: bool) -> str:
+def _overlay_into(
+    root_fd: int,
+    scratch: str,
+    n: int,
+    lower: str,
+    target: str,
+    upper_base: str | None,
+    userxattr: bool,
+    force_copy: bool,
+) -> str:
     """Mount `lower` at `target` writable: an overlay (upper in scratch tmpfs or in
     `upper_base` on disk), or a private copy where overlays are unavailable. Returns the
     method used."""
@@ -509,13 +548,22 @@ def _layer_subdir_fd(path: str) -> int | None:
         return None
     base = os.open("/".join(parts[: idx + 1]), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        return _walk(base, "/" + "/".join(parts[idx + 1:]), create=False)
+        return _walk(base, "/" + "/".join(parts[idx + 1 :]), create=False)
     finally:
         os.close(base)
 
 
-def _overlay_lowers(root_fd: int, scratch: str, n: int, mount_lowers: list[str], lowers: list[str], target: str,
-                    upper_base: str | None, userxattr: bool, force_copy: bool) -> str:
+def _overlay_lowers(
+    root_fd: int,
+    scratch: str,
+    n: int,
+    mount_lowers: list[str],
+    lowers: list[str],
+    target: str,
+    upper_base: str | None,
+    userxattr: bool,
+    force_copy: bool,
+) -> str:
     """_overlay_into's mount: `mount_lowers` name the checked directories for overlayfs,
     `lowers` the same ones by path for the copy fallback (cp runs in another process)."""
     base = upper_base or os.path.join(scratch, f"layer{n}")
@@ -535,12 +583,14 @@ def _overlay_lowers(root_fd: int, scratch: str, n: int, mount_lowers: list[str],
         except OSError:
             pass
     copy = os.path.join(base, "copy")
-    proc = subprocess.run(["cp", "-a", "--", lowers[-1], copy], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(
+        ["cp", "-a", "--", lowers[-1], copy], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     for one in reversed(lowers[:-1]):  # bottom first, each stacked layer over it
         if proc.returncode == 0:
-            proc = subprocess.run(["cp", "-a", "--", one + "/.", copy], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True)
+            proc = subprocess.run(
+                ["cp", "-a", "--", one + "/.", copy], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            )
     if proc.returncode != 0:
         raise SandboxError(f"copy fallback of layer {lowers[-1]} failed: {proc.stderr.strip()[:200]}")
     _mount_beneath(root_fd, target, copy, None, MS_BIND | MS_REC)
@@ -560,8 +610,12 @@ def _setup_dev(root: str, shm: str) -> None:
     os.symlink("pts/ptmx", dev + "/ptmx")
     _mkdirs(dev + "/shm")
     mount(shm, dev + "/shm", None, MS_BIND)  # part of the one tmpfs budget (see _setup_root)
-    for name, dest in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                       ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+    for name, dest in (
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ):
         os.symlink(dest, f"{dev}/{name}")
 
 
@@ -666,8 +720,13 @@ def _resize_tmpfs(state: dict, size: int | None) -> None:
     """Give a warm sandbox's tmpfs the size its spec asks for (a remount changes only the
     limit; what is in it stays)."""
     if size != state["tmpfs_size"]:
-        mount("tmpfs", state["base"], "tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV,
-              "mode=0755" + (f",size={int(size)}" if size else ",size=50%"))
+        mount(
+            "tmpfs",
+            state["base"],
+            "tmpfs",
+            MS_REMOUNT | MS_NOSUID | MS_NODEV,
+            "mode=0755" + (f",size={int(size)}" if size else ",size=50%"),
+        )
         state["tmpfs_size"] = size
 
 
@@ -720,8 +779,9 @@ def _populate_layers(spec: dict, root: str, root_fd: int, scratch: str) -> dict:
     for kind, i, item in items:
         if kind == "overlay":
             lower, target, upper_base = item
-            methods[target] = _overlay_into(root_fd, scratch, i, lower, target, upper_base,
-                                            bool(spec.get("rootless")), bool(spec.get("force_copy")))
+            methods[target] = _overlay_into(
+                root_fd, scratch, i, lower, target, upper_base, bool(spec.get("rootless")), bool(spec.get("force_copy"))
+            )
         else:
             source, target, readonly = item
             _bind_into(root_fd, source, target, readonly)
@@ -753,7 +813,7 @@ def _send(sock: socket.socket, msg: dict, fds: list[int] | None = None) -> None:
         big = os.memfd_create("minisandbox-msg", os.MFD_CLOEXEC)
         view = memoryview(data)
         while view:
-            view = view[os.write(big, view):]
+            view = view[os.write(big, view) :]
         fds.append(big)
         data = json.dumps({"_memfd": True}).encode()
     try:
@@ -770,8 +830,7 @@ def _recv(sock: socket.socket, maxfds: int = 12) -> tuple[dict | None, list[int]
     fds = array.array("i")
     # close-on-exec at once: a threaded caller must not leak a received fd (a file being
     # written, a pipe end) into a process another thread starts meanwhile
-    data, anc, flags, _ = sock.recvmsg(1 << 16, socket.CMSG_LEN((maxfds + 1) * fds.itemsize),
-                                       socket.MSG_CMSG_CLOEXEC)
+    data, anc, flags, _ = sock.recvmsg(1 << 16, socket.CMSG_LEN((maxfds + 1) * fds.itemsize), socket.MSG_CMSG_CLOEXEC)
     for level, typ, cdata in anc:
         if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
             fds.frombytes(cdata[: len(cdata) - (len(cdata) % fds.itemsize)])
@@ -803,7 +862,7 @@ def _proc_table() -> dict[int, tuple[int, int]]:
                 stat = fh.read()
         except OSError:
             continue
-        fields = stat[stat.rindex(b")") + 2:].split()
+        fields = stat[stat.rindex(b")") + 2 :].split()
         table[int(name)] = (int(fields[1]), int(fields[3]))
     return table
 
@@ -833,8 +892,18 @@ def _kill_tree(pid: int, sig: int, children_only: bool) -> None:
 
 
 def _reset_signals() -> None:
-    for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGHUP,
-                signal.SIGQUIT, signal.SIGCHLD, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU):
+    for sig in (
+        signal.SIGPIPE,
+        signal.SIGXFSZ,
+        signal.SIGINT,
+        signal.SIGTERM,
+        signal.SIGHUP,
+        signal.SIGQUIT,
+        signal.SIGCHLD,
+        signal.SIGTSTP,
+        signal.SIGTTIN,
+        signal.SIGTTOU,
+    ):
         signal.signal(sig, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
 
@@ -863,7 +932,7 @@ def _child_exec(req: dict, fds: list[int], sock_fd: int) -> None:
         os.setsid()
         for i, fd in enumerate(fds[:3]):
             os.dup2(fd, i, inheritable=True)
-        moved = [os.dup(fd) for fd in fds[3:3 + len(targets)]]  # out of the way of the targets
+        moved = [os.dup(fd) for fd in fds[3 : 3 + len(targets)]]  # out of the way of the targets
         for fd, target in zip(moved, targets):
             os.dup2(fd, target, inheritable=True)
         low = 3
@@ -899,6 +968,7 @@ def _child_exec(req: dict, fds: list[int], sock_fd: int) -> None:
 
 def _openat2(dirfd: int, path: str, flags: int, mode: int, resolve: int) -> int:
     """openat2(2): `path` resolved under `dirfd` as `resolve` says."""
+
     class OpenHow(ctypes.Structure):
         _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
 
@@ -921,8 +991,13 @@ def _refuse_special(fd: int, path: str) -> None:
     kind = stat.S_IFMT(os.fstat(fd).st_mode)
     if kind not in _PLAIN_TYPES:
         os.close(fd)
-        what = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
-                stat.S_IFBLK: "a block device", stat.S_IFLNK: "a symlink"}.get(kind, "not a regular file")
+        what = {
+            stat.S_IFIFO: "a FIFO",
+            stat.S_IFSOCK: "a socket",
+            stat.S_IFCHR: "a character device",
+            stat.S_IFBLK: "a block device",
+            stat.S_IFLNK: "a symlink",
+        }.get(kind, "not a regular file")
         raise OSError(errno.EINVAL, f"is {what}: only regular files and directories are read or written")
 
 
@@ -940,11 +1015,11 @@ def open_in_root(path: str, flags: int, mode: int = 0o644, *, makedirs: bool = F
             parts = [p for p in path.split("/") if p][:-1]
             for i in range(1, len(parts) + 1):
                 try:
-                    os.close(_openat2(root, "/".join(parts[:i]), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, 0,
-                                      resolve))
+                    os.close(_openat2(root, "/".join(parts[:i]), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, 0, resolve))
                 except FileNotFoundError:
-                    parent = _openat2(root, "/".join(parts[:i - 1]) or ".",
-                                      os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, 0, resolve)
+                    parent = _openat2(
+                        root, "/".join(parts[: i - 1]) or ".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, 0, resolve
+                    )
                     try:
                         os.mkdir(parts[i - 1], 0o755, dir_fd=parent)
                     except FileExistsError:
@@ -979,8 +1054,9 @@ def _child_open(req: dict, back: socket.socket) -> None:
         prctl(PR_SET_DUMPABLE, 0)
         if _PAYLOAD_SECCOMP is not None:
             _seccomp.install(_PAYLOAD_SECCOMP)
-        fd = open_in_root(req["path"], req.get("flags", os.O_RDONLY), req.get("mode", 0o644),
-                          makedirs=bool(req.get("makedirs")))
+        fd = open_in_root(
+            req["path"], req.get("flags", os.O_RDONLY), req.get("mode", 0o644), makedirs=bool(req.get("makedirs"))
+        )
         _send(back, {"ok": True}, [fd])
         os._exit(0)
     except BaseException as exc:
@@ -991,8 +1067,7 @@ def _child_open(req: dict, back: socket.socket) -> None:
             os._exit(1)
 
 
-def _finish_open(sock: socket.socket, seq: int, back: socket.socket, started: float = 0.0,
-                 path: str = "") -> None:
+def _finish_open(sock: socket.socket, seq: int, back: socket.socket, started: float = 0.0, path: str = "") -> None:
     """The open helper has exited: forward its fd (or its error) as the reply."""
     try:
         try:
@@ -1002,8 +1077,11 @@ def _finish_open(sock: socket.socket, seq: int, back: socket.socket, started: fl
             msg, fds = None, []
         if msg is None:
             late = started and time.monotonic() - started >= OPEN_HELPER_TIMEOUT
-            why = (f"did not finish within {OPEN_HELPER_TIMEOUT:g} s and was killed" if late
-                   else "was killed before it answered")
+            why = (
+                f"did not finish within {OPEN_HELPER_TIMEOUT:g} s and was killed"
+                if late
+                else "was killed before it answered"
+            )
             _send(sock, {"re": seq, "ok": False, "error": f"{path}: the sandbox's file-open helper {why}"})
             return
         try:
@@ -1170,8 +1248,18 @@ def _serve(sock: socket.socket) -> None:
 
 
 #: Signals a payload starts with at their default action (see _reset_signals).
-_DEFAULT_SIGNALS = ("SIGPIPE", "SIGXFSZ", "SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGCHLD", "SIGTSTP",
-                    "SIGTTIN", "SIGTTOU")
+_DEFAULT_SIGNALS = (
+    "SIGPIPE",
+    "SIGXFSZ",
+    "SIGINT",
+    "SIGTERM",
+    "SIGHUP",
+    "SIGQUIT",
+    "SIGCHLD",
+    "SIGTSTP",
+    "SIGTTIN",
+    "SIGTTOU",
+)
 
 
 class _Fallback(Exception):
@@ -1217,8 +1305,15 @@ def _spawner_spawn(req: dict, fds: list[int], leaf: int | None) -> int:
             old = os.umask(req.get("umask", 0o022))
             try:
                 actions = [(os.POSIX_SPAWN_DUP2, fd, target) for fd, target in zip(high, [0, 1, 2, *targets])]
-                return os.posix_spawn(path, argv, env, file_actions=actions, setsid=True, setsigmask=(),
-                                      setsigdef=[getattr(signal, name) for name in _DEFAULT_SIGNALS])
+                return os.posix_spawn(
+                    path,
+                    argv,
+                    env,
+                    file_actions=actions,
+                    setsid=True,
+                    setsigmask=(),
+                    setsigdef=[getattr(signal, name) for name in _DEFAULT_SIGNALS],
+                )
             except OSError as exc:
                 raise _Fallback(str(exc)) from None
             finally:
@@ -1288,8 +1383,7 @@ def _spawner_main(ctl: socket.socket, reqs: socket.socket, req: dict, fds: list[
             except _Fallback as exc:
                 _send(ctl, {"re": msg.get("seq"), "ok": False, "fallback": True, "error": str(exc)})
             except OSError as exc:  # its cgroup moves failed: this spawner is done
-                _send(ctl, {"re": msg.get("seq"), "ok": False, "fallback": True, "retire": True,
-                            "error": str(exc)})
+                _send(ctl, {"re": msg.get("seq"), "ok": False, "fallback": True, "retire": True, "error": str(exc)})
                 retire = True
             else:
                 children[pid] = msg["id"]
@@ -1512,6 +1606,7 @@ def _describe(exc: BaseException, spec: dict) -> str:
         else:
             text += " (needs root; pass rootless=True to use a user namespace)"
     return text
+
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--zygote":

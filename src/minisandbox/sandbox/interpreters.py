@@ -48,8 +48,10 @@ PREFIX_PATTERNS = {
 }
 #: Interpreter artifact keys: cpython-<version>-<uv|pyenv>-<16 hex>.
 KEY_PATTERN = LazyPattern(r"cpython-\d+\.\d+\.\d+-(uv|pyenv)-[0-9a-f]{16}")
-SYSTEM_WARNING = ("base interpreter is the system's ({prefix}): it is not shipped as a layer, so a node "
-                  "needs the same Python {version} at {prefix}; install uv-managed or pyenv {version} to ship it")
+SYSTEM_WARNING = (
+    "base interpreter is the system's ({prefix}): it is not shipped as a layer, so a node "
+    "needs the same Python {version} at {prefix}; install uv-managed or pyenv {version} to ship it"
+)
 
 
 @dataclass(frozen=True)
@@ -124,9 +126,12 @@ def _unique(paths: list[str]) -> list[str]:
 
 def _system_version(executable: str) -> tuple[str, str] | None:
     try:
-        out = subprocess.run([executable, "-I", "-S", "-c",
-                              "import sys; print('%d.%d.%d' % sys.version_info[:3]); print(sys.prefix)"],
-                             capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            [executable, "-I", "-S", "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3]); print(sys.prefix)"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     lines = out.stdout.split()
@@ -198,7 +203,8 @@ def _not_found(version: str) -> InterpreterNotFound:
     return InterpreterNotFound(
         f"no CPython {version} on this machine (have: {have}{extra}): provide it with `uv python install "
         f"{version}` (preferred: a standalone build shipped as its own layer; UV_PYTHON_INSTALL_MIRROR "
-        f"names a local mirror) or `pyenv install {version}`")
+        f"names a local mirror) or `pyenv install {version}`"
+    )
 
 
 def find_interpreter(version: str) -> Interpreter:
@@ -285,8 +291,10 @@ def check_prefix(prefix: str, kind: str) -> str:
         raise ValueError(f"interpreter prefix {prefix!r} is not a normalised absolute path")
     pattern = PREFIX_PATTERNS.get(kind)
     if pattern is None or not pattern.fullmatch(prefix) or is_system_path(prefix):
-        raise ValueError(f"interpreter prefix {prefix!r} is not an allowed {kind} interpreter location "
-                         f"(pyenv: <root>/versions/X.Y.Z; uv-managed: {UV_PREFIX_ROOT}/cpython-X.Y.Z-...)")
+        raise ValueError(
+            f"interpreter prefix {prefix!r} is not an allowed {kind} interpreter location "
+            f"(pyenv: <root>/versions/X.Y.Z; uv-managed: {UV_PREFIX_ROOT}/cpython-X.Y.Z-...)"
+        )
     return prefix
 
 
@@ -313,7 +321,8 @@ def interpreter_binds(version: str, recorded_prefix: str) -> list[Bind]:
             return []
         raise InterpreterNotFound(
             f"interpreter {version} was recorded at system path {recorded_prefix}, which this machine "
-            f"does not provide with that version (found {local}): rebuild the environment here")
+            f"does not provide with that version (found {local}): rebuild the environment here"
+        )
     if os.path.isdir(recorded_prefix) and os.access(recorded_prefix, os.R_OK | os.X_OK):
         exe_dir = os.path.join(recorded_prefix, "bin")
         if any(n.startswith("python") for n in os.listdir(exe_dir)) and _prefix_version(recorded_prefix) == version:

@@ -89,8 +89,13 @@ class Record:
     def from_file(cls, path: Path) -> Record | None:
         try:
             data = json.loads(path.read_text())
-            rec = cls(int(data["pid"]), str(data["start"]), [str(x) for x in data.get("cgroup_parents", [])],
-                      [str(x) for x in data.get("scratch_parents", [])], [str(x) for x in data.get("mounts", [])])
+            rec = cls(
+                int(data["pid"]),
+                str(data["start"]),
+                [str(x) for x in data.get("cgroup_parents", [])],
+                [str(x) for x in data.get("scratch_parents", [])],
+                [str(x) for x in data.get("mounts", [])],
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
         return rec
@@ -147,8 +152,11 @@ class Tracker:
         """Record parents before anything is created under them (write-ahead)."""
         with self._mutex:
             changed = False
-            for attr, values in (("cgroup_parents", cgroup_parents), ("scratch_parents", scratch_parents),
-                                 ("mounts", mounts)):
+            for attr, values in (
+                ("cgroup_parents", cgroup_parents),
+                ("scratch_parents", scratch_parents),
+                ("mounts", mounts),
+            ):
                 have = getattr(self.record, attr)
                 for v in values:
                     v = os.path.abspath(v)

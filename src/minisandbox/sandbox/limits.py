@@ -99,8 +99,10 @@ class Limits:
             name, sep, value = item.partition("=")
             key = _ALIASES.get(name.strip().lower().replace("-", "_"))
             if not sep or key is None:
-                raise LimitsError(f"{where}: {item!r} is not a limit setting; use NAME=VALUE with NAME one of "
-                                  f"{', '.join(sorted(_NAMES))} (e.g. memory=4G,pids=1024,tmpfs=none)")
+                raise LimitsError(
+                    f"{where}: {item!r} is not a limit setting; use NAME=VALUE with NAME one of "
+                    f"{', '.join(sorted(_NAMES))} (e.g. memory=4G,pids=1024,tmpfs=none)"
+                )
             changes[key] = parse_limit(key, value, where=f"{where} {name.strip()}")
         return replace(self, **changes)
 
@@ -109,8 +111,9 @@ class Limits:
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            out[f.name] = "unlimited" if value is None else (
-                human_size(value) if f.name.endswith("_bytes") else str(value))
+            out[f.name] = (
+                "unlimited" if value is None else (human_size(value) if f.name.endswith("_bytes") else str(value))
+            )
         return out
 
 
@@ -134,17 +137,34 @@ def parse_limit(name: str, value: str | int | None, *, where: str = "limit") -> 
     return number or None
 
 
-_ALIASES = {"memory": "memory_bytes", "mem": "memory_bytes", "pids": "pids", "cpu": "cpu_seconds",
-            "sandbox_cpu": "sandbox_cpu_seconds", "cpu_total": "sandbox_cpu_seconds",
-            "cpu_seconds": "cpu_seconds", "file_size": "file_size_bytes", "open_files": "open_files",
-            "nofile": "open_files", "tmpfs": "tmpfs_bytes", "output": "output_bytes", "max_output": "output_bytes"}
+_ALIASES = {
+    "memory": "memory_bytes",
+    "mem": "memory_bytes",
+    "pids": "pids",
+    "cpu": "cpu_seconds",
+    "sandbox_cpu": "sandbox_cpu_seconds",
+    "cpu_total": "sandbox_cpu_seconds",
+    "cpu_seconds": "cpu_seconds",
+    "file_size": "file_size_bytes",
+    "open_files": "open_files",
+    "nofile": "open_files",
+    "tmpfs": "tmpfs_bytes",
+    "output": "output_bytes",
+    "max_output": "output_bytes",
+}
 _ALIASES.update({f.name: f.name for f in fields(Limits)})
 _NAMES = {"memory", "pids", "cpu", "sandbox_cpu", "file_size", "open_files", "tmpfs", "output"}
 
 #: The defaults every sandbox (run, shell, sandbox-exec, eval, validation) gets: enough for
 #: real test suites, small enough that one runaway sandbox cannot take a node down.
-DEFAULT_LIMITS = Limits(memory_bytes=8 << 30, pids=4096, cpu_seconds=3600, sandbox_cpu_seconds=3600,
-                        tmpfs_bytes=4 << 30, output_bytes=8 << 20)
+DEFAULT_LIMITS = Limits(
+    memory_bytes=8 << 30,
+    pids=4096,
+    cpu_seconds=3600,
+    sandbox_cpu_seconds=3600,
+    tmpfs_bytes=4 << 30,
+    output_bytes=8 << 20,
+)
 
 
 def _own_cgroup(controller: str | None, lines: list[str] | None = None) -> str | None:
@@ -285,15 +305,18 @@ class LimitGroup:
             self.rlimits["RLIMIT_CPU"] = lim.cpu_seconds  # backstop for processes nobody waits for
             if self.cpu_leaf is not None:
                 stat = "cpu.stat usage_usec" if self.cpu_leaf[1] == "v2" else "cpuacct.usage"
-                self.mode["cpu_seconds"] = (f"cgroup {self.cpu_leaf[1]} {stat} (total of each command's "
-                                            "processes; RLIMIT_CPU per process as a backstop)")
+                self.mode["cpu_seconds"] = (
+                    f"cgroup {self.cpu_leaf[1]} {stat} (total of each command's "
+                    "processes; RLIMIT_CPU per process as a backstop)"
+                )
             else:
                 self.mode["cpu_seconds"] = CPU_RLIMIT_MODE
         if lim.sandbox_cpu_seconds is not None:
             if self.cpu_leaf is not None:
                 stat = "cpu.stat usage_usec" if self.cpu_leaf[1] == "v2" else "cpuacct.usage"
-                self.mode["sandbox_cpu_seconds"] = (f"cgroup {self.cpu_leaf[1]} {stat} of the whole sandbox "
-                                                    "(background processes included)")
+                self.mode["sandbox_cpu_seconds"] = (
+                    f"cgroup {self.cpu_leaf[1]} {stat} of the whole sandbox (background processes included)"
+                )
             else:
                 self.mode["sandbox_cpu_seconds"] = SANDBOX_CPU_UNCOUNTED
         if lim.file_size_bytes is not None:
@@ -365,9 +388,11 @@ class LimitGroup:
         memory.oom_control and pids.events; missing counters are left out)."""
         out: dict[str, int] = {}
         for d in self.dirs:
-            for fname, key, name in (("memory.events", "oom_kill", "oom_kill"),
-                                     ("memory.oom_control", "oom_kill", "oom_kill"),
-                                     ("pids.events", "max", "pids_max")):
+            for fname, key, name in (
+                ("memory.events", "oom_kill", "oom_kill"),
+                ("memory.oom_control", "oom_kill", "oom_kill"),
+                ("pids.events", "max", "pids_max"),
+            ):
                 seen = 0  # v2 counts an event in every ancestor, v1 only where it happened (the leaf)
                 for where in (d, os.path.join(d, LEAF)):
                     try:
@@ -441,17 +466,21 @@ class LimitGroup:
         left = [d for d in self.dirs if not remove_cgroup_tree(d, wait=5.0)]
         self.dirs = left
         if left:
-            raise CgroupBusy(f"cgroup {left[0]} still busy after the sandbox closed: kill its processes "
-                             f"(cat {left[0]}/{LEAF}/cgroup.procs) and rmdir it")
+            raise CgroupBusy(
+                f"cgroup {left[0]} still busy after the sandbox closed: kill its processes "
+                f"(cat {left[0]}/{LEAF}/cgroup.procs) and rmdir it"
+            )
 
 
 #: `LimitGroup.mode["cpu_seconds"]` where no cgroup counts a command's CPU time.
 CPU_RLIMIT_MODE = "rlimit RLIMIT_CPU (per process: a command with N busy processes can use N x the limit)"
 
 #: `LimitGroup.mode["sandbox_cpu_seconds"]` where no cgroup counts the sandbox's CPU time.
-SANDBOX_CPU_UNCOUNTED = ("not enforced: no cgroup counts the sandbox's CPU time (rootless without a delegated "
-                         "cgroup v2); each process is held to RLIMIT_CPU (the per-command limit) instead, so "
-                         "background processes can together use more")
+SANDBOX_CPU_UNCOUNTED = (
+    "not enforced: no cgroup counts the sandbox's CPU time (rootless without a delegated "
+    "cgroup v2); each process is held to RLIMIT_CPU (the per-command limit) instead, so "
+    "background processes can together use more"
+)
 
 
 @dataclass

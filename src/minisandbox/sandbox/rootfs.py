@@ -211,8 +211,10 @@ class PrivateRoot:
             self._seq += 1
             self._discard.add(self._seq)
             try:
-                _send(self._sock, {"op": "kill", "id": cid, "pid": self.pids.get(cid), "sig": int(signal.SIGKILL),
-                                   "seq": self._seq})
+                _send(
+                    self._sock,
+                    {"op": "kill", "id": cid, "pid": self.pids.get(cid), "sig": int(signal.SIGKILL), "seq": self._seq},
+                )
             except OSError:
                 pass
             self._exits[cid] = int(signal.SIGKILL)  # a wait status: killed by SIGKILL
@@ -257,9 +259,12 @@ class PrivateRoot:
             try:
                 if self._cgroup_home is not None:
                     home = os.open(self._cgroup_home, os.O_WRONLY | os.O_CLOEXEC)
-                reply, rfds = self._exchange(self._sock, {"op": "spawner", "rlimits": rlimits,
-                                                          "leaf": home is not None},
-                                             [home] if home is not None else [], 10.0)
+                reply, rfds = self._exchange(
+                    self._sock,
+                    {"op": "spawner", "rlimits": rlimits, "leaf": home is not None},
+                    [home] if home is not None else [],
+                    10.0,
+                )
             except OSError:
                 self._spawner_off = True
                 return None
@@ -310,9 +315,21 @@ class PrivateRoot:
         return int(reply["pid"])
 
     # -- API
-    def spawn(self, argv: list[str], *, env: dict[str, str], cwd: str = "/", stdin=None, stdout=None,
-              stderr=None, rlimits: dict | None = None, drop: bool = True, pass_fds: dict[int, int] | None = None,
-              pidns: bool = False, cgroup_fd: int | None = None) -> int:
+    def spawn(
+        self,
+        argv: list[str],
+        *,
+        env: dict[str, str],
+        cwd: str = "/",
+        stdin=None,
+        stdout=None,
+        stderr=None,
+        rlimits: dict | None = None,
+        drop: bool = True,
+        pass_fds: dict[int, int] | None = None,
+        pidns: bool = False,
+        cgroup_fd: int | None = None,
+    ) -> int:
         """Start `argv` inside (new session, privileges dropped); returns a command id.
         `pass_fds`: {fd number inside: caller fd} passed on besides stdio (at most 5).
         `pidns`: run it in a pid namespace of its own (it sees no other process).
@@ -332,8 +349,17 @@ class PrivateRoot:
         if cgroup_fd is not None:
             fds.append(cgroup_fd)
         try:
-            msg = {"op": "spawn", "argv": list(argv), "env": dict(env), "cwd": cwd, "rlimits": rlimits or {},
-                   "drop": drop, "fd_targets": list(extra), "pidns": pidns, "cgroup": cgroup_fd is not None}
+            msg = {
+                "op": "spawn",
+                "argv": list(argv),
+                "env": dict(env),
+                "cwd": cwd,
+                "rlimits": rlimits or {},
+                "drop": drop,
+                "fd_targets": list(extra),
+                "pidns": pidns,
+                "cgroup": cgroup_fd is not None,
+            }
             with self._lock:
                 self._next_id += 1
                 cid = msg["id"] = self._next_id
@@ -377,17 +403,33 @@ class PrivateRoot:
 
     def kill(self, cid: int, sig: int = signal.SIGKILL, *, children_only: bool = False) -> bool:
         """Signal a command's whole process tree (or only its descendants)."""
-        reply, _ = self._request({"op": "kill", "id": cid, "sig": int(sig), "children_only": children_only,
-                                  "pid": self.pids.get(cid) if cid in self._spawned else None})
+        reply, _ = self._request(
+            {
+                "op": "kill",
+                "id": cid,
+                "sig": int(sig),
+                "children_only": children_only,
+                "pid": self.pids.get(cid) if cid in self._spawned else None,
+            }
+        )
         return bool(reply.get("found"))
 
-    def open(self, path: str, flags: int = os.O_RDONLY, mode: int = 0o644, *, makedirs: bool = False,
-             rlimits: dict | None = None) -> int:
+    def open(
+        self,
+        path: str,
+        flags: int = os.O_RDONLY,
+        mode: int = 0o644,
+        *,
+        makedirs: bool = False,
+        rlimits: dict | None = None,
+    ) -> int:
         """Open a path inside the root with the payload's privileges (and `rlimits`);
         returns an fd of a regular file or directory (`open_in_root`: symlinks stay inside
         the root, a FIFO, socket or device is refused at once)."""
-        _, fds = self._request({"op": "open", "path": path, "flags": flags, "mode": mode, "makedirs": makedirs,
-                                "rlimits": rlimits or {}}, timeout=OPEN_HELPER_TIMEOUT + 5)
+        _, fds = self._request(
+            {"op": "open", "path": path, "flags": flags, "mode": mode, "makedirs": makedirs, "rlimits": rlimits or {}},
+            timeout=OPEN_HELPER_TIMEOUT + 5,
+        )
         return fds[0]
 
     def kill_all(self) -> None:
@@ -504,9 +546,21 @@ class _Zygote:
         self.sock = parent
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-B", os.path.abspath(init_program.__file__), "--zygote",
-                 str(child.fileno())],
-                pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, env={}, cwd="/", start_new_session=True)
+                [
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    "-B",
+                    os.path.abspath(init_program.__file__),
+                    "--zygote",
+                    str(child.fileno()),
+                ],
+                pass_fds=[child.fileno()],
+                stdin=subprocess.DEVNULL,
+                env={},
+                cwd="/",
+                start_new_session=True,
+            )
         finally:
             child.close()
 
@@ -535,7 +589,6 @@ class _Zygote:
         if not msg.get("ok"):
             raise SandboxError(f"sandbox fork server: {msg.get('error')}")
         return msg["pid"]
-
 
     def take_warm(self, spec: dict) -> socket.socket | None:
         """The control socket of the warm sandbox (see `start_warm`) if it can become
@@ -595,8 +648,12 @@ def _warm_key(spec: dict) -> dict | None:
     source under the directory a warm sandbox mounts its tmpfs on)."""
     if spec.get("join_ns") or not spec.get("ipc", True) or not spec.get("uts", True) or "system_dirs" in spec:
         return None
-    key = {"warm": True, "rootless": bool(spec.get("rootless")), "network": spec.get("network", "host"),
-           "tmpfs_size": spec.get("tmpfs_size")}
+    key = {
+        "warm": True,
+        "rootless": bool(spec.get("rootless")),
+        "network": spec.get("network", "host"),
+        "tmpfs_size": spec.get("tmpfs_size"),
+    }
     try:
         if _pick_base(spec) != _pick_base(key):
             return None
@@ -673,26 +730,45 @@ def share_fork_server(lock_path: str) -> bool:
         return True
 
 
-def build_spec(binds: list[Bind], *, network: str = "host", rootless: bool | None = None,
-               overlays: list[tuple[str, str, str | None]] | None = None,
-               files: list[tuple[str, str, int]] | None = None, **extra) -> dict:
+def build_spec(
+    binds: list[Bind],
+    *,
+    network: str = "host",
+    rootless: bool | None = None,
+    overlays: list[tuple[str, str, str | None]] | None = None,
+    files: list[tuple[str, str, int]] | None = None,
+    **extra,
+) -> dict:
     """The JSON spec the helper understands (see _setup_root)."""
     if network not in ("host", "none"):
         raise ValueError(f"network must be 'host' or 'none', not {network!r}")
     for b in binds:
         if not b.target.startswith("/"):
             raise ValueError(f"bind target {b.target!r} must be absolute")
-    spec = {"binds": [[os.path.abspath(b.source), b.target, bool(b.readonly)] for b in binds],
-            "overlays": [list(o) for o in (overlays or [])],
-            "files": [list(f) for f in (files or [])],
-            "network": network, "rootless": rootless, "seccomp": True}
+    spec = {
+        "binds": [[os.path.abspath(b.source), b.target, bool(b.readonly)] for b in binds],
+        "overlays": [list(o) for o in (overlays or [])],
+        "files": [list(f) for f in (files or [])],
+        "network": network,
+        "rootless": rootless,
+        "seccomp": True,
+    }
     spec.update(extra)
     return spec
 
 
-def run(binds: list[Bind], argv: list[str], *, env: dict[str, str], cwd: str = "/",
-        network: str = "host", rootless: bool | None = None, stdout=None, stderr=None,
-        timeout: float | None = None) -> int:
+def run(
+    binds: list[Bind],
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    cwd: str = "/",
+    network: str = "host",
+    rootless: bool | None = None,
+    stdout=None,
+    stderr=None,
+    timeout: float | None = None,
+) -> int:
     """Run `argv` in a private root (host system read-only + `binds`); return its exit
     code (negative signal number if killed). On `timeout` the whole namespace is killed
     and subprocess.TimeoutExpired is raised. stdin is /dev/null."""

@@ -135,22 +135,28 @@ class CpuWatch:
     def message(self) -> str:
         if self.hit == "cpu-total":
             return "\nminisandbox: " + budget_message(self.total_used, self.budget) + "\n"
-        return (f"\nminisandbox: CPU time limit: the command's processes used {self.used:.2f} s of CPU in total, "
-                f"over the limit of {self.limit:g} s per command; all of them were killed (raise it with "
-                "--cpu-seconds N or MINISANDBOX_LIMITS=cpu=N)\n")
+        return (
+            f"\nminisandbox: CPU time limit: the command's processes used {self.used:.2f} s of CPU in total, "
+            f"over the limit of {self.limit:g} s per command; all of them were killed (raise it with "
+            "--cpu-seconds N or MINISANDBOX_LIMITS=cpu=N)\n"
+        )
 
 
 def budget_message(used: float, budget: float | None) -> str:
     """The one line of a sandbox whose CPU budget ran out."""
-    return (f"sandbox CPU budget: its processes used {used:.2f} s of CPU in total, over the budget of {budget:g} s "
-            "per sandbox; every process in it was killed and it runs no more commands (raise it with "
-            "--sandbox-cpu-seconds N or MINISANDBOX_LIMITS=sandbox_cpu=N)")
+    return (
+        f"sandbox CPU budget: its processes used {used:.2f} s of CPU in total, over the budget of {budget:g} s "
+        "per sandbox; every process in it was killed and it runs no more commands (raise it with "
+        "--sandbox-cpu-seconds N or MINISANDBOX_LIMITS=sandbox_cpu=N)"
+    )
 
 
 def rlimit_cpu_message(limit: int | None) -> str:
     """What a command killed by the RLIMIT_CPU fallback (no cgroup counts its total) gets."""
-    return (f"\nminisandbox: CPU time limit: a process of the command reached RLIMIT_CPU ({limit} s per process) "
-            "and was killed (SIGXCPU); raise it with --cpu-seconds N or MINISANDBOX_LIMITS=cpu=N\n")
+    return (
+        f"\nminisandbox: CPU time limit: a process of the command reached RLIMIT_CPU ({limit} s per process) "
+        "and was killed (SIGXCPU); raise it with --cpu-seconds N or MINISANDBOX_LIMITS=cpu=N\n"
+    )
 
 
 class Session(Protocol):
@@ -204,8 +210,14 @@ _NO_DIFF = "(no diff)"
 class Sandbox:
     """One task's sandbox. Use as a context manager or call close()."""
 
-    def __init__(self, layers: list[Layer], *, interpreter: tuple[str, str] | None = None,
-                 config: SandboxConfig | None = None, **options) -> None:
+    def __init__(
+        self,
+        layers: list[Layer],
+        *,
+        interpreter: tuple[str, str] | None = None,
+        config: SandboxConfig | None = None,
+        **options,
+    ) -> None:
         """`interpreter`: (full version, recorded prefix) from the env manifest; a local
         interpreter of that version is bound read-only at the recorded prefix.
         `options` are SandboxConfig fields (network=..., limits=..., ...)."""
@@ -244,13 +256,20 @@ class Sandbox:
         started = False  # a PrivateRoot was asked for (it may have taken the warm sandbox)
         try:
             if self.limits and self.limits.dirs:
-                tracker.add(cgroup_parents=[os.path.dirname(d) for d in self.limits.dirs
-                                            if os.path.basename(d).startswith(leftovers.CGROUP_PREFIX)])
+                tracker.add(
+                    cgroup_parents=[
+                        os.path.dirname(d)
+                        for d in self.limits.dirs
+                        if os.path.basename(d).startswith(leftovers.CGROUP_PREFIX)
+                    ]
+                )
             binds = list(cfg.binds)
             if interpreter is not None and any(layer.mount_path == interpreter[1] for layer in self.layers):
                 # the interpreter came as a layer of its own (node.runtime): a read-only bind
-                self.layers = [Layer(layer.lower, layer.mount_path, False) if layer.mount_path == interpreter[1]
-                               else layer for layer in self.layers]
+                self.layers = [
+                    Layer(layer.lower, layer.mount_path, False) if layer.mount_path == interpreter[1] else layer
+                    for layer in self.layers
+                ]
             elif interpreter is not None:
                 binds += interpreter_binds(interpreter[0], interpreter[1])
             overlays = []
@@ -259,8 +278,10 @@ class Sandbox:
                 # images) are not visible from here: rootfs checks them inside
                 for lower in (*(() if cfg.join_ns else layer.over), layer.lower):
                     if not os.path.isdir(lower):
-                        raise rootfs.SandboxError(f"layer {lower} (for {layer.mount_path}) is not a directory: "
-                                                  "restore the task's layers first")
+                        raise rootfs.SandboxError(
+                            f"layer {lower} (for {layer.mount_path}) is not a directory: "
+                            "restore the task's layers first"
+                        )
                 if layer.over and not layer.writable:
                     raise rootfs.SandboxError(f"layer for {layer.mount_path}: stacked layers need writable=True")
                 if layer.writable:
@@ -283,10 +304,10 @@ class Sandbox:
             extra["cgroup_procs"] = self.limits.procs_files
             extra["seccomp"] = bool(cfg.seccomp)
             extra["ptrace"] = bool(cfg.ptrace)
-            extra["init_rlimits"] = {k: v for k, v in self.limits.rlimits.items()
-                                     if k in ("RLIMIT_AS", "RLIMIT_FSIZE")}
-            spec = rootfs.build_spec(binds, network=cfg.network, rootless=cfg.rootless, overlays=overlays,
-                                     files=files, **extra)
+            extra["init_rlimits"] = {k: v for k, v in self.limits.rlimits.items() if k in ("RLIMIT_AS", "RLIMIT_FSIZE")}
+            spec = rootfs.build_spec(
+                binds, network=cfg.network, rootless=cfg.rootless, overlays=overlays, files=files, **extra
+            )
             leaf = self.limits.cpu_leaf
             started = True
             self._root = rootfs.PrivateRoot(spec, cgroup_home=os.path.join(leaf[0], "cgroup.procs") if leaf else None)
@@ -326,9 +347,19 @@ class Sandbox:
         return self._root
 
     # -- processes
-    def spawn(self, argv: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
-              stdin=None, stdout=None, stderr=None, pass_fds: dict[int, int] | None = None,
-              pidns: bool = False, long_lived: bool = False) -> int:
+    def spawn(
+        self,
+        argv: list[str],
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        stdin=None,
+        stdout=None,
+        stderr=None,
+        pass_fds: dict[int, int] | None = None,
+        pidns: bool = False,
+        long_lived: bool = False,
+    ) -> int:
         """Start a process inside; returns its command id (see wait/kill). `pass_fds` and
         `pidns` as in `rootfs.PrivateRoot.spawn`. `long_lived`: a process that runs many
         commands (a session's shell): where a cgroup counts CPU per command it gets no
@@ -338,9 +369,18 @@ class Sandbox:
         sandbox's budget (a session's shell) and to the per-command limit (any other) until
         `wait`/`collect` take over."""
         self._ensure_start()
-        return self._spawn(argv, env={**self.env, **(env or {})}, cwd=cwd or self._default_cwd(),
-                           stdin=stdin, stdout=stdout, stderr=stderr, pass_fds=pass_fds, pidns=pidns,
-                           long_lived=long_lived, watch=True)
+        return self._spawn(
+            argv,
+            env={**self.env, **(env or {})},
+            cwd=cwd or self._default_cwd(),
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            pass_fds=pass_fds,
+            pidns=pidns,
+            long_lived=long_lived,
+            watch=True,
+        )
 
     def _spawn(self, argv: list[str], *, long_lived: bool = False, watch: bool = False, **kw) -> int:
         """`PrivateRoot.spawn` with the sandbox's rlimits, in a cgroup of its own when a
@@ -394,9 +434,15 @@ class Sandbox:
             return None
         start = (group.usage() or 0.0) if cid in self._cpu_counted else 0.0
         self._cpu_counted.add(cid)
-        return CpuWatch(group, None if limit is None else float(limit), start,
-                        lambda: self.kill_cgroup(cid), budget=budget,
-                        total=self.limits.sandbox_usage if self.limits else None, spend=self._spend_budget)
+        return CpuWatch(
+            group,
+            None if limit is None else float(limit),
+            start,
+            lambda: self.kill_cgroup(cid),
+            budget=budget,
+            total=self.limits.sandbox_usage if self.limits else None,
+            spend=self._spend_budget,
+        )
 
     # -- the sandbox's CPU total, while nobody waits for a command
     def _watch(self, cid: int, group: CommandCgroup, limit: float | None, *, returned: bool) -> None:
@@ -408,8 +454,12 @@ class Sandbox:
             if self._watcher is None or not self._watcher.is_alive():
                 self._watch_wake.clear()
                 # a weak reference: a sandbox dropped without close() is still collected
-                self._watcher = threading.Thread(target=_watch_thread, args=(weakref.ref(self), self._watch_wake),
-                                                 name=f"minisandbox-cpu-{self.id}", daemon=True)
+                self._watcher = threading.Thread(
+                    target=_watch_thread,
+                    args=(weakref.ref(self), self._watch_wake),
+                    name=f"minisandbox-cpu-{self.id}",
+                    daemon=True,
+                )
                 self._watcher.start()
 
     def _watch_pass(self) -> bool:
@@ -433,8 +483,10 @@ class Sandbox:
             if used is not None and used > limit:
                 group.kill()
                 what = "background processes" if returned else "processes"
-                self.notes.append(f"CPU time limit: command {cid}'s {what} used {used:.2f} s "
-                                  f"of CPU, over the limit of {limit:g} s per command; they were killed")
+                self.notes.append(
+                    f"CPU time limit: command {cid}'s {what} used {used:.2f} s "
+                    f"of CPU, over the limit of {limit:g} s per command; they were killed"
+                )
         budget = self._budget()
         total = self.limits.sandbox_usage() if self.limits is not None and budget is not None else None
         if total is not None and budget is not None and total > budget:
@@ -528,8 +580,9 @@ class Sandbox:
         killing its process tree after `timeout` seconds; returns (bytes per pipe, exit
         code, timed out). The same collection `run` uses, for callers that need stdout and
         stderr apart (the SWE-ReX adapter). Keeps at most `max_output` bytes per pipe."""
-        outs, code, timed_out, _, _ = _collect_fds(self._live(), cid, fds, timeout, self.max_output,
-                                                    self.cpu_watch(cid), self._cpu_rlimit())
+        outs, code, timed_out, _, _ = _collect_fds(
+            self._live(), cid, fds, timeout, self.max_output, self.cpu_watch(cid), self._cpu_rlimit()
+        )
         self._finished(cid)
         return outs, code, timed_out
 
@@ -542,9 +595,18 @@ class Sandbox:
     def _default_cwd(self) -> str:
         return self.config.repo_path if any(layer.mount_path == self.config.repo_path for layer in self.layers) else "/"
 
-    def run(self, argv: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
-            timeout: float | None = None, input: bytes | None = None, pass_fds: dict[int, int] | None = None,
-            pidns: bool = False, _mark: bool = True) -> ExecResult:
+    def run(
+        self,
+        argv: list[str],
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float | None = None,
+        input: bytes | None = None,
+        pass_fds: dict[int, int] | None = None,
+        pidns: bool = False,
+        _mark: bool = True,
+    ) -> ExecResult:
         """Run argv to completion; stdout+stderr captured. On timeout the whole process
         tree is killed and `timed_out` is set. `pass_fds` and `pidns` as in
         `rootfs.PrivateRoot.spawn` (the grader runs tests with both)."""
@@ -556,9 +618,16 @@ class Sandbox:
         if input is not None:
             in_r, in_w = os.pipe2(os.O_CLOEXEC)
         try:
-            cid = self._spawn(argv, env={**self.env, **(env or {})}, cwd=cwd or self._default_cwd(),
-                              stdin=in_r if in_r is not None else subprocess.DEVNULL, stdout=wfd, stderr=wfd,
-                              pass_fds=pass_fds, pidns=pidns)
+            cid = self._spawn(
+                argv,
+                env={**self.env, **(env or {})},
+                cwd=cwd or self._default_cwd(),
+                stdin=in_r if in_r is not None else subprocess.DEVNULL,
+                stdout=wfd,
+                stderr=wfd,
+                pass_fds=pass_fds,
+                pidns=pidns,
+            )
         except BaseException:
             for fd in (rfd, wfd, in_r, in_w):
                 if fd is not None:
@@ -583,15 +652,29 @@ class Sandbox:
         last line saying so)."""
         if res.returncode == 0 and not (res.timed_out or res.truncated or res.limit_hit):
             return res  # the common case costs nothing
-        res.cause = self.explain(res.returncode, limit_hit=res.limit_hit, timed_out=res.timed_out, timeout=timeout,
-                                 truncated=res.truncated, cpu_used=res.cpu_seconds)
+        res.cause = self.explain(
+            res.returncode,
+            limit_hit=res.limit_hit,
+            timed_out=res.timed_out,
+            timeout=timeout,
+            truncated=res.truncated,
+            cpu_used=res.cpu_seconds,
+        )
         limits = [c for c in res.cause.split("; ") if c.startswith(("memory limit", "process limit", "tmpfs budget"))]
         if limits:
             res.output += "".join(f"\nminisandbox: {c}\n" for c in limits)
         return res
 
-    def explain(self, code: int, *, limit_hit: str = "", timed_out: bool = False, timeout: float | None = None,
-                truncated: bool = False, cpu_used: float | None = None) -> str:
+    def explain(
+        self,
+        code: int,
+        *,
+        limit_hit: str = "",
+        timed_out: bool = False,
+        timeout: float | None = None,
+        truncated: bool = False,
+        cpu_used: float | None = None,
+    ) -> str:
         """Why a command that exited with `code` ended, in one line ("" for an ordinary
         exit): a timeout, the CPU limit or budget, the memory or process limit (the
         cgroup's event counters, else the processes init sees against RLIMIT_NPROC), a full
@@ -600,8 +683,11 @@ class Sandbox:
         lim = self.limits.limits if self.limits else Limits.unlimited()
         parts: list[str] = []
         if timed_out:
-            parts.append(f"timed out after {timeout:g} s: its processes were killed" if timeout
-                         else "timed out: its processes were killed")
+            parts.append(
+                f"timed out after {timeout:g} s: its processes were killed"
+                if timeout
+                else "timed out: its processes were killed"
+            )
         if limit_hit == "cpu-total":
             parts.append(self.cpu_spent or budget_message(cpu_used or 0.0, self._budget()))
         elif limit_hit == "cpu":
@@ -628,8 +714,10 @@ class Sandbox:
         new = {k: v - self._events_seen.get(k, 0) for k, v in events.items() if v > self._events_seen.get(k, 0)}
         self._events_seen.update(events)
         if new.get("oom_kill"):
-            out.append(f"memory limit ({human_size(lim.memory_bytes or 0)}) reached: the kernel killed "
-                       f"{new['oom_kill']} process(es) (--memory)")
+            out.append(
+                f"memory limit ({human_size(lim.memory_bytes or 0)}) reached: the kernel killed "
+                f"{new['oom_kill']} process(es) (--memory)"
+            )
         if new.get("pids_max"):
             out.append(f"process limit ({lim.pids}) reached: {new['pids_max']} fork(s) refused (--pids)")
         try:
@@ -638,16 +726,24 @@ class Sandbox:
             st = {}
         tmpfs = st.get("tmpfs")
         if tmpfs and lim.tmpfs_bytes and tmpfs[0] < max(256 << 10, tmpfs[1] // 100):
-            out.append(f"tmpfs budget ({human_size(lim.tmpfs_bytes)}) is full: writes to /tmp, /root, /dev/shm "
-                       "and the writable layers fail (ENOSPC) (--tmpfs)")
+            out.append(
+                f"tmpfs budget ({human_size(lim.tmpfs_bytes)}) is full: writes to /tmp, /root, /dev/shm "
+                "and the writable layers fail (ENOSPC) (--tmpfs)"
+            )
         nproc = self.limits.rlimits.get("RLIMIT_NPROC") if self.limits else None
         procs = st.get("procs")
         # RLIMIT_NPROC keeps no count of refusals: what is left running (init included; the
         # command's own few processes have exited) tells instead
-        if nproc and lim.pids and procs is not None and os.geteuid() != 0 \
-                and procs + 1 >= lim.pids - min(4, lim.pids // 10):
-            out.append(f"process limit ({lim.pids}, RLIMIT_NPROC) reached: {procs + 1} processes are still "
-                       "running (--pids)")
+        if (
+            nproc
+            and lim.pids
+            and procs is not None
+            and os.geteuid() != 0
+            and procs + 1 >= lim.pids - min(4, lim.pids // 10)
+        ):
+            out.append(
+                f"process limit ({lim.pids}, RLIMIT_NPROC) reached: {procs + 1} processes are still running (--pids)"
+            )
         return out
 
     def _init_gone(self, exc: rootfs.SandboxError) -> rootfs.SandboxError:
@@ -658,19 +754,23 @@ class Sandbox:
             from minisandbox.fsutil import human_size
 
             limit = self.limits.limits.memory_bytes
-            return rootfs.SandboxError(f"{exc}: the sandbox reached its memory limit "
-                                       f"({human_size(limit or 0)}) and the kernel's OOM killer ended it (--memory)")
+            return rootfs.SandboxError(
+                f"{exc}: the sandbox reached its memory limit "
+                f"({human_size(limit or 0)}) and the kernel's OOM killer ended it (--memory)"
+            )
         if self.cpu_spent:
             return rootfs.SandboxError(f"{exc}: {self.cpu_spent}")
         return exc
 
-    def execute(self, command: str, *, cwd: str | None = None, timeout: float | None = None,
-                env: dict[str, str] | None = None) -> ExecResult:
+    def execute(
+        self, command: str, *, cwd: str | None = None, timeout: float | None = None, env: dict[str, str] | None = None
+    ) -> ExecResult:
         """One-shot `bash -c command` (a fresh shell: no state carried over). Commands
         beyond the kernel's 128 KiB limit for one argument go in through stdin."""
         if len(command.encode()) > 100_000:
-            return self.run(["bash", "-c", 'eval "$(cat)" < /dev/null'], cwd=cwd, timeout=timeout, env=env,
-                            input=command.encode())
+            return self.run(
+                ["bash", "-c", 'eval "$(cat)" < /dev/null'], cwd=cwd, timeout=timeout, env=env, input=command.encode()
+            )
         return self.run(["bash", "-c", command], cwd=cwd, timeout=timeout, env=env)
 
     # -- files
@@ -691,8 +791,7 @@ class Sandbox:
         self._ensure_start()
         if isinstance(data, str):
             data = data.encode()
-        fd = self._live().open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, makedirs=True,
-                               rlimits=self.rlimits)
+        fd = self._live().open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, makedirs=True, rlimits=self.rlimits)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
 
@@ -707,8 +806,14 @@ class Sandbox:
             rfd, wfd = os.pipe2(os.O_CLOEXEC)
             out_r, out_w = os.pipe2(os.O_CLOEXEC)
             try:
-                cid = self._spawn(["tar", "-x", "--no-same-owner", "-f", "-", "-C", target], env=self.env, cwd="/",
-                                  stdin=rfd, stdout=out_w, stderr=out_w)
+                cid = self._spawn(
+                    ["tar", "-x", "--no-same-owner", "-f", "-", "-C", target],
+                    env=self.env,
+                    cwd="/",
+                    stdin=rfd,
+                    stdout=out_w,
+                    stderr=out_w,
+                )
             finally:
                 os.close(rfd)
                 os.close(out_w)
@@ -719,7 +824,9 @@ class Sandbox:
             os.close(out_r)
             self._finished(cid)
             if tar.returncode != 0 or res.returncode != 0:
-                raise rootfs.SandboxError(f"upload {source} -> {target} failed: {(err.decode() + res.output).strip()[:300]}")
+                raise rootfs.SandboxError(
+                    f"upload {source} -> {target} failed: {(err.decode() + res.output).strip()[:300]}"
+                )
         else:
             with open(source, "rb") as fh:
                 data = fh.read()
@@ -738,13 +845,23 @@ class Sandbox:
             "[ -f $gd/index ] && cp $gd/index $GIT_INDEX_FILE || rm -f $GIT_INDEX_FILE; "
             f"{GIT} add -A -- . {excludes} && {GIT} write-tree"
         )
-        res = self.run(["bash", "-c", script], cwd="/", timeout=600, _mark=False,
-                       env={"GIT_AUTHOR_NAME": "minisandbox", "GIT_COMMITTER_NAME": "minisandbox",
-                            "GIT_AUTHOR_EMAIL": "minisandbox@localhost", "GIT_COMMITTER_EMAIL": "minisandbox@localhost"})
+        res = self.run(
+            ["bash", "-c", script],
+            cwd="/",
+            timeout=600,
+            _mark=False,
+            env={
+                "GIT_AUTHOR_NAME": "minisandbox",
+                "GIT_COMMITTER_NAME": "minisandbox",
+                "GIT_AUTHOR_EMAIL": "minisandbox@localhost",
+                "GIT_COMMITTER_EMAIL": "minisandbox@localhost",
+            },
+        )
         tree = res.output.strip().splitlines()[-1] if res.output.strip() else ""
         if res.returncode != 0 or len(tree) not in (40, 64):
-            raise rootfs.SandboxError(f"git snapshot of {self.config.repo_path} failed ({res.returncode}): "
-                                      f"{res.output.strip()[-300:]}")
+            raise rootfs.SandboxError(
+                f"git snapshot of {self.config.repo_path} failed ({res.returncode}): {res.output.strip()[-300:]}"
+            )
         return tree
 
     def mark_start(self) -> str:
@@ -759,8 +876,11 @@ class Sandbox:
         self._start_tree = _NO_DIFF
 
     def _ensure_start(self) -> None:
-        if self._start_tree is None and not self._closed and any(
-                layer.mount_path == self.config.repo_path and layer.writable for layer in self.layers):
+        if (
+            self._start_tree is None
+            and not self._closed
+            and any(layer.mount_path == self.config.repo_path and layer.writable for layer in self.layers)
+        ):
             with self._lock:
                 if self._start_tree is None:
                     self._start_tree = self._git_tree()
@@ -774,11 +894,19 @@ class Sandbox:
         now = self._git_tree()
         if now == self._start_tree:
             return ""
-        res = self.run(["bash", "-c", f"cd {shlex.quote(self.config.repo_path)}; "
-                        f"if [ ! -e .git ]; then export GIT_DIR=/tmp/.minisandbox-start.git "
-                        f"GIT_WORK_TREE={shlex.quote(self.config.repo_path)}; fi; "
-                        f"{GIT} diff --binary --no-color --no-ext-diff --no-renames {self._start_tree} {now}"],
-                       cwd="/", timeout=600, _mark=False)
+        res = self.run(
+            [
+                "bash",
+                "-c",
+                f"cd {shlex.quote(self.config.repo_path)}; "
+                f"if [ ! -e .git ]; then export GIT_DIR=/tmp/.minisandbox-start.git "
+                f"GIT_WORK_TREE={shlex.quote(self.config.repo_path)}; fi; "
+                f"{GIT} diff --binary --no-color --no-ext-diff --no-renames {self._start_tree} {now}",
+            ],
+            cwd="/",
+            timeout=600,
+            _mark=False,
+        )
         if res.returncode != 0:
             raise rootfs.SandboxError(f"git diff in {self.config.repo_path} failed: {res.output.strip()[-300:]}")
         return res.output
@@ -809,8 +937,12 @@ class Sandbox:
     @property
     def alive(self) -> bool:
         root = self._root
-        return not self._closed and root is not None and not root._closed and (
-            root.proc is None or root.proc.poll() is None)
+        return (
+            not self._closed
+            and root is not None
+            and not root._closed
+            and (root.proc is None or root.proc.poll() is None)
+        )
 
     def abort(self) -> None:
         """Kill the sandbox's init (SIGKILL through its pidfd), from any thread: every
@@ -1045,7 +1177,8 @@ def _check_owner(layer: Layer, rootless: bool | None) -> None:
     if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
         raise rootfs.SandboxError(
             f"layer {layer.lower} is owned by {st.st_uid}:{st.st_gid}, but a rootless sandbox can only write "
-            f"layers owned by its user ({os.geteuid()}:{os.getegid()}): restore the layers as this user")
+            f"layers owned by its user ({os.geteuid()}:{os.getegid()}): restore the layers as this user"
+        )
 
 
 def _feed(fd: int, data: bytes) -> None:
@@ -1056,14 +1189,26 @@ def _feed(fd: int, data: bytes) -> None:
         pass
 
 
-def _collect(root: rootfs.PrivateRoot, cid: int, rfd: int, timeout: float | None, max_output: int,
-             cpu: CpuWatch | None = None, cpu_rlimit: int | None = None) -> ExecResult:
+def _collect(
+    root: rootfs.PrivateRoot,
+    cid: int,
+    rfd: int,
+    timeout: float | None,
+    max_output: int,
+    cpu: CpuWatch | None = None,
+    cpu_rlimit: int | None = None,
+) -> ExecResult:
     """Read a command's output (stdout and stderr on one pipe) until it exits; see
     `_collect_fds`."""
-    (out,), code, timed_out, truncated, limit_hit = _collect_fds(root, cid, [rfd], timeout, max_output, cpu,
-                                                                 cpu_rlimit)
-    return ExecResult(out.decode("utf-8", "replace"), code, timed_out, truncated, limit_hit=limit_hit,
-                      cpu_seconds=None if cpu is None else round(cpu.used, 3))
+    (out,), code, timed_out, truncated, limit_hit = _collect_fds(root, cid, [rfd], timeout, max_output, cpu, cpu_rlimit)
+    return ExecResult(
+        out.decode("utf-8", "replace"),
+        code,
+        timed_out,
+        truncated,
+        limit_hit=limit_hit,
+        cpu_seconds=None if cpu is None else round(cpu.used, 3),
+    )
 
 
 def _buffered(fd: int) -> int:
@@ -1074,9 +1219,15 @@ def _buffered(fd: int) -> int:
         return 0
 
 
-def _collect_fds(root: rootfs.PrivateRoot, cid: int, fds: list[int], timeout: float | None,
-                 max_output: int, cpu: CpuWatch | None = None,
-                 cpu_rlimit: int | None = None) -> tuple[list[bytes], int, bool, bool, str]:
+def _collect_fds(
+    root: rootfs.PrivateRoot,
+    cid: int,
+    fds: list[int],
+    timeout: float | None,
+    max_output: int,
+    cpu: CpuWatch | None = None,
+    cpu_rlimit: int | None = None,
+) -> tuple[list[bytes], int, bool, bool, str]:
     """Read every pipe in `fds` until command `cid` exits (or times out: kill its tree);
     returns (bytes per fd, exit code, timed out, truncated, limit hit). Waits with
     `rootfs.wait_readable` (poll, so descriptors past 1024 work). Background processes that
@@ -1115,8 +1266,9 @@ def _collect_fds(root: rootfs.PrivateRoot, cid: int, fds: list[int], timeout: fl
             drain_end = time.monotonic() + 0.02
             continue
         now = time.monotonic()
-        if code is not None and (not open_fds or (now >= drain_end and not any(owed.get(fd, 0) > 0
-                                                                              for fd in open_fds))):
+        if code is not None and (
+            not open_fds or (now >= drain_end and not any(owed.get(fd, 0) > 0 for fd in open_fds))
+        ):
             break
         if code is None and deadline is not None and now >= deadline:
             timed_out = True

@@ -50,33 +50,68 @@ X32_SYSCALL_BIT = 0x40000000
 
 #: Every namespace flag of clone/unshare: NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID,
 #: NEWNET, NEWTIME.
-CLONE_NEW_ANY = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 \
-    | 0x40000000 | 0x00000080
+CLONE_NEW_ANY = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x00000080
 
 #: Denied with EPERM: name -> (x86_64 number, aarch64 number); None where the call does not
 #: exist on that architecture.
 DENIED: dict[str, tuple[int | None, int | None]] = {
-    "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218),
-    "bpf": (321, 280), "perf_event_open": (298, 241), "userfaultfd": (323, 282),
-    "io_uring_setup": (425, 425), "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
+    "keyctl": (250, 219),
+    "add_key": (248, 217),
+    "request_key": (249, 218),
+    "bpf": (321, 280),
+    "perf_event_open": (298, 241),
+    "userfaultfd": (323, 282),
+    "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426),
+    "io_uring_register": (427, 427),
     "setns": (308, 268),
-    "mount": (165, 40), "umount2": (166, 39), "pivot_root": (155, 41), "open_tree": (428, 428),
-    "move_mount": (429, 429), "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432),
-    "fspick": (433, 433), "mount_setattr": (442, 442),
-    "kexec_load": (246, 104), "kexec_file_load": (320, 294), "init_module": (175, 105),
-    "finit_module": (313, 273), "delete_module": (176, 106), "create_module": (174, None),
-    "get_kernel_syms": (177, None), "query_module": (178, None),
-    "acct": (163, 89), "swapon": (167, 224), "swapoff": (168, 225), "reboot": (169, 142),
-    "settimeofday": (164, 170), "clock_settime": (227, 112), "clock_adjtime": (305, 266),
-    "adjtimex": (159, 171), "quotactl": (179, 60), "quotactl_fd": (443, 443), "nfsservctl": (180, 42),
-    "lookup_dcookie": (212, 18), "open_by_handle_at": (304, 265), "name_to_handle_at": (303, 264),
-    "iopl": (172, None), "ioperm": (173, None), "uselib": (134, None), "ustat": (136, None),
-    "sysfs": (139, None), "_sysctl": (156, None), "syslog": (103, 116), "vhangup": (153, 58),
+    "mount": (165, 40),
+    "umount2": (166, 39),
+    "pivot_root": (155, 41),
+    "open_tree": (428, 428),
+    "move_mount": (429, 429),
+    "fsopen": (430, 430),
+    "fsconfig": (431, 431),
+    "fsmount": (432, 432),
+    "fspick": (433, 433),
+    "mount_setattr": (442, 442),
+    "kexec_load": (246, 104),
+    "kexec_file_load": (320, 294),
+    "init_module": (175, 105),
+    "finit_module": (313, 273),
+    "delete_module": (176, 106),
+    "create_module": (174, None),
+    "get_kernel_syms": (177, None),
+    "query_module": (178, None),
+    "acct": (163, 89),
+    "swapon": (167, 224),
+    "swapoff": (168, 225),
+    "reboot": (169, 142),
+    "settimeofday": (164, 170),
+    "clock_settime": (227, 112),
+    "clock_adjtime": (305, 266),
+    "adjtimex": (159, 171),
+    "quotactl": (179, 60),
+    "quotactl_fd": (443, 443),
+    "nfsservctl": (180, 42),
+    "lookup_dcookie": (212, 18),
+    "open_by_handle_at": (304, 265),
+    "name_to_handle_at": (303, 264),
+    "iopl": (172, None),
+    "ioperm": (173, None),
+    "uselib": (134, None),
+    "ustat": (136, None),
+    "sysfs": (139, None),
+    "_sysctl": (156, None),
+    "syslog": (103, 116),
+    "vhangup": (153, 58),
 }
 
 #: Denied unless the sandbox allows debuggers (`ptrace=True`).
 PTRACE: dict[str, tuple[int | None, int | None]] = {
-    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
+    "ptrace": (101, 117),
+    "process_vm_readv": (310, 270),
+    "process_vm_writev": (311, 271),
     "pidfd_getfd": (438, 438),
 }
 
@@ -125,18 +160,26 @@ def _numbers(table: dict[str, tuple[int | None, int | None]], machine: str) -> l
     return sorted({nrs[col] for nrs in table.values() if nrs[col] is not None})
 
 
-def program(machine: str | None = None, *, ptrace: bool = False, allow: tuple[str, ...] = (),
-            namespaces: int = 0) -> bytes:
+def program(
+    machine: str | None = None, *, ptrace: bool = False, allow: tuple[str, ...] = (), namespaces: int = 0
+) -> bytes:
     """The filter as packed `struct sock_filter` instructions for `machine`: DENIED (minus
     `allow`), the PTRACE calls unless `ptrace`, and clone/unshare with any CLONE_NEW* flag
     except those in `namespaces`."""
     machine = machine or platform.machine()
     if machine not in AUDIT_ARCH:
-        raise SeccompUnsupported(errno.ENOSYS, f"no seccomp filter for {machine}: add its syscall numbers to "
-                                 "minisandbox.sandbox.seccomp, or create the sandbox with seccomp=False")
+        raise SeccompUnsupported(
+            errno.ENOSYS,
+            f"no seccomp filter for {machine}: add its syscall numbers to "
+            "minisandbox.sandbox.seccomp, or create the sandbox with seccomp=False",
+        )
     eperm, enosys = RET_ERRNO | errno.EPERM, RET_ERRNO | errno.ENOSYS
-    out = [_ins(_LD_W_ABS, _ARCH), _ins(_JEQ_K, AUDIT_ARCH[machine], 1, 0), _ins(_RET_K, RET_KILL_PROCESS),
-           _ins(_LD_W_ABS, _NR)]
+    out = [
+        _ins(_LD_W_ABS, _ARCH),
+        _ins(_JEQ_K, AUDIT_ARCH[machine], 1, 0),
+        _ins(_RET_K, RET_KILL_PROCESS),
+        _ins(_LD_W_ABS, _NR),
+    ]
     if machine == "x86_64":
         out += [_ins(_JGE_K, X32_SYSCALL_BIT, 0, 1), _ins(_RET_K, eperm)]
     denied = {k: v for k, v in DENIED.items() if k not in allow}
@@ -149,11 +192,13 @@ def program(machine: str | None = None, *, ptrace: bool = False, allow: tuple[st
     flagged = _numbers(NAMESPACE_FLAGS_ARG0, machine)
     for i, nr in enumerate(flagged):  # a match jumps past the other tests and the ALLOW below
         out.append(_ins(_JEQ_K, nr, len(flagged) - i, 0))
-    out += [_ins(_RET_K, RET_ALLOW),
-            _ins(_LD_W_ABS, _ARG0_LOW),  # the flags are an int: the low word is all of them
-            _ins(_JSET_K, CLONE_NEW_ANY & ~namespaces, 0, 1),
-            _ins(_RET_K, eperm),
-            _ins(_RET_K, RET_ALLOW)]
+    out += [
+        _ins(_RET_K, RET_ALLOW),
+        _ins(_LD_W_ABS, _ARG0_LOW),  # the flags are an int: the low word is all of them
+        _ins(_JSET_K, CLONE_NEW_ANY & ~namespaces, 0, 1),
+        _ins(_RET_K, eperm),
+        _ins(_RET_K, RET_ALLOW),
+    ]
     return b"".join(out)
 
 
@@ -190,8 +235,11 @@ def install(prog: bytes) -> None:
     fprog = _SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
     if prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) != 0:
         err = ctypes.get_errno()
-        raise SeccompUnsupported(err, f"installing the seccomp filter failed: {errno.errorcode.get(err, err)} "
-                                 "(kernel without CONFIG_SECCOMP_FILTER?); create the sandbox with seccomp=False")
+        raise SeccompUnsupported(
+            err,
+            f"installing the seccomp filter failed: {errno.errorcode.get(err, err)} "
+            "(kernel without CONFIG_SECCOMP_FILTER?); create the sandbox with seccomp=False",
+        )
 
 
 def status() -> str:

@@ -42,8 +42,15 @@ class SessionResult(ExecResult):
 
 
 class ShellSession:
-    def __init__(self, sandbox: Sandbox, name: str, *, cwd: str | None = None,
-                 env: dict[str, str] | None = None, startup: str | None = None) -> None:
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        name: str,
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        startup: str | None = None,
+    ) -> None:
         self.sandbox = sandbox
         self.name = name
         self._cwd, self._env, self._startup = cwd, env, startup
@@ -56,8 +63,15 @@ class ShellSession:
         in_r, self._in = os.pipe2(os.O_CLOEXEC)
         self._out, out_w = os.pipe2(os.O_CLOEXEC)
         try:
-            self._cid = self.sandbox.spawn(["bash", "--norc", "--noprofile"], cwd=self._cwd, env=self._env,
-                                           stdin=in_r, stdout=out_w, stderr=out_w, long_lived=True)
+            self._cid = self.sandbox.spawn(
+                ["bash", "--norc", "--noprofile"],
+                cwd=self._cwd,
+                env=self._env,
+                stdin=in_r,
+                stdout=out_w,
+                stderr=out_w,
+                long_lived=True,
+            )
         finally:
             os.close(in_r)
             os.close(out_w)
@@ -67,8 +81,9 @@ class ShellSession:
         if self._startup:
             res = self._run(self._startup, 60)
             if res.returncode != 0:
-                raise SessionError(f"session {self.name}: start-up command failed ({res.returncode}): "
-                                   f"{res.output.strip()[-300:]}")
+                raise SessionError(
+                    f"session {self.name}: start-up command failed ({res.returncode}): {res.output.strip()[-300:]}"
+                )
 
     @property
     def alive(self) -> bool:
@@ -84,14 +99,16 @@ class ShellSession:
 
     def _run(self, command: str, timeout: float | None) -> SessionResult:
         eof_tag = f"__MINISANDBOX_EOF_{secrets.token_hex(8)}__"
-        script = (f"eval \"$(cat <<'{eof_tag}'\n{command}\n{eof_tag}\n)\" < /dev/null\n"
-                  f"printf '\\n{self._marker}%d\\n' \"$?\"\n")
+        script = (
+            f"eval \"$(cat <<'{eof_tag}'\n{command}\n{eof_tag}\n)\" < /dev/null\n"
+            f"printf '\\n{self._marker}%d\\n' \"$?\"\n"
+        )
         self._busy.set()
         self._cpu = self.sandbox.cpu_watch(self._cid)
         try:
             view = memoryview(script.encode())
             while view:
-                view = view[os.write(self._in, view):]
+                view = view[os.write(self._in, view) :]
         except BrokenPipeError:
             self._dead = True
             raise SessionError(f"session {self.name} has exited; create it again") from None
@@ -122,14 +139,21 @@ class ShellSession:
                 end = self._buf.find(b"\n", idx + len(marker))
                 if end >= 0:
                     out = self._buf[:idx]
-                    code = int(self._buf[idx + len(marker):end])
-                    self._buf = self._buf[end + 1:]
+                    code = int(self._buf[idx + len(marker) : end])
+                    self._buf = self._buf[end + 1 :]
                     kept += out[: max(0, max_out - len(kept))]
                     truncated = truncated or len(out) > max_out
                     if cpu is not None and not limit_hit and code != 0 and cpu.exceeded(force=True):
                         limit_hit = cpu.hit  # the RLIMIT_CPU backstop got there first
-                    return SessionResult(note(kept.decode("utf-8", "replace")), code, timed_out, truncated,
-                                         restarted=restarted, limit_hit=limit_hit, cpu_seconds=used())
+                    return SessionResult(
+                        note(kept.decode("utf-8", "replace")),
+                        code,
+                        timed_out,
+                        truncated,
+                        restarted=restarted,
+                        limit_hit=limit_hit,
+                        cpu_seconds=used(),
+                    )
             # keep only what might be the start of a marker in the buffer
             if len(self._buf) > len(marker) + 32:
                 cut = len(self._buf) - len(marker) - 32
@@ -152,8 +176,15 @@ class ShellSession:
                     restarted = True
                     out = (bytes(kept) + self._buf).decode("utf-8", "replace")
                     self._restart()
-                    return SessionResult(note(out), -signal.SIGKILL, timed_out, truncated, restarted=True,
-                                         limit_hit=limit_hit, cpu_seconds=used())
+                    return SessionResult(
+                        note(out),
+                        -signal.SIGKILL,
+                        timed_out,
+                        truncated,
+                        restarted=True,
+                        limit_hit=limit_hit,
+                        cpu_seconds=used(),
+                    )
                 deadline = None
                 continue
             wait = 0.5 if deadline is None else max(0.0, min(0.5, deadline - now))
@@ -164,8 +195,15 @@ class ShellSession:
                     self._dead = True
                     self._exit_code = self.sandbox.wait(self._cid, 10)
                     out = (bytes(kept) + self._buf).decode("utf-8", "replace")
-                    return SessionResult(note(out), self._exit_code, timed_out, truncated, restarted=False,
-                                         limit_hit=limit_hit, cpu_seconds=used())
+                    return SessionResult(
+                        note(out),
+                        self._exit_code,
+                        timed_out,
+                        truncated,
+                        restarted=False,
+                        limit_hit=limit_hit,
+                        cpu_seconds=used(),
+                    )
                 self._buf += data
             else:
                 code = self.sandbox.poll(self._cid)
@@ -173,13 +211,14 @@ class ShellSession:
                     self._dead = True
                     self._exit_code = code
                     out = (bytes(kept) + self._buf).decode("utf-8", "replace")
-                    return SessionResult(note(out), code, timed_out, truncated, restarted=False,
-                                         limit_hit=limit_hit, cpu_seconds=used())
+                    return SessionResult(
+                        note(out), code, timed_out, truncated, restarted=False, limit_hit=limit_hit, cpu_seconds=used()
+                    )
 
     def _stop_command(self, grace: float = 1.0, kill=None) -> bool:
         """SIGINT then SIGKILL the running command (bash's descendants), or call `kill`
         once; True when the marker came back, i.e. bash is alive and idle again."""
-        for sig in ((signal.SIGINT, signal.SIGKILL) if kill is None else (None,)):
+        for sig in (signal.SIGINT, signal.SIGKILL) if kill is None else (None,):
             if kill is None:
                 self.sandbox.kill(self._cid, sig, children_only=True)
             else:

@@ -26,7 +26,7 @@ CALC = "def add(a, b):\n    return a + b\n\n\ndef div(a, b):\n    return a / b\n
 PYTEST_REPO = {
     "calc.py": CALC,
     "conftest.py": "",
-    "tests/test_calc.py": '''import pytest
+    "tests/test_calc.py": """import pytest
 from calc import add, div
 
 
@@ -75,11 +75,11 @@ def test_teardown_error(broken_teardown):
 
 def test_fails_with_message():
     assert add(2, 2) == 5, "two plus two - wrong"
-''',
+""",
 }
 OPTIONS_REPO = {
     "conftest.py": "",
-    "tests/test_paths.py": '''import os
+    "tests/test_paths.py": """import os
 import pytest
 
 FILES = [os.path.abspath(__file__), os.path.join(os.path.dirname(os.path.abspath(__file__)), "data.txt")]
@@ -92,24 +92,24 @@ def test_path(path):
 
 def test_plain():
     assert True
-''',
+""",
 }
 COLLECT_REPO = {
     "calc.py": "def add(a, b:\n    return a + b\n",
     "conftest.py": "",
     "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n",
 }
-DJANGO_SETTINGS = '''SECRET_KEY = "x"
+DJANGO_SETTINGS = """SECRET_KEY = "x"
 INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth", "shop"]
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
 USE_TZ = True
-'''
+"""
 DJANGO_REPO = {
     "settings.py": DJANGO_SETTINGS,
     "shop/__init__.py": "",
     "shop/models.py": "",
     "shop/price.py": "def total(items):\n    return sum(items) * 2\n",
-    "shop/tests.py": '''import unittest
+    "shop/tests.py": """import unittest
 
 from django.test import SimpleTestCase
 
@@ -133,9 +133,9 @@ class PriceTests(SimpleTestCase):
     @unittest.expectedFailure
     def test_expected(self):
         self.assertEqual(1, 2)
-''',
+""",
 }
-RUN_DJANGO = '''import os, sys
+RUN_DJANGO = """import os, sys
 os.environ["DJANGO_SETTINGS_MODULE"] = "settings"
 sys.path.insert(0, os.getcwd())
 import django
@@ -144,8 +144,8 @@ from django.test.utils import get_runner
 django.setup()
 runner = get_runner(settings)(verbosity=2)
 sys.exit(bool(runner.run_tests(["shop"])))
-'''
-SYMPY_TESTS = '''from sympy import Rational, symbols
+"""
+SYMPY_TESTS = """from sympy import Rational, symbols
 
 x = symbols("x")
 
@@ -160,8 +160,8 @@ def test_expand():
 
 def test_raises():
     raise ZeroDivisionError("bug")
-'''
-RUN_SYMPY = '''import sys
+"""
+RUN_SYMPY = """import sys
 from sympy.testing.runtests import PyTestReporter, SymPyTests
 import os
 reporter = PyTestReporter(verbose=True)
@@ -170,7 +170,7 @@ tests = SymPyTests(reporter)
 tests._root_dir = os.getcwd()
 tests._testfiles.append(os.path.join(os.getcwd(), "sympy/demo/tests/test_demo.py"))
 sys.exit(0 if tests.test() else 1)
-'''
+"""
 
 
 def write(root: Path, files: dict[str, str]) -> None:
@@ -187,9 +187,11 @@ def run(cmd: list[str], cwd: Path) -> tuple[str, int]:
 
 def wrap(output: str, code: int) -> str:
     """The eval script's frame around the test output (minisandbox.grading.evalscript)."""
-    return (f"+ git apply -v /tmp/patch.diff\nChecking patch calc.py...\nApplied patch calc.py cleanly.\n"
-            f">>>>> Applied Patch {NONCE}\n>>>>> Start Test Output {NONCE}\n{output.rstrip()}\n"
-            f">>>>> End Test Output {NONCE}\n>>>>> Test Exit Code {code} {NONCE}\n")
+    return (
+        f"+ git apply -v /tmp/patch.diff\nChecking patch calc.py...\nApplied patch calc.py cleanly.\n"
+        f">>>>> Applied Patch {NONCE}\n>>>>> Start Test Output {NONCE}\n{output.rstrip()}\n"
+        f">>>>> End Test Output {NONCE}\n>>>>> Test Exit Code {code} {NONCE}\n"
+    )
 
 
 def main() -> None:
