@@ -432,3 +432,23 @@ def test_a_payload_cannot_stall_or_lose_the_command_spawner(repo):
         assert sb.execute("pgrep -f 'slee[p] 30' || echo none", timeout=30).output == "none\n"
         res = sb.execute("echo $PPID", timeout=30)
         assert res.returncode == 0 and int(res.output) != spawner
+
+
+def test_a_layer_mounted_after_the_warm_sandbox_started_is_seen(tmp_path, as_root):
+    """A warm sandbox copied the host's mount table when it was started: a layer that is a
+    mount made after that (an image mounted for the next task) must not show up empty."""
+    first = tmp_path / "first"
+    first.mkdir()
+    (first / "f").write_text("first")
+    for _ in range(3):  # from the second creation on, this process keeps a warm sandbox ready
+        with Sandbox([Layer(str(first), "/work")]) as sb:
+            assert sb.execute("cat /work/f").output.strip() == "first"
+    later = tmp_path / "later"
+    later.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(later)], check=True)
+    try:
+        (later / "f").write_text("later")
+        with Sandbox([Layer(str(later), "/work")]) as sb:
+            assert sb.execute("cat /work/f").output.strip() == "later"
+    finally:
+        subprocess.run(["umount", "-l", str(later)], check=True)

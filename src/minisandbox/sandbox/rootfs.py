@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import array
 import fcntl
+import hashlib
 import os
 import signal
 import socket
@@ -597,7 +598,7 @@ class _Zygote:
         key = _warm_key(spec)
         if key is None:
             return None
-        want = {**key, "cgroup_procs": list(spec.get("cgroup_procs", []))}
+        want = {**key, "cgroup_procs": list(spec.get("cgroup_procs", [])), "mounts": _host_mounts()}
         with self._fork_lock:
             warm, self._warm = self._warm, None
         if warm is not None and warm[1] != want:
@@ -615,16 +616,21 @@ class _Zygote:
         if key is None:
             return
         key["cgroup_procs"] = list(spec.get("cgroup_procs", []))
+        # The warm init copies the host's mount table when it unshares: a layer mounted
+        # after that (an image mounted for the next task) would be an empty directory in
+        # it. The table is read before the request is sent; a different one at `take_warm`
+        # means a cold start.
+        mounts = _host_mounts()
         with self._fork_lock:
             if self._warm is not None:
-                if self._warm[1] == key:
+                if self._warm[1] == {**key, "mounts": mounts}:
                     return
                 self._warm[0].close()
                 self._warm = None
             parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             try:
                 _send(self.sock, {"spec": key}, [child.fileno()])  # (the zygote does not answer a warm request)
-                self._warm = (parent, key)
+                self._warm = (parent, {**key, "mounts": mounts})
             except OSError:  # the zygote is gone: the next cold start replaces it
                 parent.close()
             finally:
@@ -640,6 +646,12 @@ class _Zygote:
 
 # a forked controller must not inherit a lock another thread held at the fork
 os.register_at_fork(after_in_child=lambda: setattr(_Zygote, "_lock", threading.Lock()))
+
+
+def _host_mounts() -> str:
+    """A digest of this process's mount table (see `_Zygote.start_warm`)."""
+    with open("/proc/self/mountinfo", "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
 
 
 def _warm_key(spec: dict) -> dict | None:
