@@ -45,6 +45,11 @@ HEX64 = re.compile(r"[0-9a-f]{64}")
 #: Seconds a connection has to send its request line.
 REQUEST_TIMEOUT = 5.0
 
+#: Seconds the accept loop waits before it reaps exited daemons on its own: a squashfuse
+#: that died (killed, or its image unmounted from outside) would otherwise stay a zombie
+#: until the next request, which on an idle node may never come.
+IDLE_REAP_SECONDS = 2.0
+
 PR_SET_DUMPABLE = 4
 
 
@@ -214,8 +219,17 @@ def main(root: str, sock_path: str, squashfuse: str) -> None:
     os.umask(old)
     srv.listen(64)
     os.replace(tmp, sock_path)  # appears only once it accepts connections
+    srv.settimeout(IDLE_REAP_SECONDS)  # accepted connections are blocking (no default timeout)
     while True:
-        conn, _ = srv.accept()
+        try:
+            conn, _ = srv.accept()
+        except TimeoutError:
+            if lock.acquire(blocking=False):  # not while a mount or unmount is under way
+                try:
+                    _reap(children)
+                finally:
+                    lock.release()
+            continue
         pid, _uid, _gid = struct.unpack(
             "3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         )
