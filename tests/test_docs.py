@@ -187,6 +187,20 @@ def test_readme_build_command_plans(tmp_path: Path) -> None:
     assert re.search(r"^env\s+3$", res.stdout, re.M) and re.search(r"^validated_tasks\s+1$", res.stdout, re.M)
 
 
+def test_ci_runs_the_readme_test_command_with_the_slowest_tests_listed() -> None:
+    """CI (`.ci/run`) runs README's test command as written, and that command lists the
+    slowest tests (`--durations`), so every CI log shows where the suite's time goes."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines() if line.strip()]
+    assert len(commands) == 2, commands
+    test_cmd = commands[1]
+    assert test_cmd.startswith(".venv/bin/python -m pytest") and "--durations=" in test_cmd, test_cmd
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert test_cmd in ci, f".ci/run does not run README's test command `{test_cmd}`"
+    assert commands[0] in ci, f".ci/run does not run README's set-up command `{commands[0]}`"
+
+
 # ----------------------------------------------------------------------- every shell command, as written
 #: Programs the docs run through the project's environment. Debian has no `python` and its
 #: `python3` lacks the dependencies, so a project file run with either fails on a fresh
