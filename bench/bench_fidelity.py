@@ -290,6 +290,9 @@ def code_env(code: Path, gitconfig: Path) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(code / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
     env["GIT_CONFIG_GLOBAL"] = str(gitconfig)
     env["GIT_TERMINAL_PROMPT"] = "0"
+    # `run` in-process: a node-local helper started by the bench would outlive it, and its
+    # spare sandbox would keep the task's images leased and mounted when the bench cleans up
+    env["MINISANDBOX_HELPER"] = "off"
     # the workflow's steps call `minisandbox`: the one installed beside this interpreter
     # (run as .venv/bin/python, the venv is not on PATH), importing `code` through PYTHONPATH
     bindir = Path(sys.executable).parent
@@ -1059,14 +1062,50 @@ def swebench_task(name: str, commit: str) -> dict[str, Any]:
     }
 
 
+def mounts_under(root: Path) -> list[str]:
+    """Mount points at or under `root` (this mount namespace), innermost first."""
+    base = str(root.resolve())
+    points = set()
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
+        for line in fh:
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
+            if point == base or point.startswith(base + "/"):
+                points.add(point)
+    return sorted(points, reverse=True)
+
+
+def release_cache(cache: Path, env: dict[str, str] | None = None) -> list[str]:
+    """Unmount and remove a run's node cache, as `minisandbox cache clear --force` does
+    (it ends sandboxes of the bench still leasing a layer); returns the mount points under
+    `cache` that are still there afterwards (nothing should be: a mount left behind keeps a
+    loop device and stops `rm -rf`). `cache gc` is not enough: it keeps leased layers and
+    never stops the rootless mount holder."""
+    if not cache.is_dir():
+        return []
+    proc = subprocess.run(
+        [*MINISANDBOX, "cache", "clear", "--force", "--cache", str(cache)],
+        capture_output=True,
+        text=True,
+        env={**(env or os.environ), "MINISANDBOX_HELPER": "off"},
+    )
+    left = mounts_under(cache)
+    for point in left:  # what the cache did not know of (a killed run's scratch mounts)
+        subprocess.run(["umount", "--lazy", point], capture_output=True)
+    left = mounts_under(cache)
+    if proc.returncode != 0 or left:
+        print(
+            f"bench_fidelity: cache clear {cache}: exit {proc.returncode} "
+            f"{(proc.stderr or proc.stdout).strip()[-300:]}; mounts left: {', '.join(left) or 'none'}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return left
+
+
 def remove_build(d: Path) -> None:
     """Delete a measured spec's workflow run, store and cache (its logs stay): the cache's
     image mounts are released first, as a node's gc would."""
-    subprocess.run(
-        [*MINISANDBOX, "cache", "gc", "--max-bytes", "0"],
-        capture_output=True,
-        env={**os.environ, "MINISANDBOX_CACHE": str(d / "cache")},
-    )
+    release_cache(d / "cache")
     for sub in ("run", "store", "cache", "code"):
         subprocess.run(["rm", "-rf", "--one-file-system", str(d / sub)], capture_output=True)
 
@@ -1449,8 +1488,11 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
 
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        list(pool.map(test_one, results))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            list(pool.map(test_one, results))
+    finally:  # also when stopped: the cache's layer images are mounted (loop devices as root)
+        left = release_cache(out / "cache", env)
 
     for r in results:
         if not r["built"]:
@@ -1467,14 +1509,9 @@ def main(argv: list[str] | None = None) -> int:
         "skipped": skipped,
         "results": results,
         "summary": summary(results),
+        "mounts_left": left,
     }
     (out / "results.json").write_text(json.dumps(data, indent=1, default=str))
-    # the cache mounts its layer images (loop devices as root): release them, as a node's gc would
-    subprocess.run(
-        [*MINISANDBOX, "cache", "gc", "--max-bytes", "0"],
-        capture_output=True,
-        env={**os.environ, "MINISANDBOX_CACHE": str(out / "cache")},
-    )
     print(render(data))
     if args.compare:
         print("\n" + compare(load_results(args.compare), data))

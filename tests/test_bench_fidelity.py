@@ -236,3 +236,61 @@ def test_render_lists_counts_and_what_was_not_measured(bf):
     assert "not measured (time): psf/requests@2.25" in text
     assert "| v2.31.0 (cccccccccc) |" in text
     assert "network needed by tests; past them: 40 passed, 1 failed, 0 errors (97.6%)" in text
+
+
+def _mounted(path: Path) -> bool:
+    with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+        return any(line.split()[4] == str(path) for line in fh)
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_cleanup_unmounts_a_layer_that_gc_keeps(bf, tmp_path):
+    """The bench's cleanup leaves no squashfs mount behind: a layer image mounted in the run's
+    cache and leased by a live process (a sandbox of the bench still open, as a helper's spare
+    was) is kept mounted by `cache gc`, the old cleanup; `release_cache` ends the holder,
+    unmounts it and removes the cache."""
+    import json
+    import os
+    import shutil
+    import time
+
+    from minisandbox.node.cache import Cache
+    from minisandbox.sandbox.leftovers import proc_start
+
+    if os.geteuid() != 0 or shutil.which("mksquashfs") is None:
+        pytest.skip("needs root and mksquashfs (squashfs-tools)")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_text("layer")
+    image = tmp_path / "img.sqfs"
+    subprocess.run(["mksquashfs", str(src), str(image), "-quiet", "-noappend"], check=True, capture_output=True)
+    cache = Cache(tmp_path / "cache")
+    digest = "ab" * 32
+    layer = cache.layers / digest
+    layer.mkdir()
+    holder = subprocess.Popen(["sleep", "300"])
+    try:
+        subprocess.run(["mount", "-t", "squashfs", "-o", "loop,ro", str(image), str(layer)], check=True)
+        (cache.leases / digest).mkdir()
+        (cache.leases / digest / "spare.json").write_text(
+            json.dumps({"pid": holder.pid, "start": proc_start(holder.pid), "owner": "spare", "created": time.time()})
+        )
+        env = {**os.environ, "MINISANDBOX_CACHE": str(cache.root), "MINISANDBOX_HELPER": "off"}
+        subprocess.run([*bf.MINISANDBOX, "cache", "gc", "--max-bytes", "0"], env=env, capture_output=True, check=True)
+        assert _mounted(layer) and (layer / "f").read_text() == "layer"  # what the bench used to leave
+
+        assert bf.release_cache(cache.root) == []
+        assert not _mounted(layer) and bf.mounts_under(tmp_path) == []
+        assert holder.wait(timeout=30) is not None and not cache.root.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+        for point in bf.mounts_under(tmp_path):
+            subprocess.run(["umount", "--lazy", point], capture_output=True)
+
+
+def test_bench_runs_sandboxes_without_the_node_local_helper(bf, tmp_path):
+    """A helper started by the bench's `run`s would outlive it and hold its images."""
+    env = bf.code_env(tmp_path, tmp_path / "gitconfig")
+    assert env["MINISANDBOX_HELPER"] == "off" and env["GIT_CONFIG_GLOBAL"] == str(tmp_path / "gitconfig")
