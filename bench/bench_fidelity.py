@@ -1144,6 +1144,7 @@ def swebench_measure(
         "tag_note": entry.get("tag_note", ""),
         "commit": entry["commit"],
         "python": str(spec["python"]),
+        "cap_seconds": cap,
         **keys,
         **build_outcome(work, keys, report),
         "workflow": workflow,
@@ -1247,7 +1248,9 @@ def render_swebench(data: dict[str, Any], fmt: str = "github") -> str:
                 r.get("errors"),
                 r.get("skipped"),
                 f"{rate * 100:.1f}%" if rate is not None else "-",
-                "capped" if r.get("capped") else "",
+                (f"capped at {r['cap_seconds']:.0f} s" if r.get("cap_seconds") else "capped")
+                if r.get("capped")
+                else "",
                 "" if swebench_meets(r) else (r.get("failure_class") or "") + rest_note(r),
             ]
         )

@@ -294,3 +294,69 @@ def test_bench_runs_sandboxes_without_the_node_local_helper(bf, tmp_path):
     """A helper started by the bench's `run`s would outlive it and hold its images."""
     env = bf.code_env(tmp_path, tmp_path / "gitconfig")
     assert env["MINISANDBOX_HELPER"] == "off" and env["GIT_CONFIG_GLOBAL"] == str(tmp_path / "gitconfig")
+
+
+@pytest.fixture(scope="module")
+def cm():
+    spec = importlib.util.spec_from_file_location("complete_mirror", ROOT / "bench" / "complete_mirror.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_complete_mirror_fills_missing_blobs_from_the_sdist_only_when_their_ids_match(cm, bf, tmp_path):
+    """A snapshot that lacks two blobs of a tag (as `fetch` omits big files): the sdist's
+    identical bytes are added, other bytes are not, and the original snapshot is untouched."""
+    import io
+    import tarfile
+
+    work = tmp_path / "src"
+    work.mkdir()
+    git("init", "-q", "-b", "main", cwd=work)
+    (work / "data").mkdir()
+    (work / "data" / "big.bin").write_bytes(b"\x00big table\n" * 1000)
+    (work / "data" / "other.bin").write_bytes(b"upstream bytes\n")
+    (work / "small.py").write_text("x = 1\n")
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "release", cwd=work)
+    git("tag", "v1.0.0", cwd=work)
+    snap = tmp_path / "snap.git"
+    git("clone", "-q", "--bare", "--no-local", str(work), str(snap), cwd=tmp_path)
+    git("--git-dir", str(snap), "repack", "-a", "-d", "-q", cwd=tmp_path)
+    # drop the two data blobs from the snapshot: rewrite its pack without them
+    big = git("rev-parse", "v1.0.0:data/big.bin", cwd=work)
+    other = git("rev-parse", "v1.0.0:data/other.bin", cwd=work)
+    keep = [
+        line.split()[0]
+        for line in git("--git-dir", str(snap), "rev-list", "--objects", "--all", cwd=tmp_path).splitlines()
+        if line.split()[0] not in (big, other)
+    ]
+    subprocess.run(
+        ["git", "--git-dir", str(snap), "pack-objects", "-q", str(tmp_path / "pack")],
+        input="\n".join(keep) + "\n",
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+    for p in (snap / "objects" / "pack").iterdir():
+        p.unlink()
+    for p in tmp_path.glob("pack-*"):
+        p.rename(snap / "objects" / "pack" / p.name)
+    commit = git("rev-parse", "v1.0.0", cwd=work)
+    assert bf.missing_objects(snap, commit) == 2
+    sdist = tmp_path / "lib-1.0.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tf:
+        for name, data in (("data/big.bin", b"\x00big table\n" * 1000), ("data/other.bin", b"sdist bytes\n")):
+            info = tarfile.TarInfo(f"lib-1.0.0/{name}")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    dest = tmp_path / "mirrors" / "acme+lib" / "repo"
+    assert cm.main(["--git-dir", str(snap), "--out", str(dest), "--sdist", f"v1.0.0={sdist}"]) == 0
+    assert cm.complete(snap, dest, [("v1.0.0", sdist)]) == [
+        "v1.0.0: 1 missing, 0 filled from lib-1.0.0.tar.gz; still missing: data/other.bin (other bytes in the sdist)"
+    ]
+    assert bf.missing_objects(dest, commit) == 1 and bf.missing_objects(snap, commit) == 2
+    assert bf.tag_commit(dest, "v1.0.0") == commit  # the upstream commit, not a rewrite
+    blob = subprocess.run(["git", "--git-dir", str(dest), "cat-file", "blob", big], capture_output=True, check=True)
+    assert blob.stdout == b"\x00big table\n" * 1000
+    assert cm.main(["--git-dir", str(snap), "--out", str(dest), "--sdist", "v1.0.0"]) == 2
