@@ -128,3 +128,32 @@ def test_exact_pins_newer_than_the_date_get_their_own_cutoff(tmp_path, monkeypat
     assert "newer than" in (tmp_path / "resolve.log").read_text()
     undated = Lock(lock.text, True)
     assert undated.uv_date_args() == [] and undated.sha256 != lock.sha256
+
+
+def test_swebench_conda_environment_file_is_resolved_from_pypi(tmp_path, monkeypatch):
+    """xarray's spec installs `ci/requirements/environment.yml` (older releases: the
+    alternative `environment.yml`): its conda packages are resolved as pip requirements,
+    the interpreter and C libraries left out, and the spec's pins still win."""
+    from tests.fixtures.fidelity import FixtureIndex
+
+    (tmp_path / "environment.yml").write_text(
+        "name: t\nchannels: [conda-forge]\ndependencies:\n  - python=3.10\n  - pip\n  - hdf5\n  - tinybackend=2\n"
+    )
+    spec = _spec(
+        kind="swebench",
+        requirements=[],
+        requirements_files=["ci/requirements/environment.yml"],
+        extra={"requirements_files_alternatives": ["environment.yml"]},
+    )
+    index = FixtureIndex()
+    try:
+        monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
+        lock = resolve(spec, tmp_path, tmp_path / "log")
+        assert lock.text.splitlines() == ["tinybackend==2.0"]
+        pinned = _spec(**{**spec.__dict__, "requirements": ["tinybackend==1.0"]})
+        assert "tinybackend==1.0" in resolve(pinned, tmp_path, tmp_path / "log").text.splitlines()
+    finally:
+        index.close()
+    (tmp_path / "environment.yml").write_text("name: t\n")
+    with pytest.raises(ResolveError, match="environment.yml of x: no `dependencies:` list"):
+        resolve(spec, tmp_path, tmp_path / "log")

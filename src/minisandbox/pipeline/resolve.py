@@ -29,6 +29,7 @@ from pathlib import Path
 
 from minisandbox.catalog import EnvSpec
 from minisandbox.errors import MinisandboxError
+from minisandbox.pipeline.condaenv import CondaEnvError, pip_requirements
 from minisandbox.pipeline.failures import one_line
 from minisandbox.tools import uv_bin
 
@@ -137,8 +138,20 @@ def resolve(spec: EnvSpec, repo_dir: Path, log: Path) -> Lock:
             # absolute: uv reads `-r` paths relative to requirements.in (in tmp), and the
             # workflow passes the snapshot as a path relative to its working directory
             path = (Path(repo_dir) / rel).absolute()
+            for alt in spec.extra.get("requirements_files_alternatives") or ():
+                # SWE-bench takes the first of its candidate files that exists (xarray's
+                # environment.yml moved to ci/requirements/)
+                if not path.is_file():
+                    path = (Path(repo_dir) / alt).absolute()
             if not path.is_file():
                 raise ResolveError(f"requirements file {rel} not found in the snapshot of {spec.name}")
+            if path.suffix in (".yml", ".yaml"):  # a conda environment file (SWE-bench's xarray)
+                try:
+                    translated = pip_requirements(path.read_text(), f"{rel} of {spec.name}")
+                except CondaEnvError as exc:
+                    raise ResolveError(str(exc)) from None
+                path = Path(tmp) / f"conda-{len(lines)}.txt"
+                path.write_text("".join(f"{r}\n" for r in translated))
             lines.append(f"-r {path}")
         req_in.write_text("\n".join(lines) + "\n")
         out = Path(tmp) / "lock.txt"
