@@ -157,3 +157,32 @@ def test_swebench_conda_environment_file_is_resolved_from_pypi(tmp_path, monkeyp
     (tmp_path / "environment.yml").write_text("name: t\n")
     with pytest.raises(ResolveError, match="environment.yml of x: no `dependencies:` list"):
         resolve(spec, tmp_path, tmp_path / "log")
+
+
+def test_local_paths_of_a_requirements_file_name_the_repository(tmp_path, monkeypatch):
+    """pylint's requirements_test_min.txt holds `.[testutils]`: pip, run in /testbed, reads
+    it as the repository with an extra, so its dependencies are resolved from the snapshot
+    (not from the workflow's directory), and the repository itself stays out of the lock
+    (the spec's install commands install it)."""
+    from tests.fixtures.fidelity import FixtureIndex
+
+    repo = tmp_path / "work" / "repos" / "r"
+    repo.mkdir(parents=True)
+    (repo / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["tinybackend"]\nbuild-backend = "tinybackend"\n\n'
+        '[project]\nname = "localpkg"\nversion = "0.1"\n'
+        '[project.optional-dependencies]\ntestutils = ["tinybackend==1.0"]\n'
+    )
+    (repo / "requirements_test.txt").write_text(".[testutils]\n")
+    monkeypatch.chdir(tmp_path)
+    index = FixtureIndex()
+    try:
+        monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
+        lock = resolve(
+            _spec(kind="swebench", requirements=[], requirements_files=["requirements_test.txt"]),
+            Path("work/repos/r"),
+            tmp_path / "log",
+        )
+    finally:
+        index.close()
+    assert lock.text.splitlines() == ["tinybackend==1.0"]

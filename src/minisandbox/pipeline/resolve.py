@@ -36,6 +36,11 @@ from minisandbox.tools import uv_bin
 _EXACT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+$")
 
 
+#: A lock line that is a local path, not a package of the index: the repository itself
+#: (`.`, `-e .`, `name @ file:///...`), which the spec's install commands install.
+_LOCAL = re.compile(r"^(-e\s+)?(\.|/|file:)|^\S+\s*@\s*(\.|/|file:)")
+
+
 class ResolveError(MinisandboxError, RuntimeError):
     pass
 
@@ -77,12 +82,14 @@ def _after(stamp: str) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _compile(base: list[str], lock: Lock, log_lines: list[str], what: str) -> tuple[subprocess.CompletedProcess, Lock]:
+def _compile(
+    base: list[str], lock: Lock, log_lines: list[str], what: str, cwd: Path | None = None
+) -> tuple[subprocess.CompletedProcess, Lock]:
     """Run `uv pip compile` as of the lock's date; each pin uv reports as newer than the
     date gets its own cutoff and the compile is retried (at most once per pin)."""
     for _ in range(500):
         cmd = [*base, *lock.uv_date_args()]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
         log_lines.append(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
         m = _FILTERED.search(proc.stderr) if proc.returncode != 0 and lock.exclude_newer else None
         if m is None:
@@ -165,8 +172,11 @@ def resolve(spec: EnvSpec, repo_dir: Path, log: Path) -> Lock:
             overrides.write_text("\n".join(pins) + "\n")
             base += ["--override", str(overrides)]
         lines: list[str] = []
-        proc, lock = _compile(base, Lock("", True, spec.exclude_newer), lines, spec.name)
+        # from the snapshot, as pip runs in /testbed: a requirements file's local paths
+        # (pylint's `.[testutils,spelling]`) name the repository
+        proc, lock = _compile(base, Lock("", True, spec.exclude_newer), lines, spec.name, Path(repo_dir).absolute())
         log.write_text("\n".join(lines) + "\n")
         if proc.returncode != 0:
             raise ResolveError(f"uv could not resolve {spec.name}: {one_line(proc.stderr or proc.stdout)}")
-        return Lock(text=out.read_text(), no_deps=True, exclude_newer=lock.exclude_newer, exempt=lock.exempt)
+        text = "".join(line + "\n" for line in out.read_text().splitlines() if not _LOCAL.match(line.strip()))
+        return Lock(text=text, no_deps=True, exclude_newer=lock.exclude_newer, exempt=lock.exempt)
