@@ -1458,28 +1458,16 @@ def _await_spec(sock: socket.socket, warm: dict, state: dict) -> dict:
 
 def _start_sandbox(sock: socket.socket, spec: dict) -> None:
     """In a fresh fork of the zygote: unshare, fork init (pid 1 of the new pid namespace),
-    report its host pid, exit. Never returns."""
+    report its host pid, exit. Never returns. (A root sandbox that joins no namespace has no
+    starter: see `_fork_init`.)"""
     times = {"helper": time.monotonic()}  # CLOCK_MONOTONIC is system-wide: the caller can compare
     warm = bool(spec.get("warm"))
     try:
-        for procs in spec.get("cgroup_procs", []):
-            with open(procs, "w") as fh:
-                fh.write(str(os.getpid()))
+        _join_cgroups(spec)
         if spec.get("join_ns"):
             _join_namespaces(spec["join_ns"])  # before reading our uid: 0 inside the holder's namespace
-        flags = CLONE_NEWNS | CLONE_NEWPID
-        if not warm:  # (a warm init makes its cgroup namespace once it has joined its cgroups)
-            flags |= CLONE_NEWCGROUP  # after joining the limit cgroups
-        if spec.get("rootless"):
-            flags |= CLONE_NEWUSER
-        if spec.get("network", "host") == "none":
-            flags |= CLONE_NEWNET
-        if spec.get("ipc", True):
-            flags |= CLONE_NEWIPC
-        if spec.get("uts", True):
-            flags |= CLONE_NEWUTS
         uid, gid = os.geteuid(), os.getegid()
-        unshare(flags)
+        unshare(CLONE_NEWPID | _ns_flags(spec, warm))
         times["unshared"] = time.monotonic()
         if spec.get("rootless"):
             with open("/proc/self/setgroups", "w") as fh:
@@ -1495,48 +1483,148 @@ def _start_sandbox(sock: socket.socket, spec: dict) -> None:
         os._exit(1)
     if pid == 0:
         os.close(order_w)
-        try:
-            if spec.get("network", "host") == "none":
-                _loopback_up()
-            times["forked"] = time.monotonic()
-            keyring = _join_fresh_keyring()
-            state = _base_root(spec)
-            if warm:
-                spec = _await_spec(sock, spec, state)
-                times["spec"] = time.monotonic()
-            if spec.get("uts", True):
-                name = _b(spec.get("hostname", "sandbox"))
-                _check(_lib().sethostname(name, len(name)), "sethostname")
-            _prepare_payload_filter(bool(spec.get("seccomp", True)), bool(spec.get("ptrace")))
-            info = _finish_root(spec, state)
-            _harden_init()
-            # the sandbox's per-process memory and file-size rlimits hold for init too; not
-            # RLIMIT_NPROC (init must still fork to serve and clean up a full sandbox) nor
-            # RLIMIT_CPU (a long-lived server; the cgroup budget counts it where there is one)
-            _apply_rlimits(spec.get("init_rlimits"))
-            info["keyring"] = keyring
-            info["seccomp"] = _PAYLOAD_SECCOMP is not None
-            times["root"] = time.monotonic()
-            info["times"] = times
-        except Exception as exc:
-            try:
-                _send(sock, {"ev": "error", "error": _describe(exc, spec)})
-            except OSError:  # the caller is gone
-                pass
-            os._exit(1)
-        os.read(order_r, 1)  # EOF once the starter has reported our pid: "pid" precedes "ready"
-        os.close(order_r)
-        _send(sock, {"ev": "ready", **info})
-        try:
-            _serve(sock)
-        finally:
-            os._exit(0)
+        _init_main(sock, spec, times, order_r)
     # init's parent exits now: init is re-parented to the zygote (a child subreaper) and
     # lives exactly as long as its control socket.
     try:
         _send(sock, {"ev": "pid", "pid": pid})
     finally:
         os.close(order_w)
+        os._exit(0)
+
+
+def _join_cgroups(spec: dict) -> None:
+    """Move this process into the sandbox's cgroups (before its cgroup namespace is made, so
+    that the namespace is rooted at the sandbox's own leaf)."""
+    for procs in spec.get("cgroup_procs", []):
+        with open(procs, "w") as fh:
+            fh.write("0")  # 0: the writing process
+
+
+def _ns_flags(spec: dict, warm: bool) -> int:
+    """The namespaces a sandbox's init gets besides its pid namespace."""
+    flags = CLONE_NEWNS
+    if not warm:  # (a warm init makes its cgroup namespace once it has joined its cgroups)
+        flags |= CLONE_NEWCGROUP  # after joining the limit cgroups
+    if spec.get("rootless"):
+        flags |= CLONE_NEWUSER
+    if spec.get("network", "host") == "none":
+        flags |= CLONE_NEWNET
+    if spec.get("ipc", True):
+        flags |= CLONE_NEWIPC
+    if spec.get("uts", True):
+        flags |= CLONE_NEWUTS
+    return flags
+
+
+def _direct(spec: dict) -> bool:
+    """Whether the zygote forks this sandbox's init itself (`_fork_init`): as root, joining
+    no other namespaces. A rootless sandbox needs a process that makes its user namespace
+    first, one that joins a mount holder's namespaces must not be the zygote: both get a
+    starter (`_start_sandbox`)."""
+    return os.geteuid() == 0 and not spec.get("rootless") and not spec.get("join_ns")
+
+
+#: The zygote's own pid namespace (see `_fork_init`), opened when the zygote starts.
+_OWN_PIDNS = -1
+
+
+def _fork_init(sock: socket.socket, spec: dict, leave_zygote) -> int:
+    """In the zygote: fork the sandbox's init as pid 1 of a new pid namespace, with no
+    starter process between (one Python fork and exit less per sandbox). The zygote's
+    children go to the new pid namespace from `unshare` until `setns` puts them back in its
+    own, right after the fork; if that fails the zygote exits (no later sandbox may start
+    inside this one's namespace) and the controller starts another. init (after
+    `leave_zygote()`, which closes the zygote's descriptors) joins its cgroups and makes its
+    other namespaces itself. Returns init's pid, or -1 after reporting an error on `sock`."""
+    times = {"helper": time.monotonic()}
+    try:
+        order_r, order_w = os.pipe()
+    except OSError as exc:
+        _send(sock, {"ev": "error", "error": _describe(exc, spec)})
+        return -1
+    try:
+        unshare(CLONE_NEWPID)
+        try:
+            pid = os.fork()
+        except BaseException:
+            _back_to_own_pidns()
+            raise
+    except Exception as exc:
+        os.close(order_r)
+        os.close(order_w)
+        _send(sock, {"ev": "error", "error": _describe(exc, spec)})
+        return -1
+    if pid == 0:
+        os.close(order_w)
+        leave_zygote()
+        try:
+            _join_cgroups(spec)
+            unshare(_ns_flags(spec, bool(spec.get("warm"))))
+            times["unshared"] = time.monotonic()
+        except Exception as exc:
+            _send(sock, {"ev": "error", "error": _describe(exc, spec)})
+            os._exit(1)
+        _init_main(sock, spec, times, order_r)
+    _back_to_own_pidns()
+    os.close(order_r)
+    try:
+        _send(sock, {"ev": "pid", "pid": pid})
+    except OSError:  # the caller is gone: init finds its socket closed and exits
+        pass
+    finally:
+        os.close(order_w)
+    return pid
+
+
+def _back_to_own_pidns() -> None:
+    """The zygote's next children in its own pid namespace again (see `_fork_init`)."""
+    try:
+        setns(_OWN_PIDNS, CLONE_NEWPID)
+    except OSError:
+        os._exit(70)
+
+
+def _init_main(sock: socket.socket, spec: dict, times: dict, order_r: int) -> None:
+    """A sandbox's init, pid 1 of its pid namespace, in its other namespaces: build the root,
+    report "ready" (after the "pid" event, which `order_r`'s EOF signals), serve. Never
+    returns."""
+    warm = bool(spec.get("warm"))
+    try:
+        if spec.get("network", "host") == "none":
+            _loopback_up()
+        times["forked"] = time.monotonic()
+        keyring = _join_fresh_keyring()
+        state = _base_root(spec)
+        if warm:
+            spec = _await_spec(sock, spec, state)
+            times["spec"] = time.monotonic()
+        if spec.get("uts", True):
+            name = _b(spec.get("hostname", "sandbox"))
+            _check(_lib().sethostname(name, len(name)), "sethostname")
+        _prepare_payload_filter(bool(spec.get("seccomp", True)), bool(spec.get("ptrace")))
+        info = _finish_root(spec, state)
+        _harden_init()
+        # the sandbox's per-process memory and file-size rlimits hold for init too; not
+        # RLIMIT_NPROC (init must still fork to serve and clean up a full sandbox) nor
+        # RLIMIT_CPU (a long-lived server; the cgroup budget counts it where there is one)
+        _apply_rlimits(spec.get("init_rlimits"))
+        info["keyring"] = keyring
+        info["seccomp"] = _PAYLOAD_SECCOMP is not None
+        times["root"] = time.monotonic()
+        info["times"] = times
+    except Exception as exc:
+        try:
+            _send(sock, {"ev": "error", "error": _describe(exc, spec)})
+        except OSError:  # the caller is gone
+            pass
+        os._exit(1)
+    os.read(order_r, 1)  # EOF once the "pid" event is sent: "pid" precedes "ready"
+    os.close(order_r)
+    _send(sock, {"ev": "ready", **info})
+    try:
+        _serve(sock)
+    finally:
         os._exit(0)
 
 
@@ -1547,8 +1635,10 @@ def _zygote_main(sock_fd: int) -> None:
     """A single-threaded fork server: for each request (spec + control socket) it forks a
     process that becomes a sandbox. Forking this small, already-initialised Python costs
     about a millisecond; starting a new interpreter per sandbox costs 20-90 ms."""
+    global _OWN_PIDNS
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     prctl(PR_SET_CHILD_SUBREAPER, 1)
+    _OWN_PIDNS = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     zsock = socket.socket(fileno=sock_fd)
     rfd = _sigchld_wakeup()
     # Everything a sandbox would otherwise redo is done once here and inherited by every
@@ -1581,20 +1671,36 @@ def _zygote_main(sock_fd: int) -> None:
             if not msg.get("spec", {}).get("warm"):
                 _send(zsock, {"ok": False, "error": "no control socket passed"})
             continue
-        pid = os.fork()
-        if pid == 0:
+        spec = msg["spec"]
+
+        def leave_zygote(extras=fds[1:]) -> None:
+            """In a fork: drop what only the zygote holds."""
             zsock.close()
             os.close(rfd)
+            os.close(_OWN_PIDNS)
             wfd = signal.set_wakeup_fd(-1)  # the wake-up pipe's write end (see _sigchld_wakeup)
             if wfd >= 0:
                 os.close(wfd)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            for extra in fds[1:]:
+            for extra in extras:
                 os.close(extra)
-            _start_sandbox(socket.socket(fileno=fds[0]), msg["spec"])
-        for fd in fds:
-            os.close(fd)
-        if not msg["spec"].get("warm"):  # nobody waits for a warm sandbox's starter
+
+        if _direct(spec):
+            ctl = socket.socket(fileno=fds[0])
+            try:
+                pid = _fork_init(ctl, spec, leave_zygote)
+            finally:
+                ctl.close()
+                for fd in fds[1:]:
+                    os.close(fd)
+        else:
+            pid = os.fork()
+            if pid == 0:
+                leave_zygote()
+                _start_sandbox(socket.socket(fileno=fds[0]), spec)
+            for fd in fds:
+                os.close(fd)
+        if not spec.get("warm"):  # nobody waits for a warm sandbox's starter
             _send(zsock, {"ok": True, "pid": pid})
 
 
