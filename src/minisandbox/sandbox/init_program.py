@@ -6,9 +6,10 @@ SOCK_SEQPACKET sockets; this whole file runs in those processes.
 Why a helper process: setting up namespaces needs a single-threaded process (user
 namespaces refuse threaded callers, and forking a threaded Python then running Python code
 in the child can deadlock). So the controller starts this file once, a *fork server* (the
-"zygote"). Per sandbox the zygote forks a starter (~1 ms instead of 20-90 ms for a new
-interpreter) that unshares the namespaces and forks *init*, pid 1 of the new pid
-namespace; init builds the root, pivots into it and then serves requests over its own
+"zygote"). Per sandbox the zygote forks *init* (~1 ms instead of 20-90 ms for a new
+interpreter), pid 1 of a new pid namespace, which makes its other namespaces (rootless, or
+joining a mount holder's namespaces: a starter between them unshares or joins the
+namespaces and forks init); init builds the root, pivots into it and then serves requests over its own
 control socket: spawn a payload, kill a process tree, open a file. Every payload is
 started with all capabilities dropped (bounding set too), locked securebits and
 no_new_privs, so it cannot remount, mknod or escape even when it runs as uid 0. A warm
@@ -1652,7 +1653,7 @@ def _zygote_main(sock_fd: int) -> None:
     gc.freeze()
     while True:
         ready = _wait_or_sigchld(zsock, rfd)
-        while True:  # reap sandbox starters and orphaned inits
+        while True:  # reap inits and sandbox starters
             try:
                 pid, _status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:

@@ -27,7 +27,7 @@ enforced (`SANDBOX_CPU_UNCOUNTED`, reported by `minisandbox doctor`).
 
 Why a parent and a leaf (docs/sandbox.md, "Limits"): the limits are written to
 ``minisandbox-<pid>-<hex>/`` and the sandbox's processes live in its child ``sandbox/``;
-the starter joins the leaf before unsharing its cgroup namespace, so from inside, the leaf
+init (or its starter) joins the leaf before unsharing its cgroup namespace, so from inside, the leaf
 is the root of the cgroup tree. Whatever a payload might write there (it has no cgroupfs,
 and the seccomp filter stops the nested user namespace it would need to mount one), a
 leaf's limit can never exceed its parent's, and the caller's own cgroup is out of sight.

@@ -574,7 +574,8 @@ class _Zygote:
             return z
 
     def fork(self, sock_fd: int, spec: dict) -> int:
-        """Have the zygote fork a sandbox for this control socket; returns the starter's pid."""
+        """Have the zygote fork a sandbox for this control socket; returns the pid of the
+        process it forked (init, or a rootless sandbox's starter)."""
         with self._fork_lock:
             try:
                 _send(self.sock, {"spec": spec}, [sock_fd])
