@@ -27,7 +27,7 @@ Prints two tables:
    "snakemake itself" is the total minus every timed process. `--main-job-baseline REF`
    runs the same job on a clone at REF first, in the same run.
 
-Usage: .venv/bin/python bench/bench_pipeline.py [--repeats 3] [--build] [--skip-baseline]
+Usage: .venv/bin/python bench/bench_pipeline.py [--repeats 3] [--build] [--skip-baseline] [--only '5k envs']
        .venv/bin/python bench/bench_pipeline.py --skip-planning --main-job [--main-job-baseline REF]
 """
 
@@ -129,7 +129,8 @@ rule per_task:
 """
 
 
-def planning_table(repeats: int, skip_baseline: bool) -> list[list]:
+def planning_table(repeats: int, skip_baseline: bool, only: str | None = None) -> list[list]:
+    """Rows of the planning table; `only`: just the task sets whose name contains it."""
     real = Catalog.load([ROOT / "config/catalog/swesmith.yaml"])
     profiles = sorted(real.specs)
     rows = []
@@ -142,6 +143,8 @@ def planning_table(repeats: int, skip_baseline: bool) -> list[list]:
             ("50k tasks / 133 envs", 50000, profiles, ROOT / "config/catalog/swesmith.yaml"),
             ("50k tasks / 5k envs", 50000, synth_names, synth_cat),
         ]
+        if only:
+            cases = [c for c in cases if only in c[0]]
         baseline_5k = None
         # Snakemake's own start (imports, plugins), measured in the same run: what every
         # `snakemake` process pays before it reads the workflow
@@ -195,19 +198,22 @@ def planning_table(repeats: int, skip_baseline: bool) -> list[list]:
                     "-",
                     "-",
                     "-",
+                    f"{os.getloadavg()[0]:.1f}",
                 ]
             )
         for name, n, profs, cat in cases:
             tasks = tmp / f"{n}-{len(profs)}.jsonl"
             synth_tasks(tasks, n, profs)
-            cold, warm, cpu, cold_cpu, parse, rss, jobs = [], [], [], [], [], 0.0, 0
+            cold, warm, cpu, cold_cpu, parse, rss, jobs, loads = [], [], [], [], [], 0.0, 0, []
             for r in range(repeats):
                 wd = tmp / f"wd-{n}-{len(profs)}-{r}"
                 wd.mkdir()
                 w, m, jobs, c = dry_run(wd, tasks, cat, snakefile=ROOT / "workflow" / "Snakefile")
                 cold.append(w)
                 cold_cpu.append(c)
+                loads.append(os.getloadavg()[0])
                 w2, m2, _, c2 = dry_run(wd, tasks, cat, snakefile=ROOT / "workflow" / "Snakefile")
+                loads.append(os.getloadavg()[0])
                 warm.append(w2)
                 cpu.append(c2)
                 rss = max(rss, m, m2)
@@ -227,6 +233,7 @@ def planning_table(repeats: int, skip_baseline: bool) -> list[list]:
                     f"{statistics.median(cold_cpu) / statistics.median(cpu):.2f}",
                     f"{statistics.median(parse):.2f}",
                     f"{start_cpu:.2f}",
+                    f"{min(loads):.1f}-{max(loads):.1f}",
                 ]
             )
     return rows
@@ -375,17 +382,30 @@ def run_main_job(ref: str, tmp: Path, name: str) -> dict:
     }
 
 
-def main_job_table(baseline_ref: str | None, ref: str = "HEAD") -> list[list]:
-    """Rows: total CPU (wait4 and cgroup), wall, then per rule and per step, for the
-    baseline ref (if any) and `ref`, with the ratio to the baseline."""
-    # scripts/setup.sh byte-compiles the environment (uv sync --compile-bytecode); a venv made
-    # without it, where PYTHONDONTWRITEBYTECODE is set, compiles every module of snakemake
-    # and minisandbox on every start (~3.5 CPU s per snakemake start): compile it first.
+def compile_environment() -> None:
+    """Byte-compile the environment this bench runs from and this checkout's package, as
+    scripts/setup.sh does (uv sync --compile-bytecode): in a venv made without it, where
+    PYTHONDONTWRITEBYTECODE is set, every snakemake start compiles ~1,200 modules of
+    snakemake, its plugins and minisandbox again (~3 CPU s per start), which is not
+    planning's cost."""
     subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", "-j", "0", sysconfig.get_paths()["purelib"]],
+        [sys.executable, "-m", "compileall", "-q", "-j", "0", sysconfig.get_paths()["purelib"], str(ROOT / "src")],
         stdout=subprocess.DEVNULL,
         check=False,
     )
+
+
+def load_note() -> str:
+    """The load average and core count, printed and stored beside every table: CPU seconds
+    on a shared machine grow with other people's load (docs/pipeline.md, "Numbers")."""
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.1f} (5 min {five:.1f}) on {os.cpu_count()} cores"
+
+
+def main_job_table(baseline_ref: str | None, ref: str = "HEAD") -> list[list]:
+    """Rows: total CPU (wait4 and cgroup), wall, then per rule and per step, for the
+    baseline ref (if any) and `ref`, with the ratio to the baseline."""
+    compile_environment()
     with tempfile.TemporaryDirectory(prefix="msb-mainjob-", dir=os.environ.get("TMPDIR", "/var/tmp")) as tmp:
         runs = []
         if baseline_ref:
@@ -433,6 +453,7 @@ def main() -> None:
     ap.add_argument("--build", action="store_true", help="rebuild the bundled set first (-F)")
     ap.add_argument("--skip-baseline", action="store_true")
     ap.add_argument("--skip-planning", action="store_true")
+    ap.add_argument("--only", metavar="TEXT", help="plan only the task sets whose name contains TEXT, e.g. '5k envs'")
     ap.add_argument(
         "--main-job", action="store_true", help="measure the bundled main job's CPU on a fresh clone of HEAD (minutes)"
     )
@@ -445,7 +466,9 @@ def main() -> None:
     a = ap.parse_args()
     saved: dict = {}
     if not a.skip_planning:
-        rows = planning_table(a.repeats, a.skip_baseline)
+        compile_environment()
+        load_before = load_note()
+        rows = planning_table(a.repeats, a.skip_baseline, a.only)
         headers = [
             "task set",
             "envs",
@@ -459,11 +482,13 @@ def main() -> None:
             "cold/warm CPU",
             "parse CPU s (--list-rules, warm)",
             "snakemake --version CPU s",
+            "load average (1 min) around the warm runs",
         ]
-        saved["planning"] = {"headers": headers, "rows": rows}
+        load_after = load_note()
+        saved["planning"] = {"headers": headers, "rows": rows, "load_before": load_before, "load_after": load_after}
         print(
             f"\nPlanning (`snakemake -n`, median of {a.repeats}; targets: warm CPU 50k/133 <= 3 s, "
-            f"50k/5k <= 10 s; cold at most 2x warm)"
+            f"50k/5k <= 10 s; cold at most 2x warm). Before: {load_before}; after: {load_after}"
         )
         print(tabulate(rows, headers=headers))
     if a.main_job:
