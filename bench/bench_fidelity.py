@@ -803,8 +803,10 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
 def render(data: dict[str, Any], fmt: str = "github") -> str:
     results = data["results"]
     s = summary(results)
+    commit = data["code"]["commit"]
     lines = [
-        f"code: {data['code']['rev']} ({data['code']['commit'][:10]}{', dirty' if data['code'].get('dirty') else ''})"
+        f"code: {data['code']['rev']} ({commit if ',' in commit else commit[:10]}"
+        f"{', dirty' if data['code'].get('dirty') else ''})"
         f"; workflow {data['workflow']['seconds']} s (exit {data['workflow']['returncode']}); {data.get('date', '')}",
         "",
         tabulate(rows(results), headers=HEADERS, tablefmt=fmt),
@@ -848,9 +850,11 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> str:
 
 
 def load_results(paths: str) -> dict[str, Any]:
-    """One results.json, or several (comma-separated) runs of the same code merged into one
-    table. Failure classes are recomputed from the saved logs (the classifier may have
-    learnt more since the run)."""
+    """One results.json, or several (comma-separated) runs merged into one table (a profile
+    measured twice: the later file wins). Each result keeps the commit of the code it was
+    measured with (`code_commit`), so runs of different code can be merged and still be told
+    apart. Failure classes are recomputed from the saved logs (the classifier may have learnt
+    more since the run)."""
     runs = [json.loads(Path(p).read_text()) for p in paths.split(",") if p]
     data = dict(runs[0])
     if data.get("mode") == "swebench":  # one run; its builds are deleted, its logs kept
@@ -860,10 +864,14 @@ def load_results(paths: str) -> dict[str, Any]:
             elif Path(r.get("test_log", "")).exists():
                 r["failure_class"] = classify_tests(r)
         return data
-    commits = {r["code"]["commit"] for r in runs}
+    latest: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for r in run["results"]:
+            latest[r["profile"]] = {**r, "code_commit": r.get("code_commit") or run["code"]["commit"]}
+    data["results"] = sorted(latest.values(), key=lambda r: r["profile"].lower())
+    commits = list(dict.fromkeys(r["code_commit"] for r in data["results"]))
     if len(commits) > 1:
-        raise SystemExit(f"bench_fidelity: cannot merge runs of different code: {', '.join(sorted(commits))}")
-    data["results"] = sorted((r for run in runs for r in run["results"]), key=lambda r: r["profile"].lower())
+        data["code"] = {"rev": "several", "commit": ", ".join(c[:10] for c in commits), "dirty": False}
     data["workflow"] = {
         "seconds": round(sum(r["workflow"]["seconds"] for r in runs), 1),
         "returncode": max(r["workflow"]["returncode"] for r in runs),
@@ -1262,8 +1270,10 @@ def render_swebench(data: dict[str, Any], fmt: str = "github") -> str:
         if not swebench_meets(r):
             causes[r.get("failure_class") or "?"] = causes.get(r.get("failure_class") or "?", 0) + 1
     total = len(data["planned"]) + len(data["excluded"]) + len(data["unavailable"])
+    commit = data["code"]["commit"]
     lines = [
-        f"code: {data['code']['rev']} ({data['code']['commit'][:10]}{', dirty' if data['code'].get('dirty') else ''})"
+        f"code: {data['code']['rev']} ({commit if ',' in commit else commit[:10]}"
+        f"{', dirty' if data['code'].get('dirty') else ''})"
         f"; cap {data['test_timeout']:.0f} s per suite; {data.get('date', '')}",
         "",
         tabulate(table, headers=SWEBENCH_HEADERS, tablefmt=fmt),

@@ -360,3 +360,40 @@ def test_complete_mirror_fills_missing_blobs_from_the_sdist_only_when_their_ids_
     blob = subprocess.run(["git", "--git-dir", str(dest), "cat-file", "blob", big], capture_output=True, check=True)
     assert blob.stdout == b"\x00big table\n" * 1000
     assert cm.main(["--git-dir", str(snap), "--out", str(dest), "--sdist", "v1.0.0"]) == 2
+
+
+def test_report_merges_runs_of_different_code_and_keeps_each_results_commit(bf, tmp_path):
+    """Profiles measured one at a time over several sessions: one table, each result tagged with
+    the commit it was measured at, and a profile measured again replaces its earlier result."""
+    import json
+
+    def run(commit: str, results: list[dict]) -> str:
+        path = tmp_path / f"{commit}-{len(results)}.json"
+        data = {
+            "date": "2026-12-01T20:00:00Z",
+            "code": {"rev": commit[:7], "commit": commit, "dirty": False},
+            "workflow": {"seconds": 10.0, "returncode": 0},
+            "results": results,
+        }
+        path.write_text(json.dumps(data))
+        return str(path)
+
+    def result(profile: str, built: bool, passed: int | None = None) -> dict:
+        r = {"profile": profile, "built": built, "build_error": None if built else "boom", "logs": []}
+        if built:
+            r.update(passed=passed, failed=0, errors=0, pass_rate=1.0, test_log=str(tmp_path / "absent.log"))
+        return r
+
+    old, new = "a" * 40, "b" * 40
+    first = run(old, [result("acme__lib.1", True, 5), result("acme__tool.2", False)])
+    second = run(new, [result("acme__tool.2", True, 7)])
+    data = bf.load_results(f"{first},{second}")
+    by = {r["profile"]: r for r in data["results"]}
+    assert by["acme__lib.1"]["code_commit"] == old and by["acme__lib.1"]["passed"] == 5
+    assert by["acme__tool.2"]["code_commit"] == new and by["acme__tool.2"]["built"] and len(data["results"]) == 2
+    assert data["workflow"]["seconds"] == 20.0
+    text = bf.render(data)
+    assert f"code: several ({old[:10]}, {new[:10]})" in text
+    assert "built and >= 95% pass rate: 2/2" in text
+    # one run keeps its own code line
+    assert f"code: {old[:7]} ({old[:10]})" in bf.render(bf.load_results(first))
