@@ -43,8 +43,10 @@ def test_pack_is_deterministic_and_relative(tmp_path: Path, fmt: str) -> None:
     a = tmp_path / f"a.{fmt}"
     b = tmp_path / f"b.{fmt}"
     stats = pack_tree(tree, a, fmt)
-    time.sleep(1.1)  # change mtimes/atimes between the two packs: must not matter
-    os.utime(tree / "bin" / "tool")
+    # change mtimes/atimes between the two packs (an hour on, not a 1 s sleep): must not matter
+    later = time.time() + 3600
+    os.utime(tree / "bin" / "tool", (later, later))
+    os.utime(tree / "lib" / "pkg", (later, later))
     (tree / "lib" / "pkg" / "__init__.py").read_text()
     pack_tree(tree, b, fmt)
     assert a.read_bytes() == b.read_bytes()
