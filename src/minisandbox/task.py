@@ -143,10 +143,13 @@ def _setup_script(record: TaskRecord, testbed: dict[str, Any] | None = None) -> 
         "rm -f /tmp/.minisandbox-task.patch",
         # one fresh root commit: no history, no objects of the clean tree
         "rm -rf .git",
-        "git init -q -b main 2>/dev/null || git init -q",
+        # no template: git's sample hooks and description are copied on every start otherwise
+        "git init -q --template= -b main 2>/dev/null || git init -q --template=",
         *[ln for ln in _hide_residue_lines(testbed) if "update-index" not in ln],  # residue never committed
         "git -c safe.directory='*' add -A",
-        "git -c safe.directory='*' -c commit.gpgsign=false commit -q --no-verify -m 'Initial commit'",
+        # (no automatic maintenance: commit would start `git maintenance run --auto` after it)
+        "git -c safe.directory='*' -c commit.gpgsign=false -c maintenance.auto=false -c gc.auto=0 "
+        "commit -q --no-verify -m 'Initial commit'",
     ]
     return "\n".join(lines) + "\n"
 

@@ -138,6 +138,39 @@ def test_no_helper_means_in_process_and_auto_starts_one(as_root, env, store, run
 
 
 @pytest.mark.root
+def test_auto_starts_the_helper_beside_the_command_and_after_a_failed_call(as_root, env, store, runtime) -> None:
+    """`auto` with none running starts the helper once its own sandbox is ready (not while it
+    starts one: both would compete for the CPU), so a long command has it started while it
+    runs; a call that fails before any sandbox still starts it when it returns."""
+    auto = {**env, "MINISANDBOX_HELPER": "auto"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "minisandbox.cli", "run", "--store", store, TASK, "--", "sleep 20"],
+        env=auto,
+        cwd="/",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while helper_pid(auto) is None and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, f"the call ended first: {proc.stderr.read()[-500:]}"
+        assert helper_pid(auto) is not None, "no helper was started while the command ran"
+    finally:
+        proc.kill()
+        proc.wait(30)
+    assert cli(auto, "helper", "stop").returncode == 0
+    assert helper_pid(auto) is None
+    failed = cli(auto, "run", "--store", store, "no__such.task", "--", "true")
+    assert failed.returncode == 1 and "no__such.task" in failed.stderr
+    deadline = time.monotonic() + 60
+    while helper_pid(auto) is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert helper_pid(auto) is not None, "a failed call did not start a helper"
+
+
+@pytest.mark.root
 def test_helper_exits_when_idle_and_removes_its_socket(as_root, env) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "minisandbox.cli", "helper", "serve", "--idle", "1"],

@@ -127,3 +127,17 @@ def test_a_bad_size_is_a_usage_error(capsys) -> None:
         main(["cache", "gc", "--max-bytes", "lots"])
     assert exc.value.code == 2
     assert "'lots' is not a size" in capsys.readouterr().err
+
+
+def test_a_command_alone_parses_as_in_the_whole_parser() -> None:
+    """`main` builds only the parser of the command a call names (where its module registers
+    each command on its own): the same arguments give the same namespace as the whole parser,
+    and the other commands are not in it."""
+    for argv in (
+        ["run", "--store", "s", "--memory", "1G", "--diff", "TASK", "--", "echo", "x"],
+        ["shell", "--network", "host", "TASK"],
+        ["sandbox-exec", "--layer", "/a:/b", "--", "true"],
+    ):
+        alone = build_parser(["minisandbox.cli.sandboxcmds"], argv[0])
+        assert _choices(alone) == [argv[0]]
+        assert vars(alone.parse_args(argv)) == vars(build_parser().parse_args(argv))

@@ -154,3 +154,26 @@ def test_a_recorded_system_interpreter_is_checked_without_a_scan(monkeypatch) ->
     assert interpreters.interpreter_binds(info[0], "/usr") == []
     with pytest.raises(AssertionError, match="scanned"):
         interpreters.interpreter_binds(info[0] + "9", "/usr")
+
+
+def test_the_running_interpreter_is_not_started_to_ask_its_version(monkeypatch, tmp_path) -> None:
+    """The recorded system interpreter is the very file this process runs on: its version
+    comes from this process (no `python -c` per `run`); a copy of it (another inode) and a
+    missing file are still asked or refused."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    here = ".".join(str(n) for n in sys.version_info[:3])
+    assert interpreters._running_version(base) == (here, sys.base_prefix)
+    assert interpreters._running_version(os.path.realpath(base)) == (here, sys.base_prefix)
+    copy = tmp_path / "python-copy"
+    copy.write_bytes(open(os.path.realpath(base), "rb").read(4096))
+    assert interpreters._running_version(str(copy)) is None
+    assert interpreters._running_version(str(tmp_path / "missing")) is None
+    exe = f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"
+    if os.path.realpath(exe) != os.path.realpath(base):
+        pytest.skip("this process does not run on the system python")
+
+    def no_process(executable: str):
+        raise AssertionError(f"started {executable}")
+
+    monkeypatch.setattr(interpreters, "_system_version", no_process)
+    assert interpreters.interpreter_binds(here, "/usr") == []

@@ -75,18 +75,20 @@ Typical use: `minisandbox fetch TASK_ID` (get a task's environment onto this nod
 PARSER_CACHE: dict[tuple[str, ...] | None, argparse.ArgumentParser] | None = None
 
 
-def build_parser(modules: list[str] | None = None) -> argparse.ArgumentParser:
-    """The parser with the commands of `modules` (default: every command module)."""
-    key = None if modules is None else tuple(modules)
+def build_parser(modules: list[str] | None = None, command: str | None = None) -> argparse.ArgumentParser:
+    """The parser with the commands of `modules` (default: every command module); with
+    `command`, of that command alone where its module registers each command on its own
+    (a `REGISTER` dict: command -> function adding its parser)."""
+    key = None if modules is None else (*modules, *([f"command={command}"] if command else []))
     if PARSER_CACHE is not None and key in PARSER_CACHE:
         return PARSER_CACHE[key]
-    parser = _build_parser(modules)
+    parser = _build_parser(modules, command)
     if PARSER_CACHE is not None:
         PARSER_CACHE[key] = parser
     return parser
 
 
-def _build_parser(modules: list[str] | None) -> argparse.ArgumentParser:
+def _build_parser(modules: list[str] | None, command: str | None = None) -> argparse.ArgumentParser:
     import argparse
     import importlib
 
@@ -124,7 +126,9 @@ def _build_parser(modules: list[str] | None) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES if modules is None else modules:
-        importlib.import_module(name).register(sub)
+        module = importlib.import_module(name)
+        only = getattr(module, "REGISTER", {}).get(command)
+        (only or module.register)(sub)
     return parser
 
 
@@ -171,12 +175,22 @@ def _main(argv: list[str] | None, helper: bool = False) -> int:
         print(f"minisandbox {__version__}")
         return 0
     if helper and _command_word(argv) == "run":  # before any heavy import (docs/sandbox.md)
-        from minisandbox.cli.helperclient import try_run
+        from minisandbox.cli import helperclient
 
-        code = try_run(argv)
+        code = helperclient.try_run(argv)
         if code is not None:
             return code
-    parser = build_parser(_modules_for(argv))
+        try:
+            return _in_process(argv)
+        finally:
+            helperclient.start_pending()  # (`auto` found none: one for the next calls)
+    return _in_process(argv)
+
+
+def _in_process(argv: list[str]) -> int:
+    """`minisandbox ARGV` in this process."""
+    modules = _modules_for(argv)
+    parser = build_parser(modules, _command_word(argv) if modules else None)
     args = parser.parse_args(argv)
     _apply_global_options(args)
     try:

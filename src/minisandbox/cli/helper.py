@@ -74,7 +74,8 @@ def _warm() -> dict[str, str]:
     from minisandbox.sandbox import interpreters, rootfs
 
     cli.PARSER_CACHE = {}
-    cli.build_parser([cli.COMMANDS["run"]])
+    cli.build_parser([cli.COMMANDS["run"]])  # (a spare's)
+    cli.build_parser([cli.COMMANDS["run"]], "run")  # (a worker's `main`)
     verified._code_tag()
     rootfs.prestart()
     try:

@@ -188,8 +188,9 @@ def try_run(argv: list[str]) -> int | None:
         try:
             sock.connect(path)
         except OSError:
-            if how == "auto":
-                start_helper(path)
+            if how == "auto":  # started by `start_pending`, once this call no longer needs the CPU
+                global _PENDING
+                _PENDING = path
             return None
         try:
             fds = _stdio_fds()
@@ -236,6 +237,22 @@ def _wait_reply(sock) -> int | None:  # noqa: ANN001 - a _socket.socket
         b"run again, or set MINISANDBOX_HELPER=off to run in-process\n",
     )
     return 1
+
+
+#: The socket of a helper this process is to start (`auto`, none answered): set by `try_run`.
+_PENDING: str | None = None
+
+
+def start_pending() -> None:
+    """Start the helper `try_run` found missing, if any (once). The in-process `run` calls
+    this when its sandbox is ready (and `cli.main` when the command returns, whatever
+    happened), so the helper's start-up (an interpreter importing the whole package: about
+    twice this call's CPU) does not compete with this call's own start on a small machine;
+    a long command still has its helper started while it runs."""
+    global _PENDING
+    path, _PENDING = _PENDING, None
+    if path is not None:
+        start_helper(path)
 
 
 def start_helper(path: str) -> None:

@@ -136,7 +136,13 @@ def _options(args: argparse.Namespace) -> dict:
 @contextlib.contextmanager
 def _task_sandbox(args: argparse.Namespace, diff: bool = True) -> Iterator:
     """The task's sandbox in its start state (minisandbox.task); `diff=False`: no diff will
-    be taken (no start-state snapshot)."""
+    be taken (no start-state snapshot). The sandbox fork server is started first, so the
+    new interpreter it runs starts up while this process imports the task machinery and
+    reads the task's documents (on two cores that hides most of its start-up; a worker of
+    the node-local helper uses its helper's server instead)."""
+    from minisandbox.sandbox.rootfs import prestart
+
+    prestart()
     from minisandbox.task import open_task
 
     ts = open_task(args.task_id, args.store, cache=args.cache, diff=diff, **_options(args))
@@ -280,6 +286,9 @@ ON_RESULT = None
 def cmd_run(args: argparse.Namespace) -> int:
     argv = _argv(args.cmd)
     with _task_sandbox(args, diff=args.diff) as sb:
+        from minisandbox.cli.helperclient import start_pending
+
+        start_pending()  # a helper `auto` found missing starts now, beside the command
         return run_in(sb, argv, args)
 
 
@@ -376,6 +385,11 @@ STORE_HELP = (
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    for add in REGISTER.values():
+        add(sub)
+
+
+def _register_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
         help="Run a command in a task's sandbox (start state, network off).",
@@ -390,6 +404,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ... (one argument: run with bash -c)")
     p.set_defaults(func=cmd_run)
 
+
+def _register_shell(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "shell",
         help="Open an interactive bash session in a task's sandbox.",
@@ -402,6 +418,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("task_id", metavar="TASK_ID", help="instance id of a task in the store")
     p.set_defaults(func=cmd_shell)
 
+
+def _register_exec(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "sandbox-exec",
         help="Run a command in a sandbox over layer directories (no store).",
@@ -428,3 +446,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="-- CMD ... (one argument: run with bash -c; none: a shell session reading stdin)",
     )
     p.set_defaults(func=cmd_exec)
+
+
+#: Command -> the function adding its parser (`minisandbox.cli.build_parser` builds only the
+#: one a call names: two thirds of the parser's arguments are the other commands').
+REGISTER = {"run": _register_run, "shell": _register_shell, "sandbox-exec": _register_exec}

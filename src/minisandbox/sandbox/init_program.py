@@ -1,6 +1,8 @@
 """The sandbox's init program: the fork server, each sandbox's starter and init, the
 command spawner and the file-open helpers. The controller side (`minisandbox.sandbox.rootfs`)
-starts it as a script, ``python -I -S init_program.py --zygote FD``, and talks to it over
+starts it as the fork server, ``python -I -S`` loading this file by path and calling
+`_zygote_main(FD)` (`rootfs._ZYGOTE_BOOT`; ``init_program.py --zygote FD`` does the same
+from a shell), and talks to it over
 SOCK_SEQPACKET sockets; this whole file runs in those processes.
 
 Why a helper process: setting up namespaces needs a single-threaded process (user

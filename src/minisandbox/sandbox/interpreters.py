@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 
 from minisandbox.errors import MinisandboxError
@@ -138,6 +139,22 @@ def _system_version(executable: str) -> tuple[str, str] | None:
     if out.returncode != 0 or len(lines) != 2 or not _FULL.match(lines[0]):
         return None
     return lines[0], lines[1]
+
+
+def _running_version(executable: str) -> tuple[str, str] | None:
+    """(full version, prefix) of `executable` when it is the very file this process's
+    interpreter was started from (same device and inode: a replaced binary is another file),
+    without starting it; else None (ask it with `_system_version`). A `minisandbox run`
+    over an environment built on this machine's system Python then starts no process to
+    check it."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    try:
+        st, mine = os.stat(executable), os.stat(base)
+    except OSError:
+        return None
+    if (st.st_dev, st.st_ino) != (mine.st_dev, mine.st_ino):
+        return None
+    return ".".join(str(n) for n in sys.version_info[:3]), sys.base_prefix
 
 
 def _listdir(path: str, unreadable: list[str]) -> list[str]:
@@ -313,7 +330,7 @@ def interpreter_binds(version: str, recorded_prefix: str) -> list[Bind]:
         # the recorded system interpreter itself, asked once (a full scan also runs `pyenv root`
         # and every other python: tens of ms on every `minisandbox run`)
         exe = os.path.join(recorded_prefix, "bin", "python" + ".".join(str(version).split(".")[:2]))
-        info = _system_version(exe) if os.access(exe, os.X_OK) else None
+        info = _running_version(exe) or (_system_version(exe) if os.access(exe, os.X_OK) else None)
         if info and info[0] == version and os.path.realpath(info[1]) == os.path.realpath(recorded_prefix):
             return []
         local = find_prefix(version)
