@@ -58,7 +58,9 @@ VERSION_MODULES = {"__future__", "minisandbox", "minisandbox.cli", "minisandbox.
 #: built-in modules only); the helper's worker does the rest.
 HELPER_CLIENT_MODULES = VERSION_MODULES | {"minisandbox.cli.helperclient", "_socket", "_sha256"}
 
-#: The project modules of a warm `run TASK -- true` (task already on the node), in-process.
+#: The project modules of a warm `run TASK -- true` (task already on the node), in-process, as
+#: root (a rootless node also imports `minisandbox.node.fusemount`: its images are mounted by
+#: squashfuse in the mount holder's namespace).
 RUN_MODULES = {
     "minisandbox",
     "minisandbox.cli",
@@ -77,7 +79,6 @@ RUN_MODULES = {
     "minisandbox.node",
     "minisandbox.node.cache",
     "minisandbox.node.chunks",
-    "minisandbox.node.fusemount",
     "minisandbox.node.iobudget",
     "minisandbox.node.published",
     "minisandbox.node.restore",
@@ -101,7 +102,8 @@ RUN_THIRD_PARTY: set[str] = set()
 #: Never on the warm `run` path: schema models (the node validated its documents when they
 #: entered its cache), fsspec/s3fs (a local store is read with os), retries (tenacity, only
 #: after a failure), archives (zstandard: nothing is unpacked), config (yaml), the grader,
-#: filelock (fsutil.FileLock) and the stdlib modules these used to bring in.
+#: filelock (fsutil.FileLock), the stdlib modules these used to bring in, and (the test runs
+#: as root: images are kernel mounts) the rootless mount holder's client.
 RUN_FORBIDDEN = {
     "pydantic",
     "pydantic_core",
@@ -118,6 +120,7 @@ RUN_FORBIDDEN = {
     "email",
     "minisandbox.grading",
     "minisandbox.catalog",
+    "minisandbox.node.fusemount",
 }
 #: Modules the machine's interpreter may add to any process (site customisation).
 AMBIENT = {"__main__", "sitecustomize", "usercustomize"}

@@ -141,3 +141,33 @@ def test_a_command_alone_parses_as_in_the_whole_parser() -> None:
         alone = build_parser(["minisandbox.cli.sandboxcmds"], argv[0])
         assert _choices(alone) == [argv[0]]
         assert vars(alone.parse_args(argv)) == vars(build_parser().parse_args(argv))
+
+
+def test_a_run_process_pauses_the_cyclic_gc_only_until_its_sandbox_is_open(monkeypatch) -> None:
+    """The `minisandbox run` process holds the cyclic GC off while it imports and sets up, and
+    turns it on again (the set-up's objects frozen) before the command streams; a caller's
+    `main(argv)` (tests, the helper's workers) never touches its process's collector."""
+    import gc
+
+    import minisandbox.cli as cli
+
+    assert gc.isenabled()
+    seen = {}
+
+    def fake_in_process(argv):
+        seen["during"] = gc.isenabled()
+        cli.resume_gc()  # what `run` does once its sandbox is open
+        seen["after"] = gc.isenabled()
+        return 0
+
+    monkeypatch.setattr(cli, "_in_process", fake_in_process)
+    monkeypatch.setenv("MINISANDBOX_HELPER", "off")
+    try:
+        assert cli._main(["run", "TASK", "--", "true"], helper=True) == 0
+        assert seen == {"during": False, "after": True} and gc.get_freeze_count() > 0
+        seen.clear()
+        assert cli._main(["run", "TASK", "--", "true"]) == 0
+        assert seen == {"during": True, "after": True}
+    finally:
+        gc.unfreeze()
+        gc.enable()

@@ -286,8 +286,10 @@ ON_RESULT = None
 def cmd_run(args: argparse.Namespace) -> int:
     argv = _argv(args.cmd)
     with _task_sandbox(args, diff=args.diff) as sb:
+        from minisandbox.cli import resume_gc
         from minisandbox.cli.helperclient import start_pending
 
+        resume_gc()
         start_pending()  # a helper `auto` found missing starts now, beside the command
         return run_in(sb, argv, args)
 

@@ -33,19 +33,21 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import CHUNK, FileLock, LazyPattern, LockTimeout, atomic_write_json, file_digest
 from minisandbox.manifest import DIGEST, KINDS, StoreDataError, plain_name
 from minisandbox.node import restore
 from minisandbox.node.chunks import ChunkedImage, ChunkError, LocalChunks, assemble, read_chunk_list
-from minisandbox.node.fusemount import MountHolder
 from minisandbox.node.iobudget import IOBudget
 from minisandbox.node.store import Store, StoreError
 from minisandbox.node.verified import Verified
 from minisandbox.progress import Progress
 from minisandbox.sandbox.leftovers import ReapReport, proc_start, reap
+
+if TYPE_CHECKING:
+    from minisandbox.node.fusemount import MountHolder
 
 
 class CacheError(MinisandboxError, RuntimeError):
@@ -433,7 +435,10 @@ class Cache:
 
     @property
     def mount_holder(self) -> MountHolder:
-        """This cache's rootless mount namespace (`minisandbox.node.fusemount`)."""
+        """This cache's rootless mount namespace (`minisandbox.node.fusemount`: imported here,
+        a root node's warm `run` never needs it)."""
+        from minisandbox.node.fusemount import MountHolder
+
         return MountHolder(self.root)
 
     def is_mounted(self, layer: Path) -> bool:

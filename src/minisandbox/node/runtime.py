@@ -22,7 +22,6 @@ from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import LazyPattern
 from minisandbox.manifest import has_archive
 from minisandbox.node.cache import Artifact, Cache, LayerResult, Lease
-from minisandbox.node.fusemount import FuseMountError
 from minisandbox.node.iobudget import IOBudget
 from minisandbox.node.restore import RestoreError
 from minisandbox.node.store import Store, StoreIndexMissing, open_store  # noqa: F401  (StoreIndexMissing: re-exported)
@@ -300,10 +299,13 @@ def use_images(setting: bool | None = None) -> bool:
         return False
     if value in ("1", "yes", "always", "true", "on"):
         return True
-    from minisandbox.node.fusemount import unavailable_reason
     from minisandbox.node.restore import can_mount_images
 
-    return can_mount_images() or unavailable_reason() is None
+    if can_mount_images():
+        return True
+    from minisandbox.node.fusemount import unavailable_reason
+
+    return unavailable_reason() is None
 
 
 def ready_layer(
@@ -324,8 +326,10 @@ def ready_layer(
     if image is not None and mount:
         try:
             return cache.image_layer(store, image, ticket=ticket, owner=owner)
-        except (RestoreError, FuseMountError):
-            if insist:
+        except MinisandboxError as exc:
+            from minisandbox.node.fusemount import FuseMountError  # (only rootless nodes mount with it)
+
+            if insist or not isinstance(exc, (RestoreError, FuseMountError)):
                 raise
             # auto mode and the mount failed here (no loop devices, no FUSE?): unpack instead
     if has_archive(manifest) or image is None:
