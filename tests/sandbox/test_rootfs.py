@@ -92,6 +92,30 @@ def test_network_none_has_only_loopback(as_root, tmp_path):
 
 
 @pytest.mark.root
+def test_pid_1_and_root_in_a_nested_user_namespace(as_root, tmp_path):
+    """As root the fork server forks init itself in a new pid namespace and then returns to
+    its own; root of a nested user namespace whose pid namespace belongs to the parent
+    (`unshare -Ur`) may not return, so its sandboxes keep the starter (with no such check
+    the fork server exited at the first sandbox)."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from minisandbox.sandbox import rootfs
+        env = {"PATH": "/usr/bin:/bin"}
+        for _ in range(2):
+            rc = rootfs.run([], ["sh", "-c", "echo pid=$$ uid=$(id -u); test $$ -lt 10"], env=env)
+            print("rc", rc, flush=True)
+        """
+    )
+    for prefix in ([], ["unshare", "-Ur"]):
+        proc = subprocess.run(
+            [*prefix, sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=os.getcwd()
+        )
+        assert proc.returncode == 0, (prefix, proc.stdout, proc.stderr)
+        assert proc.stdout.count("rc 0") == 2 and proc.stdout.count("uid=0") == 2, (prefix, proc.stdout, proc.stderr)
+
+
+@pytest.mark.root
 def test_timeout_raises_and_kills(as_root, tmp_path):
     marker = tmp_path / "m"
     with pytest.raises(subprocess.TimeoutExpired):

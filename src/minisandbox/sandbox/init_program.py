@@ -30,6 +30,7 @@ as a script; `minisandbox.errors` only when importable): it runs under ``-I -S``
 from __future__ import annotations
 
 import array
+import contextlib
 import ctypes
 import errno
 import fcntl  # noqa: F401  (imported before pivot_root: the stdlib is not visible after it)
@@ -1525,11 +1526,35 @@ def _direct(spec: dict) -> bool:
     no other namespaces. A rootless sandbox needs a process that makes its user namespace
     first, one that joins a mount holder's namespaces must not be the zygote: both get a
     starter (`_start_sandbox`)."""
-    return os.geteuid() == 0 and not spec.get("rootless") and not spec.get("join_ns")
+    return _CAN_FORK_INIT and not spec.get("rootless") and not spec.get("join_ns")
 
 
 #: The zygote's own pid namespace (see `_fork_init`), opened when the zygote starts.
 _OWN_PIDNS = -1
+
+#: Whether the zygote may go back into its own pid namespace after unsharing one (set when
+#: it starts, `_may_return_to_own_pidns`).
+_CAN_FORK_INIT = False
+
+NS_GET_USERNS = 0xB701  # ioctl on a namespace fd: an fd of the user namespace that owns it
+
+
+def _may_return_to_own_pidns() -> bool:
+    """`setns` into a pid namespace needs CAP_SYS_ADMIN in the user namespace that owns it:
+    true for root in that user namespace, not for root of a nested one whose pid namespace
+    belongs to its parent (`unshare -Ur` without -p). There the zygote keeps the starter
+    (which unshares its pid namespace and never goes back) for every sandbox."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        owner = fcntl.ioctl(_OWN_PIDNS, NS_GET_USERNS)
+    except OSError:
+        return False
+    try:
+        mine, theirs = os.stat("/proc/self/ns/user"), os.fstat(owner)
+        return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
+    finally:
+        os.close(owner)
 
 
 def _fork_init(sock: socket.socket, spec: dict, leave_zygote) -> int:
@@ -1539,36 +1564,40 @@ def _fork_init(sock: socket.socket, spec: dict, leave_zygote) -> int:
     own, right after the fork; if that fails the zygote exits (no later sandbox may start
     inside this one's namespace) and the controller starts another. init (after
     `leave_zygote()`, which closes the zygote's descriptors) joins its cgroups and makes its
-    other namespaces itself. Returns init's pid, or -1 after reporting an error on `sock`."""
+    other namespaces itself. Returns init's pid, or -1 after reporting an error on `sock`
+    (a caller that is gone by then gets nothing: the zygote goes on)."""
     times = {"helper": time.monotonic()}
     try:
         order_r, order_w = os.pipe()
-    except OSError as exc:
-        _send(sock, {"ev": "error", "error": _describe(exc, spec)})
-        return -1
-    try:
-        unshare(CLONE_NEWPID)
         try:
-            pid = os.fork()
+            unshare(CLONE_NEWPID)
+            try:
+                pid = os.fork()
+            except BaseException:
+                _back_to_own_pidns()
+                raise
         except BaseException:
-            _back_to_own_pidns()
+            os.close(order_r)
+            os.close(order_w)
             raise
     except Exception as exc:
-        os.close(order_r)
-        os.close(order_w)
-        _send(sock, {"ev": "error", "error": _describe(exc, spec)})
-        return -1
-    if pid == 0:
-        os.close(order_w)
-        leave_zygote()
-        try:
-            _join_cgroups(spec)
-            unshare(_ns_flags(spec, bool(spec.get("warm"))))
-            times["unshared"] = time.monotonic()
-        except Exception as exc:
+        with contextlib.suppress(OSError):
             _send(sock, {"ev": "error", "error": _describe(exc, spec)})
+        return -1
+    if pid == 0:  # init: never returns into the zygote's loop
+        try:
+            os.close(order_w)
+            leave_zygote()
+            try:
+                _join_cgroups(spec)
+                unshare(_ns_flags(spec, bool(spec.get("warm"))))
+                times["unshared"] = time.monotonic()
+            except Exception as exc:
+                _send(sock, {"ev": "error", "error": _describe(exc, spec)})
+                os._exit(1)
+            _init_main(sock, spec, times, order_r)
+        finally:
             os._exit(1)
-        _init_main(sock, spec, times, order_r)
     _back_to_own_pidns()
     os.close(order_r)
     try:
@@ -1638,10 +1667,11 @@ def _zygote_main(sock_fd: int) -> None:
     """A single-threaded fork server: for each request (spec + control socket) it forks a
     process that becomes a sandbox. Forking this small, already-initialised Python costs
     about a millisecond; starting a new interpreter per sandbox costs 20-90 ms."""
-    global _OWN_PIDNS
+    global _OWN_PIDNS, _CAN_FORK_INIT
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     _OWN_PIDNS = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    _CAN_FORK_INIT = _may_return_to_own_pidns()
     zsock = socket.socket(fileno=sock_fd)
     rfd = _sigchld_wakeup()
     # Everything a sandbox would otherwise redo is done once here and inherited by every
