@@ -25,7 +25,13 @@ Prints two tables:
    first on PATH runs it under /usr/bin/time), and each pipeline step writes its CPU
    seconds to its job's log (`# cpu <stage> <key>: ...`, minisandbox.pipeline.failures);
    "snakemake itself" is the total minus every timed process. `--main-job-baseline REF`
-   runs the same job on a clone at REF first, in the same run.
+   runs the same job on a clone at REF first, in the same run. `--main-job-profile` also
+   turns on the kernel's process accounting (BSD acct v3; root) for the run, with the bench
+   a child subreaper (so the fork servers' orphans stay in its tree), and lists the CPU of
+   every process of the run by command and its parent's and grandparent's commands
+   (`pytest < timeout < python`: the validation runs in sandboxes), with process counts.
+   acct counts each process's CPU in whole 10 ms ticks, rounded down: the thousands of
+   short processes (byte-compilation, the eval scripts' tools) are in the cgroup total only.
 
 Usage: .venv/bin/python bench/bench_pipeline.py [--repeats 3] [--build] [--skip-baseline] [--only '5k envs']
        .venv/bin/python bench/bench_pipeline.py --skip-planning --main-job [--main-job-baseline REF]
@@ -316,9 +322,89 @@ def _cgroup_cpu(path: Path) -> float:
     return float("nan")
 
 
-def run_main_job(ref: str, tmp: Path, name: str) -> dict:
+# Process accounting (acct(2), struct acct_v3 of <linux/acct.h>): 64-byte records.
+PR_SET_CHILD_SUBREAPER = 36
+ACCT_HZ = 100
+
+
+def _comp_t(v: int) -> int:
+    """acct's comp_t: 13-bit mantissa, 3-bit base-8 exponent."""
+    return (v & 0x1FFF) << (3 * (v >> 13))
+
+
+class ProcessAccounting:
+    """The kernel's process accounting into `path` while the context is open (root and
+    CONFIG_BSD_PROCESS_ACCT; `ok` False otherwise). This process becomes a child subreaper:
+    processes orphaned in the run (the sandboxes' fork servers outlive their jobs) are
+    reparented here, so their records name a parent in the run's tree; they are reaped on exit."""
+
+    def __init__(self, path: Path) -> None:
+        import ctypes
+
+        self.path = path
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.ok = False
+
+    def __enter__(self) -> ProcessAccounting:
+        self.path.write_bytes(b"")
+        if self.libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0:
+            self.ok = self.libc.acct(str(self.path).encode()) == 0
+        return self
+
+    def reap(self, timeout: float = 30.0) -> None:
+        """Wait for the orphans reparented here (until none is left or `timeout`)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                time.sleep(0.1)
+
+    def __exit__(self, *exc) -> None:
+        if self.ok:
+            self.libc.acct(None)
+
+    def records(self) -> list[dict]:
+        import struct
+
+        data = self.path.read_bytes()
+        out = []
+        for off in range(0, len(data) - 63, 64):
+            rec = data[off : off + 64]
+            pid, ppid = struct.unpack_from("<II", rec, 16)
+            utime, stime = struct.unpack_from("<HH", rec, 32)
+            comm = rec[48:64].split(b"\0")[0].decode(errors="replace")
+            out.append({"pid": pid, "ppid": ppid, "cpu": (_comp_t(utime) + _comp_t(stime)) / ACCT_HZ, "comm": comm})
+        return out
+
+
+def profile_groups(records: list[dict], root: int, depth: int = 3) -> dict[str, list[float]]:
+    """CPU seconds and process counts of the processes under `root`, grouped by the command
+    names of the process, its parent and grandparent ("pytest < timeout < python"). The
+    direct children of `root` are named "snakemake" (its last thread's name is a library's)."""
+    by_pid = {r["pid"]: r for r in records}  # a pid reused within the run keeps its last record
+    # switching accounting off writes a record of the process that does it (kernel/acct.c)
+    by_pid.pop(root, None)
+    groups: dict[str, list[float]] = {}
+    for r in by_pid.values():
+        chain, p, hops = [], r["pid"], 0
+        while p in by_pid and hops < 64:
+            chain.append("snakemake" if by_pid[p]["ppid"] == root else by_pid[p]["comm"])
+            p, hops = by_pid[p]["ppid"], hops + 1
+        if p != root:
+            continue
+        g = groups.setdefault(" < ".join(chain[:depth]), [0.0, 0])
+        g[0] += r["cpu"]
+        g[1] += 1
+    return groups
+
+
+def run_main_job(ref: str, tmp: Path, name: str, profile: bool = False) -> dict:
     """`snakemake --cores 2` in a fresh clone at `ref`: CPU (wait4), cgroup CPU, wall, and
-    the CPU of every `minisandbox` process and pipeline step."""
+    the CPU of every `minisandbox` process and pipeline step (with `profile`: of every process,
+    from process accounting)."""
     clone = tmp / name
     commit = _clone(ref, clone)
     venv_bin = Path(sys.executable).parent
@@ -340,18 +426,22 @@ def run_main_job(ref: str, tmp: Path, name: str) -> dict:
             (cg / "cgroup.procs").write_text("0")
 
     log = (tmp / f"{name}.out").open("w")
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        [str(venv_bin / "snakemake"), "--cores", "2"],
-        cwd=clone,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        preexec_fn=join,
-    )
-    _, status, ru = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - t0
+    acct = ProcessAccounting(tmp / f"{name}.acct") if profile else None
+    with acct if acct is not None else contextlib.nullcontext():
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            [str(venv_bin / "snakemake"), "--cores", "2"],
+            cwd=clone,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=join,
+        )
+        _, status, ru = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - t0
+        if acct is not None:
+            acct.reap()
     log.close()
     cg_cpu = None
     if cg is not None:
@@ -371,6 +461,7 @@ def run_main_job(ref: str, tmp: Path, name: str) -> dict:
             if line.startswith("# cpu "):
                 stage = line.split()[2]
                 steps[stage] = steps.get(stage, 0.0) + float(line.split(": ", 1)[1].split()[0])
+    groups = profile_groups(acct.records(), os.getpid()) if acct is not None and acct.ok else None
     return {
         "ref": ref,
         "commit": commit,
@@ -379,7 +470,43 @@ def run_main_job(ref: str, tmp: Path, name: str) -> dict:
         "wall": wall,
         "procs": procs,
         "steps": steps,
+        "groups": groups,
     }
+
+
+#: Groups of the process-accounting profile listed by name (the rest are summed).
+PROFILE_ROWS = 16
+
+
+def profile_table(runs: list[dict]) -> list[list]:
+    """Rows: CPU s and process count per group for each run (largest groups of the last run
+    first), the rest summed, the accounted total, and the cgroup total minus it."""
+    cur = runs[-1]["groups"] or {}
+    names = sorted(cur, key=lambda k: -cur[k][0])
+    shown = names[:PROFILE_ROWS]
+    rows = []
+    for k in shown:
+        rows.append([k] + [_cell((r["groups"] or {}).get(k)) for r in runs])
+    rest = []
+    for r in runs:
+        g = r["groups"] or {}
+        rest.append(
+            [sum(v[0] for k, v in g.items() if k not in shown), sum(v[1] for k, v in g.items() if k not in shown)]
+        )
+    rows.append(["(all other groups)"] + [_cell(v) for v in rest])
+    totals = [
+        [sum(v[0] for v in (r["groups"] or {}).values()), sum(v[1] for v in (r["groups"] or {}).values())] for r in runs
+    ]
+    rows.append(["accounted, all processes of the run"] + [_cell(v) for v in totals])
+    rows.append(
+        ["cgroup - accounted (CPU under a 10 ms tick per process)"]
+        + [f"{r['cgroup_cpu'] - t[0]:.1f}" if r["cgroup_cpu"] is not None else "-" for r, t in zip(runs, totals)]
+    )
+    return rows
+
+
+def _cell(v) -> str:
+    return f"{v[0]:.1f} ({int(v[1])})" if v else "-"
 
 
 def compile_environment() -> None:
@@ -402,15 +529,16 @@ def load_note() -> str:
     return f"load average {one:.1f} (5 min {five:.1f}) on {os.cpu_count()} cores"
 
 
-def main_job_table(baseline_ref: str | None, ref: str = "HEAD") -> list[list]:
+def main_job_table(baseline_ref: str | None, ref: str = "HEAD", profile: bool = False) -> tuple[list[list], list[list]]:
     """Rows: total CPU (wait4 and cgroup), wall, then per rule and per step, for the
-    baseline ref (if any) and `ref`, with the ratio to the baseline."""
+    baseline ref (if any) and `ref`, with the ratio to the baseline; and the profile's rows
+    (`profile_table`, empty without `profile`)."""
     compile_environment()
     with tempfile.TemporaryDirectory(prefix="msb-mainjob-", dir=os.environ.get("TMPDIR", "/var/tmp")) as tmp:
         runs = []
         if baseline_ref:
-            runs.append(run_main_job(baseline_ref, Path(tmp), "baseline"))
-        runs.append(run_main_job(ref, Path(tmp), "now"))
+            runs.append(run_main_job(baseline_ref, Path(tmp), "baseline", profile))
+        runs.append(run_main_job(ref, Path(tmp), "now", profile))
     base = runs[0] if baseline_ref else None
     cur = runs[-1]
 
@@ -444,7 +572,7 @@ def main_job_table(baseline_ref: str | None, ref: str = "HEAD") -> list[list]:
         f"{'met' if cur['cpu'] <= MAIN_JOB_TARGET else 'NOT met'})",
         file=sys.stderr,
     )
-    return rows
+    return rows, (profile_table(runs) if all(r["groups"] is not None for r in runs) else [])
 
 
 def main() -> None:
@@ -462,9 +590,18 @@ def main() -> None:
         metavar="REF",
         help="with --main-job: the same job on a clone at REF first, as the baseline",
     )
-    ap.add_argument("--json", help="also write the tables to this JSON file (bench/report.py reads it)")
+    ap.add_argument(
+        "--main-job-profile",
+        action="store_true",
+        help="with --main-job: also the CPU of every process of the run, from process accounting (root)",
+    )
+    ap.add_argument(
+        "--json",
+        help="also write the tables to this JSON file (bench/report.py reads it); the tables this run did "
+        "not make are kept from the file",
+    )
     a = ap.parse_args()
-    saved: dict = {}
+    saved: dict = json.loads(Path(a.json).read_text()) if a.json and Path(a.json).exists() else {}
     if not a.skip_planning:
         compile_environment()
         load_before = load_note()
@@ -492,15 +629,33 @@ def main() -> None:
         )
         print(tabulate(rows, headers=headers))
     if a.main_job:
-        rows = main_job_table(a.main_job_baseline)
+        rows, prof = main_job_table(a.main_job_baseline, profile=a.main_job_profile)
         headers = ["bundled main job (`snakemake --cores 2`, fresh clone)"] + (
             [f"baseline {a.main_job_baseline}", "now", "now / baseline"] if a.main_job_baseline else ["now"]
         )
-        saved["main_job"] = {"headers": headers, "rows": rows, "target_cpu_s": MAIN_JOB_TARGET}
+        saved["main_job"] = {
+            "headers": headers,
+            "rows": rows,
+            "target_cpu_s": MAIN_JOB_TARGET,
+            "load": os.getloadavg(),
+        }
         print(f"\nBundled main job (target: <= {MAIN_JOB_TARGET:.0f} CPU s for snakemake and all its children)")
         print(tabulate(rows, headers=headers))
+        if prof:
+            pheaders = ["process < parent < grandparent (acct)"] + (
+                [f"baseline {a.main_job_baseline}: CPU s (processes)", "now"]
+                if a.main_job_baseline
+                else ["CPU s (processes)"]
+            )
+            saved["main_job_profile"] = {"headers": pheaders, "rows": prof}
+            print("\nWhere the main job's CPU goes, by process (kernel process accounting)")
+            print(tabulate(prof, headers=pheaders))
     rows = bundled_table(a.build)
-    saved["bundled"] = {"headers": ["environment", "build s", "raw MB", "packed MB", "ratio", "files"], "rows": rows}
+    if rows or "bundled" not in saved:
+        saved["bundled"] = {
+            "headers": ["environment", "build s", "raw MB", "packed MB", "ratio", "files"],
+            "rows": rows,
+        }
     if a.json:
         Path(a.json).write_text(json.dumps(saved, indent=1))
     if rows:

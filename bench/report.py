@@ -11,7 +11,8 @@ Reads, from `--data` (each written by the bench's own `--json OUT`):
 * bench_sandbox_ops.json  the in-process sandbox's operations (create, execute, close...) vs the bubblewrap
                        one-shot of the same run, memory per open sandbox, N sandboxes at once
 * bench_pipeline.json  planning time vs task count (`snakemake -n`, cold and warm CPU, parse alone); with
-                       --main-job the bundled main job's CPU (snakemake + children), per command and step
+                       --main-job the bundled main job's CPU (snakemake + children), per command and step,
+                       and with --main-job-profile per process (kernel process accounting)
 * bench_scale*.json    planning time of the Slurm-profile dry run at its task count (one file per count)
 * bench_dedup.json     store and node-cache bytes per layout (needs downloaded wheels: not run by --run-quick)
 * bench_eval_checks.json  grading time per task with and without the trust-boundary checks
@@ -550,6 +551,14 @@ def main(argv: list[str] | None = None) -> int:
         if pipe and pipe.get("main_job")
         else ["No main-job data (bench_pipeline.json without `main_job`: run it with --main-job)."]
     )
+    if pipe and pipe.get("main_job_profile"):
+        lines += [
+            "",
+            "Where that CPU goes, by process (`--main-job-profile`: kernel process accounting, grouped by the "
+            "process's, its parent's and grandparent's command names; CPU s and process counts):",
+            "",
+            table(pipe["main_job_profile"]["headers"], pipe["main_job_profile"]["rows"]),
+        ]
     lines += [
         "",
         "## CLI start-up",
