@@ -383,17 +383,31 @@ class ProcessAccounting:
 def profile_groups(records: list[dict], root: int, depth: int = 3) -> dict[str, list[float]]:
     """CPU seconds and process counts of the processes under `root`, grouped by the command
     names of the process, its parent and grandparent ("pytest < timeout < python"). The
-    direct children of `root` are named "snakemake" (its last thread's name is a library's)."""
-    by_pid = {r["pid"]: r for r in records}  # a pid reused within the run keeps its last record
-    # switching accounting off writes a record of the process that does it (kernel/acct.c)
-    by_pid.pop(root, None)
+    direct children of `root` are named "snakemake" (its last thread's name is a library's).
+
+    `records` are in exit order. A record's parent is the *next* record of its parent's pid:
+    the parent named in a record was alive when the child exited, so it exits later, and no
+    other process had that pid meanwhile (a pid is reused only after its process is gone;
+    thousands of processes per run on a busy machine do reuse pids)."""
+    parent: list[int | None] = [None] * len(records)
+    latest: dict[int, int] = {}
+    for i in range(len(records) - 1, -1, -1):
+        parent[i] = latest.get(records[i]["ppid"])
+        if records[i]["pid"] != root:  # switching accounting off writes a record of that process (kernel/acct.c)
+            latest[records[i]["pid"]] = i
     groups: dict[str, list[float]] = {}
-    for r in by_pid.values():
-        chain, p, hops = [], r["pid"], 0
-        while p in by_pid and hops < 64:
-            chain.append("snakemake" if by_pid[p]["ppid"] == root else by_pid[p]["comm"])
-            p, hops = by_pid[p]["ppid"], hops + 1
-        if p != root:
+    for i, r in enumerate(records):
+        if r["pid"] == root:
+            continue
+        chain, j, hops = [], i, 0
+        while j is not None and hops < 64:
+            rec = records[j]
+            under_root = parent[j] is None and rec["ppid"] == root
+            chain.append("snakemake" if under_root else rec["comm"])
+            if under_root:
+                break
+            j, hops = parent[j], hops + 1
+        if j is None or records[j]["ppid"] != root or parent[j] is not None:
             continue
         g = groups.setdefault(" < ".join(chain[:depth]), [0.0, 0])
         g[0] += r["cpu"]
@@ -461,7 +475,16 @@ def run_main_job(ref: str, tmp: Path, name: str, profile: bool = False) -> dict:
             if line.startswith("# cpu "):
                 stage = line.split()[2]
                 steps[stage] = steps.get(stage, 0.0) + float(line.split(": ", 1)[1].split()[0])
-    groups = profile_groups(acct.records(), os.getpid()) if acct is not None and acct.ok else None
+    groups = None
+    if acct is not None and acct.ok:
+        records = acct.records()
+        # accounting is one switch per machine: another acct(2) user (a second profile) ends ours
+        if not any(r["pid"] == proc.pid for r in records):
+            print(
+                f"profile of {name}: no record of snakemake itself (accounting switched by another process?)",
+                file=sys.stderr,
+            )
+        groups = profile_groups(records, os.getpid())
     return {
         "ref": ref,
         "commit": commit,
