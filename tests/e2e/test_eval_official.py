@@ -58,12 +58,16 @@ def _gold(record) -> str:
 
 
 @pytest.mark.parametrize("mode", ["strict", "official"])
-def test_every_bundled_gold_patch_resolves(store, tmp_path, mode):
+def test_every_bundled_gold_patch_resolves(store, bundled_gold_eval, tmp_path, mode):
     recs = read_tasks(store.tasks).records
     assert {r.format for r in recs} == {"swesmith", "swebench"}
     preds = [{"instance_id": r.instance_id, "model_patch": _gold(r), "model_name_or_path": "gold"} for r in recs]
-    out = tmp_path / mode
-    proc = _eval(store, preds, out, "--grading", mode)
+    if mode == "strict":  # the default grading: the session's one strict gold run of these predictions
+        assert bundled_gold_eval.preds == preds
+        out, proc = bundled_gold_eval.out, bundled_gold_eval.proc
+    else:
+        out = tmp_path / mode
+        proc = _eval(store, preds, out, "--grading", mode)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "gold.e2e.json").read_text())
     assert summary["resolved_instances"] == len(recs), (summary, proc.stderr[-3000:])

@@ -78,17 +78,18 @@ def _eval(store, preds: list[dict], out: Path, *extra: str) -> subprocess.Comple
     return proc
 
 
-def test_eval_gold_and_adversarial_predictions(store, tmp_path):
+def test_eval_gold_and_adversarial_predictions(store, bundled_gold_eval, tmp_path):
     recs = records(store)
     smith = [r for r in recs if r.format == "swesmith"]
     bench = [r for r in recs if r.format == "swebench"]
     assert smith and bench
-    preds = []
-    for r in recs:  # gold for every task: SWE-smith gold is the bug patch reversed
-        gold = reverse_patch(r.patch) if r.format == "swesmith" else r.patch
-        preds.append({"instance_id": r.instance_id, "model_patch": gold, "model_name_or_path": "gold"})
-    out = tmp_path / "gold"
-    proc = _eval(store, preds, out)
+    # gold for every task (SWE-smith gold is the bug patch reversed), default grading: the
+    # session's one run of it (the fixture's command is `_eval`'s)
+    preds, out, proc = bundled_gold_eval.preds, bundled_gold_eval.out, bundled_gold_eval.proc
+    assert [p["instance_id"] for p in preds] == [r.instance_id for r in recs]
+    assert all(
+        p["model_patch"] == (reverse_patch(r.patch) if r.format == "swesmith" else r.patch) for p, r in zip(preds, recs)
+    )
     summary = json.loads((out / "gold.e2e.json").read_text())
     assert summary["resolved_instances"] == len(recs), (summary, proc.stderr[-3000:])
     assert summary["error_ids"] == [] and summary["schema_version"] == 2
