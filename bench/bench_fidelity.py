@@ -1276,7 +1276,7 @@ def render_swebench(data: dict[str, Any], fmt: str = "github") -> str:
         f"{', dirty' if data['code'].get('dirty') else ''})"
         f"; cap {data['test_timeout']:.0f} s per suite; {data.get('date', '')}",
         "",
-        tabulate(table, headers=SWEBENCH_HEADERS, tablefmt=fmt),
+        tabulate(table, headers=SWEBENCH_HEADERS, tablefmt=fmt, disable_numparse=True),  # 4.0 stays 4.0
         "",
         f"series (specs): {total}; measured: {len(results)}; built: {sum(r['built'] for r in results)}; "
         f">= {TARGET:.0%} pass rate: {met}/{len(results)}; excluded (interpreter): {len(data['excluded'])}; "

@@ -196,6 +196,8 @@ def test_render_lists_counts_and_what_was_not_measured(bf):
                 "passed": 99,
                 "failed": 1,
                 "pass_rate": 0.99,
+                "capped": True,
+                "cap_seconds": 600.0,
             },
             {
                 **base,
@@ -235,6 +237,9 @@ def test_render_lists_counts_and_what_was_not_measured(bf):
     assert "missed by cause: build: system package missing: 1; network needed by tests: 1" in text
     assert "not measured (time): psf/requests@2.25" in text
     assert "| v2.31.0 (cccccccccc) |" in text
+    assert "| capped at 600 s |" in text  # the cap that suite ran under (runs may differ)
+    data["results"][2]["version"] = "4.0"
+    assert "| psf/requests | 4.0 " in bf.render_swebench(data)  # a version, not the number 4
     assert "network needed by tests; past them: 40 passed, 1 failed, 0 errors (97.6%)" in text
 
 
