@@ -216,6 +216,7 @@ HELP_ONLY = {
     "bench/report.py": "renders saved bench output; --run-quick runs the benches",
     "bench/bench_dedup.py": "needs every profile's wheels downloaded",
     "bench/bench_fidelity.py": "clones and builds real repositories; hours",
+    "bench/complete_mirror.py": "needs a fetched snapshot and release sdists (tests/test_bench_fidelity.py runs it on a local one)",
     "bench/bench_runtime.py": "10-45 minutes",
     "bench/bench_pipeline.py": "real workflow runs; minutes",
     "bench/bench_eval.py": "minutes of real evaluations (a published store; --checks builds the bundled repos)",
