@@ -186,3 +186,62 @@ def test_local_paths_of_a_requirements_file_name_the_repository(tmp_path, monkey
     finally:
         index.close()
     assert lock.text.splitlines() == ["tinybackend==1.0"]
+
+
+def test_swebench_requirement_whose_only_releases_are_yanked_is_pinned_as_pip_installs_it(tmp_path, monkeypatch):
+    """pip installs a yanked release when nothing else matches (sqlfluff's requirements_dev.txt
+    asks for types-pkg-resources, whose only release is yanked); uv does only for an exact
+    pin: the resolve pins it and resolves again."""
+    import hashlib
+    import json
+    from http.server import BaseHTTPRequestHandler
+
+    from tests.fixtures.fidelity import _Server, wheel
+
+    fn, data = wheel("oldtypes", "0.1.3", {"oldtypes/__init__.py": b""})
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_HEAD(self) -> None:
+            self.do_GET(head=True)
+
+        def do_GET(self, head: bool = False) -> None:
+            if self.path.rstrip("/") == "/simple/oldtypes":
+                entry = {"filename": fn, "url": f"/files/{fn}", "hashes": {"sha256": hashlib.sha256(data).hexdigest()}}
+                body = json.dumps(
+                    {"meta": {"api-version": "1.1"}, "name": "oldtypes", "files": [{**entry, "yanked": "use x"}]}
+                ).encode()
+                ctype = "application/vnd.pypi.simple.v1+json"
+            elif self.path == f"/files/{fn}":
+                body, ctype = data, "application/octet-stream"
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if not head:
+                self.wfile.write(body)
+
+    (tmp_path / "requirements_dev.txt").write_text("oldtypes\n")
+    server = _Server(Handler)
+    try:
+        monkeypatch.setenv("UV_DEFAULT_INDEX", f"http://127.0.0.1:{server.port}/simple/")
+        lock = resolve(
+            _spec(kind="swebench", requirements=[], requirements_files=["requirements_dev.txt"]),
+            tmp_path,
+            tmp_path / "log",
+        )
+        assert lock.text.splitlines() == ["oldtypes==0.1.3"]
+        assert "oldtypes==0.1.3 is yanked and the only match" in (tmp_path / "log").read_text()
+        with pytest.raises(ResolveError, match="unsatisfiable"):  # SWE-smith specs are not changed
+            resolve(
+                _spec(kind="swesmith", requirements=[], requirements_files=["requirements_dev.txt"]),
+                tmp_path,
+                tmp_path / "log",
+            )
+    finally:
+        server.close()

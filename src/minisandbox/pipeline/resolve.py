@@ -41,6 +41,10 @@ _EXACT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-
 _LOCAL = re.compile(r"^(-e\s+)?(\.|/|file:)|^\S+\s*@\s*(\.|/|file:)")
 
 
+#: uv's answer when the only releases that match a requirement are yanked.
+_YANKED = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+) was yanked")
+
+
 class ResolveError(MinisandboxError, RuntimeError):
     pass
 
@@ -175,6 +179,17 @@ def resolve(spec: EnvSpec, repo_dir: Path, log: Path) -> Lock:
         # from the snapshot, as pip runs in /testbed: a requirements file's local paths
         # (pylint's `.[testutils,spelling]`) name the repository
         proc, lock = _compile(base, Lock("", True, spec.exclude_newer), lines, spec.name, Path(repo_dir).absolute())
+        for _ in range(20):
+            # pip installs a yanked release when it is the only one that matches (with a
+            # warning); uv only when pinned exactly: pin it, as the harness's pip gets it
+            # (sqlfluff's requirements_dev.txt asks for types-pkg-resources, all yanked)
+            m = _YANKED.search(proc.stderr) if proc.returncode != 0 and spec.kind == "swebench" else None
+            if m is None:
+                break
+            pin = f"{m.group(1)}=={m.group(2)}"
+            lines.append(f"# {pin} is yanked and the only match: pinned, as pip installs it")
+            req_in.write_text(req_in.read_text() + pin + "\n")
+            proc, lock = _compile(base, lock, lines, spec.name, Path(repo_dir).absolute())
         log.write_text("\n".join(lines) + "\n")
         if proc.returncode != 0:
             raise ResolveError(f"uv could not resolve {spec.name}: {one_line(proc.stderr or proc.stdout)}")
