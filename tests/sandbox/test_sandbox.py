@@ -361,8 +361,13 @@ def test_works_with_fds_above_select_limit(repo):
     held = [os.dup(null) for _ in range(1100)]
     try:
         # the first takes this process's warm sandbox, whose socket was made before the fds
-        # above were; the warm sandbox it starts for the next one has a socket above them
+        # above were; closing it frees low fds, which are taken again, so that whatever the
+        # next sandbox opens (warm, or cold when the host's mount table changed meanwhile)
+        # is above select's limit
         Sandbox([Layer(str(repo), "/testbed")]).close()
+        while (fd := os.dup(null)) < 1100:
+            held.append(fd)
+        os.close(fd)
         with Sandbox([Layer(str(repo), "/testbed")]) as sb:
             assert sb._root.fileno() > 1024
             assert sb.execute("echo hi", timeout=30).output == "hi\n"
