@@ -45,9 +45,10 @@ HEX64 = re.compile(r"[0-9a-f]{64}")
 #: Seconds a connection has to send its request line.
 REQUEST_TIMEOUT = 5.0
 
-#: Seconds the accept loop waits before it reaps exited daemons on its own: a squashfuse
-#: that died (killed, or its image unmounted from outside) would otherwise stay a zombie
-#: until the next request, which on an idle node may never come.
+#: Seconds the accept loop waits before it looks after itself: a squashfuse that died
+#: (killed, or its image unmounted from outside) would otherwise stay a zombie until the
+#: next request, which on an idle node may never come; and a holder whose socket is gone
+#: (its cache deleted) can never be asked to stop, so it stops on its own.
 IDLE_REAP_SECONDS = 2.0
 
 PR_SET_DUMPABLE = 4
@@ -205,6 +206,30 @@ def _serve_one(
             pass
 
 
+def _reachable(sock_path: str, ino: int) -> bool:
+    """Is our socket still where callers look for it (not deleted with its cache, not
+    replaced by another holder's)?"""
+    try:
+        return os.stat(sock_path).st_ino == ino
+    except OSError:
+        return False
+
+
+def _abandon(children: dict[str, subprocess.Popen]) -> None:
+    """Nobody can reach us any more: detach every mount, end its daemon, and exit (the
+    namespace, and anything still mounted in it, goes with the last process in it)."""
+    for mnt, proc in children.items():
+        subprocess.run(["umount", "-l", mnt], capture_output=True)
+        proc.terminate()
+    for proc in children.values():
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    os._exit(0)
+
+
 def main(root: str, sock_path: str, squashfuse: str) -> None:
     _not_dumpable()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -219,6 +244,7 @@ def main(root: str, sock_path: str, squashfuse: str) -> None:
     os.umask(old)
     srv.listen(64)
     os.replace(tmp, sock_path)  # appears only once it accepts connections
+    ours = os.stat(sock_path).st_ino
     srv.settimeout(IDLE_REAP_SECONDS)  # accepted connections are blocking (no default timeout)
     while True:
         try:
@@ -227,6 +253,8 @@ def main(root: str, sock_path: str, squashfuse: str) -> None:
             if lock.acquire(blocking=False):  # not while a mount or unmount is under way
                 try:
                     _reap(children)
+                    if not _reachable(sock_path, ours):
+                        _abandon(children)
                 finally:
                     lock.release()
             continue
