@@ -42,27 +42,34 @@ def test_missing_requirements_file_is_a_clear_error(tmp_path):
         resolve(_spec(requirements_files=["requirements.txt"]), tmp_path, tmp_path / "log")
 
 
-def test_requirements_file_of_a_snapshot_given_as_a_relative_path(tmp_path, monkeypatch):
-    """The workflow passes the snapshot relative to its directory (`work/repos/<key>`); the
-    file and the files it includes (`-r tests.txt`) are read from there, not from uv's
-    temporary directory (flask's `requirements/dev.txt` failed so)."""
+def _resolve_file_in_workdir(tmp_path: Path, monkeypatch, requirements_file: str):
+    """Resolve a SWE-bench spec whose only input is `requirements_file` of the snapshot
+    `work/repos/r`, named relative to `tmp_path` as the workflow names it, on the fixture index."""
     from tests.fixtures.fidelity import FixtureIndex
 
-    reqs = tmp_path / "work" / "repos" / "r" / "requirements"
-    reqs.mkdir(parents=True)
-    (reqs / "dev.txt").write_text("-r tests.txt\n")
-    (reqs / "tests.txt").write_text("tinybackend==2.0\n")
     monkeypatch.chdir(tmp_path)
     index = FixtureIndex()
     try:
         monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
-        lock = resolve(
-            _spec(kind="swebench", requirements=[], requirements_files=["requirements/dev.txt"]),
+        return resolve(
+            _spec(kind="swebench", requirements=[], requirements_files=[requirements_file]),
             Path("work/repos/r"),
             tmp_path / "log",
         )
     finally:
         index.close()
+
+
+def test_requirements_file_of_a_snapshot_given_as_a_relative_path(tmp_path, monkeypatch):
+    """The workflow passes the snapshot relative to its directory (`work/repos/<key>`); the
+    file and the files it includes (`-r tests.txt`) are read from there, not from uv's
+    temporary directory (flask's `requirements/dev.txt` failed so)."""
+
+    reqs = tmp_path / "work" / "repos" / "r" / "requirements"
+    reqs.mkdir(parents=True)
+    (reqs / "dev.txt").write_text("-r tests.txt\n")
+    (reqs / "tests.txt").write_text("tinybackend==2.0\n")
+    lock = _resolve_file_in_workdir(tmp_path, monkeypatch, "requirements/dev.txt")
     assert "tinybackend==2.0" in lock.text.splitlines()
 
 
@@ -164,7 +171,6 @@ def test_local_paths_of_a_requirements_file_name_the_repository(tmp_path, monkey
     it as the repository with an extra, so its dependencies are resolved from the snapshot
     (not from the workflow's directory), and the repository itself stays out of the lock
     (the spec's install commands install it)."""
-    from tests.fixtures.fidelity import FixtureIndex
 
     repo = tmp_path / "work" / "repos" / "r"
     repo.mkdir(parents=True)
@@ -174,17 +180,7 @@ def test_local_paths_of_a_requirements_file_name_the_repository(tmp_path, monkey
         '[project.optional-dependencies]\ntestutils = ["tinybackend==1.0"]\n'
     )
     (repo / "requirements_test.txt").write_text(".[testutils]\n")
-    monkeypatch.chdir(tmp_path)
-    index = FixtureIndex()
-    try:
-        monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
-        lock = resolve(
-            _spec(kind="swebench", requirements=[], requirements_files=["requirements_test.txt"]),
-            Path("work/repos/r"),
-            tmp_path / "log",
-        )
-    finally:
-        index.close()
+    lock = _resolve_file_in_workdir(tmp_path, monkeypatch, "requirements_test.txt")
     assert lock.text.splitlines() == ["tinybackend==1.0"]
 
 
@@ -192,44 +188,13 @@ def test_swebench_requirement_whose_only_releases_are_yanked_is_pinned_as_pip_in
     """pip installs a yanked release when nothing else matches (sqlfluff's requirements_dev.txt
     asks for types-pkg-resources, whose only release is yanked); uv does only for an exact
     pin: the resolve pins it and resolves again."""
-    import hashlib
-    import json
-    from http.server import BaseHTTPRequestHandler
-
-    from tests.fixtures.fidelity import _Server, wheel
+    from tests.fixtures.fidelity import FixtureIndex, wheel
 
     fn, data = wheel("oldtypes", "0.1.3", {"oldtypes/__init__.py": b""})
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_HEAD(self) -> None:
-            self.do_GET(head=True)
-
-        def do_GET(self, head: bool = False) -> None:
-            if self.path.rstrip("/") == "/simple/oldtypes":
-                entry = {"filename": fn, "url": f"/files/{fn}", "hashes": {"sha256": hashlib.sha256(data).hexdigest()}}
-                body = json.dumps(
-                    {"meta": {"api-version": "1.1"}, "name": "oldtypes", "files": [{**entry, "yanked": "use x"}]}
-                ).encode()
-                ctype = "application/vnd.pypi.simple.v1+json"
-            elif self.path == f"/files/{fn}":
-                body, ctype = data, "application/octet-stream"
-            else:
-                self.send_error(404)
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if not head:
-                self.wfile.write(body)
-
     (tmp_path / "requirements_dev.txt").write_text("oldtypes\n")
-    server = _Server(Handler)
+    server = FixtureIndex(extra={"oldtypes": [(fn, data, "use x")]})
     try:
-        monkeypatch.setenv("UV_DEFAULT_INDEX", f"http://127.0.0.1:{server.port}/simple/")
+        monkeypatch.setenv("UV_DEFAULT_INDEX", server.url)
         lock = resolve(
             _spec(kind="swebench", requirements=[], requirements_files=["requirements_dev.txt"]),
             tmp_path,
