@@ -4,6 +4,7 @@ tests/e2e/test_isolation.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import subprocess
@@ -118,6 +119,36 @@ def test_files_upload_and_stdin(repo, tmp_path):
         with pytest.raises(OSError, match="Read-only file system"):
             sb.write_file("/usr/evil", "x")
     assert not os.path.exists("/usr/evil")
+
+
+def test_a_file_opened_for_writing_is_not_held_open_by_init(repo):
+    """When `open` returns a writable fd, init has closed the copy it forwarded, so a file
+    written through it can be executed at once (CI saw "Text file busy" under load). init
+    runs as SCHED_IDLE on the controller's CPU: the controller, woken by init's reply,
+    preempts it at once, before init's close unless `open` waits for it."""
+    with Sandbox([Layer(str(repo), "/testbed")]) as sb:
+        init = sb._root.proc.pid
+        cpu = {min(os.sched_getaffinity(0))}
+        mine = os.sched_getaffinity(0)
+        os.sched_setaffinity(init, cpu)
+        os.sched_setscheduler(init, os.SCHED_IDLE, os.sched_param(0))
+        os.sched_setaffinity(0, cpu)
+        try:
+            for i in range(10):
+                fd = sb._root.open(f"/tmp/f{i}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o755)
+                ours = os.fstat(fd)
+                held = []
+                for name in os.listdir(f"/proc/{init}/fd"):
+                    with contextlib.suppress(OSError):
+                        st = os.stat(f"/proc/{init}/fd/{name}")
+                        if (st.st_dev, st.st_ino) == (ours.st_dev, ours.st_ino):
+                            held.append(name)
+                os.close(fd)
+                assert not held, f"init still holds /tmp/f{i} open for writing (fd {held})"
+        finally:
+            os.sched_setaffinity(0, mine)
+        sb.write_file("/tmp/run.sh", "echo ran\n", mode=0o755)
+        assert sb.execute("/tmp/run.sh").output == "ran\n"
 
 
 def test_diff_since_start_includes_untracked_not_ignored(repo):

@@ -431,6 +431,16 @@ class PrivateRoot:
             {"op": "open", "path": path, "flags": flags, "mode": mode, "makedirs": makedirs, "rlimits": rlimits or {}},
             timeout=OPEN_HELPER_TIMEOUT + 5,
         )
+        if flags & (os.O_WRONLY | os.O_RDWR):
+            # init closes its copy of the fd right after forwarding it; a file written through
+            # ours and executed before that close fails with ETXTBSY (commands go through the
+            # spawner, which init does not order). init answers in order, so once it has
+            # answered a ping its copy is closed.
+            try:
+                self._request({"op": "ping"}, timeout=10)
+            except BaseException:
+                os.close(fds[0])
+                raise
         return fds[0]
 
     def kill_all(self) -> None:
