@@ -9,13 +9,13 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from minisandbox.grading.evalscript import reverse_patch
 from minisandbox.records import read_tasks
+from tests.fixtures.evaluation import eval_command
 
 # the first test builds the bundled store with the real workflow (minutes, more on a loaded machine)
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.timeout(3600)]
@@ -29,27 +29,7 @@ def store(bundled_eval_store):
 
 
 def _eval(store, preds: list[dict], out: Path, *extra: str) -> subprocess.CompletedProcess:
-    pf = out.parent / f"{out.name}.preds.jsonl"
-    pf.write_text("".join(json.dumps(p) + "\n" for p in preds))
-    cmd = [
-        sys.executable,
-        "-m",
-        "minisandbox.cli",
-        "eval",
-        "--store",
-        str(store.store),
-        "--predictions",
-        str(pf),
-        "--catalog",
-        str(store.catalog),
-        "--out",
-        str(out),
-        "--run-id",
-        "e2e",
-        "--workers",
-        "2",
-        *extra,
-    ]
+    cmd = eval_command(store, preds, out, *extra)
     return subprocess.run(cmd, capture_output=True, text=True, cwd=store.path, timeout=1800, check=False)
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from minisandbox.grading.evalscript import reverse_patch
 from minisandbox.records import read_tasks
+from tests.fixtures.evaluation import eval_command
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]
 
@@ -52,27 +52,7 @@ def test_validation_stage_marks_every_bundled_task_valid(store):
 
 
 def _eval(store, preds: list[dict], out: Path, *extra: str) -> subprocess.CompletedProcess:
-    pf = out.parent / f"{out.name}.preds.jsonl"
-    pf.write_text("".join(json.dumps(p) + "\n" for p in preds))
-    cmd = [
-        sys.executable,
-        "-m",
-        "minisandbox.cli",
-        "eval",
-        "--store",
-        str(store.store),
-        "--predictions",
-        str(pf),
-        "--catalog",
-        str(store.catalog),
-        "--out",
-        str(out),
-        "--run-id",
-        "e2e",
-        "--workers",
-        "2",
-        *extra,
-    ]
+    cmd = eval_command(store, preds, out, *extra)
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=store.path, timeout=1800, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -229,28 +209,8 @@ def test_an_interrupted_eval_kills_its_sandboxes_and_writes_the_partial_summary(
         {"instance_id": r.instance_id, "model_patch": _hang_patch(store, r, marker), "model_name_or_path": "hang"}
         for r in recs[:4]
     ]
-    pf = tmp_path / "preds.jsonl"
-    pf.write_text("".join(json.dumps(p) + "\n" for p in preds))
     out = tmp_path / "out"
-    cmd = [
-        sys.executable,
-        "-m",
-        "minisandbox.cli",
-        "eval",
-        "--store",
-        str(store.store),
-        "--predictions",
-        str(pf),
-        "--catalog",
-        str(store.catalog),
-        "--out",
-        str(out),
-        "--run-id",
-        "int",
-        "--workers",
-        "2",
-        "--json",
-    ]
+    cmd = eval_command(store, preds, out, "--json", run_id="int")
     proc = subprocess.Popen(cmd, cwd=store.path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
