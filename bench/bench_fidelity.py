@@ -39,14 +39,18 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -131,6 +135,144 @@ TARGET = 0.95
 #: The `minisandbox` command of the code under test (its entry point, `minisandbox.cli:main`,
 #: in every layout of the package), found through PYTHONPATH.
 MINISANDBOX = [sys.executable, "-c", "import sys; from minisandbox.cli import main; sys.exit(main())"]
+
+
+# ---------------------------------------------------------------- stopping
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGINT asked the bench to stop. Raised in the main thread (and by
+    `run_child` in worker threads) so that every `finally` runs: the node cache holds mounted
+    layer images (loop devices as root), leases and sandboxes that only the cleanup releases."""
+
+
+class _StopState:
+    """The children the bench is waiting for, and whether a stop was asked (shared with the
+    worker threads that run test suites)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.asked = threading.Event()
+        self.children: set[subprocess.Popen] = set()
+        self.signum = 0  # the first stopping signal, for the exit status
+        self.cleaning = False  # a signal now only marks the stop: the cleanup is not cut short
+
+
+STOP = _StopState()
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+#: Seconds a child has to end after SIGINT (snakemake cancels its jobs, `minisandbox run` ends
+#: its sandbox) before its whole process group is killed.
+STOP_GRACE = 20.0
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    """`sig` to the child's process group (it leads one: `run_child` starts a new session)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def _running(proc: subprocess.Popen) -> bool:
+    """Whether the child has not exited. Read from /proc, not `poll()`: the thread that the
+    signal interrupted may hold the child's wait lock, and poll() then always says running."""
+    if proc.returncode is not None:
+        return False
+    try:
+        state = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def stop_children(grace: float | None = None) -> None:
+    """Mark the stop and end every running child: SIGINT to its process group, SIGKILL to the
+    group after `grace` seconds (also when the child itself ended: what it started may not)."""
+    with STOP.lock:
+        STOP.asked.set()
+        children = list(STOP.children)
+    for proc in children:
+        _signal_group(proc, signal.SIGINT)
+    deadline = time.monotonic() + (STOP_GRACE if grace is None else grace)
+    while any(_running(p) for p in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for proc in children:
+        _signal_group(proc, signal.SIGKILL)
+
+
+def run_child(cmd: list[str], timeout: float | None = None, **kwargs: Any) -> subprocess.CompletedProcess:
+    """`subprocess.run(cmd, timeout=timeout, **kwargs)` for the long steps (the workflow, test
+    suites): the child leads a process group of its own and is registered, so that a stop
+    ends it and everything it started. Raises Stopped once a stop was asked, so a worker
+    thread starts nothing more."""
+    # started and registered at once: a stop either sees the child or comes first (the signals
+    # wait meanwhile: a handler run here, in the main thread, would find the lock held)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        with STOP.lock:
+            if STOP.asked.is_set():
+                raise Stopped("stopped")
+            proc = subprocess.Popen(cmd, start_new_session=True, **kwargs)
+            STOP.children.add(proc)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    with proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            out, err = proc.communicate()
+            raise subprocess.TimeoutExpired(cmd, timeout or 0, out, err) from None
+        finally:
+            with STOP.lock:
+                STOP.children.discard(proc)
+    if STOP.asked.is_set():
+        raise Stopped("stopped")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+@contextlib.contextmanager
+def stop_guard(cleanup: Callable[[], None]) -> Iterator[None]:
+    """Run the block with SIGTERM and SIGINT turned into Stopped (after the children are
+    ended), and `cleanup` afterwards in every case; a signal during the cleanup does not cut
+    it short. Without a handler, SIGTERM would end the process and skip every `finally`."""
+
+    def on_signal(signum: int, frame: Any) -> None:
+        first = not STOP.signum
+        STOP.signum = STOP.signum or signum
+        if STOP.cleaning or STOP.asked.is_set():
+            if first or STOP.cleaning:
+                print("bench_fidelity: stopping, the cleanup goes on", file=sys.stderr, flush=True)
+            STOP.asked.set()
+            return
+        name = signal.Signals(signum).name
+        print(
+            f"bench_fidelity: {name}: ending the running steps, then releasing the cache", file=sys.stderr, flush=True
+        )
+        stop_children()
+        raise Stopped(name)
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    old = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS} if main_thread else {}
+    try:
+        yield
+    finally:
+        STOP.cleaning = True
+        try:
+            cleanup()
+        finally:
+            STOP.cleaning = False
+            for s, handler in old.items():
+                signal.signal(s, handler)
+
+
+def map_stoppable(fn: Callable[[Any], None], items: Iterable[Any], jobs: int) -> None:
+    """`fn` over `items` in `jobs` threads. Stopped (or any error) cancels what has not
+    started (`cancel_futures`): the pool's own exit would run every queued suite first."""
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
+        list(pool.map(fn, items))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 # ---------------------------------------------------------------- inputs
@@ -328,7 +470,7 @@ def run_workflow(code: Path, out: Path, tasks: Path, catalog: Path, jobs: int, e
     ]
     t0 = time.monotonic()
     with (out / "snakemake.log").open("w") as fh:
-        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=run_dir)
+        proc = run_child(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=run_dir)
     return {"returncode": proc.returncode, "seconds": round(time.monotonic() - t0, 1), "cmd": cmd}
 
 
@@ -501,7 +643,7 @@ def run_tests(
     ]
     t0 = time.monotonic()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout + 600)
+        proc = run_child(cmd, timeout=timeout + 600, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         rc, text = proc.returncode, proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as exc:
         rc, text = 124, f"{exc.stdout or ''}{exc.stderr or ''}\nbench_fidelity: minisandbox run did not return"
@@ -560,7 +702,7 @@ def sandbox_run(profile: str, out: Path, env: dict[str, str], command: str, log_
         "--",
         command,
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout + 600)
+    proc = run_child(cmd, timeout=timeout + 600, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     text = proc.stdout + proc.stderr
     (out / "tests" / log_name).write_text(f"$ {command}\n{text}")
     return text
@@ -1082,6 +1224,14 @@ def mounts_under(root: Path) -> list[str]:
     return sorted(points, reverse=True)
 
 
+def unmount_under(root: Path) -> list[str]:
+    """Lazily unmount what is still mounted under `root` (a stopped build's scratch mounts);
+    returns what could not be unmounted."""
+    for point in mounts_under(root):
+        subprocess.run(["umount", "--lazy", point], capture_output=True)
+    return mounts_under(root)
+
+
 def release_cache(cache: Path, env: dict[str, str] | None = None) -> list[str]:
     """Unmount and remove a run's node cache, as `minisandbox cache clear --force` does
     (it ends sandboxes of the bench still leasing a layer); returns the mount points under
@@ -1096,10 +1246,7 @@ def release_cache(cache: Path, env: dict[str, str] | None = None) -> list[str]:
         text=True,
         env={**(env or os.environ), "MINISANDBOX_HELPER": "off"},
     )
-    left = mounts_under(cache)
-    for point in left:  # what the cache did not know of (a killed run's scratch mounts)
-        subprocess.run(["umount", "--lazy", point], capture_output=True)
-    left = mounts_under(cache)
+    left = unmount_under(cache)  # what the cache did not know of (a killed run's scratch mounts)
     if proc.returncode != 0 or left:
         print(
             f"bench_fidelity: cache clear {cache}: exit {proc.returncode} "
@@ -1373,24 +1520,88 @@ def swebench_main(args: argparse.Namespace) -> int:
         f"{len(plan['excluded'])} excluded, {len(plan['unavailable'])} not measurable here",
         flush=True,
     )
-    for entry in todo:
-        t0 = time.monotonic()
-        print(f"  {entry['name']} at {entry['tag']} ...", flush=True)
-        r = swebench_measure(entry, specs[entry["name"]], code, catalog, out, args.test_timeout, args.keep_builds)
-        data["results"].append(r)
-        save()
-        print(
-            f"  {entry['name']}: built={r['built']} {r.get('passed')} passed, {r.get('failed')} failed, "
-            f"{r.get('errors')} errors{' (capped)' if r.get('capped') else ''}; {r.get('failure_class') or ''} "
-            f"[{time.monotonic() - t0:.0f} s]",
-            flush=True,
-        )
+    current: list[Path] = []
+
+    def cleanup() -> None:  # a spec stopped halfway: its cache's mounts and leases, its build
+        for d in current:
+            remove_build(d)
+        if STOP.asked.is_set():  # (--keep-builds keeps finished builds mounted on purpose)
+            unmount_under(out)
+
+    with stop_guard(cleanup):
+        for entry in todo:
+            if STOP.asked.is_set():  # a signal came during the last spec's own cleanup
+                break
+            t0 = time.monotonic()
+            print(f"  {entry['name']} at {entry['tag']} ...", flush=True)
+            current[:] = [out / "specs" / log_name(entry["name"])]
+            r = swebench_measure(entry, specs[entry["name"]], code, catalog, out, args.test_timeout, args.keep_builds)
+            current.clear()
+            data["results"].append(r)
+            save()
+            print(
+                f"  {entry['name']}: built={r['built']} {r.get('passed')} passed, {r.get('failed')} failed, "
+                f"{r.get('errors')} errors{' (capped)' if r.get('capped') else ''}; {r.get('failure_class') or ''} "
+                f"[{time.monotonic() - t0:.0f} s]",
+                flush=True,
+            )
     print(render_swebench(data))
     print(f"\nresults: {results_path}")
     return 0
 
 
 # ---------------------------------------------------------------- main
+
+
+def build_and_test(
+    args: argparse.Namespace,
+    out: Path,
+    code: Path,
+    catalog: Path,
+    specs: dict[str, dict],
+    chosen: list[str],
+    tasks: Path,
+    env: dict[str, str],
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The workflow for the chosen profiles, then each built profile's suite (`--jobs` at once)."""
+    if args.skip_build and (out / "workflow.json").exists():
+        workflow = json.loads((out / "workflow.json").read_text())
+    else:
+        workflow = run_workflow(code, out, tasks, catalog, args.jobs, env)
+        (out / "workflow.json").write_text(json.dumps(workflow, indent=1))
+    print(f"bench_fidelity: workflow exit {workflow['returncode']} in {workflow['seconds']} s", flush=True)
+
+    work = out / "run" / "work"
+    report = read_json(out / "run" / "results" / "report.json") or {}
+    try:
+        keys = profile_keys(work)
+    except (OSError, ValueError, KeyError) as exc:
+        raise SystemExit(
+            f"bench_fidelity: the workflow wrote no usable plan ({exc}); see {out / 'snakemake.log'}"
+        ) from None
+    jobs = job_seconds((out / "snakemake.log").read_text(errors="replace"))
+
+    results: list[dict[str, Any]] = []
+    for p in chosen:
+        k = keys.get(p, {})
+        r: dict[str, Any] = {"profile": p, **k, **build_outcome(work, k, report)}
+        r["repo_tree"] = str(work / "repos" / k["repo_key"]) if k.get("repo_key") else None
+        mine = {v for v in k.values() if v}
+        r["build_seconds"] = round(sum(j["seconds"] for j in jobs if mine & set(j["wildcards"].values())), 1) or None
+        results.append(r)
+
+    def test_one(r: dict[str, Any]) -> None:
+        if not r["built"]:
+            return
+        r.update(run_tests(r["profile"], specs[r["profile"]], out, env, args.test_timeout))
+        print(
+            f"  {r['profile']}: {r.get('passed')} passed, {r.get('failed')} failed, {r.get('errors')} errors "
+            f"({r['test_seconds']} s)",
+            flush=True,
+        )
+
+    map_stoppable(test_one, results, args.jobs)
+    return results, workflow
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1465,47 +1676,14 @@ def main(argv: list[str] | None = None) -> int:
     tasks.write_text("".join(json.dumps(clean_task(p)) + "\n" for p in chosen))
     env = code_env(code, gitconfig)
 
-    if args.skip_build and (out / "workflow.json").exists():
-        workflow = json.loads((out / "workflow.json").read_text())
-    else:
-        workflow = run_workflow(code, out, tasks, catalog, args.jobs, env)
-        (out / "workflow.json").write_text(json.dumps(workflow, indent=1))
-    print(f"bench_fidelity: workflow exit {workflow['returncode']} in {workflow['seconds']} s", flush=True)
+    left: list[str] = []
 
-    work = out / "run" / "work"
-    report = read_json(out / "run" / "results" / "report.json") or {}
-    try:
-        keys = profile_keys(work)
-    except (OSError, ValueError, KeyError) as exc:
-        raise SystemExit(
-            f"bench_fidelity: the workflow wrote no usable plan ({exc}); see {out / 'snakemake.log'}"
-        ) from None
-    jobs = job_seconds((out / "snakemake.log").read_text(errors="replace"))
+    def cleanup() -> None:  # also when stopped: the cache's layer images are mounted (loop devices as root)
+        left.extend(release_cache(out / "cache", env))
+        left.extend(unmount_under(out))
 
-    results: list[dict[str, Any]] = []
-    for p in chosen:
-        k = keys.get(p, {})
-        r: dict[str, Any] = {"profile": p, **k, **build_outcome(work, k, report)}
-        r["repo_tree"] = str(work / "repos" / k["repo_key"]) if k.get("repo_key") else None
-        mine = {v for v in k.values() if v}
-        r["build_seconds"] = round(sum(j["seconds"] for j in jobs if mine & set(j["wildcards"].values())), 1) or None
-        results.append(r)
-
-    def test_one(r: dict[str, Any]) -> None:
-        if not r["built"]:
-            return
-        r.update(run_tests(r["profile"], specs[r["profile"]], out, env, args.test_timeout))
-        print(
-            f"  {r['profile']}: {r.get('passed')} passed, {r.get('failed')} failed, {r.get('errors')} errors "
-            f"({r['test_seconds']} s)",
-            flush=True,
-        )
-
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            list(pool.map(test_one, results))
-    finally:  # also when stopped: the cache's layer images are mounted (loop devices as root)
-        left = release_cache(out / "cache", env)
+    with stop_guard(cleanup):
+        results, workflow = build_and_test(args, out, code, catalog, specs, chosen, tasks, env)
 
     for r in results:
         if not r["built"]:
@@ -1532,5 +1710,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def cli() -> int:
+    """`main()` with the exit status of a stopping signal (128 + its number) once stopped."""
+    try:
+        code = main()
+    except Stopped:
+        code = 0
+    return 128 + STOP.signum if STOP.signum else code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

@@ -402,3 +402,80 @@ def test_report_merges_runs_of_different_code_and_keeps_each_results_commit(bf, 
     assert "built and >= 95% pass rate: 2/2" in text
     # one run keeps its own code line
     assert f"code: {old[:7]} ({old[:10]})" in bf.render(bf.load_results(first))
+
+
+def test_sigterm_ends_the_running_suites_cancels_the_queued_ones_and_runs_the_cleanup(tmp_path):
+    """A SIGTERM to the bench used to end it at once and skip its cleanup (the node cache's
+    mounted images, leases and sandboxes stayed). Now: the running children are ended with
+    their process groups (a grandchild that ignores SIGINT too, after the grace period), the
+    queued suites never start, the cleanup runs to its end even when a second SIGTERM arrives
+    during it, and the exit status is 128 + SIGTERM."""
+    import os
+    import signal
+    import textwrap
+    import time
+
+    out = tmp_path / "out"
+    out.mkdir()
+    script = tmp_path / "stop.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import importlib.util, sys, time
+            from pathlib import Path
+            spec = importlib.util.spec_from_file_location("bench_fidelity", {str(ROOT / "bench" / "bench_fidelity.py")!r})
+            bf = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(bf)
+            bf.STOP_GRACE = 1.0
+            out = Path({str(out)!r})
+
+            def suite(i):
+                # sh's background job ignores SIGINT: only the group's SIGKILL ends it
+                bf.run_child(["sh", "-c", f"sleep 300 & echo $! > {{out}}/grandchild{{i}}; : > {{out}}/suite{{i}}; wait"])
+
+            def cleanup():
+                (out / "cleaning").write_text("")
+                time.sleep(1.5)  # the test's second SIGTERM arrives now
+                (out / "released").write_text("")
+
+            def main():
+                with bf.stop_guard(cleanup):
+                    bf.map_stoppable(suite, range(4), 2)
+                return 0
+
+            bf.main = main
+            sys.exit(bf.cli())
+            """
+        )
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not ((out / "grandchild0").exists() and (out / "grandchild1").exists()):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else ""
+            time.sleep(0.05)
+        grandchildren = [int((out / f"grandchild{i}").read_text()) for i in (0, 1)]
+        proc.send_signal(signal.SIGTERM)
+        while not (out / "cleaning").exists():
+            assert time.monotonic() < deadline, "the cleanup did not start"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (out / "released").exists()  # the cleanup ran to its end
+    assert not (out / "suite2").exists() and not (out / "suite3").exists()  # queued suites cancelled
+
+    def alive(pid: int) -> bool:
+        try:
+            return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) not in ("Z", "X")
+        except OSError:
+            return False
+
+    for pid in grandchildren:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+            pytest.fail(f"the suite's grandchild {pid} outlived the bench")
+    assert "SIGTERM: ending the running steps" in proc.stderr.read()
