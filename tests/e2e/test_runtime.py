@@ -79,6 +79,7 @@ FETCHER = textwrap.dedent("""
                 f.write(rel + "\\n")
             return super().open(rel, mode, **kw)
 
+    open(f"{go}.ready.{os.getpid()}", "w").close()  # imported: on the start line
     while not os.path.exists(go):
         time.sleep(0.002)
     p = prepare(task, CountingStore(store_url), cache=Cache(Path(cache_dir), IOBudget(2, Path(cache_dir) / "budget")))
@@ -102,8 +103,11 @@ def test_many_processes_same_artifact_download_once(tmp_path: Path) -> None:
         )
         for _ in range(6)
     ]
-    time.sleep(1.0)  # let them import and spin on the start line
-    go.touch()
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("go.ready.*"))) < len(procs) and time.monotonic() < deadline:
+        assert all(p.poll() is None for p in procs), "a fetcher exited before the start"
+        time.sleep(0.01)
+    go.touch()  # all 6 imported and spinning on the start line
     outs = []
     for p in procs:
         out, err = p.communicate(timeout=120)

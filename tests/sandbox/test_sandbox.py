@@ -87,9 +87,22 @@ def test_timeout_kills_the_whole_tree(repo):
         res = sb.execute("(sleep 3; touch /tmp/child-survived) & sleep 30", timeout=0.5)
         assert res.timed_out and res.returncode == -9
         assert time.monotonic() - start < 5
-        time.sleep(3.5)
+        # Wait for the tree to be gone rather than for the child's 3 s: once no process of the
+        # command is left (its shells carry the command line, the sleeps their own), nothing
+        # can touch the file later, so an empty /tmp then is final.
+        deadline = time.monotonic() + 10
+        while (left := _command_processes(sb)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert left == []
         assert sb.execute("ls /tmp").output == ""
         assert "sleep" not in sb.execute("ps ax -o comm").output
+
+
+def _command_processes(sb: Sandbox) -> list[str]:
+    """The sandbox's processes left from test_timeout_kills_the_whole_tree's command (its
+    shell and subshell, whose command line names the marker file, and their sleeps)."""
+    lines = sb.execute("ps ax -o args=").output.splitlines()
+    return [a for a in lines if "child-survived" in a or a.startswith("sleep ")]
 
 
 def test_background_output_does_not_block(repo):
