@@ -5,22 +5,17 @@ git repo layer and reports what happened as JSON; the host side is checked from 
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures.sandbox import SRC, TEST_USER, make_layer_repo, run_as_user
+from tests.fixtures.sandbox import MODES, TEST_USER, payload_runner
 
 pytestmark = pytest.mark.slow
-
-MODES = [pytest.param("root", marks=pytest.mark.root), pytest.param("rootless", marks=pytest.mark.rootless)]
 
 PRELUDE = """
 import json, os, sys, time
@@ -87,42 +82,11 @@ print(len(pids), err)
 
 
 @pytest.fixture
-def world(request, tmp_path):
+def world(request):
     """A layer dir (real git repo) owned by the user the sandbox runs as, plus a host
-    secret outside it. Yields a `probe(body, **params) -> dict` runner."""
-    mode = request.param if hasattr(request, "param") else "root"
-    if os.geteuid() != 0:
-        pytest.skip("isolation tests start as root (rootless mode switches to the test user)")
-    if mode == "rootless":
-        request.getfixturevalue("rootless_user")
-    base, repo = make_layer_repo("msb-iso-")
-    secret = base / "secret.txt"
-    secret.write_text("host secret\n")
-    if mode == "rootless":
-        subprocess.run(["chown", "-R", f"{TEST_USER}:{TEST_USER}", str(base)], check=True)
-
-    def probe(body: str, timeout: float = 300, **params) -> dict:
-        params = {"repo": str(repo), "secret": str(secret), "base": str(base), **params}
-        code = PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
-        if mode == "root":
-            proc = subprocess.run(
-                [sys.executable, "-c", code, json.dumps(params)],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                env={**os.environ, "PYTHONPATH": SRC},
-                cwd="/tmp",
-            )
-        else:
-            proc = run_as_user(code + "\n", timeout=timeout, args=[json.dumps(params)])
-        assert proc.returncode == 0, f"probe failed ({mode}): {proc.stderr[-3000:]}"
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-
-    probe.mode = mode
-    probe.repo = repo
-    probe.secret = secret
-    yield probe
-    subprocess.run(["rm", "-rf", str(base)])
+    secret outside it. Yields a `probe(body, **params) -> dict` runner
+    (tests.fixtures.sandbox.payload_runner)."""
+    yield from payload_runner(request, "msb-iso-", PRELUDE, "isolation tests", secret=True)
 
 
 def _sh(res: dict) -> str:

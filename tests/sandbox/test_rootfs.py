@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -11,7 +10,7 @@ import textwrap
 import pytest
 
 from minisandbox.sandbox import interpreters, rootfs
-from tests.fixtures.sandbox import run_json_as_user
+from tests.fixtures.sandbox import MODES, run_json_as_user, run_json_in
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
@@ -240,21 +239,13 @@ with rootfs.PrivateRoot(rootfs.build_spec([], network="none")) as root:
 """
 
 
-@pytest.mark.parametrize(
-    "mode", [pytest.param("root", marks=pytest.mark.root), pytest.param("rootless", marks=pytest.mark.rootless)]
-)
+@pytest.mark.parametrize("mode", MODES)
 def test_pidns_payload_sees_no_ancestor_and_gets_its_extra_fd(mode, request):
     """spawn(pidns=True): pid 1 of its own pid namespace with its own /proc (1 entry:
     bash itself), /proc/sys still read-only, the exit code passed through; pass_fds
     puts a descriptor at fd 3."""
-    if mode == "root":
-        request.getfixturevalue("as_root")
-        proc = subprocess.run([sys.executable, "-c", PIDNS], capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 0, proc.stderr
-        res = json.loads(proc.stdout.strip().splitlines()[-1])
-    else:
-        request.getfixturevalue("rootless_user")
-        res = run_json_as_user(PIDNS)
+    request.getfixturevalue("as_root" if mode == "root" else "rootless_user")
+    res = run_json_in(mode, PIDNS)
     lines = res["out"].splitlines()
     assert res["code"] == 7
     assert lines[0] == "1 0" and lines[1] == "1" and lines[2] == "through fd 3", res
