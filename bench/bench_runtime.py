@@ -49,6 +49,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.fixtures: the rootless set-up
 
 from tabulate import tabulate  # noqa: E402
 
@@ -63,6 +64,8 @@ from minisandbox.paths import REPO_PATH, VENV_PATH  # noqa: E402
 from minisandbox.pipeline.chunking import write_chunk_list  # noqa: E402
 from minisandbox.pipeline.pack import normalize_tree, pack_image, pack_tree, tree_stats  # noqa: E402
 from minisandbox.pipeline.steps import chunks_entry, publish_image  # noqa: E402
+from tests.fixtures.rootless_node import copy_runtime_modules, user_python, user_python_matches  # noqa: E402
+from tests.fixtures.sandbox import ROOTLESS_PYTHON, TEST_USER, ensure_user  # noqa: E402
 
 ENV_PACKAGES = [
     "numpy",
@@ -244,53 +247,22 @@ def published_warm(node: Path, i: int) -> float:
 
 
 # -- running as an unprivileged user ------------------------------------------------------------
-BENCH_USER = "msbtest"  # the same unprivileged user the rootless tests use (tests/fixtures/sandbox.py)
-USER_PYTHON = "/usr/bin/python3"
-#: Top-level modules the node runtime imports, copied for the user's interpreter (this
-#: interpreter's site-packages is under /root, which the user cannot read).
-RUNTIME_MODULES = [
-    "zstandard",
-    "filelock",
-    "fsspec",
-    "tenacity",
-    "pydantic",
-    "pydantic_core",
-    "typing_extensions.py",
-    "annotated_types",
-    "typing_inspection",
-    "yaml",
-    "_yaml",
-]
+# The rootless tests' user and set-up (tests/fixtures/sandbox.py, tests/fixtures/rootless_node.py).
+BENCH_USER = TEST_USER
 
 
 def user_runner(work: Path) -> list[str] | None:
     """argv prefix that runs Python as the unprivileged bench user with minisandbox importable,
     or None (not root, no such user and cannot create it, different Python minor)."""
-    if os.geteuid() != 0 or not shutil.which("runuser") or not os.path.exists(USER_PYTHON):
+    if os.geteuid() != 0 or not shutil.which("runuser") or not os.path.exists(ROOTLESS_PYTHON):
         return None
-    ver = subprocess.run([USER_PYTHON, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
-    if ver.stdout.strip() != str(sys.version_info[:2]):
+    if not user_python_matches():
         return None  # compiled modules (zstandard, pydantic_core) would not load
-    if subprocess.run(["id", BENCH_USER], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", BENCH_USER], check=True)
+    ensure_user()
     sp = work / "user-site"
     if not sp.exists():
-        sp.mkdir(parents=True)
-        for name in RUNTIME_MODULES:
-            src = site_packages() / name
-            if src.is_dir():
-                shutil.copytree(src, sp / name, symlinks=True)
-            elif src.is_file():
-                shutil.copy2(src, sp / name)
-    src_dir = Path(__file__).resolve().parents[1] / "src"
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "PYTHONPATH": f"{src_dir}:{sp}",
-        "HOME": f"/home/{BENCH_USER}",
-        "LANG": "C.UTF-8",
-        "MINISANDBOX_IO_SLOTS": "0",
-    }
-    return ["runuser", "-u", BENCH_USER, "--", "env", "-i", *[f"{k}={v}" for k, v in env.items()], USER_PYTHON]
+        copy_runtime_modules(sp)
+    return user_python(sp, {"MINISANDBOX_IO_SLOTS": "0"})
 
 
 def user_dir(path: Path) -> Path:
