@@ -133,6 +133,28 @@ class WheelStats:
     files: list[tuple[str, int, str, int]] = field(default_factory=list)  # path, size, sha256, zst size
 
 
+@dataclass
+class ChunkTally:
+    """Chunked images added up, as the store holds them: each unique chunk once, plus one
+    chunk list per image. One per table row (`images_mode`) or per level (`levels_mode`)."""
+
+    images: int = 0  # bytes of the whole images
+    lists: int = 0  # bytes of their chunk lists
+    counts: list[int] = field(default_factory=list)  # chunks per image
+    chunks: dict[str, int] = field(default_factory=dict)  # unique chunk sha -> bytes
+
+    def add(self, image: int, listing: int, chunks) -> None:  # noqa: ANN001 - (sha, bytes) pairs
+        chunks = [tuple(c) for c in chunks]
+        self.images += image
+        self.lists += listing
+        self.counts.append(len(chunks))
+        self.chunks.update(chunks)
+
+    @property
+    def unique_bytes(self) -> int:
+        return sum(self.chunks.values())
+
+
 def sampled(whl: Path, one_in: int) -> bool:
     return int(hashlib.sha256(whl.name.encode()).hexdigest()[:8], 16) % one_in == 0
 
@@ -526,13 +548,10 @@ def images_mode(a, specs, idx) -> int:
             lists=0,
             inline=0,
             envs=0,
-            images=0,
-            chunk_lists=0,
-            counts=[],
-            alt={str(v): {"list": 0, "counts": [], "chunks": {}} for v in a.also_avg},
         )
         objects: dict[str, tuple[int, int]] = {}
-        chunks: dict[str, int] = {}
+        default = ChunkTally()
+        alts = {str(v): ChunkTally() for v in a.also_avg}
         for s in specs:
             if only_gpu_profiles and s["name"] not in gpu_names:
                 continue
@@ -570,23 +589,23 @@ def images_mode(a, specs, idx) -> int:
                     flush=True,
                 )
             e = done[ekey]
-            r["images"] += e["image"]
-            r["chunk_lists"] += e["list"]
-            r["counts"].append(len(e["chunks"]))
-            for sha, n in e["chunks"]:
-                chunks[sha] = n
-            for v, alt in r["alt"].items():
-                alt["list"] += e["alt"][v]["list"]
-                alt["counts"].append(len(e["alt"][v]["chunks"]))
-                alt["chunks"].update((sha, n) for sha, n in e["alt"][v]["chunks"])
+            default.add(e["image"], e["list"], e["chunks"])
+            for v, alt in alts.items():
+                alt.add(e["image"], e["alt"][v]["list"], e["alt"][v]["chunks"])
         r["objects"] = len(objects)
         r["cas"] = sum(z for _, z in objects.values()) + r["lists"] + r["inline"]
         r["node_cas"] = sum(raw for raw, _ in objects.values()) + r["inline"]
-        r["chunk_bytes"] = sum(chunks.values())
-        r["nchunks"] = len(chunks)
-        for alt in r["alt"].values():
-            alt["n"] = len(alt["chunks"])
-            alt["bytes"] = sum(alt.pop("chunks").values())
+        r.update(
+            images=default.images,
+            chunk_lists=default.lists,
+            counts=default.counts,
+            chunk_bytes=default.unique_bytes,
+            nchunks=len(default.chunks),
+            alt={
+                v: {"list": alt.lists, "counts": alt.counts, "n": len(alt.chunks), "bytes": alt.unique_bytes}
+                for v, alt in alts.items()
+            },
+        )
         rows[group] = r
     tbl = []
     for group, label, _, _ in groups:
@@ -700,9 +719,8 @@ def levels_mode(a) -> int:
     work = a.work / "levels"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    per: dict[int, dict] = {
-        lv: {"image": [], "cpu": [], "read": [], "counts": [], "chunks": {}, "lists": 0} for lv in a.level_list
-    }
+    per: dict[int, dict] = {lv: {"image": [], "cpu": [], "read": []} for lv in a.level_list}
+    tally = {lv: ChunkTally() for lv in a.level_list}
     raw_total = gz_total = 0
     for img in images:
         tree = work / "tree"
@@ -723,9 +741,7 @@ def levels_mode(a) -> int:
             d["image"].append(ch.size)
             d["cpu"].append(cpu)
             d["read"].append(read)
-            d["counts"].append(len(ch.chunks))
-            d["lists"] += len(ch.document())
-            d["chunks"].update(ch.chunks)
+            tally[lv].add(ch.size, len(ch.document()), ch.chunks)
             line.append(f"L{lv} {ch.size / 1e6:.1f} MB {cpu:.1f} CPU s read {read or 0:.2f} s")
             out.unlink()
         shutil.rmtree(tree)
@@ -735,7 +751,8 @@ def levels_mode(a) -> int:
     for lv, d in per.items():
         rel = [x / y for x, y in zip(d["image"], base["image"])]
         reads = [x for x in d["read"] if x is not None]
-        uniq = sum(d["chunks"].values()) + d["lists"]
+        t = tally[lv]
+        uniq = t.unique_bytes + t.lists
         tbl.append(
             [
                 lv,
@@ -748,7 +765,7 @@ def levels_mode(a) -> int:
                 f"{statistics.median(reads):.3f}" if reads else "n/a",
                 f"{uniq / 1e6:.1f}",
                 f"{uniq / gz_total:.3f}",
-                f"{statistics.median(d['counts']):.0f} / {max(d['counts'])}",
+                f"{statistics.median(t.counts):.0f} / {max(t.counts)}",
             ]
         )
     print(
@@ -786,9 +803,9 @@ def levels_mode(a) -> int:
                             "image": d["image"],
                             "cpu": d["cpu"],
                             "read": d["read"],
-                            "counts": d["counts"],
-                            "lists": d["lists"],
-                            "unique_chunk_bytes": sum(d["chunks"].values()),
+                            "counts": tally[lv].counts,
+                            "lists": tally[lv].lists,
+                            "unique_chunk_bytes": tally[lv].unique_bytes,
                         }
                         for lv, d in per.items()
                     },
