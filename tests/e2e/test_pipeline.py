@@ -36,6 +36,17 @@ def built(tmp_path_factory):
     return ws, proc
 
 
+@pytest.fixture(scope="module")
+def validated(tmp_path_factory):
+    """The workflow with the default config's layers (images as chunks, no archive) and
+    validation on: one build, read by `test_images_are_published_and_verified` and then
+    extended by `test_validation_reuses_results_of_unchanged_tasks` (which comes after it and
+    is the only test that changes it). Each of the two used to make this same build itself."""
+    ws = make_workspace(tmp_path_factory.mktemp("validated"))
+    ws.snakemake(config=("validate=true",))
+    return ws
+
+
 def _catalog(ws) -> dict:
     return published.read_catalog(Store(str(ws.store)))
 
@@ -176,16 +187,15 @@ def test_adding_tasks_for_built_envs_rebuilds_only_the_index(built):
     assert published.lookup(Store(str(ws.store)), "tiny__calc.good.new__cccc0007")["status"] == "ready"
 
 
-def test_images_are_published_and_verified(pipeline_workspace, tmp_path, monkeypatch):
-    """The default config (`images=true`, `image_whole=false`, `archive=false`): each image
+def test_images_are_published_and_verified(validated, tmp_path, monkeypatch):
+    """The default config (`images=true`, `image_whole=false`, `archive=false`; validation on): each image
     is published as chunks plus a chunk list named in the manifest, not as one file, and no
     archive; `minisandbox verify` checks every chunk; a root node assembles the image from
     the chunks, checks it, mounts it and runs the task; the venv's .pyc files are valid
     inside the mounted image (normalize_tree); a node that does not mount unpacks the image."""
     from minisandbox.node.chunks import ChunkedImage, fetch_listed, read_chunk_list
 
-    ws = pipeline_workspace
-    ws.snakemake(config=("images=true",))
+    ws = validated  # only read here
     store = Store(str(ws.store))
     cat = _catalog(ws)
     # no archive of a repo or env layer (the interpreter layer has no image: it keeps its archive)
@@ -279,10 +289,9 @@ print(valid, stale)
 """
 
 
-def test_validation_reuses_results_of_unchanged_tasks(pipeline_workspace):
+def test_validation_reuses_results_of_unchanged_tasks(validated):
     """Adding tasks to a built environment validates only the new ones."""
-    ws = pipeline_workspace
-    ws.snakemake(config=("validate=true",))
+    ws = validated  # built and validated once (the fixture); this test extends it
     from tests.fixtures.pipeline import task
 
     (good,) = [
