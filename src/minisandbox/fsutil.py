@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import re
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +116,7 @@ class atomic_output:
     def __init__(self, path: Path | str, *, fsync: bool = False) -> None:
         self.path = Path(path)
         self.fsync = fsync
-        self.tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex[:12]}.tmp")
+        self.tmp = self.path.with_name(f".{self.path.name}.{os.urandom(6).hex()}.tmp")
 
     def __enter__(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)

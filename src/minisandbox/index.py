@@ -11,11 +11,11 @@ a store is `minisandbox.node.published`.
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import functools
 import hashlib
 import json
 import re
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -53,7 +53,7 @@ def next_sequence(previous: int | None, now: float | None = None) -> int:
     least the previous sequence + 1. Why both: +1 keeps re-publishes of one store
     monotonic whatever the clocks say, and the clock keeps a store rebuilt from scratch
     (no previous catalog) ahead of what nodes accepted from its earlier life."""
-    clock = int((_dt.datetime.now(_dt.UTC).timestamp() if now is None else now) * 1000)
+    clock = int((time.time() if now is None else now) * 1000)
     return max(clock, (previous or 0) + 1)
 
 
@@ -91,7 +91,7 @@ def build_index(
     counts["invalid_records"] = len(invalid)
     catalog = {
         "schema": SCHEMA,
-        "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "shards": SHARDS,
         "envs": envs,
         "repos": repos,

@@ -9,11 +9,11 @@ become host paths (docs/sandbox.md, "Store data is untrusted input").
 
 from __future__ import annotations
 
-import datetime as _dt
 import functools
 import json
 import posixpath
 import re
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -76,7 +76,7 @@ def make_manifest(
         "mount_path": VENV_PATH if kind == "env" else REPO_PATH,
         **(extra or {}),
         "spec": spec,
-        "created": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "tool_version": __version__,
     }
 

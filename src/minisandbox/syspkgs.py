@@ -8,7 +8,6 @@ again on each node that restores the environment.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Iterable
 
@@ -34,6 +33,8 @@ def validate_names(names: Iterable[str], where: str) -> list[str]:
 
 def missing(names: Iterable[str]) -> list[str]:
     """The names among `names` that dpkg does not report as installed ("ii")."""
+    import shutil
+
     wanted = list(dict.fromkeys(names))
     if not wanted:
         return []

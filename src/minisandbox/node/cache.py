@@ -30,7 +30,6 @@ import json
 import os
 import re
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -287,7 +286,7 @@ class Cache:
         check_digest(digest, "cache lease")
         d = self.leases / digest
         d.mkdir(parents=True, exist_ok=True)
-        path = d / f"{uuid.uuid4().hex}.json"
+        path = d / f"{os.urandom(16).hex()}.json"
         pid = os.getpid()
         atomic_write_json(path, {"pid": pid, "start": proc_start(pid), "owner": owner, "created": time.time()})
         return path
@@ -507,7 +506,7 @@ class Cache:
         except ChunkError as exc:
             raise ArtifactCorruptError(f"artifact {image.label} ({image.key}): {exc}") from None
         local = self.local_chunks(exclude=image.sha256)
-        part = self.tmp / f"{image.sha256}.{uuid.uuid4().hex[:8]}.part"
+        part = self.tmp / f"{image.sha256}.{os.urandom(4).hex()}.part"
         try:
             try:
                 done = assemble(store, ref, cl, part, local, progress=self.progress)
@@ -600,7 +599,7 @@ class Cache:
             self.progress.add_total(artifact.size)
         problems = []
         for _ in (1, 2):
-            part = self.tmp / f"{artifact.sha256}.{uuid.uuid4().hex[:8]}.part"
+            part = self.tmp / f"{artifact.sha256}.{os.urandom(4).hex()}.part"
             try:
 
                 def transfer(part: Path = part) -> tuple[str, int]:
@@ -807,7 +806,7 @@ class Cache:
                     layer.rmdir()
                     (self.layers / f"{e.digest}.json").unlink(missing_ok=True)
                 elif layer.is_dir():
-                    trash = self.layers / f".trash-{uuid.uuid4().hex[:12]}"
+                    trash = self.layers / f".trash-{os.urandom(6).hex()}"
                     os.rename(layer, trash)  # atomic: the layer disappears whole
                     (self.layers / f"{e.digest}.json").unlink(missing_ok=True)
                     freed += e.layer_bytes

@@ -21,9 +21,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import random
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +100,8 @@ class IOBudget:
     # non-blocking flock costs microseconds here, and blocked waiters sleep in the kernel
     # instead of polling, which matters with 64 waiters on 2 cores.
     def _try_slots(self) -> tuple[int, int] | None:
+        import random  # here: only a download takes a slot, and a warm `run` never imports it
+
         order = list(range(self.slots))
         random.shuffle(order)  # spread contention over the lock files
         for i in order:
@@ -120,7 +120,7 @@ class IOBudget:
             got = self._try_slots()
             if got is not None:
                 return got
-        name = f"{ticket:020.6f}-{os.getpid()}-{uuid.uuid4().hex[:8]}.wait"
+        name = f"{ticket:020.6f}-{os.getpid()}-{os.urandom(4).hex()}.wait"
         # Lock the entry before it becomes visible (rename), so a live waiter is never
         # mistaken for a dead one.
         tmp = self.queue / f".{name}.new"
@@ -134,7 +134,7 @@ class IOBudget:
                     got = self._try_slots()
                     if got is not None:
                         return got
-                    time.sleep(_POLL_ELIGIBLE * (0.5 + random.random()))
+                    time.sleep(_POLL_ELIGIBLE * (0.5 + os.urandom(1)[0] / 255))
                 else:
                     self._wait_for_exit(ahead[0], start, timeout)
                 if timeout is not None and time.monotonic() - start > timeout:

@@ -27,12 +27,10 @@ which the next attempt (under the digest lock) removes.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
 import threading
 import time
-import uuid
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -324,6 +322,8 @@ def checked_stream(chunks: Iterator[bytes], archive: str) -> Iterator[bytes]:
 
 # -- extraction ---------------------------------------------------------------------------
 def _tar_argv(dest: Path) -> list[str]:
+    import shutil
+
     tar = shutil.which("tar")
     if not tar:
         raise RestoreError("GNU tar not found on PATH: install it (apt-get install tar)")
@@ -414,7 +414,7 @@ def ensure_layer(layers: Path, digest: str, fill: Callable[[Path], T]) -> tuple[
     layers.mkdir(parents=True, exist_ok=True)
     for stale in layers.glob(f".tmp-{digest}-*"):
         remove_tree(stale)  # a previous attempt died mid-unpack
-    tmp = layers / f".tmp-{digest}-{uuid.uuid4().hex[:12]}"
+    tmp = layers / f".tmp-{digest}-{os.urandom(6).hex()}"
     tmp.mkdir()
     try:
         result = fill(tmp)
@@ -432,6 +432,7 @@ def unpack_file(archive: Path, fmt: str, layers: Path, digest: str) -> Path:
 
 def remove_tree(path: Path) -> None:
     """rm -rf that also handles read-only directories inside the tree."""
+    import shutil
 
     def onerror(func, p, exc_info):  # noqa: ANN001 - shutil's callback signature
         try:
@@ -459,6 +460,8 @@ def remove_tree(path: Path) -> None:
 # -- filesystem images (root only) ----------------------------------------------------------
 def can_mount_images(fmt: str = "squashfs") -> bool:
     """True when this process can loop-mount `fmt` images: root, loop devices, kernel support."""
+    import shutil
+
     if os.geteuid() != 0 or not os.path.exists("/dev/loop-control") or not shutil.which("mount"):
         return False
     try:
@@ -506,6 +509,8 @@ def unsquash(image: Path, dest: Path) -> int:
     files and symlinks (unsquashfs run as root would create device nodes and fifos). A
     squashfs tree cannot place an entry below a symlink or outside its root, so the
     path rules of `checked_stream` hold by construction."""
+    import shutil
+
     exe = shutil.which("unsquashfs")
     if not exe:
         raise RestoreError(

@@ -9,7 +9,6 @@ mount the layers read-only as overlay lowers at their canonical paths (docs/desi
 
 from __future__ import annotations
 
-import copy
 import os
 import threading
 import time
@@ -190,15 +189,17 @@ def _memo(store: Store, what: str, fn: Callable[[], T]) -> T:
     ttl = index_ttl()
     key = (store.url, what)
     now = time.monotonic()
-    if ttl > 0:
-        with _MEMO_LOCK:
-            hit = _MEMO.get(key)
-        if hit and now - hit[0] < ttl:
-            return copy.deepcopy(hit[1])
+    if ttl <= 0:
+        return fn()
+    import copy  # (only with a TTL: a `run` process reads each document once)
+
+    with _MEMO_LOCK:
+        hit = _MEMO.get(key)
+    if hit and now - hit[0] < ttl:
+        return copy.deepcopy(hit[1])
     value = fn()  # errors are not remembered
-    if ttl > 0:
-        with _MEMO_LOCK:
-            _MEMO[key] = (now, copy.deepcopy(value))
+    with _MEMO_LOCK:
+        _MEMO[key] = (now, copy.deepcopy(value))
     return value
 
 

@@ -22,7 +22,6 @@ import errno
 import hashlib
 import os
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -440,7 +439,7 @@ class Store:
 
     # -- writes ---------------------------------------------------------------------------
     def _tmp(self, rel: str) -> str:
-        return f"{self.path(rel)}.tmp-{uuid.uuid4().hex}"
+        return f"{self.path(rel)}.tmp-{os.urandom(16).hex()}"
 
     def _ensure_parent(self, path: str) -> None:
         if self.local:

@@ -10,7 +10,6 @@ time lets a node say, before it starts anything, which library is missing.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -65,6 +64,8 @@ def ldd_host_libs(files: Iterable[Path], own_roots: Iterable[Path]) -> list[dict
     [{"name": soname, "path": resolved host path, "used_by": file name}], sorted by name
     (`used_by`: the first file that needs it, for the error message). Libraries ldd cannot
     find at build time are left out (the build itself would have failed on them)."""
+    import shutil
+
     ldd = shutil.which("ldd")
     if ldd is None:
         raise MissingHostLibrary("ldd not found on PATH: install libc-bin (apt-get install libc-bin)")
@@ -99,6 +100,8 @@ def ldd_host_libs(files: Iterable[Path], own_roots: Iterable[Path]) -> list[dict
 def add_packages(libs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Name the Debian package of each library (`dpkg -S`), where dpkg knows it: the hint a
     node's one-line error gives. Best effort: no dpkg, no package names."""
+    import shutil
+
     dpkg = shutil.which("dpkg")
     if not dpkg or not libs:
         return libs
@@ -125,6 +128,8 @@ def add_packages(libs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _ldconfig_names() -> set[str]:
+    import shutil
+
     exe = shutil.which("ldconfig") or ("/sbin/ldconfig" if os.path.exists("/sbin/ldconfig") else None)
     if exe is None:
         return set()

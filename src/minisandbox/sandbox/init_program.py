@@ -37,7 +37,6 @@ import fcntl  # noqa: F401  (imported before pivot_root: the stdlib is not visib
 import gc
 import json
 import os
-import platform
 import re
 import resource  # noqa: F401  (same reason)
 import select
@@ -180,10 +179,10 @@ def _b(s: str | None) -> bytes | None:
 
 
 def _nr(name: str) -> int:
-    table = _SYSCALLS.get(platform.machine())
+    table = _SYSCALLS.get(os.uname().machine)
     if table is None:
         raise SandboxError(
-            f"unsupported architecture {platform.machine()}: add syscall numbers to init_program._SYSCALLS"
+            f"unsupported architecture {os.uname().machine}: add syscall numbers to init_program._SYSCALLS"
         )
     return table[name]
 

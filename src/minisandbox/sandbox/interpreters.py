@@ -23,7 +23,6 @@ import functools
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -88,6 +87,8 @@ def _vkey(version: str) -> tuple[int, ...]:
 
 def pyenv_roots() -> list[str]:
     """Candidate pyenv roots: $PYENV_ROOT, `pyenv root`, ~/.pyenv, /root/.pyenv."""
+    import shutil
+
     roots = []
     if os.environ.get("PYENV_ROOT"):
         roots.append(os.environ["PYENV_ROOT"])

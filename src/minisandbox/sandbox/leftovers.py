@@ -26,7 +26,6 @@ import contextlib
 import fcntl
 import json
 import os
-import shutil
 import signal
 import threading
 from dataclasses import dataclass, field
@@ -193,6 +192,7 @@ def remove_cgroup(path: str, wait: float = 5.0) -> bool:
 
 def remove_scratch(path: str) -> None:
     """Remove an on-disk upper layer (overlayfs leaves a mode-000 work dir behind)."""
+    import shutil
 
     def onerror(func, p, _exc):  # noqa: ANN001 - shutil's callback signature
         with contextlib.suppress(OSError):

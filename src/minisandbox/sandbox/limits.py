@@ -38,7 +38,6 @@ from __future__ import annotations
 import os
 import re
 import time
-import uuid
 from dataclasses import dataclass, field, fields, replace
 
 from minisandbox.errors import MinisandboxError, SizeError
@@ -203,7 +202,7 @@ def _v2_mount() -> str | None:
 
 def cgroup_name(pid: int | None = None) -> str:
     """A new sandbox cgroup name: ``minisandbox-<controller pid>-<8 hex>``."""
-    return f"{CGROUP_PREFIX}{os.getpid() if pid is None else pid}-{uuid.uuid4().hex[:8]}"
+    return f"{CGROUP_PREFIX}{os.getpid() if pid is None else pid}-{os.urandom(4).hex()}"
 
 
 _NAME = LazyPattern(rf"{re.escape(CGROUP_PREFIX)}(\d+)-[0-9a-f]{{8}}")
@@ -419,7 +418,7 @@ class LimitGroup:
         if self.cpu_leaf is None:
             return None
         leaf, version = self.cpu_leaf
-        path = os.path.join(leaf, f"cmd-{uuid.uuid4().hex[:8]}")
+        path = os.path.join(leaf, f"cmd-{os.urandom(4).hex()}")
         try:
             os.mkdir(path)
         except OSError:

@@ -33,7 +33,6 @@ import subprocess
 import termios
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -225,7 +224,7 @@ class Sandbox:
             raise TypeError("pass either config= or keyword options, not both")
         self.config = config or SandboxConfig(**options)
         cfg = self.config
-        self.id = uuid.uuid4().hex[:12]
+        self.id = os.urandom(6).hex()
         self.layers = list(layers)
         self.env = {**DEFAULT_ENV, **cfg.env}
         self._sessions: dict[str, Session] = {}

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import platform
+import os
 import struct
 
 #: Audit architecture of each supported machine (linux/audit.h).
@@ -166,7 +166,7 @@ def program(
     """The filter as packed `struct sock_filter` instructions for `machine`: DENIED (minus
     `allow`), the PTRACE calls unless `ptrace`, and clone/unshare with any CLONE_NEW* flag
     except those in `namespaces`."""
-    machine = machine or platform.machine()
+    machine = machine or os.uname().machine
     if machine not in AUDIT_ARCH:
         raise SeccompUnsupported(
             errno.ENOSYS,
