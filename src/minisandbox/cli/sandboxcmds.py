@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import os
 import signal
 import subprocess
@@ -127,7 +126,7 @@ def _options(args: argparse.Namespace) -> dict:
         "rootless": args.rootless,
         "scratch_dir": args.scratch,
         "copy_layers": args.copy_layers,
-        "limits": dataclasses.replace(Limits.default(), **changes),
+        "limits": Limits.default()._replace(**changes),
         "seccomp": not args.no_seccomp,
         "ptrace": args.allow_ptrace,
     }

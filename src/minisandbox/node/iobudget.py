@@ -23,8 +23,8 @@ import fcntl
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 RAY_RESOURCE = "minisandbox_io"
 _POLL_ELIGIBLE = 0.005
@@ -46,8 +46,7 @@ def default_slots() -> int:
     return max(2, (os.cpu_count() or 2) // 2)
 
 
-@dataclass
-class Slot:
+class Slot(NamedTuple):
     index: int  # -1 when unlimited
     waited: float  # seconds spent waiting for it
 

@@ -25,7 +25,7 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import LazyPattern
@@ -54,8 +54,7 @@ SYSTEM_WARNING = (
 )
 
 
-@dataclass(frozen=True)
-class Interpreter:
+class Interpreter(NamedTuple):
     version: str  # full version, e.g. "3.10.13"
     prefix: str  # sys.prefix on this host, e.g. /root/.pyenv/versions/3.10.13 or /usr
     executable: str  # e.g. <prefix>/bin/python3.10

@@ -38,7 +38,8 @@ from __future__ import annotations
 import os
 import re
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from minisandbox.errors import MinisandboxError, SizeError
 from minisandbox.fsutil import LazyPattern, human_size, parse_size
@@ -64,8 +65,7 @@ class CgroupBusy(MinisandboxError, RuntimeError):
     """A sandbox's cgroup still holds processes after the sandbox closed."""
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(NamedTuple):
     """Resource limits for one sandbox (None = unlimited). `Limits.default()` is what every
     sandbox gets unless told otherwise."""
 
@@ -103,16 +103,13 @@ class Limits:
                     f"{', '.join(sorted(_NAMES))} (e.g. memory=4G,pids=1024,tmpfs=none)"
                 )
             changes[key] = parse_limit(key, value, where=f"{where} {name.strip()}")
-        return replace(self, **changes)
+        return self._replace(**changes)
 
     def describe(self) -> dict[str, str]:
         """Human-readable values, e.g. {"memory_bytes": "8.0G", "pids": "4096", ...}."""
         out = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            out[f.name] = (
-                "unlimited" if value is None else (human_size(value) if f.name.endswith("_bytes") else str(value))
-            )
+        for name, value in self._asdict().items():
+            out[name] = "unlimited" if value is None else (human_size(value) if name.endswith("_bytes") else str(value))
         return out
 
 
@@ -151,7 +148,7 @@ _ALIASES = {
     "output": "output_bytes",
     "max_output": "output_bytes",
 }
-_ALIASES.update({f.name: f.name for f in fields(Limits)})
+_ALIASES.update({name: name for name in Limits._fields})
 _NAMES = {"memory", "pids", "cpu", "sandbox_cpu", "file_size", "open_files", "tmpfs", "output"}
 
 #: The defaults every sandbox (run, shell, sandbox-exec, eval, validation) gets: enough for
@@ -482,8 +479,7 @@ SANDBOX_CPU_UNCOUNTED = (
 )
 
 
-@dataclass
-class CommandCgroup:
+class CommandCgroup(NamedTuple):
     """One command's own cgroup, below its sandbox's leaf: the command's process joins it
     before exec (through an fd of its `cgroup.procs`, see `open_procs`), so every process
     it starts is counted in it, and killed with it. Nothing inside can move out: no

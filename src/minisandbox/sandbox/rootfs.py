@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from minisandbox.sandbox import init_program
 from minisandbox.sandbox.init_program import (  # noqa: F401  (SandboxError, open_in_root: this module's API too)
@@ -35,8 +35,7 @@ from minisandbox.sandbox.init_program import (  # noqa: F401  (SandboxError, ope
 )
 
 
-@dataclass(frozen=True)
-class Bind:
+class Bind(NamedTuple):
     """A host path bound into the private root."""
 
     source: str  # host path (file or dir)

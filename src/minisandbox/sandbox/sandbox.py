@@ -36,7 +36,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.paths import CONDA_ROOT, REPO_PATH, state_dir
@@ -61,8 +61,7 @@ DEFAULT_ENV = {
 GIT = "git -c safe.directory='*' -c core.quotepath=off"
 
 
-@dataclass(frozen=True)
-class Layer:
+class Layer(NamedTuple):
     """A restored, read-only tree and where it appears inside the sandbox."""
 
     lower: str  # host directory (shared cache: never modified)
