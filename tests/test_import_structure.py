@@ -103,10 +103,17 @@ RUN_THIRD_PARTY: set[str] = set()
 #: entered its cache), fsspec/s3fs (a local store is read with os), retries (tenacity, only
 #: after a failure), archives (zstandard: nothing is unpacked), config (yaml), the grader,
 #: filelock (fsutil.FileLock), the stdlib modules these used to bring in, stdlib modules
-#: the path does without (uuid and platform: temp names come from os.urandom, the machine
-#: from os.uname; random: only a download's slot wait; datetime: timestamps come from time)
-#: and (the test runs as root: images are kernel mounts) the rootless mount holder's client.
+#: the path does without (dataclasses, with inspect, ast, dis and copy: the path's record
+#: types are NamedTuples or plain classes; uuid and platform: temp names come from
+#: os.urandom, the machine from os.uname; random: only a download's slot wait; datetime:
+#: timestamps come from time) and (the test runs as root: images are kernel mounts) the
+#: rootless mount holder's client.
 RUN_FORBIDDEN = {
+    "dataclasses",
+    "inspect",
+    "ast",
+    "dis",
+    "copy",
     "uuid",
     "platform",
     "random",

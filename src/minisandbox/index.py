@@ -10,7 +10,6 @@ a store is `minisandbox.node.published`.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import json
@@ -19,7 +18,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.manifest import KINDS, PLAIN_NAME, StoreDataError, parse_store_model, plain_name, validate_manifest
@@ -121,11 +120,8 @@ def _record_fields() -> tuple[dict[str, str], tuple[str, ...]]:
     """TaskRecord's fields (name -> "list" or "str") and those it cannot be made without (no
     default): an entry lacking one is refused here rather than failing later with a
     TypeError where the record is used."""
-    fields = dataclasses.fields(TaskRecord)
-    kinds = {f.name: ("list" if "list" in str(f.type) else "str") for f in fields}
-    required = tuple(
-        f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    )
+    kinds = {name: ("list" if "list" in str(kind) else "str") for name, kind in TaskRecord.__annotations__.items()}
+    required = tuple(name for name in TaskRecord._fields if name not in TaskRecord._field_defaults)
     return kinds, required
 
 
@@ -272,8 +268,7 @@ def _check_shard_digests(value: Any) -> dict[str, str] | None:
     return value
 
 
-@dataclasses.dataclass(frozen=True)
-class CatalogHead:
+class CatalogHead(NamedTuple):
     """What freshness needs of the catalog (`sequence` 0: published before sequences;
     `shards_sha256` None: before shard digests)."""
 

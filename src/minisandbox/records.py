@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import LazyPattern
@@ -24,9 +23,10 @@ INSTANCE_ID = LazyPattern(r"^[A-Za-z0-9_.\-]+$")
 _COMMIT = LazyPattern(r"^[0-9a-f]{7,40}$")
 
 
-@dataclass(frozen=True)
-class TaskRecord:
-    """One task, normalised: lists are lists, both formats share one shape."""
+class TaskRecord(NamedTuple):
+    """One task, normalised: lists are lists, both formats share one shape. A NamedTuple (a
+    changed copy: `record._replace(...)`), as the other records `minisandbox run` reads: no
+    dataclass is built on its path (docs/sandbox.md, "The run path")."""
 
     instance_id: str
     format: Format
@@ -47,16 +47,14 @@ class TaskRecord:
         return self.repo.split("/", 1)[1] if "/" in self.repo else self.repo
 
     def to_dict(self) -> dict[str, Any]:
-        # Shallow on purpose: dataclasses.asdict deep-copies and dominated 50k-task planning.
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return self._asdict()  # shallow on purpose: a deep copy dominated 50k-task planning
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskRecord:
         return cls(**data)
 
 
-@dataclass(frozen=True)
-class InvalidRecord:
+class InvalidRecord(NamedTuple):
     """A record that could not be used, and why, for the run report."""
 
     file: str
@@ -70,7 +68,7 @@ class InvalidRecord:
         return f"{self.file}:{self.line}{who}: field {self.field!r}: {self.error}"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return self._asdict()
 
 
 class RecordError(MinisandboxError, ValueError):
@@ -83,13 +81,15 @@ class TaskFileMissing(MinisandboxError, FileNotFoundError):
     """A task file named by the configuration or `--tasks` does not exist."""
 
 
-@dataclass
 class Ingested:
-    records: list[TaskRecord] = field(default_factory=list)
-    invalid: list[InvalidRecord] = field(default_factory=list)
-    #: instance_id -> (file, line) of each good record, so later checks (a record that
-    #: matches no environment spec) can name where it came from.
-    origins: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """What reading task files gave: the good records and the invalid ones."""
+
+    def __init__(self) -> None:
+        self.records: list[TaskRecord] = []
+        self.invalid: list[InvalidRecord] = []
+        #: instance_id -> (file, line) of each good record, so later checks (a record that
+        #: matches no environment spec) can name where it came from.
+        self.origins: dict[str, tuple[str, int]] = {}
 
 
 #: Keys only SWE-bench records carry: any one of them makes a record SWE-bench, so a
@@ -386,17 +386,14 @@ def read_id_file(path: str | Path) -> list[str]:
     return ids
 
 
-@dataclass(frozen=True)
 class Selection:
     """A subset of tasks: by instance id and/or by repository (both must match when both
     are given). The one filter behind `eval`, `tasks` and `fetch`'s `--instance-ids`/`--repo`."""
 
-    ids: tuple[str, ...] | None = None  # None: every id
-    repos: tuple[str, ...] = ()
-    _id_set: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_id_set", frozenset(self.ids or ()))
+    def __init__(self, ids: tuple[str, ...] | None = None, repos: tuple[str, ...] = ()) -> None:
+        self.ids = ids  # None: every id
+        self.repos = repos
+        self._id_set = frozenset(ids or ())
 
     @classmethod
     def parse(cls, ids: Iterable[str] | None = None, repos: Iterable[str] | None = None) -> Selection:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -68,16 +67,24 @@ def make_cache(cache: Cache | str | os.PathLike[str] | None = None, io_slots: in
     return Cache(root, budget=budget)
 
 
-@dataclass
 class TaskSandbox:
     """One task's sandbox and the lease on its layers; close() ends both."""
 
-    prepared: PreparedTask
-    sandbox: Sandbox
-    record: TaskRecord
-    setup_seconds: float = 0.0
-    info: dict[str, Any] = field(default_factory=dict)
-    cache: Cache | None = None  # the node cache the layers came from (grading reuses it)
+    def __init__(
+        self,
+        prepared: PreparedTask,
+        sandbox: Sandbox,
+        record: TaskRecord,
+        setup_seconds: float = 0.0,
+        info: dict[str, Any] | None = None,
+        cache: Cache | None = None,
+    ) -> None:
+        self.prepared = prepared
+        self.sandbox = sandbox
+        self.record = record
+        self.setup_seconds = setup_seconds
+        self.info = info if info is not None else {}
+        self.cache = cache  # the node cache the layers came from (grading reuses it)
 
     @property
     def task_id(self) -> str:

@@ -391,7 +391,7 @@ def test_resume_reuses_a_report_only_when_every_input_is_unchanged(eval_project,
     _, ran = run(gold, tgt={iid: EvalTarget(rec, spec2, ex)}, grading="official")
     assert len(ran) == 1
     # a changed task record (its PASS_TO_PASS list): evaluated again
-    rec2 = dataclasses.replace(rec, pass_to_pass=rec.pass_to_pass[:1])
+    rec2 = rec._replace(pass_to_pass=rec.pass_to_pass[:1])
     _, ran = run(gold, tgt={iid: EvalTarget(rec2, spec2, ex)})
     assert len(ran) == 1
     # the run log holds every invocation

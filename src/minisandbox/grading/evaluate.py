@@ -58,13 +58,14 @@ from minisandbox.records import INSTANCE_ID, TaskRecord
 from minisandbox.sandbox.sandbox import ExecResult
 
 
-@dataclass
 class EvalRun(ExecResult):
     """An eval script's run plus what the results plugin reported on its own channel
     (minisandbox.grading.results); `results_nonce` is "" when there was no channel."""
 
-    results: str = ""
-    results_nonce: str = ""
+    def __init__(self, *args: Any, results: str = "", results_nonce: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.results = results
+        self.results_nonce = results_nonce
 
 
 class Environment(Protocol):

@@ -39,7 +39,7 @@ import json
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,7 @@ _COMPLETED = {Reason.EMPTY_F2P.value, Reason.TESTS_FAILED.value, Reason.RESOLVED
 def candidate(record: TaskRecord) -> TaskRecord:
     """The record as a labelling candidate: no lists, so the eval script runs the whole
     suite and restores or removes no test file."""
-    return replace(record, fail_to_pass=[], pass_to_pass=[])
+    return record._replace(fail_to_pass=[], pass_to_pass=[])
 
 
 def _listed(tests: Iterable[str]) -> list[str]:
@@ -307,7 +307,7 @@ def labelled_records(records: Iterable[TaskRecord], results: dict[str, dict[str,
     for r in records:
         res = results.get(r.instance_id)
         if res and res.get("status") == "labelled":
-            out.append(replace(r, fail_to_pass=list(res["FAIL_TO_PASS"]), pass_to_pass=list(res["PASS_TO_PASS"])))
+            out.append(r._replace(fail_to_pass=list(res["FAIL_TO_PASS"]), pass_to_pass=list(res["PASS_TO_PASS"])))
     return out
 
 

@@ -30,9 +30,8 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import CHUNK, FileLock, LazyPattern, LockTimeout, atomic_write_json, file_digest
@@ -75,21 +74,30 @@ def check_digest(digest: str, what: str) -> str:
     return digest
 
 
-@dataclass(frozen=True)
 class Artifact:
-    """What the cache needs from a manifest to fetch and verify one archive."""
+    """What the cache needs from a manifest to fetch and verify one archive (checked when
+    made; not changed afterwards)."""
 
-    store_url: str
-    rel: str  # path in the store, e.g. artifacts/env/<key>.tar.zst
-    sha256: str
-    size: int
-    fmt: str
-    key: str
-    kind: str
-    #: an image stored as chunks + chunk list (manifest `image.chunks`): assembled, not downloaded
-    chunks: ChunkedImage | None = None
-
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        store_url: str,
+        rel: str,
+        sha256: str,
+        size: int,
+        fmt: str,
+        key: str,
+        kind: str,
+        chunks: ChunkedImage | None = None,
+    ) -> None:
+        self.store_url = store_url
+        self.rel = rel  # path in the store, e.g. artifacts/env/<key>.tar.zst
+        self.sha256 = sha256
+        self.size = size
+        self.fmt = fmt
+        self.key = key
+        self.kind = kind
+        #: an image stored as chunks + chunk list (manifest `image.chunks`): assembled, not downloaded
+        self.chunks = chunks
         # Defence in depth below the manifest schema: `sha256` names cache directories, lock
         # and lease files, `rel` a store object; neither may ever walk out of its place.
         check_digest(self.sha256, f"artifact {self.label}")
@@ -147,19 +155,22 @@ class Artifact:
         return f"{self.store_url}/{self.rel}"
 
 
-@dataclass
 class LayerResult:
-    path: Path
-    digest: str
-    downloaded: bool  # this call transferred the artifact from the store
-    attempts: int = 0  # downloads made by this call (2 = one corrupt copy discarded)
-    waited_budget: float = 0.0
-    seconds: float = 0.0
-    mounter: str = ""  # an image layer: "kernel" (root, loop device) or "fuse" (squashfuse, rootless)
+    """How one layer was made ready (`Cache.layer`, `Cache.image_layer`)."""
+
+    def __init__(self, path: Path, digest: str, downloaded: bool) -> None:
+        self.path = path
+        self.digest = digest
+        self.downloaded = downloaded  # this call transferred the artifact from the store
+        self.attempts = 0  # downloads made by this call (2 = one corrupt copy discarded)
+        self.waited_budget = 0.0
+        self.seconds = 0.0
+        self.mounter = ""  # an image layer: "kernel" (root, loop device) or "fuse" (squashfuse, rootless)
 
 
-@dataclass
-class Entry:
+class Entry(NamedTuple):
+    """One layer in the cache, as `Cache.entries` lists it."""
+
     digest: str
     key: str
     kind: str
@@ -170,27 +181,31 @@ class Entry:
     path: Path
 
 
-@dataclass
 class GcReport:
-    removed: list[Entry] = field(default_factory=list)
-    freed: int = 0
-    total_before: int = 0
-    total_after: int = 0
-    kept_leased: int = 0
-    stale_removed: int = 0
-    #: host resources of controllers that died without cleaning up (minisandbox.sandbox.leftovers)
-    leftovers: ReapReport | None = None
+    """What `Cache.gc` removed and kept."""
+
+    def __init__(self, *, stale_removed: int = 0, leftovers: ReapReport | None = None) -> None:
+        self.removed: list[Entry] = []
+        self.freed = 0
+        self.total_before = 0
+        self.total_after = 0
+        self.kept_leased = 0
+        self.stale_removed = stale_removed
+        #: host resources of controllers that died without cleaning up (minisandbox.sandbox.leftovers)
+        self.leftovers = leftovers
 
 
-@dataclass
 class ClearReport:
-    root: Path
-    freed: int = 0
-    entries: int = 0
-    unmounted: int = 0
-    #: processes that held leases and were ended (`clear(force=True)`): pid -> lease owner
-    ended: dict[int, str] = field(default_factory=dict)
-    leftovers: ReapReport | None = None
+    """What `Cache.clear` removed."""
+
+    def __init__(self, root: Path, *, ended: dict[int, str] | None = None) -> None:
+        self.root = root
+        self.freed = 0
+        self.entries = 0
+        self.unmounted = 0
+        #: processes that held leases and were ended (`clear(force=True)`): pid -> lease owner
+        self.ended = ended if ended is not None else {}
+        self.leftovers: ReapReport | None = None
 
 
 class _HashingReader:

@@ -31,9 +31,8 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from minisandbox.fsutil import LazyPattern, atomic_write_bytes
 from minisandbox.manifest import (
@@ -86,8 +85,7 @@ class ChunkError(StoreError):
         self.missing = missing
 
 
-@dataclass(frozen=True)
-class ChunkedImage:
+class ChunkedImage(NamedTuple):
     """One manifest's chunked image: where its chunk list is and what it and the image must be."""
 
     kind: str
@@ -197,15 +195,15 @@ def fetch_chunk(store: Store, digest: str, length: int, what: str) -> bytes:
 
 
 # ------------------------------------------------------------------ packs: ranged reads
-@dataclass
 class Segment:
     """One ranged read of a pack: bytes [start, end) holding chunks `items` as (list index,
     offset in the pack, length, sha256), in list order."""
 
-    pack: str
-    start: int
-    end: int
-    items: list[tuple[int, int, int, str]] = field(default_factory=list)
+    def __init__(self, pack: str, start: int, end: int, items: list[tuple[int, int, int, str]] | None = None) -> None:
+        self.pack = pack
+        self.start = start
+        self.end = end
+        self.items = items if items is not None else []
 
 
 def plan_segments(
@@ -393,8 +391,7 @@ def _keep(path: Path, data: bytes) -> None:
         pass
 
 
-@dataclass
-class Published:
+class Published(NamedTuple):
     """What publishing an image as packs did: the chunk list's bytes, and what was sent."""
 
     document: bytes
@@ -603,8 +600,7 @@ def copy_chunks(
     return len(todo), sent
 
 
-@dataclass(frozen=True)
-class ChunkProblem:
+class ChunkProblem(NamedTuple):
     what: str  # missing | corrupt
     rel: str
     detail: str
@@ -753,14 +749,16 @@ def _ordered_packed(
 
 
 # ------------------------------------------------------------------ node: reassembly
-@dataclass
 class Assembled:
-    sha256: str
-    size: int
-    fetched: int = 0  # chunks read from the store
-    fetched_bytes: int = 0
-    reused: int = 0  # chunks copied from images this node holds (or earlier in this image)
-    reused_bytes: int = 0
+    """What assembling one image did: its digest and size, and where its chunks came from."""
+
+    def __init__(self, sha256: str, size: int) -> None:
+        self.sha256 = sha256
+        self.size = size
+        self.fetched = 0  # chunks read from the store
+        self.fetched_bytes = 0
+        self.reused = 0  # chunks copied from images this node holds (or earlier in this image)
+        self.reused_bytes = 0
 
 
 class LocalChunks:

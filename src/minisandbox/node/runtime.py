@@ -13,7 +13,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -111,23 +110,38 @@ def check_host(env_manifest: Mapping[str, Any], what: str) -> None:
     require_system_packages(validate_names(names, f"env manifest {env_manifest.get('key', '?')}"), what)
 
 
-@dataclass
 class PreparedTask:
     """Everything a sandbox needs for one task. Release the lease when the sandbox ends."""
 
-    instance_id: str
-    task: dict[str, Any]  # the index shard entry (env_key, repo_key, status, record, ...)
-    env_manifest: dict[str, Any]
-    repo_manifest: dict[str, Any]
-    layers: dict[str, Path]  # canonical mount path -> read-only layer dir (repo, env, interpreter)
-    interpreter: dict[str, str]  # {"version": "3.10.13", "prefix": "/root/.pyenv/versions/3.10.13", "kind", "key"}
-    lease: Lease
-    store_url: str
-    results: list[LayerResult] = field(default_factory=list)
-    seconds: float = 0.0
-    #: {"pid", "start"} of the cache's mount holder when a layer is a rootless (squashfuse)
-    #: image mount: a sandbox joins its namespaces to see the layer (SandboxConfig.join_ns).
-    mount_ns: dict[str, Any] | None = None
+    def __init__(
+        self,
+        *,
+        instance_id: str,
+        task: dict[str, Any],
+        env_manifest: dict[str, Any],
+        repo_manifest: dict[str, Any],
+        layers: dict[str, Path],
+        interpreter: dict[str, str],
+        lease: Lease,
+        store_url: str,
+        results: list[LayerResult] | None = None,
+        seconds: float = 0.0,
+        mount_ns: dict[str, Any] | None = None,
+    ) -> None:
+        self.instance_id = instance_id
+        self.task = task  # the index shard entry (env_key, repo_key, status, record, ...)
+        self.env_manifest = env_manifest
+        self.repo_manifest = repo_manifest
+        self.layers = layers  # canonical mount path -> read-only layer dir (repo, env, interpreter)
+        #: {"version": "3.10.13", "prefix": "/root/.pyenv/versions/3.10.13", "kind", "key"}
+        self.interpreter = interpreter
+        self.lease = lease
+        self.store_url = store_url
+        self.results = results if results is not None else []
+        self.seconds = seconds
+        #: {"pid", "start"} of the cache's mount holder when a layer is a rootless (squashfuse)
+        #: image mount: a sandbox joins its namespaces to see the layer (SandboxConfig.join_ns).
+        self.mount_ns = mount_ns
 
     @property
     def record(self) -> dict[str, Any]:

@@ -28,7 +28,6 @@ import json
 import os
 import signal
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from minisandbox.fsutil import atomic_write_text
@@ -71,15 +70,22 @@ def scratch_name(sandbox_id: str) -> str:
     return f"{SCRATCH_PREFIX}{os.getpid()}-{sandbox_id}"
 
 
-@dataclass
 class Record:
     """One controller's entry in the state directory."""
 
-    pid: int
-    start: str
-    cgroup_parents: list[str] = field(default_factory=list)
-    scratch_parents: list[str] = field(default_factory=list)
-    mounts: list[str] = field(default_factory=list)
+    def __init__(
+        self,
+        pid: int,
+        start: str,
+        cgroup_parents: list[str] | None = None,
+        scratch_parents: list[str] | None = None,
+        mounts: list[str] | None = None,
+    ) -> None:
+        self.pid = pid
+        self.start = start
+        self.cgroup_parents = cgroup_parents if cgroup_parents is not None else []
+        self.scratch_parents = scratch_parents if scratch_parents is not None else []
+        self.mounts = mounts if mounts is not None else []
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, indent=1, sort_keys=True) + "\n"
@@ -114,13 +120,15 @@ def _zombie(pid: int) -> bool:
         return False
 
 
-@dataclass
 class ReapReport:
-    records: int = 0  # dead controllers cleaned
-    cgroups: list[str] = field(default_factory=list)
-    scratch: list[str] = field(default_factory=list)
-    mounts: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    """What `reap` cleaned up (the lists name what was removed) and what it could not."""
+
+    def __init__(self) -> None:
+        self.records = 0  # dead controllers cleaned
+        self.cgroups: list[str] = []
+        self.scratch: list[str] = []
+        self.mounts: list[str] = []
+        self.errors: list[str] = []
 
 
 class Tracker:

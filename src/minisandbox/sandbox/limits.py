@@ -38,7 +38,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from minisandbox.errors import MinisandboxError, SizeError
@@ -267,23 +266,21 @@ def remove_cgroup_tree(path: str, wait: float = 0.0) -> bool:
             time.sleep(0.01)
 
 
-@dataclass
 class LimitGroup:
     """The cgroups and rlimits of one sandbox. Create before the sandbox starts, pass
     `procs_files` (the leaves) to the init helper (it joins them before unsharing), `rlimits`
     to every spawn, and `close()` after the sandbox's processes are gone."""
 
-    limits: Limits
-    name: str = field(default_factory=cgroup_name)
-    dirs: list[str] = field(default_factory=list)  # limit (parent) cgroups we created
-    procs_files: list[str] = field(default_factory=list)  # the leaves' cgroup.procs
-    rlimits: dict[str, int] = field(default_factory=dict)
-    mode: dict[str, str] = field(default_factory=dict)
-    #: (leaf directory, "v2" | "v1") where each command gets a CPU-accounting cgroup, or None
-    cpu_leaf: tuple[str, str] | None = None
-
-    def __post_init__(self) -> None:
-        lim = self.limits
+    def __init__(self, limits: Limits, name: str | None = None) -> None:
+        self.limits = limits
+        self.name = name if name is not None else cgroup_name()
+        self.dirs: list[str] = []  # limit (parent) cgroups we created
+        self.procs_files: list[str] = []  # the leaves' cgroup.procs
+        self.rlimits: dict[str, int] = {}
+        self.mode: dict[str, str] = {}
+        #: (leaf directory, "v2" | "v1") where each command gets a CPU-accounting cgroup, or None
+        self.cpu_leaf: tuple[str, str] | None = None
+        lim = limits
         need = {"memory": lim.memory_bytes, "pids": lim.pids}
         # A leaf is made even without memory/pids limits, so the sandbox's cgroup namespace
         # is never rooted at the caller's own cgroup.

@@ -35,8 +35,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.paths import CONDA_ROOT, REPO_PATH, state_dir
@@ -72,44 +71,71 @@ class Layer(NamedTuple):
     over: tuple[str, ...] = ()
 
 
-@dataclass
 class ExecResult:
     """What one command or script produced; the one result type of every executor (the
-    sandbox, its shell sessions, grading's host and sandbox environments)."""
+    sandbox, its shell sessions, grading's host and sandbox environments).
 
-    output: str  # stdout and stderr, interleaved as written
-    returncode: int  # negative signal number when killed
-    timed_out: bool = False
-    truncated: bool = False  # output longer than the sandbox's max_output was cut
-    seconds: float = 0.0  # wall time, where the executor measures it
-    script: str = ""  # the exact script text that ran, where there was one
-    #: "cpu": stopped by its CPU time limit; "cpu-total": by the sandbox's CPU budget (a line
-    #: in `output` says so)
-    limit_hit: str = ""
-    cpu_seconds: float | None = None  # CPU time of all the command's processes, where a cgroup counts it
-    #: why the command ended, in one line, when a limit, a signal, a timeout or the sandbox
-    #: did it ("" for an ordinary exit); see `Sandbox.explain`
-    cause: str = ""
+    A plain class, not a dataclass: it is defined on `minisandbox run`'s path, where building
+    dataclasses costs more than the rest of the module (docs/sandbox.md, "The run path")."""
+
+    def __init__(
+        self,
+        output: str,
+        returncode: int,
+        timed_out: bool = False,
+        truncated: bool = False,
+        seconds: float = 0.0,
+        script: str = "",
+        limit_hit: str = "",
+        cpu_seconds: float | None = None,
+        cause: str = "",
+    ) -> None:
+        self.output = output  # stdout and stderr, interleaved as written
+        self.returncode = returncode  # negative signal number when killed
+        self.timed_out = timed_out
+        self.truncated = truncated  # output longer than the sandbox's max_output was cut
+        self.seconds = seconds  # wall time, where the executor measures it
+        self.script = script  # the exact script text that ran, where there was one
+        #: "cpu": stopped by its CPU time limit; "cpu-total": by the sandbox's CPU budget (a
+        #: line in `output` says so)
+        self.limit_hit = limit_hit
+        self.cpu_seconds = cpu_seconds  # CPU time of all the command's processes, where a cgroup counts it
+        #: why the command ended, in one line, when a limit, a signal, a timeout or the sandbox
+        #: did it ("" for an ordinary exit); see `Sandbox.explain`
+        self.cause = cause
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({vars(self)!r})"
 
 
-@dataclass
 class CpuWatch:
     """One command's CPU time against the per-command limit, read from its own cgroup
     (`minisandbox.sandbox.limits.CommandCgroup`) from the moment the watch starts, and the
     sandbox's total against its budget; `stop` kills every process the command started
     (`spend`, called once the total is over, every process of the sandbox)."""
 
-    group: CommandCgroup
-    limit: float | None
-    start: float
-    stop: Callable[[], None]
-    used: float = 0.0
-    _read_at: float = 0.0
-    budget: float | None = None  # the sandbox's CPU budget (seconds)
-    total: Callable[[], float | None] | None = None  # the sandbox's CPU total so far
-    spend: Callable[[], None] | None = None
-    total_used: float = 0.0
-    hit: str = ""  # "cpu" (per command) | "cpu-total" (the sandbox's budget)
+    def __init__(
+        self,
+        group: CommandCgroup,
+        limit: float | None,
+        start: float,
+        stop: Callable[[], None],
+        *,
+        budget: float | None = None,
+        total: Callable[[], float | None] | None = None,
+        spend: Callable[[], None] | None = None,
+    ) -> None:
+        self.group = group
+        self.limit = limit
+        self.start = start
+        self.stop = stop
+        self.budget = budget  # the sandbox's CPU budget (seconds)
+        self.total = total  # the sandbox's CPU total so far
+        self.spend = spend
+        self.used = 0.0
+        self.total_used = 0.0
+        self.hit = ""  # "cpu" (per command) | "cpu-total" (the sandbox's budget)
+        self._read_at = 0.0
 
     def exceeded(self, *, force: bool = False) -> bool:
         """True once the command has used more than `limit` CPU seconds or the sandbox more
@@ -173,32 +199,55 @@ class Session(Protocol):
 S = TypeVar("S", bound=Session)
 
 
-@dataclass
-class SandboxConfig:
-    """Options of a sandbox (all optional)."""
+#: `SandboxConfig(limits=...)` not given: `Limits.default()`, read when the config is made
+#: (None means no limits).
+_DEFAULT_LIMITS: Any = object()
 
-    network: str = "none"  # "none": loopback only (downloads fail fast); "host": share
-    rootless: bool | None = None  # None: rootless when not euid 0
-    #: memory, pids, CPU time, tmpfs budget, output per command...: on unless told otherwise
-    #: (`Limits.default()`, $MINISANDBOX_LIMITS); None or `Limits.unlimited()` lifts them all.
-    limits: Limits | None = field(default_factory=Limits.default)
-    #: the seccomp filter of every payload (minisandbox.sandbox.seccomp); False only to debug
-    seccomp: bool = True
-    #: let payloads ptrace their sandbox's other payloads (gdb, strace); off by default.
-    #: init and its helpers stay out of reach either way (non-dumpable)
-    ptrace: bool = False
-    scratch_dir: str | None = None  # on-disk upper layers (default: tmpfs in the sandbox)
-    copy_layers: bool = False  # force the copy fallback instead of overlays
-    binds: list[rootfs.Bind] = field(default_factory=list)  # extra binds
-    env: dict[str, str] = field(default_factory=dict)  # added to DEFAULT_ENV
-    repo_path: str = REPO_PATH
-    hostname: str = "sandbox"
-    max_output: int | None = None  # bytes kept from one command's output (default: limits.output_bytes)
-    #: {"pid", "start"} of a node cache's mount holder to join first: rootless image layers
-    #: are mounted there (`PreparedTask.mount_ns`, minisandbox.node.fusemount)
-    join_ns: dict | None = None
-    #: untracked build/test by-products left out of diff() even when the repo does not ignore them
-    diff_excludes: tuple[str, ...] = ("**/__pycache__/**", "**/*.py[co]", "**/.pytest_cache/**")
+
+class SandboxConfig:
+    """Options of a sandbox (all optional, keyword only)."""
+
+    def __init__(
+        self,
+        *,
+        network: str = "none",
+        rootless: bool | None = None,
+        limits: Limits | None = _DEFAULT_LIMITS,
+        seccomp: bool = True,
+        ptrace: bool = False,
+        scratch_dir: str | None = None,
+        copy_layers: bool = False,
+        binds: list[rootfs.Bind] | None = None,
+        env: dict[str, str] | None = None,
+        repo_path: str = REPO_PATH,
+        hostname: str = "sandbox",
+        max_output: int | None = None,
+        join_ns: dict | None = None,
+        diff_excludes: tuple[str, ...] = ("**/__pycache__/**", "**/*.py[co]", "**/.pytest_cache/**"),
+    ) -> None:
+        self.network = network  # "none": loopback only (downloads fail fast); "host": share
+        self.rootless = rootless  # None: rootless when not euid 0
+        #: memory, pids, CPU time, tmpfs budget, output per command...: on unless told
+        #: otherwise (`Limits.default()`, $MINISANDBOX_LIMITS); None or `Limits.unlimited()`
+        #: lifts them all.
+        self.limits = Limits.default() if limits is _DEFAULT_LIMITS else limits
+        #: the seccomp filter of every payload (minisandbox.sandbox.seccomp); False only to debug
+        self.seccomp = seccomp
+        #: let payloads ptrace their sandbox's other payloads (gdb, strace); off by default.
+        #: init and its helpers stay out of reach either way (non-dumpable)
+        self.ptrace = ptrace
+        self.scratch_dir = scratch_dir  # on-disk upper layers (default: tmpfs in the sandbox)
+        self.copy_layers = copy_layers  # force the copy fallback instead of overlays
+        self.binds = binds if binds is not None else []  # extra binds
+        self.env = env if env is not None else {}  # added to DEFAULT_ENV
+        self.repo_path = repo_path
+        self.hostname = hostname
+        self.max_output = max_output  # bytes kept from one command's output (default: limits.output_bytes)
+        #: {"pid", "start"} of a node cache's mount holder to join first: rootless image
+        #: layers are mounted there (`PreparedTask.mount_ns`, minisandbox.node.fusemount)
+        self.join_ns = join_ns
+        #: untracked build/test by-products left out of diff() even when the repo does not ignore them
+        self.diff_excludes = diff_excludes
 
 
 #: The start tree of a sandbox that takes no diff (`Sandbox.forgo_diff`).

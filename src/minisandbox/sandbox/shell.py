@@ -25,7 +25,7 @@ import secrets
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from typing import Any
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.sandbox.rootfs import wait_readable
@@ -36,9 +36,12 @@ class SessionError(MinisandboxError, RuntimeError):
     """The session's shell is gone."""
 
 
-@dataclass
 class SessionResult(ExecResult):
-    restarted: bool = field(default=False, kw_only=True)  # the shell had to be replaced (state lost)
+    """An `ExecResult` of a shell session's command."""
+
+    def __init__(self, *args: Any, restarted: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.restarted = restarted  # the shell had to be replaced (state lost)
 
 
 class ShellSession:
