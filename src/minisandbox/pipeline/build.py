@@ -118,7 +118,7 @@ def build_script(spec: EnvSpec, lock: Lock, python_exe: str) -> str:
                 '|| echo "+ warm-up exited $? (tolerated)"'
             )
     lines += [
-        "echo '+ byte-compile (deterministic: one fresh process per file, PYTHONHASHSEED=0)'",
+        "echo '+ byte-compile (deterministic: PYTHONHASHSEED=0, see minisandbox.pipeline.bytecode)'",
         f"{bytecode.command(BUILD_DIR, [VENV_PATH])} "
         f"|| python -m compileall -q -j 0 {VENV_PATH} >/dev/null 2>&1 || true",
         "echo '+ build done'",
