@@ -91,8 +91,11 @@ def build_script(spec: EnvSpec, lock: Lock, python_exe: str) -> str:
         f"echo '+ uv venv --seed {VENV_PATH} ({python_exe})'",
         f"uv venv --seed --python {shlex.quote(python_exe)} {VENV_PATH}",
         f"source {VENV_PATH}/bin/activate",
-        # pip/setuptools/wheel as in the reference images (uv seeds only pip on 3.12+).
-        f"python -c 'import setuptools, wheel' 2>/dev/null || uv pip install --quiet{date} setuptools wheel",
+        # pip/setuptools/wheel as in the reference images (uv seeds only pip on 3.12+). Looked
+        # up, not imported: importing setuptools costs ~0.27 CPU s, the lookup ~0.03.
+        "python -c 'import importlib.util as u, sys; "
+        'sys.exit(not (u.find_spec("setuptools") and u.find_spec("wheel")))\' 2>/dev/null '
+        f"|| uv pip install --quiet{date} setuptools wheel",
         f"cd {REPO_PATH}",
     ]
     if lock.exclude_newer:
