@@ -229,3 +229,46 @@ def test_normalize_never_changes_files_outside_the_tree(tmp_path: Path) -> None:
 def test_normalize_errors_name_the_tree(tmp_path: Path) -> None:
     with pytest.raises(PackError, match="missing.*not a directory"):
         normalize_tree(tmp_path / "missing")
+
+
+def test_tar_stream_writes_what_tarfile_writes(tmp_path: Path) -> None:
+    """pack_stream's writer gives tarfile's stream mode bytes for every kind of member it
+    archives: sizes around the block and read sizes, GNU long names and link targets, hard
+    links, empty files, a fifo, a pyc restamped in the stream."""
+    from minisandbox.fsutil import CHUNK
+    from minisandbox.pipeline.pack import TarStream, _stream_members
+
+    root = make_tree(tmp_path / "tree")
+    for size in (0, 1, 511, 512, 513, CHUNK, CHUNK + 1):
+        (root / "lib" / f"f{size}").write_bytes(os.urandom(size))
+    deep = root / "lib" / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    (deep / ("long-name-" * 12)).write_text("long\n")
+    os.symlink("x" * 150, root / "lib" / "long-target")
+    os.mkfifo(root / "lib" / "fifo")
+    (root / "lib" / "pkg" / "__pycache__").mkdir()
+    pyc = root / "lib" / "pkg" / "__pycache__" / "__init__.cpython-311.pyc"
+    pyc.write_bytes(importlib_pyc(root / "lib" / "pkg" / "__init__.py"))
+
+    ours = io.BytesIO()
+    writer = TarStream(ours)
+    first = _stream_members(str(root), writer, frozenset())
+    writer.close()
+    theirs = io.BytesIO()
+    with tarfile.open(fileobj=theirs, mode="w|", format=tarfile.GNU_FORMAT) as tar:
+        second = _stream_members(str(root), tar, frozenset())
+    assert first == second and first.files > 15
+    assert ours.getvalue() == theirs.getvalue()
+    assert len(ours.getvalue()) % tarfile.RECORDSIZE == 0
+
+
+def importlib_pyc(source: Path) -> bytes:
+    """A valid timestamp pyc of `source` (restamped by the stream)."""
+    import importlib.util
+    import marshal
+
+    st = source.stat()
+    code = compile(source.read_bytes(), str(source), "exec")
+    header = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
+    header += int(st.st_mtime).to_bytes(4, "little") + (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+    return header + marshal.dumps(code)
