@@ -15,6 +15,20 @@ CONDA_ROOT = "/opt/miniconda3"
 #: HOME in every build and sandbox (as in the reference images): what a build leaves there
 #: (caches a suite fills when collected) is packed with the environment.
 HOME_PATH = "/root"
+#: Inside an environment's venv: the test modules' assertion-rewritten pycs the build's
+#: collection warm-up made, for the eval script (`minisandbox.pipeline.testpycs`).
+TEST_PYCS_DIR = ".minisandbox/test-pycs"
+#: The files whose content decides how pytest rewrites asserts (its ini options): the cached
+#: pycs are used only while every such file of the tree is as the build saw it.
+PYTEST_CONFIG_NAMES = (
+    "pytest.ini",
+    ".pytest.ini",
+    "pytest.toml",
+    ".pytest.toml",
+    "tox.ini",
+    "setup.cfg",
+    "pyproject.toml",
+)
 
 #: Default store the default config publishes to (relative to the project workdir).
 DEFAULT_STORE = "results/store"

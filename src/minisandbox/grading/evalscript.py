@@ -28,6 +28,7 @@ Steps (each prints a marker carrying the run's nonce, read by `minisandbox.gradi
 from __future__ import annotations
 
 import base64
+import hashlib
 import posixpath
 import re
 import secrets
@@ -45,7 +46,7 @@ from minisandbox.grading.grading import (
 )
 from minisandbox.grading.results import RESULTS_PLUGIN
 from minisandbox.grading.suspicious import tree_scan_lines
-from minisandbox.paths import REPO_PATH
+from minisandbox.paths import PYTEST_CONFIG_NAMES, REPO_PATH
 from minisandbox.records import test_files_of  # noqa: F401  (re-exported: graders import it from here)
 
 #: File names that configure pytest or run code at interpreter start-up.
@@ -192,6 +193,9 @@ class EvalScript:
     #: directory (as the test command sees it) holding the results plugin; set by an
     #: executor that passes a results channel (minisandbox.grading.results)
     results_dir: str = ""
+    #: the environment's cache of assertion-rewritten test modules, as the script sees it
+    #: (`minisandbox.pipeline.testpycs`; set by the sandbox executor); "" = none
+    test_pycs: str = ""
     #: what the results plugin gets before the run (minisandbox.grading.gradedstate
     #: `GradedState.manifest`, without "root": `results_manifest()` adds `repo_dir`)
     graded_manifest: dict[str, object] = field(default_factory=dict)
@@ -332,7 +336,41 @@ class EvalScript:
                 "  exit 3",
                 "fi",
             ]
+        lines += self._test_pyc_lines()
         return "\n".join(line for line in lines if line) + "\n"
+
+    def _test_pyc_lines(self) -> list[str]:
+        """Last step of the preparation: the build's rewritten pycs (`test_pycs`) go in
+        beside the files whose bytes are exactly those the build rewrote (sha256), only
+        while the test command and every pytest configuration file of the tree are as the
+        build saw them, and never into a `__pycache__` that is a symlink; each such source
+        gets the mtime its pyc records. Nothing here runs code of the tree: `sha256sum`,
+        `find`, `tar` and `touch` from the host. docs/grading.md "Cached rewritten test
+        modules" has the threat analysis."""
+        if not self.test_pycs:
+            return []
+        q = shlex.quote
+        c = q(self.test_pycs)
+        cmd = hashlib.sha256(self.test_cmd.encode()).hexdigest()
+        names = " -o ".join(f"-name {q(n)}" for n in PYTEST_CONFIG_NAMES)
+        config = (
+            f"find . -path ./.git -prune -o \\( {names} \\) -type f -exec sha256sum -- {{}} + "
+            "| LC_ALL=C sort | sha256sum"
+        )
+        return [
+            f"if [ -f {c}/key ] && {{ read -r k_cmd; read -r k_cfg; read -r k_mtime; read -r k_tail; }} < {c}/key \\",
+            f'  && [ "$k_cmd" = {cmd} ] && [ "$({config})" = "$k_cfg" ]; then',
+            "  srcs=(); pycs=()",
+            "  while IFS= read -r f; do",
+            "    d=${f%/*}; b=${f##*/}",
+            '    if [ -L "$d/__pycache__" ] || { [ -e "$d/__pycache__" ] && ! [ -d "$d/__pycache__" ]; }; then continue; fi',
+            '    srcs+=("$f"); pycs+=("$d/__pycache__/${b%.py}$k_tail")',
+            f"  done < <(sha256sum -c -- {c}/manifest 2>/dev/null | sed -n 's/: OK$//p')",
+            "  if [ ${#srcs[@]} -gt 0 ]; then",
+            f'    tar -C {c}/tree -cf - -- "${{pycs[@]}}" | tar -xf - --no-same-owner && touch -m -d "@$k_mtime" -- "${{srcs[@]}}"',
+            "  fi",
+            "fi",
+        ]
 
     def _test_lines(self) -> list[str]:
         """Step 6: the test command between the markers (the whole-script form)."""

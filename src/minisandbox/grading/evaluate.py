@@ -53,6 +53,7 @@ from minisandbox.grading.results import (
     ResultsChannel,
     plugin_file,
 )
+from minisandbox.paths import REPO_PATH, TEST_PYCS_DIR, VENV_PATH
 from minisandbox.progress import Progress
 from minisandbox.records import INSTANCE_ID, TaskRecord
 from minisandbox.sandbox.sandbox import ExecResult
@@ -352,6 +353,8 @@ class SandboxEnv:
         interp = (self.interpreter["version"], self.interpreter["prefix"]) if self.interpreter else None
         t0 = time.monotonic()
         script.results_dir = SANDBOX_RESULTS_DIR
+        if script.repo_dir == REPO_PATH:  # the build rewrote them at this path
+            script.test_pycs = f"{VENV_PATH}/{TEST_PYCS_DIR}"
         options = dict(self.options)
         options["binds"] = [
             *options.get("binds", []),

@@ -159,7 +159,7 @@ def _install(fd, nonce, manifest):
     import operator
     _is, _repeat, _itemgetter = operator.is_, itertools.repeat, operator.itemgetter
     _dumps, _write, _stat, _realpath, _sep = json.dumps, os.write, os.stat, os.path.realpath, os.sep
-    _relpath, _dirname, _abspath = os.path.relpath, os.path.dirname, os.path.abspath
+    _relpath, _dirname, _abspath, _os_basename = os.path.relpath, os.path.dirname, os.path.abspath, os.path.basename
     _frame = sys._getframe
     _gettrace, _getprofile = sys.gettrace, sys.getprofile
     import hashlib
@@ -434,7 +434,132 @@ def _install(fd, nonce, manifest):
              "gc.get_referrers": True, "gc.get_referents": True, "sys._getframe": False,
              "sys._current_frames": False}
 
+    # ------------------------------------------------------------------ pycs read during the run
+    # pytest's assertion rewriter and the import system trust a pyc whose header matches its
+    # source (mtime and size, or a 64-bit hash); code run during the test run could plant
+    # one for a test module not yet imported. Every pytest-rewritten pyc and every pyc under
+    # the repository root that is opened for reading is read here first: one written during
+    # the run (ctime not before STAMP), not a regular file, or not valid for its source is
+    # refused (the open fails, so the module is compiled from its source); a valid one is
+    # remembered, and the module code then run for that source must be the code it holds
+    # (a pyc swapped between this read and the importer's is critical). This is what makes
+    # the build's cached rewritten pycs (docs/grading.md, "Cached rewritten test modules")
+    # safe against code run during the test run.
+    import importlib.util
+    import marshal
+    _loads, _fspath, _osopen, _osread, _osclose, _fstat = marshal.loads, os.fspath, os.open, os.read, os.close, os.fstat
+    _S_ISREG = __import__("stat").S_ISREG
+    MAGIC = importlib.util.MAGIC_NUMBER
+    _source_hash = _getattr(importlib.util, "source_hash", None)
+    O_PYC = os.O_RDONLY | _getattr(os, "O_CLOEXEC", 0) | _getattr(os, "O_NOFOLLOW", 0)
+    ROOT_SEP = ROOT.rstrip(_sep) + _sep
+    pyc_pending = {}  # source path -> (offset of the code, the pyc's bytes) checked at open
+
+    def refuse(path, why):
+        raise OSError(13, "minisandbox: pyc refused (%s)" % why, path)
+
+    def pyc_code_offset(name, data, source):
+        """Where the code starts in a pyc valid for `source` (its header checked as the
+        importer checks it), else None."""
+        if _len(data) < 17 or data[:4] != MAGIC:
+            return None
+        flags = data[4:8]
+        if flags == b"\x01\x00\x00\x00" and "-pytest-" not in name:
+            return 16  # an unchecked-hash pyc: the importer does not look at the source
+        if flags == b"\x03\x00\x00\x00":
+            if _source_hash is None:
+                return None
+            with open(source, "rb") as f:
+                return 16 if _source_hash(f.read())[:8] == data[8:16] else None
+        st = _stat(source)
+        stamp = ((_int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") +
+                 (st.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
+        if flags == b"\x00\x00\x00\x00":
+            return 16 if data[8:16] == stamp else None
+        if "-pytest-" in name and data[4:12] == stamp:
+            return 12  # pytest before 5 (magic, mtime, size)
+        return None
+
+    def pyc_open(args):
+        path = args[0]
+        if _type(path) is not _str:
+            if _isinstance(path, _int):
+                return
+            path = _fspath(path)
+            if _type(path) is not _str:
+                return
+        mode = args[1]
+        if not path.endswith(".pyc") or _type(mode) is not _str or mode[:1] != "r" or "+" in mode:
+            return
+        head, name = os.path.split(path)
+        if "-pytest-" not in name and not _abspath(path).startswith(ROOT_SEP):
+            return
+        stem = name.split(".", 1)[0]
+        prefix = _getattr(sys, "pycache_prefix", None)
+        if _os_basename(head) == "__pycache__":
+            source = os.path.join(_dirname(head), stem + ".py")
+        elif prefix and _abspath(head).startswith(_abspath(prefix)):
+            source = _sep + _relpath(_abspath(head), _abspath(prefix)) + _sep + stem + ".py"
+        else:
+            refuse(path, "not in a __pycache__ directory")
+        try:
+            fd = _osopen(path, O_PYC)
+        except OSError as exc:
+            refuse(path, "cannot be read: %s" % exc)
+        try:
+            st = _fstat(fd)
+            if not _S_ISREG(st.st_mode):
+                refuse(path, "not a regular file")
+            if st.st_ctime_ns >= STAMP:
+                refuse(path, "written during the test run")
+            chunks = []
+            while True:
+                chunk = _osread(fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            _osclose(fd)
+        data = b"".join(chunks)
+        try:
+            offset = pyc_code_offset(name, data, source)
+        except OSError:
+            offset = None
+        if offset is None:
+            refuse(path, "not valid for its source")
+        pyc_pending[source] = (offset, data)
+
+    def pyc_exec(args):
+        code = args[0] if args else None
+        got = pyc_pending.pop(_getattr(code, "co_filename", None), None)
+        if got is None:
+            return
+        offset, data = got
+        try:
+            same = _loads(data[offset:]) == code
+        except Exception:
+            same = False
+        if not same:
+            report_tampered("module code for %s is not the pyc read for it (swapped while read)" % (
+                rel_to_root(real_of(code.co_filename)) or code.co_filename))
+            raise ImportError("minisandbox: the pyc of %s changed while it was read" % code.co_filename)
+
     def audit(event, args):
+        if event == "open" or event == "exec":
+            if not state["busy"] and (event == "exec" and pyc_pending or event == "open"):
+                state["busy"] = True
+                try:
+                    if event == "open":
+                        pyc_open(args)
+                    else:
+                        pyc_exec(args)
+                except (OSError, ImportError):
+                    raise
+                except Exception as exc:  # a check that cannot be made refuses
+                    raise OSError(13, "minisandbox: pyc refused (%s)" % _repr(exc)) from None
+                finally:
+                    state["busy"] = False
+            return
         if event not in WATCH or state["busy"]:
             return
         state["busy"] = True

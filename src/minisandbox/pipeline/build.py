@@ -36,8 +36,8 @@ from typing import Any
 from minisandbox.catalog import EnvSpec
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import FileLock, LazyPattern
-from minisandbox.paths import CONDA_ROOT, HOME_PATH, REPO_PATH, VENV_PATH
-from minisandbox.pipeline import bytecode
+from minisandbox.paths import CONDA_ROOT, HOME_PATH, REPO_PATH, TEST_PYCS_DIR, VENV_PATH
+from minisandbox.pipeline import bytecode, testpycs
 from minisandbox.pipeline.asof_index import AsOfIndex
 from minisandbox.pipeline.failures import one_line
 from minisandbox.pipeline.residue import HOME_DIR, RESIDUE_DIR, collect_residue, pack_home
@@ -322,6 +322,8 @@ def build_env(
         libs = host_libs(interp, venv)
         # /testbed after the install and HOME travel with the venv (see the module docstring)
         residue = collect_residue(Path(repo_snapshot), testbed, venv / RESIDUE_DIR)
+        # the warm-up's assertion-rewritten test modules, for the eval script (testpycs)
+        testpycs.harvest(testbed, venv / TEST_PYCS_DIR, spec.test_cmd)
         home_info = pack_home(home, venv / HOME_DIR, [b.target for b in binds])
         # Two builds of one key may finish together: the move into place is serialised.
         with FileLock(str(out_dir) + ".lock"):
