@@ -7,7 +7,9 @@ measurable. The release's sdist often ships the very file. This makes a new bare
 repository that borrows every object of the snapshot (git alternates, nothing copied),
 has its refs, and adds each missing blob of the given tags whose bytes the sdist holds
 *and* whose git blob id is the one the tag's tree names: the tag's commit is then the
-upstream commit, complete and verified object by object. Blobs the sdist lacks or holds
+upstream commit, complete and verified object by object. A commit can stand for a tag (a
+SWE-smith profile commit between releases): the sdist of a release that ships the same
+bytes fills it as well, since only the blob ids decide. Blobs the sdist lacks or holds
 with other bytes stay missing (and are listed), so the bench keeps the series out.
 
     python bench/complete_mirror.py --git-dir MIRROR/repo --out MIRRORS2/owner+repo/repo \\
@@ -83,12 +85,23 @@ def make_overlay(src: Path, dest: Path) -> None:
     (dest / "HEAD").write_text(head)
 
 
+def commit_of(git_dir: Path, name: str) -> str:
+    """The commit a release tag names, else `name` itself as a commit (a SWE-smith profile
+    commit, which no tag may name; the sdist is then that of a release with the same file)."""
+    proc = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "rev-parse", "--verify", "--quiet", f"refs/tags/{name}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
+    return proc.stdout.strip() if proc.returncode == 0 else f"{name}^{{commit}}"
+
+
 def complete(src: Path, dest: Path, sdists: list[tuple[str, Path]]) -> list[str]:
-    """Fill what the sdists can of each tag; returns one report line per tag."""
+    """Fill what the sdists can of each tag (or commit); returns one report line per tag."""
     make_overlay(src, dest)
     lines = []
     for tag, sdist in sdists:
-        rev = f"refs/tags/{tag}^{{commit}}"
+        rev = commit_of(dest, tag)
         missing = missing_blobs(dest, rev)
         files = sdist_files(sdist) if missing else {}
         filled, left = [], []
@@ -111,7 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--git-dir", type=Path, required=True, help="the fetched snapshot (a git dir)")
     ap.add_argument("--out", type=Path, required=True, help="the completed repository to make (bare)")
-    ap.add_argument("--sdist", action="append", default=[], metavar="TAG=FILE", help="a tag and its release's sdist")
+    ap.add_argument(
+        "--sdist",
+        action="append",
+        default=[],
+        metavar="TAG=FILE",
+        help="a tag (or a commit) and a release's sdist; only blobs with the tree's ids are taken",
+    )
     args = ap.parse_args(argv)
     pairs = []
     for item in args.sdist:

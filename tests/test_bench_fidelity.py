@@ -365,6 +365,13 @@ def test_complete_mirror_fills_missing_blobs_from_the_sdist_only_when_their_ids_
     blob = subprocess.run(["git", "--git-dir", str(dest), "cat-file", "blob", big], capture_output=True, check=True)
     assert blob.stdout == b"\x00big table\n" * 1000
     assert cm.main(["--git-dir", str(snap), "--out", str(dest), "--sdist", "v1.0.0"]) == 2
+    # a commit no tag names (a SWE-smith profile commit), filled from a release's sdist
+    by_commit = tmp_path / "mirrors2" / "acme+lib" / "repo"
+    assert cm.complete(snap, by_commit, [(commit[:10], sdist)]) == [
+        f"{commit[:10]}: 2 missing, 1 filled from lib-1.0.0.tar.gz; "
+        "still missing: data/other.bin (other bytes in the sdist)"
+    ]
+    assert bf.missing_objects(by_commit, commit) == 1
 
 
 def test_report_merges_runs_of_different_code_and_keeps_each_results_commit(bf, tmp_path):
