@@ -195,6 +195,9 @@ def stop_children(grace: float | None = None) -> None:
     deadline = time.monotonic() + (STOP_GRACE if grace is None else grace)
     while any(_running(p) for p in children) and time.monotonic() < deadline:
         time.sleep(0.1)
+    if late := [p for p in children if _running(p)]:
+        names = ", ".join(f"{p.pid} ({Path(str(p.args[3 if p.args[0] == 'nice' else 0])).name})" for p in late)
+        print(f"bench_fidelity: still running after SIGINT, killed: {names}", file=sys.stderr, flush=True)
     for proc in children:
         _signal_group(proc, signal.SIGKILL)
 
