@@ -98,7 +98,7 @@ def cmd_cache_ls(args: argparse.Namespace) -> int:
     cache = _cache(args, create=False)
     entries = sorted(cache.entries(), key=lambda e: e.last_used, reverse=True) if cache else []
     if args.json:
-        print(json.dumps([{**e.__dict__, "path": str(e.path)} for e in entries], indent=1))
+        print(json.dumps([{**e._asdict(), "path": str(e.path)} for e in entries], indent=1))
         return 0
     print(
         f"cache {cache.root if cache else cache_dir()}: {len(entries)} entries, "
@@ -142,7 +142,7 @@ def cmd_cache_gc(args: argparse.Namespace) -> int:
         return 0
     report = cache.gc(args.max_bytes)
     if args.json:
-        removed = [{**e.__dict__, "path": str(e.path)} for e in report.removed]
+        removed = [{**e._asdict(), "path": str(e.path)} for e in report.removed]
         print(
             json.dumps(
                 {
