@@ -667,7 +667,7 @@ def run_tests(
     if (spec.get("log_parser") or "pytest") in PYTEST_PARSERS and (
         counts["pass_rate"] is None or counts["errors"] or counts["failed"]
     ):
-        files = sorted({t.split("::")[0] for t in bad if "::" in t})[:10]
+        files = sorted({rerun_path(t.split("::")[0]) for t in bad if "::" in t})[:10]
         failing_files = files if counts["failed"] and files else None
         if rc == 124 and not statuses:  # (a suite cut by the cap while tests ran is no hang)
             result["diag_log"] = diagnose_hang(profile, spec, out, env)
@@ -676,6 +676,13 @@ def run_tests(
         if failing_files:
             result["probe"] = probe(profile, spec, out, env, failing_files)
     return result
+
+
+def rerun_path(file: str) -> str:
+    """A failing test's file as a rerun in /testbed can name it. Outside its rootdir pytest
+    prints ids through `..`: with a profile's `-c /dev/null` the rootdir is /dev and the ids
+    read `../dev/tests/x.py`, a path that does not exist; the repository's `tests/x.py` does."""
+    return re.sub(r"^(?:\.\./)+[^/]+/", "", file)
 
 
 #: Log parsers of pytest output: the failing files can be rerun with pytest options.

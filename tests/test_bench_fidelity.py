@@ -486,3 +486,11 @@ def test_sigterm_ends_the_running_suites_cancels_the_queued_ones_and_runs_the_cl
             os.kill(pid, signal.SIGKILL)
             pytest.fail(f"the suite's grandchild {pid} outlived the bench")
     assert "SIGTERM: ending the running steps" in proc.stderr.read()
+
+
+def test_failing_files_outside_the_rootdir_are_rerun_by_their_repository_path(bf):
+    """mido's command has `-c /dev/null`: pytest's ids read `../dev/tests/...`, and the rerun
+    with tracebacks found no such file."""
+    assert bf.rerun_path("../dev/tests/midifiles/test_tracks.py") == "tests/midifiles/test_tracks.py"
+    assert bf.rerun_path("../../a/b/t.py") == "b/t.py"
+    assert bf.rerun_path("tests/test_x.py") == "tests/test_x.py"
