@@ -155,10 +155,12 @@ def _install(fd, nonce, manifest):
     _isinstance, _issubclass, _getattr, _hasattr, _len, _id = isinstance, issubclass, getattr, hasattr, len, id
     _sorted, _list, _dict, _set, _str, _int, _any, _tuple, _type = sorted, list, dict, set, str, int, any, tuple, type
     _repr, _range, _min, _all, _map, _zip = repr, range, min, all, map, zip
+    import functools
     import itertools
     import operator
     _is, _repeat, _itemgetter = operator.is_, itertools.repeat, operator.itemgetter
-    _dumps, _write, _stat, _realpath, _sep = json.dumps, os.write, os.stat, os.path.realpath, os.sep
+    _dumps = json.JSONEncoder(sort_keys=True).encode  # json.dumps(..., sort_keys=True), built once
+    _write, _stat, _realpath, _sep = os.write, os.stat, os.path.realpath, os.sep
     _relpath, _dirname, _abspath, _os_basename = os.path.relpath, os.path.dirname, os.path.abspath, os.path.basename
     _frame = sys._getframe
     _gettrace, _getprofile = sys.gettrace, sys.getprofile
@@ -167,7 +169,7 @@ def _install(fd, nonce, manifest):
 
     def write(record):
         record["n"] = nonce
-        data = (_dumps(record, sort_keys=True) + "\n").encode("utf-8", "replace")
+        data = (_dumps(record) + "\n").encode("utf-8", "replace")
         try:
             while data:
                 data = data[_write(fd, data):]
@@ -256,6 +258,20 @@ def _install(fd, nonce, manifest):
                 for m, n, v, lb, hot in groups.values()]
 
     captured_groups = regroup()
+    _partial, _chain, _call = functools.partial, itertools.chain.from_iterable, operator.methodcaller("__call__")
+
+    def hot_snapshot():
+        """The end-of-test comparison of the outcome path's groups as one C-level pass:
+        (one call per hot group giving its names' current values, the values expected in
+        the same order). A lone name's getter gives it twice (see regroup)."""
+        calls, expected = [], []
+        for mapping, _names, values, _labels, hot, getter in captured_groups:
+            if hot:
+                calls.append(_partial(getter, mapping))
+                expected.extend(values * 2 if _len(values) == 1 else values)
+        return _tuple(calls), _tuple(expected)
+
+    hot_fast = [hot_snapshot()]
     ok_callables = {}  # id -> hook or test function whose origin was verified (kept alive here)
     dispatch_attrs = {}  # id(hook caller) -> its attributes holding dispatch functions
     impl_seen = {}  # id(hook caller) -> ids of its implementations' functions at the last check
@@ -596,13 +612,45 @@ def _install(fd, nonce, manifest):
 
     accepted = []  # (mapping, name, value) seen replacing a captured value (reported if not pytest's own)
 
+    cm_names = _tuple(n for n, _ in captured_modules)
+    cm_mods = _tuple(m for _, m in captured_modules)
+    pm_fast = [None]  # the plugin manager's fingerprint when the full check last found it so
+
+    def same(a, b):
+        return _len(a) == _len(b) and _all(_map(_is, a, b))
+
+    def caller_values(caller):
+        return _list(_getattr(caller, "__dict__", {}).values())
+
+    def pm_fingerprint(pm, relay):
+        """Everything the hook checks below read, as object identities: the hook callers,
+        their attributes, their implementations' functions (and how many each has), the
+        plugin manager's attributes. Unchanged since a full check: nothing new to find."""
+        callers = _tuple(_getattr(relay, "__dict__", {}).values())
+        lists = _tuple(_map(hook_impls, callers))
+        return (callers, _tuple(_map(_fn_of, _chain(lists))), _tuple(_chain(_map(caller_values, callers))),
+                _tuple(_getattr(pm, "__dict__", {}).values()), _tuple(_map(_len, lists)))
+
+    def pm_unchanged(fp):
+        last = pm_fast[0]
+        return fp is not None and last is not None and same(fp[0], last[0]) and same(fp[1], last[1]) and \
+            same(fp[2], last[2]) and same(fp[3], last[3]) and fp[4] == last[4]
+
     def check_now(item, everything):
         if accepted:  # from now on, compare with what replaced it (a later change is seen again)
             for mapping, name, value in accepted:
                 baseline[(_id(mapping), name)] = value
             del accepted[:]
             captured_groups[:] = regroup()
-        for mapping, names, values, labels, hot, getter in captured_groups:
+            hot_fast[0] = hot_snapshot()
+        clean = False
+        if not everything:  # the common case: every hot value is still the same object
+            calls, expected = hot_fast[0]
+            try:
+                clean = _all(_map(_is, _chain(_map(_call, calls)), expected))
+            except Exception:  # a name is gone (KeyError): the loop below says which
+                clean = False
+        for mapping, names, values, labels, hot, getter in (() if clean else captured_groups):
             if not (hot or everything):
                 continue
             try:
@@ -621,12 +669,20 @@ def _install(fd, nonce, manifest):
                 if not own:
                     report_tampered("%s replaced" % label)
                 accepted.append((mapping, name, now))
-        for modname, mod in captured_modules:
+        try:
+            clean = _all(_map(_is, _map(sys.modules.get, cm_names), cm_mods))
+        except Exception:
+            clean = False
+        for modname, mod in (() if clean else captured_modules):
             if sys.modules.get(modname) is not mod:
                 report_tampered("sys.modules[%r] replaced" % modname)
         pm = state["pm"]
-        if pm is not None:
-            relay = _getattr(pm, "hook", None)
+        relay = _getattr(pm, "hook", None)
+        try:
+            fp = pm_fingerprint(pm, relay) if pm is not None else None
+        except Exception:
+            fp = None
+        if pm is not None and not pm_unchanged(fp):
             callers = _list(_getattr(relay, "__dict__", {}).items())
             for hook_name, caller in callers:
                 attrs = dispatch_attrs.get(_id(caller))
@@ -664,6 +720,13 @@ def _install(fd, nonce, manifest):
                 if _isinstance(value, (types.FunctionType, types.MethodType)) and \
                         callable_key(value) not in state["hookexec"]:
                     report_tampered("plugin manager %s replaced" % attr)
+            # remembered only if nothing changed while it was checked (threads)
+            pm_fast[0] = fp
+            try:
+                if not pm_unchanged(pm_fingerprint(pm, relay)):
+                    pm_fast[0] = None
+            except Exception:
+                pm_fast[0] = None
         if item is not None:
             fn = None
             try:
