@@ -219,3 +219,28 @@ def test_harvest_keeps_only_valid_pytest_pycs(tmp_path: Path) -> None:
         os.utime(repo / "tests/test_x.py", (MTIME, MTIME))  # what a timestamp-based cached pyc records
         assert harvest(repo, Path(d) / "c", TEST_CMD) == 1  # now valid for test_x's bytes
         assert sorted(p.name for p in (Path(d) / "c/tree/tests/__pycache__").iterdir()) == ["test_x" + tail]
+
+
+READS_A_PYC = """import os, py_compile
+
+
+def test_reads_a_pyc_as_data():
+    here = os.path.dirname(os.path.abspath(__file__))
+    src = os.path.join(here, "made_here.py")
+    with open(src, "w") as f:
+        f.write("X = 1\\n")
+    pyc = py_compile.compile(src)  # written during the run, under the repository root
+    with open(pyc, "rb") as f:
+        assert f.read(4) == __import__("importlib.util").util.MAGIC_NUMBER
+"""
+
+
+def test_a_pyc_read_as_data_is_not_the_importers(built: Built) -> None:
+    """The plugin checks only the importer's reads (pytest's rewriter, importlib): a test
+    that reads a pyc written during the run as data is left alone."""
+    refs = {p: (built.repo / p).read_bytes() for p in ("tests/test_a.py", "tests/test_b.py")}
+    refs["tests/test_c.py"] = READS_A_PYC.encode()
+    _, statuses, tampered = built.run(built.script(reference_files=refs))
+    assert statuses["tests/test_c.py::test_reads_a_pyc_as_data"] == "PASSED", statuses
+    assert statuses["tests/test_b.py::test_b"] == "FAILED"
+    assert tampered == []

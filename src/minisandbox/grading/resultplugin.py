@@ -496,6 +496,15 @@ def _install(fd, nonce, manifest):
             return 12  # pytest before 5 (magic, mtime, size)
         return None
 
+    def importer_code(code):
+        """True for the code that reads a pyc to import it: pytest's assertion rewriter
+        (`_read_pyc`) or importlib's `FileLoader.get_data`."""
+        name, filename = code.co_name, code.co_filename
+        if name == "_read_pyc":
+            return real_of(filename).startswith(RUNNER_DIRS)
+        return name == "get_data" and (filename.startswith("<frozen importlib") or filename.endswith(
+            _sep + "importlib" + _sep + "_bootstrap_external.py"))
+
     def pyc_open(args):
         path = args[0]
         if _type(path) is not _str:
@@ -510,6 +519,8 @@ def _install(fd, nonce, manifest):
         head, name = os.path.split(path)
         if "-pytest-" not in name and not _abspath(path).startswith(ROOT_SEP):
             return
+        if not importer_code(_frame(2).f_code):
+            return  # a pyc read as data (a test of bytecode tools): not the importer's
         stem = name.split(".", 1)[0]
         prefix = _getattr(sys, "pycache_prefix", None)
         if _os_basename(head) == "__pycache__":
