@@ -244,3 +244,13 @@ def test_a_pyc_read_as_data_is_not_the_importers(built: Built) -> None:
     assert statuses["tests/test_c.py::test_reads_a_pyc_as_data"] == "PASSED", statuses
     assert statuses["tests/test_b.py::test_b"] == "FAILED"
     assert tampered == []
+
+
+def test_a_cached_pyc_that_does_not_load_falls_back_to_the_source(built: Built) -> None:
+    """A pyc with a valid header and a body that is not code (the importer then compiles the
+    source) is refused by the plugin as well: the source's verdict, and no finding."""
+    pyc = next((built.cache / "tree/tests/__pycache__").glob("test_b.*"))
+    pyc.write_bytes(pyc.read_bytes()[:16] + b"\xff not marshal data")
+    _, statuses, tampered = built.run(built.script())
+    assert statuses == {"tests/test_a.py::test_a": "PASSED", "tests/test_b.py::test_b": "FAILED"}
+    assert tampered == []

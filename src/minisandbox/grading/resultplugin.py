@@ -463,13 +463,14 @@ def _install(fd, nonce, manifest):
     # safe against code run during the test run.
     import importlib.util
     import marshal
-    _loads, _fspath, _osopen, _osread, _osclose, _fstat = marshal.loads, os.fspath, os.open, os.read, os.close, os.fstat
+    _loads, _osopen, _osread, _osclose, _fstat = marshal.loads, os.open, os.read, os.close, os.fstat
+    _fspath = _getattr(os, "fspath", None)  # 3.6+ (no audit hooks before 3.8 anyway)
     _S_ISREG = __import__("stat").S_ISREG
     MAGIC = importlib.util.MAGIC_NUMBER
     _source_hash = _getattr(importlib.util, "source_hash", None)
     O_PYC = os.O_RDONLY | _getattr(os, "O_CLOEXEC", 0) | _getattr(os, "O_NOFOLLOW", 0)
     ROOT_SEP = ROOT.rstrip(_sep) + _sep
-    pyc_pending = {}  # source path -> (offset of the code, the pyc's bytes) checked at open
+    pyc_pending = {}  # source path -> the code object of the pyc checked at open
 
     def refuse(path, why):
         raise OSError(13, "minisandbox: pyc refused (%s)" % why, path)
@@ -508,7 +509,7 @@ def _install(fd, nonce, manifest):
     def pyc_open(args):
         path = args[0]
         if _type(path) is not _str:
-            if _isinstance(path, _int):
+            if _isinstance(path, _int) or _fspath is None:
                 return
             path = _fspath(path)
             if _type(path) is not _str:
@@ -554,16 +555,21 @@ def _install(fd, nonce, manifest):
             offset = None
         if offset is None:
             refuse(path, "not valid for its source")
-        pyc_pending[source] = (offset, data)
+        try:  # what the importer will load from it (it compiles the source when it cannot)
+            code = _loads(data[offset:])
+        except Exception:
+            code = None
+        if not _isinstance(code, types.CodeType):
+            refuse(path, "not a code object")
+        pyc_pending[source] = code
 
     def pyc_exec(args):
         code = args[0] if args else None
-        got = pyc_pending.pop(_getattr(code, "co_filename", None), None)
-        if got is None:
+        want = pyc_pending.pop(_getattr(code, "co_filename", None), None)
+        if want is None:
             return
-        offset, data = got
         try:
-            same = _loads(data[offset:]) == code
+            same = want == code
         except Exception:
             same = False
         if not same:
