@@ -454,9 +454,10 @@ def _install(fd, nonce, manifest):
     # pytest's assertion rewriter and the import system trust a pyc whose header matches its
     # source (mtime and size, or a 64-bit hash); code run during the test run could plant
     # one for a test module not yet imported. Every pytest-rewritten pyc and every pyc under
-    # the repository root that is opened for reading is read here first: one written during
-    # the run (ctime not before STAMP), not a regular file, or not valid for its source is
-    # refused (the open fails, so the module is compiled from its source); a valid one is
+    # the repository root that the importer opens (pytest's _read_pyc, importlib's get_data)
+    # is read here first: one written during the run (ctime not before STAMP), not a regular
+    # file, not valid for its source or whose body is not code is refused (the open fails,
+    # so the module is compiled from its source); a valid one is
     # remembered, and the module code then run for that source must be the code it holds
     # (a pyc swapped between this read and the importer's is critical). This is what makes
     # the build's cached rewritten pycs (docs/grading.md, "Cached rewritten test modules")
