@@ -4,8 +4,6 @@ per-test results, for the task state (no patch) and for the gold patch."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from minisandbox.catalog import Catalog, spec_for
@@ -19,10 +17,8 @@ from tests.fixtures.hostvenv import make_host_venv
 pytestmark = [pytest.mark.slow, pytest.mark.root]
 
 
-def test_sandbox_and_host_venv_grade_identically(bundled_eval_store, tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("sandboxes as root")
-    store = bundled_eval_store
+def test_sandbox_and_host_venv_grade_identically(root_eval_store, tmp_path):
+    store = root_eval_store
     catalog = Catalog.load([store.catalog])
     recs = read_tasks(store.tasks).records
     sandbox = SandboxExecutor(store=str(store.store))

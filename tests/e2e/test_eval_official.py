@@ -6,31 +6,17 @@ file with a correct fix) is `forbidden-change` in both modes."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from minisandbox.grading.evalscript import reverse_patch
 from minisandbox.records import read_tasks
-from tests.fixtures.evaluation import eval_command
+from tests.fixtures.evaluation import run_eval
 
 # the first test builds the bundled store with the real workflow (minutes, more on a loaded machine)
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.timeout(3600)]
-
-
-@pytest.fixture(scope="module")
-def store(bundled_eval_store):
-    if os.geteuid() != 0:
-        pytest.skip("sandboxes as root")
-    return bundled_eval_store
-
-
-def _eval(store, preds: list[dict], out: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = eval_command(store, preds, out, *extra)
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=store.path, timeout=1800, check=False)
 
 
 def _gold(record) -> str:
@@ -38,8 +24,8 @@ def _gold(record) -> str:
 
 
 @pytest.mark.parametrize("mode", ["strict", "official"])
-def test_every_bundled_gold_patch_resolves(store, bundled_gold_eval, tmp_path, mode):
-    recs = read_tasks(store.tasks).records
+def test_every_bundled_gold_patch_resolves(root_eval_store, bundled_gold_eval, tmp_path, mode):
+    recs = read_tasks(root_eval_store.tasks).records
     assert {r.format for r in recs} == {"swesmith", "swebench"}
     preds = [{"instance_id": r.instance_id, "model_patch": _gold(r), "model_name_or_path": "gold"} for r in recs]
     if mode == "strict":  # the default grading: the session's one strict gold run of these predictions
@@ -47,7 +33,7 @@ def test_every_bundled_gold_patch_resolves(store, bundled_gold_eval, tmp_path, m
         out, proc = bundled_gold_eval.out, bundled_gold_eval.proc
     else:
         out = tmp_path / mode
-        proc = _eval(store, preds, out, "--grading", mode)
+        proc = run_eval(root_eval_store, preds, out, "--grading", mode)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "gold.e2e.json").read_text())
     assert summary["resolved_instances"] == len(recs), (summary, proc.stderr[-3000:])
@@ -94,16 +80,16 @@ def _same_as_swebench(record, entry: dict, log: str, tmp_path: Path) -> None:
         assert theirs["tests_status"][block] == entry["tests_status"][block], (record.instance_id, block)
 
 
-def test_a_pth_file_beside_a_correct_fix_is_forbidden_in_both_modes(store, tmp_path):
-    rec = next(r for r in read_tasks(store.tasks).records if r.format == "swebench")
+def test_a_pth_file_beside_a_correct_fix_is_forbidden_in_both_modes(root_eval_store, tmp_path):
+    rec = next(r for r in read_tasks(root_eval_store.tasks).records if r.format == "swebench")
     pth = (
         "diff --git a/zz_hack.pth b/zz_hack.pth\nnew file mode 100644\n--- /dev/null\n+++ b/zz_hack.pth\n"
         "@@ -0,0 +1 @@\n+import os\n"
     )
     for mode in ("strict", "official"):
         out = tmp_path / f"pth-{mode}"
-        proc = _eval(
-            store,
+        proc = run_eval(
+            root_eval_store,
             [{"instance_id": rec.instance_id, "model_patch": rec.patch + pth, "model_name_or_path": "adv"}],
             out,
             "--grading",

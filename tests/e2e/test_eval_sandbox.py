@@ -12,24 +12,17 @@ import pytest
 
 from minisandbox.grading.evalscript import reverse_patch
 from minisandbox.records import read_tasks
-from tests.fixtures.evaluation import eval_command
+from tests.fixtures.evaluation import eval_command, run_eval
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]
-
-
-@pytest.fixture(scope="module")
-def store(bundled_eval_store):
-    if os.geteuid() != 0:
-        pytest.skip("sandboxes as root")
-    return bundled_eval_store
 
 
 def records(store):
     return read_tasks(store.tasks).records
 
 
-def test_validation_stage_marks_every_bundled_task_valid(store):
-    files = sorted((store.workdir / "validation").glob("env-*.json"))
+def test_validation_stage_marks_every_bundled_task_valid(root_eval_store):
+    files = sorted((root_eval_store.workdir / "validation").glob("env-*.json"))
     # one job per environment, not per task: 4 specs, 3 environments (parse's SWE-smith
     # profile and its SWE-bench version define the same venv and share one)
     assert len(files) == 3
@@ -39,27 +32,28 @@ def test_validation_stage_marks_every_bundled_task_valid(store):
         assert data["repeats"] == 2
         for iid, t in data["tasks"].items():
             statuses[iid] = t["status"]
-            assert len(t["runs"]) == 4 and all((store.path / r["log"]).exists() for r in t["runs"])
-    ids = {r.instance_id for r in records(store)}
+            assert len(t["runs"]) == 4 and all((root_eval_store.path / r["log"]).exists() for r in t["runs"])
+    ids = {r.instance_id for r in records(root_eval_store)}
     assert set(statuses) == ids
     assert set(statuses.values()) == {"valid"}, statuses
-    report = json.loads((store.path / "results" / "report.json").read_text())
+    report = json.loads((root_eval_store.path / "results" / "report.json").read_text())
     assert report["counts"]["validation_valid"] == len(ids)
-    valid = [json.loads(x) for x in (store.path / "results" / "validated_tasks.jsonl").read_text().splitlines()]
+    valid = [
+        json.loads(x) for x in (root_eval_store.path / "results" / "validated_tasks.jsonl").read_text().splitlines()
+    ]
     assert {v["instance_id"] for v in valid} == ids
     # the validated list is itself a valid task file
-    assert len(read_tasks([store.path / "results" / "validated_tasks.jsonl"]).records) == len(ids)
+    assert len(read_tasks([root_eval_store.path / "results" / "validated_tasks.jsonl"]).records) == len(ids)
 
 
 def _eval(store, preds: list[dict], out: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = eval_command(store, preds, out, *extra)
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=store.path, timeout=1800, check=False)
+    proc = run_eval(store, preds, out, *extra)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
 
-def test_eval_gold_and_adversarial_predictions(store, bundled_gold_eval, tmp_path):
-    recs = records(store)
+def test_eval_gold_and_adversarial_predictions(root_eval_store, bundled_gold_eval, tmp_path):
+    recs = records(root_eval_store)
     smith = [r for r in recs if r.format == "swesmith"]
     bench = [r for r in recs if r.format == "swebench"]
     assert smith and bench
@@ -92,7 +86,7 @@ def test_eval_gold_and_adversarial_predictions(store, bundled_gold_eval, tmp_pat
         {"instance_id": target.instance_id, "model_patch": plant, "model_name_or_path": "adv"},
     ]
     out2 = tmp_path / "adv"
-    _eval(store, adv, out2)
+    _eval(root_eval_store, adv, out2)
     rep = json.loads((out2 / "e2e" / "adv" / target.instance_id / "report.json").read_text())[target.instance_id]
     assert rep["resolved"] is False and rep["reason"] == "tests-failed"
     output = (out2 / "e2e" / "adv" / target.instance_id / "test_output.txt").read_text()
@@ -104,7 +98,9 @@ def test_eval_gold_and_adversarial_predictions(store, bundled_gold_eval, tmp_pat
         ("empty", "", "empty-patch"),
     ):
         o = tmp_path / name
-        _eval(store, [{"instance_id": target.instance_id, "model_patch": patch, "model_name_or_path": name}], o)
+        _eval(
+            root_eval_store, [{"instance_id": target.instance_id, "model_patch": patch, "model_name_or_path": name}], o
+        )
         s = json.loads((o / f"{name}.e2e.json").read_text())
         assert s["resolved_instances"] == 0, (name, s)
         if name != "empty":
@@ -114,27 +110,27 @@ def test_eval_gold_and_adversarial_predictions(store, bundled_gold_eval, tmp_pat
             assert s["empty_patch_ids"] == [target.instance_id]
 
     # resume: the gold run is not evaluated again
-    proc = _eval(store, preds, out)
+    proc = _eval(root_eval_store, preds, out)
     assert f"resuming: {len(recs)} instance(s)" in proc.stderr
     assert "resolved so far" not in proc.stderr
 
 
-def test_eval_with_task_files(store, tmp_path):
+def test_eval_with_task_files(root_eval_store, tmp_path):
     """With --tasks the records come from the given files (otherwise from the index)."""
-    r = next(r for r in records(store) if r.format == "swebench")
+    r = next(r for r in records(root_eval_store) if r.format == "swebench")
     out = tmp_path / "idx"
     _eval(
-        store,
+        root_eval_store,
         [{"instance_id": r.instance_id, "model_patch": r.patch, "model_name_or_path": "m"}],
         out,
         "--tasks",
-        *map(str, store.tasks),
+        *map(str, root_eval_store.tasks),
     )
     s = json.loads((out / "m.e2e.json").read_text())
     assert s["resolved_ids"] == [r.instance_id]
 
 
-def test_hanging_patch_times_out_in_the_sandbox(store, tmp_path):
+def test_hanging_patch_times_out_in_the_sandbox(root_eval_store, tmp_path):
     """A patch whose import never returns: the spec's timeout ends the run, not resolved."""
     import dataclasses
     import difflib
@@ -145,9 +141,9 @@ def test_hanging_patch_times_out_in_the_sandbox(store, tmp_path):
     from minisandbox.node.runtime import prepare
     from minisandbox.paths import REPO_PATH
 
-    rec = next(r for r in records(store) if r.instance_id.startswith("jpvanhal__inflection"))
-    spec = dataclasses.replace(spec_for(Catalog.load([store.catalog]), rec), timeout=5)
-    with prepare(rec.instance_id, str(store.store)) as pt:
+    rec = next(r for r in records(root_eval_store) if r.instance_id.startswith("jpvanhal__inflection"))
+    spec = dataclasses.replace(spec_for(Catalog.load([root_eval_store.catalog]), rec), timeout=5)
+    with prepare(rec.instance_id, str(root_eval_store.store)) as pt:
         work = tmp_path / "state"
         shutil.copytree(pt.layers[REPO_PATH], work, symlinks=True)
     subprocess.run(["git", "apply", "-"], input=rec.patch, text=True, cwd=work, check=True)
@@ -155,7 +151,7 @@ def test_hanging_patch_times_out_in_the_sandbox(store, tmp_path):
     before = (work / rel).read_text().splitlines(keepends=True)
     after = [*before, "import time\n", "time.sleep(3600)\n"]
     hang = f"diff --git a/{rel} b/{rel}\n" + "".join(difflib.unified_diff(before, after, f"a/{rel}", f"b/{rel}"))
-    ev = evaluate(rec, spec, hang, SandboxExecutor(store=str(store.store)))
+    ev = evaluate(rec, spec, hang, SandboxExecutor(store=str(root_eval_store.store)))
     assert ev.reason == "timeout" and not ev.resolved, ev.output[-2000:]
     assert ev.seconds < 60
 
@@ -194,7 +190,7 @@ def _processes(argv: list[str]) -> list[int]:
 
 
 @pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
-def test_an_interrupted_eval_kills_its_sandboxes_and_writes_the_partial_summary(store, tmp_path, signame):
+def test_an_interrupted_eval_kills_its_sandboxes_and_writes_the_partial_summary(root_eval_store, tmp_path, signame):
     """Ctrl-C (or SIGTERM) on a real `minisandbox eval` with two hanging evaluations running and
     two queued: it exits 130 within seconds (not after the 90 s timeouts), every sandbox
     process is gone, no report is written for what did not finish, the partial summary lists
@@ -202,16 +198,20 @@ def test_an_interrupted_eval_kills_its_sandboxes_and_writes_the_partial_summary(
     import signal
     import time
 
-    recs = [r for r in records(store) if r.instance_id.startswith("jpvanhal__inflection")]
+    recs = [r for r in records(root_eval_store) if r.instance_id.startswith("jpvanhal__inflection")]
     assert len(recs) >= 4
     marker = 3000 + os.getpid() % 500 + (7 if signame == "SIGTERM" else 0)
     preds = [
-        {"instance_id": r.instance_id, "model_patch": _hang_patch(store, r, marker), "model_name_or_path": "hang"}
+        {
+            "instance_id": r.instance_id,
+            "model_patch": _hang_patch(root_eval_store, r, marker),
+            "model_name_or_path": "hang",
+        }
         for r in recs[:4]
     ]
     out = tmp_path / "out"
-    cmd = eval_command(store, preds, out, "--json", run_id="int")
-    proc = subprocess.Popen(cmd, cwd=store.path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cmd = eval_command(root_eval_store, preds, out, "--json", run_id="int")
+    proc = subprocess.Popen(cmd, cwd=root_eval_store.path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
         while len(_processes(["sleep", str(marker)])) < 2:  # both running evaluations are inside the tests
