@@ -50,18 +50,7 @@ from minisandbox.paths import PYTEST_CONFIG_NAMES, REPO_PATH
 from minisandbox.records import test_files_of  # noqa: F401  (re-exported: graders import it from here)
 
 #: File names that configure pytest or run code at interpreter start-up.
-INFRA_NAMES = (
-    "conftest.py",
-    "pytest.ini",
-    ".pytest.ini",
-    "pytest.toml",
-    ".pytest.toml",
-    "tox.ini",
-    "setup.cfg",
-    "pyproject.toml",
-    "sitecustomize.py",
-    "usercustomize.py",
-)
+INFRA_NAMES = ("conftest.py", *PYTEST_CONFIG_NAMES, "sitecustomize.py", "usercustomize.py")
 #: Top-level names that would shadow the test runner when the command is `python -m pytest`
 #: (the working directory comes first on sys.path).
 SHADOW_ROOTS = ("pytest.py", "py.py", "pluggy.py", "_pytest", "pluggy", "pytest")
