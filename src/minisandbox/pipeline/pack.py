@@ -297,46 +297,7 @@ def _member(path: str, arcname: str, st: os.stat_result, inodes: dict[tuple[int,
     return info
 
 
-class TarStream:
-    """Writes members to `out` exactly as `tarfile.open(fileobj=out, mode="w|",
-    format=tarfile.GNU_FORMAT)` does, byte for byte (`tests/pipeline/test_pack.py`), without
-    tarfile's per-member copy of the TarInfo and its 10 KiB stream buffer (which re-slices
-    its buffer on every write): packing an interpreter prefix (~8k members, 200 MB) spends
-    about a third of its CPU in them."""
-
-    def __init__(self, out) -> None:
-        self.out = out
-        self.offset = 0
-
-    def addfile(self, info: tarfile.TarInfo, fileobj=None) -> None:
-        buf = info.tobuf(tarfile.GNU_FORMAT, tarfile.ENCODING, "surrogateescape")
-        self.out.write(buf)
-        self.offset += len(buf)
-        if fileobj is None or not info.size:
-            return
-        left = info.size
-        while left:
-            data = fileobj.read(min(left, CHUNK))
-            if not data:  # the file shrank while it was read
-                raise PackError(f"cannot pack {info.name}: unexpected end of data")
-            self.out.write(data)
-            left -= len(data)
-        blocks, remainder = divmod(info.size, tarfile.BLOCKSIZE)
-        if remainder:
-            self.out.write(tarfile.NUL * (tarfile.BLOCKSIZE - remainder))
-            blocks += 1
-        self.offset += blocks * tarfile.BLOCKSIZE
-
-    def close(self) -> None:
-        """The end-of-archive blocks and the padding to a whole record, as TarFile.close."""
-        self.out.write(tarfile.NUL * (tarfile.BLOCKSIZE * 2))
-        self.offset += tarfile.BLOCKSIZE * 2
-        remainder = self.offset % tarfile.RECORDSIZE
-        if remainder:
-            self.out.write(tarfile.NUL * (tarfile.RECORDSIZE - remainder))
-
-
-def _stream_members(src: str, tar: tarfile.TarFile | TarStream, empty: frozenset[str]) -> PackStats:
+def _stream_members(src: str, tar: tarfile.TarFile, empty: frozenset[str]) -> PackStats:
     """Add `src`'s contents to `tar` in name order (as GNU tar --sort=name), normalised as
     `_normalise` does, with valid pycs restamped in memory (`restamped_pyc`). Directories
     whose real path is in `empty` are archived empty. Nothing under `src` is written to.
@@ -404,10 +365,11 @@ def pack_stream(
     with atomic_output(out, fsync=True) as f:
         if fmt == "tar.zst":
             cctx = zstandard.ZstdCompressor(level=level, threads=-1, write_checksum=True)
-            with cctx.stream_writer(f, closefd=False) as z:
-                tar = TarStream(z)
+            with (
+                cctx.stream_writer(f, closefd=False) as z,
+                tarfile.open(fileobj=z, mode="w|", format=tarfile.GNU_FORMAT) as tar,
+            ):
                 stats = _stream_members(str(src), tar, empty)
-                tar.close()
         else:
             with (
                 gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=f, mtime=0) as gz,
