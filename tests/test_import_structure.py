@@ -106,9 +106,13 @@ RUN_THIRD_PARTY: set[str] = set()
 #: the path does without (dataclasses, with inspect, ast, dis and copy: the path's record
 #: types are NamedTuples or plain classes; uuid and platform: temp names come from
 #: os.urandom, the machine from os.uname; random: only a download's slot wait; datetime:
-#: timestamps come from time) and (the test runs as root: images are kernel mounts) the
-#: rootless mount holder's client.
+#: timestamps come from time; argparse, with gettext and shutil: `run`'s common form is parsed
+#: without it, `minisandbox.cli.sandboxcmds.parse_run`) and (the test runs as root: images are
+#: kernel mounts) the rootless mount holder's client.
 RUN_FORBIDDEN = {
+    "argparse",
+    "gettext",
+    "shutil",
     "dataclasses",
     "inspect",
     "ast",

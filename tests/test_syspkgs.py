@@ -37,3 +37,41 @@ def test_names_are_validated(bad) -> None:
         "g++",
         "openjdk-17-jre:amd64",
     ]
+
+
+def test_a_node_remembers_a_passed_check_while_dpkg_is_unchanged(tmp_path, monkeypatch) -> None:
+    """`run` checks its environment's packages on every call; the node cache remembers a
+    check that passed (asking dpkg-query costs ~12 ms of CPU) until dpkg's database changes,
+    and never remembers one that failed."""
+    from minisandbox import syspkgs
+    from minisandbox.node import runtime
+    from minisandbox.node.verified import Verified
+
+    status = tmp_path / "status"
+    status.write_text("Package: git\n")
+    monkeypatch.setattr(syspkgs, "DPKG_STATUS", str(status))
+    asked: list[list[str]] = []
+
+    def counted(names, what):
+        asked.append(list(names))
+        return require(names, what)
+
+    monkeypatch.setattr(runtime, "require_system_packages", counted)
+    verified = Verified(tmp_path / "verified")
+    env = {"key": "e", "system_packages": ["git", "bash"]}
+    runtime.check_host(env, "task t", verified)
+    runtime.check_host(env, "task t", verified)
+    runtime.check_host({"key": "e", "system_packages": ["bash", "git"]}, "task t", verified)
+    assert asked == [["git", "bash"]]
+    runtime.check_host({"key": "e", "system_packages": ["git"]}, "task t", verified)  # another set: asked
+    assert len(asked) == 2
+    status.write_text("Package: git\nPackage: bash\n")  # dpkg changed something: asked again
+    runtime.check_host(env, "task t", verified)
+    assert len(asked) == 3
+    runtime.check_host(env, "task t", None)  # no node cache: always asked
+    assert len(asked) == 4
+    bad = {"key": "e", "system_packages": ["minisandbox-no-such-package"]}
+    for _ in range(2):
+        with pytest.raises(MissingSystemPackages):
+            runtime.check_host(bad, "task t", verified)
+    assert len(asked) == 6

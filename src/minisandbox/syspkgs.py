@@ -8,11 +8,15 @@ again on each node that restores the environment.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterable
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import LazyPattern
+
+#: dpkg's database of installed packages (`installed_state`).
+DPKG_STATUS = "/var/lib/dpkg/status"
 
 _NAME = LazyPattern(r"^[a-z0-9][a-z0-9+.-]*(?::[a-z0-9-]+)?$")
 
@@ -33,11 +37,11 @@ def validate_names(names: Iterable[str], where: str) -> list[str]:
 
 def missing(names: Iterable[str]) -> list[str]:
     """The names among `names` that dpkg does not report as installed ("ii")."""
-    import shutil
-
     wanted = list(dict.fromkeys(names))
     if not wanted:
         return []
+    import shutil
+
     exe = shutil.which("dpkg-query")
     if exe is None:
         raise MissingSystemPackages(
@@ -51,6 +55,17 @@ def missing(names: Iterable[str]) -> list[str]:
         if "\t" in line and line.split("\t", 1)[1].startswith("ii")
     }
     return [n for n in wanted if n.split(":", 1)[0] not in installed]
+
+
+def installed_state() -> bytes | None:
+    """What changes whenever dpkg installs or removes a package: the identity of its status
+    database (dpkg replaces the file on every change: another inode, size or mtime). None
+    where there is none (not a Debian host). A check that passed is valid while this stays."""
+    try:
+        st = os.stat(DPKG_STATUS)
+    except OSError:
+        return None
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}".encode()
 
 
 def require(names: Iterable[str], what: str) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
-
 from minisandbox.errors import MinisandboxError, SizeError
 from minisandbox.fsutil import parse_size
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing it
+if TYPE_CHECKING:
+    import argparse  # (imported where an argparse type fails: `run` parses without it)
 
 
 def size(text: str) -> int:
@@ -14,6 +16,8 @@ def size(text: str) -> int:
     try:
         return parse_size(text)
     except SizeError as exc:
+        import argparse
+
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 

@@ -1,9 +1,13 @@
 """Sandbox commands: `minisandbox run`, `minisandbox shell` (a task from a published store)
-and `minisandbox sandbox-exec` (any restored layer directories, no store needed)."""
+and `minisandbox sandbox-exec` (any restored layer directories, no store needed).
+
+`run` is parsed without argparse in the common case (`parse_run`: its import, with `gettext`,
+`locale` and `shutil`, and building the parser were about a sixth of a warm `run`'s CPU);
+anything it does not know exactly (help, abbreviations, bad values, options after the task
+id) goes to the argparse parser, which gives the usual help and errors."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import signal
@@ -14,17 +18,33 @@ import time
 from collections.abc import Iterator
 
 from minisandbox.cli.options import UsageError
-from minisandbox.sandbox.limits import DEFAULT_LIMITS, Limits
+from minisandbox.sandbox.limits import DEFAULT_LIMITS, Limits, LimitsError, parse_limit
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing it
+if TYPE_CHECKING:
+    import argparse
+
+
+def _read_limit(name: str):
+    """The reader of one limit option's value (`parse_limit`: a size or count, or `none`
+    for no limit); raises LimitsError."""
+
+    def read(text: str) -> int | None:
+        return parse_limit(name, text, where=f"--{name.removesuffix('_bytes').replace('_', '-')}")
+
+    return read
 
 
 def _limit(name: str):
-    """argparse type for one limit: a size or count, or `none` (no limit)."""
-    from minisandbox.sandbox.limits import LimitsError, parse_limit
+    """argparse type for one limit (`_read_limit`, its error shown by argparse)."""
+    read = _read_limit(name)
 
     def parse(text: str) -> int | None:
         try:
-            return parse_limit(name, text, where=f"--{name.removesuffix('_bytes').replace('_', '-')}")
+            return read(text)
         except LimitsError as exc:
+            import argparse
+
             raise argparse.ArgumentTypeError(str(exc)) from None
 
     return parse
@@ -43,6 +63,8 @@ _LIMIT_OPTIONS = {
 
 
 def _add_sandbox_options(p: argparse.ArgumentParser) -> None:
+    import argparse
+
     p.add_argument(
         "--network",
         choices=["none", "host"],
@@ -152,6 +174,8 @@ def _task_sandbox(args: argparse.Namespace, diff: bool = True) -> Iterator:
 
 
 def _parse_layer(text: str):
+    import argparse
+
     from minisandbox.sandbox.sandbox import Layer
 
     parts = text.split(":")
@@ -391,6 +415,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _register_run(sub: argparse._SubParsersAction) -> None:
+    import argparse
+
     p = sub.add_parser(
         "run",
         help="Run a command in a task's sandbox (start state, network off).",
@@ -421,6 +447,8 @@ def _register_shell(sub: argparse._SubParsersAction) -> None:
 
 
 def _register_exec(sub: argparse._SubParsersAction) -> None:
+    import argparse
+
     p = sub.add_parser(
         "sandbox-exec",
         help="Run a command in a sandbox over layer directories (no store).",
@@ -452,3 +480,86 @@ def _register_exec(sub: argparse._SubParsersAction) -> None:
 #: Command -> the function adding its parser (`minisandbox.cli.build_parser` builds only the
 #: one a call names: two thirds of the parser's arguments are the other commands').
 REGISTER = {"run": _register_run, "shell": _register_shell, "sandbox-exec": _register_exec}
+
+
+#: `run`'s options as `parse_run` reads them: option -> (attribute, how its value is read;
+#: None: a flag, True when given). tests/cli/test_parse_run.py holds it to `_register_run`'s.
+_RUN_OPTIONS = {
+    "--store": ("store", str),
+    "--cache": ("cache", str),
+    "--diff": ("diff", None),
+    "--network": ("network", lambda text: _choice(text, ("none", "host"))),
+    "--rootless": ("rootless", None),
+    **{f"--{opt.replace('_', '-')}": (opt, _read_limit(field)) for opt, field in _LIMIT_OPTIONS.items()},
+    "--no-seccomp": ("no_seccomp", None),
+    "--allow-ptrace": ("allow_ptrace", None),
+    "--scratch": ("scratch", str),
+    "--copy-layers": ("copy_layers", None),
+    "--timeout": ("timeout", float),
+}
+#: What argparse leaves in the namespace of a `run` for each option not given (the limit
+#: options are left out: `_options` keeps the default limits for those).
+_RUN_DEFAULTS = {
+    "store": None,
+    "cache": None,
+    "diff": False,
+    "network": "none",
+    "rootless": None,
+    "no_seccomp": False,
+    "allow_ptrace": False,
+    "scratch": None,
+    "copy_layers": False,
+    "timeout": None,
+}
+
+
+def _choice(text: str, choices: tuple[str, ...]) -> str:
+    if text not in choices:
+        raise ValueError(f"{text!r} is not one of {choices}")
+    return text
+
+
+def parse_run(argv: list[str]) -> dict | None:
+    """The attributes argparse would give `run ARGV` (ARGV: the words after `run`), for the
+    common form `[OPTION ...] TASK_ID [--] CMD ...` with options spelled out; None for
+    anything else (help, abbreviations, a value argparse would refuse or read differently,
+    options after the task id): the caller then parses with argparse, for its help and its
+    errors."""
+    values: dict = dict(_RUN_DEFAULTS)
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        word = argv[i]
+        name, eq, text = word.partition("=")
+        option = _RUN_OPTIONS.get(name)
+        if option is None:
+            return None
+        dest, read = option
+        if read is None:
+            if eq:
+                return None
+            values[dest] = True
+            i += 1
+            continue
+        if not eq:
+            if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+                return None
+            text = argv[i + 1]
+            i += 1
+        try:
+            values[dest] = read(text)
+        except (ValueError, LimitsError):  # argparse says what is wrong with it
+            return None
+        i += 1
+    if i >= len(argv):
+        return None  # no task id: argparse's error
+    cmd = argv[i + 1 :]
+    if cmd[:1] == ["--"]:
+        cmd = cmd[1:]  # (as argparse drops it; `_argv` drops one more, as before)
+    elif any(word.startswith("-") for word in cmd):
+        return None  # options after the task id: what argparse makes of them is its business
+    return {**values, "task_id": argv[i], "cmd": cmd, "func": cmd_run}
+
+
+#: Command -> its parser without argparse for the common case (`minisandbox.cli` falls back to
+#: the argparse parser when it returns None).
+PARSE = {"run": parse_run}

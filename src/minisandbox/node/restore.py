@@ -460,15 +460,20 @@ def remove_tree(path: Path) -> None:
 # -- filesystem images (root only) ----------------------------------------------------------
 def can_mount_images(fmt: str = "squashfs") -> bool:
     """True when this process can loop-mount `fmt` images: root, loop devices, kernel support."""
-    import shutil
-
-    if os.geteuid() != 0 or not os.path.exists("/dev/loop-control") or not shutil.which("mount"):
+    if os.geteuid() != 0 or not os.path.exists("/dev/loop-control") or not _on_path("mount"):
         return False
     try:
         with open("/proc/filesystems") as f:
             return any(line.split()[-1] == fmt for line in f if line.strip())
     except OSError:
         return False
+
+
+def _on_path(tool: str) -> bool:
+    """Is `tool` an executable in a directory of $PATH? (`shutil.which` without importing
+    shutil, with bz2 and lzma: a warm `run` asks this and nothing else of it.)"""
+    dirs = os.environ.get("PATH", os.defpath).split(os.pathsep)
+    return any(os.access(os.path.join(d, tool), os.X_OK) and not os.path.isdir(os.path.join(d, tool)) for d in dirs)
 
 
 def is_mounted(path: Path) -> bool:
