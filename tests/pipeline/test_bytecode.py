@@ -91,11 +91,11 @@ WARNS = "def one(x):\n    return x is 1\n"
 USES_REGISTRY = "def f(module):\n    return module.__warningregistry__\n"
 
 
-def test_one_process_per_worker_gives_the_bytes_of_a_fresh_fork_per_file(tmp_path: Path) -> None:
-    """On 3.12 workers compile their whole share in one process (see the module docstring):
-    every .pyc must equal what the reference way, one fresh fork per file, writes, whatever
-    was compiled before it."""
-    version = "3.12"
+@pytest.mark.parametrize("version", ["3.6", "3.8", "3.10", "3.11", "3.12", "3.13"])
+def test_one_process_per_worker_gives_the_bytes_of_a_fresh_fork_per_file(tmp_path: Path, version: str) -> None:
+    """Workers compile their whole share in one process (see the module docstring): every
+    .pyc must equal what a fresh fork per file writes, whatever was compiled before it, and
+    load to the code object the interpreter compiles from the source."""
     from minisandbox.sandbox.interpreters import find_interpreter
 
     try:
@@ -103,21 +103,26 @@ def test_one_process_per_worker_gives_the_bytes_of_a_fresh_fork_per_file(tmp_pat
     except Exception:
         pytest.skip(f"no CPython {version} on this machine")
     python = interp.executable
-    tag = "cpython-" + version.replace(".", "")
     out = subprocess.run(
-        [python, "-S", "-c", "import sysconfig; print(sysconfig.get_paths()['stdlib'])"],
+        [
+            python,
+            "-S",
+            "-c",
+            "import sysconfig, sys; print(sysconfig.get_paths()['stdlib']); print(sys.implementation.cache_tag)",
+        ],
         capture_output=True,
         text=True,
         check=True,
     )
-    stdlib = Path(out.stdout.strip())
+    stdlib, tag = out.stdout.split()
     root = tmp_path / "venv"
     for pkg in ("email", "json", "asyncio"):  # ~70 real modules: classes, frozensets, docstrings
-        shutil.copytree(stdlib / pkg, root / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(Path(stdlib) / pkg, root / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     (root / "aaa").mkdir()
     (root / "aaa" / "a_warns.py").write_text(WARNS)  # compiled first (sorted walk)
     (root / "aaa" / "mod.py").write_text(MOD)
     (root / "aaa" / "registry.py").write_text(USES_REGISTRY)
+    (root / "aaa" / "singletons.py").write_text(SINGLETONS, encoding="utf-8")
     script = tmp_path / bytecode.SCRIPT_NAME
     script.write_text(bytecode.SCRIPT)
     sources = sorted(root.rglob("*.py"))
@@ -125,7 +130,6 @@ def test_one_process_per_worker_gives_the_bytes_of_a_fresh_fork_per_file(tmp_pat
     def pycs(**extra: str) -> dict[Path, bytes]:
         env = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
         env.update(PYTHONHASHSEED="0", **extra)
-        shutil.rmtree(root / "__pycache__", ignore_errors=True)
         for d in root.rglob("__pycache__"):
             shutil.rmtree(d)
         subprocess.run(
@@ -137,3 +141,55 @@ def test_one_process_per_worker_gives_the_bytes_of_a_fresh_fork_per_file(tmp_pat
     reference = pycs(MINISANDBOX_PYC_FORK_EACH="1")
     assert len(reference) > 60
     assert [str(p.relative_to(root)) for p in sources if batched[p] != reference[p]] == []
+    # what the interpreter itself compiles from each source is what each .pyc loads to
+    check = (
+        "import marshal, sys\n"
+        "bad = []\n"
+        "for src in sys.argv[1:]:\n"
+        "    pyc = src.replace('.py', '.pyc-copy')\n"
+        "    code = compile(open(src, 'rb').read(), src, 'exec', dont_inherit=True)\n"
+        "    if marshal.loads(open(pyc, 'rb').read()[16 if sys.version_info >= (3, 7) else 12:]) != code:\n"
+        "        bad.append(src)\n"
+        "print(len(bad))\n"
+    )
+    for p in sources:
+        p.with_suffix(".pyc-copy").write_bytes(batched[p])
+    out = subprocess.run([python, "-S", "-c", check, *map(str, sources)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "0"
+
+
+#: Strings of one Latin-1 character are process-wide singletons, interned or not by whatever
+#: ran before: the canonical form marks them by a fixed rule.
+SINGLETONS = 'é = "é"\nx = "-" + "" + "x" + "é" + "_"\n'
+
+
+def _script() -> dict:
+    namespace: dict = {"__name__": "bytecode_script"}
+    exec(bytecode.SCRIPT, namespace)
+    return namespace
+
+
+def test_canonical_bytes_do_not_depend_on_reference_counts() -> None:
+    """Marshal marks an object with more than one reference as a back-reference target: an
+    outside reference to a constant changes the raw bytes, never the canonical ones."""
+    import marshal
+
+    script = _script()
+    code = compile("A = 'not an identifier'\nB = ('x', 'y z')\n", "/venv/mod.py", "exec")
+    alone = marshal.dumps(code)
+    held = list(code.co_consts)  # one more reference to each constant
+    shared = marshal.dumps(code)
+    assert alone != shared
+    assert script["canonical"](alone) == script["canonical"](shared)
+    assert marshal.loads(script["canonical"](shared)) == code
+    del held
+
+
+def test_canonical_refuses_bytes_it_does_not_understand() -> None:
+    script = _script()
+    with pytest.raises(script["CanonicalError"]):
+        script["canonical"](b"r\x05\x00\x00\x00")  # a back-reference to nothing
+    with pytest.raises(script["CanonicalError"]):
+        script["canonical"](b"?")  # an unknown type
+    with pytest.raises(script["CanonicalError"]):
+        script["canonical"](b"NN")  # bytes after the object
