@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 from pathlib import Path
 
 import pytest
@@ -29,9 +30,12 @@ def record(**over) -> TaskRecord:
 def test_swesmith_start_state_applies_the_bug_removes_f2p_files_and_reinits_git() -> None:
     script = _setup_script(record())
     assert "apply" in script and "/tmp/.minisandbox-task.patch" in script
-    assert "rm -rf -- tests/test_m.py" in script and "rm -rf -- tests/test_n.py" in script
+    (rm,) = [ln for ln in script.splitlines() if ln.startswith("rm ")]  # one process removes all
+    gone = ["tests/test_m.py", "tests/test_n.py", "/tmp/.minisandbox-task.patch", ".git"]
+    assert shlex.split(rm) == ["rm", "-rf", "--", *gone]
     assert "test_keep.py" not in script  # P2P files stay
-    assert script.index("rm -rf .git") < script.index("git init") < script.index("commit")
+    assert script.index("apply") < script.index(rm) < script.index("git init") < script.index("commit")
+    assert ".minisandbox-task.patch" not in _setup_script(record(patch=""))  # no patch: no patch file
 
 
 def test_swebench_starts_from_the_snapshot_as_published() -> None:

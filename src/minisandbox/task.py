@@ -144,12 +144,14 @@ def _setup_script(record: TaskRecord, testbed: dict[str, Any] | None = None) -> 
             "git -c safe.directory='*' apply --whitespace=nowarn /tmp/.minisandbox-task.patch "
             "|| patch --batch -p1 --no-backup-if-mismatch -r - -i /tmp/.minisandbox-task.patch"
         )
-    for path in test_files_of(list(record.fail_to_pass)):
-        lines.append(f"rm -rf -- {q(path)}")
+    # one `rm` (a process each costs the start state of every call): the task's test files,
+    # its patch file, and the snapshot's .git (one fresh root commit: no history, no
+    # objects of the clean tree)
+    gone = [q(path) for path in test_files_of(list(record.fail_to_pass))]
+    if record.patch.strip():
+        gone.append("/tmp/.minisandbox-task.patch")
     lines += [
-        "rm -f /tmp/.minisandbox-task.patch",
-        # one fresh root commit: no history, no objects of the clean tree
-        "rm -rf .git",
+        f"rm -rf -- {' '.join([*gone, '.git'])}",
         # no template: git's sample hooks and description are copied on every start otherwise
         "git init -q --template= -b main 2>/dev/null || git init -q --template=",
         *[ln for ln in _hide_residue_lines(testbed) if "update-index" not in ln],  # residue never committed

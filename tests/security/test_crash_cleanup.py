@@ -165,6 +165,53 @@ def test_sigkilled_controller_leftovers_are_removed_and_a_live_one_is_untouched(
     assert not any(os.path.exists(d) for d in live_info["cgroups"])  # closed normally
 
 
+@pytest.mark.root
+def test_a_controller_that_closed_its_sandboxes_removes_its_record_and_one_that_did_not_keeps_it(
+    as_root, repo, tmp_path
+):
+    """A clean exit after `close()` leaves no record for the next start to read; an exit with
+    a sandbox still open at the exit handlers keeps its record (its cgroups were there), and
+    the next start's reap removes it with whatever is left."""
+    state = tmp_path / "state"
+    env = _env(state)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    closed = subprocess.run(
+        [sys.executable, "-c", CONTROLLER, str(repo), str(scratch)],
+        env=env,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert closed.returncode == 0, closed.stderr
+    assert sorted(p.name for p in (state / "controllers").glob("*.json")) == []
+    left_open = subprocess.run(
+        [sys.executable, "-c", CONTROLLER.replace("sb.close()\n", "sys.exit(0)\n"), str(repo), str(scratch)],
+        env=env,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert left_open.returncode == 0, left_open.stderr
+    info = json.loads(left_open.stdout.splitlines()[0])
+    (record,) = (state / "controllers").glob("*.json")
+    assert json.loads(record.read_text())["cgroup_parents"]
+    assert info["cgroups"] and _gone(info["init"])
+    nxt = subprocess.run(
+        [sys.executable, "-c", CONTROLLER, str(repo), str(scratch)],
+        env=env,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert nxt.returncode == 0, nxt.stderr
+    assert not any(os.path.exists(d) for d in info["cgroups"])
+    assert sorted(p.name for p in (state / "controllers").glob("*.json")) == []
+
+
 def _start_time(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[19].decode()
 

@@ -57,11 +57,15 @@ def idle_seconds() -> float:
         return DEFAULT_IDLE
 
 
-def _set_dumpable(on: bool) -> None:
-    import ctypes
+_LIBC = []  # the C library's handle, loaded once in the helper (a worker inherits it)
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_DUMPABLE, 1 if on else 0, 0, 0, 0)
+
+def _set_dumpable(on: bool) -> None:
+    if not _LIBC:
+        import ctypes
+
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    _LIBC[0].prctl(PR_SET_DUMPABLE, 1 if on else 0, 0, 0, 0)
 
 
 def _warm() -> dict[str, str]:
@@ -77,12 +81,33 @@ def _warm() -> dict[str, str]:
     cli.build_parser([cli.COMMANDS["run"]])  # (a spare's)
     cli.build_parser([cli.COMMANDS["run"]], "run")  # (a worker's `main`)
     verified._code_tag()
+    _warm_caches()
     rootfs.prestart()
     try:
         interpreters._scan()
     except Exception:  # noqa: BLE001 - a worker scans again and reports it
         pass
     return {k: os.environ.get(k, "") for k in _SCAN_ENV}
+
+
+def _warm_caches() -> None:
+    """Fill the caches every worker would otherwise fill again after its fork (a fork
+    copies each page it writes, so what a worker compiles costs it twice): the regular
+    expressions of a `run` call's argument parsing and of the store documents' checks, and
+    every module-level `LazyPattern` of the package."""
+    import minisandbox.cli as cli
+    from minisandbox import manifest
+    from minisandbox.fsutil import LazyPattern
+
+    for command in (None, "run"):  # (a spare's parser, a worker's)
+        cli.build_parser([cli.COMMANDS["run"]], command).parse_args(["run", "--store", "/", "t", "--", "true"])
+    manifest.plain_name("t")
+    manifest.chunk_path("0" * 64)
+    for name, mod in list(sys.modules.items()):
+        if name.split(".")[0] == "minisandbox":
+            for value in list(vars(mod).values()):
+                if isinstance(value, LazyPattern):
+                    value.fullmatch("")
 
 
 def _code_files() -> dict[str, int]:
@@ -192,8 +217,11 @@ def _become(umask: int, env: dict[bytes, bytes], cwd_fd: int, scan_env: dict[str
     os.fchdir(cwd_fd)
     os.umask(umask)
     _set_dumpable(True)
-    os.environ.clear()
-    os.environb.update(env)
+    for key in [k for k in os.environb if k not in env]:
+        del os.environb[key]
+    for key, value in env.items():  # (only what differs: each change is a putenv)
+        if os.environb.get(key) != value:
+            os.environb[key] = value
     if {k: os.environ.get(k, "") for k in _SCAN_ENV} != scan_env:
         from minisandbox.sandbox import interpreters
 

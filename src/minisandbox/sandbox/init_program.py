@@ -235,6 +235,25 @@ def prctl(option: int, a2: int = 0, a3: int = 0, a4: int = 0, a5: int = 0) -> in
     return _check(_lib().prctl(option, a2, a3, a4, a5), f"prctl({option})")
 
 
+# The C structures are defined once (in the zygote, before any fork): a class made per call
+# cost each sandbox's init and helpers a class creation (and its pages) for every call.
+class _MountAttr(ctypes.Structure):
+    _fields_ = [
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    ]
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
 def make_readonly(path: str, recursive: bool = True) -> None:
     """Make the mount at `path` (and below) read-only, keeping its other flags.
 
@@ -242,16 +261,7 @@ def make_readonly(path: str, recursive: bool = True) -> None:
     into a user namespace (nosuid, nodev, atime) never make it fail; old kernels fall
     back to a bind remount that repeats the flags statvfs reports.
     """
-
-    class MountAttr(ctypes.Structure):
-        _fields_ = [
-            ("attr_set", ctypes.c_uint64),
-            ("attr_clr", ctypes.c_uint64),
-            ("propagation", ctypes.c_uint64),
-            ("userns_fd", ctypes.c_uint64),
-        ]
-
-    attr = MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
+    attr = _MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
     ret = _lib().syscall(
         _nr("mount_setattr"),
         AT_FDCWD,
@@ -301,15 +311,8 @@ def drop_privileges() -> None:
         prctl(PR_CAPBSET_DROP, cap)
     prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
     prctl(PR_SET_NO_NEW_PRIVS, 1)
-
-    class Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-    hdr = Header(LINUX_CAPABILITY_VERSION_3, 0)
-    data = (Data * 2)()
+    hdr = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
     _check(_lib().syscall(_nr("capset"), ctypes.byref(hdr), ctypes.byref(data)), "capset")
 
 
@@ -1679,6 +1682,7 @@ def _zygote_main(sock_fd: int) -> None:
         _filters(ptrace)
     _seccomp._prctl_fn()
     _cap_last()
+    re.compile(_DIGEST_DIR)  # (cached by `re`: `_layer_subdir_fd` matches it in every sandbox)
     # Objects that exist now are never collected: the cyclic GC of a forked sandbox then
     # never walks (and so never copies) the pages it shares with the zygote.
     gc.freeze()

@@ -109,7 +109,11 @@ class Record:
     def alive(self) -> bool:
         """The recorded controller still runs (a zombie does not: its files are closed, and
         a SIGKILLed controller whose parent died too stays one until init reaps it)."""
-        return proc_start(self.pid) == self.start and not _zombie(self.pid)
+        return _alive(self.pid, self.start)
+
+
+def _alive(pid: int, start: str) -> bool:
+    return proc_start(pid) == start and not _zombie(pid)
 
 
 def _zombie(pid: int) -> bool:
@@ -174,6 +178,27 @@ class Tracker:
                 with _node_lock(self.state):
                     atomic_write_text(self.path, self.record.to_json())
 
+    def release(self) -> bool:
+        """At this process's normal exit: remove its record when nothing it recorded is
+        left (no `minisandbox-<pid>-*` cgroup nor `sandbox-<pid>-*` scratch directory under
+        its parents, no recorded mount still mounted), so that the next process's `reap`
+        has no dead record to read and no parents to scan. Anything left keeps the record
+        for `reap`. Only the process the record names does this (a fork inherits exit
+        handlers). True when the record was removed."""
+        pid = self.record.pid
+        if os.getpid() != pid:
+            return False
+        with self._mutex, _node_lock(self.state):
+            if any(_children(p, f"{CGROUP_PREFIX}{pid}-") for p in self.record.cgroup_parents):
+                return False
+            if any(_children(p, f"{SCRATCH_PREFIX}{pid}-") for p in self.record.scratch_parents):
+                return False
+            if any(_mounted(m) for m in self.record.mounts):
+                return False
+            self.path.unlink(missing_ok=True)
+            self.record.cgroup_parents, self.record.scratch_parents, self.record.mounts = [], [], []
+            return True
+
 
 def _cgroup_procs(path: str) -> list[int]:
     out = []
@@ -220,25 +245,48 @@ def _mounted(path: str) -> bool:
     return False
 
 
+def _named(name: str) -> tuple[int, str] | None:
+    """(pid, start time) from a record's file name, `<pid>-<start>.json` (`Tracker`)."""
+    pid, sep, start = name.removesuffix(".json").partition("-")
+    return (int(pid), start) if sep and pid.isdigit() and start.isdigit() else None
+
+
+def _children(parent: str, prefix: str) -> list[Path]:
+    """The entries of `parent` whose names start with `prefix`, sorted (a prefix test, not a
+    glob: no pattern is compiled for each dead controller's pid)."""
+    try:
+        with os.scandir(parent) as it:
+            return sorted(Path(e.path) for e in it if e.name.startswith(prefix))
+    except OSError:
+        return []
+
+
 def reap(state: Path) -> ReapReport:
-    """Remove the leftovers of every dead controller recorded in `state`."""
+    """Remove the leftovers of every dead controller recorded in `state`. A record whose
+    file name names a live controller (pid and start time) is not read."""
     report = ReapReport()
     d = state / "controllers"
     if not d.is_dir():
         return report
     with _node_lock(state):
-        records = [(p, Record.from_file(p)) for p in sorted(d.glob("*.json"))]
-        live_pids = {r.pid for _p, r in records if r is not None and r.alive}
+        live_pids: set[int] = set()
+        records = []
+        for name in sorted(n for n in os.listdir(d) if n.endswith(".json")):
+            named = _named(name)
+            if named is not None and _alive(*named):
+                live_pids.add(named[0])
+                continue
+            rec = Record.from_file(d / name)
+            if rec is not None and rec.alive:
+                live_pids.add(rec.pid)
+            elif rec is not None:
+                records.append((d / name, rec))
         for path, rec in records:
-            if rec is None:
-                continue
-            if rec.alive:
-                continue
             if proc_start(rec.pid) is not None and rec.pid in live_pids:
-                continue  # a live controller has this pid now: its names would match the glob
+                continue  # a live controller has this pid now: its names would match the prefix
             ok = True
             for parent in rec.cgroup_parents:
-                for cg in sorted(Path(parent).glob(f"{CGROUP_PREFIX}{rec.pid}-*")):
+                for cg in _children(parent, f"{CGROUP_PREFIX}{rec.pid}-"):
                     if cgroup_owner(cg.name) != rec.pid:
                         continue
                     if remove_cgroup(str(cg)):
@@ -247,7 +295,7 @@ def reap(state: Path) -> ReapReport:
                         ok = False
                         report.errors.append(f"cgroup {cg} still busy")
             for parent in rec.scratch_parents:
-                for sd in sorted(Path(parent).glob(f"{SCRATCH_PREFIX}{rec.pid}-*")):
+                for sd in _children(parent, f"{SCRATCH_PREFIX}{rec.pid}-"):
                     remove_scratch(str(sd))
                     if sd.exists():
                         ok = False

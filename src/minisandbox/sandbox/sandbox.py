@@ -1185,6 +1185,22 @@ def _drop_spares() -> None:
         _remove_unused(wait=True)
 
 
+#: (pid, state directory) whose record is removed at a clean exit (`_release_record`)
+_releasing: set[tuple[int, str]] = set()
+
+
+def _release_record(tracker: leftovers.Tracker) -> None:
+    """At exit (after `_drop_spares`): a process whose warmer never ran (one sandbox, as a
+    `run` or a helper's worker: no thread can make a cgroup after the check) removes its
+    record when its sandboxes left nothing behind (`Tracker.release`), so the next start's
+    `reap` has nothing to read."""
+    if _warmer._created < 2:
+        try:
+            tracker.release()
+        except OSError:  # the record stays: the next `reap` reads it
+            pass
+
+
 def _track_host_resources(cfg: SandboxConfig) -> leftovers.Tracker:
     """Crash cleanup (minisandbox.sandbox.leftovers): the first sandbox of this process on
     a node removes what dead controllers left there; every sandbox records, before
@@ -1198,6 +1214,10 @@ def _track_host_resources(cfg: SandboxConfig) -> leftovers.Tracker:
             _reaped.add(key)
             leftovers.reap(state)
     tracker = leftovers.Tracker.get(state)
+    with _reaped_lock:
+        if key not in _releasing:
+            _releasing.add(key)
+            atexit.register(_release_record, tracker)
     parents = leftovers.caller_cgroup_dirs()  # every sandbox has a cgroup where one can be made
     tracker.add(cgroup_parents=parents, scratch_parents=[cfg.scratch_dir] if cfg.scratch_dir else [])
     return tracker
