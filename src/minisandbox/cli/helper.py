@@ -93,14 +93,11 @@ def _warm() -> dict[str, str]:
 def _warm_caches() -> None:
     """Fill the caches every worker would otherwise fill again after its fork (a fork
     copies each page it writes, so what a worker compiles costs it twice): the regular
-    expressions of a `run` call's argument parsing and of the store documents' checks, and
-    every module-level `LazyPattern` of the package."""
-    import minisandbox.cli as cli
+    expressions of the store documents' checks and every module-level `LazyPattern` of the
+    package."""
     from minisandbox import manifest
     from minisandbox.fsutil import LazyPattern
 
-    for command in (None, "run"):  # (a spare's parser, a worker's)
-        cli.build_parser([cli.COMMANDS["run"]], command).parse_args(["run", "--store", "/", "t", "--", "true"])
     manifest.plain_name("t")
     manifest.chunk_path("0" * 64)
     for name, mod in list(sys.modules.items()):
@@ -369,9 +366,9 @@ def _spare(
     try:
         _become(umask, env, cwd_fd, scan_env, lock_path)
         os.close(cwd_fd)
-        from minisandbox.cli import COMMANDS, _apply_global_options, build_parser
+        from minisandbox.cli import _apply_global_options
 
-        args = build_parser([COMMANDS["run"]]).parse_args(argv)
+        args = _run_args(argv)
         _apply_global_options(args)
         if args.store is None:
             from minisandbox.paths import default_store_origin
@@ -413,14 +410,22 @@ def _spare(
         _end_worker(reply, code)
 
 
+def _run_args(argv: list[str]):  # -> argparse.Namespace or types.SimpleNamespace
+    """A `run` call's arguments as `main` reads them: its own parser for the common form,
+    argparse for anything else (whose errors exit, as in `main`)."""
+    from minisandbox.cli import COMMANDS, _parse_common, build_parser
+
+    args = _parse_common(argv)
+    return args if args is not None else build_parser([COMMANDS["run"]]).parse_args(argv)
+
+
 def _run_spare(ts, argv: list[str], reply: _Reply) -> int:  # noqa: ANN001 - a TaskSandbox
     """The call's command in the spare's open sandbox, with `main`'s error handling."""
-    from minisandbox.cli import COMMANDS, build_parser
     from minisandbox.cli.sandboxcmds import _argv, run_in
     from minisandbox.errors import MinisandboxError
 
     try:
-        args = build_parser([COMMANDS["run"]]).parse_args(argv)
+        args = _run_args(argv)
         code = run_in(ts.sandbox, _argv(args.cmd), args)
         sys.stdout.flush()
         reply(code)
