@@ -235,6 +235,47 @@ def test_conda_activate_shim_runs_the_venv(repo, venv_layer):
         assert res.output.strip() == VENV_PATH
 
 
+def test_a_symlink_to_the_activated_venvs_python_sees_its_packages(repo, venv_layer):
+    """tox-current-env links `.tox/<env>/bin/python` to `sys.executable`; a symlink to a
+    venv's python runs the bare base interpreter (no pyvenv.cfg beside the link), which in a
+    conda environment (the official images) would still see the packages. Activation sets
+    PYTHONUSERBASE so the base interpreter takes the venv's site-packages (and its .pth
+    files) as its user site; the venv's own python is unchanged."""
+    venv, interp = venv_layer
+    site = venv / "lib" / f"python{interp.minor}" / "site-packages"
+    (site / "symlinkprobe.py").write_text("WHERE = 'venv'\n")
+    (site / "symlinkprobe_editable.pth").write_text("/testbed\n")  # an editable install's path entry
+    with Sandbox(
+        [Layer(str(repo), "/testbed"), Layer(str(venv), VENV_PATH)], interpreter=(interp.version, interp.prefix)
+    ) as sb:
+        link = (
+            "mkdir -p /tmp/tox/bin && ln -sf \"$(python -c 'import sys; print(sys.executable)')\" /tmp/tox/bin/python"
+        )
+        probe = "-c 'import symlinkprobe, pkg.mod; print(symlinkprobe.WHERE, pkg.mod.f())'"
+        res = sb.execute(
+            f"source /opt/miniconda3/bin/activate; conda activate testbed; {link}; /tmp/tox/bin/python {probe}"
+        )
+        assert res.returncode == 0, res.output
+        assert res.output.strip() == "venv 1"
+        # the venv's own python: the user site stays off, sys.path as without the variable
+        paths = sb.execute(
+            "source /opt/miniconda3/bin/activate; conda activate testbed; "
+            "python -c 'import site, sys; print(site.ENABLE_USER_SITE, len(sys.path))'; "
+            "PYTHONUSERBASE= python -c 'import sys; print(len(sys.path))'"
+        ).output.split()
+        assert paths[0] == "False" and paths[1] == paths[2], paths
+        # deactivated: the link is the bare base interpreter again
+        res = sb.execute(
+            "source /opt/miniconda3/bin/activate; conda activate testbed; conda deactivate; "
+            f'echo "[$PYTHONUSERBASE]"; /tmp/tox/bin/python {probe}'
+        )
+        assert res.output.splitlines()[0] == "[]"
+        assert res.returncode != 0 and "No module named 'symlinkprobe'" in res.output
+        # `conda run` sets it as well
+        res = sb.execute(f"conda run -n testbed /tmp/tox/bin/python {probe}")
+        assert res.returncode == 0 and res.output.strip() == "venv 1", res.output
+
+
 def test_limits_are_applied_and_reported(repo):
     with Sandbox(
         [Layer(str(repo), "/testbed")],

@@ -5,6 +5,16 @@ SWE-smith/SWE-bench test command starts. We have no conda: `activate` defines a 
 shell function whose `activate testbed` sources the venv's own activate script, and
 `bin/conda` supports `conda run -n ENV CMD...`. The one place the shim is defined: the
 build (`write_shim`) and every sandbox (`shim_files`) use it.
+
+A conda environment holds its own interpreter, so a symlink to `$CONDA_PREFIX/bin/python`
+still runs with the environment's packages; a venv's does not (Python looks for
+`pyvenv.cfg` beside the path it was started as, so a symlink elsewhere runs the bare base
+interpreter). tox-current-env does exactly that (`.tox/<env>/bin/python` -> `sys.executable`;
+SWE-bench's sphinx specs run `tox --current-env`). Activation therefore also sets
+`PYTHONUSERBASE` to the environment: the base interpreter then adds its site-packages as the
+user site (`<base>/lib/pythonX.Y/site-packages`, the venv's own layout, `.pth` files
+included), while the venv's python ignores it (a venv without system site-packages turns
+the user site off).
 """
 
 from __future__ import annotations
@@ -23,8 +33,8 @@ conda() {{
         echo "conda (minisandbox shim): no environment '$_env'" >&2; return 1
       fi
       VIRTUAL_ENV_DISABLE_PROMPT=1 . "{CONDA_ROOT}/envs/$_env/bin/activate"
-      export CONDA_DEFAULT_ENV="$_env" CONDA_PREFIX="{CONDA_ROOT}/envs/$_env" ;;
-    deactivate) deactivate 2>/dev/null; unset CONDA_DEFAULT_ENV CONDA_PREFIX ;;
+      export CONDA_DEFAULT_ENV="$_env" CONDA_PREFIX="{CONDA_ROOT}/envs/$_env" PYTHONUSERBASE="{CONDA_ROOT}/envs/$_env" ;;
+    deactivate) deactivate 2>/dev/null; unset CONDA_DEFAULT_ENV CONDA_PREFIX PYTHONUSERBASE ;;
     *) echo "conda (minisandbox shim): only 'conda activate ENV' is supported" >&2; return 1 ;;
   esac
 }}
@@ -41,7 +51,8 @@ if [ "$1" = run ]; then
   while [ $# -gt 0 ]; do
     case "$1" in -n|--name) env="$2"; shift 2 ;; --no-capture-output|--live-stream) shift ;; *) break ;; esac
   done
-  PATH="{CONDA_ROOT}/envs/$env/bin:$PATH" VIRTUAL_ENV="{CONDA_ROOT}/envs/$env" CONDA_DEFAULT_ENV="$env" exec "$@"
+  PATH="{CONDA_ROOT}/envs/$env/bin:$PATH" VIRTUAL_ENV="{CONDA_ROOT}/envs/$env" CONDA_DEFAULT_ENV="$env" \\
+    PYTHONUSERBASE="{CONDA_ROOT}/envs/$env" exec "$@"
 fi
 echo "conda (minisandbox shim): run 'source {CONDA_ROOT}/bin/activate' first, then 'conda $*'" >&2
 exit 1
