@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import array
 import contextlib
-import ctypes
 import errno
 import fcntl  # noqa: F401  (imported before pivot_root: the stdlib is not visible after it)
 import gc
@@ -155,20 +154,55 @@ _libc = None
 
 
 def _lib():
-    global _libc
+    """libc through ctypes, and the C structures below, made once per process. ctypes is
+    imported here (and looked up in the functions that use it), not at module import: the
+    controller imports this module for its shared code and on a warm `run` makes no
+    syscall through it (ctypes was ~4 ms of that process's CPU). The fork server calls
+    this first thing (`_zygote_main`'s prctl), so every process forked from it has ctypes
+    and the structures before any pivot_root hides the standard library."""
+    global _libc, _MountAttr, _CapHeader, _CapData
     if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
-        _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
-        _libc.unshare.argtypes = [ctypes.c_int]
-        _libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
-        _libc.sethostname.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-        _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+        import ctypes
+
+        # The C structures are defined once (in the zygote, before any fork): a class made
+        # per call cost each sandbox's init and helpers a class creation (and its pages).
+        class MountAttr(ctypes.Structure):
+            _fields_ = [
+                ("attr_set", ctypes.c_uint64),
+                ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64),
+                ("userns_fd", ctypes.c_uint64),
+            ]
+
+        class CapHeader(ctypes.Structure):
+            _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+        class CapData(ctypes.Structure):
+            _fields_ = [
+                ("effective", ctypes.c_uint32),
+                ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32),
+            ]
+
+        _MountAttr, _CapHeader, _CapData = MountAttr, CapHeader, CapData
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+        libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        libc.unshare.argtypes = [ctypes.c_int]
+        libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
+        libc.sethostname.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+        _libc = libc
     return _libc
+
+
+_MountAttr = _CapHeader = _CapData = None  # (made by `_lib`)
 
 
 def _check(ret: int, what: str) -> int:
     if ret < 0:
+        import ctypes
+
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
     return ret
@@ -235,25 +269,6 @@ def prctl(option: int, a2: int = 0, a3: int = 0, a4: int = 0, a5: int = 0) -> in
     return _check(_lib().prctl(option, a2, a3, a4, a5), f"prctl({option})")
 
 
-# The C structures are defined once (in the zygote, before any fork): a class made per call
-# cost each sandbox's init and helpers a class creation (and its pages) for every call.
-class _MountAttr(ctypes.Structure):
-    _fields_ = [
-        ("attr_set", ctypes.c_uint64),
-        ("attr_clr", ctypes.c_uint64),
-        ("propagation", ctypes.c_uint64),
-        ("userns_fd", ctypes.c_uint64),
-    ]
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
 def make_readonly(path: str, recursive: bool = True) -> None:
     """Make the mount at `path` (and below) read-only, keeping its other flags.
 
@@ -261,8 +276,11 @@ def make_readonly(path: str, recursive: bool = True) -> None:
     into a user namespace (nosuid, nodev, atime) never make it fail; old kernels fall
     back to a bind remount that repeats the flags statvfs reports.
     """
+    import ctypes
+
+    lib = _lib()  # (first: it makes _MountAttr)
     attr = _MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
-    ret = _lib().syscall(
+    ret = lib.syscall(
         _nr("mount_setattr"),
         AT_FDCWD,
         _b(path),
@@ -310,7 +328,9 @@ def drop_privileges() -> None:
     for cap in range(_cap_last() + 1):
         prctl(PR_CAPBSET_DROP, cap)
     prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
-    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)  # (prctl loaded libc and made _CapHeader, _CapData)
+    import ctypes
+
     hdr = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
     _check(_lib().syscall(_nr("capset"), ctypes.byref(hdr), ctypes.byref(data)), "capset")
@@ -638,6 +658,8 @@ def _join_fresh_keyring() -> str:
     KEYCTL_JOIN_SESSION_KEYRING = 1
     if _lib().syscall(_nr("keyctl"), KEYCTL_JOIN_SESSION_KEYRING, None) >= 0:
         return "fresh session keyring"
+    import ctypes
+
     err = ctypes.get_errno()
     if err in (errno.ENOSYS, errno.EPERM, errno.EACCES):
         # keyrings compiled out, or denied by a filter around us: the payload cannot use them either
@@ -974,6 +996,7 @@ def _child_exec(req: dict, fds: list[int], sock_fd: int) -> None:
 
 def _openat2(dirfd: int, path: str, flags: int, mode: int, resolve: int) -> int:
     """openat2(2): `path` resolved under `dirfd` as `resolve` says."""
+    import ctypes
 
     class OpenHow(ctypes.Structure):
         _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]

@@ -37,7 +37,6 @@ in each payload child after ``no_new_privs``, right before exec.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import struct
@@ -208,21 +207,26 @@ def init_program(machine: str | None = None, *, ptrace: bool = False) -> bytes:
     return program(machine, ptrace=ptrace, allow=INIT_ALLOWED, namespaces=INIT_NAMESPACES)
 
 
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-
 _prctl = None
+_SockFprog = None
 
 
 def _prctl_fn():
     """libc's prctl, looked up once per process (a sandbox's init installs a filter in every
-    payload child it forks: the lookup is inherited instead of repeated per child)."""
-    global _prctl
+    payload child it forks: the lookup is inherited instead of repeated per child), and
+    the `struct sock_fprog` type. ctypes is imported here, not when the module is: the
+    controller imports this module for its tables only (ctypes is ~4 ms of a `run`'s CPU),
+    and the fork server calls this before it forks anything (init_program's `_zygote_main`)."""
+    global _prctl, _SockFprog
     if _prctl is None:
+        import ctypes
+
+        class SockFprog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
         fn = ctypes.CDLL(None, use_errno=True).prctl
         fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-        _prctl = fn
+        _prctl, _SockFprog = fn, SockFprog
     return _prctl
 
 
@@ -230,6 +234,8 @@ def install(prog: bytes) -> None:
     """Install `prog` on the calling thread (no_new_privs must be set already, or the caller
     hold CAP_SYS_ADMIN in its user namespace; children and exec'd programs inherit it, it
     can never be removed, and a second filter only adds to the first)."""
+    import ctypes  # (already loaded by `_prctl_fn`'s first call: this is a lookup)
+
     prctl = _prctl_fn()
     buf = ctypes.create_string_buffer(prog, len(prog))
     fprog = _SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
