@@ -84,3 +84,19 @@ def test_lazy_pattern_compiles_on_first_use() -> None:
     assert p.fullmatch("abc-12").group(1) == "12"
     assert p.match("x") is None and p._compiled is not None
     assert p.pattern == r"[a-z]+-(\d+)"
+
+
+def test_the_builtin_sha256_gives_hashlibs_digests() -> None:
+    """`fsutil.sha256` (the hot path's SHA-256 without OpenSSL) is SHA-256: same digests as
+    hashlib's, in one piece or fed in parts, for empty, small and multi-block inputs."""
+    import hashlib
+
+    from minisandbox.fsutil import sha256
+
+    for data in (b"", b"abc", bytes(range(256)) * 1000):
+        assert sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+        h = sha256()
+        for at in range(0, len(data), 777):
+            h.update(data[at : at + 777])
+        assert h.hexdigest() == hashlib.sha256(data).hexdigest()
+    assert sha256(b"abc").hexdigest() == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"

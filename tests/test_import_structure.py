@@ -107,12 +107,17 @@ RUN_THIRD_PARTY: set[str] = set()
 #: types are NamedTuples or plain classes; uuid and platform: temp names come from
 #: os.urandom, the machine from os.uname; random: only a download's slot wait; datetime:
 #: timestamps come from time; argparse, with gettext and shutil: `run`'s common form is parsed
-#: without it, `minisandbox.cli.sandboxcmds.parse_run`) and (the test runs as root: images are
-#: kernel mounts) the rootless mount holder's client.
+#: without it, `minisandbox.cli.sandboxcmds.parse_run`; hashlib, which loads OpenSSL: the few
+#: small documents a run hashes go through `fsutil.sha256`; ctypes: the controller makes no
+#: syscall through the init program's libc on this path) and (the test runs as root: images
+#: are kernel mounts) the rootless mount holder's client.
 RUN_FORBIDDEN = {
     "argparse",
     "gettext",
     "shutil",
+    "hashlib",
+    "_hashlib",
+    "ctypes",
     "dataclasses",
     "inspect",
     "ast",

@@ -11,7 +11,6 @@ a store is `minisandbox.node.published`.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import re
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from minisandbox.errors import MinisandboxError
+from minisandbox.fsutil import sha256
 from minisandbox.manifest import KINDS, PLAIN_NAME, StoreDataError, parse_store_model, plain_name, validate_manifest
 from minisandbox.records import TaskRecord
 
@@ -35,7 +35,7 @@ class UnknownTask(MinisandboxError, KeyError):
 
 
 def shard_of(instance_id: str) -> str:
-    return hashlib.sha256(instance_id.encode()).hexdigest()[:2]
+    return sha256(instance_id.encode()).hexdigest()[:2]
 
 
 def shard_path(shard: str) -> str:
@@ -44,6 +44,8 @@ def shard_path(shard: str) -> str:
 
 def shard_digest(data: bytes) -> str:
     """The sha256 the catalog records for a shard's exact bytes (a missing shard reads as b"")."""
+    import hashlib
+
     return hashlib.sha256(data).hexdigest()
 
 

@@ -25,7 +25,6 @@ same time serialise on its lock: exactly one downloads, the others find the laye
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -213,6 +212,8 @@ class _HashingReader:
     the count to a progress meter, if any)."""
 
     def __init__(self, f: BinaryIO, progress: Progress | None = None) -> None:
+        import hashlib
+
         self._f = f
         self.sha = hashlib.sha256()
         self.size = 0

@@ -26,7 +26,6 @@ the store (`minisandbox.node.cache.Cache.image_layer`).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from collections import deque
@@ -142,6 +141,8 @@ def read_chunk_list(store: Store, ref: ChunkedImage) -> ChunkList:
     """The validated chunk list of `ref`: its bytes must have the digest and size the manifest
     records (else ChunkError: changed or damaged), then match the schema and the manifest's
     image (else StoreDataError naming the field)."""
+    import hashlib
+
     try:
         data = store.read_bytes(ref.list_rel)
     except NotInStore as exc:
@@ -171,6 +172,8 @@ def read_chunk_list(store: Store, ref: ChunkedImage) -> ChunkList:
 def fetch_chunk(store: Store, digest: str, length: int, what: str) -> bytes:
     """One chunk object's bytes from the store (schema 1), checked (sha256 and length); a
     damaged copy is read once more, then ChunkError names the chunk and `what` it belongs to."""
+    import hashlib
+
     rel = chunk_path(digest)
     got = ""
     for _ in (1, 2):
@@ -233,6 +236,8 @@ def plan_segments(
 def fetch_segment(store: Store, seg: Segment, what: str) -> list[bytes]:
     """The chunks of `seg`, each checked (sha256 and length); a short or damaged read is
     read once more, then ChunkError names the pack, the range and what was wrong."""
+    import hashlib
+
     rel = pack_path(seg.pack)
     problem = ""
     for _ in (1, 2):
@@ -378,6 +383,8 @@ def _kept_indexes(store: Store) -> Path | None:
     a pack is named by its content), so each is read once per host rather than once per
     publishing process: <cache dir>/pack-indexes/<sha256 of the store URL>/. Kept per store,
     so one store's indexes never stand in for another's. None for local stores."""
+    import hashlib
+
     if store.local:
         return None
     return cache_dir() / "pack-indexes" / hashlib.sha256(store.url.encode()).hexdigest()[:32]
@@ -435,6 +442,8 @@ def upload_image_packs(
     try:
 
         def put(group: list[tuple[str, int]]) -> tuple[str, int, list[tuple[str, int]]]:
+            import hashlib
+
             parts = []
             for digest, length in group:
                 data = os.pread(fd, length, first[digest])
@@ -518,6 +527,8 @@ def _copy_pack(src: Store, dst: Store, rel: str, size: int, what: str) -> int:
     """Copy one pack and its index: the pack must hash to its name and have `size` bytes,
     and its index must fill it with chunks that each hash to what the index says (so a
     damaged or forged pack or index is never propagated). Returns the pack's size."""
+    import hashlib
+
     digest = rel.rsplit("/", 1)[-1]
     try:
         data = src.read_bytes(rel)
@@ -620,6 +631,8 @@ def check_chunks(
     distinct object; `memo`, store-relative path -> size or None when missing, shares the
     answers between images, as chunks are shared). Otherwise every chunk is read and
     hashed and the chunks, in order, must hash to the list's image_sha256."""
+    import hashlib
+
     problems: list[ChunkProblem] = []
     if quick:
         lengths = needed_objects(cl)
@@ -778,6 +791,8 @@ class LocalChunks:
             at += length
 
     def read(self, digest: str, length: int) -> bytes | None:
+        import hashlib
+
         hit = self.index.get(digest)
         if hit is None or hit[2] != length:
             return None
@@ -814,6 +829,8 @@ def assemble(
     from earlier in this image, from `local`, or from the store (prefetched `workers` at a
     time, each checked), hashing every byte written. The caller compares the returned
     sha256 and size with the manifest's image before using `out`."""
+    import hashlib
+
     offsets: dict[str, int] = {}
     at = 0
     earlier: list[int | None] = []

@@ -27,7 +27,6 @@ only when a key is configured.
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 from pathlib import Path
 
@@ -121,6 +120,8 @@ class Verifier:
     """Verifies store documents against an ed25519 public key."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        import hashlib
+
         serialization, ed25519, invalid = _crypto()
         self.path = str(path)
         self._invalid = invalid

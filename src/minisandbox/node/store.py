@@ -19,7 +19,6 @@ exponential backoff; the final error names the store URL and what to check.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import time
 from collections.abc import Callable
@@ -503,6 +502,8 @@ class Store:
         self._put_bytes(rel, data)
 
     def _put_bytes(self, rel: str, data: bytes) -> None:
+        import hashlib
+
         want = hashlib.sha256(data).hexdigest()
 
         def run() -> None:

@@ -18,9 +18,10 @@ version the node has read).
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 from pathlib import Path
+
+from minisandbox.fsutil import sha256
 
 
 @functools.cache
@@ -29,7 +30,7 @@ def _code_tag() -> bytes:
     validation code validates every document again."""
     from minisandbox import index, manifest, records
 
-    h = hashlib.sha256()
+    h = sha256()
     for mod in (manifest, index, records):
         h.update(Path(mod.__file__).read_bytes())
     return h.digest()
@@ -42,7 +43,7 @@ class Verified:
         self.root = Path(root)
 
     def _marker(self, what: str, data: bytes) -> Path:
-        h = hashlib.sha256(_code_tag())
+        h = sha256(_code_tag())
         h.update(what.encode() + b"\0")
         h.update(data)
         digest = h.hexdigest()

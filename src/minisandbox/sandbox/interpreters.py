@@ -20,7 +20,6 @@ Prefixes (the mount paths of interpreter layers, a fixed pattern `PREFIX_PATTERN
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import re
 import subprocess
@@ -253,6 +252,8 @@ def find_prefix(full_version: str) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    import hashlib
+
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -281,6 +282,8 @@ def interpreter_key(interp: Interpreter) -> str | None:
     build (version, kind, canonical prefix, executable and libpython bytes) gives the same
     key on every machine, so all environments of that build share one artifact. None for
     a system interpreter (not a layer)."""
+    import hashlib
+
     if interp.kind == SYSTEM:
         return None
     h = hashlib.sha256(f"{interp.kind}\n{interp.version}\n{interp.canonical_prefix}\n".encode())
