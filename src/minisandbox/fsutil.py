@@ -159,17 +159,23 @@ def atomic_write_json(path: Path | str, data: Any, *, indent: int | None = 1) ->
 def sha256(data: bytes = b""):  # -> a hashlib-style hash object
     """SHA-256 from the interpreter's built-in module (`_sha256`, `_sha2` from 3.12), for
     the few small documents a `minisandbox run` hashes (the verified-document markers, the
-    index shard name, the mount table): `hashlib` loads OpenSSL on import, about 4 ms of a
-    warm `run`'s CPU. Same digests; large data (images, chunks, files) goes through
-    `hashlib`, whose OpenSSL code is several times faster per byte."""
-    try:
-        from _sha2 import sha256 as builtin  # 3.12+
-    except ImportError:
+    index shard name): `hashlib` loads OpenSSL on import, about 4 ms of a warm `run`'s CPU.
+    Same digests; large data (images, chunks, files) goes through `hashlib`, whose OpenSSL
+    code is several times faster per byte."""
+    global _SHA256
+    if _SHA256 is None:
         try:
-            from _sha256 import sha256 as builtin  # 3.11
-        except ImportError:  # an interpreter built without them
-            from hashlib import sha256 as builtin
-    return builtin(data)
+            from _sha2 import sha256 as builtin  # 3.12+
+        except ImportError:
+            try:
+                from _sha256 import sha256 as builtin  # 3.11
+            except ImportError:  # an interpreter built without them
+                from hashlib import sha256 as builtin
+        _SHA256 = builtin
+    return _SHA256(data)
+
+
+_SHA256 = None  # (the constructor `sha256` found: a failed import is not cached by Python)
 
 
 def file_digest(path: Path | str) -> tuple[str, int]:
