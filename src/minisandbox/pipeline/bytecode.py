@@ -43,7 +43,7 @@ from __future__ import annotations
 
 #: Run as `PYTHONHASHSEED=0 python -S SCRIPT JOBS ROOT...`. Python 3.6 syntax on purpose.
 SCRIPT = r"""
-import os, sys, marshal, py_compile
+import os, sys, marshal, py_compile, struct
 from importlib import _bootstrap_external as bootstrap
 
 FLAG_REF = 0x80
@@ -59,6 +59,8 @@ LONG_STRINGS = frozenset(b"stuaA")       # int32 length, then the bytes
 SHORT_STRINGS = frozenset(b"zZ")          # one byte length, then the bytes
 INTERNED = {ord("z"): ord("Z"), ord("a"): ord("A"), ord("u"): ord("t")}
 PLAIN = dict((v, k) for k, v in INTERNED.items())
+
+INT32 = struct.Struct("<i").unpack_from
 
 class CanonicalError(Exception):
     pass
@@ -86,7 +88,7 @@ def scan(d, layout):
                 singletons.append((p, n == 1 and d[p + 2] in NAME_CHARS))
             p += 2 + n
         elif t == 0x72:  # r
-            uses.append((p + 1, int.from_bytes(d[p + 1:p + 5], "little", signed=True)))
+            uses.append((p + 1, INT32(d, p + 1)[0]))
             p += 5
         elif t == 0x29:  # ) small tuple
             stack.append(d[p + 1])
@@ -94,7 +96,7 @@ def scan(d, layout):
         elif t in NOTHING:
             p += 1
         elif t in LONG_STRINGS:  # s t u a A
-            n = int.from_bytes(d[p + 1:p + 5], "little", signed=True)
+            n = INT32(d, p + 1)[0]
             if n <= 2 and t != 0x73:
                 s = d[p + 5:p + 5 + n].decode("utf-8", "surrogatepass")
                 if len(s) <= 1 and (not s or ord(s) < 256):
@@ -108,10 +110,10 @@ def scan(d, layout):
         elif t in FIXED:
             p += 1 + FIXED[t]
         elif t in SEQUENCES:
-            stack.append(int.from_bytes(d[p + 1:p + 5], "little", signed=True))
+            stack.append(INT32(d, p + 1)[0])
             p += 5
         elif t == 0x6C:  # l
-            p += 5 + 2 * abs(int.from_bytes(d[p + 1:p + 5], "little", signed=True))
+            p += 5 + 2 * abs(INT32(d, p + 1)[0])
         elif t == 0x66:  # f
             p += 2 + d[p + 1]
         elif t == 0x78:  # x
