@@ -17,7 +17,8 @@ from minisandbox.catalog import EnvSpec
 #: 2: the env artifact carries /testbed's install residue and the canonical HOME, and
 #: the build warms the test collection up (docs/design.md "Environment fidelity").
 #: 3: venv .pyc files compiled deterministically (pipeline/bytecode.py), so chunked images share them.
-#: 4: those .pyc files in canonical marshal form (pipeline/bytecode.py): other bytes than 3's.
+#: 4: those .pyc files in canonical marshal form (pipeline/bytecode.py), and images packed at
+#: zstd level 9 instead of 15 (pipeline/pack.py IMAGE_LEVEL): other bytes than 3's.
 BUILD_FORMAT = 4
 
 _SLUG = re.compile(r"[^a-z0-9_.-]+")

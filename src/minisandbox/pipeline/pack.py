@@ -37,13 +37,14 @@ from minisandbox.fsutil import CHUNK, atomic_output
 FORMATS = ("tar.zst", "tar.gz")
 #: Read-only filesystem images a root node can loop-mount instead of unpacking.
 IMAGE_FORMATS = ("squashfs",)
-#: zstd level of squashfs images. Why 15, not the archive's 3: images are the store's
-#: default representation (as chunks), so their size is the store's size. On a real
-#: SWE-smith env layer (bottle, 129 MB raw) levels 3/9/13/15/19 gave 35.4/32.4/31.8/30.7/
-#: 30.4 MB for 0.5/2.0/6.5/10.6/26.9 CPU s of mksquashfs; 15 is where zstd's optimal
-#: parsing starts, 19 buys 1% more for 2.5x the time. Reading a mounted image is as fast
-#: (zstd decompresses at the same speed at every level). docs/pipeline.md has the table.
-IMAGE_LEVEL = 15
+#: zstd level of squashfs images: a trade of the store's size (images are its default
+#: representation, as chunks) against the CPU of packing every layer. Level 15 (until
+#: BUILD_FORMAT 4) gave ~5% smaller images than 9 for ~6x the mksquashfs CPU: the bundled
+#: set's 3 env images 18.7 -> 19.7 MB, unique chunk bytes +4.4%, 14.3 -> 2.3 CPU s; 4 real
+#: SWE-smith env layers (236 MB raw) 70.8 -> 74.4 MB, unique chunks 0.698 -> 0.738 of
+#: tar.gz-9, 53.7 -> 8.3 CPU s. Reading a mounted image is as fast at every level.
+#: docs/pipeline.md ("zstd level of the images") has the tables.
+IMAGE_LEVEL = 9
 
 
 class PackError(MinisandboxError, RuntimeError):
