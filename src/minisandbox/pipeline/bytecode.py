@@ -61,6 +61,8 @@ INTERNED = {ord("z"): ord("Z"), ord("a"): ord("A"), ord("u"): ord("t")}
 PLAIN = dict((v, k) for k, v in INTERNED.items())
 
 INT32 = struct.Struct("<i").unpack_from
+FLOAT = struct.Struct("<d").pack
+CODE = type(compile("", "", "exec"))
 
 class CanonicalError(Exception):
     pass
@@ -146,6 +148,23 @@ def canonical(data):
         out[p] = (out[p] & FLAG_REF) | (INTERNED.get(c, c) if interned else PLAIN.get(c, c))
     return bytes(out)
 
+def same(a, b):
+    # equal values, floats by their bits: a folded NaN constant is never == itself
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return FLOAT(a) == FLOAT(b)
+    if isinstance(a, complex):
+        return FLOAT(a.real) == FLOAT(b.real) and FLOAT(a.imag) == FLOAT(b.imag)
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, frozenset):
+        return sorted(map(repr, a)) == sorted(map(repr, b))
+    if isinstance(a, CODE):
+        names = [n for n in dir(a) if n.startswith("co_") and n != "co_lnotab"]
+        return all(callable(getattr(a, n)) or same(getattr(a, n), getattr(b, n)) for n in names)
+    return a == b
+
 def canonical_pycs():
     # py_compile writes what this returns: the same header, the canonical marshal body
     name = "_code_to_timestamp_pyc" if hasattr(bootstrap, "_code_to_timestamp_pyc") else "_code_to_bytecode"
@@ -154,7 +173,8 @@ def canonical_pycs():
     def pyc(code, *args):
         data = original(code, *args)
         body = canonical(data[header:])
-        if marshal.loads(body) != code:
+        loaded = marshal.loads(body)
+        if loaded != code and not same(loaded, code):
             raise CanonicalError("canonical bytes load another code object")
         return data[:header] + body
     setattr(bootstrap, name, pyc)
