@@ -8,6 +8,7 @@ Timing is measured in bench/bench_cli.py, not here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -421,6 +422,50 @@ def test_a_spare_sandbox_serves_the_next_call_only_while_the_store_is_unchanged(
     write_index(Store(store), [entry])
     third = call()
     assert third[0] == "fresh", third
+
+
+@pytest.mark.root
+def test_a_burst_of_identical_calls_finds_its_sandboxes_open_when_it_comes_again(as_root, env, store) -> None:
+    """Overlapping identical calls get plain workers beside the one spare; once they have
+    all ended, the helper opens as many spares as the burst had calls (at most
+    $MINISANDBOX_HELPER_SPARES), and the same burst again runs in sandboxes opened before
+    it; spares unused for SPARE_SECONDS would be closed (not waited for here)."""
+    env = {**env, "MINISANDBOX_HELPER_SPARES": "3"}
+    assert cli(env, "helper", "start").returncode == 0
+    pid = helper_pid(env)
+    probe = "sleep 1; awk '{print $22}' /proc/1/stat"
+    argv = [sys.executable, "-m", "minisandbox.cli", "run", "--store", store, TASK, "--", probe]
+    hz = os.sysconf("SC_CLK_TCK")
+
+    def burst(n: int) -> list[bool]:
+        """Whether each of `n` calls started at once ran in a sandbox opened before them."""
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True) for _ in range(n)]
+        outs = [p.communicate(timeout=120)[0] for p in procs]
+        assert all(p.returncode == 0 for p in procs), outs
+        return [int(out.split()[-1]) / hz < uptime - 0.3 for out in outs]
+
+    assert cli(env, "run", "--store", store, TASK, "--", "true").returncode == 0  # (now it repeats)
+    first = burst(4)
+    assert first.count(True) <= 1  # at most the one spare opened beside the earlier call
+    deadline = time.monotonic() + 90
+    while len(workers_of(pid)) != 1 + 3 and time.monotonic() < deadline:  # fork server + 3 spares
+        time.sleep(0.2)  # (and the burst's own workers gone)
+    assert len(workers_of(pid)) == 1 + 3, "the spares of a burst of 4 (at most 3) were not opened"
+
+    def ticks() -> int:
+        out = 0
+        for kid in workers_of(pid):
+            with contextlib.suppress(OSError):
+                out += sum(int(x) for x in Path(f"/proc/{kid}/stat").read_text().rsplit(")", 1)[1].split()[11:13])
+        return out
+
+    before = -1
+    while ticks() != before and time.monotonic() < deadline:  # until the spares wait, their sandboxes open
+        before = ticks()
+        time.sleep(1.0)
+    again = burst(3)
+    assert all(again), again
 
 
 @pytest.mark.root

@@ -507,18 +507,32 @@ def serve(path: str, idle: float | None = None) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.append(True))
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     workers: set[int] = set()
-    #: spare key -> (pid, control socket, when made): sandboxes opened ahead of their call
-    spares: dict[bytes, tuple[int, socket.socket, float]] = {}
-    spares_on = os.environ.get("MINISANDBOX_HELPER_SPARES", "1") != "0"
-    #: spare key -> when a call of it came last: a spare is opened only for a call that repeats
-    #: within SPARE_SECONDS (one-off calls, e.g. an evaluation over many tasks, waste none)
-    seen: dict[bytes, float] = {}
+    pool = _SparePool(spares_max())
+
+    def open_spare(
+        key: bytes, umask: int, argv: list[str], env: dict[bytes, bytes], cwd_fd: int, drop: tuple[int, ...] = ()
+    ) -> None:
+        """Fork a spare for calls of `key` (see `_spare`); `drop`: descriptors of the call
+        being served that the spare must not hold (the caller's stdio)."""
+        ctrl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            ctrl.close()
+            cwd_fd = os.dup(cwd_fd)  # its own: `_in_child` closes the pool's
+            for fd in drop:
+                os.close(fd)
+            _in_child(listener, lock_fd, pool)
+            _spare(theirs, scan_env, fork_lock, umask, argv, env, cwd_fd, key)
+        theirs.close()
+        pool.add(key, pid, ctrl)
+
     last = time.monotonic()
     try:
         while not stop:
-            _reap(workers)
-            _expire(spares, workers, SPARE_SECONDS)
-            if not workers and not spares and time.monotonic() - last > idle:
+            pool.ended(_reap(workers))
+            pool.expire(workers, SPARE_SECONDS)
+            pool.fill(open_spare)
+            if not workers and not pool.idle and time.monotonic() - last > idle:
                 break
             try:
                 ready = listener.accept() if _readable(listener, 0.5) else None
@@ -553,42 +567,30 @@ def serve(path: str, idle: float | None = None) -> int:
                     ):
                         _refuse(conn, "another import path")
                         continue
-                    key = spare_key(umask, argv, env, fds[3]) if spares_on else None
-                    spare = spares.pop(key, None) if key else None
-                    if spare is not None and _hand_over(spare, conn, data, fds):
-                        workers.add(spare[0])
+                    key = spare_key(umask, argv, env, fds[3]) if pool.cap else None
+                    spare = pool.take(key) if key else None
+                    spared = spare is not None and _hand_over(spare, conn, data, fds)
+                    if spared:
+                        pid = spare[0]
                     else:
                         if spare is not None:
                             spare[1].close()
                             workers.add(spare[0])
                         pid = os.fork()
                         if pid == 0:
-                            _in_child(listener, lock_fd, spares)
+                            _in_child(listener, lock_fd, pool)
                             _worker(conn, scan_env, fork_lock, umask, argv, env, fds)
-                        workers.add(pid)
-                    repeated = key is not None and time.monotonic() - seen.get(key, -1e9) < SPARE_SECONDS
-                    if key is not None:
-                        seen[key] = time.monotonic()
-                        for k in [k for k, t in seen.items() if time.monotonic() - t > SPARE_SECONDS]:
-                            del seen[k]
-                    if repeated and key not in spares:  # the next call like this one finds its sandbox open
-                        ctrl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-                        pid = os.fork()
-                        if pid == 0:
-                            ctrl.close()
-                            conn.close()
-                            _in_child(listener, lock_fd, spares)
-                            for fd in fds[:3]:
-                                os.close(fd)
-                            _spare(theirs, scan_env, fork_lock, umask, argv, env, fds[3], key)
-                        theirs.close()
-                        spares[key] = (pid, ctrl, time.monotonic())
+                    workers.add(pid)
+                    if key is not None and pool.called(key, pid, (umask, argv, env, fds[3]), spared):
+                        conn.close()  # (not the spare's: it serves a later call)
+                        open_spare(key, umask, argv, env, fds[3], drop=tuple(fds[:3]))
                 finally:
                     for fd in fds:
                         os.close(fd)
-            _expire(spares, workers, SPARE_SECONDS)
+            pool.expire(workers, SPARE_SECONDS)
     finally:
-        _expire(spares, workers, 0.0)
+        pool.expire(workers, 0.0)
+        pool.forget_all()
         for suffix in ("", ".pid"):
             try:
                 os.unlink(path + suffix)
@@ -605,13 +607,139 @@ def serve(path: str, idle: float | None = None) -> int:
     return 0
 
 
-def _in_child(listener: socket.socket, lock_fd: int, spares: dict) -> None:
+def _in_child(listener: socket.socket, lock_fd: int, pool: _SparePool) -> None:
     """In a freshly forked worker or spare: drop what only the helper may hold (the
-    listening socket, the serving lock, the other spares' control sockets)."""
+    listening socket, the serving lock, the spares' control sockets, the calls' directories
+    kept for later spares)."""
     listener.close()
     os.close(lock_fd)
-    for _pid, ctrl, _t in spares.values():
-        ctrl.close()
+    for spares in pool.idle.values():
+        for _pid, ctrl, _t in spares:
+            ctrl.close()
+    for *_request, cwd_fd, _t in pool.template.values():
+        os.close(cwd_fd)
+
+
+def spares_max() -> int:
+    """How many spares the helper opens for bursts, all kinds of call together
+    ($MINISANDBOX_HELPER_SPARES; 0: no spares at all)."""
+    try:
+        return max(0, int(os.environ.get("MINISANDBOX_HELPER_SPARES", DEFAULT_SPARES)))
+    except ValueError:
+        return DEFAULT_SPARES
+
+
+#: Spares opened for bursts at most (a burst of that many identical calls finds all its
+#: sandboxes open when it comes again); the one spare beside a lone repeated call is not
+#: counted against it.
+DEFAULT_SPARES = 64
+
+
+class _SparePool:
+    """The spare sandboxes of each kind of call (`spare_key`), and how many to keep.
+
+    A call that repeats within SPARE_SECONDS (an agent's or a rollout's calls on one task;
+    one-off calls, e.g. an evaluation over many tasks, open none) gets one spare opened
+    beside it when it is the only call of its kind running: the next such call finds its
+    sandbox open. Calls that overlap (a burst) take the spares there are and the rest get
+    plain workers, so a burst never pays for sandboxes besides its own; once none of its
+    calls runs any more, a burst that more than one call found no spare for has the pool
+    filled up to its number of calls (at most `cap`), so the same burst finds its sandboxes
+    open when it comes again within SPARE_SECONDS (while fewer than `cap` spares are open
+    in all). Spares unused for SPARE_SECONDS are closed."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        #: key -> [(pid, control socket, when made)]: sandboxes opened ahead of their calls
+        self.idle: dict[bytes, list[tuple[int, socket.socket, float]]] = {}
+        #: pid of a worker or spare serving a call -> its key
+        self.serving: dict[int, bytes] = {}
+        #: key -> [calls, calls that found no spare] since its calls last all ended (a burst)
+        self.burst: dict[bytes, list[int]] = {}
+        #: key -> when a call of it came last
+        self.seen: dict[bytes, float] = {}
+        #: key of a repeated call -> (umask, argv, environment, working directory fd, last
+        #: call): what a later spare for it is opened with
+        self.template: dict[bytes, tuple[int, list[str], dict[bytes, bytes], int, float]] = {}
+
+    def take(self, key: bytes) -> tuple[int, socket.socket, float] | None:
+        spares = self.idle.get(key)
+        if not spares:
+            return None
+        spare = spares.pop(0)  # the oldest: the likeliest to be open already
+        if not spares:
+            del self.idle[key]
+        return spare
+
+    def add(self, key: bytes, pid: int, ctrl: socket.socket) -> None:
+        self.idle.setdefault(key, []).append((pid, ctrl, time.monotonic()))
+
+    def running(self, key: bytes) -> int:
+        return sum(1 for k in self.serving.values() if k == key)
+
+    def called(
+        self, key: bytes, pid: int, request: tuple[int, list[str], dict[bytes, bytes], int], spared: bool
+    ) -> bool:
+        """Note a call of `key` served by `pid` (`spared`: by a spare); True when a spare is
+        to be opened beside it now (it repeats an earlier call, runs alone and finds none
+        open)."""
+        now = time.monotonic()
+        repeated = now - self.seen.get(key, -1e9) < SPARE_SECONDS
+        self.seen[key] = now
+        for k in [k for k, t in self.seen.items() if now - t > SPARE_SECONDS]:
+            del self.seen[k]
+        if repeated:
+            previous = self.template.pop(key, None)
+            if previous is not None:
+                os.close(previous[3])
+            umask, argv, env, cwd_fd = request
+            self.template[key] = (umask, argv, env, os.dup(cwd_fd), now)
+            if not self.running(key):  # the first of a burst (or a call on its own)
+                self.burst[key] = [0, 0]
+            burst = self.burst.setdefault(key, [0, 0])
+            burst[0] += 1
+            burst[1] += 0 if spared else 1
+        self.serving[pid] = key
+        return repeated and self.running(key) == 1 and key not in self.idle
+
+    def ended(self, pids: set[int]) -> None:
+        for pid in pids:
+            self.serving.pop(pid, None)
+
+    def fill(self, open_spare) -> None:  # noqa: ANN001 - serve's open_spare
+        """For each repeated kind of call whose last burst has ended and found spares
+        missing for more than one call: open spares up to that burst's calls, while fewer
+        than `cap` spares are open in all."""
+        now = time.monotonic()
+        for key, (umask, argv, env, cwd_fd, when) in list(self.template.items()):
+            if now - when > SPARE_SECONDS:
+                del self.template[key]
+                self.burst.pop(key, None)
+                os.close(cwd_fd)
+                continue
+            calls, missed = self.burst.get(key, (0, 0))
+            if missed < 2 or self.running(key):
+                continue  # (one call at a time: the spare opened beside each is enough)
+            del self.burst[key]
+            room = self.cap - sum(len(spares) for spares in self.idle.values())  # (all kinds together)
+            for _ in range(min(calls - len(self.idle.get(key, [])), room)):
+                open_spare(key, umask, argv, env, cwd_fd)
+
+    def expire(self, workers: set[int], age: float) -> None:
+        """Close the spares older than `age` seconds (they close their sandboxes and exit)."""
+        now = time.monotonic()
+        for key, spares in list(self.idle.items()):
+            for spare in [sp for sp in spares if now - sp[2] >= age]:
+                spares.remove(spare)
+                spare[1].close()
+                workers.add(spare[0])
+            if not spares:
+                del self.idle[key]
+
+    def forget_all(self) -> None:
+        for *_request, cwd_fd, _t in self.template.values():
+            os.close(cwd_fd)
+        self.template.clear()
 
 
 def _hand_over(spare: tuple[int, socket.socket, float], conn: socket.socket, data: bytes, fds: list[int]) -> bool:
@@ -638,16 +766,6 @@ def _hand_over(spare: tuple[int, socket.socket, float], conn: socket.socket, dat
     return True
 
 
-def _expire(spares: dict, workers: set[int], age: float) -> None:
-    """Close the spares older than `age` seconds (they close their sandboxes and exit)."""
-    now = time.monotonic()
-    for key, (pid, ctrl, made) in list(spares.items()):
-        if now - made >= age:
-            del spares[key]
-            ctrl.close()
-            workers.add(pid)
-
-
 def _readable(sock: socket.socket, timeout: float) -> bool:
     import select
 
@@ -656,7 +774,9 @@ def _readable(sock: socket.socket, timeout: float) -> bool:
     return bool(poller.poll(timeout * 1000))
 
 
-def _reap(workers: set[int]) -> None:
+def _reap(workers: set[int]) -> set[int]:
+    """The workers and spares that ended (reaped and taken out of `workers`)."""
+    ended = set()
     for pid in list(workers):
         try:
             done, _ = os.waitpid(pid, os.WNOHANG)
@@ -664,6 +784,8 @@ def _reap(workers: set[int]) -> None:
             done = pid
         if done:
             workers.discard(pid)
+            ended.add(pid)
+    return ended
 
 
 def _refuse(conn: socket.socket, why: str) -> None:
