@@ -157,13 +157,13 @@ def _options(args: argparse.Namespace) -> dict:
 @contextlib.contextmanager
 def _task_sandbox(args: argparse.Namespace, diff: bool = True) -> Iterator:
     """The task's sandbox in its start state (minisandbox.task); `diff=False`: no diff will
-    be taken (no start-state snapshot). The sandbox fork server is started first, so the
-    new interpreter it runs starts up while this process imports the task machinery and
-    reads the task's documents (on two cores that hides most of its start-up; a worker of
-    the node-local helper uses its helper's server instead)."""
+    be taken (no start-state snapshot). The sandbox fork server is started first, as a fork
+    of this process (`rootfs.prestart`: no second interpreter to start, ready at once), while
+    this process imports the task machinery and reads the task's documents (a worker of the
+    node-local helper uses its helper's server instead)."""
     from minisandbox.sandbox.rootfs import prestart
 
-    prestart()
+    prestart(fork_self=True)
     from minisandbox.task import open_task
 
     ts = open_task(args.task_id, args.store, cache=args.cache, diff=diff, **_options(args))

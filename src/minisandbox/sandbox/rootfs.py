@@ -561,7 +561,9 @@ class _Zygote:
     _lock = threading.Lock()
     _instance: _Zygote | None = None
 
-    def __init__(self) -> None:
+    def __init__(self, fork_self: bool = False) -> None:
+        """`fork_self`: the server is a fork of this (single-threaded) process rather than a
+        new interpreter (see `prestart`)."""
         self.owner = os.getpid()
         self._fork_lock = threading.Lock()
         #: a sandbox started up to the point where it needs its spec (control socket, key)
@@ -569,24 +571,27 @@ class _Zygote:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = parent
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-B", "-c", _ZYGOTE_BOOT, os.path.abspath(init_program.__file__)]
-                + [str(child.fileno())],
-                pass_fds=[child.fileno()],
-                stdin=subprocess.DEVNULL,
-                env={},
-                cwd="/",
-                start_new_session=True,
-            )
+            if fork_self:
+                self.proc: subprocess.Popen | _InitProcess = _fork_zygote(child.fileno())
+            else:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-I", "-S", "-B", "-c", _ZYGOTE_BOOT, os.path.abspath(init_program.__file__)]
+                    + [str(child.fileno())],
+                    pass_fds=[child.fileno()],
+                    stdin=subprocess.DEVNULL,
+                    env={},
+                    cwd="/",
+                    start_new_session=True,
+                )
         finally:
             child.close()
 
     @classmethod
-    def get(cls) -> _Zygote:
+    def get(cls, fork_self: bool = False) -> _Zygote:
         with cls._lock:
             z = cls._instance
             if z is None or z.owner != os.getpid() or z.proc.poll() is not None:
-                cls._instance = z = cls()
+                cls._instance = z = cls(fork_self and threading.active_count() == 1)
             return z
 
     def fork(self, sock_fd: int, spec: dict) -> int:
@@ -706,9 +711,42 @@ def drop_warm() -> None:
         z.drop_warm()
 
 
-def prestart() -> None:
-    """Start this process's sandbox fork server now (else the first sandbox pays for it)."""
-    _Zygote.get()
+def prestart(fork_self: bool = False) -> None:
+    """Start this process's sandbox fork server now (else the first sandbox pays for it).
+
+    `fork_self`: as a fork of this process (while it has a single thread) instead of a new
+    interpreter (`python -I -S` loading init_program: about 25 ms of CPU, on the critical
+    path of a one-shot `minisandbox run` as soon as the other core is busy). For a process
+    that opens one sandbox and exits (the `run` command in-process); a long-lived process
+    (the node-local helper) keeps the small fresh interpreter, whose forks are cheaper."""
+    _Zygote.get(fork_self)
+
+
+def _fork_zygote(sock_fd: int) -> _InitProcess:
+    """Fork this process into the fork server, set up as `_Zygote` starts the interpreter
+    one: its own session, working directory /, stdin /dev/null, stdout and stderr kept,
+    every other descriptor closed but `sock_fd`, an empty environment (nothing of the
+    caller's environment reaches a sandbox's init), the cyclic collector on (a `run`
+    pauses it while it sets up); it never returns into the caller's code."""
+    import gc
+
+    sys.stdout.flush()  # (else the child would write the parent's buffered output again)
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            os.chdir("/")
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, 0)
+            os.closerange(3, sock_fd)
+            os.closerange(sock_fd + 1, os.sysconf("SC_OPEN_MAX"))
+            os.environ.clear()
+            gc.enable()
+            init_program._zygote_main(sock_fd)
+        finally:
+            os._exit(0)
+    return _InitProcess(pid)
 
 
 class _SharedForkLock:
