@@ -244,8 +244,10 @@ class _Reply:
     """Sends `exit N` to the caller once: when the command's output is written (before the
     sandbox is closed: `sandboxcmds.ON_RESULT`), else when the worker ends."""
 
-    def __init__(self, conn: socket.socket) -> None:
-        self.conn, self.sent = conn, False
+    def __init__(self, conn: socket.socket, busy: int | None = None) -> None:
+        #: `busy`: the write end of a pipe the helper watches: closed once the caller has its
+        #: answer (the call no longer runs, as far as the helper's spares are concerned)
+        self.conn, self.sent, self.busy = conn, False, busy
 
     def __call__(self, code: int) -> None:
         if self.sent:
@@ -255,6 +257,9 @@ class _Reply:
             self.conn.send(b"exit %d" % code)
         except OSError:
             pass
+        if self.busy is not None:
+            os.close(self.busy)
+            self.busy = None
 
 
 def _call_main(argv: list[str]) -> int:
@@ -304,11 +309,12 @@ def _worker(
     argv: list[str],
     env: dict[bytes, bytes],
     fds: list[int],
+    busy: int | None = None,
 ) -> None:
     """In the forked worker: become the caller (stdio, cwd, umask, environment), run
-    `minisandbox ARGV` as the caller would have, send `exit N`, and exit."""
+    `minisandbox ARGV` as the caller would have, send `exit N` (and close `busy`), and exit."""
     code = 1
-    reply = _Reply(conn)
+    reply = _Reply(conn, busy)
     try:
         _become(umask, env, fds[3], scan_env, lock_path)
         _take_stdio(fds)
@@ -379,17 +385,17 @@ def _spare(
 
         ts = open_task(args.task_id, args.store, cache=args.cache, diff=args.diff, **_options(args))
         data, fds = _recv_request(ctrl)  # blocks until the call (or EOF: expired)
-        if not data or len(fds) != 5:
+        if not data or len(fds) != 6:
             return
         conn = socket.socket(fileno=fds[0])
-        reply = _Reply(conn)
+        reply = _Reply(conn, fds[5])
         c_umask, c_argv, c_env = _parse_request(data)
         from minisandbox.node.runtime import still_current
 
         if spare_key(c_umask, c_argv, c_env, fds[4]) != key or not still_current(ts.prepared, cache=ts.cache):
             ts.close()
             ts = None
-            _worker(conn, scan_env, lock_path, c_umask, c_argv, c_env, fds[1:])  # never returns
+            _worker(conn, scan_env, lock_path, c_umask, c_argv, c_env, fds[1:5], fds[5])  # never returns
         os.close(fds[4])
         _take_stdio(fds[1:4])
         _forward_signals(conn, reply)
@@ -529,7 +535,7 @@ def serve(path: str, idle: float | None = None) -> int:
     last = time.monotonic()
     try:
         while not stop:
-            pool.ended(_reap(workers))
+            _reap(workers)
             pool.expire(workers, SPARE_SECONDS)
             pool.fill(open_spare)
             if not workers and not pool.idle and time.monotonic() - last > idle:
@@ -569,6 +575,8 @@ def serve(path: str, idle: float | None = None) -> int:
                         continue
                     key = spare_key(umask, argv, env, fds[3]) if pool.cap else None
                     spare = pool.take(key) if key else None
+                    busy, busy_w = os.pipe()  # (see `_Reply`: its end comes when the caller has its answer)
+                    fds.append(busy_w)
                     spared = spare is not None and _hand_over(spare, conn, data, fds)
                     if spared:
                         pid = spare[0]
@@ -578,12 +586,15 @@ def serve(path: str, idle: float | None = None) -> int:
                             workers.add(spare[0])
                         pid = os.fork()
                         if pid == 0:
+                            os.close(busy)
                             _in_child(listener, lock_fd, pool)
-                            _worker(conn, scan_env, fork_lock, umask, argv, env, fds)
+                            _worker(conn, scan_env, fork_lock, umask, argv, env, fds[:4], busy_w)
                     workers.add(pid)
-                    if key is not None and pool.called(key, pid, (umask, argv, env, fds[3]), spared):
+                    if key is None:
+                        os.close(busy)
+                    elif pool.called(key, busy, (umask, argv, env, fds[3]), spared):
                         conn.close()  # (not the spare's: it serves a later call)
-                        open_spare(key, umask, argv, env, fds[3], drop=tuple(fds[:3]))
+                        open_spare(key, umask, argv, env, fds[3], drop=(*fds[:3], busy_w))
                 finally:
                     for fd in fds:
                         os.close(fd)
@@ -618,6 +629,8 @@ def _in_child(listener: socket.socket, lock_fd: int, pool: _SparePool) -> None:
             ctrl.close()
     for *_request, cwd_fd, _t in pool.template.values():
         os.close(cwd_fd)
+    for busy in pool.serving:
+        os.close(busy)
 
 
 def spares_max() -> int:
@@ -652,7 +665,7 @@ class _SparePool:
         self.cap = cap
         #: key -> [(pid, control socket, when made)]: sandboxes opened ahead of their calls
         self.idle: dict[bytes, list[tuple[int, socket.socket, float]]] = {}
-        #: pid of a worker or spare serving a call -> its key
+        #: a call being served (the read end of its `_Reply` pipe) -> its key
         self.serving: dict[int, bytes] = {}
         #: key -> [calls, calls that found no spare] since its calls last all ended (a burst)
         self.burst: dict[bytes, list[int]] = {}
@@ -675,14 +688,24 @@ class _SparePool:
         self.idle.setdefault(key, []).append((pid, ctrl, time.monotonic()))
 
     def running(self, key: bytes) -> int:
+        """The calls of `key` whose callers do not have their answer yet."""
+        if self.serving:
+            import select
+
+            poller = select.poll()
+            for busy in self.serving:
+                poller.register(busy, 0)  # (POLLHUP is always reported: the worker closed its end)
+            for busy, _event in poller.poll(0):
+                del self.serving[busy]
+                os.close(busy)
         return sum(1 for k in self.serving.values() if k == key)
 
     def called(
-        self, key: bytes, pid: int, request: tuple[int, list[str], dict[bytes, bytes], int], spared: bool
+        self, key: bytes, busy: int, request: tuple[int, list[str], dict[bytes, bytes], int], spared: bool
     ) -> bool:
-        """Note a call of `key` served by `pid` (`spared`: by a spare); True when a spare is
-        to be opened beside it now (it repeats an earlier call, runs alone and finds none
-        open)."""
+        """Note a call of `key` (`busy`: the read end of its `_Reply` pipe, now the pool's;
+        `spared`: served by a spare); True when a spare is to be opened beside it now (it
+        repeats an earlier call, runs alone and finds none open)."""
         now = time.monotonic()
         repeated = now - self.seen.get(key, -1e9) < SPARE_SECONDS
         self.seen[key] = now
@@ -699,12 +722,8 @@ class _SparePool:
             burst = self.burst.setdefault(key, [0, 0])
             burst[0] += 1
             burst[1] += 0 if spared else 1
-        self.serving[pid] = key
+        self.serving[busy] = key
         return repeated and self.running(key) == 1 and key not in self.idle
-
-    def ended(self, pids: set[int]) -> None:
-        for pid in pids:
-            self.serving.pop(pid, None)
 
     def fill(self, open_spare) -> None:  # noqa: ANN001 - serve's open_spare
         """For each repeated kind of call whose last burst has ended and found spares
@@ -740,6 +759,9 @@ class _SparePool:
         for *_request, cwd_fd, _t in self.template.values():
             os.close(cwd_fd)
         self.template.clear()
+        for busy in self.serving:
+            os.close(busy)
+        self.serving.clear()
 
 
 def _hand_over(spare: tuple[int, socket.socket, float], conn: socket.socket, data: bytes, fds: list[int]) -> bool:
@@ -774,9 +796,7 @@ def _readable(sock: socket.socket, timeout: float) -> bool:
     return bool(poller.poll(timeout * 1000))
 
 
-def _reap(workers: set[int]) -> set[int]:
-    """The workers and spares that ended (reaped and taken out of `workers`)."""
-    ended = set()
+def _reap(workers: set[int]) -> None:
     for pid in list(workers):
         try:
             done, _ = os.waitpid(pid, os.WNOHANG)
@@ -784,8 +804,6 @@ def _reap(workers: set[int]) -> set[int]:
             done = pid
         if done:
             workers.discard(pid)
-            ended.add(pid)
-    return ended
 
 
 def _refuse(conn: socket.socket, why: str) -> None:
