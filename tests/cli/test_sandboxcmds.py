@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from minisandbox.sandbox import interpreters
-from tests.fixtures.runtime import build_store, publish_tree, write_index
+from tests.fixtures.runtime import build_local_store, build_store, publish_tree, write_index
 from tests.fixtures.sandbox import SRC
 from tests.sandbox.test_sandbox import make_repo
 
@@ -129,3 +133,60 @@ def test_sandbox_exec_activates_a_layer_at_the_venv_path(as_root, tmp_path):
     assert res.stdout == "venv-python -V\n/opt/miniconda3/envs/testbed\n"
     plain = cli("sandbox-exec", "--", "echo ${VIRTUAL_ENV:-none}")  # no venv layer: nothing activated
     assert plain.stdout == "none\n"
+
+
+def test_ctrl_c_while_a_layer_is_restored_stops_promptly_and_leaves_nothing(as_root, tmp_path):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) during a cold `run` that
+    waits for the node's I/O slot to restore its layers: exit 130 at once, and nothing of
+    the interrupted restore is left (no queue entry, lease, partial file or mount); the next
+    `run` restores and runs normally."""
+    store = build_local_store(tmp_path / "work", "local__task.0")
+    cache = tmp_path / "cache"
+    (cache / "budget").mkdir(parents=True)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": SRC,
+        "MINISANDBOX_CACHE": str(cache),
+        "MINISANDBOX_HELPER": "off",
+        "MINISANDBOX_IO_SLOTS": "1",
+    }
+    argv = [sys.executable, "-m", "minisandbox.cli", "run", "--store", store, "local__task.0", "--", "echo ran"]
+    slot = os.open(cache / "budget" / "slot-0.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(slot, fcntl.LOCK_EX)  # another restore holds the node's only I/O slot
+    try:
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            cwd="/",
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # (as from a terminal)
+        )
+        queue = cache / "budget" / "queue"
+        deadline = time.monotonic() + 60
+        while not (queue.is_dir() and any(p.name.endswith(".wait") for p in queue.iterdir())):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run never queued for the I/O slot"
+            time.sleep(0.02)
+        sent = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err
+        assert time.monotonic() - sent < 5, "Ctrl-C was not acted on promptly"
+        assert "ran" not in out
+    finally:
+        os.close(slot)
+    assert [p.name for p in queue.iterdir()] == []
+    assert [p for p in (cache / "leases").rglob("*") if p.is_file()] == []
+    assert list((cache / "tmp").iterdir()) == []
+    assert [p.name for p in (cache / "layers").iterdir() if p.name.startswith((".tmp-", ".trash-"))] == []
+    with open("/proc/self/mounts") as fh:
+        assert [ln for ln in fh if f" {cache}/" in ln] == []
+    again = subprocess.run(argv, env=env, cwd="/", capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == "ran\n"
+    subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", "cache", "clear"], env=env, cwd="/", capture_output=True, timeout=120
+    )
