@@ -590,9 +590,11 @@ def main_job_table(baseline_ref: str | None, ref: str = "HEAD", profile: bool = 
             lambda r: r["procs"].get("env", 0.0) - sum(v for k, v in r["steps"].items() if k != "interp"),
         )
     )
+    # judged on the cgroup where there is one: wait4 misses the fork servers' sandboxes
+    judged, how = (cur["cgroup_cpu"], "the run's cgroup") if cur["cgroup_cpu"] is not None else (cur["cpu"], "wait4")
     print(
-        f"main job at {cur['commit']}: {cur['cpu']:.1f} CPU s (target <= {MAIN_JOB_TARGET:.0f}: "
-        f"{'met' if cur['cpu'] <= MAIN_JOB_TARGET else 'NOT met'})",
+        f"main job at {cur['commit']}: {judged:.1f} CPU s, {how} (target <= {MAIN_JOB_TARGET:.0f}: "
+        f"{'met' if judged <= MAIN_JOB_TARGET else 'NOT met'})",
         file=sys.stderr,
     )
     return rows, (profile_table(runs) if all(r["groups"] is not None for r in runs) else [])
