@@ -23,7 +23,9 @@ compiler's, the same for the same source; and the interned bit of every other st
 the compiler's too (it interns identifiers and identifier-like constants itself). The
 rewritten bytes load to the same objects (a mark no back-reference names only adds a slot
 to the loader's table; one-character strings are the same singletons either way), and the
-script checks that each one loads to a code object equal to the compiled one.
+script checks that each one loads to a code object equal to the compiled one (floats
+compared by their bits: a folded NaN constant is never equal to itself); a failed check
+stops the byte-compile, and so the build, with the file's name.
 
 So every worker compiles its share in one process, on every version whose code-object
 layout the script knows (3.6-3.13); a fork per file of a minimal process, which was the
