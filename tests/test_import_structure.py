@@ -72,7 +72,6 @@ RUN_MODULES = {
     "minisandbox.index",
     "minisandbox.manifest",
     "minisandbox.paths",
-    "minisandbox.progress",
     "minisandbox.records",
     "minisandbox.syspkgs",
     "minisandbox.task",
@@ -109,8 +108,9 @@ RUN_THIRD_PARTY: set[str] = set()
 #: timestamps come from time; argparse, with gettext and shutil: `run`'s common form is parsed
 #: without it, `minisandbox.cli.sandboxcmds.parse_run`; hashlib, which loads OpenSSL: the few
 #: small documents a run hashes go through `fsutil.sha256`; ctypes: the controller makes no
-#: syscall through the init program's libc on this path) and (the test runs as root: images
-#: are kernel mounts) the rootless mount holder's client.
+#: syscall through the init program's libc on this path; base64, zlib and the progress meter:
+#: only signing keys, gzip archives and downloads need them) and (the test runs as root:
+#: images are kernel mounts) the rootless mount holder's client.
 RUN_FORBIDDEN = {
     "argparse",
     "gettext",
@@ -118,6 +118,8 @@ RUN_FORBIDDEN = {
     "hashlib",
     "_hashlib",
     "ctypes",
+    "base64",
+    "zlib",
     "dataclasses",
     "inspect",
     "ast",
@@ -143,6 +145,7 @@ RUN_FORBIDDEN = {
     "minisandbox.grading",
     "minisandbox.catalog",
     "minisandbox.node.fusemount",
+    "minisandbox.progress",
 }
 #: Modules the machine's interpreter may add to any process (site customisation).
 AMBIENT = {"__main__", "sitecustomize", "usercustomize"}

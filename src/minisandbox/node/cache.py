@@ -40,11 +40,11 @@ from minisandbox.node.chunks import ChunkedImage, ChunkError, LocalChunks, assem
 from minisandbox.node.iobudget import IOBudget
 from minisandbox.node.store import Store, StoreError
 from minisandbox.node.verified import Verified
-from minisandbox.progress import Progress
 from minisandbox.sandbox.leftovers import ReapReport, proc_start, reap
 
 if TYPE_CHECKING:
     from minisandbox.node.fusemount import MountHolder
+    from minisandbox.progress import Progress
 
 
 class CacheError(MinisandboxError, RuntimeError):

@@ -52,12 +52,12 @@ from minisandbox.manifest import (
 )
 from minisandbox.node.store import NotInStore, Store, StoreError
 from minisandbox.paths import cache_dir
-from minisandbox.progress import Progress
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
     from minisandbox.manifest import ChunkList
+    from minisandbox.progress import Progress
 
 #: Requests in flight for one image stored as one object per chunk (schema 1), and for
 #: existence checks: on object stores latency, not bandwidth, bounds one ~64 KiB request.

@@ -31,7 +31,6 @@ import stat
 import subprocess
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO, TypeVar
@@ -73,6 +72,8 @@ def _zstd_chunks(f: BinaryIO) -> Iterator[bytes]:
 
 
 def _gzip_chunks(f: BinaryIO) -> Iterator[bytes]:
+    import zlib
+
     d = zlib.decompressobj(wbits=31)
     while True:
         raw = f.read(CHUNK)
@@ -356,6 +357,8 @@ def extract_fileobj(f: BinaryIO, fmt: str, dest: Path, label: str) -> int:
     `label` names the archive in errors. Returns the number of decompressed bytes. Raises
     UnsafeArchiveError / RestoreError; on error `dest` may hold a partial tree (callers
     extract into a temporary directory)."""
+    import zlib
+
     import zstandard  # here, not at import: a warm `minisandbox run` unpacks nothing
 
     if fmt not in DECOMPRESSORS:

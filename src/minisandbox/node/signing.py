@@ -26,7 +26,6 @@ only when a key is configured.
 
 from __future__ import annotations
 
-import base64
 import os
 from pathlib import Path
 
@@ -112,6 +111,8 @@ class Signer:
 
     def sign(self, rel: str, data: bytes) -> bytes:
         """The content of `rel`'s `.sig` object."""
+        import base64
+
         sig = self._key.sign(_message(rel, data))
         return (_SIG_PREFIX + base64.b64encode(sig).decode("ascii") + "\n").encode("ascii")
 
@@ -142,6 +143,8 @@ class Verifier:
     def verify(self, where: str, rel: str, data: bytes, signature: bytes | None) -> None:
         """Raise StoreSignatureError (one line naming the document) unless `signature` (the
         `.sig` object's content, None when missing) is the publisher's over `rel`/`data`."""
+        import base64
+
         sig_rel = signature_path(rel)
         if signature is None:
             raise StoreSignatureError(
