@@ -10,7 +10,10 @@ Prints two tables:
    <= 10 s (warm CPU seconds of the `snakemake -n` process; wall on a shared machine is
    mostly other people's load).
    The cold run's CPU seconds and the cold/warm CPU ratio are reported too (target: cold
-   at most 2x warm).
+   at most 2x warm), and each warm run's CPU over the per-task baseline's (5,001 jobs of
+   the simplest rule, no code of this repository): a machine-independent figure of what
+   this workflow adds per job, comparable across machines and restarts where CPU seconds
+   are not.
 2. For the bundled set (run `snakemake --cores 2` first, or pass --build): build time
    per environment and raw venv bytes vs packed bytes (the archive, or the squashfs image
    when the store has no archives, config `archive: false`).
@@ -151,7 +154,7 @@ def planning_table(repeats: int, skip_baseline: bool, only: str | None = None) -
         ]
         if only:
             cases = [c for c in cases if only in c[0]]
-        baseline_5k = None
+        baseline_5k = baseline_cpu = None
         # Snakemake's own start (imports, plugins), measured in the same run: what every
         # `snakemake` process pays before it reads the workflow
         start = []
@@ -166,7 +169,7 @@ def planning_table(repeats: int, skip_baseline: bool, only: str | None = None) -
             sf.write_text(PER_TASK_SNAKEFILE)
             tasks = tmp / "base5k.jsonl"
             synth_tasks(tasks, 5000, profiles)
-            walls = []
+            walls, cpus = [], []
             for r in range(repeats):
                 wd = tmp / f"base-{r}"
                 wd.mkdir()
@@ -186,17 +189,21 @@ def planning_table(repeats: int, skip_baseline: bool, only: str | None = None) -
                     "--config",
                     f"tasks={tasks}",
                 ]
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t0 = time.perf_counter()
                 subprocess.run(cmd, capture_output=True, check=True)
                 walls.append(time.perf_counter() - t0)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
             baseline_5k = statistics.median(walls)
+            baseline_cpu = statistics.median(cpus)
             rows.append(
                 [
                     "baseline: 5k tasks, one job per task",
                     "-",
                     f"{baseline_5k:.2f}",
                     "-",
-                    "-",
+                    f"{baseline_cpu:.2f}",
                     "-",
                     "5001",
                     "1.00",
@@ -205,6 +212,7 @@ def planning_table(repeats: int, skip_baseline: bool, only: str | None = None) -
                     "-",
                     "-",
                     f"{os.getloadavg()[0]:.1f}",
+                    "1.00",
                 ]
             )
         for name, n, profs, cat in cases:
@@ -240,6 +248,7 @@ def planning_table(repeats: int, skip_baseline: bool, only: str | None = None) -
                     f"{statistics.median(parse):.2f}",
                     f"{start_cpu:.2f}",
                     f"{min(loads):.1f}-{max(loads):.1f}",
+                    f"{statistics.median(cpu) / baseline_cpu:.2f}" if baseline_cpu else "-",
                 ]
             )
     return rows
@@ -552,6 +561,19 @@ def load_note() -> str:
     return f"load average {one:.1f} (5 min {five:.1f}) on {os.cpu_count()} cores"
 
 
+def machine_note() -> str:
+    """The interpreter the bench runs Snakemake with and when the machine booted, stored
+    beside the planning table: the same tree's CPU seconds changed ~1.7x across a restart of
+    this (virtual) machine (docs/pipeline.md, "Numbers"), so a comparison across runs starts
+    by checking these, and the ratio to the per-task baseline measured in the same run."""
+    booted = "?"
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        with open("/proc/stat") as fh:
+            btime = int(next(line for line in fh if line.startswith("btime ")).split()[1])
+        booted = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(btime))
+    return f"Python {sys.version.split()[0]} ({os.path.realpath(sys.executable)}), machine up since {booted}"
+
+
 def main_job_table(baseline_ref: str | None, ref: str = "HEAD", profile: bool = False) -> tuple[list[list], list[list]]:
     """Rows: total CPU (wait4 and cgroup), wall, then per rule and per step, for the
     baseline ref (if any) and `ref`, with the ratio to the baseline; and the profile's rows
@@ -645,12 +667,20 @@ def main() -> None:
             "parse CPU s (--list-rules, warm)",
             "snakemake --version CPU s",
             "load average (1 min) around the warm runs",
+            "warm CPU / baseline CPU",
         ]
         load_after = load_note()
-        saved["planning"] = {"headers": headers, "rows": rows, "load_before": load_before, "load_after": load_after}
+        machine = machine_note()
+        saved["planning"] = {
+            "headers": headers,
+            "rows": rows,
+            "load_before": load_before,
+            "load_after": load_after,
+            "machine": machine,
+        }
         print(
             f"\nPlanning (`snakemake -n`, median of {a.repeats}; targets: warm CPU 50k/133 <= 3 s, "
-            f"50k/5k <= 10 s; cold at most 2x warm). Before: {load_before}; after: {load_after}"
+            f"50k/5k <= 10 s; cold at most 2x warm). Before: {load_before}; after: {load_after}; {machine}"
         )
         print(tabulate(rows, headers=headers))
     if a.main_job:

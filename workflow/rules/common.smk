@@ -13,6 +13,7 @@
 # the workflow builds itself. tests/test_workflow_conventions.py allows exactly this finding.
 import gc
 import sys
+import tempfile
 from pathlib import Path
 
 from snakemake.utils import validate
@@ -208,6 +209,19 @@ ENV_DEPS = {k: _env_deps(k) for k in ENV_KEYS}
 ENV_TASKS = f"{W}/specs/env-tasks/{{env_key}}.json" if VALIDATE or LABEL else []
 # The env job's second output: its validation result, or in label mode its labels.
 ENV_RESULT = f"{W}/{'labels' if LABEL else 'validation'}/{{env_key}}.json"
+
+
+# Snakemake's default `tmpdir` resource (no --default-resources given) is the expression
+# `system_tmpdir`, compiled and evaluated for every job (~5% of a 5k-environment dry run's
+# CPU, docs/pipeline.md "Numbers"). The per-key rules give the same value, the temporary
+# directory of the process that runs the job (TMPDIR, TEMP, TMP, else /tmp: every process,
+# a cluster job's included, parses this file itself), as a constant. With --default-resources
+# the user's default stands; --set-resources RULE:tmpdir=... overrides either way.
+JOB_TMPDIR = (
+    {"tmpdir": tempfile.gettempdir()}
+    if workflow.resource_settings.default_resources is None
+    else {}
+)
 
 
 def env_deps(wc):

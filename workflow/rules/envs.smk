@@ -23,6 +23,8 @@ rule env:
     benchmark:
         f"{W}/benchmarks/env/{{env_key}}.tsv"
     threads: 2
+    resources:
+        **JOB_TMPDIR,
     params:
         opts=ENV_OPTS,
     shell:
@@ -39,6 +41,8 @@ rule interp:
     log:
         f"{W}/logs/interp/{{ikey}}.log",
     threads: 2
+    resources:
+        **JOB_TMPDIR,
     params:
         store=STORE,
         work=f"{W}/packed/interp",

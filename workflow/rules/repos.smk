@@ -29,6 +29,8 @@ rule repo:
     benchmark:
         f"{W}/benchmarks/repo/{{repo_key}}.tsv"
     threads: 2
+    resources:
+        **JOB_TMPDIR,
     params:
         opts=REPO_OPTS,
     shell:
