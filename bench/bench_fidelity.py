@@ -551,6 +551,9 @@ _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|desel
 #: a progress line of pytest without -v: `tests/test_x.py ..F.s   [ 12%]` or a continuation
 _PROGRESS = re.compile(r"^(?:\S+\.py )?([.FEsxX]+)\s*\[\s*\d+%\]$")
 _COLLECTED = re.compile(r"^(?:collect(?:ed|ing) .*?(\d+) items?|Found (\d+) test\(s\)\.)")  # pytest; django
+#: terminal colour codes: a runner that forces colour (tox passes it on to pytest) wraps each
+#: progress character in them
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def pytest_counts(log: str, statuses: dict[str, str]) -> dict[str, Any]:
@@ -592,7 +595,8 @@ def pytest_counts(log: str, statuses: dict[str, str]) -> dict[str, Any]:
                 counts[key] += 1
         counts["source"] = "per-test"
     else:  # cut before the summary, without -v: pytest's progress characters
-        marks = "".join(m.group(1) for line in log.splitlines() if (m := _PROGRESS.match(line.strip())))
+        plain = _ANSI.sub("", log)
+        marks = "".join(m.group(1) for line in plain.splitlines() if (m := _PROGRESS.match(line.strip())))
         for ch, key in (
             (".", "passed"),
             ("F", "failed"),

@@ -159,6 +159,25 @@ def test_capped_suite_counts_what_ran(bf):
     assert counts["pass_rate"] == round(2 / 3, 4)
 
 
+def test_capped_coloured_progress_is_counted(bf):
+    """tox forces colour on pytest (sphinx's `tox --current-env`): every progress character
+    is wrapped in escape codes, and a capped run has no summary to fall back on."""
+
+    def c(ch: str) -> str:
+        return f"\x1b[32m{ch}\x1b[0m"
+
+    log = (
+        "py39: commands[0]> python -m pytest -rA\n\x1b[1m===== test session starts =====\x1b[0m\n"
+        "collected 2279 items\n\n"
+        f"tests/test_a.py {c('.') * 3}{c('s')}{c('.')}  [  0%]\x1b[0m\n"
+        f"\x1b[0m{c('.') * 4}{c('F')}  [  1%]\x1b[0m\n"
+        f"tests/test_b.py {c('.') * 2}minisandbox: command timed out after 600.0 s; killed its process tree\n"
+    )
+    counts = bf.pytest_counts(log, {})
+    assert counts["source"] == "progress" and counts["collected"] == 2279
+    assert (counts["passed"], counts["failed"], counts["skipped"]) == (8, 1, 1)
+
+
 def test_capped_pytest_run_without_v_counts_its_progress_characters(bf):
     log = (
         "collected 9 items\n\ntests/test_a.py ..F.s  [ 50%]\n.Ex           [ 80%]\n"
