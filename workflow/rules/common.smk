@@ -211,17 +211,24 @@ ENV_TASKS = f"{W}/specs/env-tasks/{{env_key}}.json" if VALIDATE or LABEL else []
 ENV_RESULT = f"{W}/{'labels' if LABEL else 'validation'}/{{env_key}}.json"
 
 
-# Snakemake's default `tmpdir` resource (no --default-resources given) is the expression
-# `system_tmpdir`, compiled and evaluated for every job (~5% of a 5k-environment dry run's
-# CPU, docs/pipeline.md "Numbers"). The per-key rules give the same value, the temporary
-# directory of the process that runs the job (TMPDIR, TEMP, TMP, else /tmp: every process,
-# a cluster job's included, parses this file itself), as a constant. With --default-resources
-# the user's default stands; --set-resources RULE:tmpdir=... overrides either way.
-JOB_TMPDIR = (
-    {"tmpdir": tempfile.gettempdir()}
-    if workflow.resource_settings.default_resources is None
-    else {}
-)
+def _job_tmpdir(given):
+    """Snakemake's default `tmpdir` resource is the expression `system_tmpdir` (with or
+    without --default-resources), compiled and evaluated for every job: ~5% of a
+    5k-environment dry run's CPU (docs/pipeline.md, "Numbers"). The per-key rules give the
+    same value as a constant: the temporary directory of the process that runs the job
+    (TMPDIR, TEMP, TMP, else /tmp; every process, a cluster job's included, parses this file
+    itself). A tmpdir the user set in --default-resources stands, and --set-resources
+    RULE:tmpdir=... overrides either way."""
+    try:
+        default = None if given is None else given["tmpdir"].raw
+    except (KeyError, TypeError, AttributeError):
+        return {}  # a form of the setting not known here: Snakemake's own evaluation
+    return (
+        {"tmpdir": tempfile.gettempdir()} if default in (None, "system_tmpdir") else {}
+    )
+
+
+JOB_TMPDIR = _job_tmpdir(workflow.resource_settings.default_resources)
 
 
 def env_deps(wc):
