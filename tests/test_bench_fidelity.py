@@ -513,3 +513,21 @@ def test_failing_files_outside_the_rootdir_are_rerun_by_their_repository_path(bf
     assert bf.rerun_path("../dev/tests/midifiles/test_tracks.py") == "tests/midifiles/test_tracks.py"
     assert bf.rerun_path("../../a/b/t.py") == "b/t.py"
     assert bf.rerun_path("tests/test_x.py") == "tests/test_x.py"
+
+
+def test_a_cap_that_strikes_after_pytests_final_line_did_not_cut_the_suite(bf, tmp_path, monkeypatch):
+    """astroid's suite printed `1671 passed ... in 586.42s` and its process was still exiting
+    when the 600 s cap struck: the suite ran whole, so it is not a timed-out suite. Without
+    that line a capped suite stays timed out."""
+    summary = "tests/a.py::test_x PASSED\n===== 1 passed, 2 skipped in 586.42s (0:09:46) =====\n"
+    cut = "tests/a.py::test_x PASSED\ntests/a.py::test_y "
+    for log, timed_out in ((summary, False), (cut, True)):
+        monkeypatch.setattr(
+            bf,
+            "run_child",
+            lambda cmd, log=log, **kw: subprocess.CompletedProcess(
+                cmd, 124, stdout=log, stderr="minisandbox: command timed out after 600.0 s; killed its process tree\n"
+            ),
+        )
+        r = bf.run_tests("p__q.1", {"test_cmd": "pytest", "log_parser": "pytest"}, tmp_path, {}, 600)
+        assert (r["timed_out"], r["capped_after_summary"], r["passed"]) == (timed_out, not timed_out, 1)
