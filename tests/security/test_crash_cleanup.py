@@ -176,37 +176,27 @@ def test_a_controller_that_closed_its_sandboxes_removes_its_record_and_one_that_
     env = _env(state)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    closed = subprocess.run(
-        [sys.executable, "-c", CONTROLLER, str(repo), str(scratch)],
-        env=env,
-        input="",
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+
+    def controller(program: str = CONTROLLER) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-c", program, str(repo), str(scratch)],
+            env=env,
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    closed = controller()
     assert closed.returncode == 0, closed.stderr
     assert sorted(p.name for p in (state / "controllers").glob("*.json")) == []
-    left_open = subprocess.run(
-        [sys.executable, "-c", CONTROLLER.replace("sb.close()\n", "sys.exit(0)\n"), str(repo), str(scratch)],
-        env=env,
-        input="",
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    left_open = controller(CONTROLLER.replace("sb.close()\n", "sys.exit(0)\n"))
     assert left_open.returncode == 0, left_open.stderr
     info = json.loads(left_open.stdout.splitlines()[0])
     (record,) = (state / "controllers").glob("*.json")
     assert json.loads(record.read_text())["cgroup_parents"]
     assert info["cgroups"] and _gone(info["init"])
-    nxt = subprocess.run(
-        [sys.executable, "-c", CONTROLLER, str(repo), str(scratch)],
-        env=env,
-        input="",
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    nxt = controller()
     assert nxt.returncode == 0, nxt.stderr
     assert not any(os.path.exists(d) for d in info["cgroups"])
     assert sorted(p.name for p in (state / "controllers").glob("*.json")) == []
