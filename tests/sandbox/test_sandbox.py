@@ -16,6 +16,7 @@ import pytest
 
 from minisandbox.paths import VENV_PATH
 from minisandbox.sandbox import rootfs
+from minisandbox.sandbox import sandbox as sandbox_module
 from minisandbox.sandbox.interpreters import find_interpreter, interpreter_binds
 from minisandbox.sandbox.limits import Limits
 from minisandbox.sandbox.sandbox import Layer, Sandbox
@@ -449,7 +450,11 @@ def test_works_with_fds_above_select_limit(repo):
         # above were; closing it frees low fds, which are taken again, so that whatever the
         # next sandbox opens (warm, or cold when the host's mount table changed meanwhile)
         # is above select's limit
-        Sandbox([Layer(str(repo), "/testbed")]).close()
+        # The warmer prepares the next warm sandbox in a thread after this creation; it must
+        # have finished before the close, or its socket takes one of the low fds freed below.
+        first = Sandbox([Layer(str(repo), "/testbed")])
+        assert sandbox_module._warmer.wait_idle(60)
+        first.close()
         while (fd := os.dup(null)) < 1100:
             held.append(fd)
         os.close(fd)

@@ -1095,6 +1095,9 @@ class _Warmer:
         self._thread: threading.Thread | None = None
         self._owner = os.getpid()
         self._created = 0  # sandboxes this process created
+        #: set while nothing is asked for or being prepared (`wait_idle`)
+        self._idle = threading.Event()
+        self._idle.set()
 
     def prepare(self, limits: Limits, spec: dict) -> None:
         """Prepare a sandbox like the one just created with `spec`, from the second creation
@@ -1107,6 +1110,7 @@ class _Warmer:
             if self._created < 2:
                 return
             self._want = (limits, spec)
+            self._idle.clear()
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="minisandbox-warmer", daemon=True)
                 self._thread.start()
@@ -1121,8 +1125,10 @@ class _Warmer:
                 self._wake.clear()
                 if want is None and not fired:  # idle: end (the next `prepare` starts another)
                     self._thread = None
+                    self._idle.set()
                     return
             if want is None:
+                self._mark_idle()
                 continue
             limits, spec = want
             try:
@@ -1137,6 +1143,18 @@ class _Warmer:
                 rootfs.start_warm({**spec, "cgroup_procs": list(spare.procs_files)})
             except Exception:  # a warm sandbox is an optimisation: the next one starts cold
                 pass
+            self._mark_idle()
+
+    def _mark_idle(self) -> None:
+        with self._lock:
+            if self._want is None:
+                self._idle.set()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until the sandbox asked for last is prepared (or failed): what it opened
+        (sockets, cgroups) exists from then on, for callers that depend on which descriptors
+        are free. False on timeout."""
+        return self._idle.wait(timeout)
 
 
 _warmer = _Warmer()
