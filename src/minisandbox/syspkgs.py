@@ -54,7 +54,24 @@ def missing(names: Iterable[str]) -> list[str]:
         for line in proc.stdout.splitlines()
         if "\t" in line and line.split("\t", 1)[1].startswith("ii")
     }
-    return [n for n in wanted if n.split(":", 1)[0] not in installed]
+    lack = [n for n in wanted if n.split(":", 1)[0] not in installed]
+    if lack:
+        provided = _provided(exe)
+        lack = [n for n in lack if n.split(":", 1)[0] not in provided]
+    return lack
+
+
+def _provided(exe: str) -> set[str]:
+    """Virtual package names that installed packages provide. Specs copy apt-get lines, and
+    apt installs a virtual name through a package that provides it (`libxslt-dev` is
+    `libxslt1-dev` on Debian 12), after which dpkg knows no package of that name."""
+    proc = subprocess.run([exe, "-W", "-f=${db:Status-Abbrev}\t${Provides}\n"], capture_output=True, text=True)
+    names: set[str] = set()
+    for line in proc.stdout.splitlines():
+        status, _, provides = line.partition("\t")
+        if status.startswith("ii"):
+            names.update(p.split()[0].split(":", 1)[0] for p in provides.split(",") if p.strip())
+    return names
 
 
 def installed_state() -> bytes | None:
