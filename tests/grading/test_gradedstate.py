@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import textwrap
 
 import pytest
@@ -155,19 +156,28 @@ def test_graded_state_applies_the_test_patch_and_takes_every_conftest(tmp_path):
 
 
 def test_the_manifest_follows_the_nonce_on_the_results_socket():
+    """The first connection gets the nonce and the manifest; the socket is then gone, so
+    no later process (repository code, a nested pytest) can connect."""
     import socket
 
     man = {"root": "/testbed", "files": {"t.py": "0" * 64}, "patched": ["lib.py"]}
     with ResultsChannel(man) as ch:
-        theirs = socket.socket(fileno=ch.child_fd)
-        ch.child_fd = None
+        theirs = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         theirs.settimeout(5)
+        theirs.connect(ch.socket_path())
         data = b""
         while data.count(b"\n") < 2:
             data += theirs.recv(1 << 16)
+        late = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with pytest.raises(OSError):
+            late.connect(ch.socket_path())
+        late.close()
+        theirs.sendall(b"written\n")
         theirs.close()
+        assert ch.collect() == "written\n"
     nonce, line = data.decode().splitlines()[:2]
     assert nonce == ch.nonce and json.loads(line) == man
+    assert not os.path.exists(ch.dir)
 
 
 LOG = ">>>>> Applied Patch N\n>>>>> Start Test Output N\n{}\n>>>>> End Test Output N\n>>>>> Test Exit Code 0 N\n"

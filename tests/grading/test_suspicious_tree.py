@@ -209,6 +209,33 @@ def test_a_new_module_shadowing_the_standard_library_is_forbidden(base, tmp_path
     assert labels(forbidden) == {"shadows the standard library"}, lines
 
 
+@pytest.mark.parametrize("path", ["iniconfig.py", "packaging/__init__.py", "tomli.py"])
+def test_a_new_module_shadowing_the_test_runner_is_forbidden(base, tmp_path, path):
+    """Under `python -m pytest` (tox) the repository root is first on sys.path: pytest
+    imports such a module before its `-p` plugins, so it would run before the results
+    plugin."""
+
+    def edit(w: Path) -> None:
+        (w / path).parent.mkdir(parents=True, exist_ok=True)
+        write(w / path, "x = 1\n")
+
+    lines, forbidden = findings(base, tmp_path, edit)
+    assert "shadows the test runner" in labels(forbidden), lines
+
+
+def test_a_new_file_in_an_existing_package_named_as_a_runner_module_is_not(tmp_path):
+    """The pygments or tomli repository adds files to its own package: nothing new is
+    shadowed (only a new top-level `X.py` or `X/__init__.py` is)."""
+    repo = tmp_path / "pygments-like"
+    (repo / "pygments").mkdir(parents=True)
+    write(repo / "pygments" / "__init__.py", "")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    lines, forbidden = findings(repo, tmp_path, lambda w: write(w / "pygments" / "lexer2.py", "x = 1\n"))
+    assert "shadows the test runner" not in labels(forbidden), lines
+
+
 def test_forbidden_findings_make_a_passing_run_not_resolved(base, tmp_path):
     """The verdict in both modes: the tests pass, the tree holds a `.pth`."""
     patch = make_patch(

@@ -19,7 +19,7 @@ import pytest
 
 from minisandbox.grading.evalscript import EvalScript
 from minisandbox.grading.evaluate import run_bash
-from minisandbox.grading.results import ResultsChannel, parse_channel, plugin_dir
+from minisandbox.grading.results import SOCKET_VAR, ResultsChannel, parse_channel, plugin_dir
 from minisandbox.paths import PYTEST_CONFIG_NAMES
 from minisandbox.pipeline.testpycs import MTIME, config_digest, harvest
 
@@ -64,8 +64,8 @@ class Built:
         """The whole script with the results channel: (output, channel statuses, tampered)."""
         with ResultsChannel(script.results_manifest()) as channel:
             script.results_dir = str(plugin_dir())
-            env = {**_env(), "MINISANDBOX_RESULTS_FD": str(channel.child_fd), "PYTHONPATH": str(self.repo)}
-            res = run_bash(script.render(), cwd=str(self.repo), env=env, timeout=120, pass_fds=(channel.child_fd,))
+            env = {**_env(), SOCKET_VAR: channel.socket_path(), "PYTHONPATH": str(self.repo)}
+            res = run_bash(script.render(), cwd=str(self.repo), env=env, timeout=120)
             text = channel.collect()
         ch = parse_channel(text, channel.nonce)
         assert ch.present and ch.complete, res.output

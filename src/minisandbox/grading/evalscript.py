@@ -18,7 +18,7 @@ Steps (each prints a marker carrying the run's nonce, read by `minisandbox.gradi
    commit) and apply the test patch;
 6. run the test command between the markers under `timeout`, then print the exit code and,
    on overrun, the timeout marker. With a results channel (an executor sets `results_dir`
-   and passes MINISANDBOX_RESULTS_FD) pytest first loads the results plugin
+   and passes MINISANDBOX_RESULTS_SOCK) pytest first loads the results plugin
    (`minisandbox.grading.resultplugin`, see `minisandbox.grading.results`). The sandbox
    executor runs steps 1-5 (`render_prep`) and the test command (`test_argv`, in a pid
    namespace of its own) as two processes and adds the step-6 markers itself
@@ -51,9 +51,19 @@ from minisandbox.records import test_files_of  # noqa: F401  (re-exported: grade
 
 #: File names that configure pytest or run code at interpreter start-up.
 INFRA_NAMES = ("conftest.py", *PYTEST_CONFIG_NAMES, "sitecustomize.py", "usercustomize.py")
-#: Top-level names that would shadow the test runner when the command is `python -m pytest`
-#: (the working directory comes first on sys.path).
-SHADOW_ROOTS = ("pytest.py", "py.py", "pluggy.py", "_pytest", "pluggy", "pytest")
+#: Top-level names that would shadow the test runner or the results plugin when the
+#: command is `python -m pytest` (the working directory comes first on sys.path; tox runs
+#: that).
+SHADOW_ROOTS = (
+    "pytest.py",
+    "py.py",
+    "pluggy.py",
+    "_pytest",
+    "pluggy",
+    "pytest",
+    f"{RESULTS_PLUGIN}.py",
+    RESULTS_PLUGIN,
+)
 #: Directory names whose content is test code (not `test/` or `testing/`: Django and
 #: sympy ship library code there).
 TEST_DIRS = ("tests",)
@@ -239,20 +249,20 @@ class EvalScript:
     def _results_lines(self) -> list[str]:
         """Load the results plugin first (`-p`, from `results_dir` put first on
         PYTHONPATH), remembering PYTHONPATH/PYTEST_ADDOPTS so the plugin puts them back.
-        Only when the executor passed a channel (MINISANDBOX_RESULTS_FD) and the plugin
+        Only when the executor passed a channel (MINISANDBOX_RESULTS_SOCK) and the plugin
         is there: a hand re-run of eval.sh runs the tests as before."""
         if not self.results_dir:
             return []
         d = shlex.quote(self.results_dir)
         plugin = shlex.quote(f"{self.results_dir}/{RESULTS_PLUGIN}.py")
         return [
-            f'if [ -n "${{MINISANDBOX_RESULTS_FD:-}}" ] && [ -f {plugin} ]; then',
+            f'if [ -n "${{MINISANDBOX_RESULTS_SOCK:-}}" ] && [ -f {plugin} ]; then',
             '  export MINISANDBOX_HAD_PYTHONPATH="${PYTHONPATH+1}" MINISANDBOX_OLD_PYTHONPATH="${PYTHONPATH-}"',
             '  export MINISANDBOX_HAD_PYTEST_ADDOPTS="${PYTEST_ADDOPTS+1}" MINISANDBOX_OLD_PYTEST_ADDOPTS="${PYTEST_ADDOPTS-}"',
             f'  export PYTHONPATH={d}"${{PYTHONPATH:+:$PYTHONPATH}}"',
             f'  export PYTEST_ADDOPTS="-p {RESULTS_PLUGIN}${{PYTEST_ADDOPTS:+ $PYTEST_ADDOPTS}}"',
             "else",
-            "  unset MINISANDBOX_RESULTS_FD",
+            "  unset MINISANDBOX_RESULTS_SOCK",
             "fi",
         ]
 

@@ -49,7 +49,9 @@ from minisandbox.grading.grading import Reason, dumps, make_report, make_run_sum
 from minisandbox.grading.official import GradingMode, check_official
 from minisandbox.grading.results import (
     RESULTS_PLUGIN,
+    SANDBOX_CHANNEL_DIR,
     SANDBOX_RESULTS_DIR,
+    SOCKET_VAR,
     ResultsChannel,
     plugin_file,
 )
@@ -297,7 +299,6 @@ def run_bash(
     cwd: str,
     env: dict[str, str],
     timeout: float,
-    pass_fds: tuple[int, ...] = (),
     stop: StopSignal | None = None,
 ) -> ExecResult:
     """Run a bash script in its own process group; kill the whole group on overrun (or
@@ -312,7 +313,6 @@ def run_bash(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        pass_fds=pass_fds,
     )
     guard = stop.running(lambda: _kill_session(proc.pid)) if stop is not None else contextlib.nullcontext()
     try:
@@ -343,7 +343,7 @@ class SandboxEnv:
     def execute(self, script: EvalScript, timeout: float, stop: StopSignal | None = None) -> ExecResult:
         """Steps 1-5 as one script, read whole from stdin before it runs (never a file
         or a pipe a test could read); then the test command as a process of its own in a
-        fresh pid namespace, with the results socket as fd 3: it sees no ancestor (not the
+        fresh pid namespace, with the results socket's directory bound in: it sees no ancestor (not the
         script's shell, not init), and the markers around its output are added here, not
         by a process the tests could inspect. `eval.sh` is the equivalent single script."""
         from minisandbox.sandbox.rootfs import Bind
@@ -356,12 +356,13 @@ class SandboxEnv:
         if script.repo_dir == REPO_PATH:  # the build rewrote them at this path
             script.test_pycs = f"{VENV_PATH}/{TEST_PYCS_DIR}"
         options = dict(self.options)
-        options["binds"] = [
-            *options.get("binds", []),
-            Bind(str(plugin_file()), f"{SANDBOX_RESULTS_DIR}/{RESULTS_PLUGIN}.py", True),
-        ]
         truncated = False
         with ResultsChannel(script.results_manifest()) as channel:
+            options["binds"] = [
+                *options.get("binds", []),
+                Bind(str(plugin_file()), f"{SANDBOX_RESULTS_DIR}/{RESULTS_PLUGIN}.py", True),
+                Bind(channel.dir, SANDBOX_CHANNEL_DIR, True),
+            ]
             with (
                 Sandbox(layers, interpreter=interp, **options) as sb,
                 stop.running(sb.abort) if stop is not None else contextlib.nullcontext(),
@@ -374,12 +375,10 @@ class SandboxEnv:
                     res = sb.run(
                         script.test_argv(),
                         cwd=script.repo_dir,
-                        env={"MINISANDBOX_RESULTS_FD": "3"},
+                        env={SOCKET_VAR: channel.socket_path(SANDBOX_CHANNEL_DIR)},
                         timeout=max(1.0, timeout - (t1 - t0)),
-                        pass_fds={3: channel.child_fd},
                         pidns=True,
                     )
-                    channel.release_child()
                     output += script.test_section(res.output, res.returncode, time.monotonic() - t1)
                     timed_out, truncated = res.timed_out, truncated or res.truncated
                     cause = res.cause

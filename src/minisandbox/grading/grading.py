@@ -234,6 +234,8 @@ def make_report(
     if channel is not None:
         entry["results_channel"] = channel.summary()
         entry["suspicious"] += _runtime_findings(channel)
+        if not channel.present and applies(log_parser):  # the runner dropped it, or the plugin never loaded
+            entry["suspicious"].append("runtime: no results channel: graded from the log alone")
 
     def statuses(test_output: str) -> StatusMap:
         """The log's statuses, cross-checked with the channel when there is one, XFAIL

@@ -8,10 +8,12 @@ Python and pytest, so it uses the standard library only and stays Python 3.5 com
 
 What it does (see docs/grading.md, "Results channel" and "Trust boundary"):
 
-* takes the results socket named by MINISANDBOX_RESULTS_FD, moves it to a close-on-exec
+* connects to the results socket named by MINISANDBOX_RESULTS_SOCK (a path: a runner
+  such as tox closes inherited descriptors), keeps the connection on a close-on-exec
   descriptor and reads the run's nonce and the controller's manifest from it (the repo
   root, the digests of the graded state's test files and conftests, the paths the
-  candidate patch names; written before the run, so whoever reads first consumes it);
+  candidate patch names); the controller accepts one connection only, so whoever
+  connects first (this plugin, at import) is the only one to get them;
 * at import, before any repository code runs, captures the objects outcomes depend on:
   the builtins (exception classes and functions), every function and class of pytest,
   pluggy and unittest.case (with their methods), and a creation stamp for files;
@@ -44,7 +46,7 @@ import os
 import socket
 import sys
 
-FD_VAR = "MINISANDBOX_RESULTS_FD"
+SOCK_VAR = "MINISANDBOX_RESULTS_SOCK"  # results.SOCKET_VAR
 NONCE_BYTES = 33  # 32 hex characters and a newline
 MANIFEST_MAX = 8 << 20
 _RESTORE = ("PYTHONPATH", "PYTEST_ADDOPTS")
@@ -106,32 +108,29 @@ def _read_manifest(sock):
 
 def _open_channel():
     """(fd, nonce, manifest), or None when this run has no channel."""
-    fd_text = os.environ.pop(FD_VAR, None)
+    path = os.environ.pop(SOCK_VAR, None)
     _restore_env()
-    if not fd_text or not fd_text.isdigit():
+    if not path:
         return None
     import fcntl
 
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        fd = fcntl.fcntl(int(fd_text), fcntl.F_DUPFD_CLOEXEC, 64)
-    except OSError:
-        return None
-    try:
-        os.close(int(fd_text))
-    except OSError:
-        pass
-    manifest = {}
-    try:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, os.dup(fd))
-        try:
-            nonce = sock.recv(NONCE_BYTES, socket.MSG_DONTWAIT)
-            if len(nonce) == NONCE_BYTES:
-                manifest = _read_manifest(sock)
-        finally:
-            sock.setblocking(True)  # the descriptor is shared with fd: writes must block
-            sock.close()
-    except OSError:  # BlockingIOError: another session consumed the nonce
+        sock.settimeout(30.0)
+        sock.connect(path)  # refused once another session connected: then this one stays silent
         nonce = b""
+        while len(nonce) < NONCE_BYTES:
+            chunk = sock.recv(NONCE_BYTES - len(nonce))
+            if not chunk:
+                break
+            nonce += chunk
+        manifest = _read_manifest(sock) if len(nonce) == NONCE_BYTES else {}
+        sock.settimeout(None)  # writes must block
+        fd = fcntl.fcntl(sock.fileno(), fcntl.F_DUPFD_CLOEXEC, 64)
+    except (OSError, ValueError):
+        sock.close()
+        return None
+    sock.close()
     nonce = nonce.decode("ascii", "replace").strip()
     if len(nonce) != NONCE_BYTES - 1:
         os.close(fd)

@@ -15,6 +15,7 @@ graded from the log alone (`Channel.present` False).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -59,69 +60,108 @@ def plugin_dir() -> Path:
         return _plugin_dir
 
 
-class ResultsChannel:
-    """The controller's end of one run's results socket.
+#: The environment variable that names the channel's socket for the plugin.
+SOCKET_VAR = "MINISANDBOX_RESULTS_SOCK"
+#: The socket's name in the channel's directory.
+SOCKET_NAME = "results.sock"
+#: Where a sandbox sees the channel's directory (a read-only bind: connecting to a socket
+#: needs no write access to its mount).
+SANDBOX_CHANNEL_DIR = "/run/minisandbox/channel"
 
-    A stream socketpair: the nonce is written into it before the run, so the plugin reads
-    (and consumes) it first; a thread then reads the plugin's records until every copy
-    of the other end is closed. Pass `child_fd` to the test command, `release_child()`
-    once it is started, `collect()` after the run.
+
+class ResultsChannel:
+    """The controller's end of one run's results channel.
+
+    A listening Unix socket in a private directory (`dir`), not an inherited descriptor:
+    a runner between the test command and pytest (tox starts `python -m pytest` with every
+    descriptor but 0-2 closed) would cut an inherited one, and the run would be graded from
+    its log alone. The first connection gets the nonce and the manifest; the listener is
+    then closed and its path removed, so nothing that runs later (repository code, a
+    nested pytest) can connect. The plugin connects at import, before any repository
+    code runs. A thread reads the plugin's records until every copy of the connection is
+    closed. Give the test command `socket_path(dir)`, `collect()` after the run.
     """
 
     def __init__(self, manifest: Mapping[str, object] | None = None) -> None:
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.nonce = secrets.token_hex(16)
         # the manifest (minisandbox.grading.gradedstate.GradedState.manifest) follows the
         # nonce: the plugin reads both at import, before any repository code runs
-        mine.sendall((self.nonce + "\n").encode())
         line = (json.dumps(dict(manifest or {}), sort_keys=True) + "\n").encode()
         if len(line) > MANIFEST_MAX:
             line = b"{}\n"  # the plugin then trusts no test file by content (checks by path remain)
-        if len(line) <= 1 << 15:
-            mine.sendall(line)
-        else:  # more than a socket buffer holds before anyone reads: the plugin reads it at import
-            threading.Thread(target=self._send, args=(mine, line), name="minisandbox-manifest", daemon=True).start()
-        self._sock = mine
-        self.child_fd: int | None = theirs.detach()
+        self._hello = (self.nonce + "\n").encode() + line
+        base = tempfile.gettempdir()
+        if len(base) > 60:  # a socket's path has at most 107 bytes
+            base = "/tmp"
+        self.dir = tempfile.mkdtemp(prefix="minisandbox-channel-", dir=base)
+        os.chmod(self.dir, 0o755)  # a rootless sandbox's payload or a test user connects too
+        self.path = os.path.join(self.dir, SOCKET_NAME)
+        self._listener: socket.socket | None = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(self.path)
+        os.chmod(self.path, 0o777)
+        self._listener.listen(1)
+        self._conn: socket.socket | None = None
+        self._accepted = threading.Event()
+        self._lock = threading.Lock()
         self._chunks: list[bytes] = []
-        self._thread = threading.Thread(target=self._read, name="minisandbox-results", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name="minisandbox-results", daemon=True)
         self._thread.start()
 
-    @staticmethod
-    def _send(sock: socket.socket, data: bytes) -> None:
-        try:
-            sock.sendall(data)
-        except OSError:
-            pass
+    def socket_path(self, directory: str | None = None) -> str:
+        """The socket's path as the test command sees it: here, or in `directory` where
+        a sandbox binds `dir`."""
+        return self.path if directory is None else f"{directory}/{SOCKET_NAME}"
 
-    def _read(self) -> None:
+    def _stop_listening(self) -> None:
+        with self._lock:
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)  # wakes the accept
+            listener.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+
+    def _serve(self) -> None:
+        listener = self._listener
+        if listener is None:
+            return
         try:
+            conn, _ = listener.accept()
+        except OSError:  # closed before anyone connected
+            return
+        finally:
+            self._stop_listening()
+        self._conn = conn
+        self._accepted.set()
+        try:
+            conn.sendall(self._hello)
             while True:
-                data = self._sock.recv(1 << 16)
+                data = conn.recv(1 << 16)
                 if not data:
                     return
                 self._chunks.append(data)
         except OSError:
             return
 
-    def release_child(self) -> None:
-        """Close the controller's copy of the test command's end (then EOF means the
-        test processes are gone)."""
-        if self.child_fd is not None:
-            os.close(self.child_fd)
-            self.child_fd = None
-
     def collect(self, timeout: float = 10.0) -> str:
-        """Everything the plugin wrote; waits up to `timeout` s for the writers to close."""
-        self.release_child()
-        self._thread.join(timeout)
-        self._sock.shutdown(socket.SHUT_RDWR)
+        """Everything the plugin wrote; waits up to `timeout` s for the writers to close
+        (none when nobody connected: the test command has ended)."""
+        self._stop_listening()
+        if self._accepted.is_set():
+            self._thread.join(timeout)
+            with contextlib.suppress(OSError):
+                if self._conn is not None:
+                    self._conn.shutdown(socket.SHUT_RDWR)
         self._thread.join(1.0)
         return b"".join(self._chunks).decode("utf-8", "replace")
 
     def close(self) -> None:
-        self.release_child()
-        self._sock.close()
+        self._stop_listening()
+        if self._conn is not None:
+            self._conn.close()
+        with contextlib.suppress(OSError):
+            os.rmdir(self.dir)
 
     def __enter__(self) -> ResultsChannel:
         return self

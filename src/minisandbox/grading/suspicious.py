@@ -88,6 +88,7 @@ FORBIDDEN = (
     "entry points file",
     ".gitattributes",
     "shadows the standard library",
+    "shadows the test runner",
     "unscannable",
     "binary hunk",
     "git metadata",
@@ -125,6 +126,48 @@ def _shadowed(path: str) -> str | None:
     top = path.split("/", 1)
     name = top[0][:-3] if len(top) == 1 and top[0].endswith(".py") else (top[0] if len(top) > 1 else "")
     return name if name and name in _stdlib_names() else None
+
+
+#: Modules the test runner imports before its `-p` plugins (pytest's dependencies, over
+#: its versions): under `python -m pytest` (tox runs that) the repository root comes
+#: first on sys.path, so a new top-level module of one of these names would run before
+#: the results plugin. (pytest, pluggy, py and the results plugin's own name are reverted
+#: by the eval script instead: `evalscript.SHADOW_ROOTS`.)
+RUNNER_MODULES = frozenset(
+    {
+        "iniconfig",
+        "packaging",
+        "exceptiongroup",
+        "tomli",
+        "colorama",
+        "attr",
+        "attrs",
+        "more_itertools",
+        "six",
+        "atomicwrites",
+        "importlib_metadata",
+        "zipp",
+        "pathlib2",
+        "wcwidth",
+        "funcsigs",
+        "typing_extensions",
+        "pygments",
+    }
+)
+
+
+def _shadows_runner(path: str) -> str | None:
+    """The runner module a new top-level `X.py` or `X/__init__.py` would shadow (a new
+    file deeper in an existing package of that name, as in the pygments repository,
+    shadows nothing new)."""
+    parts = path.split("/")
+    if len(parts) == 1 and parts[0].endswith(".py"):
+        name = parts[0][:-3]
+    elif len(parts) == 2 and parts[1] == "__init__.py":
+        name = parts[0]
+    else:
+        return None
+    return name if name in RUNNER_MODULES else None
 
 
 def _text_rules(scan: Scan, added: dict[str, list[str]]) -> None:
@@ -176,6 +219,9 @@ def _scan_patch_text(patch: str | None) -> Scan:
         name = _shadowed(path)
         if name:
             scan.add("shadows the standard library", path, f"new top-level module {name!r}")
+        name = _shadows_runner(path)
+        if name:
+            scan.add("shadows the test runner", path, f"new top-level module {name!r}")
     return scan
 
 
@@ -457,6 +503,8 @@ def scan_tree(tree: AppliedTree) -> Scan:
             scan.add(".gitattributes", path, "changes how git reads the tree the grader scans")
         if ch.status == "A" and _shadowed(path):
             scan.add("shadows the standard library", path, f"new top-level module {_shadowed(path)!r}")
+        if ch.status == "A" and _shadows_runner(path):
+            scan.add("shadows the test runner", path, f"new top-level module {_shadows_runner(path)!r}")
         if name == "conftest.py":
             scan.add("conftest.py", path, "pytest plugin file (reverted by the eval script)")
         elif name in _TEST_CONFIG:
