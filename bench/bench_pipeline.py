@@ -36,7 +36,7 @@ Prints two tables:
    acct counts each process's CPU in whole 10 ms ticks, rounded down: the thousands of
    short processes (byte-compilation, the eval scripts' tools) are in the cgroup total only.
 
-Usage: .venv/bin/python bench/bench_pipeline.py [--repeats 3] [--build] [--skip-baseline] [--only '5k envs']
+Usage: .venv/bin/python bench/bench_pipeline.py [--repeats 3] [--build] [--skip-baseline] [--only '5k envs'] [--planning-baseline REF]
        .venv/bin/python bench/bench_pipeline.py --skip-planning --main-job [--main-job-baseline REF]
 """
 
@@ -84,12 +84,14 @@ def synth_catalog(path: Path, n_envs: int) -> list[str]:
 
 
 def dry_run(
-    workdir: Path, tasks: Path, catalog: Path, *, snakefile: Path, mode: str = "-n"
+    workdir: Path, tasks: Path, catalog: Path, *, tree: Path = ROOT, mode: str = "-n"
 ) -> tuple[float, float, int, float]:
     """Wall seconds, peak RSS MB, number of planned jobs and CPU seconds (user + sys) of one
-    `snakemake -n`. CPU seconds are reported too because wall time on a shared machine is
+    `snakemake -n` of `tree`'s workflow with `tree`'s package (this checkout, or a baseline
+    ref's copy). CPU seconds are reported too because wall time on a shared machine is
     mostly other people's load. `mode="--list-rules"`: start-up and parse only (no DAG),
     what every cluster job pays before its one job."""
+    snakefile = tree / "workflow" / "Snakefile"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     cmd = [
         sys.executable,
@@ -112,7 +114,7 @@ def dry_run(
         "bundled=false",
     ]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tree / "src")})
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"snakemake -n failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
@@ -138,8 +140,28 @@ rule per_task:
 """
 
 
-def planning_table(repeats: int, skip_baseline: bool, only: str | None = None) -> list[list]:
-    """Rows of the planning table; `only`: just the task sets whose name contains it."""
+def baseline_tree(ref: str, dest: Path) -> Path:
+    """The workflow, package and config of `ref` (`git archive`), to plan with beside this
+    checkout in the same run (same interpreter and installed packages; each tree's own
+    `src` on PYTHONPATH)."""
+    dest.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref, "workflow", "src", "config"], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "-j", "0", str(dest / "src")], stdout=subprocess.DEVNULL, check=False
+    )
+    return dest
+
+
+def planning_table(
+    repeats: int, skip_baseline: bool, only: str | None = None, baseline_ref: str | None = None
+) -> list[list]:
+    """Rows of the planning table; `only`: just the task sets whose name contains it.
+    `baseline_ref`: each task set is planned by that ref's tree too, interleaved with this
+    checkout's runs (ref, now, ref, now, ...: an A/B pair per repeat, in the same minutes),
+    one row per tree and the now/ref ratio of the warm CPU medians in the last column."""
     real = Catalog.load([ROOT / "config/catalog/swesmith.yaml"])
     profiles = sorted(real.specs)
     rows = []
@@ -147,6 +169,9 @@ def planning_table(repeats: int, skip_baseline: bool, only: str | None = None) -
         tmp = Path(tmp)
         synth_cat = tmp / "synth.yaml"
         synth_names = synth_catalog(synth_cat, 5000)
+        trees = [("", ROOT)]
+        if baseline_ref:
+            trees.insert(0, (f" @ {baseline_ref}", baseline_tree(baseline_ref, tmp / "baseline-tree")))
         cases = [
             ("5k tasks / 133 envs", 5000, profiles, ROOT / "config/catalog/swesmith.yaml"),
             ("50k tasks / 133 envs", 50000, profiles, ROOT / "config/catalog/swesmith.yaml"),
@@ -213,44 +238,61 @@ def planning_table(repeats: int, skip_baseline: bool, only: str | None = None) -
                     "-",
                     f"{os.getloadavg()[0]:.1f}",
                     "1.00",
+                    "-",
                 ]
             )
         for name, n, profs, cat in cases:
             tasks = tmp / f"{n}-{len(profs)}.jsonl"
             synth_tasks(tasks, n, profs)
-            cold, warm, cpu, cold_cpu, parse, rss, jobs, loads = [], [], [], [], [], 0.0, 0, []
+            runs = {
+                label: {"cold": [], "warm": [], "cpu": [], "cold_cpu": [], "parse": [], "rss": 0.0, "loads": []}
+                for label, _ in trees
+            }
+            jobs = 0
             for r in range(repeats):
-                wd = tmp / f"wd-{n}-{len(profs)}-{r}"
-                wd.mkdir()
-                w, m, jobs, c = dry_run(wd, tasks, cat, snakefile=ROOT / "workflow" / "Snakefile")
-                cold.append(w)
-                cold_cpu.append(c)
-                loads.append(os.getloadavg()[0])
-                w2, m2, _, c2 = dry_run(wd, tasks, cat, snakefile=ROOT / "workflow" / "Snakefile")
-                loads.append(os.getloadavg()[0])
-                warm.append(w2)
-                cpu.append(c2)
-                rss = max(rss, m, m2)
-                parse.append(dry_run(wd, tasks, cat, snakefile=ROOT / "workflow" / "Snakefile", mode="--list-rules")[3])
-            ratio = f"{baseline_5k / statistics.median(cold):.1f}x faster" if baseline_5k and n == 5000 else "-"
-            rows.append(
-                [
-                    name,
-                    len(profs),
-                    f"{statistics.median(cold):.2f}",
-                    f"{statistics.median(warm):.2f}",
-                    f"{statistics.median(cpu):.2f}",
-                    f"{rss:.0f}",
-                    jobs,
-                    ratio,
-                    f"{statistics.median(cold_cpu):.2f}",
-                    f"{statistics.median(cold_cpu) / statistics.median(cpu):.2f}",
-                    f"{statistics.median(parse):.2f}",
-                    f"{start_cpu:.2f}",
-                    f"{min(loads):.1f}-{max(loads):.1f}",
-                    f"{statistics.median(cpu) / baseline_cpu:.2f}" if baseline_cpu else "-",
-                ]
-            )
+                for t, (label, tree) in enumerate(trees):
+                    m = runs[label]
+                    wd = tmp / f"wd-{n}-{len(profs)}-{r}-{t}"
+                    wd.mkdir()
+                    w, rss, jobs, c = dry_run(wd, tasks, cat, tree=tree)
+                    m["cold"].append(w)
+                    m["cold_cpu"].append(c)
+                    m["loads"].append(os.getloadavg()[0])
+                    w2, rss2, _, c2 = dry_run(wd, tasks, cat, tree=tree)
+                    m["loads"].append(os.getloadavg()[0])
+                    m["warm"].append(w2)
+                    m["cpu"].append(c2)
+                    m["rss"] = max(m["rss"], rss, rss2)
+                    m["parse"].append(dry_run(wd, tasks, cat, tree=tree, mode="--list-rules")[3])
+            for label, _ in trees:
+                m = runs[label]
+                med = {k: statistics.median(m[k]) for k in ("cold", "warm", "cpu", "cold_cpu", "parse")}
+                ratio = f"{baseline_5k / med['cold']:.1f}x faster" if baseline_5k and n == 5000 else "-"
+                ab = "-"
+                if len(trees) > 1:
+                    ab = f"{med['cpu'] / statistics.median(runs[trees[0][0]]['cpu']):.2f}"
+                    pairs = " ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(runs[trees[0][0]]["cpu"], m["cpu"]))
+                    if label == "":
+                        print(f"{name}: warm CPU s per A/B pair ({baseline_ref} / now): {pairs}", file=sys.stderr)
+                rows.append(
+                    [
+                        name + label,
+                        len(profs),
+                        f"{med['cold']:.2f}",
+                        f"{med['warm']:.2f}",
+                        f"{med['cpu']:.2f}",
+                        f"{m['rss']:.0f}",
+                        jobs,
+                        ratio,
+                        f"{med['cold_cpu']:.2f}",
+                        f"{med['cold_cpu'] / med['cpu']:.2f}",
+                        f"{med['parse']:.2f}",
+                        f"{start_cpu:.2f}",
+                        f"{min(m['loads']):.1f}-{max(m['loads']):.1f}",
+                        f"{med['cpu'] / baseline_cpu:.2f}" if baseline_cpu else "-",
+                        ab,
+                    ]
+                )
     return rows
 
 
@@ -630,6 +672,12 @@ def main() -> None:
     ap.add_argument("--skip-planning", action="store_true")
     ap.add_argument("--only", metavar="TEXT", help="plan only the task sets whose name contains TEXT, e.g. '5k envs'")
     ap.add_argument(
+        "--planning-baseline",
+        metavar="REF",
+        help="also plan every task set with REF's workflow and package, interleaved with this checkout's runs "
+        "(A/B pairs in the same minutes)",
+    )
+    ap.add_argument(
         "--main-job", action="store_true", help="measure the bundled main job's CPU on a fresh clone of HEAD (minutes)"
     )
     ap.add_argument(
@@ -652,7 +700,7 @@ def main() -> None:
     if not a.skip_planning:
         compile_environment()
         load_before = load_note()
-        rows = planning_table(a.repeats, a.skip_baseline, a.only)
+        rows = planning_table(a.repeats, a.skip_baseline, a.only, a.planning_baseline)
         headers = [
             "task set",
             "envs",
@@ -668,6 +716,7 @@ def main() -> None:
             "snakemake --version CPU s",
             "load average (1 min) around the warm runs",
             "warm CPU / baseline CPU",
+            "warm CPU / baseline ref's (A/B)",
         ]
         load_after = load_note()
         machine = machine_note()

@@ -382,7 +382,7 @@ def planning_section(pipe: dict | None, scales: list[dict], img: Path) -> list[s
     if pipe and pipe.get("planning"):
         for r in pipe["planning"]["rows"]:
             name = str(r[0])
-            if name.startswith("baseline"):
+            if name.startswith("baseline") or " @ " in name:  # the per-task baseline, a baseline ref's tree
                 continue
             n = int(float(name.split("k", 1)[0]) * 1000) if "k tasks" in name else None
             cold, warm, cpu = _num(r[2]), _num(r[3]), _num(r[4])
