@@ -190,3 +190,33 @@ def test_ctrl_c_while_a_layer_is_restored_stops_promptly_and_leaves_nothing(as_r
     subprocess.run(
         [sys.executable, "-m", "minisandbox.cli", "cache", "clear"], env=env, cwd="/", capture_output=True, timeout=120
     )
+
+
+def test_run_process_ends_with_its_output_status_and_exit_handlers(as_root, tmp_path):
+    """A `minisandbox run` process leaves without the interpreter's finalization
+    (`minisandbox.cli._end_process`): everything the command printed still arrives through
+    a pipe (more than a pipe and stdout's buffer hold), its exit status is the process's,
+    and the exit handlers ran: the controller's crash-cleanup record is gone."""
+    store = build_local_store(tmp_path / "work", "local__task.0")
+    state = tmp_path / "state"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": SRC,
+        "MINISANDBOX_CACHE": str(tmp_path / "cache"),
+        "MINISANDBOX_STATE": str(state),
+        "MINISANDBOX_HELPER": "off",
+    }
+    script = "head -c 300000 /dev/zero | tr '\\0' x; echo; echo to-stderr >&2; exit 7"
+    res = subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", "run", "--store", store, "local__task.0", "--", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd="/",
+    )
+    assert res.returncode == 7, res.stderr
+    assert res.stdout == "x" * 300000 + "\n"
+    assert "to-stderr" in res.stderr
+    records = state / "controllers"  # (minisandbox.sandbox.leftovers: made before the sandbox)
+    assert records.is_dir() and list(records.iterdir()) == []
