@@ -109,9 +109,12 @@ RUN_THIRD_PARTY: set[str] = set()
 #: without it, `minisandbox.cli.sandboxcmds.parse_run`; hashlib, which loads OpenSSL: the few
 #: small documents a run hashes go through `fsutil.sha256`; ctypes: the controller makes no
 #: syscall through the init program's libc on this path; base64, zlib and the progress meter:
-#: only signing keys, gzip archives and downloads need them) and (the test runs as root:
-#: images are kernel mounts) the rootless mount holder's client.
+#: only signing keys, gzip archives and downloads need them; typing: the path's records are
+#: `collections.namedtuple`s and its annotations are never evaluated, docs/design.md "Record
+#: types") and (the test runs as root: images are kernel mounts) the rootless mount holder's
+#: client.
 RUN_FORBIDDEN = {
+    "typing",
     "argparse",
     "gettext",
     "shutil",

@@ -10,9 +10,12 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from minisandbox.errors import SizeError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a warm `run` does not)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Read/write chunk for streaming copies and digests: 1 MiB keeps memory constant and
 #: syscalls few.

@@ -14,15 +14,18 @@ import functools
 import json
 import re
 import time
-from collections import defaultdict
+from collections import defaultdict, namedtuple
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import sha256
 from minisandbox.manifest import KINDS, PLAIN_NAME, StoreDataError, parse_store_model, plain_name, validate_manifest
-from minisandbox.records import TaskRecord
+from minisandbox.records import LIST_FIELDS, TaskRecord
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a warm `run` does not)
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA = 1
 SHARDS = 256
@@ -122,7 +125,7 @@ def _record_fields() -> tuple[dict[str, str], tuple[str, ...]]:
     """TaskRecord's fields (name -> "list" or "str") and those it cannot be made without (no
     default): an entry lacking one is refused here rather than failing later with a
     TypeError where the record is used."""
-    kinds = {name: ("list" if "list" in str(kind) else "str") for name, kind in TaskRecord.__annotations__.items()}
+    kinds = {name: ("list" if name in LIST_FIELDS else "str") for name in TaskRecord._fields}
     required = tuple(name for name in TaskRecord._fields if name not in TaskRecord._field_defaults)
     return kinds, required
 
@@ -138,6 +141,8 @@ def _models() -> dict[str, Any]:
     """The pydantic models of index shards and the catalog, built on first use (see
     `minisandbox.manifest._models`: a `minisandbox run` whose documents were verified before
     builds none)."""
+    from typing import Any, Literal  # noqa: F401  (pydantic evaluates the annotations below here)
+
     from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
     class IndexEntry(BaseModel):
@@ -270,12 +275,11 @@ def _check_shard_digests(value: Any) -> dict[str, str] | None:
     return value
 
 
-class CatalogHead(NamedTuple):
-    """What freshness needs of the catalog (`sequence` 0: published before sequences;
-    `shards_sha256` None: before shard digests)."""
+class CatalogHead(namedtuple("CatalogHead", ["sequence", "shards_sha256"])):
+    """What freshness needs of the catalog (`sequence`, an int, 0: published before
+    sequences; `shards_sha256`, shard name -> digest, None: before shard digests)."""
 
-    sequence: int
-    shards_sha256: dict[str, str] | None
+    __slots__ = ()
 
 
 def validate_catalog_head(data: Any, *, where: str) -> CatalogHead:

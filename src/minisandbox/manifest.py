@@ -15,15 +15,17 @@ import posixpath
 import re
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
-
-if TYPE_CHECKING:
-    from pydantic import BaseModel, ValidationError
 
 from minisandbox import __version__
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import file_digest
 from minisandbox.paths import REPO_PATH, VENV_PATH
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a warm `run` does not)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from pydantic import BaseModel, ValidationError
 
 SCHEMA = 1
 FORMATS = {"tar.zst": ".tar.zst", "tar.gz": ".tar.gz"}
@@ -288,6 +290,8 @@ def _models() -> dict[str, Any]:
     """The pydantic models of the store documents, built on first use: building them costs
     more than the rest of a `minisandbox run` start-up, and a node whose documents were
     verified once when they entered its cache (`minisandbox.node.verified`) needs none."""
+    from typing import Annotated, Any, Literal  # noqa: F401  (pydantic evaluates the annotations below here)
+
     from pydantic import (
         BaseModel,
         ConfigDict,

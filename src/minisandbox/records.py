@@ -9,37 +9,52 @@ unsupported type, not Parquet) is one `InvalidRecord` at line 0, field `<file>`.
 from __future__ import annotations
 
 import json
+from collections import namedtuple
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import LazyPattern
 
-Format = Literal["swesmith", "swebench"]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a warm `run` does not)
+if TYPE_CHECKING:
+    from typing import Any, Literal
+
+    Format = Literal["swesmith", "swebench"]
 
 #: What an instance id may contain (it becomes a directory name in reports and caches).
 INSTANCE_ID = LazyPattern(r"^[A-Za-z0-9_.\-]+$")
 _COMMIT = LazyPattern(r"^[0-9a-f]{7,40}$")
 
 
-class TaskRecord(NamedTuple):
-    """One task, normalised: lists are lists, both formats share one shape. A NamedTuple (a
-    changed copy: `record._replace(...)`), as the other records `minisandbox run` reads: no
-    dataclass is built on its path (docs/sandbox.md, "The run path")."""
+#: TaskRecord's fields that hold a list of test ids (every other field is a str).
+LIST_FIELDS = ("fail_to_pass", "pass_to_pass")
 
-    instance_id: str
-    format: Format
-    repo: str
-    patch: str
-    fail_to_pass: list[str]
-    pass_to_pass: list[str]
-    test_patch: str = ""
-    base_commit: str = ""
-    version: str = ""
-    environment_setup_commit: str = ""
-    image_name: str = ""
-    problem_statement: str = ""
+
+class TaskRecord(
+    namedtuple(
+        "TaskRecord",
+        [
+            "instance_id",
+            "format",  # "swesmith" | "swebench"
+            "repo",
+            "patch",
+            *LIST_FIELDS,
+            "test_patch",  # the rest: "" when the format has no such field
+            "base_commit",
+            "version",
+            "environment_setup_commit",
+            "image_name",
+            "problem_statement",
+        ],
+        defaults=[""] * 6,
+    )
+):
+    """One task, normalised: lists are lists, both formats share one shape. A named tuple (a
+    changed copy: `record._replace(...)`), as the other records `minisandbox run` reads: no
+    dataclass and no `typing` on its path (docs/design.md, "Record types")."""
+
+    __slots__ = ()
 
     @property
     def swesmith_profile(self) -> str:
@@ -54,14 +69,11 @@ class TaskRecord(NamedTuple):
         return cls(**data)
 
 
-class InvalidRecord(NamedTuple):
-    """A record that could not be used, and why, for the run report."""
+class InvalidRecord(namedtuple("InvalidRecord", ["file", "line", "field", "error", "instance_id"], defaults=[""])):
+    """A record that could not be used, and why, for the run report (`line`: an int, 1-based;
+    `instance_id`: "" when unknown)."""
 
-    file: str
-    line: int
-    field: str
-    error: str
-    instance_id: str = ""
+    __slots__ = ()
 
     def __str__(self) -> str:
         who = f" ({self.instance_id})" if self.instance_id else ""

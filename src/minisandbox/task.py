@@ -24,7 +24,6 @@ import os
 import shlex
 import time
 from pathlib import Path
-from typing import Any
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.node.cache import Cache
@@ -33,6 +32,10 @@ from minisandbox.node.runtime import PreparedTask, prepare
 from minisandbox.paths import REPO_PATH, VENV_PATH, cache_dir
 from minisandbox.records import TaskRecord, test_files_of
 from minisandbox.sandbox.sandbox import DEFAULT_ENV, ExecResult, Sandbox
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a warm `run` does not)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Environment of every command: the task's venv is active, like in the SWE-bench images.
 AGENT_ENV = {

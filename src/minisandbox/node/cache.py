@@ -29,8 +29,8 @@ import json
 import os
 import re
 import time
+from collections import namedtuple
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import CHUNK, FileLock, LazyPattern, LockTimeout, atomic_write_json, file_digest
@@ -42,7 +42,10 @@ from minisandbox.node.store import Store, StoreError
 from minisandbox.node.verified import Verified
 from minisandbox.sandbox.leftovers import ReapReport, proc_start, reap
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a warm `run` does not)
 if TYPE_CHECKING:
+    from typing import Any, BinaryIO
+
     from minisandbox.node.fusemount import MountHolder
     from minisandbox.progress import Progress
 
@@ -167,17 +170,25 @@ class LayerResult:
         self.mounter = ""  # an image layer: "kernel" (root, loop device) or "fuse" (squashfuse, rootless)
 
 
-class Entry(NamedTuple):
-    """One layer in the cache, as `Cache.entries` lists it."""
+class Entry(
+    namedtuple(
+        "Entry",
+        [
+            "digest",
+            "key",
+            "kind",
+            "layer_bytes",  # int
+            "archive_bytes",  # int
+            "last_used",  # float, a time.time()
+            "leases",  # int
+            "path",  # Path
+        ],
+    )
+):
+    """One layer in the cache, as `Cache.entries` lists it (a named tuple, as the other
+    records a warm `run` reads: docs/design.md, "Record types")."""
 
-    digest: str
-    key: str
-    kind: str
-    layer_bytes: int
-    archive_bytes: int
-    last_used: float
-    leases: int
-    path: Path
+    __slots__ = ()
 
 
 class GcReport:

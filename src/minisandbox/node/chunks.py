@@ -28,10 +28,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import deque
+from collections import deque, namedtuple
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from minisandbox.fsutil import LazyPattern, atomic_write_bytes
 from minisandbox.manifest import (
@@ -53,8 +52,10 @@ from minisandbox.manifest import (
 from minisandbox.node.store import NotInStore, Store, StoreError
 from minisandbox.paths import cache_dir
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a warm `run` does not)
 if TYPE_CHECKING:
     from concurrent.futures import Future
+    from typing import Any
 
     from minisandbox.manifest import ChunkList
     from minisandbox.progress import Progress
@@ -84,17 +85,25 @@ class ChunkError(StoreError):
         self.missing = missing
 
 
-class ChunkedImage(NamedTuple):
-    """One manifest's chunked image: where its chunk list is and what it and the image must be."""
+class ChunkedImage(
+    namedtuple(
+        "ChunkedImage",
+        [
+            "kind",
+            "key",
+            "list_rel",
+            "list_sha256",
+            "list_size",  # int
+            "count",  # int
+            "image_sha256",
+            "image_size",  # int
+        ],
+    )
+):
+    """One manifest's chunked image: where its chunk list is and what it and the image must
+    be (a named tuple, as the other records a warm `run` reads: docs/design.md, "Record types")."""
 
-    kind: str
-    key: str
-    list_rel: str
-    list_sha256: str
-    list_size: int
-    count: int
-    image_sha256: str
-    image_size: int
+    __slots__ = ()
 
     @classmethod
     def from_manifest(cls, manifest: dict[str, Any], *, where: str = "manifest") -> ChunkedImage | None:
@@ -398,13 +407,12 @@ def _keep(path: Path, data: bytes) -> None:
         pass
 
 
-class Published(NamedTuple):
-    """What publishing an image as packs did: the chunk list's bytes, and what was sent."""
+class Published(
+    namedtuple("Published", ["document", "packs_written", "bytes_written", "chunks_new"], defaults=[0] * 3)
+):
+    """What publishing an image as packs did: the chunk list's bytes, and what was sent (counts)."""
 
-    document: bytes
-    packs_written: int = 0
-    bytes_written: int = 0
-    chunks_new: int = 0
+    __slots__ = ()
 
 
 def upload_image_packs(
@@ -611,10 +619,10 @@ def copy_chunks(
     return len(todo), sent
 
 
-class ChunkProblem(NamedTuple):
-    what: str  # missing | corrupt
-    rel: str
-    detail: str
+class ChunkProblem(namedtuple("ChunkProblem", ["what", "rel", "detail"])):
+    """A chunk or pack a check found `what` ("missing" | "corrupt") at `rel`."""
+
+    __slots__ = ()
 
 
 def check_chunks(

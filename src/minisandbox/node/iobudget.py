@@ -22,9 +22,9 @@ import contextlib
 import fcntl
 import os
 import time
+from collections import namedtuple
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
 
 RAY_RESOURCE = "minisandbox_io"
 _POLL_ELIGIBLE = 0.005
@@ -46,9 +46,10 @@ def default_slots() -> int:
     return max(2, (os.cpu_count() or 2) // 2)
 
 
-class Slot(NamedTuple):
-    index: int  # -1 when unlimited
-    waited: float  # seconds spent waiting for it
+class Slot(namedtuple("Slot", ["index", "waited"])):
+    """An I/O slot held: its `index` (-1 when unlimited) and the seconds spent waiting for it."""
+
+    __slots__ = ()
 
 
 class IOBudget:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
 
 from minisandbox.index import (
     CATALOG,
@@ -32,10 +31,13 @@ from minisandbox.manifest import StoreDataError, manifest_path, validate_manifes
 from minisandbox.node.store import NotInStore, Store, StoreIndexMissing
 from minisandbox.records import Selection
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a warm `run` does not)
 if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
     from minisandbox.node.verified import Verified
 
-T = TypeVar("T")
+    T = TypeVar("T")
 
 
 def _previous_sequence(store: Store) -> int:

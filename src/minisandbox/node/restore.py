@@ -33,12 +33,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO, TypeVar
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import CHUNK
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a warm `run` does not)
+if TYPE_CHECKING:
+    from typing import BinaryIO, TypeVar
+
+    T = TypeVar("T")
+
 BLOCK = 512
 
 _ALLOWED_TYPES = {b"0", b"\0", b"7", b"1", b"2", b"5"}

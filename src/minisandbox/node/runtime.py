@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import LazyPattern
@@ -28,10 +27,13 @@ from minisandbox.sandbox.hostlibs import check_host_libs
 from minisandbox.syspkgs import installed_state, validate_names
 from minisandbox.syspkgs import require as require_system_packages
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a warm `run` does not)
 if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
     from minisandbox.node.verified import Verified
 
-T = TypeVar("T")
+    T = TypeVar("T")
 
 
 class TaskNotReady(MinisandboxError, RuntimeError):

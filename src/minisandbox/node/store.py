@@ -23,16 +23,19 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import file_digest
 from minisandbox.node import signing
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a warm `run` does not)
 if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
     import fsspec
 
-T = TypeVar("T")
+    T = TypeVar("T")
+
 #: URL schemes fsspec serves from the local file system.
 _LOCAL_PROTOCOLS = ("file", "local")
 

@@ -13,10 +13,13 @@ import os
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import LazyPattern
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a warm `run` does not)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: A soname as ldd prints it: libssl.so.3, ld-linux-x86-64.so.2, libc.so.6
 SONAME = LazyPattern(r"[A-Za-z0-9_][A-Za-z0-9._+-]*\.so(\.[0-9]+)*")

@@ -24,7 +24,7 @@ import os
 import re
 import subprocess
 import sys
-from typing import NamedTuple
+from collections import namedtuple
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import LazyPattern
@@ -53,11 +53,22 @@ SYSTEM_WARNING = (
 )
 
 
-class Interpreter(NamedTuple):
-    version: str  # full version, e.g. "3.10.13"
-    prefix: str  # sys.prefix on this host, e.g. /root/.pyenv/versions/3.10.13 or /usr
-    executable: str  # e.g. <prefix>/bin/python3.10
-    kind: str = PYENV  # uv-managed | pyenv | system
+class Interpreter(
+    namedtuple(
+        "Interpreter",
+        [
+            "version",  # full version, e.g. "3.10.13"
+            "prefix",  # sys.prefix on this host, e.g. /root/.pyenv/versions/3.10.13 or /usr
+            "executable",  # e.g. <prefix>/bin/python3.10
+            "kind",  # uv-managed | pyenv | system (default pyenv)
+        ],
+        defaults=[PYENV],
+    )
+):
+    """A base interpreter on this host (a named tuple: no `typing` on a warm `run`'s path,
+    docs/design.md "Record types")."""
+
+    __slots__ = ()
 
     @property
     def minor(self) -> str:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import NamedTuple
+from collections import namedtuple
 
 from minisandbox.errors import MinisandboxError, SizeError
 from minisandbox.fsutil import LazyPattern, human_size, parse_size
@@ -64,19 +64,28 @@ class CgroupBusy(MinisandboxError, RuntimeError):
     """A sandbox's cgroup still holds processes after the sandbox closed."""
 
 
-class Limits(NamedTuple):
-    """Resource limits for one sandbox (None = unlimited). `Limits.default()` is what every
-    sandbox gets unless told otherwise."""
+class Limits(
+    namedtuple(
+        "Limits",
+        [
+            "memory_bytes",  # whole sandbox (cgroup) or per process (RLIMIT_AS)
+            "pids",  # processes+threads of the sandbox (cgroup) or of its uid (RLIMIT_NPROC)
+            "cpu_seconds",  # CPU time of all processes of one command (cgroup), else per process
+            # CPU time of everything the sandbox ever ran, background processes included (cgroup only)
+            "sandbox_cpu_seconds",
+            "file_size_bytes",  # largest file a process may write (RLIMIT_FSIZE)
+            "open_files",  # per process (RLIMIT_NOFILE)
+            "tmpfs_bytes",  # ONE budget: root tree, upper layers, /tmp, /root, /dev/shm
+            "output_bytes",  # output kept per command (the rest is read and dropped)
+        ],
+        defaults=[None] * 8,
+    )
+):
+    """Resource limits for one sandbox (each an int, None = unlimited). `Limits.default()` is
+    what every sandbox gets unless told otherwise. A named tuple: no `typing` on a warm
+    `run`'s path (docs/design.md, "Record types")."""
 
-    memory_bytes: int | None = None  # whole sandbox (cgroup) or per process (RLIMIT_AS)
-    pids: int | None = None  # processes+threads of the sandbox (cgroup) or of its uid (RLIMIT_NPROC)
-    cpu_seconds: int | None = None  # CPU time of all processes of one command (cgroup), else per process
-    #: CPU time of everything the sandbox ever ran, background processes included (cgroup only)
-    sandbox_cpu_seconds: int | None = None
-    file_size_bytes: int | None = None  # largest file a process may write (RLIMIT_FSIZE)
-    open_files: int | None = None  # per process (RLIMIT_NOFILE)
-    tmpfs_bytes: int | None = None  # ONE budget: root tree, upper layers, /tmp, /root, /dev/shm
-    output_bytes: int | None = None  # output kept per command (the rest is read and dropped)
+    __slots__ = ()
 
     @classmethod
     def default(cls) -> Limits:
@@ -476,15 +485,22 @@ SANDBOX_CPU_UNCOUNTED = (
 )
 
 
-class CommandCgroup(NamedTuple):
+class CommandCgroup(
+    namedtuple(
+        "CommandCgroup",
+        [
+            "path",
+            "version",  # "v2" (cpu.stat usage_usec) | "v1" (cpuacct.usage, nanoseconds)
+        ],
+    )
+):
     """One command's own cgroup, below its sandbox's leaf: the command's process joins it
     before exec (through an fd of its `cgroup.procs`, see `open_procs`), so every process
     it starts is counted in it, and killed with it. Nothing inside can move out: no
     cgroup filesystem is mounted in a sandbox, and the seccomp filter stops the nested
     user namespace that mounting one would need."""
 
-    path: str
-    version: str  # "v2" (cpu.stat usage_usec) | "v1" (cpuacct.usage, nanoseconds)
+    __slots__ = ()
 
     def open_procs(self) -> int:
         """A write fd of `cgroup.procs` for the command to join with (it writes "0")."""

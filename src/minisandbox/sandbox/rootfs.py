@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import NamedTuple
+from collections import namedtuple
 
 from minisandbox.sandbox import init_program
 from minisandbox.sandbox.init_program import (  # noqa: F401  (SandboxError, open_in_root: this module's API too)
@@ -34,12 +34,21 @@ from minisandbox.sandbox.init_program import (  # noqa: F401  (SandboxError, ope
 )
 
 
-class Bind(NamedTuple):
-    """A host path bound into the private root."""
+class Bind(
+    namedtuple(
+        "Bind",
+        [
+            "source",  # host path (file or dir)
+            "target",  # absolute path inside the private root
+            "readonly",  # bool, default True
+        ],
+        defaults=[True],
+    )
+):
+    """A host path bound into the private root (a named tuple: no `typing` on a warm
+    `run`'s path, docs/design.md "Record types")."""
 
-    source: str  # host path (file or dir)
-    target: str  # absolute path inside the private root
-    readonly: bool = True
+    __slots__ = ()
 
 
 def _fd_of(stream, default: int) -> tuple[int, bool]:

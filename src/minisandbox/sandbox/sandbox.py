@@ -34,8 +34,8 @@ import termios
 import threading
 import time
 import weakref
+from collections import namedtuple
 from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol, TypeVar
 
 from minisandbox.errors import MinisandboxError
 from minisandbox.paths import CONDA_ROOT, REPO_PATH, state_dir
@@ -43,6 +43,10 @@ from minisandbox.sandbox import leftovers, rootfs
 from minisandbox.sandbox.conda_shim import shim_files
 from minisandbox.sandbox.interpreters import interpreter_binds
 from minisandbox.sandbox.limits import CommandCgroup, LimitGroup, Limits, cgroup_owner, remove_cgroup_tree, sandbox_pid
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a warm `run` does not)
+if TYPE_CHECKING:
+    from typing import Any, Protocol, TypeVar
 
 #: No TERM: the reference images run tests through `docker exec` without a tty, where TERM
 #: is unset; `TERM=dumb` turns colour off in libraries such as termcolor and fails their
@@ -60,15 +64,24 @@ DEFAULT_ENV = {
 GIT = "git -c safe.directory='*' -c core.quotepath=off"
 
 
-class Layer(NamedTuple):
-    """A restored, read-only tree and where it appears inside the sandbox."""
+class Layer(
+    namedtuple(
+        "Layer",
+        [
+            "lower",  # host directory (shared cache: never modified)
+            "mount_path",  # e.g. /testbed or /opt/miniconda3/envs/testbed
+            "writable",  # per-sandbox overlay (True, the default) or read-only bind (False)
+            # host directories stacked above `lower` in the same overlay, topmost first (the
+            # environment's install residue over the shared clean snapshot at /testbed): a tuple
+            "over",
+        ],
+        defaults=[True, ()],
+    )
+):
+    """A restored, read-only tree and where it appears inside the sandbox (a named tuple: no
+    `typing` on a warm `run`'s path, docs/design.md "Record types")."""
 
-    lower: str  # host directory (shared cache: never modified)
-    mount_path: str  # e.g. /testbed or /opt/miniconda3/envs/testbed
-    writable: bool = True  # per-sandbox overlay (True) or read-only bind (False)
-    #: host directories stacked above `lower` in the same overlay, topmost first (the
-    #: environment's install residue over the shared clean snapshot at /testbed)
-    over: tuple[str, ...] = ()
+    __slots__ = ()
 
 
 class ExecResult:
@@ -183,20 +196,21 @@ def rlimit_cpu_message(limit: int | None) -> str:
     )
 
 
-class Session(Protocol):
-    """What the sandbox needs of a session it keeps (see `minisandbox.sandbox.shell`)."""
+if TYPE_CHECKING:
 
-    @property
-    def alive(self) -> bool: ...
+    class Session(Protocol):
+        """What the sandbox needs of a session it keeps (see `minisandbox.sandbox.shell`)."""
 
-    def interrupt(self) -> None: ...
+        @property
+        def alive(self) -> bool: ...
 
-    def close(self) -> None: ...
+        def interrupt(self) -> None: ...
 
-    def detach(self) -> None: ...
+        def close(self) -> None: ...
 
+        def detach(self) -> None: ...
 
-S = TypeVar("S", bound=Session)
+    S = TypeVar("S", bound=Session)
 
 
 #: `SandboxConfig(limits=...)` not given: `Limits.default()`, read when the config is made
