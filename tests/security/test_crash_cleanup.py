@@ -234,3 +234,37 @@ def test_rootless_sigkilled_controller_scratch_is_removed(shared_tmp):
     assert out["next"] == 0, out["err"]
     assert out["left_after_kill"] == out["info"]["scratch"] != []
     assert out["after_next_start"] == []
+
+
+def test_an_older_leftover_of_the_same_pid_does_not_keep_a_clean_controllers_record(tmp_path) -> None:
+    """pids are reused (pid_max 32768 here): a cgroup or scratch directory named for this pid
+    but left by an earlier, dead process (whose record, if any, is its own) is not this
+    process's, and must not keep it from removing its record at a clean exit; one made
+    since its record was written does."""
+    import time
+
+    from minisandbox.sandbox.leftovers import CGROUP_PREFIX, SCRATCH_PREFIX, Tracker
+
+    parents = {"cg": tmp_path / "cgroups", "scratch": tmp_path / "scratch"}
+    for p in parents.values():
+        p.mkdir()
+    old = [
+        parents["cg"] / f"{CGROUP_PREFIX}{os.getpid()}-0ld0ld00",
+        parents["scratch"] / f"{SCRATCH_PREFIX}{os.getpid()}-0ld",
+    ]
+    for d in old:
+        d.mkdir()
+        os.utime(d, (time.time() - 3600, time.time() - 3600))
+    tracker = Tracker(tmp_path / "state")
+    tracker.add(cgroup_parents=[str(parents["cg"])], scratch_parents=[str(parents["scratch"])])
+    assert tracker.path.exists()
+    assert tracker.release() and not tracker.path.exists()  # the old ones are not its own
+    for fresh in (
+        parents["cg"] / f"{CGROUP_PREFIX}{os.getpid()}-feedf00d",
+        parents["scratch"] / f"{SCRATCH_PREFIX}{os.getpid()}-1",
+    ):
+        tracker = Tracker(tmp_path / "state2")
+        tracker.add(cgroup_parents=[str(parents["cg"])], scratch_parents=[str(parents["scratch"])])
+        fresh.mkdir()
+        assert not tracker.release() and tracker.path.exists()  # its own: kept for reap
+        fresh.rmdir()

@@ -28,6 +28,7 @@ import json
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 from minisandbox.fsutil import atomic_write_text
@@ -149,6 +150,9 @@ class Tracker:
         self.record = Record(pid, proc_start(pid) or "?")
         self.path = self.dir / f"{pid}-{self.record.start}.json"
         self._mutex = threading.Lock()
+        #: nothing this process records is older (write-ahead: the record comes first); 1 s
+        #: of slack for the coarse clock of directory times (`release`)
+        self.since = time.time() - 1.0
 
     @classmethod
     def get(cls, state: Path) -> Tracker:
@@ -189,9 +193,12 @@ class Tracker:
         if os.getpid() != pid:
             return False
         with self._mutex, _node_lock(self.state):
-            if any(_children(p, f"{CGROUP_PREFIX}{pid}-") for p in self.record.cgroup_parents):
+            # (a directory older than this process's record is another process's of the same
+            # pid, left with its own record or none: found on a test machine, and it kept
+            # every later controller of that pid from removing its record)
+            if any(_newer(_children(p, f"{CGROUP_PREFIX}{pid}-"), self.since) for p in self.record.cgroup_parents):
                 return False
-            if any(_children(p, f"{SCRATCH_PREFIX}{pid}-") for p in self.record.scratch_parents):
+            if any(_newer(_children(p, f"{SCRATCH_PREFIX}{pid}-"), self.since) for p in self.record.scratch_parents):
                 return False
             if any(_mounted(m) for m in self.record.mounts):
                 return False
@@ -259,6 +266,16 @@ def _children(parent: str, prefix: str) -> list[Path]:
             return sorted(Path(e.path) for e in it if e.name.startswith(prefix))
     except OSError:
         return []
+
+
+def _newer(paths: list[Path], since: float) -> list[Path]:
+    """The paths changed at or after `since` (a directory made later has a later time)."""
+    out = []
+    for path in paths:
+        with contextlib.suppress(OSError):
+            if path.lstat().st_mtime >= since:
+                out.append(path)
+    return out
 
 
 def reap(state: Path) -> ReapReport:
