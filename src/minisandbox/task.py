@@ -166,6 +166,110 @@ def _setup_script(record: TaskRecord, testbed: dict[str, Any] | None = None) -> 
     return "\n".join(lines) + "\n"
 
 
+def _run_setup(sandbox: Sandbox, script: str, record: TaskRecord, prepared: PreparedTask) -> None:
+    """Run the start state's set-up script in `sandbox` (TaskSetupError when it fails)."""
+    if record.patch.strip():
+        sandbox.write_file("/tmp/.minisandbox-task.patch", record.patch)
+    res = sandbox.run(["bash", "-c", script], cwd="/", timeout=600, env=_GIT_ID, _mark=False)
+    if res.returncode != 0:
+        raise TaskSetupError(
+            f"task {prepared.instance_id}: setting up the start state in {REPO_PATH} failed "
+            f"({res.returncode}): {res.output.strip()[-300:]}; check the task's patch "
+            f"against its snapshot in {prepared.store_url}"
+        )
+
+
+#: Bump when what the start state's set-up makes changes in a way its inputs do not show.
+_START_FORMAT = "minisandbox start state 1"
+
+
+class _NoStartCache(Exception):
+    """The start state cannot be kept on this node (no overlay): set it up per sandbox."""
+
+
+#: not empty once this process found it cannot keep start states (it stops trying)
+_no_start_cache: list[bool] = []
+#: in the node cache's tmp/: its file system holds no overlay upper directory (found once)
+_NO_START_LAYERS = "no-start-layers"
+
+
+def _start_key(script: str, record: TaskRecord, repo: Any, options: dict[str, Any]) -> str:
+    """The start-state layer's name: a digest of everything its content depends on (the
+    set-up script, the patch, the repo layer and what is stacked on it, both content-
+    addressed, the commands' environment, the host's git, rootless or not: whiteouts and
+    opaque directories are recorded in other extended attributes)."""
+    import json
+
+    from minisandbox.fsutil import sha256
+
+    rootless = options.get("rootless")
+    try:
+        st = os.stat("/usr/bin/git")
+        git = [st.st_ino, st.st_size, st.st_mtime_ns]
+    except OSError:
+        git = []
+    doc = {
+        "format": _START_FORMAT,
+        "script": script,
+        "patch": record.patch,
+        "repo": [repo.lower, *repo.over],
+        "env": {**DEFAULT_ENV, **options.get("env", {}), **_GIT_ID},
+        "git": git,
+        "rootless": bool(os.geteuid() != 0 if rootless is None else rootless),
+    }
+    return sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _start_layer(
+    node_cache: Cache,
+    prepared: PreparedTask,
+    record: TaskRecord,
+    script: str,
+    layers: list[Any],
+    interpreter: tuple[str, str] | None,
+    options: dict[str, Any],
+) -> list[Any]:
+    """`layers` with the task's start state stacked on the repo layer, made once per node.
+
+    The set-up script runs in a sandbox of its own whose /testbed changes go to disk; once
+    it has closed (every process gone), its overlay's upper directory becomes a layer of the
+    node cache, leased with the task's other layers, and every later sandbox of the task
+    stacks it read-only under its own writable upper: the bash, rm, git init, add and commit
+    of each call (and their fork of the command spawner) are gone. No payload ever runs in
+    the set-up sandbox and the layer is never written again, so one sandbox's commands can
+    neither see nor change another's state. Raises _NoStartCache where overlays are not
+    used (the copy fallback would copy whiteouts as files)."""
+    from minisandbox.sandbox.sandbox import Layer
+
+    repo = next((layer for layer in layers if layer.mount_path == REPO_PATH and layer.writable), None)
+    unsupported = node_cache.tmp / _NO_START_LAYERS
+    if repo is None or options.get("copy_layers") or unsupported.exists():
+        raise _NoStartCache()
+    key = _start_key(script, record, repo, options)
+
+    def build(tmp: Path) -> None:
+        made = {**options, "scratch_dir": str(node_cache.tmp), "network": "none"}
+        sandbox = Sandbox(layers, interpreter=interpreter, **made)
+        try:
+            _run_setup(sandbox, script, record, prepared)
+            if sandbox.layer_methods.get(REPO_PATH) != "overlay":
+                # (no overlay with its upper in this cache: remembered, so that no later
+                # process, such as each of a helper's workers, tries again)
+                unsupported.write_text(f"{sandbox.layer_methods.get(REPO_PATH)}\n")
+                raise _NoStartCache()
+            sandbox.close_keeping(REPO_PATH, str(tmp))
+        finally:
+            sandbox.close()
+
+    meta = {"key": record.instance_id, "kind": "start", "repo": repo.lower}
+    path, lease, _ = node_cache.made_layer(key, build, meta, owner=record.instance_id)
+    prepared.lease.files.append(lease)
+    return [
+        Layer(layer.lower, layer.mount_path, layer.writable, (str(path), *layer.over)) if layer is repo else layer
+        for layer in layers
+    ]
+
+
 def open_task(
     task_id: str,
     store: str | os.PathLike[str] | None = None,
@@ -174,6 +278,7 @@ def open_task(
     io_slots: int | None = None,
     env: dict[str, str] | None = None,
     diff: bool = True,
+    start_cache: bool = True,
     **sandbox_options: Any,
 ) -> TaskSandbox:
     """Prepare `task_id` from `store` on this node and open its sandbox in the start state.
@@ -182,7 +287,9 @@ def open_task(
     node's I/O budget (default $MINISANDBOX_IO_SLOTS; 0 = unbounded here, e.g. when Ray's
     `minisandbox_io` resource bounds it). `sandbox_options`: SandboxConfig fields
     (network defaults to "none", limits=..., scratch_dir=...). `diff=False`: `patch()` will
-    not be asked for (a one-shot command), so the start state is not snapshotted."""
+    not be asked for (a one-shot command), so the start state is not snapshotted.
+    `start_cache=False`: set the start state up in this sandbox rather than stack the node's
+    copy of it (docs/sandbox.md, "Start state and `diff()`")."""
     t0 = time.monotonic()
     node_cache = make_cache(cache, io_slots)
     prepared = prepare(task_id, store, cache=node_cache)
@@ -193,24 +300,28 @@ def open_task(
             options.setdefault("join_ns", prepared.mount_ns)
         options["env"] = {**AGENT_ENV, **options.get("env", {}), **(env or {})}
         interp = prepared.interpreter
-        sandbox = Sandbox(
-            prepared.sandbox_layers(), interpreter=(interp["version"], interp["prefix"]) if interp else None, **options
-        )
+        interpreter = (interp["version"], interp["prefix"]) if interp else None
+        layers = prepared.sandbox_layers()
+        script = _setup_script(record, prepared.testbed)
+        stacked: list[Any] | None = None
+        if script is not None and start_cache and not _no_start_cache:
+            try:
+                stacked = _start_layer(node_cache, prepared, record, script, layers, interpreter, options)
+            except _NoStartCache:
+                _no_start_cache.append(True)
+        sandbox = Sandbox(stacked or layers, interpreter=interpreter, **options)
+        if stacked and sandbox.layer_methods.get(REPO_PATH) != "overlay":
+            # copied instead of stacked: the start layer's whiteouts would be files here
+            sandbox.close()
+            sandbox = Sandbox(layers, interpreter=interpreter, **options)
+        elif stacked:
+            script = None
     except BaseException:
         prepared.release()
         raise
     try:
-        script = _setup_script(record, prepared.testbed)
         if script is not None:
-            if record.patch.strip():
-                sandbox.write_file("/tmp/.minisandbox-task.patch", record.patch)
-            res = sandbox.run(["bash", "-c", script], cwd="/", timeout=600, env=_GIT_ID, _mark=False)
-            if res.returncode != 0:
-                raise TaskSetupError(
-                    f"task {task_id}: setting up the start state in {REPO_PATH} failed "
-                    f"({res.returncode}): {res.output.strip()[-300:]}; check the task's patch "
-                    f"against its snapshot in {prepared.store_url}"
-                )
+            _run_setup(sandbox, script, record, prepared)
         if diff:
             sandbox.mark_start()
         else:

@@ -5,6 +5,9 @@ Layout under the cache root (`minisandbox.paths.cache_dir()`):
     layers/<sha256>/          read-only layer: the unpacked archive whose sha256 this is
     layers/<sha256>.json      metadata (key, kind, bytes); its mtime is the last use (LRU)
     layers/.tmp-<sha256>-*/   unpack in progress (or left by a killed process)
+    layers/<sha256>/ (kind "start")  a task's start state this node made (`made_layer`,
+                              minisandbox.task): the upper directory of its set-up, stacked
+                              under later sandboxes' /testbed; its sha256 names its inputs
     archives/<sha256>         verified archive files, only for `fetch_archive` (images, tools)
     archives/<sha256>.chunks.json  the chunk list of an image assembled from chunks: which
                               chunks later assemblies can copy from it instead of fetching
@@ -44,6 +47,7 @@ from minisandbox.sandbox.leftovers import ReapReport, proc_start, reap
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a warm `run` does not)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, BinaryIO
 
     from minisandbox.node.fusemount import MountHolder
@@ -374,6 +378,25 @@ class Cache:
             lease = self._lease_one(digest, owner)
         result.seconds = time.monotonic() - t0
         return result, lease
+
+    def made_layer(
+        self, digest: str, fill: Callable[[Path], None], meta: dict[str, Any], *, owner: str = ""
+    ) -> tuple[Path, Path, bool]:
+        """A layer this node makes itself from restored ones (a task's start state,
+        minisandbox.task), under the digest lock: `fill(tmp)` fills a fresh directory that
+        is renamed into place only if it returns; listed, evicted and cleared like a restored
+        layer. Returns (layer dir, lease file, whether it was made now)."""
+        with self.lock(digest):
+            final, made = restore.ensure_layer(self.layers, digest, lambda tmp: fill(tmp) or True)
+            if made:
+                atomic_write_json(
+                    self.layers / f"{digest}.json",
+                    {"digest": digest, **meta, "layer_bytes": _du(final), "created": time.time()},
+                )
+            else:
+                self._touch(digest)
+            lease = self._lease_one(digest, owner)
+        return final, lease, bool(made)
 
     def image_layer(
         self, store: Store, image: Artifact, *, unpack: bool = False, ticket: float | None = None, owner: str = ""

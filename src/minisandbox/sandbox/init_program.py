@@ -385,11 +385,12 @@ def _pick_base(spec: dict) -> str:
     for o in spec.get("overlays", []):  # a lower, or a list of stacked lowers (topmost first)
         sources += list(o[0]) if isinstance(o[0], (list, tuple)) else [o[0]]
     sources += [o[2] for o in spec.get("overlays", []) if o[2]]
+    reals = [os.path.realpath(s) for s in sources]  # (once: a realpath is a stat per component)
     for cand in _BASE_CANDIDATES:
         if not os.path.isdir(cand) or os.path.islink(cand):
             continue
         real = os.path.realpath(cand)
-        if any(os.path.realpath(s) == real or os.path.realpath(s).startswith(real + "/") for s in sources):
+        if any(s == real or s.startswith(real + "/") for s in reals):
             continue
         return cand
     raise SandboxError(

@@ -96,6 +96,8 @@ class PrivateRoot:
         self.pids: dict[int, int] = {}
         self._closed = False
         self.proc: _InitProcess | None = None
+        #: False when `close` saw init outlive its SIGKILL (nothing of the sandbox may be kept)
+        self.exited = True
         self._cgroup_home = cgroup_home
         #: the command spawner's request socket (see `_spawner_main`), its rlimits, and the
         #: commands it started that have not exited yet
@@ -497,7 +499,7 @@ class PrivateRoot:
             if self.proc is not None:
                 if self.proc.wait(timeout) is None:
                     self.proc.kill()
-                    self.proc.wait(timeout)
+                    self.exited = self.proc.wait(timeout) is not None
                 self.proc.release()
 
     def __enter__(self) -> PrivateRoot:

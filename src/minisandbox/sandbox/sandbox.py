@@ -1031,6 +1031,34 @@ class Sandbox:
         finally:
             self._cleanup_host()
 
+    def close_keeping(self, mount_path: str, dest: str) -> None:
+        """Close the sandbox and keep what it changed in its writable layer at `mount_path`:
+        the overlay's upper directory (changed files, whiteouts of removed ones, opaque
+        directories) is renamed to `dest` (an empty directory or no entry on the scratch
+        directory's filesystem) once init has exited, so no process of the sandbox is left to
+        write into it. A node-side cache of a task's start state (minisandbox.task) stacks it
+        under later sandboxes' overlays, read-only. Needs `scratch_dir` and an overlay at
+        `mount_path` (the copy fallback keeps no upper directory)."""
+        index = next((n for n, layer in enumerate(self.layers) if layer.mount_path == mount_path), None)
+        if index is None or not self.config.scratch_dir or self.layer_methods.get(mount_path) != "overlay":
+            self.close()
+            raise rootfs.SandboxError(f"sandbox {self.id}: no on-disk overlay at {mount_path} to keep")
+        base = os.path.join(self.config.scratch_dir, leftovers.scratch_name(self.id), f"layer{index}")
+        self._closed = True
+        self._watch_wake.set()
+        for sess in list(self._sessions.values()):
+            sess.detach()
+        self._sessions.clear()
+        try:
+            root = self._root
+            if root is not None:
+                root.close()
+                if not root.exited:  # keep nothing a process of the sandbox could still write
+                    raise rootfs.SandboxError(f"sandbox {self.id}: init did not exit; its {mount_path} is not kept")
+            os.rename(os.path.join(base, "upper"), dest)
+        finally:
+            self._cleanup_host()
+
     def _cleanup_host(self) -> None:
         try:
             if self.limits:
