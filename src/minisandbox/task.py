@@ -239,6 +239,7 @@ def _start_layer(
     the set-up sandbox and the layer is never written again, so one sandbox's commands can
     neither see nor change another's state. Raises _NoStartCache where overlays are not
     used (the copy fallback would copy whiteouts as files)."""
+    from minisandbox.sandbox.rootfs import SandboxError
     from minisandbox.sandbox.sandbox import Layer
 
     repo = next((layer for layer in layers if layer.mount_path == REPO_PATH and layer.writable), None)
@@ -257,7 +258,10 @@ def _start_layer(
                 # process, such as each of a helper's workers, tries again)
                 unsupported.write_text(f"{sandbox.layer_methods.get(REPO_PATH)}\n")
                 raise _NoStartCache()
-            sandbox.close_keeping(REPO_PATH, str(tmp))
+            try:
+                sandbox.close_keeping(REPO_PATH, str(tmp))
+            except (SandboxError, OSError):  # not kept (init outlived its kill?): set up in place
+                raise _NoStartCache() from None
         finally:
             sandbox.close()
 

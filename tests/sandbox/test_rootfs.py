@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from minisandbox.sandbox import interpreters, rootfs
-from tests.fixtures.sandbox import MODES, run_json_as_user, run_json_in
+from tests.fixtures.sandbox import MODES, SRC, run_json_as_user, run_json_in
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
@@ -250,3 +250,70 @@ def test_pidns_payload_sees_no_ancestor_and_gets_its_extra_fd(mode, request):
     assert res["code"] == 7
     assert lines[0] == "1 0" and lines[1] == "1" and lines[2] == "through fd 3", res
     assert "Read-only file system" in lines[3], res
+
+
+SHARED_FORK_SERVER = r"""
+import json, os, signal, socket, subprocess, sys
+from minisandbox.sandbox import rootfs
+lock = sys.argv[1]
+rootfs.prestart()  # a fresh fork server, as the node-local helper has
+kids = {}
+for n in range(13):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            assert rootfs.share_fork_server(lock)
+            if n == 0:  # a requester killed before it reads its answer
+                z = rootfs._Zygote._instance
+                mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                ctl, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                spec = rootfs.build_spec([], network="none")
+                rootfs._send(z.sock, {"spec": spec, "reply": True}, [other.fileno(), theirs.fileno()])
+                os.kill(os.getpid(), signal.SIGKILL)
+            root = rootfs.PrivateRoot(rootfs.build_spec([], network="none"))
+            rfd, wfd = os.pipe()
+            cid = root.spawn(["sh", "-c", "echo served"], env={"PATH": "/usr/bin:/bin"}, stdout=wfd, stderr=wfd)
+            os.close(wfd)
+            rc = root.wait(cid, 60)
+            text = os.read(rfd, 100).decode()
+            root.close()
+            os.write(w, json.dumps([rc, text, root.proc.pid if root.proc else 0]).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    kids[pid] = r
+out = {}
+for pid, r in kids.items():
+    data = b""
+    while chunk := os.read(r, 1000):
+        data += chunk
+    os.waitpid(pid, 0)
+    out[pid] = json.loads(data) if data else None
+print(json.dumps({"kids": list(out.values()), "after": rootfs.run([], ["true"], env={}, network="none")}))
+"""
+
+
+@pytest.mark.root
+def test_processes_sharing_a_fork_server_each_get_their_own_answer(as_root, tmp_path):
+    """A helper's workers share its fork server (`share_fork_server`) and each request
+    brings its own reply socket, without a lock: 12 forked processes asking at once each
+    get their own sandbox (its own init, its command run), and one killed after its
+    request and before the answer leaves the server serving the others and its owner."""
+    import json
+
+    proc = subprocess.run(
+        [sys.executable, "-c", SHARED_FORK_SERVER, str(tmp_path / "fork.lock")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    killed, *served = out["kids"]
+    assert killed is None and len(served) == 12
+    assert all(rc == 0 and text == "served\n" for rc, text, _init in served), served
+    assert len({init for *_, init in served}) == 12  # twelve sandboxes, one init each
+    assert out["after"] == 0

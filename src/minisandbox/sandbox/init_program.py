@@ -1727,13 +1727,16 @@ def _zygote_main(sock_fd: int) -> None:
             msg, fds = None, []
         if msg is None:
             return  # the caller is gone; running sandboxes live on until their sockets close
+        # a request of one of several processes sharing this server brings its own reply
+        # socket (`rootfs._Zygote.fork`): none of them waits for another's answer
+        reply = socket.socket(fileno=fds.pop(1)) if msg.get("reply") and len(fds) > 1 else None
         if not fds:
             if not msg.get("spec", {}).get("warm"):
                 _send(zsock, {"ok": False, "error": "no control socket passed"})
             continue
         spec = msg["spec"]
 
-        def leave_zygote(extras=fds[1:]) -> None:
+        def leave_zygote(extras=fds[1:], reply=reply) -> None:
             """In a fork: drop what only the zygote holds."""
             zsock.close()
             os.close(rfd)
@@ -1744,6 +1747,8 @@ def _zygote_main(sock_fd: int) -> None:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             for extra in extras:
                 os.close(extra)
+            if reply is not None:
+                reply.close()
 
         if _direct(spec):
             ctl = socket.socket(fileno=fds[0])
@@ -1760,7 +1765,14 @@ def _zygote_main(sock_fd: int) -> None:
                 _start_sandbox(socket.socket(fileno=fds[0]), spec)
             for fd in fds:
                 os.close(fd)
-        if not spec.get("warm"):  # nobody waits for a warm sandbox's starter
+        if reply is not None:
+            try:
+                _send(reply, {"ok": True, "pid": pid})
+            except OSError:  # the requester is gone: its sandbox's control socket ends too
+                pass
+            finally:
+                reply.close()
+        elif not spec.get("warm"):  # nobody waits for a warm sandbox's starter
             _send(zsock, {"ok": True, "pid": pid})
 
 
