@@ -21,7 +21,8 @@ another source tree, for before/after in one run):
 * --concurrent (64) `minisandbox run TASK -- true` processes started at once, without and
   with a helper running: time until all exited, against the same number of `bwrap ... true`
   + `python -c pass` pairs; then, once the helper has opened the spares of that burst
-  (docs/sandbox.md "The node-local helper"), the same burst again.
+  (docs/sandbox.md "The node-local helper"), the same burst again; with `--tree`, the first
+  burst of each tree once more, each through a fresh helper of its own, one after another.
 
 The store is the tests' `build_local_store` (a tiny env and repo whose interpreter is this
 machine's /usr python3).
@@ -329,6 +330,20 @@ def main() -> int:
             settled = _settle(helper_pid(henv))  # the helper fills its spares for the next such burst
             again, again_failed, aerror = concurrent([run], k, henv)
             error = error or herror or aerror
+            paired = []  # the first burst of every tree, each with a fresh helper, one after another
+            if len(trees) > 1:
+                subprocess.run([exe, "helper", "stop"], env=henv, stdout=subprocess.DEVNULL)  # (its spares' CPU)
+                for name, src in trees.items():
+                    tenv = henv if src is None else {**henv, "PYTHONPATH": str(Path(src) / "src")}
+                    subprocess.run([exe, "helper", "start"], env=tenv, check=True, stdout=subprocess.DEVNULL)
+                    for _ in range(2):  # as in the steady state
+                        subprocess.run(run, env=tenv, check=True, stdout=subprocess.DEVNULL)
+                    took, failed, terror = concurrent([run], k, tenv)
+                    subprocess.run([exe, "helper", "stop"], env=tenv, stdout=subprocess.DEVNULL)
+                    error = error or terror
+                    paired.append(
+                        [f"  first burst, a fresh helper ({name})", k, round(took, 2), failed, round(took / base, 2)]
+                    )
             conc_rows = [
                 [f"BASELINE {k} x (bwrap one-shot + python -c pass)", k, round(base, 2), base_failed, ""],
                 [
@@ -353,6 +368,7 @@ def main() -> int:
                     again_failed,
                     round(again / base, 2),
                 ],
+                *paired,
             ]
             print()
             print(

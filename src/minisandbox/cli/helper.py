@@ -384,6 +384,8 @@ def _spare(
         from minisandbox.task import open_task
 
         ts = open_task(args.task_id, args.store, cache=args.cache, diff=args.diff, **_options(args))
+        # its command spawner too (a kept start state runs no command before the caller's)
+        ts.sandbox.prepare_commands()
         data, fds = _recv_request(ctrl)  # blocks until the call (or EOF: expired)
         if not data or len(fds) != 6:
             return

@@ -259,33 +259,47 @@ class PrivateRoot:
                 raise _SpawnerGone("the command spawner exited")
         return self._replies.pop(seq)
 
+    def start_spawner(self, rlimits: dict) -> None:
+        """Start the command spawner for commands with `rlimits` now, not with the first
+        one (a sandbox opened ahead of its call: the node-local helper's spares)."""
+        with self._lock:
+            if self._spawner is None and not self._spawner_off and not self._closed:
+                self._start_spawner(rlimits)
+
+    def _start_spawner(self, rlimits: dict) -> bool:
+        """Have init fork the command spawner (caller holds the lock); False when init's
+        fork path is to start commands from now on."""
+        home = None
+        try:
+            if self._cgroup_home is not None:
+                home = os.open(self._cgroup_home, os.O_WRONLY | os.O_CLOEXEC)
+            reply, rfds = self._exchange(
+                self._sock,
+                {"op": "spawner", "rlimits": rlimits, "leaf": home is not None},
+                [home] if home is not None else [],
+                10.0,
+            )
+        except OSError:
+            self._spawner_off = True
+            return False
+        finally:
+            if home is not None:
+                os.close(home)
+        if not reply.get("ok") or not rfds:
+            self._spawner_off = True
+            return False
+        self._spawner = socket.socket(fileno=rfds[0])
+        self._spawner_rlimits = rlimits
+        return True
+
     def _spawn_fast(self, msg: dict, fds: list[int], rlimits: dict) -> int | None:
         """Start an ordinary command through the spawner (started on first use); its pid, or
         None when init's fork path is to start it (caller holds the lock)."""
         if self._spawner is None:
             if self._spawner_rlimits is not None and self._spawner_rlimits != rlimits:
                 return None
-            home = None
-            try:
-                if self._cgroup_home is not None:
-                    home = os.open(self._cgroup_home, os.O_WRONLY | os.O_CLOEXEC)
-                reply, rfds = self._exchange(
-                    self._sock,
-                    {"op": "spawner", "rlimits": rlimits, "leaf": home is not None},
-                    [home] if home is not None else [],
-                    10.0,
-                )
-            except OSError:
-                self._spawner_off = True
+            if not self._start_spawner(rlimits):
                 return None
-            finally:
-                if home is not None:
-                    os.close(home)
-            if not reply.get("ok") or not rfds:
-                self._spawner_off = True
-                return None
-            self._spawner = socket.socket(fileno=rfds[0])
-            self._spawner_rlimits = rlimits
         elif self._spawner_rlimits != rlimits:
             return None
         spawner = self._spawner
@@ -778,8 +792,10 @@ def _fork_zygote(sock_fd: int) -> _InitProcess:
 
 
 class _SharedForkLock:
-    """Serialises the fork-server requests of processes forked from its owner (flock on
-    `path`); a reply left unread by a requester killed mid-request is drained first."""
+    """Marks a fork server shared by processes forked from its owner and serialises, by an
+    flock on `path`, what they send it without an answer of its own (a warm sandbox's
+    request); their fork requests carry their own reply socket and take no lock
+    (`_Zygote.fork`). Anything left queued on the shared socket is drained first."""
 
     def __init__(self, path: str, sock: socket.socket) -> None:
         self.path, self.sock, self.fd = path, sock, -1

@@ -443,6 +443,12 @@ class Sandbox:
             watch=True,
         )
 
+    def prepare_commands(self) -> None:
+        """Start the command spawner now rather than with the first command: for a sandbox
+        opened ahead of its call (the node-local helper's spares), whose first command is
+        the caller's. It runs nothing in the sandbox."""
+        self._live().start_spawner(self.rlimits)
+
     def _spawn(self, argv: list[str], *, long_lived: bool = False, watch: bool = False, **kw) -> int:
         """`PrivateRoot.spawn` with the sandbox's rlimits, in a cgroup of its own when a
         cgroup counts CPU time per command (see `cpu_watch`)."""
