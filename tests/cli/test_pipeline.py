@@ -79,3 +79,44 @@ def test_plan_missing_catalog_or_task_file_is_one_line(tmp_path: Path) -> None:
     )
     res = _plan(tmp_path, "--tasks", str(tmp_path / "nope.jsonl"), "--catalog", str(CATALOG))
     assert res.returncode == 1 and res.stderr.count("\n") == 1 and "task file" in res.stderr
+
+
+def _env_args(*extra: str):
+    from minisandbox.cli import build_parser
+
+    return build_parser().parse_args(
+        ["pipeline", "env", "--work", "w", "--store", "s", "--plan", "w/plan/current.json", *extra]
+    )
+
+
+def test_env_job_paths_from_the_key_are_the_workflow_rules_outputs() -> None:
+    """The env rule passes only `--key`: the job's spec, receipt and result are the paths
+    the rule declares (workflow/rules/common.smk: ENV_RECEIPT, ENV_RESULT; the spec the plan
+    writes), in validation and in label mode; paths given one by one still win."""
+    from minisandbox.cli.pipeline import _env_job_paths
+
+    key = "env-foo-0123abcd"
+    assert _env_job_paths(_env_args("--key", key), Path("w")) == (
+        Path(f"w/specs/env/{key}.json"),
+        Path(f"w/published/env/{key}.json"),
+        Path(f"w/validation/{key}.json"),
+    )
+    assert _env_job_paths(_env_args("--key", key, "--label"), Path("w"))[2] == Path(f"w/labels/{key}.json")
+    given = _env_args("--spec", "a.json", "--out", "b.json", "--validation", "c.json")
+    assert _env_job_paths(given, Path("w")) == (Path("a.json"), Path("b.json"), Path("c.json"))
+    common = (ROOT / "workflow" / "rules" / "common.smk").read_text()
+    assert 'ENV_RECEIPT = f"{W}/published/env/{{env_key}}.json"' in common
+    assert "ENV_RESULT = f\"{W}/{'labels' if LABEL else 'validation'}/{{env_key}}.json\"" in common
+
+
+def test_env_job_without_key_or_paths_or_with_a_bad_key_is_one_line(tmp_path: Path) -> None:
+    base = [sys.executable, "-m", "minisandbox.cli", "pipeline", "env", "--work", "w", "--store", "s", "--plan", "p"]
+    for extra, want in (
+        (["--spec", "a.json"], "pipeline env needs --key or --out, --validation"),
+        (["--key", "env-x/../../etc"], "--key 'env-x/../../etc' is not an env key (env-...)"),
+        (["--key", "repo-x"], "--key 'repo-x' is not an env key (env-...)"),
+    ):
+        res = subprocess.run(base + extra, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert res.returncode != 0
+        assert res.stderr.strip().splitlines()[-1].endswith(want), res.stderr
+        assert "Traceback" not in res.stderr

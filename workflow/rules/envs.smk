@@ -12,11 +12,10 @@ rule env:
     candidates); a failed build is recorded and published with its log (the job succeeds).
     """
     input:
-        spec=f"{W}/specs/env/{{env_key}}.json",
-        tasks=ENV_TASKS,
+        ENV_INPUT,
         deps=env_deps,
     output:
-        receipt=f"{W}/published/env/{{env_key}}.json",
+        receipt=ENV_RECEIPT,
         result=ENV_RESULT,
     log:
         f"{W}/logs/env/{{env_key}}.log",
@@ -25,11 +24,8 @@ rule env:
     threads: 2
     resources:
         **JOB_TMPDIR,
-    params:
-        opts=ENV_OPTS,
     shell:
-        "minisandbox pipeline env {params.opts} --workers {threads} --spec {input.spec}"
-        " --out {output.receipt} --validation {output.result} > {log} 2>&1"
+        ENV_SHELL
 
 
 rule interp:

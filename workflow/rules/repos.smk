@@ -31,7 +31,5 @@ rule repo:
     threads: 2
     resources:
         **JOB_TMPDIR,
-    params:
-        opts=REPO_OPTS,
     shell:
-        "minisandbox pipeline repo {params.opts} --spec {input.spec} --out {output.receipt} > {log} 2>&1"
+        REPO_SHELL

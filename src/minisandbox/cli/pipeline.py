@@ -175,6 +175,8 @@ def cmd_env(args: argparse.Namespace) -> int:
     validation inputs changed), then the validation (or labelling) of its tasks."""
     from minisandbox.workflowjobs import EnvJobRequest, EnvJobSettings, env_job
 
+    work = Path(args.work)
+    spec, out, result = _env_job_paths(args, work)
     settings = EnvJobSettings(
         store=args.store,
         fmt=args.format,
@@ -185,11 +187,11 @@ def cmd_env(args: argparse.Namespace) -> int:
         archive=not args.no_archive,
     )
     job = EnvJobRequest(
-        work=Path(args.work),
-        spec=Path(args.spec),
+        work=work,
+        spec=spec,
         plan=Path(args.plan),
-        receipt=Path(args.out),
-        output=Path(args.validation),
+        receipt=out,
+        output=result,
         validate=args.validate,
         label=args.label,
         repeats=args.repeats,
@@ -199,6 +201,27 @@ def cmd_env(args: argparse.Namespace) -> int:
     for line in env_job(settings, job).lines:
         print(line)
     return 0
+
+
+def _env_job_paths(args: argparse.Namespace, work: Path) -> tuple[Path, Path, Path]:
+    """The env job's spec, receipt and result paths: given one by one, or from `--key` in
+    the workflow's layout (the rule passes only the key: every placeholder of a shell
+    command costs Snakemake's planning per job, docs/pipeline.md "Numbers")."""
+    from minisandbox.errors import MinisandboxError
+
+    key = args.key
+    if key is not None and ("/" in key or not key.startswith("env-")):
+        raise MinisandboxError(f"--key {key!r} is not an env key (env-...)")
+    given = {"--spec": args.spec, "--out": args.out, "--validation": args.validation}
+    if key is None and None in given.values():
+        missing = ", ".join(k for k, v in given.items() if v is None)
+        raise MinisandboxError(f"pipeline env needs --key or {missing}")
+    result_dir = "labels" if args.label else "validation"
+    return (
+        Path(args.spec) if args.spec else work / "specs" / "env" / f"{key}.json",
+        Path(args.out) if args.out else work / "published" / "env" / f"{key}.json",
+        Path(args.validation) if args.validation else work / result_dir / f"{key}.json",
+    )
 
 
 def cmd_interp(args: argparse.Namespace) -> int:
@@ -571,19 +594,17 @@ def _register_jobs(steps) -> None:
     interpreter build."""
     for name, (what, func) in _JOBS.items():
         s = _step(steps, name, what[0].upper() + what[1:] + ".", func)
-        _required(
-            s,
-            work="the workflow's work dir (status files, trees, archives)",
-            store="store URL",
-            spec=f"{name} spec JSON from the plan",
-        )
+        _required(s, work="the workflow's work dir (status files, trees, archives)", store="store URL")
         if name == "env":
             _env_job_options(s)
+        else:
+            _required(s, spec=f"{name} spec JSON from the plan")
         _archive_options(s)
         s.add_argument("--image", action="store_true", help="also build a squashfs image (nodes mount it)")
         s.add_argument("--image-whole", action="store_true", help=IMAGE_WHOLE_HELP)
         s.add_argument("--no-archive", action="store_true", help=NO_ARCHIVE_HELP)
-        s.add_argument("--out", required=True, help="publish receipt to write")
+        if name != "env":
+            s.add_argument("--out", required=True, help="publish receipt to write")
     s = _step(steps, "interp", "Pack and publish an interpreter layer (once per interpreter build).", cmd_interp)
     _required(
         s,
@@ -596,11 +617,18 @@ def _register_jobs(steps) -> None:
 
 
 def _env_job_options(s: argparse.ArgumentParser) -> None:
+    s.add_argument(
+        "--key",
+        help="the env key: the paths below default to the workflow's layout under --work "
+        "(specs/env/KEY.json, published/env/KEY.json, validation/KEY.json or with --label labels/KEY.json)",
+    )
+    s.add_argument("--spec", help="env spec JSON from the plan (needed without --key)")
+    s.add_argument("--out", help="publish receipt to write (needed without --key)")
     s.add_argument("--plan", required=True, help="the current plan JSON (folded repos, tasks to validate)")
     s.add_argument("--timeout", type=float, default=1800, help="build timeout in seconds (default: %(default)s)")
     s.add_argument("--validate", action="store_true", help="validate the environment's tasks after the build")
     s.add_argument(
-        "--validation", required=True, help="validation JSON to write (`validated: false` without --validate)"
+        "--validation", help="validation JSON to write (`validated: false` without --validate; needed without --key)"
     )
     s.add_argument(
         "--label",
