@@ -249,7 +249,7 @@ def _start_layer(
     key = _start_key(script, record, repo, options)
 
     def build(tmp: Path) -> None:
-        made = {**options, "scratch_dir": str(node_cache.tmp), "network": "none"}
+        made = {**options, "scratch_dir": str(node_cache.tmp), "network": "none", "warm_next": False}
         sandbox = Sandbox(layers, interpreter=interpreter, **made)
         try:
             _run_setup(sandbox, script, record, prepared)

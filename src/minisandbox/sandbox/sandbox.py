@@ -238,6 +238,7 @@ class SandboxConfig:
         max_output: int | None = None,
         join_ns: dict | None = None,
         diff_excludes: tuple[str, ...] = ("**/__pycache__/**", "**/*.py[co]", "**/.pytest_cache/**"),
+        warm_next: bool = True,
     ) -> None:
         self.network = network  # "none": loopback only (downloads fail fast); "host": share
         self.rootless = rootless  # None: rootless when not euid 0
@@ -262,6 +263,10 @@ class SandboxConfig:
         self.join_ns = join_ns
         #: untracked build/test by-products left out of diff() even when the repo does not ignore them
         self.diff_excludes = diff_excludes
+        #: counts as a creation for the warmer, which prepares the next sandbox from a
+        #: process's second one on; False for a sandbox made on the way to another (a task's
+        #: start-state layer), so a one-shot `run` stays one creation
+        self.warm_next = warm_next
 
 
 #: The start tree of a sandbox that takes no diff (`Sandbox.forgo_diff`).
@@ -372,7 +377,8 @@ class Sandbox:
             leaf = self.limits.cpu_leaf
             started = True
             self._root = rootfs.PrivateRoot(spec, cgroup_home=os.path.join(leaf[0], "cgroup.procs") if leaf else None)
-            _warmer.prepare(self.limits.limits, spec)
+            if cfg.warm_next:
+                _warmer.prepare(self.limits.limits, spec)
         except BaseException:
             if not started and _return_spare(self.limits):  # a bad layer: the warm sandbox in them waits on
                 self.limits = None
