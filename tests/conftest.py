@@ -53,3 +53,15 @@ def _unmount_test_caches(tmp_path_factory: pytest.TempPathFactory):
 
     for point in _mountpoints_under(str(tmp_path_factory.getbasetemp())):
         unmount(Path(point))
+
+
+#: Written when the session ends normally: `.ci/run` checks for it, since a test that ends the
+#: pytest process with `os._exit(0)` (the CLI's own end of a `run`, called in-process) would
+#: otherwise leave CI green with most tests never run.
+SESSION_FINISHED = os.environ.get("MINISANDBOX_PYTEST_FINISHED")
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    if SESSION_FINISHED and not hasattr(session.config, "workerinput"):
+        with open(SESSION_FINISHED, "w") as f:
+            f.write(f"{int(exitstatus)} {session.testscollected}\n")

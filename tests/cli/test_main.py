@@ -161,6 +161,8 @@ def test_a_run_process_pauses_the_cyclic_gc_only_until_its_sandbox_is_open(monke
         return 0
 
     monkeypatch.setattr(cli, "_in_process", fake_in_process)
+    # the process's own `run` ends with os._exit (`_end_process`): here it would end pytest, exit 0
+    monkeypatch.setattr(cli, "_end_process", lambda code: code)
     monkeypatch.setenv("MINISANDBOX_HELPER", "off")
     try:
         assert cli._main(["run", "TASK", "--", "true"], helper=True) == 0
