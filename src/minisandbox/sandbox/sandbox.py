@@ -1032,16 +1032,21 @@ class Sandbox:
         the cgroups and any on-disk upper layers."""
         if self._closed:
             return
-        self._closed = True
-        self._watch_wake.set()
-        for sess in list(self._sessions.values()):
-            sess.detach()
-        self._sessions.clear()
+        self._begin_close()
         try:
             if self._root is not None:
                 self._root.close()
         finally:
             self._cleanup_host()
+
+    def _begin_close(self) -> None:
+        """Mark the sandbox closed, wake its watcher and detach its sessions (both ways of
+        closing start so)."""
+        self._closed = True
+        self._watch_wake.set()
+        for sess in list(self._sessions.values()):
+            sess.detach()
+        self._sessions.clear()
 
     def close_keeping(self, mount_path: str, dest: str) -> None:
         """Close the sandbox and keep what it changed in its writable layer at `mount_path`:
@@ -1056,11 +1061,7 @@ class Sandbox:
             self.close()
             raise rootfs.SandboxError(f"sandbox {self.id}: no on-disk overlay at {mount_path} to keep")
         base = os.path.join(self.config.scratch_dir, leftovers.scratch_name(self.id), f"layer{index}")
-        self._closed = True
-        self._watch_wake.set()
-        for sess in list(self._sessions.values()):
-            sess.detach()
-        self._sessions.clear()
+        self._begin_close()
         try:
             root = self._root
             if root is not None:
