@@ -158,6 +158,22 @@ def _tree_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+def _counted_setups(tmp_path: Path, monkeypatch) -> tuple[str, list[int]]:
+    """A directory store of one task with its bug applied, and a list that grows by one each
+    time a start state is set up (in place or in its own sandbox), so a test can tell a made
+    start state from a stacked one."""
+    import minisandbox.task as task_mod
+    from tests.fixtures.runtime import build_local_store
+
+    monkeypatch.setenv("MINISANDBOX_IMAGES", "0")
+    store = build_local_store(tmp_path / "work", "local__task.0")
+    _with_bug(store, "local__task.0")
+    setups: list[int] = []
+    real = task_mod._run_setup
+    monkeypatch.setattr(task_mod, "_run_setup", lambda *a: setups.append(1) or real(*a))
+    return store, setups
+
+
 def _start_layers(cache: Path) -> list[Path]:
     import json
 
@@ -175,18 +191,11 @@ def test_the_start_state_is_made_once_per_node_and_never_written_again(as_root, 
     makes in-place. What an agent does in one sandbox (rewrite a file, remove the tests and
     .git, add files) reaches neither the kept layer nor the next sandbox. GC removes the
     layer only once no sandbox leases it."""
-    import minisandbox.task as task_mod
     from minisandbox.node.cache import Cache
     from minisandbox.task import open_task
-    from tests.fixtures.runtime import build_local_store
 
-    monkeypatch.setenv("MINISANDBOX_IMAGES", "0")
-    store = build_local_store(tmp_path / "work", "local__task.0")
-    _with_bug(store, "local__task.0")
+    store, setups = _counted_setups(tmp_path, monkeypatch)
     cache = tmp_path / "cache"
-    setups = []
-    real = task_mod._run_setup
-    monkeypatch.setattr(task_mod, "_run_setup", lambda *a: setups.append(1) or real(*a))
 
     def probe(**kw) -> str:
         with open_task("local__task.0", store, cache=cache, **kw) as ts:
@@ -229,15 +238,9 @@ def test_without_overlays_the_start_state_is_set_up_in_each_sandbox(as_root, tmp
     whiteouts into files: the set-up then runs in the sandbox itself, as before."""
     import minisandbox.task as task_mod
     from minisandbox.task import open_task
-    from tests.fixtures.runtime import build_local_store
 
-    monkeypatch.setenv("MINISANDBOX_IMAGES", "0")
-    store = build_local_store(tmp_path / "work", "local__task.0")
-    _with_bug(store, "local__task.0")
+    store, setups = _counted_setups(tmp_path, monkeypatch)
     cache = tmp_path / "cache"
-    setups = []
-    real = task_mod._run_setup
-    monkeypatch.setattr(task_mod, "_run_setup", lambda *a: setups.append(1) or real(*a))
     outputs = []
     for kw in ({"copy_layers": True}, {}):
         with open_task("local__task.0", store, cache=cache, start_cache=False) as ts:
