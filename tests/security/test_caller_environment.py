@@ -78,9 +78,15 @@ def test_the_callers_environment_is_not_readable_in_the_sandbox(store, tmp_path,
         "CALLER_TOKEN": SECRET,
     }
 
+    # The caller's command line holds the secret too: the fork server of a `run` without a
+    # helper is a fork of the CLI process, and a store URL may carry credentials.
+    secret_store = tmp_path / ("store-" + SECRET)
+    secret_store.symlink_to(store)
+
     def run() -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "minisandbox.cli", "run", "--store", store, TASK, "--", "python3", "-c", PROBE],
+            [sys.executable, "-m", "minisandbox.cli", "run", "--store", str(secret_store), TASK, "--", "python3", "-c"]
+            + [PROBE],
             env=env,
             cwd="/",
             capture_output=True,
@@ -107,3 +113,39 @@ def test_the_callers_environment_is_not_readable_in_the_sandbox(store, tmp_path,
         assert any(re.fullmatch(r"/proc/\d+ mem read \(own\)", line) for line in lines), res.stdout
         assert SECRET not in res.stdout, res.stdout
         assert not [line for line in lines if re.fullmatch(r"/proc/\d+ mem read holds the secret", line)]
+
+
+#: An in-process caller (an RL trainer, an integration) opens the sandbox itself, so the fork
+#: server and every sandbox's init are forks of *its* process: its command line must not show.
+IN_PROCESS = """
+import sys
+from minisandbox.task import open_task
+task, store, cache, probe = sys.argv[1:5]
+with open_task(task, store, cache=cache) as ts:
+    res = ts.execute("python3 -c " + __import__("shlex").quote(probe))
+print(res.output)
+sys.exit(res.returncode)
+"""
+
+
+def test_an_in_process_callers_command_line_is_not_readable_in_the_sandbox(store, tmp_path):
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "PYTHONPATH": SRC,
+        "HOME": str(tmp_path),
+        "MINISANDBOX_HELPER": "off",
+    }
+    res = subprocess.run(
+        [sys.executable, "-c", IN_PROCESS, TASK, store, str(tmp_path / "cache"), PROBE, "--token=" + SECRET],
+        env=env,
+        cwd="/",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    cmdlines = [line for line in lines if re.fullmatch(r"/proc/\d+ cmdline .*", line)]
+    assert len(cmdlines) >= 2, res.stdout  # the payload's own and at least the sandbox's init
+    assert SECRET not in res.stdout, res.stdout
+    assert not [line for line in lines if re.fullmatch(r"/proc/\d+ mem read holds the secret", line)]

@@ -764,6 +764,30 @@ def prestart(fork_self: bool = False) -> None:
     _Zygote.get(fork_self)
 
 
+def _blank_caller_command_line() -> None:
+    """Overwrite, in a fork server forked from the caller, the memory the kernel shows as
+    `/proc/PID/cmdline` and `/proc/PID/environ`. Every sandbox's init and helpers are forks
+    of it, so the payload would otherwise read the caller's argv there (an RL trainer's
+    flags, a store URL with its credentials); the environment area is unreadable anyway
+    (init is not dumpable) and is cleared for the same reason. Once per fork server: one
+    read of /proc/self/stat and two writes to /proc/self/mem, which a process may always
+    make to itself (a kernel booted with `proc_mem.force_override=never` refuses it: the
+    caller's argv then stays visible, as it was before, and sandboxes still start).
+    `os.environ.clear()` ran first, so libc keeps no pointer into the environment area."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        # proc(5): arg_start, arg_end, env_start, env_end are fields 48-51; fields[0] is field 3
+        arg_start, arg_end, env_start, env_end = (int(x) for x in fields[45:49])
+        with open("/proc/self/mem", "r+b", buffering=0) as mem:
+            for start, end in ((arg_start, arg_end), (env_start, env_end)):
+                if 0 < start < end:
+                    mem.seek(start)
+                    mem.write(bytes(end - start))
+    except OSError:
+        pass
+
+
 def _fork_zygote(sock_fd: int) -> _InitProcess:
     """Fork this process into the fork server, set up as `_Zygote` starts the interpreter
     one: its own session, working directory /, stdin /dev/null, stdout and stderr kept,
@@ -784,6 +808,7 @@ def _fork_zygote(sock_fd: int) -> _InitProcess:
             os.closerange(3, sock_fd)
             os.closerange(sock_fd + 1, os.sysconf("SC_OPEN_MAX"))
             os.environ.clear()
+            _blank_caller_command_line()
             gc.enable()
             init_program._zygote_main(sock_fd)
         finally:
