@@ -1016,7 +1016,8 @@ def load_results(paths: str) -> dict[str, Any]:
     more since the run)."""
     runs = [json.loads(Path(p).read_text()) for p in paths.split(",") if p]
     data = dict(runs[0])
-    if data.get("mode") == "swebench":  # one run; its builds are deleted, its logs kept
+    if data.get("mode") == "swebench":  # builds deleted, logs kept
+        data = merge_swebench(runs)
         for r in data["results"]:
             if not r["built"]:
                 r["failure_class"] = classify_build(r.get("build_error") or "", read_logs(r.get("logs", [])))
@@ -1282,6 +1283,29 @@ def remove_build(d: Path) -> None:
         subprocess.run(["rm", "-rf", "--one-file-system", str(d / sub)], capture_output=True)
 
 
+@contextlib.contextmanager
+def load_range(every: float = 30.0) -> Iterator[dict[str, str]]:
+    """Samples the 1-minute load average while the block runs and leaves `"min-max"` under
+    `"load"` in the yielded dict: on a shared machine a spec's seconds mean little without it."""
+    seen = [os.getloadavg()[0]]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(every):
+            seen.append(os.getloadavg()[0])
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    out: dict[str, str] = {}
+    try:
+        yield out
+    finally:
+        done.set()
+        thread.join()
+        seen.append(os.getloadavg()[0])
+        out["load"] = f"{min(seen):.1f}-{max(seen):.1f}"
+
+
 def swebench_measure(
     entry: dict[str, Any], spec: dict[str, Any], code: Path, catalog: Path, out: Path, cap: float, keep: bool = False
 ) -> dict[str, Any]:
@@ -1361,6 +1385,43 @@ def swebench_measure(
     if not keep:
         remove_build(d)
     return r
+
+
+def run_record(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The runs a results.json is made of: its own `runs` (an earlier merge), else itself."""
+    if run.get("runs"):
+        return list(run["runs"])
+    return [{k: run[k] for k in ("code", "date", "test_timeout", "mirrors") if k in run}]
+
+
+def merge_swebench(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """SWE-bench runs of several sessions as one: a spec measured again replaces its earlier
+    result (the later file wins), each result keeps its `code_commit`, and a spec counts as
+    planned when any run could plan it (runs may use mirrors completed to different extents),
+    else as excluded or not measurable as the last run that sorted it says."""
+    latest: dict[str, dict[str, Any]] = {}
+    planned: dict[str, dict[str, Any]] = {}
+    excluded: dict[str, str] = {}
+    unavailable: dict[str, str] = {}
+    for run in runs:
+        for r in run["results"]:
+            latest[r["profile"]] = {**r, "code_commit": r.get("code_commit") or run["code"]["commit"]}
+        planned.update({e["name"]: e for e in run.get("planned", [])})
+        excluded.update(run.get("excluded", {}))
+        unavailable.update(run.get("unavailable", {}))
+    order = {n: i for i, n in enumerate(swebench_order(list(planned)))}
+    data = dict(runs[-1])
+    data.update(
+        planned=sorted(planned.values(), key=lambda e: order[e["name"]]),
+        excluded={k: v for k, v in sorted(excluded.items()) if k not in planned},
+        unavailable={k: v for k, v in sorted(unavailable.items()) if k not in planned and k not in excluded},
+        results=list(latest.values()),
+        runs=[rec for run in runs for rec in run_record(run)],
+    )
+    commits = list(dict.fromkeys(r["code_commit"] for r in data["results"]))
+    if len(commits) > 1:
+        data["code"] = {"rev": "several", "commit": ", ".join(c[:10] for c in commits), "dirty": False}
+    return data
 
 
 def swebench_meets(r: dict[str, Any]) -> bool:
@@ -1552,14 +1613,18 @@ def swebench_main(args: argparse.Namespace) -> int:
             t0 = time.monotonic()
             print(f"  {entry['name']} at {entry['tag']} ...", flush=True)
             current[:] = [out / "specs" / log_name(entry["name"])]
-            r = swebench_measure(entry, specs[entry["name"]], code, catalog, out, args.test_timeout, args.keep_builds)
+            with load_range() as load:
+                r = swebench_measure(
+                    entry, specs[entry["name"]], code, catalog, out, args.test_timeout, args.keep_builds
+                )
+            r.update(load)
             current.clear()
             data["results"].append(r)
             save()
             print(
                 f"  {entry['name']}: built={r['built']} {r.get('passed')} passed, {r.get('failed')} failed, "
                 f"{r.get('errors')} errors{' (capped)' if r.get('capped') else ''}; {r.get('failure_class') or ''} "
-                f"[{time.monotonic() - t0:.0f} s]",
+                f"[{time.monotonic() - t0:.0f} s, load {r['load']}]",
                 flush=True,
             )
     print(render_swebench(data))

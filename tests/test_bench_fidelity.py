@@ -531,3 +531,90 @@ def test_a_cap_that_strikes_after_pytests_final_line_did_not_cut_the_suite(bf, t
         )
         r = bf.run_tests("p__q.1", {"test_cmd": "pytest", "log_parser": "pytest"}, tmp_path, {}, 600)
         assert (r["timed_out"], r["capped_after_summary"], r["passed"]) == (timed_out, not timed_out, 1)
+
+
+def test_report_merges_swebench_runs_of_several_sessions(bf, tmp_path):
+    """`--report a.json,b.json` of SWE-bench runs: one table of both runs' specs (the later
+    run wins for a spec measured twice), each result keeps its commit, the runs are listed,
+    and a spec one run could plan (a completed mirror) stays planned."""
+    import json
+
+    def result(name: str, passed: int) -> dict:
+        repo, version = name.split("@")
+        return {
+            "profile": name,
+            "repo": repo,
+            "version": version,
+            "tag": f"v{version}.0",
+            "commit": "c" * 40,
+            "python": "3.9",
+            "built": True,
+            "passed": passed,
+            "failed": 0,
+            "errors": 0,
+            "pass_rate": 1.0,
+            "test_log": str(tmp_path / "absent.log"),
+        }
+
+    def run(commit: str, date: str, planned: list[str], unavailable: dict, results: list[dict]) -> str:
+        path = tmp_path / f"{commit[:3]}.json"
+        data = {
+            "mode": "swebench",
+            "code": {"rev": "HEAD", "commit": commit, "dirty": False},
+            "date": date,
+            "test_timeout": 600.0,
+            "planned": [{"name": n} for n in planned],
+            "excluded": {"django/django@2.2": "Python 3.5: none"},
+            "unavailable": unavailable,
+            "results": results,
+        }
+        path.write_text(json.dumps(data))
+        return str(path)
+
+    old, new = "a" * 40, "b" * 40
+    first = run(
+        old,
+        "2026-12-01T20:00:00Z",
+        ["psf/requests@2.31", "psf/requests@2.27", "pvlib/pvlib-python@0.9"],
+        {},
+        [result("psf/requests@2.31", 5), result("psf/requests@2.27", 1)],
+    )
+    second = run(
+        new,
+        "2026-12-02T13:00:00Z",
+        ["psf/requests@2.31", "psf/requests@2.27", "psf/requests@2.26"],
+        {"pvlib/pvlib-python@0.9": "snapshot lacks objects"},
+        [result("psf/requests@2.27", 7), result("psf/requests@2.26", 3)],
+    )
+    data = bf.load_results(f"{first},{second}")
+    by = {r["profile"]: r for r in data["results"]}
+    assert sorted(by) == ["psf/requests@2.26", "psf/requests@2.27", "psf/requests@2.31"]
+    assert by["psf/requests@2.31"]["code_commit"] == old and by["psf/requests@2.27"]["code_commit"] == new
+    assert by["psf/requests@2.27"]["passed"] == 7
+    assert [r["code"]["commit"] for r in data["runs"]] == [old, new]
+    assert "pvlib/pvlib-python@0.9" in {e["name"] for e in data["planned"]} and not data["unavailable"]
+    text = bf.render_swebench(data)
+    assert f"code: several ({old[:10]}, {new[:10]})" in text
+    assert "measured: 3;" in text and "not measured (time): pvlib/pvlib-python@0.9" in text
+    # a merged file merges again without losing its runs
+    merged = tmp_path / "merged.json"
+    merged.write_text(json.dumps(data))
+    assert len(bf.load_results(str(merged))["runs"]) == 2
+
+
+def test_load_range_records_the_load_average_while_a_spec_runs(bf, monkeypatch):
+    """The lowest and highest 1-minute load average sampled while the block ran."""
+    loads = [3.0, 12.5, 7.25]
+    calls: list[float] = []
+
+    def getloadavg() -> tuple[float, float, float]:
+        calls.append(loads[min(len(calls), len(loads) - 1)])
+        return calls[-1], 0.0, 0.0
+
+    monkeypatch.setattr(bf.os, "getloadavg", getloadavg)
+    with bf.load_range(every=0.01) as load:
+        deadline = bf.time.monotonic() + 10
+        while len(calls) < 3 and bf.time.monotonic() < deadline:
+            bf.time.sleep(0.01)
+        assert "load" not in load
+    assert load["load"] == "3.0-12.5"
