@@ -111,10 +111,14 @@ RUN_THIRD_PARTY: set[str] = set()
 #: syscall through the init program's libc on this path; base64, zlib and the progress meter:
 #: only signing keys, gzip archives and downloads need them; typing: the path's records are
 #: `collections.namedtuple`s and its annotations are never evaluated, docs/design.md "Record
-#: types") and (the test runs as root: images are kernel mounts) the rootless mount holder's
-#: client.
+#: types"; subprocess, with locale: a warm run starts no host process, the sandbox's init and
+#: spawner use os.posix_spawn, and `minisandbox.sandbox.rootfs.DEVNULL` stands for
+#: subprocess.DEVNULL) and (the test runs as root: images are kernel mounts) the rootless
+#: mount holder's client.
 RUN_FORBIDDEN = {
     "typing",
+    "subprocess",
+    "locale",
     "argparse",
     "gettext",
     "shutil",

@@ -9,7 +9,6 @@ again on each node that restores the environment.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterable
 
 from minisandbox.errors import MinisandboxError
@@ -37,6 +36,8 @@ def validate_names(names: Iterable[str], where: str) -> list[str]:
 
 def missing(names: Iterable[str]) -> list[str]:
     """The names among `names` that dpkg does not report as installed ("ii")."""
+    import subprocess
+
     wanted = list(dict.fromkeys(names))
     if not wanted:
         return []
@@ -65,6 +66,8 @@ def _provided(exe: str) -> set[str]:
     """Virtual package names that installed packages provide. Specs copy apt-get lines, and
     apt installs a virtual name through a package that provides it (`libxslt-dev` is
     `libxslt1-dev` on Debian 12), after which dpkg knows no package of that name."""
+    import subprocess
+
     proc = subprocess.run([exe, "-W", "-f=${db:Status-Abbrev}\t${Provides}\n"], capture_output=True, text=True)
     names: set[str] = set()
     for line in proc.stdout.splitlines():

@@ -124,6 +124,12 @@ def test_timeout_raises_and_kills(as_root, tmp_path):
     assert not marker.exists()
 
 
+def test_devnull_is_subprocess_devnull():
+    """rootfs.DEVNULL stands for subprocess.DEVNULL (the run path does not import subprocess);
+    callers pass either to spawn."""
+    assert rootfs.DEVNULL == subprocess.DEVNULL
+
+
 @pytest.mark.root
 def test_missing_bind_source_is_one_line_error(as_root, tmp_path):
     with pytest.raises(rootfs.SandboxError, match="bind source .*does-not-exist does not exist"):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -216,13 +215,13 @@ def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
     a command printing without end cannot flood the terminal or a log). One-shot: what
     the command leaves running is killed when it returns; a failure caused by a limit or a
     signal gets one line saying so on stderr (`Sandbox.explain`)."""
-    from minisandbox.sandbox.rootfs import wait_readable
+    from minisandbox.sandbox.rootfs import DEVNULL, wait_readable
 
     sys.stdout.flush()
     sys.stderr.flush()
     pipes = [os.pipe2(os.O_CLOEXEC) for _ in range(2)]
     try:
-        cid = sb.spawn(argv, stdin=subprocess.DEVNULL, stdout=pipes[0][1], stderr=pipes[1][1])
+        cid = sb.spawn(argv, stdin=DEVNULL, stdout=pipes[0][1], stderr=pipes[1][1])
     finally:
         for _r, w in pipes:
             os.close(w)

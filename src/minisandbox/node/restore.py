@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -39,6 +38,7 @@ from minisandbox.fsutil import CHUNK
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a warm `run` does not)
 if TYPE_CHECKING:
+    import subprocess
     from typing import BinaryIO, TypeVar
 
     T = TypeVar("T")
@@ -361,6 +361,7 @@ def extract_fileobj(f: BinaryIO, fmt: str, dest: Path, label: str) -> int:
     `label` names the archive in errors. Returns the number of decompressed bytes. Raises
     UnsafeArchiveError / RestoreError; on error `dest` may hold a partial tree (callers
     extract into a temporary directory)."""
+    import subprocess
     import zlib
 
     import zstandard  # here, not at import: a warm `minisandbox run` unpacks nothing
@@ -501,6 +502,8 @@ def mount_image(image: Path, mountpoint: Path, fmt: str = "squashfs") -> None:
 
 def _run_or_raise(argv: list[str], what: str, hint: str = "") -> subprocess.CompletedProcess:
     """Run a tool; on failure a RestoreError naming `what`, the exit code and its last line."""
+    import subprocess
+
     proc = subprocess.run(argv, capture_output=True, text=True)
     if proc.returncode != 0:
         err = (proc.stderr or proc.stdout).strip().splitlines()
@@ -558,5 +561,7 @@ def _file_bytes(root: Path) -> int:
 
 def unmount(mountpoint: Path) -> bool:
     """Unmount a layer image; False if it is busy (a sandbox still uses it)."""
+    import subprocess
+
     proc = subprocess.run(["umount", str(mountpoint)], capture_output=True, text=True)
     return proc.returncode == 0 or not is_mounted(mountpoint)

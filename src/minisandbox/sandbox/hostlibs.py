@@ -10,7 +10,6 @@ time lets a node say, before it starts anything, which library is missing.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -68,6 +67,7 @@ def ldd_host_libs(files: Iterable[Path], own_roots: Iterable[Path]) -> list[dict
     (`used_by`: the first file that needs it, for the error message). Libraries ldd cannot
     find at build time are left out (the build itself would have failed on them)."""
     import shutil
+    import subprocess
 
     ldd = shutil.which("ldd")
     if ldd is None:
@@ -104,6 +104,7 @@ def add_packages(libs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Name the Debian package of each library (`dpkg -S`), where dpkg knows it: the hint a
     node's one-line error gives. Best effort: no dpkg, no package names."""
     import shutil
+    import subprocess
 
     dpkg = shutil.which("dpkg")
     if not dpkg or not libs:
@@ -132,6 +133,7 @@ def add_packages(libs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _ldconfig_names() -> set[str]:
     import shutil
+    import subprocess
 
     exe = shutil.which("ldconfig") or ("/sbin/ldconfig" if os.path.exists("/sbin/ldconfig") else None)
     if exe is None:

@@ -43,7 +43,6 @@ import signal
 import socket
 import stat
 import struct
-import subprocess
 import sys
 import time
 
@@ -609,6 +608,8 @@ def _overlay_lowers(
             raise
         except OSError:
             pass
+    import subprocess  # here: the fallback is rare, and a warm `run` imports no `subprocess`
+
     copy = os.path.join(base, "copy")
     proc = subprocess.run(
         ["cp", "-a", "--", lowers[-1], copy], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True

@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import subprocess
 import sys
 from collections import namedtuple
 
@@ -97,6 +96,7 @@ def _vkey(version: str) -> tuple[int, ...]:
 def pyenv_roots() -> list[str]:
     """Candidate pyenv roots: $PYENV_ROOT, `pyenv root`, ~/.pyenv, /root/.pyenv."""
     import shutil
+    import subprocess
 
     roots = []
     if os.environ.get("PYENV_ROOT"):
@@ -136,6 +136,8 @@ def _unique(paths: list[str]) -> list[str]:
 
 
 def _system_version(executable: str) -> tuple[str, str] | None:
+    import subprocess
+
     try:
         out = subprocess.run(
             [executable, "-I", "-S", "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3]); print(sys.prefix)"],

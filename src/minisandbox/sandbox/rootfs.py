@@ -16,7 +16,6 @@ import fcntl
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -32,6 +31,15 @@ from minisandbox.sandbox.init_program import (  # noqa: F401  (SandboxError, ope
     open_in_root,
     wait_readable,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a warm `run` does not)
+if TYPE_CHECKING:
+    import subprocess
+
+#: `subprocess.DEVNULL` (stdin/stdout/stderr of a spawned command: /dev/null), without
+#: importing `subprocess` with `locale`, `selectors` and `warnings`: a warm `run` starts no
+#: host process, and the sandbox's init and command spawner use `os.posix_spawn`.
+DEVNULL = -3
 
 
 class Bind(
@@ -55,7 +63,7 @@ def _fd_of(stream, default: int) -> tuple[int, bool]:
     """(fd, opened_here) for a stdio argument: None inherits, DEVNULL, int or file."""
     if stream is None:
         return default, False
-    if stream == subprocess.DEVNULL:
+    if stream == DEVNULL:
         return os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC), True
     if isinstance(stream, int):
         return stream, False
@@ -599,6 +607,8 @@ class _Zygote:
             if fork_self:
                 self.proc: subprocess.Popen | _InitProcess = _fork_zygote(child.fileno())
             else:
+                import subprocess
+
                 self.proc = subprocess.Popen(
                     [sys.executable, "-I", "-S", "-B", "-c", _ZYGOTE_BOOT, os.path.abspath(init_program.__file__)]
                     + [str(child.fileno())],
@@ -910,9 +920,11 @@ def run(
     code (negative signal number if killed). On `timeout` the whole namespace is killed
     and subprocess.TimeoutExpired is raised. stdin is /dev/null."""
     with PrivateRoot(build_spec(binds, network=network, rootless=rootless)) as root:
-        cid = root.spawn(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
+        cid = root.spawn(argv, env=env, cwd=cwd, stdin=DEVNULL, stdout=stdout, stderr=stderr)
         try:
             return root.wait(cid, timeout)
         except TimeoutError:
             root.kill(cid)
+            import subprocess
+
             raise subprocess.TimeoutExpired(argv, timeout) from None

@@ -29,7 +29,6 @@ import shlex
 import signal
 import stat
 import struct
-import subprocess
 import termios
 import threading
 import time
@@ -695,7 +694,7 @@ class Sandbox:
                 argv,
                 env={**self.env, **(env or {})},
                 cwd=cwd or self._default_cwd(),
-                stdin=in_r if in_r is not None else subprocess.DEVNULL,
+                stdin=in_r if in_r is not None else rootfs.DEVNULL,
                 stdout=wfd,
                 stderr=wfd,
                 pass_fds=pass_fds,
@@ -890,6 +889,8 @@ class Sandbox:
             finally:
                 os.close(rfd)
                 os.close(out_w)
+            import subprocess
+
             tar = subprocess.Popen(["tar", "-c", "-f", "-", "-C", source, "."], stdout=wfd, stderr=subprocess.PIPE)
             os.close(wfd)
             _, err = tar.communicate()
