@@ -113,12 +113,14 @@ RUN_THIRD_PARTY: set[str] = set()
 #: `collections.namedtuple`s and its annotations are never evaluated, docs/design.md "Record
 #: types"; subprocess, with locale: a warm run starts no host process, the sandbox's init and
 #: spawner use os.posix_spawn, and `minisandbox.sandbox.rootfs.DEVNULL` stands for
-#: subprocess.DEVNULL) and (the test runs as root: images are kernel mounts) the rootless
-#: mount holder's client.
+#: subprocess.DEVNULL; socket, with selectors: the fork server's sockets are `_socket`'s)
+#: and (the test runs as root: images are kernel mounts) the rootless mount holder's client.
 RUN_FORBIDDEN = {
     "typing",
     "subprocess",
     "locale",
+    "socket",
+    "selectors",
     "argparse",
     "gettext",
     "shutil",

@@ -29,6 +29,7 @@ as a script; `minisandbox.errors` only when importable): it runs under ``-I -S``
 
 from __future__ import annotations
 
+import _socket  # not `socket`: its constants made enums, and `selectors` (2-3 ms of a warm run's CPU)
 import array
 import contextlib
 import errno
@@ -40,7 +41,6 @@ import re
 import resource  # noqa: F401  (same reason)
 import select
 import signal
-import socket
 import stat
 import struct
 import sys
@@ -338,10 +338,13 @@ def drop_privileges() -> None:
 def _loopback_up() -> None:
     """Bring `lo` up in a fresh network namespace (it starts down)."""
     SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+    s = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
+    try:
         ifr = struct.pack("16sH14s", b"lo", 0, b"")
         flags = struct.unpack("16sH14s", fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, ifr))[1]
         fcntl.ioctl(s.fileno(), SIOCSIFFLAGS, struct.pack("16sH14s", b"lo", flags | IFF_UP, b""))
+    finally:
+        s.close()
 
 
 def wait_readable(objs: list, timeout: float | None) -> list:
@@ -835,7 +838,7 @@ def _prep(path: str) -> str:
 _INLINE_MAX = 32 << 10
 
 
-def _send(sock: socket.socket, msg: dict, fds: list[int] | None = None) -> None:
+def _send(sock: _socket.socket, msg: dict, fds: list[int] | None = None) -> None:
     data = json.dumps(msg).encode()
     fds = list(fds or [])
     big = None
@@ -848,7 +851,7 @@ def _send(sock: socket.socket, msg: dict, fds: list[int] | None = None) -> None:
         data = json.dumps({"_memfd": True}).encode()
     try:
         if fds:
-            sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+            sock.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array.array("i", fds))])
         else:
             sock.send(data)
     finally:
@@ -856,13 +859,13 @@ def _send(sock: socket.socket, msg: dict, fds: list[int] | None = None) -> None:
             os.close(big)
 
 
-def _recv(sock: socket.socket, maxfds: int = 12) -> tuple[dict | None, list[int]]:
+def _recv(sock: _socket.socket, maxfds: int = 12) -> tuple[dict | None, list[int]]:
     fds = array.array("i")
     # close-on-exec at once: a threaded caller must not leak a received fd (a file being
     # written, a pipe end) into a process another thread starts meanwhile
-    data, anc, flags, _ = sock.recvmsg(1 << 16, socket.CMSG_LEN((maxfds + 1) * fds.itemsize), socket.MSG_CMSG_CLOEXEC)
+    data, anc, flags, _ = sock.recvmsg(1 << 16, _socket.CMSG_LEN((maxfds + 1) * fds.itemsize), _socket.MSG_CMSG_CLOEXEC)
     for level, typ, cdata in anc:
-        if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+        if level == _socket.SOL_SOCKET and typ == _socket.SCM_RIGHTS:
             fds.frombytes(cdata[: len(cdata) - (len(cdata) % fds.itemsize)])
     if not data:
         for fd in fds:
@@ -1070,7 +1073,7 @@ def open_in_root(path: str, flags: int, mode: int = 0o644, *, makedirs: bool = F
         os.close(root)
 
 
-def _child_open(req: dict, back: socket.socket) -> None:
+def _child_open(req: dict, back: _socket.socket) -> None:
     """In a forked child of init: open a file with the payload's privileges and hand the
     fd to init over `back`. init forwards it to the caller only once this child has
     exited, so the caller's fd is the only one left: a file written through it can be
@@ -1098,7 +1101,7 @@ def _child_open(req: dict, back: socket.socket) -> None:
             os._exit(1)
 
 
-def _finish_open(sock: socket.socket, seq: int, back: socket.socket, started: float = 0.0, path: str = "") -> None:
+def _finish_open(sock: _socket.socket, seq: int, back: _socket.socket, started: float = 0.0, path: str = "") -> None:
     """The open helper has exited: forward its fd (or its error) as the reply."""
     try:
         try:
@@ -1132,7 +1135,7 @@ def _sigchld_wakeup() -> int:
     return rfd
 
 
-def _wait_or_sigchld(sock: socket.socket, rfd: int, timeout: float = 5.0) -> list:
+def _wait_or_sigchld(sock: _socket.socket, rfd: int, timeout: float = 5.0) -> list:
     """Wait until `sock` is readable or a child exited; drains the wake-up pipe."""
     try:
         ready = wait_readable([sock, rfd], timeout)
@@ -1159,13 +1162,13 @@ def _sandbox_stat() -> dict:
     return {"procs": procs, "tmpfs": tmpfs}
 
 
-def _serve(sock: socket.socket) -> None:
+def _serve(sock: _socket.socket) -> None:
     """init's loop: spawn/kill/open requests in, exit events out, reap every zombie."""
     rfd = _sigchld_wakeup()
     children: dict[int, int] = {}  # pid -> command id
     spawners: set[int] = set()  # command spawners forked (see _spawner_main)
     # open helper pid -> (request seq, its socket, start time, path)
-    opening: dict[int, tuple[int, socket.socket, float, str]] = {}
+    opening: dict[int, tuple[int, _socket.socket, float, str]] = {}
     running = True
     while running:
         now = time.monotonic()
@@ -1221,7 +1224,7 @@ def _serve(sock: socket.socket) -> None:
                     _kill_tree(pid, req.get("sig", signal.SIGKILL), bool(req.get("children_only")))
                 _send(sock, {"re": req["seq"], "ok": True, "found": pid is not None})
             elif op == "open":
-                mine, back = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                mine, back = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
                 pid = os.fork()
                 if pid == 0:
                     mine.close()
@@ -1230,7 +1233,7 @@ def _serve(sock: socket.socket) -> None:
                 back.close()
                 opening[pid] = (req["seq"], mine, time.monotonic(), str(req.get("path")))
             elif op == "spawner":  # a pre-dropped command spawner (see _spawner_main)
-                mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
                 pid = os.fork()
                 if pid == 0:
                     mine.close()
@@ -1358,7 +1361,7 @@ def _spawner_spawn(req: dict, fds: list[int], leaf: int | None) -> int:
             os.close(fd)
 
 
-def _spawner_main(ctl: socket.socket, reqs: socket.socket, req: dict, fds: list[int]) -> None:
+def _spawner_main(ctl: _socket.socket, reqs: _socket.socket, req: dict, fds: list[int]) -> None:
     """A command spawner, forked by init on the controller's first ordinary command: it
     applies the sandbox's rlimits, drops every privilege and installs the payloads' filter
     once, then starts each command with posix_spawn (vfork + exec: no copy of a Python
@@ -1466,7 +1469,7 @@ def _harden_init() -> None:
         _seccomp.install(_INIT_SECCOMP)
 
 
-def _await_spec(sock: socket.socket, warm: dict, state: dict) -> dict:
+def _await_spec(sock: _socket.socket, warm: dict, state: dict) -> dict:
     """A warm init, its base root built (and in its cgroups, which its starter joined): wait
     for the sandbox's spec, then make the cgroup namespace (rooted at the leaf, as a cold
     start's is) and size the tmpfs. Exits when the caller closes the socket first (a warm
@@ -1487,7 +1490,7 @@ def _await_spec(sock: socket.socket, warm: dict, state: dict) -> dict:
     return spec
 
 
-def _start_sandbox(sock: socket.socket, spec: dict) -> None:
+def _start_sandbox(sock: _socket.socket, spec: dict) -> None:
     """In a fresh fork of the zygote: unshare, fork init (pid 1 of the new pid namespace),
     report its host pid, exit. Never returns. (A root sandbox that joins no namespace has no
     starter: see `_fork_init`.)"""
@@ -1584,7 +1587,7 @@ def _may_return_to_own_pidns() -> bool:
         os.close(owner)
 
 
-def _fork_init(sock: socket.socket, spec: dict, leave_zygote) -> int:
+def _fork_init(sock: _socket.socket, spec: dict, leave_zygote) -> int:
     """In the zygote: fork the sandbox's init as pid 1 of a new pid namespace, with no
     starter process between (one Python fork and exit less per sandbox). The zygote's
     children go to the new pid namespace from `unshare` until `setns` puts them back in its
@@ -1644,7 +1647,7 @@ def _back_to_own_pidns() -> None:
         os._exit(70)
 
 
-def _init_main(sock: socket.socket, spec: dict, times: dict, order_r: int) -> None:
+def _init_main(sock: _socket.socket, spec: dict, times: dict, order_r: int) -> None:
     """A sandbox's init, pid 1 of its pid namespace, in its other namespaces: build the root,
     report "ready" (after the "pid" event, which `order_r`'s EOF signals), serve. Never
     returns."""
@@ -1699,7 +1702,7 @@ def _zygote_main(sock_fd: int) -> None:
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     _OWN_PIDNS = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     _CAN_FORK_INIT = _may_return_to_own_pidns()
-    zsock = socket.socket(fileno=sock_fd)
+    zsock = _socket.socket(fileno=sock_fd)
     rfd = _sigchld_wakeup()
     # Everything a sandbox would otherwise redo is done once here and inherited by every
     # fork: both filter variants, the libc lookups, the capability count.
@@ -1730,7 +1733,7 @@ def _zygote_main(sock_fd: int) -> None:
             return  # the caller is gone; running sandboxes live on until their sockets close
         # a request of one of several processes sharing this server brings its own reply
         # socket (`rootfs._Zygote.fork`): none of them waits for another's answer
-        reply = socket.socket(fileno=fds.pop(1)) if msg.get("reply") and len(fds) > 1 else None
+        reply = _socket.socket(fileno=fds.pop(1)) if msg.get("reply") and len(fds) > 1 else None
         if not fds:
             if not msg.get("spec", {}).get("warm"):
                 _send(zsock, {"ok": False, "error": "no control socket passed"})
@@ -1752,7 +1755,7 @@ def _zygote_main(sock_fd: int) -> None:
                 reply.close()
 
         if _direct(spec):
-            ctl = socket.socket(fileno=fds[0])
+            ctl = _socket.socket(fileno=fds[0])
             try:
                 pid = _fork_init(ctl, spec, leave_zygote)
             finally:
@@ -1763,7 +1766,7 @@ def _zygote_main(sock_fd: int) -> None:
             pid = os.fork()
             if pid == 0:
                 leave_zygote()
-                _start_sandbox(socket.socket(fileno=fds[0]), spec)
+                _start_sandbox(_socket.socket(fileno=fds[0]), spec)
             for fd in fds:
                 os.close(fd)
         if reply is not None:

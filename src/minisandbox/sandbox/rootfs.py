@@ -11,11 +11,11 @@ through them. `run` is the one-shot form.
 
 from __future__ import annotations
 
+import _socket  # not `socket`: its constants made enums, and `selectors` (2-3 ms of a warm run's CPU)
 import array
 import fcntl
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -109,7 +109,7 @@ class PrivateRoot:
         self._cgroup_home = cgroup_home
         #: the command spawner's request socket (see `_spawner_main`), its rlimits, and the
         #: commands it started that have not exited yet
-        self._spawner: socket.socket | None = None
+        self._spawner: _socket.socket | None = None
         self._spawner_rlimits: dict | None = None
         self._spawner_off = not spec.get("spawner", True)
         self._spawned: set[int] = set()
@@ -119,7 +119,7 @@ class PrivateRoot:
         self.lost: set[int] = set()
         msg = self._start_warm(spec, ready_timeout)
         if msg is None:
-            parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            parent, child = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
             self._sock = parent
             try:
                 _Zygote.get().fork(child.fileno(), spec)
@@ -250,7 +250,9 @@ class PrivateRoot:
             raise OSError(reply.get("error", "request failed"))
         return reply, rfds
 
-    def _exchange(self, via: socket.socket, msg: dict, fds: list[int] | None, timeout: float) -> tuple[dict, list[int]]:
+    def _exchange(
+        self, via: _socket.socket, msg: dict, fds: list[int] | None, timeout: float
+    ) -> tuple[dict, list[int]]:
         """Send `msg` on `via` (init's control socket or the spawner's) and wait for its reply,
         which always comes on the control socket (caller holds the lock)."""
         if self._closed:
@@ -296,7 +298,7 @@ class PrivateRoot:
         if not reply.get("ok") or not rfds:
             self._spawner_off = True
             return False
-        self._spawner = socket.socket(fileno=rfds[0])
+        self._spawner = _socket.socket(fileno=rfds[0])
         self._spawner_rlimits = rlimits
         return True
 
@@ -499,7 +501,7 @@ class PrivateRoot:
             spawner.close()
         try:
             try:
-                sock.shutdown(socket.SHUT_WR)  # EOF for init: it kills everything and exits
+                sock.shutdown(_socket.SHUT_WR)  # EOF for init: it kills everything and exits
             except OSError:
                 pass
             deadline = time.monotonic() + timeout
@@ -600,8 +602,8 @@ class _Zygote:
         self.owner = os.getpid()
         self._fork_lock = threading.Lock()
         #: a sandbox started up to the point where it needs its spec (control socket, key)
-        self._warm: tuple[socket.socket, dict] | None = None
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._warm: tuple[_socket.socket, dict] | None = None
+        parent, child = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
         self.sock = parent
         try:
             if fork_self:
@@ -638,7 +640,7 @@ class _Zygote:
         requests back to back, rather than one per wake-up of the process holding the lock
         (in a burst of 64 workers on 2 busy cores, each of those wake-ups waits for a core)."""
         if isinstance(self._fork_lock, _SharedForkLock):
-            mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
             try:
                 _send(self.sock, {"spec": spec, "reply": True}, [sock_fd, theirs.fileno()])
                 theirs.close()  # (the zygote's copy is the only one: its exit is our EOF)
@@ -665,7 +667,7 @@ class _Zygote:
             raise SandboxError(f"sandbox fork server: {msg.get('error')}")
         return msg["pid"]
 
-    def take_warm(self, spec: dict) -> socket.socket | None:
+    def take_warm(self, spec: dict) -> _socket.socket | None:
         """The control socket of the warm sandbox (see `start_warm`) if it can become
         `spec` (same kind, started in `spec`'s cgroups), else None; a warm sandbox that
         does not fit is let go."""
@@ -701,7 +703,7 @@ class _Zygote:
                     return
                 self._warm[0].close()
                 self._warm = None
-            parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            parent, child = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
             try:
                 _send(self.sock, {"spec": key}, [child.fileno()])  # (the zygote does not answer a warm request)
                 self._warm = (parent, {**key, "mounts": mounts})
@@ -832,7 +834,7 @@ class _SharedForkLock:
     request); their fork requests carry their own reply socket and take no lock
     (`_Zygote.fork`). Anything left queued on the shared socket is drained first."""
 
-    def __init__(self, path: str, sock: socket.socket) -> None:
+    def __init__(self, path: str, sock: _socket.socket) -> None:
         self.path, self.sock, self.fd = path, sock, -1
 
     def __enter__(self) -> _SharedForkLock:
@@ -840,11 +842,11 @@ class _SharedForkLock:
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         while True:  # nobody else waits while we hold the lock: anything queued is stale
             try:
-                _data, anc, _flags, _ = self.sock.recvmsg(1 << 16, socket.CMSG_LEN(16 * 4), socket.MSG_DONTWAIT)
+                _data, anc, _flags, _ = self.sock.recvmsg(1 << 16, _socket.CMSG_LEN(16 * 4), _socket.MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):
                 break
             for level, typ, cdata in anc:
-                if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                if level == _socket.SOL_SOCKET and typ == _socket.SCM_RIGHTS:
                     for fd in array.array("i", cdata[: len(cdata) - len(cdata) % 4]):
                         os.close(fd)
             if not _data:
