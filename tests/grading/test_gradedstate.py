@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import textwrap
@@ -172,12 +173,49 @@ def test_the_manifest_follows_the_nonce_on_the_results_socket():
         with pytest.raises(OSError):
             late.connect(ch.socket_path())
         late.close()
-        theirs.sendall(b"written\n")
+        nonce, line = data.decode().splitlines()[:2]
+        sent = json.loads(line)
+        key = sent.pop("key").encode()
+        assert nonce == ch.nonce and sent == man
+        body = json.dumps({"ev": "hello", "p": 7, "q": 0}).encode()
+        theirs.sendall(hmac.new(key, body, hashlib.sha256).hexdigest().encode() + b" " + body + b"\n")
         theirs.close()
-        assert ch.collect() == "written\n"
-    nonce, line = data.decode().splitlines()[:2]
-    assert nonce == ch.nonce and json.loads(line) == man
+        assert [json.loads(ln) for ln in ch.collect().splitlines()] == [{"ev": "hello", "p": 7, "q": 0, "n": nonce}]
     assert not os.path.exists(ch.dir)
+
+
+def test_channel_records_that_do_not_verify_are_critical():
+    """What the controller accepts from the plugin (results.verify_records): each record
+    authenticated with the run's key and numbered per process. A line changed in transit,
+    one without the key, and a count that skips (a record dropped) each add a critical
+    finding; a fork's records may start at its parent's count; a last line cut off
+    mid-write is dropped, and its test, with no teardown record, fails."""
+    from minisandbox.grading.results import parse_channel, verify_records
+
+    key = "k" * 64
+
+    def rec(**fields):
+        body = json.dumps(fields, sort_keys=True).encode()
+        return hmac.new(key.encode(), body, hashlib.sha256).hexdigest().encode() + b" " + body + b"\n"
+
+    hello = rec(ev="hello", p=1, q=0)
+    setup = rec(ev="phase", id="t.py::a", when="setup", status="PASSED", p=1, q=1)
+    call = rec(ev="phase", id="t.py::a", when="call", status="FAILED", p=1, q=2)
+    down = rec(ev="phase", id="t.py::a", when="teardown", status="PASSED", p=1, q=3)
+    fork = rec(ev="phase", id="t.py::b", when="teardown", status="PASSED", p=9, q=2)
+    honest = parse_channel(verify_records(hello + setup + call + down + fork, key, "N"), "N")
+    assert honest.present and not honest.critical and honest.statuses["t.py::a"] == "FAILED"
+    for forged in (
+        hello + setup + call.replace(b'"FAILED"', b'"PASSED"') + down,  # rewritten in transit
+        hello + setup + b"0" * 64 + call[64:] + down,  # a MAC made without the key
+        hello + setup + down,  # the call's record dropped
+        hello + setup + call + call + down,  # replayed
+        setup + call + down,  # the first process's count does not start at 0
+    ):
+        ch = parse_channel(verify_records(forged, key, "N"), "N")
+        assert ch.critical and ch.critical[0].startswith("results channel altered"), forged
+    cut = parse_channel(verify_records(hello + setup + call[:-1], key, "N"), "N")
+    assert not cut.critical and cut.statuses == {"t.py::a": "FAILED"} and cut.unfinished == ["t.py::a"]
 
 
 LOG = ">>>>> Applied Patch N\n>>>>> Start Test Output N\n{}\n>>>>> End Test Output N\n>>>>> Test Exit Code 0 N\n"
@@ -227,6 +265,7 @@ def test_a_critical_channel_finding_is_never_resolved(mode):
     lines = [
         {"ev": "hello"},
         {"ev": "phase", "id": "t.py::test_a", "when": "call", "status": "PASSED"},
+        {"ev": "phase", "id": "t.py::test_a", "when": "teardown", "status": "PASSED"},
         {"ev": "tampered", "what": "builtins.AssertionError replaced", "critical": True},
         {"ev": "end", "exitstatus": 0, "collected": 1},
     ]

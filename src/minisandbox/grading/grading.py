@@ -406,6 +406,11 @@ def _runtime_findings(channel: Channel) -> list[str]:
     out += [f"runtime: {test_id}: {how}" for test_id, how in list(channel.forged.items())[:20]]
     if channel.present and not channel.complete:
         out.append("runtime: the test session ended before pytest finished (no end-of-session record)")
+    if channel.unfinished:
+        out.append(
+            f"runtime: {len(channel.unfinished)} test(s) never reached their teardown, failed: "
+            + ", ".join(channel.unfinished[:5])
+        )
     if channel.worker_reports:
         out.append(
             f"runtime: {channel.worker_reports} result(s) from pytest-xdist workers' own reports (not recomputed)"

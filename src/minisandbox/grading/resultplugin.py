@@ -19,7 +19,9 @@ What it does (see docs/grading.md, "Results channel" and "Trust boundary"):
   pluggy and unittest.case (with their methods), and a creation stamp for files;
 * for every test phase computes the status itself from ``call.excinfo`` (not from the
   report object, which repository code can patch), notes where the report disagrees, and
-  writes one JSON line per phase;
+  writes one JSON line per phase, authenticated with the controller's key (sent with the
+  manifest, never written back) and numbered, so that a process that rewires the
+  descriptors can forward records but not change, drop or add one;
 * at the end of every test (after its teardown) checks that none of the captured objects
   was replaced, that every hook implementation of the plugin manager comes from pytest or
   pluggy, this plugin, an installed plugin that was there before the run, a repository
@@ -166,9 +168,21 @@ def _install(fd, nonce, manifest):
     import hashlib
     _sha256 = hashlib.sha256
 
+    # Every record is authenticated with the controller's key and numbered per process:
+    # code that rewires this process's descriptors (a pipe dup2'd over the channel, a
+    # relay that edits what passes) sees neither the key nor the nonce, so it can forward
+    # records, but any it changes, drops, repeats or makes up is caught by the controller
+    # (results.ResultsChannel.collect).
+    import hmac
+    _mac, _getpid = hmac.new, os.getpid
+    KEY = _str(manifest.pop("key", "")).encode("ascii", "replace")
+    seq = [0]
+
     def write(record):
-        record["n"] = nonce
-        data = (_dumps(record) + "\n").encode("utf-8", "replace")
+        record["p"], record["q"] = _getpid(), seq[0]
+        seq[0] += 1
+        body = _dumps(record).encode("utf-8", "replace")
+        data = _mac(KEY, body, _sha256).hexdigest().encode("ascii") + b" " + body + b"\n"
         try:
             while data:
                 data = data[_write(fd, data):]

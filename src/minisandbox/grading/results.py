@@ -4,8 +4,8 @@ Why: the test runner shares its process with the code under test, so whatever py
 prints can be forged by a candidate patch (patch the report objects so failures print as
 passes; print fake `PASSED` lines past pytest's capture and `os._exit(0)`). The plugin
 `minisandbox.grading.resultplugin` is loaded before any repository code, computes each
-test's status from the exception itself and writes it, tagged with a per-run nonce it
-alone read, to a socket that is not the log. Grading then believes a pass only when the
+test's status from the exception itself and writes it, authenticated with a per-run key
+it alone read (`verify_records`), to a socket that is not the log. Grading then believes a pass only when the
 log *and* the channel say so (`merge`): a test the channel does not list (the run was
 cut short) fails, a status the channel saw as worse than the log wins.
 
@@ -84,11 +84,15 @@ class ResultsChannel:
 
     def __init__(self, manifest: Mapping[str, object] | None = None) -> None:
         self.nonce = secrets.token_hex(16)
+        # the key the plugin authenticates its records with (verify_records): it travels
+        # only here, read by the plugin at import, and is never written back
+        self._key = secrets.token_hex(32)
         # the manifest (minisandbox.grading.gradedstate.GradedState.manifest) follows the
         # nonce: the plugin reads both at import, before any repository code runs
-        line = (json.dumps(dict(manifest or {}), sort_keys=True) + "\n").encode()
+        line = (json.dumps({**dict(manifest or {}), "key": self._key}, sort_keys=True) + "\n").encode()
         if len(line) > MANIFEST_MAX:
-            line = b"{}\n"  # the plugin then trusts no test file by content (checks by path remain)
+            # the plugin then trusts no test file by content (checks by path remain)
+            line = (json.dumps({"key": self._key}) + "\n").encode()
         self._hello = (self.nonce + "\n").encode() + line
         base = tempfile.gettempdir()
         if len(base) > 60:  # a socket's path has at most 107 bytes
@@ -145,7 +149,8 @@ class ResultsChannel:
             return
 
     def collect(self, timeout: float = 10.0) -> str:
-        """Everything the plugin wrote; waits up to `timeout` s for the writers to close
+        """The plugin's records, checked (`verify_records`) and tagged with the nonce, as
+        JSON lines for `parse_channel`; waits up to `timeout` s for the writers to close
         (none when nobody connected: the test command has ended)."""
         self._stop_listening()
         if self._accepted.is_set():
@@ -154,7 +159,7 @@ class ResultsChannel:
                 if self._conn is not None:
                     self._conn.shutdown(socket.SHUT_RDWR)
         self._thread.join(1.0)
-        return b"".join(self._chunks).decode("utf-8", "replace")
+        return verify_records(b"".join(self._chunks), self._key, self.nonce)
 
     def close(self) -> None:
         self._stop_listening()
@@ -168,6 +173,50 @@ class ResultsChannel:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def verify_records(raw: bytes, key: str, nonce: str) -> str:
+    """The plugin's records as `parse_channel` reads them, each checked first.
+
+    Code under test shares the plugin's process and can rewire its descriptors: dup2 a
+    pipe over the channel and relay what the plugin writes, turning FAILED into PASSED
+    (tests/security/test_channel_relay.py). It never sees the key (the plugin read it at
+    import, before any repository code ran), so each record carries `<hmac> <json>`, and
+    `p`/`q` (the writing process, its running count): a record that does not verify, or
+    a count that skips, repeats or goes back (a record dropped, replayed or reordered),
+    adds a critical `tampered` record. A process's first record may have any count (a
+    fork, as pytest-forked makes, continues its parent's), except the first process's,
+    which starts at 0. A last line without its newline (a writer killed mid-write) is
+    dropped: a test without its teardown record does not pass (`parse_channel`)."""
+    import hashlib
+    import hmac
+
+    secret = key.encode("ascii")
+    out: list[str] = []
+    bad: list[str] = []
+    expect: dict[object, int] = {}
+    lines = raw.split(b"\n")
+    lines.pop()  # b"" after the last newline, or a record cut off mid-write
+    for number, line in enumerate(lines, 1):
+        mac, _, body = line.partition(b" ")
+        want = hmac.new(secret, body, hashlib.sha256).hexdigest().encode("ascii")
+        try:
+            rec = json.loads(body) if hmac.compare_digest(mac, want) else None
+        except ValueError:
+            rec = None
+        if not isinstance(rec, dict) or not isinstance(rec.get("q"), int):
+            bad.append(f"line {number} is not a record of the results plugin")
+            continue
+        pid, count = rec.get("p"), rec["q"]
+        first = expect.get(pid, 0 if not expect else count)
+        if count != first:
+            bad.append(f"line {number}: record {count} of process {pid} where {first} was due")
+        expect[pid] = count + 1
+        out.append(json.dumps({**rec, "n": nonce}, sort_keys=True))
+    if bad:
+        what = f"results channel altered: {bad[0]}" + (f" ({len(bad)} such lines)" if len(bad) > 1 else "")
+        out.append(json.dumps({"ev": "tampered", "what": what, "critical": True, "n": nonce}))
+    return "".join(f"{line}\n" for line in out)
 
 
 @dataclass
@@ -185,13 +234,14 @@ class Channel:
     checks: dict[str, object] = field(default_factory=dict)  # what the plugin checked (its hello)
     foreign: int = 0  # lines that were not this run's records
     worker_reports: int = 0  # phases taken from pytest-xdist workers' reports (not recomputed)
+    unfinished: list[str] = field(default_factory=list)  # tests with no teardown record (failed)
 
     def summary(self) -> dict[str, object]:
         """The report's `results_channel` block."""
         out: dict[str, object] = {"present": self.present, "complete": self.complete}
         if self.present:
             out.update(tests=len(self.statuses), collected=self.collected, exit_status=self.exit_status)
-        for key in ("forged", "tampered", "critical", "foreign", "worker_reports"):
+        for key in ("forged", "tampered", "critical", "foreign", "worker_reports", "unfinished"):
             value = getattr(self, key)
             if value:
                 out[key] = value
@@ -203,6 +253,7 @@ def parse_channel(text: str | None, nonce: str | None) -> Channel:
     ch = Channel()
     if not text or not nonce:
         return ch
+    finished: set[str] = set()
     for line in text.splitlines():
         try:
             rec = json.loads(line)
@@ -221,6 +272,8 @@ def parse_channel(text: str | None, nonce: str | None) -> Channel:
             status = rec.get("status")
             if isinstance(status, str):
                 record(ch.statuses, rec["id"], status)
+            if rec.get("when") == "teardown":
+                finished.add(rec["id"])
             if rec.get("forged"):
                 ch.forged.setdefault(rec["id"], str(rec["forged"]))
             if rec.get("worker"):
@@ -236,6 +289,12 @@ def parse_channel(text: str | None, nonce: str | None) -> Channel:
                 ch.exit_status = rec["exitstatus"]
             if isinstance(rec.get("collected"), int):
                 ch.collected = rec["collected"]
+    # a test passes only once its teardown was reported: a run cut short during its call
+    # (os._exit, a kill) or a record lost on the way leaves only its setup's PASSED
+    for test_id in ch.statuses:
+        if test_id not in finished:
+            record(ch.statuses, test_id, "FAILED")
+            ch.unfinished.append(test_id)
     return ch
 
 
