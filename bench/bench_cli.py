@@ -171,10 +171,13 @@ def interleaved(cases: dict[str, tuple[list[str], dict]], n: int) -> dict[str, d
     return out
 
 
-def concurrent(argvs: list[list[str]], k: int, env: dict) -> tuple[float, int, str]:
+def concurrent(argvs: list[list[str]], k: int, env: dict) -> tuple[float, int, str, float]:
     """k copies of the chain `argvs` (each started when the previous one of its chain exits),
-    all chains at once: (seconds until the last exits, failed chains, one failure's stderr)."""
+    all chains at once: (seconds until the last exits, failed chains, one failure's stderr,
+    the load average when it started: a burst is CPU-bound, so a burst at another load does
+    not compare with it)."""
     chain = " && ".join(" ".join(map(_quote, a)) for a in argvs)
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
     procs = [
         subprocess.Popen(
@@ -183,7 +186,7 @@ def concurrent(argvs: list[list[str]], k: int, env: dict) -> tuple[float, int, s
         for _ in range(k)
     ]
     errors = [err.strip() for p in procs for _, err in [p.communicate()] if p.returncode != 0]
-    return time.perf_counter() - t0, len(errors), (errors[0][-300:] if errors else "")
+    return time.perf_counter() - t0, len(errors), (errors[0][-300:] if errors else ""), load
 
 
 def _quote(s: str) -> str:
@@ -262,7 +265,9 @@ def main() -> int:
             )
         for argv, cenv in cases.values():  # warm-up: page cache, bytecode, the verified-document markers
             sample(argv, cenv)
+        load_start = os.getloadavg()[0]
         samples = interleaved(cases, a.n)
+        load_end = os.getloadavg()[0]
         med = {k: {m: statistics.median(v[m]) for m in ("wall", "cpu")} for k, v in samples.items()}
         anchor = {m: med["bwrap"][m] + med["python"][m] for m in ("wall", "cpu")}
         rows = []
@@ -315,20 +320,23 @@ def main() -> int:
                 "empty PYTHONPYCACHEPREFIX: every module compiled on every call",
             )
         headers = ["what", "n", "median ms", "p95 ms", "CPU ms", "ratio (wall)", "ratio (CPU)", "note"]
-        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; samples taken round-robin")
+        print(
+            f"load average {load_start:.1f} at the start, {load_end:.1f} at the end, on {os.cpu_count()} CPUs; "
+            "samples taken round-robin"
+        )
         print(tabulate(rows, headers=headers, tablefmt="github"))
         conc_rows = []
         if a.concurrent:
             k = a.concurrent
-            base, base_failed, _ = concurrent([BWRAP, [sys.executable, "-c", "pass"]], k, env)
-            cli, cli_failed, error = concurrent([run], k, env)
+            base, base_failed, _, base_load = concurrent([BWRAP, [sys.executable, "-c", "pass"]], k, env)
+            cli, cli_failed, error, cli_load = concurrent([run], k, env)
             henv = {**env, "MINISANDBOX_HELPER": "use"}
             subprocess.run([exe, "helper", "start"], env=henv, check=True, stdout=subprocess.DEVNULL)
             for _ in range(2):  # as in the steady state
                 subprocess.run(run, env=henv, check=True, stdout=subprocess.DEVNULL)
-            hcli, hcli_failed, herror = concurrent([run], k, henv)
+            hcli, hcli_failed, herror, hcli_load = concurrent([run], k, henv)
             settled = _settle(helper_pid(henv))  # the helper fills its spares for the next such burst
-            again, again_failed, aerror = concurrent([run], k, henv)
+            again, again_failed, aerror, again_load = concurrent([run], k, henv)
             error = error or herror or aerror
             paired = []  # the first burst of every tree, each with a fresh helper, one after another
             if len(trees) > 1:
@@ -338,20 +346,37 @@ def main() -> int:
                     subprocess.run([exe, "helper", "start"], env=tenv, check=True, stdout=subprocess.DEVNULL)
                     for _ in range(2):  # as in the steady state
                         subprocess.run(run, env=tenv, check=True, stdout=subprocess.DEVNULL)
-                    took, failed, terror = concurrent([run], k, tenv)
+                    took, failed, terror, tload = concurrent([run], k, tenv)
                     subprocess.run([exe, "helper", "stop"], env=tenv, stdout=subprocess.DEVNULL)
                     error = error or terror
                     paired.append(
-                        [f"  first burst, a fresh helper ({name})", k, round(took, 2), failed, round(took / base, 2)]
+                        [
+                            f"  first burst, a fresh helper ({name})",
+                            k,
+                            round(took, 2),
+                            failed,
+                            round(took / base, 2),
+                            round(tload, 1),
+                        ]
                     )
+            # the baseline once more: how far the machine's load moved the bursts between
+            base2, base2_failed, _, base2_load = concurrent([BWRAP, [sys.executable, "-c", "pass"]], k, env)
             conc_rows = [
-                [f"BASELINE {k} x (bwrap one-shot + python -c pass)", k, round(base, 2), base_failed, ""],
+                [
+                    f"BASELINE {k} x (bwrap one-shot + python -c pass)",
+                    k,
+                    round(base, 2),
+                    base_failed,
+                    "",
+                    round(base_load, 1),
+                ],
                 [
                     f"{k} x `minisandbox run TASK -- true`, no helper",
                     k,
                     round(cli, 2),
                     cli_failed,
                     round(cli / base, 2),
+                    round(cli_load, 1),
                 ],
                 [
                     f"{k} x `minisandbox run TASK -- true`, a helper running",
@@ -359,6 +384,7 @@ def main() -> int:
                     round(hcli, 2),
                     hcli_failed,
                     round(hcli / base, 2),
+                    round(hcli_load, 1),
                 ],
                 [
                     f"  same again: the helper served such a burst before (its spares open; filling "
@@ -367,14 +393,30 @@ def main() -> int:
                     round(again, 2),
                     again_failed,
                     round(again / base, 2),
+                    round(again_load, 1),
                 ],
                 *paired,
+                [
+                    "BASELINE again, after the bursts above (not a ratio's base)",
+                    k,
+                    round(base2, 2),
+                    base2_failed,
+                    "",
+                    round(base2_load, 1),
+                ],
             ]
             print()
             print(
                 tabulate(
                     conc_rows,
-                    headers=["what (all started at once)", "processes", "all done s", "failed", "ratio (target <= 2)"],
+                    headers=[
+                        "what (all started at once)",
+                        "processes",
+                        "all done s",
+                        "failed",
+                        "ratio (target <= 2)",
+                        "load at start",
+                    ],
                     tablefmt="github",
                 )
             )
@@ -388,10 +430,12 @@ def main() -> int:
                             "cores": os.cpu_count(),
                             "python": sys.version.split()[0],
                             "load": round(os.getloadavg()[0], 1),
+                            "load_start": round(load_start, 1),
+                            "load_latency_end": round(load_end, 1),
                         },
                         "latency_rows": {"headers": headers, "rows": rows},
                         "concurrent_rows": {
-                            "headers": ["what", "processes", "all done s", "failed", "ratio"],
+                            "headers": ["what", "processes", "all done s", "failed", "ratio", "load at start"],
                             "rows": conc_rows,
                         },
                         "samples_s": samples,

@@ -278,7 +278,15 @@ def concurrency_section(rt: dict, sb: dict | None, img: Path) -> list[str]:
 
 def cli_section(cli: dict) -> list[str]:
     """The CLI bench's own tables (ratios to the same run's bubblewrap and interpreter start)."""
-    out = [f"Load average {cli.get('machine', {}).get('load', '?')} during the run.", ""]
+    machine = cli.get("machine", {})
+    if "load_start" in machine:  # (older files have only the load at the end)
+        load = (
+            f"Load average {machine['load_start']} when the latency rows' sampling started, "
+            f"{machine.get('load_latency_end', '?')} when it ended, {machine.get('load', '?')} at the end of the run."
+        )
+    else:
+        load = f"Load average {machine.get('load', '?')} during the run."
+    out = [load, ""]
     lat = cli.get("latency_rows") or {}
     if lat.get("rows"):
         out += [table(lat["headers"], lat["rows"]), ""]

@@ -49,6 +49,7 @@ def test_report_from_saved_data(tmp_path):
     cli = json.loads((DATA / "bench_cli.json").read_text())
     version = next(r for r in cli["latency_rows"]["rows"] if r[0].startswith("`minisandbox --version`"))
     assert f"| {version[0]} | {version[1]} | {version[2]} |" in text  # the CLI bench's rows, as it saved them
+    assert f"Load average {cli['machine']['load_start']} when the latency rows' sampling started" in text
     for heading in (
         "Restore time by method",
         "Sandbox creation distribution",
