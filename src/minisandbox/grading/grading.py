@@ -235,7 +235,7 @@ def make_report(
         entry["results_channel"] = channel.summary()
         entry["suspicious"] += _runtime_findings(channel)
         if not channel.present and applies(log_parser):  # the runner dropped it, or the plugin never loaded
-            entry["suspicious"].append("runtime: no results channel: graded from the log alone")
+            entry["suspicious"].append(f"runtime: tampered: {NO_CHANNEL}")
 
     def statuses(test_output: str) -> StatusMap:
         """The log's statuses, cross-checked with the channel when there is one, XFAIL
@@ -270,7 +270,7 @@ def make_report(
     if chk.test_output is None:
         return done(Reason.UNPARSEABLE_LOG)
     if mode is GradingMode.OFFICIAL:
-        return _official(
+        _official(
             entry,
             report,
             chk,
@@ -283,6 +283,8 @@ def make_report(
             xfail_marked,
             noted,
         )
+        _unverified(channel, log_parser, report)
+        return report
     status_map = statuses(chk.test_output)
     if not status_map and not session_seen(chk.test_output, log_parser):
         return done(Reason.UNPARSEABLE_LOG)  # the runner never started: nothing to grade
@@ -295,6 +297,8 @@ def make_report(
         return report
     if use_channel and channel is not None and channel.critical:
         entry["reason"] = Reason.RESULTS_TAMPERED.value
+        return report
+    if _unverified(channel, log_parser, report):
         return report
     ts = entry["tests_status"]
     if not ts[FAIL_TO_PASS]["failure"] and not ts[PASS_TO_PASS]["failure"]:
@@ -349,6 +353,27 @@ def _official(
         entry["resolved"] = True
         entry["reason"] = Reason.RESOLVED.value
     return report
+
+
+#: Why a pytest run whose results plugin never connected is not resolved.
+NO_CHANNEL = (
+    "no results channel: the results plugin never connected, so nothing checked the run (code that ran "
+    "before it, such as a repository module pytest imports at start-up, or the runner, removed "
+    "MINISANDBOX_RESULTS_SOCK or PYTEST_ADDOPTS); a runner that drops them must keep them (tox: --current-env)"
+)
+
+
+def _unverified(channel: Channel | None, log_parser: str, report: dict[str, Any]) -> bool:
+    """Make `report` `results-tampered` (and say so) when the run was given a results
+    channel, its output is pytest's, and the plugin never said hello: the verdict would
+    rest on the log alone, which the code under test can print
+    (tests/security/test_runner_dependency.py)."""
+    if channel is None or channel.present or not applies(log_parser):
+        return False
+    for entry in report.values():
+        entry["resolved"] = False
+        entry["reason"] = Reason.RESULTS_TAMPERED.value
+    return True
 
 
 def downgrade_forged(sm: StatusMap, checked: Mapping[str, str]) -> list[str]:

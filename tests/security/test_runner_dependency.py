@@ -1,0 +1,169 @@
+"""A task whose repository is a module pytest imports before its `-p` plugins.
+
+SWE-smith has such profiles (`pytest-dev__iniconfig`, `agronholm__exceptiongroup` and
+`hukkin__tomli` on Python 3.10: pytest imports them at start-up, or while it reads
+`pyproject.toml`, before the results plugin). The repository's own package is not a
+shadow (it existed before the patch), so a candidate patch to it runs in the pytest
+process before the plugin is imported: ahead of every capture and check.
+
+Here: a local copy of the installed `iniconfig` (which this interpreter's pytest imports
+at `import pytest`) with one extra module, `iniconfig/extra.py`, whose `add` the task's
+bug breaks. The hack, in `iniconfig/__init__.py`, takes `MINISANDBOX_RESULTS_SOCK` out of
+the environment (the plugin then finds no channel and stays inert) and, from `extra.py`,
+makes every failed `TestReport` say passed: the run is graded from its log alone.
+Graded with the real eval script, host venv (strict and official) and sandbox.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+import sys
+from pathlib import Path
+
+import pytest
+
+from minisandbox.catalog import EnvSpec
+from minisandbox.grading.evaluate import evaluate
+from minisandbox.paths import REPO_PATH, VENV_PATH
+from minisandbox.records import normalize
+from minisandbox.sandbox import rootfs
+from minisandbox.sandbox.interpreters import interpreter_binds
+from tests.fixtures.evaluation import TEST_CMD, _git, copy_runner_pytest, diff, make_system_venv, write_tree
+from tests.fixtures.hostvenv import HostVenvExecutor, LocalLayersExecutor
+
+EXTRA = "def add(a, b):\n    return a + b\n"
+TESTS = (
+    "from iniconfig.extra import add\n\n\n"
+    "def test_add():\n    assert add(2, 3) == 5\n\n\n"
+    "def test_zero():\n    assert add(0, 0) == 0\n"
+)
+F2P = ["tests/test_extra.py::test_add"]
+P2P = ["tests/test_extra.py::test_zero"]
+
+NO_CHANNEL = """\
+import os as _os
+_os.environ.pop("MINISANDBOX_RESULTS_SOCK", None)
+"""
+
+FORGE_REPORTS = """\
+import sys as _sys
+_reports = _sys.modules.get("_pytest.reports")
+if _reports is not None:
+    _orig_init = _reports.TestReport.__init__
+
+    def _init(self, *args, **kwargs):
+        _orig_init(self, *args, **kwargs)
+        if self.outcome == "failed":
+            self.outcome = "passed"
+            self.longrepr = None
+
+    _reports.TestReport.__init__ = _init
+"""
+
+
+@pytest.fixture(scope="module")
+def runner_task(tmp_path_factory):
+    """The repository (`clean`), the record, the spec and the candidate patches."""
+    import iniconfig
+
+    assert "iniconfig" in sys.modules  # pytest imported it before any plugin: the premise
+    root = tmp_path_factory.mktemp("runnerdep")
+    pkg = Path(iniconfig.__file__).parent
+    files = {f"iniconfig/{p.name}": p.read_text() for p in pkg.glob("*.py")}
+    files.update({"iniconfig/extra.py": EXTRA, "tests/test_extra.py": TESTS})
+    clean = root / "clean"
+    write_tree(clean, files)
+    work = root / "work"
+    work.mkdir()
+    _git(work, "init", "-q")
+    buggy = EXTRA.replace("a + b", "a - b")
+    bug = diff(work, files, {"iniconfig/extra.py": buggy})
+    state = {**files, "iniconfig/extra.py": buggy}
+    init = files["iniconfig/__init__.py"]
+    patches = {
+        "gold": diff(work, state, {"iniconfig/extra.py": EXTRA}),
+        "no_channel": diff(
+            work, state, {"iniconfig/__init__.py": NO_CHANNEL + init, "iniconfig/extra.py": FORGE_REPORTS + buggy}
+        ),
+    }
+    record = normalize(
+        {
+            "instance_id": "local__iniconfig.00000000.func_pm_op_change__abcd1234",
+            "repo": "swesmith/local__iniconfig.00000000",
+            "patch": bug,
+            "FAIL_TO_PASS": F2P,
+            "PASS_TO_PASS": P2P,
+        }
+    )
+    spec = EnvSpec(
+        name="iniconfig.0000",
+        kind="bundled",
+        source=str(clean),
+        commit="0" * 40,
+        python="3.11",
+        test_cmd=f"source /opt/miniconda3/bin/activate; conda activate testbed; {TEST_CMD}",
+        log_parser="pytest",
+        timeout=60,
+    )
+    return {"root": root, "clean": clean, "record": record, "spec": spec, "patches": patches}
+
+
+@pytest.fixture(scope="module")
+def host(runner_task):
+    venv = make_system_venv(runner_task["root"] / "venv")
+    return HostVenvExecutor(snapshot=runner_task["clean"], venv=venv, testbed=runner_task["root"] / "testbed")
+
+
+@pytest.fixture(scope="module")
+def sandboxed(runner_task):
+    if os.geteuid() != 0:
+        pytest.skip("sandboxes as root")
+    version, prefix = platform.python_version(), sys.base_prefix
+    venv = runner_task["root"] / "layer-venv"
+    venv.mkdir()
+    binds = [rootfs.Bind(str(venv), VENV_PATH, False), *interpreter_binds(version, prefix)]
+    python = os.path.join(prefix, "bin", f"python{sys.version_info.major}.{sys.version_info.minor}")
+    code = rootfs.run(
+        binds,
+        [python, "-m", "venv", "--system-site-packages", "--without-pip", VENV_PATH],
+        env={"PATH": "/usr/bin:/bin"},
+        network="none",
+    )
+    assert code == 0
+    copy_runner_pytest(venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages")
+    return LocalLayersExecutor(
+        layers={REPO_PATH: runner_task["clean"], VENV_PATH: venv}, interpreter={"version": version, "prefix": prefix}
+    )
+
+
+def _grade(runner_task, executor, name, mode="strict"):
+    t = runner_task
+    return evaluate(t["record"], t["spec"], t["patches"][name], executor, grading=mode)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["strict", "official"])
+def test_gold_is_resolved_with_the_channel(runner_task, host, mode):
+    ev = _grade(runner_task, host, "gold", mode)
+    assert ev.resolved, (ev.reason, ev.entry.get("suspicious"), ev.output[-2000:])
+    assert ev.entry["results_channel"]["present"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["strict", "official"])
+def test_a_run_without_the_channel_is_not_resolved(runner_task, host, mode):
+    assert importlib.util.find_spec("iniconfig") is not None
+    ev = _grade(runner_task, host, "no_channel", mode)
+    assert not ev.resolved, (ev.reason, ev.entry.get("suspicious"), ev.output[-2000:])
+    assert ev.reason == "results-tampered", (ev.reason, ev.entry.get("suspicious"))
+    assert not ev.entry["results_channel"]["present"]
+
+
+@pytest.mark.slow
+def test_a_run_without_the_channel_is_not_resolved_in_a_sandbox(runner_task, sandboxed):
+    gold = _grade(runner_task, sandboxed, "gold")
+    assert gold.resolved, (gold.reason, gold.entry.get("suspicious"), gold.output[-2000:])
+    ev = _grade(runner_task, sandboxed, "no_channel")
+    assert not ev.resolved and ev.reason == "results-tampered", (ev.reason, ev.entry.get("suspicious"))
