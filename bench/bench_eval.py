@@ -11,7 +11,8 @@ boundary"): seconds per gold evaluation with the checks (graded state computed b
 controller, the results plugin's end-of-test checks and audit hooks) and without them
 (the same plugin with its checks off, no graded state), one task per bundled repo, in a
 plain venv over this interpreter (its pytest), built from the committed bundled sources:
-needs no store.
+needs no store. `--baseline-plugin FILE` makes the baseline arm run the same checks with
+another results-plugin file (the cost of a plugin change, both measured in one run).
 
 Usage: .venv/bin/python bench/bench_eval.py [--store results/store] [--repeats 3]
        .venv/bin/python bench/bench_eval.py --checks [--repeats 5] [--json OUT]
@@ -20,6 +21,7 @@ Usage: .venv/bin/python bench/bench_eval.py [--store results/store] [--repeats 3
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -78,8 +80,10 @@ def bench_checks(a: argparse.Namespace) -> int:
     from unittest import mock
 
     from minisandbox.grading import evaluate as evaluate_mod
+    from minisandbox.grading import results as results_mod
     from minisandbox.grading.gradedstate import GradedState, graded_state
     from minisandbox.pipeline.bundled import materialize
+    from tests.fixtures import hostvenv as hostvenv_mod
     from tests.fixtures.hostvenv import HostVenvExecutor
 
     catalog = Catalog.load(a.catalog)
@@ -95,6 +99,11 @@ def bench_checks(a: argparse.Namespace) -> int:
         return rec.repo.split("/", 1)[-1].rsplit(".", 1)[0]
 
     venv = _runner_venv(work / "venv", [work / f"testbed-{repo_name(r)}" for r in recs])
+    baseline_dir = None
+    if a.baseline_plugin:  # "without" = checks on, with this plugin file (a plugin change's cost)
+        baseline_dir = work / "baseline-plugin"
+        baseline_dir.mkdir(exist_ok=True)
+        shutil.copyfile(a.baseline_plugin, baseline_dir / f"{results_mod.RESULTS_PLUGIN}.py")
 
     class Unchecked(GradedState):
         def manifest(self, root: str) -> dict[str, object]:
@@ -119,6 +128,9 @@ def bench_checks(a: argparse.Namespace) -> int:
                 t0 = time.perf_counter()
                 if checks:
                     ev = evaluate(rec, spec, patch, host, reverse=reverse)
+                elif baseline_dir is not None:  # the same checks, with the baseline plugin
+                    with mock.patch.object(hostvenv_mod, "plugin_dir", lambda: baseline_dir):
+                        ev = evaluate(rec, spec, patch, host, reverse=reverse)
                 else:
                     with (
                         mock.patch.object(evaluate_mod, "graded_state", no_state),
@@ -179,7 +191,8 @@ def bench_checks(a: argparse.Namespace) -> int:
         "without CPU s",
         "CPU ratio",
     ]
-    print(f"gold-patch evaluation in a host venv, {a.repeats} repeats, checks on/off alternated")
+    against = f"this plugin / {a.baseline_plugin}" if a.baseline_plugin else "checks on/off"
+    print(f"gold-patch evaluation in a host venv, {a.repeats} repeats, {against} alternated")
     print(tabulate(rows, headers=headers, floatfmt=".3f"))
     if a.json:
         Path(a.json).write_text(json.dumps({"repeats": a.repeats, "headers": headers, "rows": rows}, indent=1))
@@ -202,6 +215,12 @@ def main() -> int:
     ap.add_argument("--work", default=None, help="host venv dir (default: a temp dir)")
     ap.add_argument("--checks", action="store_true", help="cost of the trust-boundary checks (no store needed)")
     ap.add_argument("--json", default=None, help="with --checks: write the table here as JSON")
+    ap.add_argument(
+        "--baseline-plugin",
+        default=None,
+        help="with --checks: the baseline arm runs the checks with this results-plugin file instead of none "
+        "(e.g. `git show main:src/minisandbox/grading/resultplugin.py > /tmp/old.py`)",
+    )
     a = ap.parse_args()
     if a.checks:
         return bench_checks(a)

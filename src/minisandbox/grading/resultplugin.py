@@ -71,6 +71,251 @@ OWN_PREFIXES = ("_pytest", "pytest", "pluggy", "unittest", "builtins")
 #: Builtins that are not functions or classes but matter: how modules and classes are built.
 CAPTURED_DUNDER = ("__import__", "__build_class__")
 
+# ---------------------------------------------------------------------- forged comparisons
+# A value whose class answers a comparison it cannot honestly answer (`__eq__` returning
+# True) makes `assert result == expected` pass with the bug in place: no exception, so no
+# other check sees it. The functions below find such classes and probe them; they depend
+# on no pytest object (a unittest-style runner can use them too). docs/grading.md,
+# "Values that compare equal to anything".
+
+#: The dunders whose answers decide `assert a == b`, `assert not a != b`, `assertEqual`,
+#: `assert a < b`, `assert a in b`, `assert x`, `assert isinstance(x, T)`.
+COMPARISON_DUNDERS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__contains__", "__bool__",
+                      "__len__", "__instancecheck__", "__subclasscheck__")
+#: Builtin value types a probed class may derive from: an instance is made with the
+#: builtin's own constructor (none of the class's code), and the builtin's own answers are
+#: the honest ones.
+VALUE_BASES = (str, bytes, int, float, complex, tuple, frozenset, list, dict, set, bytearray)
+_SLOT_TYPES = (type(object.__eq__), type(str.join), type(object.__init_subclass__))
+#: Audit events a comparison has no honest use for: looking at its caller's frames (to
+#: answer only for the test) or at the heap.
+PROBE_EVENTS = frozenset(("sys._getframe", "sys._current_frames", "object.__getattr__", "gc.get_objects",
+                          "gc.get_referrers", "gc.get_referents", "sys.settrace", "sys.setprofile"))
+_NOTHING = object()
+_NOTHINGS = (_NOTHING,) * len(COMPARISON_DUNDERS)
+
+
+def all_classes():
+    """Every live class, walked from `object` through `type.__subclasses__` (metaclasses
+    included: `type` is a subclass of `object`)."""
+    seen = set()
+    out = []
+    todo = [object]
+    while todo:
+        cls = todo.pop()
+        try:
+            subs = type.__subclasses__(cls)
+        except TypeError:
+            continue
+        for sub in subs:
+            if id(sub) not in seen:
+                seen.add(id(sub))
+                out.append(sub)
+                todo.append(sub)
+    return out
+
+
+def class_dict(cls):
+    """The class's own namespace (not what a metaclass's `__dict__` property says)."""
+    return type.__dict__["__dict__"].__get__(cls)
+
+
+def dunder_fingerprint(cls):
+    """The values of the class's own comparison dunders (compare with `is`)."""
+    return tuple(map(class_dict(cls).get, COMPARISON_DUNDERS, _NOTHINGS))
+
+
+def own_method(cls, name, value, code_ok):
+    """True when `value`, the class's own `name`, is a method the class honestly owns: a
+    slot of a C type itself, or a function defined in that class's body (its qualified
+    name says so) in the file of the class's module, whose code `code_ok` accepts (a file
+    the patch did not change, not written during the run)."""
+    if value is None:
+        return True  # `__eq__ = None`: comparing raises
+    if isinstance(value, _SLOT_TYPES):
+        return getattr(value, "__objclass__", None) is cls
+    if type(value) is not type(own_method):
+        return False  # partial(method), staticmethod, builtins, callables: not a method of the class
+    code = value.__code__
+    qual = type.__dict__["__qualname__"].__get__(cls)
+    if getattr(code, "co_qualname", value.__qualname__) != qual + "." + name or not code_ok(code):
+        return False  # a lambda, or another class's method
+    f = getattr(sys.modules.get(type.__dict__["__module__"].__get__(cls)), "__file__", None)
+    if not isinstance(f, str):
+        return False
+    f = f[:-1] if f.endswith(".pyc") else f
+    return os.path.realpath(f) == os.path.realpath(code.co_filename)
+
+
+def untrusted_dunders(cls, code_ok):
+    """The comparison dunders `cls` defines itself that are not honestly its own (see
+    `own_method`)."""
+    try:
+        cdict = class_dict(cls)
+        return tuple(name for name in COMPARISON_DUNDERS
+                     if name in cdict and not own_method(cls, name, cdict[name], code_ok))
+    except Exception:
+        return tuple(name for name in COMPARISON_DUNDERS if name in getattr(cls, "__dict__", ()))
+
+
+def class_codes(cls):
+    """The code objects the class's own namespace holds: functions, the functions inside
+    static/class methods, properties, partials and wrappers."""
+    out = []
+    todo = list(class_dict(cls).values())
+    for _ in range(4):  # a few levels of wrapping
+        nxt = []
+        for value in todo:
+            code = getattr(value, "__code__", None) if not isinstance(value, type) else None
+            if isinstance(code, type(own_method.__code__)):
+                out.append(code)
+                continue
+            for attr in ("__func__", "func", "fget", "fset", "__wrapped__"):
+                inner = getattr(value, attr, None) if not isinstance(value, type) else None
+                if inner is not None:
+                    nxt.append(inner)
+        todo = nxt
+    return out
+
+
+def _answer(op, *args):
+    """op(*args) as a test's assert sees it: True/False, or None when it raises."""
+    try:
+        return bool(op(*args))
+    except Exception:
+        return None
+
+
+class _Fresh(object):
+    """A value no honest class equals, contains or orders against."""
+    __slots__ = ()
+    __hash__ = None
+
+
+def _probe_instances(cls, rng):
+    """(the builtin base or None, instances of `cls` made without any of its code)."""
+    base = next((b for b in cls.__mro__ if b in VALUE_BASES), None)
+    token = "%032x" % rng.getrandbits(128)
+    number = rng.getrandbits(62) + (1 << 62)
+    if base is None:
+        if issubclass(cls, type):
+            return None, []  # a metaclass: probed through its classes (see forged_comparison)
+        return None, [object.__new__(cls), object.__new__(cls)]
+    seeds = {str: (token, ""), bytes: (token.encode(), b""), bytearray: (token.encode(), b""),
+             int: (number, 0), float: (number + 0.5, 0.0), complex: (complex(number, 1), 0j),
+             tuple: ((token,), ()), frozenset: (frozenset((token,)), frozenset()), list: ([token], []),
+             dict: ({token: 1}, {}), set: ({token}, set())}[base]
+    out = []
+    for seed in seeds:
+        inst = base.__new__(cls, seed) if base in (str, bytes, int, float, complex, tuple, frozenset) \
+            else base.__new__(cls)
+        if base in (list, dict, set, bytearray):
+            base.__init__(inst, seed)
+        out.append(inst)
+    return base, out
+
+
+def _probe_values(rng):
+    token = "%032x" % rng.getrandbits(128)
+    number = -(rng.getrandbits(62) + (1 << 62))
+    return [object(), _Fresh(), token, token.encode(), number, number - 0.25, complex(number, -1), (token,),
+            frozenset((number,)), [token], {token: 2}, None]
+
+
+def _plain(base, inst):
+    """The instance's value as the builtin itself, copied at C level (none of the
+    subclass's code: not its `__str__` or `__iter__`)."""
+    if base in (dict, set, frozenset, bytearray):
+        return base.copy(inst)
+    if base is list:
+        return list.__add__([], inst)
+    return base.__add__(inst, base())
+
+
+def _neighbours(base, inst):
+    """Values of the builtin base close to the instance's own value (a hack may answer
+    only for values that look like it)."""
+    plain = _plain(base, inst)
+    if base is str:
+        return [plain + "x", plain[:-1], "x" + plain, plain.upper() + "X"]
+    if base in (bytes, bytearray):
+        return [plain + b"x", plain[:-1], b"x" + plain]
+    if base in (int, float, complex):
+        return [plain + 1, plain - 1, -plain]
+    if base in (tuple, list):
+        return [plain + base((1,)), plain[:-1]]
+    return [base()]
+
+
+def _honest(base, op, inst, value):
+    """The builtin base's own answer (NotImplemented and TypeError: False)."""
+    try:
+        got = getattr(base, op)(inst, value)
+    except Exception:
+        return False
+    return got is not NotImplemented and bool(got)
+
+
+def forged_comparison(cls, names, rng):
+    """Why instances of `cls` answer a comparison or truth test they cannot honestly
+    answer, or None. `names`: its untrusted dunders (`untrusted_dunders`). Each answer is
+    taken as an assert takes it (`operator.eq(x, v)`, reflected operations included), for
+    values no honest class equals (a fresh object, random strings, bytes, numbers,
+    containers, None) and, for a builtin's subclass, values of that builtin near the
+    instance's own, whose honest answer is the builtin's."""
+    import operator
+
+    label = "%s.%s" % (getattr(cls, "__module__", "?"), getattr(cls, "__qualname__", "?"))
+    if issubclass(cls, type) and ("__instancecheck__" in names or "__subclasscheck__" in names):
+        fresh = _Fresh()
+        for target in all_classes():
+            if type(target) is cls:
+                if _answer(isinstance, fresh, target) or _answer(issubclass, _Fresh, target):
+                    return "%s says a fresh object is an instance of %s" % (label, target.__qualname__)
+        return None
+    base, instances = _probe_instances(cls, rng)
+    values = _probe_values(rng)
+    for a in instances:  # a strict order is irreflexive and asymmetric
+        for b in instances:
+            if (_answer(operator.lt, a, b) and _answer(operator.lt, b, a)) or \
+                    (_answer(operator.gt, a, b) and _answer(operator.gt, b, a)):
+                return "%s orders its instances inconsistently" % label
+    for inst in instances:
+        near = _neighbours(base, inst) if base is not None else []
+        for value in values + near:
+            honest_eq = base is not None and _honest(base, "__eq__", inst, value)
+            if not honest_eq:
+                if _answer(operator.eq, inst, value) or _answer(operator.eq, value, inst):
+                    return "%s says equal to %s it cannot equal" % (label, type(value).__name__)
+                if _answer(operator.ne, inst, value) is False or _answer(operator.ne, value, inst) is False:
+                    return "%s says not unequal to %s it cannot equal" % (label, type(value).__name__)
+            lt, gt = _answer(operator.lt, inst, value), _answer(operator.gt, inst, value)
+            le, ge = _answer(operator.le, inst, value), _answer(operator.ge, inst, value)
+            rlt, rgt = _answer(operator.lt, value, inst), _answer(operator.gt, value, inst)
+            if (lt and (ge or gt or rlt)) or (gt and (le or rgt)) or (le and gt) or (ge and lt):
+                return "%s orders itself inconsistently against %s" % (label, type(value).__name__)
+            contained = _answer(operator.contains, inst, value)
+            if contained and (base is None or not _honest(base, "__contains__", inst, value)):
+                return "%s says it contains %s" % (label, type(value).__name__)
+        if base is not None:
+            truth = _answer(bool, inst)
+            honest_truth = bool(base.__len__(inst)) if hasattr(base, "__len__") else base.__bool__(inst)
+            if truth is not None and truth != honest_truth:
+                return "%s says its truth is %s, its %s value's is %s" % (label, truth, base.__name__, honest_truth)
+            if hasattr(base, "__len__"):
+                size = _answer_len(inst)
+                if size is not None and size != base.__len__(inst):
+                    return "%s says its length is %d, its %s value's is %d" % (
+                        label, size, base.__name__, base.__len__(inst))
+    return None
+
+
+def _answer_len(inst):
+    try:
+        return len(inst)
+    except Exception:
+        return None
+
 
 def _restore_env():
     """Put PYTHONPATH and PYTEST_ADDOPTS back as the test command set them (pytest has
@@ -446,18 +691,23 @@ def _install(fd, nonce, manifest):
 
     # ------------------------------------------------------------------ audit hooks
     def untrusted_caller(skip_stdlib):
-        """file_verdict of the code that raised the current audit event (frames of this
-        plugin and, with skip_stdlib, of the standard library and importlib skipped)."""
+        """(file_verdict, file) of the code that raised the current audit event (frames of
+        this plugin and, with skip_stdlib, of the standard library and importlib skipped),
+        and the base names of the standard-library files skipped."""
         f = _frame(2)
+        passed = []
         while f is not None:
             name = f.f_code.co_filename
             real = real_of(name) if not name.startswith("<") else name
-            if real == ME or (skip_stdlib and (name.startswith("<frozen") or (
-                    real.startswith(STDLIB) and "-packages" + _sep not in real))):
+            if real == ME:
                 f = f.f_back
                 continue
-            return file_verdict(name), name
-        return None, None
+            if skip_stdlib and (name.startswith("<frozen") or (real.startswith(STDLIB) and "-packages" + _sep not in real)):
+                passed.append(_os_basename(real))
+                f = f.f_back
+                continue
+            return file_verdict(name), name, passed
+        return None, None, passed
 
     WATCH = {"sys.settrace": True, "sys.setprofile": True, "gc.get_objects": True,
              "gc.get_referrers": True, "gc.get_referents": True, "sys._getframe": False,
@@ -591,13 +841,180 @@ def _install(fd, nonce, manifest):
                 rel_to_root(real_of(code.co_filename)) or code.co_filename))
             raise ImportError("minisandbox: the pyc of %s changed while it was read" % code.co_filename)
 
+    # ------------------------------------------------------------------ forged comparisons
+    # Classes whose comparison dunders are not honestly their own, or that hold code from a
+    # disallowed file, are probed (forged_comparison) when first seen: at the start of
+    # every garbage collection (the young generation holds every object made since the
+    # last one, so a class made and collected within a test is seen before it dies), at
+    # every end-of-test check, and, at the end of the session, every live class whose
+    # dunders changed since it was examined. docs/grading.md, "Values that compare equal
+    # to anything".
+    import gc
+    import random
+    import weakref
+    _ref, _gc_objects, _gc_callbacks, _environ = weakref.ref, gc.get_objects, gc.callbacks, os.environ
+    _compress = itertools.compress
+    _freeze_count = _getattr(gc, "get_freeze_count", None)
+    _fingerprint, _untrusted, _codes, _forged, _classes = (dunder_fingerprint, untrusted_dunders, class_codes,
+                                                          forged_comparison, all_classes)
+    YOUNG = sys.version_info >= (3, 8)  # gc.get_objects(generation=0)
+    _rng = random.Random(os.urandom(16))
+    class_seen = {}  # id(class) -> (weak reference, its dunder fingerprint when examined)
+    probe = {"events": None, "examining": False, "freeze": 0, "probed": 0, "last": None}
+
+    def code_ok(code):
+        return code_verdict(code) is None
+
+    def examine(classes, nodeid=None):
+        """Probe each class not examined yet, or whose own comparison dunders changed."""
+        if probe["examining"]:
+            return
+        probe["examining"] = True
+        try:
+            for cls in classes:
+                try:
+                    fp = _fingerprint(cls)
+                    prev = class_seen.get(_id(cls))
+                    old = prev is not None and prev[0]() is cls
+                    if old and _all(_map(_is, prev[1], fp)):
+                        continue
+                    baseline = old and prev[2]
+                    class_seen[_id(cls)] = (_ref(cls), fp, baseline)
+                except Exception:
+                    continue
+                if not _all(_map(_is, fp, _repeat(_NOTHING))):
+                    examine_class(cls, fp, nodeid, baseline)
+        finally:
+            probe["examining"] = False
+
+    def examine_class(cls, fp, nodeid, baseline):
+        """Probe a class the patch may have made or changed: one holding code from a
+        disallowed file, one whose module's file is disallowed (or that has none), or a
+        class of the baseline (pytest, the standard library) whose dunders changed. Other
+        classes (unchanged code: a test's helper, a mock's per-instance class) are not
+        probed. Every forged answer of a probed class is critical."""
+        label = "%s.%s" % (_getattr(cls, "__module__", "?"), _getattr(cls, "__qualname__", "?"))
+        try:
+            bad = None
+            for code in _codes(cls):
+                bad = code_verdict(code)
+                if bad is not None:
+                    break
+            if bad is None and not baseline:
+                where = _getattr(sys.modules.get(_getattr(cls, "__module__", None) or ""), "__file__", None)
+                if _isinstance(where, _str) and file_verdict(where[:-1] if where.endswith(".pyc") else where) is None:
+                    return
+            if bad is not None:  # the patch's class: every comparison dunder it has
+                names = _tuple(n for n, v in _zip(COMPARISON_DUNDERS, fp) if v is not _NOTHING)
+            else:
+                names = _untrusted(cls, code_ok)
+            if not names:
+                return
+            probe["probed"] += 1
+            why, events = run_probe(cls, names, nodeid)
+        except Exception:
+            return
+        if events:
+            report_tampered("comparison code of %s inspects its caller during a comparison (%s)" % (
+                label, ", ".join(_sorted(_set(events)))))
+        if why is not None:
+            report_tampered("forged comparison: %s" % why)
+
+    def run_probe(cls, names, nodeid):
+        """(forged_comparison's answer, the audit events the probed code raised); with a
+        test id (the end-of-session walk: the last test's), PYTEST_CURRENT_TEST says that
+        test's call phase, as during the test."""
+        old = _environ.get("PYTEST_CURRENT_TEST")
+        if nodeid is not None:
+            _environ["PYTEST_CURRENT_TEST"] = "%s (call)" % nodeid
+        events = probe["events"] = []
+        try:
+            return _forged(cls, names, _rng), events
+        finally:
+            probe["events"] = None
+            if nodeid is not None:
+                if old is None:
+                    _environ.pop("PYTEST_CURRENT_TEST", None)
+                else:
+                    _environ["PYTEST_CURRENT_TEST"] = old
+
+    def new_classes():
+        """The classes of the young generation, plus every live class when gc.freeze()
+        moved objects out of the generations since the last look."""
+        state["busy"] = True  # our own heap walk: not a finding
+        try:
+            young = _gc_objects(0)
+        finally:
+            state["busy"] = False
+        # isinstance: a class cannot hide from it (an object that claims to be one is
+        # skipped by the fingerprint); compress/map: one C-level pass
+        found = _list(_compress(young, _map(_isinstance, young, _repeat(_type))))
+        frozen = _freeze_count() if _freeze_count is not None else 0
+        if frozen != probe["freeze"]:
+            probe["freeze"] = frozen
+            found.extend(_classes())
+        return found
+
+    def on_gc(phase, info):
+        if phase != "start" or state["busy"] or probe["examining"] or probe["events"] is not None:
+            return
+        try:
+            examine(new_classes())
+        except Exception:
+            pass
+
+    def examine_classes(item, everything):
+        """The end-of-test part of `check` (the gc callback still there) and the
+        end-of-session one (every live class). A class dies only in a garbage collection
+        (its `__mro__` refers to it), whose start the callback sees: every class is probed
+        there or in the final walk."""
+        if item is not None:
+            probe["last"] = item.nodeid
+        if YOUNG and not _any(_map(_is, _list(_gc_callbacks), _repeat(on_gc))):
+            report_tampered("the results plugin's gc callback was removed from gc.callbacks")
+        if everything:
+            examine(_classes(), probe["last"])
+
+    GRADED_NAMES = _set(_os_basename(k) for k in GRADED)
+    _fsdecode = os.fsdecode
+
+    def graded_open(args):
+        """Code from a disallowed file that opens a graded test file or conftest reads the
+        answers the tests expect (a lookup table): critical, unless the read goes through
+        `linecache`/`traceback` (a traceback formatted, `inspect.getsource`): reported."""
+        path = args[0] if args else None
+        if _type(path) is not _str:
+            if _isinstance(path, _int) or _fspath is None:
+                return
+            path = _fspath(path)
+            if _isinstance(path, bytes):
+                path = _fsdecode(path)
+            if _type(path) is not _str:
+                return
+        if _os_basename(path) not in GRADED_NAMES:
+            return
+        rel = rel_to_root(real_of(_abspath(path)))
+        if rel is None or rel not in GRADED:
+            return
+        why, name, passed = untrusted_caller(skip_stdlib=True)
+        if why is None:
+            return
+        who = rel_to_root(real_of(name)) if not name.startswith("<") else name
+        through = "linecache.py" in passed or "traceback.py" in passed
+        report_tampered("%s reads the graded test file %s (%s)%s" % (
+            who or name, rel, why, " through linecache" if through else ""), not through)
+
     def audit(event, args):
+        events = probe["events"]
+        if events is not None and event in PROBE_EVENTS:
+            events.append(event)
         if event == "open" or event == "exec":
             if not state["busy"] and (event == "exec" and pyc_pending or event == "open"):
                 state["busy"] = True
                 try:
                     if event == "open":
                         pyc_open(args)
+                        graded_open(args)
                     else:
                         pyc_exec(args)
                 except (OSError, ImportError):
@@ -614,7 +1031,7 @@ def _install(fd, nonce, manifest):
             critical = WATCH[event]
             # the responsible code: past the standard library for what is critical (a
             # tracer set through bdb), the direct caller otherwise (logging walks frames)
-            why, name = untrusted_caller(skip_stdlib=critical)
+            why, name, _passed = untrusted_caller(skip_stdlib=critical)
             if why is not None:
                 rel = rel_to_root(real_of(name)) if not name.startswith("<") else name
                 # written at once: the code that walks the heap may disable this plugin next
@@ -627,6 +1044,11 @@ def _install(fd, nonce, manifest):
     add_hook = _getattr(sys, "addaudithook", None) if CHECKS else None
     if add_hook is not None:
         add_hook(audit)
+    if CHECKS:
+        for cls in _classes():  # the classes before any repository code ran: not the patch's
+            class_seen[_id(cls)] = (_ref(cls), _fingerprint(cls), True)
+        if YOUNG:
+            _gc_callbacks.append(on_gc)
 
     # ------------------------------------------------------------------ the end-of-test check
     def check(item=None):
@@ -638,6 +1060,7 @@ def _install(fd, nonce, manifest):
         state["memo"] = {}
         try:
             check_now(item, item is None)
+            examine_classes(item, item is None)
         finally:
             state["memo"] = None
 

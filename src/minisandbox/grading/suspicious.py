@@ -29,7 +29,14 @@ Two kinds of finding (docs/grading.md, "Rewards a candidate patch cannot forge")
   * `os._exit` (ends the runner before it reports);
   * `sys.modules` (reaching the test runner's modules from library code);
   * frame and object walking (`sys._getframe`, `gc.get_objects`, `inspect.stack`);
-  * this harness's own names (the results plugin, its environment variables).
+  * this harness's own names (the results plugin, its environment variables);
+  * in library code only (not test files): a comparison or truth dunder that answers a
+    constant (`def __eq__(self, other): return True`, `__ne__ = lambda *a: False`, a
+    `partial`/`partialmethod` as a dunder, `return isinstance(other, str)` alone), test
+    doubles (`unittest.mock`, `MagicMock`, `mock.ANY`: values that equal anything), and
+    a test file named (a lookup table of the tests' expected values). The results plugin
+    probes such classes at run time (docs/grading.md, "Values that compare equal to
+    anything"); this is the evidence in the patch text.
 
   A fix may legitimately mention `sys.modules`; these stay evidence.
 """
@@ -64,6 +71,30 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     ("minisandbox results channel", re.compile(r"minisandbox|MINISANDBOX_", re.I)),
+)
+
+_DUNDER = r"__(?:eq|ne|lt|le|gt|ge|contains|bool|len|instancecheck|subclasscheck)__"
+#: (label, pattern) checked against the added lines of each library (non-test) file, joined
+#: with newlines: a `def` and its `return` are on two lines.
+LIBRARY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "constant comparison",
+        re.compile(
+            rf"\bdef\s+{_DUNDER}\s*\([^)]*\)\s*(?:->[^:\n]*)?:\s*(?:#[^\n]*)?\n?[ \t]*return\s+"
+            r"(?:True|False|1|0|not\s+NotImplemented|isinstance\([^()\n]*\))[ \t]*(?:#[^\n]*)?$"
+            rf"|\b{_DUNDER}\s*=\s*(?:lambda\b[^:\n]*:\s*(?:True|False|1|0)\b|(?:\w+\s*\.\s*)?partial(?:method)?\s*\()"
+            rf"|setattr\s*\([^,\n]+,\s*['\"]{_DUNDER}['\"]",
+            re.M,
+        ),
+    ),
+    (
+        "test double",
+        re.compile(
+            r"\bunittest\s*\.\s*mock\b|\bfrom\s+unittest\s+import\s+(?:[\w\s,(]*[\s,(])?mock\b|\bMagicMock\b"
+            r"|\bmock\s*\.\s*ANY\b|\bfrom\s+mock\s+import\b"
+        ),
+    ),
+    ("test file named", re.compile(r"\btest_\w+\.py\b|\bconftest(?:\.py)?\b")),
 )
 
 #: Added lines that declare a pytest plugin or an entry point (packaging files, conftests).
@@ -176,6 +207,13 @@ def _text_rules(scan: Scan, added: dict[str, list[str]]) -> None:
             hit = next((t for t in lines if rx.search(t)), None)
             if hit is not None:
                 scan.add(label, path, hit.strip()[:120])
+        if _is_test_path(path):
+            continue  # tests may define odd comparisons and use mocks; they are reverted anyway
+        text = "\n".join(lines)
+        for label, rx in LIBRARY_RULES:
+            m = rx.search(text)
+            if m is not None:
+                scan.add(label, path, " ".join(m.group(0).split())[:120])
 
 
 # ------------------------------------------------------------------ the patch text (fallback)
