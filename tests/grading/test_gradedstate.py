@@ -13,7 +13,7 @@ import pytest
 from minisandbox.grading.evalscript import EvalScript
 from minisandbox.grading.gradedstate import GradedState, graded_state, scan_marks
 from minisandbox.grading.grading import make_report
-from minisandbox.grading.results import ResultsChannel
+from minisandbox.grading.results import KEY_BYTES, ResultsChannel
 
 SOURCE = textwrap.dedent(
     """\
@@ -167,16 +167,16 @@ def test_the_manifest_follows_the_nonce_on_the_results_socket():
         theirs.settimeout(5)
         theirs.connect(ch.socket_path())
         data = b""
-        while data.count(b"\n") < 2:
+        while data.count(b"\n") < 1 or not data[KEY_BYTES + data.index(b"\n") + 1 :].endswith(b"\n"):
             data += theirs.recv(1 << 16)
         late = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with pytest.raises(OSError):
             late.connect(ch.socket_path())
         late.close()
-        nonce, line = data.decode().splitlines()[:2]
-        sent = json.loads(line)
-        key = sent.pop("key").encode()
-        assert nonce == ch.nonce and sent == man
+        nonce, rest = data.split(b"\n", 1)
+        key, line = rest[:KEY_BYTES], rest[KEY_BYTES:]
+        assert nonce.decode() == ch.nonce and json.loads(line) == man
+        nonce = nonce.decode()
         body = json.dumps({"ev": "hello", "p": 7, "q": 0}).encode()
         theirs.sendall(hmac.new(key, body, hashlib.sha256).hexdigest().encode() + b" " + body + b"\n")
         theirs.close()
@@ -192,11 +192,11 @@ def test_channel_records_that_do_not_verify_are_critical():
     mid-write is dropped, and its test, with no teardown record, fails."""
     from minisandbox.grading.results import parse_channel, verify_records
 
-    key = "k" * 64
+    key = b"k" * KEY_BYTES
 
     def rec(**fields):
         body = json.dumps(fields, sort_keys=True).encode()
-        return hmac.new(key.encode(), body, hashlib.sha256).hexdigest().encode() + b" " + body + b"\n"
+        return hmac.new(key, body, hashlib.sha256).hexdigest().encode() + b" " + body + b"\n"
 
     hello = rec(ev="hello", p=1, q=0)
     setup = rec(ev="phase", id="t.py::a", when="setup", status="PASSED", p=1, q=1)

@@ -171,3 +171,63 @@ def test_descriptor_relay_is_not_resolved_in_a_sandbox(task, sandbox_executor, r
     ev = grade(task, sandbox_executor, "relay", patch=relay_patches[relay])
     assert not ev.resolved, (ev.reason, ev.entry.get("results_channel"), ev.output[-3000:])
     assert ev.reason == "results-tampered", (ev.reason, ev.entry.get("results_channel"))
+
+
+MEMORY_DUMP = """
+import os
+
+
+def test_dump_memory():
+    with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+        out = open(os.environ["DUMP"], "wb")
+        for line in maps:
+            span, perms = line.split()[:2]
+            if not perms.startswith("rw"):
+                continue
+            start, end = (int(x, 16) for x in span.split("-"))
+            try:
+                mem.seek(start)
+                out.write(mem.read(end - start))
+            except (OSError, ValueError, OverflowError):
+                pass
+        out.close()
+"""
+
+
+def test_the_record_key_is_not_left_in_the_test_process_memory(tmp_path):
+    """A relay that could find the key could sign what it rewrites. The plugin reads the key
+    as raw bytes into a buffer it wipes once the keyed SHA-256 states are made, so a scan of
+    the process's writable memory (what code under test can read through /proc/self/mem)
+    finds neither the key nor its hex form, while it does find a digest of the manifest the
+    plugin keeps."""
+    import subprocess
+    import sys
+
+    from minisandbox.grading.results import SOCKET_VAR, ResultsChannel, parse_channel, plugin_dir
+
+    (tmp_path / "test_m.py").write_text(MEMORY_DUMP)
+    dump = tmp_path / "mem.bin"
+    kept = "5eed" * 16  # a graded file's digest: the plugin keeps the manifest's files
+    with ResultsChannel({"files": {"test_m.py": kept}}) as channel:
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": str(plugin_dir()),
+            "PYTEST_ADDOPTS": "-p _minisandbox_results",
+            SOCKET_VAR: channel.socket_path(),
+            "DUMP": str(dump),
+        }
+        res = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_m.py"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        text = channel.collect()
+        key = channel._key
+    ch = parse_channel(text, channel.nonce)
+    assert res.returncode == 0 and ch.present and ch.statuses == {"test_m.py::test_dump_memory": "PASSED"}, res.stdout
+    memory = dump.read_bytes()
+    assert len(memory) > 1 << 20 and kept.encode() in memory  # the scan sees the plugin's state
+    assert key not in memory and key.hex().encode() not in memory

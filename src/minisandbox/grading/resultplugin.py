@@ -19,8 +19,8 @@ What it does (see docs/grading.md, "Results channel" and "Trust boundary"):
   pluggy and unittest.case (with their methods), and a creation stamp for files;
 * for every test phase computes the status itself from ``call.excinfo`` (not from the
   report object, which repository code can patch), notes where the report disagrees, and
-  writes one JSON line per phase, authenticated with the controller's key (sent with the
-  manifest, never written back) and numbered, so that a process that rewires the
+  writes one JSON line per phase, authenticated with the controller's key (raw bytes after
+  the nonce, wiped once the HMAC state is made, never written back) and numbered, so that a process that rewires the
   descriptors can forward records but not change, drop or add one;
 * at the end of every test (after its teardown) checks that none of the captured objects
   was replaced, that every hook implementation of the plugin manager comes from pytest or
@@ -50,6 +50,7 @@ import sys
 
 SOCK_VAR = "MINISANDBOX_RESULTS_SOCK"  # results.SOCKET_VAR
 NONCE_BYTES = 33  # 32 hex characters and a newline
+KEY_BYTES = 32  # results.KEY_BYTES: the record key, raw, after the nonce
 MANIFEST_MAX = 8 << 20
 _RESTORE = ("PYTHONPATH", "PYTEST_ADDOPTS")
 #: Modules whose functions and classes (and their methods) are captured at import and
@@ -353,8 +354,24 @@ def _read_manifest(sock):
     return data if isinstance(data, dict) else {}
 
 
+def _read_key(sock):
+    """The record key: KEY_BYTES raw bytes right after the nonce, read into a buffer the
+    caller wipes once its HMAC state is made (no copy of the key stays in this process's
+    memory as text or bytes for a scan of it to find)."""
+    key = bytearray(KEY_BYTES)
+    view = memoryview(key)
+    got = 0
+    while got < KEY_BYTES:
+        n = sock.recv_into(view[got:])
+        if not n:
+            break
+        got += n
+    view.release()
+    return key if got == KEY_BYTES else None
+
+
 def _open_channel():
-    """(fd, nonce, manifest), or None when this run has no channel."""
+    """(fd, nonce, key, manifest), or None when this run has no channel."""
     path = os.environ.pop(SOCK_VAR, None)
     _restore_env()
     if not path:
@@ -371,7 +388,8 @@ def _open_channel():
             if not chunk:
                 break
             nonce += chunk
-        manifest = _read_manifest(sock) if len(nonce) == NONCE_BYTES else {}
+        key = _read_key(sock) if len(nonce) == NONCE_BYTES else None
+        manifest = _read_manifest(sock) if key is not None else {}
         sock.settimeout(None)  # writes must block
         fd = fcntl.fcntl(sock.fileno(), fcntl.F_DUPFD_CLOEXEC, 64)
     except (OSError, ValueError):
@@ -379,13 +397,13 @@ def _open_channel():
         return None
     sock.close()
     nonce = nonce.decode("ascii", "replace").strip()
-    if len(nonce) != NONCE_BYTES - 1:
+    if len(nonce) != NONCE_BYTES - 1 or key is None:
         os.close(fd)
         return None
-    return fd, nonce, manifest
+    return fd, nonce, key, manifest
 
 
-def _install(fd, nonce, manifest):
+def _install(fd, nonce, key, manifest):
     """The plugin object; everything it knows is in this function's closures."""
     import builtins
     import types
@@ -418,21 +436,43 @@ def _install(fd, nonce, manifest):
     # relay that edits what passes) sees neither the key nor the nonce, so it can forward
     # records, but any it changes, drops, repeats or makes up is caught by the controller
     # (results.ResultsChannel.collect).
-    import hmac
-    _mac, _getpid = hmac.new, os.getpid
-    KEY = _str(manifest.pop("key", "")).encode("ascii", "replace")
+    # HMAC-SHA256 (RFC 2104) on hashlib's C objects, whose methods no code can replace
+    # (the hmac module's class is Python: a patched method would see the keyed state);
+    # only the keyed inner and outer states stay, the key and its pads are wiped
+    _getpid = os.getpid
+    pad = bytearray(64)
+    inner, outer = _sha256(), _sha256()
+    for state, byte in ((inner, 0x36), (outer, 0x5C)):
+        for i in _range(64):
+            pad[i] = (key[i] if i < _len(key) else 0) ^ byte
+        state.update(pad)
+    pad[:] = bytes(64)
+    key[:] = bytes(_len(key))
     seq = [0]
+    # numbered and written under one lock: an audit finding written from another thread
+    # must not take a number out of order (the controller would call that a relay); a
+    # fork's child gets a fresh lock (the parent's may be held by a thread it lacks)
+    import _thread
+    lock = [_thread.RLock()]
+    at_fork = _getattr(os, "register_at_fork", None)
+    if at_fork is not None:
+        at_fork(after_in_child=lambda: lock.__setitem__(0, _thread.RLock()))
 
     def write(record):
-        record["p"], record["q"] = _getpid(), seq[0]
-        seq[0] += 1
-        body = _dumps(record).encode("utf-8", "replace")
-        data = _mac(KEY, body, _sha256).hexdigest().encode("ascii") + b" " + body + b"\n"
-        try:
-            while data:
-                data = data[_write(fd, data):]
-        except OSError:
-            pass
+        with lock[0]:
+            record["p"], record["q"] = _getpid(), seq[0]
+            seq[0] += 1
+            body = _dumps(record).encode("utf-8", "replace")
+            mac_in = inner.copy()
+            mac_in.update(body)
+            mac = outer.copy()
+            mac.update(mac_in.digest())
+            data = mac.hexdigest().encode("ascii") + b" " + body + b"\n"
+            try:
+                while data:
+                    data = data[_write(fd, data):]
+            except OSError:
+                pass
 
     def creation_stamp():
         """The kernel's current time as file times see it (a fresh pipe's ctime): a file

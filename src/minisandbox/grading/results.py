@@ -60,6 +60,8 @@ def plugin_dir() -> Path:
         return _plugin_dir
 
 
+#: Length of the record key (raw bytes, sent after the nonce; resultplugin.KEY_BYTES).
+KEY_BYTES = 32
 #: The environment variable that names the channel's socket for the plugin.
 SOCKET_VAR = "MINISANDBOX_RESULTS_SOCK"
 #: The socket's name in the channel's directory.
@@ -84,16 +86,16 @@ class ResultsChannel:
 
     def __init__(self, manifest: Mapping[str, object] | None = None) -> None:
         self.nonce = secrets.token_hex(16)
-        # the key the plugin authenticates its records with (verify_records): it travels
-        # only here, read by the plugin at import, and is never written back
-        self._key = secrets.token_hex(32)
-        # the manifest (minisandbox.grading.gradedstate.GradedState.manifest) follows the
-        # nonce: the plugin reads both at import, before any repository code runs
-        line = (json.dumps({**dict(manifest or {}), "key": self._key}, sort_keys=True) + "\n").encode()
+        # the key the plugin authenticates its records with (verify_records), raw bytes
+        # after the nonce: read by the plugin at import, wiped there once its HMAC state
+        # is made, never written back
+        self._key = secrets.token_bytes(KEY_BYTES)
+        # the manifest (minisandbox.grading.gradedstate.GradedState.manifest) follows:
+        # the plugin reads all three at import, before any repository code runs
+        line = (json.dumps(dict(manifest or {}), sort_keys=True) + "\n").encode()
         if len(line) > MANIFEST_MAX:
-            # the plugin then trusts no test file by content (checks by path remain)
-            line = (json.dumps({"key": self._key}) + "\n").encode()
-        self._hello = (self.nonce + "\n").encode() + line
+            line = b"{}\n"  # the plugin then trusts no test file by content (checks by path remain)
+        self._hello = (self.nonce + "\n").encode() + self._key + line
         base = tempfile.gettempdir()
         if len(base) > 60:  # a socket's path has at most 107 bytes
             base = "/tmp"
@@ -175,7 +177,7 @@ class ResultsChannel:
         self.close()
 
 
-def verify_records(raw: bytes, key: str, nonce: str) -> str:
+def verify_records(raw: bytes, key: bytes, nonce: str) -> str:
     """The plugin's records as `parse_channel` reads them, each checked first.
 
     Code under test shares the plugin's process and can rewire its descriptors: dup2 a
@@ -191,7 +193,6 @@ def verify_records(raw: bytes, key: str, nonce: str) -> str:
     import hashlib
     import hmac
 
-    secret = key.encode("ascii")
     out: list[str] = []
     bad: list[str] = []
     expect: dict[object, int] = {}
@@ -199,7 +200,7 @@ def verify_records(raw: bytes, key: str, nonce: str) -> str:
     lines.pop()  # b"" after the last newline, or a record cut off mid-write
     for number, line in enumerate(lines, 1):
         mac, _, body = line.partition(b" ")
-        want = hmac.new(secret, body, hashlib.sha256).hexdigest().encode("ascii")
+        want = hmac.new(key, body, hashlib.sha256).hexdigest().encode("ascii")
         try:
             rec = json.loads(body) if hmac.compare_digest(mac, want) else None
         except ValueError:
