@@ -173,8 +173,13 @@ def sandbox_executor(task):
     canonical path over this interpreter (pytest from its site-packages)."""
     if os.geteuid() != 0:
         pytest.skip("sandboxes as root")
+    return layers_executor(task["repo"], task["root"] / "layer-venv")
+
+
+def layers_executor(repo: Path, venv: Path) -> LocalLayersExecutor:
+    """A sandbox executor over `repo` and a venv layer made at `venv`, built at the
+    canonical path over this interpreter (pytest from its site-packages)."""
     version, prefix = platform.python_version(), sys.base_prefix  # this interpreter: pytest is installed here
-    venv = task["root"] / "layer-venv"
     venv.mkdir()
     binds = [rootfs.Bind(str(venv), VENV_PATH, False), *interpreter_binds(version, prefix)]
     python = os.path.join(prefix, "bin", f"python{sys.version_info.major}.{sys.version_info.minor}")
@@ -188,7 +193,7 @@ def sandbox_executor(task):
     copy_runner_pytest(venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages")
     add_pytest_script(venv, f"{VENV_PATH}/bin/python")
     return LocalLayersExecutor(
-        layers={REPO_PATH: task["repo"], VENV_PATH: venv}, interpreter={"version": version, "prefix": prefix}
+        layers={REPO_PATH: repo, VENV_PATH: venv}, interpreter={"version": version, "prefix": prefix}
     )
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import platform
 import sys
 from pathlib import Path
 
@@ -26,12 +25,10 @@ import pytest
 
 from minisandbox.catalog import EnvSpec
 from minisandbox.grading.evaluate import evaluate
-from minisandbox.paths import REPO_PATH, VENV_PATH
 from minisandbox.records import normalize
-from minisandbox.sandbox import rootfs
-from minisandbox.sandbox.interpreters import interpreter_binds
-from tests.fixtures.evaluation import TEST_CMD, _git, copy_runner_pytest, diff, make_system_venv, write_tree
-from tests.fixtures.hostvenv import HostVenvExecutor, LocalLayersExecutor
+from tests.fixtures.evaluation import TEST_CMD, _git, diff, make_system_venv, write_tree
+from tests.fixtures.hostvenv import HostVenvExecutor
+from tests.security.test_reward_hacks import HACK_REPORTS, layers_executor
 
 EXTRA = "def add(a, b):\n    return a + b\n"
 TESTS = (
@@ -45,21 +42,6 @@ P2P = ["tests/test_extra.py::test_zero"]
 NO_CHANNEL = """\
 import os as _os
 _os.environ.pop("MINISANDBOX_RESULTS_SOCK", None)
-"""
-
-FORGE_REPORTS = """\
-import sys as _sys
-_reports = _sys.modules.get("_pytest.reports")
-if _reports is not None:
-    _orig_init = _reports.TestReport.__init__
-
-    def _init(self, *args, **kwargs):
-        _orig_init(self, *args, **kwargs)
-        if self.outcome == "failed":
-            self.outcome = "passed"
-            self.longrepr = None
-
-    _reports.TestReport.__init__ = _init
 """
 
 
@@ -85,7 +67,7 @@ def runner_task(tmp_path_factory):
     patches = {
         "gold": diff(work, state, {"iniconfig/extra.py": EXTRA}),
         "no_channel": diff(
-            work, state, {"iniconfig/__init__.py": NO_CHANNEL + init, "iniconfig/extra.py": FORGE_REPORTS + buggy}
+            work, state, {"iniconfig/__init__.py": NO_CHANNEL + init, "iniconfig/extra.py": HACK_REPORTS + buggy}
         ),
     }
     record = normalize(
@@ -120,22 +102,7 @@ def host(runner_task):
 def sandboxed(runner_task):
     if os.geteuid() != 0:
         pytest.skip("sandboxes as root")
-    version, prefix = platform.python_version(), sys.base_prefix
-    venv = runner_task["root"] / "layer-venv"
-    venv.mkdir()
-    binds = [rootfs.Bind(str(venv), VENV_PATH, False), *interpreter_binds(version, prefix)]
-    python = os.path.join(prefix, "bin", f"python{sys.version_info.major}.{sys.version_info.minor}")
-    code = rootfs.run(
-        binds,
-        [python, "-m", "venv", "--system-site-packages", "--without-pip", VENV_PATH],
-        env={"PATH": "/usr/bin:/bin"},
-        network="none",
-    )
-    assert code == 0
-    copy_runner_pytest(venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages")
-    return LocalLayersExecutor(
-        layers={REPO_PATH: runner_task["clean"], VENV_PATH: venv}, interpreter={"version": version, "prefix": prefix}
-    )
+    return layers_executor(runner_task["clean"], runner_task["root"] / "layer-venv")
 
 
 def _grade(runner_task, executor, name, mode="strict"):
