@@ -96,7 +96,11 @@ def test_cli_names_the_limits_of_a_silent_failure(user, request) -> None:
         "--",
         f"python3 -c '{script}' 2>/dev/null",
     ]
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": SRC, "LANG": "C.UTF-8", "HOME": "/tmp"}
+    # a home of its own (the node's cache and state go there): with HOME=/tmp the root run left
+    # /tmp/.cache/minisandbox/state owned by root, and the rootless run then failed on it
+    home = base / "home"
+    home.mkdir()
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": SRC, "LANG": "C.UTF-8", "HOME": str(home)}
     if user == "rootless":
         request.getfixturevalue("rootless_user")
         subprocess.run(["chown", "-R", f"{TEST_USER}:{TEST_USER}", str(base)], check=True)
