@@ -442,37 +442,56 @@ def _install(fd, nonce, key, manifest):
     _getpid = os.getpid
     pad = bytearray(64)
     inner, outer = _sha256(), _sha256()
-    for state, byte in ((inner, 0x36), (outer, 0x5C)):
+    for keyed, byte in ((inner, 0x36), (outer, 0x5C)):
         for i in _range(64):
             pad[i] = (key[i] if i < _len(key) else 0) ^ byte
-        state.update(pad)
+        keyed.update(pad)
     pad[:] = bytes(64)
     key[:] = bytes(_len(key))
     seq = [0]
     # numbered and written under one lock: an audit finding written from another thread
-    # must not take a number out of order (the controller would call that a relay); a
-    # fork's child gets a fresh lock (the parent's may be held by a thread it lacks)
+    # must not take a number out of order (the controller would call that a relay), and a
+    # record made while one is being written in this thread (the gc callback runs at any
+    # allocation) waits for it in `pending`; a fork's child starts afresh (the parent's
+    # lock may be held by a thread it lacks)
     import _thread
-    lock = [_thread.RLock()]
+    lock, writing, pending = [_thread.RLock()], [False], []
+
+    def after_fork():
+        lock[0], writing[0] = _thread.RLock(), False
+        del pending[:]
+
     at_fork = _getattr(os, "register_at_fork", None)
     if at_fork is not None:
-        at_fork(after_in_child=lambda: lock.__setitem__(0, _thread.RLock()))
+        at_fork(after_in_child=after_fork)
+
+    def emit(record):
+        record["p"], record["q"] = _getpid(), seq[0]
+        seq[0] += 1
+        body = _dumps(record).encode("utf-8", "replace")
+        mac_in = inner.copy()
+        mac_in.update(body)
+        mac = outer.copy()
+        mac.update(mac_in.digest())
+        data = mac.hexdigest().encode("ascii") + b" " + body + b"\n"
+        try:
+            while data:
+                data = data[_write(fd, data):]
+        except OSError:
+            pass
 
     def write(record):
         with lock[0]:
-            record["p"], record["q"] = _getpid(), seq[0]
-            seq[0] += 1
-            body = _dumps(record).encode("utf-8", "replace")
-            mac_in = inner.copy()
-            mac_in.update(body)
-            mac = outer.copy()
-            mac.update(mac_in.digest())
-            data = mac.hexdigest().encode("ascii") + b" " + body + b"\n"
+            if writing[0]:
+                pending.append(record)
+                return
+            writing[0] = True
             try:
-                while data:
-                    data = data[_write(fd, data):]
-            except OSError:
-                pass
+                emit(record)
+                while pending:
+                    emit(pending.pop(0))
+            finally:
+                writing[0] = False
 
     def creation_stamp():
         """The kernel's current time as file times see it (a fresh pipe's ctime): a file
