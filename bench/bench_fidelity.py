@@ -1398,7 +1398,8 @@ def merge_swebench(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """SWE-bench runs of several sessions as one: a spec measured again replaces its earlier
     result (the later file wins), each result keeps its `code_commit`, and a spec counts as
     planned when any run could plan it (runs may use mirrors completed to different extents),
-    else as excluded or not measurable as the last run that sorted it says."""
+    else as excluded or not measurable with the reason the first run that sorted it gave (a
+    merged file comes first and keeps the reasons written for it)."""
     latest: dict[str, dict[str, Any]] = {}
     planned: dict[str, dict[str, Any]] = {}
     excluded: dict[str, str] = {}
@@ -1407,8 +1408,8 @@ def merge_swebench(runs: list[dict[str, Any]]) -> dict[str, Any]:
         for r in run["results"]:
             latest[r["profile"]] = {**r, "code_commit": r.get("code_commit") or run["code"]["commit"]}
         planned.update({e["name"]: e for e in run.get("planned", [])})
-        excluded.update(run.get("excluded", {}))
-        unavailable.update(run.get("unavailable", {}))
+        excluded = {**run.get("excluded", {}), **excluded}
+        unavailable = {**run.get("unavailable", {}), **unavailable}
     order = {n: i for i, n in enumerate(swebench_order(list(planned)))}
     data = dict(runs[-1])
     data.update(
