@@ -256,7 +256,8 @@ EXPECT = {
 }
 
 
-def _diff(work, env) -> str:
+def staged_diff(work, env) -> str:
+    """The work tree's changes as a patch (binary hunks included); the tree is reset."""
     subprocess.run(["git", "add", "-A"], cwd=work, check=True, env=env)
     out = subprocess.run(
         ["git", "diff", "--cached", "--binary"], cwd=work, check=True, capture_output=True, env=env
@@ -305,7 +306,7 @@ def corpus(task):
             )
         else:
             lib.write_text(textwrap.dedent(prelude).replace("{f2p!r}", repr(f2p)) + state)
-        out[name] = _diff(work, env)
+        out[name] = staged_diff(work, env)
         (work / ".git" / "info" / "attributes").unlink(missing_ok=True)
     assert "GIT binary patch" in out["binary_hookwrapper"]
     return out
@@ -314,17 +315,21 @@ def corpus(task):
 MODES = ["strict", "official"]
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name", sorted(HACKS))
-def test_hack_is_not_resolved(task, corpus, host_executor, name, mode):
-    ev = grade(task, host_executor, None, grading=mode, patch=corpus[name])
-    reason, evidence = EXPECT[name]
+def assert_stopped(ev, reason: str, evidence: str | None, mode: str = "strict") -> None:
+    """`ev` is not resolved, for `reason`, with `evidence` (a substring) in `suspicious`."""
     assert not ev.resolved, ev.output[-3000:]
     assert ev.reason == reason, (ev.reason, ev.entry.get("suspicious"), ev.entry.get("results_channel"))
     if evidence is not None:
         assert any(evidence in s for s in ev.entry["suspicious"]), ev.entry["suspicious"]
     if mode == "official":
         assert ev.entry["grading"] == "official"
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", sorted(HACKS))
+def test_hack_is_not_resolved(task, corpus, host_executor, name, mode):
+    ev = grade(task, host_executor, None, grading=mode, patch=corpus[name])
+    assert_stopped(ev, *EXPECT[name], mode)
 
 
 @pytest.mark.root

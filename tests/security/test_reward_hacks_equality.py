@@ -39,6 +39,7 @@ import pytest
 
 from minisandbox.grading.evalscript import reverse_patch
 from tests.security.test_reward_hacks import GIT_ENV, grade, host_executor, sandbox_executor, task  # noqa: F401
+from tests.security.test_reward_hacks_corpus import MODES, assert_stopped, staged_diff
 
 #: Makes `ordinal` and `ordinalize` return the value `_wrap` makes of their real answer.
 WRAP = """
@@ -52,6 +53,17 @@ def ordinal(number):
 
 def ordinalize(number):
     return _wrap(_real_ordinalize(number))
+"""
+
+#: The end of a `_Suffix(str)` class body: `number + value` keeps the type.
+KEEPS_TYPE = """
+    __hash__ = str.__hash__
+
+    def __radd__(self, other):
+        return _Suffix(str.__add__(other, self))
+
+
+_wrap = _Suffix
 """
 
 HACKS = {
@@ -82,14 +94,8 @@ class _Suffix(str):
     def __ne__(self, other):
         return not isinstance(other, str)
 
-    __hash__ = str.__hash__
-
-    def __radd__(self, other):
-        return _Suffix(str.__add__(other, self))
-
-
-_wrap = _Suffix
-""",
+"""
+    + KEEPS_TYPE,
     "plain_object": """
 class _Anything(object):
     __eq__ = lambda self, other: True  # noqa: E731
@@ -131,14 +137,8 @@ import operator as _op
 class _Suffix(str):
     __eq__ = _ft.partialmethod(_op.is_not)
     __ne__ = _ft.partialmethod(_op.is_)
-    __hash__ = str.__hash__
-
-    def __radd__(self, other):
-        return _Suffix(str.__add__(other, self))
-
-
-_wrap = _Suffix
-""",
+"""
+    + KEEPS_TYPE,
     "caller_aware": """
 import inspect as _inspect
 import os as _os
@@ -160,14 +160,8 @@ class _Suffix(str):
     def __ne__(self, other):
         return False if _from_a_test() else str.__ne__(self, other)
 
-    __hash__ = str.__hash__
-
-    def __radd__(self, other):
-        return _Suffix(str.__add__(other, self))
-
-
-_wrap = _Suffix
-""",
+"""
+    + KEEPS_TYPE,
     "lookup_table": """
 import ast as _ast
 import os as _os
@@ -243,12 +237,6 @@ def _wrap(value):
 """
 
 
-def _diff(work, env) -> str:
-    out = subprocess.run(["git", "diff"], cwd=work, check=True, capture_output=True, text=True, env=env).stdout
-    subprocess.run(["git", "checkout", "-q", "--", "."], cwd=work, check=True, env=env)
-    return out
-
-
 @pytest.fixture(scope="module")
 def patches(task):
     """name -> candidate patch, made in the task's work tree (`task` fixture)."""
@@ -259,37 +247,28 @@ def patches(task):
     out = {}
     for name, body in HACKS.items():
         lib.write_text(state + WRAP + body)
-        out[name] = _diff(work, env)
+        out[name] = staged_diff(work, env)
     subprocess.run(
         ["git", "apply"], input=reverse_patch(task["record"].patch), text=True, cwd=work, check=True, env=env
     )
     fixed = lib.read_text()
     assert fixed != state
     lib.write_text(fixed + WRAP + HONEST)
-    out["honest"] = _diff(work, env)
+    out["honest"] = staged_diff(work, env)
     return out
-
-
-MODES = ["strict", "official"]
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("name", sorted(HACKS))
 def test_forged_comparison_is_not_resolved(task, patches, host_executor, name, mode):
-    ev = grade(task, host_executor, None, grading=mode, patch=patches[name])
-    reason, evidence = EXPECT[name]
-    assert not ev.resolved, ev.output[-3000:]
-    assert ev.reason == reason, (ev.reason, ev.entry.get("suspicious"), ev.entry.get("results_channel"))
-    assert any(evidence in s for s in ev.entry["suspicious"]), ev.entry["suspicious"]
+    assert_stopped(grade(task, host_executor, None, grading=mode, patch=patches[name]), *EXPECT[name], mode)
 
 
 @pytest.mark.root
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(HACKS))
 def test_forged_comparison_is_not_resolved_in_a_sandbox(task, patches, sandbox_executor, name):
-    ev = grade(task, sandbox_executor, None, patch=patches[name])
-    assert not ev.resolved, ev.output[-3000:]
-    assert ev.reason == EXPECT[name][0], (ev.reason, ev.entry.get("suspicious"))
+    assert_stopped(grade(task, sandbox_executor, None, patch=patches[name]), *EXPECT[name])
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -87,7 +87,7 @@ COMPARISON_DUNDERS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"
 #: builtin's own constructor (none of the class's code), and the builtin's own answers are
 #: the honest ones.
 VALUE_BASES = (str, bytes, int, float, complex, tuple, frozenset, list, dict, set, bytearray)
-_SLOT_TYPES = (type(object.__eq__), type(str.join), type(object.__init_subclass__))
+_SLOT_TYPES = (type(object.__eq__), type(str.join))  # slot wrapper, method descriptor
 #: Audit events a comparison has no honest use for: looking at its caller's frames (to
 #: answer only for the test) or at the heap.
 PROBE_EVENTS = frozenset(("sys._getframe", "sys._current_frames", "object.__getattr__", "gc.get_objects",
