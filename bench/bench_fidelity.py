@@ -1372,6 +1372,7 @@ def swebench_measure(
             )
             rest = pytest_counts(text, load_parser(spec["log_parser"])(text))
             r["rest"] = {k: rest[k] for k in ("passed", "failed", "errors", "skipped", "pass_rate", "source")}
+            r["rest"]["capped"] = rest["source"] == "progress"  # no final line: the cap cut it
     else:
         r["failure_class"] = classify_build(
             r["build_error"] or "", read_logs(r["logs"]) + (d / "snakemake.log").read_text(errors="replace")[-20000:]
@@ -1392,6 +1393,12 @@ def run_record(run: dict[str, Any]) -> list[dict[str, Any]]:
     if run.get("runs"):
         return list(run["runs"])
     return [{k: run[k] for k in ("code", "date", "test_timeout", "mirrors") if k in run}]
+
+
+def run_key(rec: dict[str, Any]) -> tuple[str, str]:
+    """One run however often it was merged: its output folder's code copy and commit (a run
+    merged again after it measured more keeps only its latest record)."""
+    return rec["code"].get("root", ""), rec["code"]["commit"]
 
 
 def merge_swebench(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -1417,7 +1424,7 @@ def merge_swebench(runs: list[dict[str, Any]]) -> dict[str, Any]:
         excluded={k: v for k, v in sorted(excluded.items()) if k not in planned},
         unavailable={k: v for k, v in sorted(unavailable.items()) if k not in planned and k not in excluded},
         results=list(latest.values()),
-        runs=[rec for run in runs for rec in run_record(run)],
+        runs=list({run_key(rec): rec for run in runs for rec in run_record(run)}.values()),
     )
     commits = list(dict.fromkeys(r["code_commit"] for r in data["results"]))
     if len(commits) > 1:
@@ -1432,13 +1439,15 @@ def swebench_meets(r: dict[str, Any]) -> bool:
 
 
 def rest_note(r: dict[str, Any]) -> str:
-    """What the suite gives past its collection errors (`--continue-on-collection-errors`)."""
+    """What the suite gives past its collection errors (`--continue-on-collection-errors`);
+    counted from progress characters means the cap cut that run before pytest's final line."""
     rest = r.get("rest")
     if not rest or rest.get("pass_rate") is None:
         return ""
+    capped = rest.get("capped") or rest.get("source") == "progress"
     return (
         f"; past them: {rest['passed']} passed, {rest['failed']} failed, {rest['errors']} errors "
-        f"({rest['pass_rate'] * 100:.1f}%{', capped' if rest.get('capped') else ''})"
+        f"({rest['pass_rate'] * 100:.1f}%{', capped' if capped else ''})"
     )
 
 

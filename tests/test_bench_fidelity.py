@@ -260,6 +260,9 @@ def test_render_lists_counts_and_what_was_not_measured(bf):
     data["results"][2]["version"] = "4.0"
     assert "| psf/requests | 4.0 " in bf.render_swebench(data)  # a version, not the number 4
     assert "network needed by tests; past them: 40 passed, 1 failed, 0 errors (97.6%)" in text
+    # a run past the collection errors that the cap cut (counted from progress characters)
+    data["results"][1]["rest"]["source"] = "progress"
+    assert "past them: 40 passed, 1 failed, 0 errors (97.6%, capped)" in bf.render_swebench(data)
 
 
 def _mounted(path: Path) -> bool:
@@ -597,10 +600,16 @@ def test_report_merges_swebench_runs_of_several_sessions(bf, tmp_path):
     text = bf.render_swebench(data)
     assert f"code: several ({old[:10]}, {new[:10]})" in text
     assert "measured: 3;" in text and "not measured (time): pvlib/pvlib-python@0.9" in text
-    # a merged file merges again without losing its runs
+    # a merged file merges again without losing its runs, and with a run that measured
+    # more since it was merged, without listing that run twice
     merged = tmp_path / "merged.json"
     merged.write_text(json.dumps(data))
     assert len(bf.load_results(str(merged))["runs"]) == 2
+    later = json.loads(Path(second).read_text())
+    later["date"] = "2026-12-02T14:00:00Z"
+    Path(second).write_text(json.dumps(later))
+    again = bf.load_results(f"{merged},{second}")["runs"]
+    assert [r["date"] for r in again] == ["2026-12-01T20:00:00Z", "2026-12-02T14:00:00Z"]
 
 
 def test_load_range_records_the_load_average_while_a_spec_runs(bf, monkeypatch):
