@@ -13,8 +13,6 @@ another source tree, for before/after in one run):
 * `run` with PYTHONDONTWRITEBYTECODE=1 (bytecode must have been compiled at set-up), and
   never byte-compiled (also an empty PYTHONPYCACHEPREFIX: what a venv that `uv sync` did not
   compile pays where writing bytecode is off);
-* `run` through the console script the installer makes (no helper, and a helper running),
-  against `minisandbox` as found (scripts/launcher.py where scripts/setup.sh ran);
 * the node-local helper (docs/sandbox.md): `run` with none (MINISANDBOX_HELPER=off: all
   in-process), with one already running (target <= 2x bwrap + python), and the first call
   when none runs (`auto`: in-process, and it starts one; stopped again before each sample).
@@ -100,18 +98,6 @@ def sample(argv: list[str], env: dict) -> tuple[float, float]:
     return wall, ru.ru_utime + ru.ru_stime + extra
 
 
-#: The `minisandbox` console script the installer (uv, pip) makes from [project.scripts].
-CONSOLE_SCRIPT = """#!{python}
-# -*- coding: utf-8 -*-
-import sys
-from minisandbox.cli import main
-if __name__ == "__main__":
-    if sys.argv[0].endswith("-script.pyw"):
-        sys.argv[0] = sys.argv[0][:-11]
-    elif sys.argv[0].endswith(".exe"):
-        sys.argv[0] = sys.argv[0][:-4]
-    sys.exit(main())
-"""
 PRE = "BENCH_CLI_PRE"  # in a case's env: what to do before each sample (not seen by the process: popped)
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -277,13 +263,6 @@ def main() -> int:
                 run,
                 {**tenv, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(work / "no-pycache")},
             )
-        # the command as the installer makes it (scripts/setup.sh puts scripts/launcher.py over it)
-        console = work / "console-script"
-        console.write_text(CONSOLE_SCRIPT.format(python=sys.executable))
-        console.chmod(0o755)
-        crun = [str(console), *run[1:]]
-        cases["run console"] = (crun, env)
-        cases["run helper console"] = (crun, {**env, "MINISANDBOX_HELPER": "use", PRE: "helper-running"})
         for argv, cenv in cases.values():  # warm-up: page cache, bytecode, the verified-document markers
             sample(argv, cenv)
         load_start = os.getloadavg()[0]
@@ -340,14 +319,6 @@ def main() -> int:
                 anchor,
                 "empty PYTHONPYCACHEPREFIX: every module compiled on every call",
             )
-        first = next(iter(trees))
-        row(
-            f"`minisandbox run TASK -- true`, no helper, the installer's console script ({first})",
-            "run console",
-            anchor,
-            "`minisandbox` is scripts/launcher.py where scripts/setup.sh ran",
-        )
-        row(f"  same, a helper running, the installer's console script ({first})", "run helper console", anchor, "")
         headers = ["what", "n", "median ms", "p95 ms", "CPU ms", "ratio (wall)", "ratio (CPU)", "note"]
         print(
             f"load average {load_start:.1f} at the start, {load_end:.1f} at the end, on {os.cpu_count()} CPUs; "

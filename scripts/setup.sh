@@ -9,7 +9,6 @@
 #      checkout, with every extra (Slurm executor, S3, integrations, tests), byte-compiled
 #      (the installed packages and the checkout's src/): where PYTHONDONTWRITEBYTECODE is
 #      set (CI, containers) Python would otherwise compile every module on every call.
-#      Its `minisandbox` command is scripts/launcher.py (scripts/install_launcher.py).
 #   4. `minisandbox`, `snakemake` and `uv` linked into a directory on PATH
 #      (/usr/local/bin as root, ~/.local/bin otherwise; MINISANDBOX_BIN_DIR overrides).
 #      A file there that this set-up did not make is left alone, and said so; a
@@ -90,9 +89,6 @@ rm -f /tmp/.minisandbox-uv-sync.$$
 # The project itself is an editable install (its modules are read from src/, which uv does not
 # compile): compile them too. A module edited later is compiled again by whoever imports it.
 "$ROOT/.venv/bin/python" -m compileall -q -j 0 "$ROOT/src" >/dev/null
-# The `minisandbox` command: scripts/launcher.py over uv's console script (the same CLI; a
-# `run` asks the node-local helper before the interpreter imports `site`: launcher.py says why).
-"$ROOT/.venv/bin/python" "$ROOT/scripts/install_launcher.py" "$ROOT/.venv/bin/python" "$ROOT/.venv/bin/minisandbox"
 say "project environment $ROOT/.venv ($("$ROOT/.venv/bin/python" --version), byte-compiled)"
 
 # --------------------------------------------------------------------- 4. commands on PATH

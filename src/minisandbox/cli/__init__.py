@@ -199,19 +199,18 @@ def _modules_for(argv: list[str]) -> list[str] | None:
     return None
 
 
-def main(argv: list[str] | None = None, *, client_tried: bool = False) -> int:
+def main(argv: list[str] | None = None) -> int:
     """`minisandbox ARGV` (default: this process's arguments). Only the command itself
     (argv None: the `minisandbox` script, `python -m minisandbox.cli`) may hand a `run` to
     the node-local helper (minisandbox.cli.helper); calls with an argv (tests, the helper's
-    own workers) run in this process. `client_tried`: the caller already asked the helper
-    and none took the call (scripts/launcher.py, which asks before `site` is imported)."""
+    own workers) run in this process."""
     try:
-        return _main(argv, helper=argv is None, client_tried=client_tried)
+        return _main(argv, helper=argv is None)
     except BrokenPipeError:  # also from argparse printing --help into `| head`
         return _stdout_closed()
 
 
-def _main(argv: list[str] | None, helper: bool = False, client_tried: bool = False) -> int:
+def _main(argv: list[str] | None, helper: bool = False) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv == ["--version"]:  # the common case without argparse (half of the start-up)
         print(f"minisandbox {__version__}")
@@ -219,7 +218,7 @@ def _main(argv: list[str] | None, helper: bool = False, client_tried: bool = Fal
     if helper and _command_word(argv) == "run":  # before any heavy import (docs/sandbox.md)
         from minisandbox.cli import helperclient
 
-        code = None if client_tried else helperclient.try_run(argv)
+        code = helperclient.try_run(argv)
         if code is not None:
             return code
         _pause_gc()  # (after the client: through a helper this process imports nothing more)
