@@ -225,3 +225,56 @@ def test_an_honest_eq_in_the_patch_text_is_not_reported():
         "        return str.__ne__(self, other)",
     ]
     assert scan_patch(_patch("pkg/mod.py", lines)) == []
+
+
+class Expr:
+    """A query builder's term: every comparison builds a (truthy) expression."""
+
+    def __init__(self, *parts):
+        self.parts = parts
+
+    def __hash__(self):
+        return id(self)
+
+    def __eq__(self, other):
+        return Expr("=", self, other)
+
+    def __lt__(self, other):
+        return Expr("<", self, other)
+
+    def __gt__(self, other):
+        return Expr(">", self, other)
+
+
+def test_reprobe_names_the_same_kind_of_finding_for_an_importable_class():
+    """The re-probe at the task state (evaluate._native_comparisons) imports classes by
+    their dotted name; a class it cannot import (new in the patch) gives no answer."""
+    label = f"{__name__}.Expr"
+    got = rp.reprobe([label, f"{__name__}.NoSuchClass", "no_such_module.X"], random.Random(1))
+    assert got[f"{__name__}.NoSuchClass"] is None and got["no_such_module.X"] is None
+    assert got[label] == (f"{label} orders its instances inconsistently", rp.comparison_code(Expr))
+    assert rp.finding_kind(got[label][0]) == "orders its instances inconsistently"
+    assert rp.finding_kind(f"{label} says equal to str it cannot equal (comparison code ab)") == "says equal to"
+    assert rp.finding_kind(f"{label} orders its instances inconsistently (comparison code ab)") == (
+        "orders its instances inconsistently"
+    )
+
+
+def test_comparison_code_tells_a_stand_in_from_the_class_of_its_name():
+    """The digest the re-probe matches: the same for the same comparison code, different
+    for another `__eq__`, and none for a class that is not the one its module holds under
+    its name (made at run time, or a stand-in borrowing an existing class's name)."""
+    code = rp.comparison_code(Expr)
+    assert len(code) == 16 and code == rp.comparison_code(Expr)
+    stand_in = type("Expr", (Expr,), {"__eq__": lambda self, other: True, "__module__": __name__})
+    assert rp.comparison_code(stand_in) == ""
+    sub = type("Sub", (Expr,), {"__module__": __name__, "__qualname__": "Sub"})
+    other = type(
+        "Other", (Expr,), {"__eq__": lambda self, other: True, "__module__": __name__, "__qualname__": "Other"}
+    )
+    globals().update(Sub=sub, Other=other)
+    try:
+        assert rp.comparison_code(sub) == code  # inherited: the same answers from the same code
+        assert rp.comparison_code(other) not in ("", code)
+    finally:
+        del globals()["Sub"], globals()["Other"]

@@ -24,6 +24,7 @@ import functools
 import hashlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import threading
@@ -41,6 +42,7 @@ from minisandbox.fsutil import atomic_write_text
 from minisandbox.grading.evalscript import (
     EvalScript,
     modified_and_new_files,
+    strip_conda_activation,
     swebench_test_directives,
     test_files_of,
 )
@@ -253,24 +255,85 @@ def evaluate(
             **mode,
         )
         return Evaluation(iid, rep, "", "", time.monotonic() - t0)
-    rep = make_report(
-        iid,
-        patch,
-        result.output,
-        fail_to_pass=record.fail_to_pass,
-        pass_to_pass=record.pass_to_pass,
-        log_parser=spec.log_parser,
-        nonce=script.nonce,
-        timed_out=result.timed_out,
-        apply_patch=apply_patch,
-        results=getattr(result, "results", None),
-        results_nonce=getattr(result, "results_nonce", None) or None,
-        xfail_marked=graded.xfail_marked,
-        **mode,
-    )
+
+    def graded_report(native: dict[str, str] | None = None) -> dict[str, Any]:
+        return make_report(
+            iid,
+            patch,
+            result.output,
+            fail_to_pass=record.fail_to_pass,
+            pass_to_pass=record.pass_to_pass,
+            log_parser=spec.log_parser,
+            nonce=script.nonce,
+            timed_out=result.timed_out,
+            apply_patch=apply_patch,
+            results=getattr(result, "results", None),
+            results_nonce=getattr(result, "results_nonce", None) or None,
+            xfail_marked=graded.xfail_marked,
+            native=native,
+            **mode,
+        )
+
+    rep = graded_report()
+    forged = _forged_findings(rep[iid]) if apply_patch else {}
+    if forged:  # rare outside libraries whose comparisons build expressions: no cost otherwise
+        native = _native_comparisons(record, spec, executor, forged, stop)
+        if native:
+            rep = graded_report(native)
     if result.cause:  # a limit, a signal or a timeout ended the run (ExecResult.cause)
         rep[iid]["cause"] = result.cause
     return Evaluation(iid, rep, result.output, text, time.monotonic() - t0)
+
+
+_FORGED = "runtime: tampered: forged comparison: "
+REPROBE_MARKER = "MINISANDBOX-NATIVE-COMPARISON"  # resultplugin.NATIVE_MARKER
+#: The re-probe: the results plugin's module (on PYTHONPATH through the executor's channel
+#: set-up, its channel itself unused) probes the named classes again
+REPROBE_CMD = 'env -u MINISANDBOX_RESULTS_SOCK "$(command -v python || command -v python3)" -c ' + shlex.quote(
+    f"import sys, {RESULTS_PLUGIN}; {RESULTS_PLUGIN}.reprobe_main(sys.argv[1:])"
+)
+
+
+def _forged_findings(entry: dict[str, Any]) -> dict[str, str]:
+    """{critical finding: the probe's answer} for the run's critical forged comparisons."""
+    return {
+        line[len("runtime: tampered: ") :]: line[len(_FORGED) :]
+        for line in entry.get("suspicious", [])
+        if line.startswith(_FORGED)
+    }
+
+
+def _native_comparisons(
+    record: TaskRecord, spec: EnvSpec, executor: Executor, forged: dict[str, str], stop: StopSignal | None
+) -> dict[str, str]:
+    """{critical finding: the same kind of answer at the graded state without the
+    candidate patch}: the flagged classes probed again in a fresh environment of the task
+    (the task state, no patch, no tests run: no candidate code). A finding the task state
+    gives too is the library's own comparison semantics (docs/grading.md, "Values that
+    compare equal to anything"). An environment that fails gives no downgrade."""
+    try:
+        with executor.open(record) as env:
+            script = plan_script(
+                record, spec, None, env.reference_dir, setup_task_state=not executor.prepares_task_state
+            )
+            activation = script.test_cmd[: len(script.test_cmd) - len(strip_conda_activation(script.test_cmd))]
+            script.test_cmd = activation + REPROBE_CMD  # the environment as the tests get it
+            script.test_args, script.scan_tree = sorted(set(forged.values())), False
+            if stop is not None:
+                result = env.execute(script, timeout=script.timeout + 120, stop=stop)
+            else:
+                result = env.execute(script, timeout=script.timeout + 120)
+    except Cancelled:
+        raise
+    except Exception:
+        return {}
+    answers: dict[str, str] = {}
+    for line in result.output.splitlines():
+        if line.startswith(REPROBE_MARKER + " "):
+            with contextlib.suppress(ValueError):
+                got = json.loads(line[len(REPROBE_MARKER) + 1 :])
+                answers = got if isinstance(got, dict) else {}
+    return {what: str(answers[why]) for what, why in forged.items() if answers.get(why)}
 
 
 # --------------------------------------------------------------------------- host executor

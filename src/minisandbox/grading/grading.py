@@ -193,6 +193,7 @@ def make_report(
     grading: str = GradingMode.STRICT.value,
     task_format: str = "swebench",
     xfail_marked: Callable[[str], bool] | None = None,
+    native: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """One instance's report in SWE-bench's format, `{instance_id: {...}}`, plus `reason`
     (a `Reason` value) and `status_map` (per-test statuses, for fidelity checks).
@@ -211,7 +212,10 @@ def make_report(
     sources); an XFAIL counts as a pass only then, in every mode. None: no test is marked
     (an XFAIL never counts). A run whose results channel reports a critical finding (an
     object or hook on the outcome path that is not the graded state's) is
-    `results-tampered`, in every mode.
+    `results-tampered`, in every mode. `native`: critical findings the task state without
+    the candidate patch gives too (finding -> the re-probe's answer,
+    `evaluate._native_comparisons`): the library's own comparison semantics, reported
+    and not critical.
 
     `grading="official"` decides `resolved` as the task's own harness does
     (`minisandbox.grading.official`; `task_format` picks SWE-bench's or SWE-smith's);
@@ -230,6 +234,8 @@ def make_report(
     if scan and scan.forbidden:
         entry["forbidden"] = list(scan.forbidden)
     channel = parse_channel(results, results_nonce) if results_nonce else None
+    if channel is not None and native:
+        _downgrade_native(channel, native, entry["suspicious"])
     use_channel = channel is not None and channel.present and applies(log_parser)
     if channel is not None:
         entry["results_channel"] = channel.summary()
@@ -423,6 +429,16 @@ def _unmarked_xfail(sm: StatusMap, xfail_marked: Callable[[str], bool] | None, n
             noted.add(test_id)
             out.append(f"xfail: {test_id}: reported XFAIL but not marked xfail at the graded state")
     return out
+
+
+def _downgrade_native(channel: Channel, native: Mapping[str, str], suspicious: list[str]) -> None:
+    """A critical finding the graded state without the candidate patch gives too
+    (`native`: finding -> the re-probe's answer; minisandbox.grading.evaluate) is the
+    library's own comparison semantics, not the patch's: reported, not critical."""
+    for what in list(channel.critical):
+        if what in native:
+            channel.critical.remove(what)
+            suspicious.append(f"runtime: native comparison semantics at the graded state: {native[what]}")
 
 
 def _runtime_findings(channel: Channel) -> list[str]:

@@ -47,6 +47,7 @@ import json
 import os
 import socket
 import sys
+from hashlib import sha256 as _sha256  # bound before any repository code runs
 
 SOCK_VAR = "MINISANDBOX_RESULTS_SOCK"  # results.SOCKET_VAR
 NONCE_BYTES = 33  # 32 hex characters and a newline
@@ -309,6 +310,104 @@ def forged_comparison(cls, names, rng):
                     return "%s says its length is %d, its %s value's is %d" % (
                         label, size, base.__name__, base.__len__(inst))
     return None
+
+
+NATIVE_MARKER = "MINISANDBOX-NATIVE-COMPARISON"
+
+
+def _code_text(code):
+    """A code object as text that survives moved lines: bytecode, names, constants."""
+    consts = [_code_text(c) if isinstance(c, type(_code_text.__code__)) else
+              repr(sorted(map(repr, c))) if isinstance(c, frozenset) else repr(c) for c in code.co_consts]
+    return "%r|%r|%r|%s" % (code.co_code, code.co_names, code.co_varnames, "|".join(consts))
+
+
+def comparison_code(cls):
+    """A digest of where the class's comparison answers come from: for each comparison
+    dunder, the first class of its MRO defining it (module, qualified name) and that
+    value's code, or type when it has none. "" when the class is not the one its module
+    holds under its name (made at run time, or a stand-in under a borrowed name): such a
+    class is never the task state's."""
+    try:
+        module, qual = type.__dict__["__module__"].__get__(cls), type.__dict__["__qualname__"].__get__(cls)
+        obj = sys.modules[module]
+        for i, part in enumerate(qual.split(".")):
+            obj = (vars(obj) if i == 0 else class_dict(obj))[part]
+        if obj is not cls:
+            return ""
+        parts = []
+        for name in COMPARISON_DUNDERS:
+            owner = next((k for k in type.__dict__["__mro__"].__get__(cls) if name in class_dict(k)), None)
+            if owner is None:
+                continue
+            value = class_dict(owner)[name]
+            code = getattr(value, "__code__", None) if type(value) is type(_code_text) else None
+            parts.append("%s:%s.%s:%s" % (name, type.__dict__["__module__"].__get__(owner),
+                                          type.__dict__["__qualname__"].__get__(owner),
+                                          _code_text(code) if code is not None else type(value).__name__))
+        return _sha256("\n".join(parts).encode("utf-8", "replace")).hexdigest()[:16]
+    except Exception:
+        return ""
+
+
+def finding_kind(why):
+    """The kind of a `forged_comparison` answer without its class and value type
+    ("orders its instances inconsistently", "says equal"), so the same class probed in
+    another process can be matched."""
+    rest = why.split(" ", 1)[1] if " " in why else why
+    rest = rest.split(" (comparison code ", 1)[0]
+    for cut in (" to ", " against ", " contains "):
+        if cut in rest:
+            rest = rest.split(cut, 1)[0] + cut.rstrip()
+    return rest
+
+
+def reprobe(labels, rng=None):
+    """{label: (forged_comparison's answer, comparison_code) or None} for classes named
+    "module.qualname", imported afresh in this process (the graded state without the
+    candidate patch: a finding it gives there is the library's own semantics). A class
+    that cannot be imported answers None."""
+    import importlib
+    import random
+
+    rng = rng or random.Random(os.urandom(16))
+    out = {}
+    for label in labels:
+        parts = label.split(".")
+        try:
+            obj, cut = None, 0
+            for cut in range(len(parts) - 1, 0, -1):  # the longest importable module prefix
+                try:
+                    obj = importlib.import_module(".".join(parts[:cut]))
+                    break
+                except ImportError:
+                    continue
+            for part in parts[cut:]:
+                obj = getattr(obj, part)
+            if not isinstance(obj, type):
+                raise TypeError(label)
+            names = tuple(n for n, v in zip(COMPARISON_DUNDERS, dunder_fingerprint(obj)) if v is not _NOTHING)
+            why = forged_comparison(obj, names, rng)
+            out[label] = (why, comparison_code(obj)) if why is not None else None
+        except Exception:
+            out[label] = None
+    return out
+
+
+def reprobe_main(whys):
+    """Probe the classes of `whys` (findings of a graded run: forged_comparison's answer
+    and " (comparison code X)") again and print, as one marked JSON line, {why: this
+    process's answer} for each class that gives the same kind of answer here from the same
+    comparison code (the evaluator reads it; minisandbox.grading.evaluate)."""
+    answers = reprobe([why.split(" ", 1)[0] for why in whys])
+    native = {}
+    for why in whys:
+        got = answers.get(why.split(" ", 1)[0])
+        if got is not None and got[1] and finding_kind(got[0]) == finding_kind(why) and \
+                why.endswith(" (comparison code %s)" % got[1]):
+            native[why] = got[0]
+    sys.stdout.write("%s %s\n" % (NATIVE_MARKER, json.dumps(native)))
+    sys.stdout.flush()
 
 
 def _answer_len(inst):
@@ -977,7 +1076,7 @@ def _install(fd, nonce, key, manifest):
             report_tampered("comparison code of %s inspects its caller during a comparison (%s)" % (
                 label, ", ".join(_sorted(_set(events)))))
         if why is not None:
-            report_tampered("forged comparison: %s" % why)
+            report_tampered("forged comparison: %s (comparison code %s)" % (why, comparison_code(cls) or "none"))
 
     def run_probe(cls, names, nodeid):
         """(forged_comparison's answer, the audit events the probed code raised); with a
