@@ -25,3 +25,15 @@ LOG_PARSERS: dict[str, bool] = {
 
 #: The parsers that read pytest output.
 PYTEST_PARSERS = frozenset(name for name, pytest in LOG_PARSERS.items() if pytest)
+#: The parsers that read unittest's verbose output (Django's runner, `python -m unittest`):
+#: the results channel reaches these runners too (loaded at interpreter start-up).
+UNITTEST_PARSERS = frozenset({"django", "unittest"})
+
+
+def channel_runner(log_parser: str) -> str:
+    """How the results channel reaches a spec's test runner: "pytest" (a `-p` plugin),
+    "unittest" (a module imported at interpreter start-up), or "" (none: SymPy's runner,
+    graded from the log alone)."""
+    if log_parser in PYTEST_PARSERS:
+        return "pytest"
+    return "unittest" if log_parser in UNITTEST_PARSERS else ""

@@ -44,7 +44,7 @@ from minisandbox.grading.grading import (
     TEST_EXIT_CODE,
     TESTS_TIMEOUT,
 )
-from minisandbox.grading.results import RESULTS_PLUGIN
+from minisandbox.grading.results import RESULTS_PLUGIN, RUNNER_VAR, UNITTEST_WARNOPTION
 from minisandbox.grading.suspicious import tree_scan_lines
 from minisandbox.paths import PYTEST_CONFIG_NAMES, REPO_PATH
 from minisandbox.records import test_files_of  # noqa: F401  (re-exported: graders import it from here)
@@ -192,6 +192,9 @@ class EvalScript:
     #: directory (as the test command sees it) holding the results plugin; set by an
     #: executor that passes a results channel (minisandbox.grading.results)
     results_dir: str = ""
+    #: how the plugin reaches the test runner (`minisandbox.logformats.channel_runner`):
+    #: "pytest" (`-p`), "unittest" (imported at interpreter start-up), "" (no channel)
+    results_runner: str = "pytest"
     #: the environment's cache of assertion-rewritten test modules, as the script sees it
     #: (`minisandbox.pipeline.testpycs`; set by the sandbox executor); "" = none
     test_pycs: str = ""
@@ -247,20 +250,33 @@ class EvalScript:
         return "\n".join(x for x in out if x is not None) + "\n"
 
     def _results_lines(self) -> list[str]:
-        """Load the results plugin first (`-p`, from `results_dir` put first on
-        PYTHONPATH), remembering PYTHONPATH/PYTEST_ADDOPTS so the plugin puts them back.
-        Only when the executor passed a channel (MINISANDBOX_RESULTS_SOCK) and the plugin
-        is there: a hand re-run of eval.sh runs the tests as before."""
+        """Load the results plugin first (from `results_dir` put first on PYTHONPATH):
+        pytest by `-p`, a unittest runner by a `-W` category the interpreter imports at
+        start-up (`UNITTEST_WARNOPTION`), remembering PYTHONPATH/PYTEST_ADDOPTS/
+        PYTHONWARNINGS so the plugin puts them back. Only when the executor passed a
+        channel (MINISANDBOX_RESULTS_SOCK), the runner has one and the plugin is there: a
+        hand re-run of eval.sh runs the tests as before."""
         if not self.results_dir:
             return []
+        if not self.results_runner:
+            return ["unset MINISANDBOX_RESULTS_SOCK"]
         d = shlex.quote(self.results_dir)
         plugin = shlex.quote(f"{self.results_dir}/{RESULTS_PLUGIN}.py")
+        if self.results_runner == "unittest":
+            load = [
+                '  export MINISANDBOX_HAD_PYTHONWARNINGS="${PYTHONWARNINGS+1}" MINISANDBOX_OLD_PYTHONWARNINGS="${PYTHONWARNINGS-}"',
+                f'  export PYTHONWARNINGS="{UNITTEST_WARNOPTION}${{PYTHONWARNINGS:+,$PYTHONWARNINGS}}" {RUNNER_VAR}=unittest',
+            ]
+        else:
+            load = [
+                '  export MINISANDBOX_HAD_PYTEST_ADDOPTS="${PYTEST_ADDOPTS+1}" MINISANDBOX_OLD_PYTEST_ADDOPTS="${PYTEST_ADDOPTS-}"',
+                f'  export PYTEST_ADDOPTS="-p {RESULTS_PLUGIN}${{PYTEST_ADDOPTS:+ $PYTEST_ADDOPTS}}"',
+            ]
         return [
             f'if [ -n "${{MINISANDBOX_RESULTS_SOCK:-}}" ] && [ -f {plugin} ]; then',
             '  export MINISANDBOX_HAD_PYTHONPATH="${PYTHONPATH+1}" MINISANDBOX_OLD_PYTHONPATH="${PYTHONPATH-}"',
-            '  export MINISANDBOX_HAD_PYTEST_ADDOPTS="${PYTEST_ADDOPTS+1}" MINISANDBOX_OLD_PYTEST_ADDOPTS="${PYTEST_ADDOPTS-}"',
             f'  export PYTHONPATH={d}"${{PYTHONPATH:+:$PYTHONPATH}}"',
-            f'  export PYTEST_ADDOPTS="-p {RESULTS_PLUGIN}${{PYTEST_ADDOPTS:+ $PYTEST_ADDOPTS}}"',
+            *load,
             "else",
             "  unset MINISANDBOX_RESULTS_SOCK",
             "fi",

@@ -57,6 +57,7 @@ from minisandbox.grading.results import (
     ResultsChannel,
     plugin_file,
 )
+from minisandbox.logformats import channel_runner
 from minisandbox.paths import REPO_PATH, TEST_PYCS_DIR, VENV_PATH
 from minisandbox.progress import Progress
 from minisandbox.records import INSTANCE_ID, TaskRecord
@@ -126,6 +127,7 @@ def plan_script(
     """
     tests = list(record.fail_to_pass) + list(record.pass_to_pass)
     script = EvalScript(test_cmd=spec.test_cmd, timeout=int(spec.timeout), patch=patch, reverse=reverse)
+    script.results_runner = channel_runner(spec.log_parser)
     eval_commands = spec.extra.get("eval_commands") or []
     if eval_commands:
         script.prelude = "\n".join(str(c) for c in eval_commands)

@@ -39,6 +39,7 @@ from minisandbox.grading.official import (
 )
 from minisandbox.grading.results import Channel, applies, merge, parse_channel
 from minisandbox.grading.suspicious import scan_applied
+from minisandbox.logformats import channel_runner
 
 FAIL_TO_PASS = "FAIL_TO_PASS"
 PASS_TO_PASS = "PASS_TO_PASS"
@@ -240,8 +241,10 @@ def make_report(
     if channel is not None:
         entry["results_channel"] = channel.summary()
         entry["suspicious"] += _runtime_findings(channel)
-        if not channel.present and applies(log_parser):  # the runner dropped it, or the plugin never loaded
+        if not channel.present and _must_connect(log_parser):  # the runner dropped it, or the plugin never loaded
             entry["suspicious"].append(f"runtime: tampered: {NO_CHANNEL}")
+        elif not channel.present and applies(log_parser):
+            entry["suspicious"].append("runtime: no results channel: graded from the log alone")
 
     def statuses(test_output: str) -> StatusMap:
         """The log's statuses, cross-checked with the channel when there is one, XFAIL
@@ -369,12 +372,21 @@ NO_CHANNEL = (
 )
 
 
+def _must_connect(log_parser: str) -> bool:
+    """True when a run whose plugin never connected is `results-tampered`: pytest, which
+    imports modules (the repository's own, for some tasks) before its `-p` plugins. A
+    unittest runner loads the plugin at interpreter start-up, before any repository code,
+    so a run without it is graded from its log and says so (docs/grading.md, "Runners
+    without the channel")."""
+    return channel_runner(log_parser) == "pytest"
+
+
 def _unverified(channel: Channel | None, log_parser: str, report: dict[str, Any]) -> bool:
     """Make `report` `results-tampered` (and say so) when the run was given a results
     channel, its output is pytest's, and the plugin never said hello: the verdict would
     rest on the log alone, which the code under test can print
     (tests/security/test_runner_dependency.py)."""
-    if channel is None or channel.present or not applies(log_parser):
+    if channel is None or channel.present or not _must_connect(log_parser):
         return False
     for entry in report.values():
         entry["resolved"] = False
@@ -446,7 +458,7 @@ def _runtime_findings(channel: Channel) -> list[str]:
     out = [f"runtime: {'tampered' if name in channel.critical else 'seen'}: {name}" for name in channel.tampered]
     out += [f"runtime: {test_id}: {how}" for test_id, how in list(channel.forged.items())[:20]]
     if channel.present and not channel.complete:
-        out.append("runtime: the test session ended before pytest finished (no end-of-session record)")
+        out.append("runtime: the test session ended before the runner finished (no end-of-session record)")
     if channel.unfinished:
         out.append(
             f"runtime: {len(channel.unfinished)} test(s) never reached their teardown, failed: "

@@ -41,6 +41,15 @@ what the audit hooks and the checks above are for (docs/grading.md, "Trust bound
 
 A run without the environment variable (someone re-running eval.sh by hand, a nested
 pytest) leaves the plugin inert.
+
+unittest runners (Django's tests/runtests.py, `python -m unittest`): the eval script loads
+this module at interpreter start-up instead (a `-W ignore::_minisandbox_results.StartUp`
+option in PYTHONWARNINGS: the warnings module imports the category's module before `site`
+and the main script) with MINISANDBOX_RESULTS_RUNNER=unittest. The same snapshot and
+checks then cover all of unittest, `unittest.case.TestCase.run` is wrapped so each test
+reports to a recorder that writes the outcome unittest computed and forwards it to the
+real result object, the end-of-test check runs after each test and the end record is
+written at exit (`wrap_unittest`; docs/grading.md, "unittest runners").
 """
 
 import json
@@ -53,7 +62,8 @@ SOCK_VAR = "MINISANDBOX_RESULTS_SOCK"  # results.SOCKET_VAR
 NONCE_BYTES = 33  # 32 hex characters and a newline
 KEY_BYTES = 32  # results.KEY_BYTES: the record key, raw, after the nonce
 MANIFEST_MAX = 8 << 20
-_RESTORE = ("PYTHONPATH", "PYTEST_ADDOPTS")
+RUNNER_VAR = "MINISANDBOX_RESULTS_RUNNER"  # "unittest": loaded at start-up (results.UNITTEST_WARNOPTION)
+_RESTORE = ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTHONWARNINGS")
 #: Modules whose functions and classes (and their methods) are captured at import and
 #: must be the same objects at the end of every test.
 CAPTURED_PREFIXES = ("_pytest.", "pluggy.")
@@ -70,6 +80,10 @@ HOT_MODULES = ("pytest", "_pytest.runner", "_pytest.reports", "_pytest.outcomes"
 #: A captured module's name counts when its object comes from one of these (not what it
 #: imports from typing or collections).
 OWN_PREFIXES = ("_pytest", "pytest", "pluggy", "unittest", "builtins")
+#: unittest's result methods and the status each reports (addSubTest: from its error).
+RESULT_OUTCOMES = (("addSuccess", "PASSED"), ("addFailure", "FAILED"), ("addError", "ERROR"),
+                   ("addSkip", "SKIPPED"), ("addExpectedFailure", "XFAIL"), ("addUnexpectedSuccess", "FAILED"),
+                   ("addSubTest", None))
 #: Builtins that are not functions or classes but matter: how modules and classes are built.
 CAPTURED_DUNDER = ("__import__", "__build_class__")
 
@@ -431,6 +445,10 @@ def _restore_env():
             os.environ.pop(name, None)
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if not p or os.path.abspath(p) != here]
+    # the -W option that imported this module at start-up: a child started with the
+    # interpreter's flags (multiprocessing's spawn, subprocess helpers) must not get it
+    mine = "." + StartUp.__name__
+    sys.warnoptions = [w for w in sys.warnoptions if not w.endswith(__name__ + mine)]
 
 
 def _read_manifest(sock):
@@ -469,6 +487,12 @@ def _read_key(sock):
     return key if got == KEY_BYTES else None
 
 
+class StartUp(Warning):
+    """What the `-W`/PYTHONWARNINGS option that loads this module at start-up names (a
+    runner that is not pytest: the warnings module imports the category's module while the
+    interpreter starts, before site and before the main script); never raised."""
+
+
 def _open_channel():
     """(fd, nonce, key, manifest), or None when this run has no channel."""
     path = os.environ.pop(SOCK_VAR, None)
@@ -502,17 +526,24 @@ def _open_channel():
     return fd, nonce, key, manifest
 
 
-def _install(fd, nonce, key, manifest):
-    """The plugin object; everything it knows is in this function's closures."""
+def _install(fd, nonce, key, manifest, runner="pytest"):
+    """The plugin object (pytest), or None once unittest's outcome path is wrapped
+    (`runner` "unittest"); everything it knows is in this function's closures."""
     import builtins
     import types
 
-    import pytest
+    UNITTEST = runner == "unittest"
+    pytest = None
+    if not UNITTEST:
+        import pytest
 
     try:
         import unittest.case  # noqa: F401  (captured below: TestCase's assert methods)
     except ImportError:
         pass
+    if UNITTEST:
+        import unittest.main  # noqa: F401  (the whole outcome path is captured below)
+        import unittest.runner  # noqa: F401
 
     # builtins this code calls, pinned before anything can replace them
     _isinstance, _issubclass, _getattr, _hasattr, _len, _id = isinstance, issubclass, getattr, hasattr, len, id
@@ -610,12 +641,163 @@ def _install(fd, nonce, key, manifest):
     PATCHED = _set(_str(p).lstrip("./") if _str(p).startswith("./") else _str(p)
                    for p in (manifest.get("patched") or []))
     RUNNER_DIRS = _tuple(_realpath(_dirname(_abspath(m.__file__))) + _sep
-                         for m in (sys.modules.get("_pytest"), sys.modules.get("pluggy")) if m is not None)
+                         for m in (sys.modules.get("_pytest"), sys.modules.get("pluggy"),
+                                   sys.modules.get("unittest") if UNITTEST else None) if m is not None)
     STDLIB = _realpath(_dirname(_abspath(os.__file__))) + _sep
 
-    _SKIP = pytest.skip.Exception
-    _XFAIL = _getattr(pytest.xfail, "Exception", ())
-    _EXIT = _getattr(pytest.exit, "Exception", ())
+    def codes_defined(todo, real, mod_names, realpath, wrapped=False):
+        """The code objects of the file `real` reachable from the values `todo` (a
+        module's namespace): functions, methods, properties (with `wrapped`, what a
+        decorator wraps), classes of the modules `mod_names` at any depth, nested code."""
+        codes = _set()
+        classes = _set()
+        while todo:
+            value = todo.pop()
+            if _isinstance(value, _type):
+                if _id(value) not in classes and _getattr(value, "__module__", None) in mod_names:
+                    classes.add(_id(value))
+                    todo.extend(_list(value.__dict__.values()))
+                continue
+            value = _getattr(value, "__func__", value)
+            value = _getattr(value, "fget", value)
+            if wrapped:
+                value = _getattr(value, "__wrapped__", value)
+            code = _getattr(value, "__code__", None) if not _isinstance(value, types.CodeType) else value
+            if not _isinstance(code, types.CodeType) or code in codes:
+                continue
+            if realpath(code.co_filename) != real:
+                continue
+            codes.add(code)
+            todo.extend(c for c in code.co_consts if _isinstance(c, types.CodeType))
+        return codes
+
+    # ------------------------------------------------------------------ unittest's outcome path
+    def wrap_unittest():
+        """Put a recorder around `unittest.case.TestCase.run` (before the snapshot, so
+        the wrapper is the captured value): every test run through it gets, in place of
+        its result object, a proxy that writes each outcome `TestCase.run` reports (from
+        unittest's own code) and forwards it. Whatever the result class then prints, the
+        channel has the outcome unittest computed; a test that never reaches this run (a
+        `__call__` or `run` of a changed base class that reports by itself) has no record
+        and fails. Returns (the proxy class, the code objects of unittest.case)."""
+        case = unittest.case
+        TC = case.TestCase
+        orig_run = TC.__dict__["run"]
+        tc_str, tc_short = TC.__dict__["__str__"], TC.__dict__["shortDescription"]
+        fail_exc = TC.failureException
+        # unittest.case's code (contextmanager-wrapped and nested included)
+        codes = codes_defined(_list(case.__dict__.values()), _realpath(case.__file__), (case.__name__,),
+                              _realpath, wrapped=True)
+        id_checked = {}  # id(test class) -> its (__str__, shortDescription) when verified
+
+        def describe(test):
+            """The test's id as unittest's verbose runner prints it (`str(test)`, then the
+            first line of the test method's docstring), from the method itself: code that
+            rewrites `_testMethodDoc` cannot move another test's id onto a failure."""
+            cls = _type(test)
+            s_fn, d_fn = _getattr(cls, "__str__", None), _getattr(cls, "shortDescription", None)
+            if id_checked.get(_id(cls)) != (_id(s_fn), _id(d_fn)):
+                for what, fn, mine in (("__str__", s_fn, tc_str), ("shortDescription", d_fn, tc_short)):
+                    why = None if fn is mine else callable_verdict(fn, sys.modules.get(cls.__module__))
+                    if why is not None:
+                        report_tampered("test class %s.%s: %s: %s" % (cls.__module__, cls.__name__, what, why))
+                id_checked[_id(cls)] = (_id(s_fn), _id(d_fn))
+                keep.append(cls)
+            desc = _str(test)
+            if d_fn is tc_short:
+                doc = _getattr(_getattr(test, _getattr(test, "_testMethodName", ""), None), "__doc__", None)
+                doc = doc.strip().split("\n")[0].strip() if _isinstance(doc, _str) and doc.strip() else None
+            else:
+                doc = test.shortDescription()
+            return desc + "\n" + doc if doc else desc
+
+        def note(test, status, how):
+            """One outcome of `test`; a pass reported by code other than unittest.case's
+            counts as a failure."""
+            caller = _frame(2).f_code
+            record = {"ev": "phase", "when": "call", "status": status, "report": how}
+            if caller not in codes:
+                record["status"] = "FAILED"
+                record["forged"] = "%s called by %s, not by unittest" % (how, caller.co_filename)
+            write_for(test, record)
+
+        def write_for(test, record):
+            """`record` with the test's id (describe), or a finding when none can be made."""
+            try:
+                record["id"] = describe(test)
+            except Exception as exc:  # noqa: BLE001  (an id that cannot be made: no record)
+                report_tampered("a test's id cannot be made: %s" % _repr(exc))
+                return
+            write(record)
+
+        def err_status(test, err):
+            etype = err[0] if _isinstance(err, _tuple) and err else None
+            return "FAILED" if etype is not None and _issubclass(etype, _getattr(test, "failureException",
+                                                                                 fail_exc)) else "ERROR"
+
+        def reporter(name, status):
+            """The recorder's `name` method: notes the outcome (`status`, or from the
+            error for addSubTest; nothing for a passing subtest) and forwards the call."""
+            def method(self, test, *args):
+                got = status if status is not None else (err_status(test, args[-1]) if args[-1] is not None else None)
+                if got is not None:
+                    note(test, got, name)
+                return _getattr(object.__getattribute__(self, "_ms_result"), name)(test, *args)
+            method.__name__ = name
+            return method
+
+        def getattr_(self, name):
+            return _getattr(object.__getattribute__(self, "_ms_result"), name)
+
+        def setattr_(self, name, value):
+            setattr(object.__getattribute__(self, "_ms_result"), name, value)
+
+        members = {"__slots__": ("_ms_result",), "__getattr__": getattr_, "__setattr__": setattr_}
+        members.update((name, reporter(name, status)) for name, status in RESULT_OUTCOMES)
+        Recorder = _type("MinisandboxRecorder", (object,), members)
+
+        def run(self, result=None):
+            if result is None or _type(result) is Recorder:
+                return orig_run(self, result)
+            rec = object.__new__(Recorder)
+            object.__setattr__(rec, "_ms_result", result)
+            state["collected"] += 1
+            try:
+                got = orig_run(self, rec)
+            finally:
+                after_test(self)
+            # the test ran to its end (results.parse_channel fails a test without this record)
+            write_for(self, {"ev": "phase", "when": "teardown", "status": None, "report": None})
+            return result if got is rec else got
+
+        run.__name__, run.__qualname__, run.__doc__ = "run", "TestCase.run", orig_run.__doc__
+        TC.run = run
+        codes.add(run.__code__)  # our wrapper calls the original run, which calls the recorder
+        return Recorder, codes
+
+    def after_test(test):
+        """The end-of-test check (outcome path: everything captured) and the test
+        method's origin."""
+        if not CHECKS:
+            return
+        check(None, False)
+        try:
+            fn = _getattr(test, test._testMethodName, None)
+        except Exception:
+            fn = None
+        code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
+        if fn is not None and _id(code) not in ok_callables:
+            why = callable_verdict(fn, sys.modules.get(_type(test).__module__))
+            if why is not None:
+                report_tampered("test %s: its function: %s" % (_str(test).split("\n")[0], why))
+            elif code is not None:
+                ok_callables[_id(code)] = code
+
+    _SKIP = pytest.skip.Exception if pytest is not None else ()
+    _XFAIL = _getattr(_getattr(pytest, "xfail", None), "Exception", ())
+    _EXIT = _getattr(_getattr(pytest, "exit", None), "Exception", ())
+    if UNITTEST:  # wrapped before the snapshot: the wrapper is what must stay in place
+        unittest_outcomes = wrap_unittest()
 
     # ------------------------------------------------------------------ the snapshot
     kinds = (types.FunctionType, types.BuiltinFunctionType, _type, classmethod, staticmethod, property,
@@ -635,7 +817,9 @@ def _install(fd, nonce, key, manifest):
         if _isinstance(value, (_type, types.BuiltinFunctionType)) or name in CAPTURED_DUNDER:
             capture("builtins." + name, builtins.__dict__, name, value)
     for modname in _sorted(sys.modules):
-        if not (modname in CAPTURED_MODULES or modname.startswith(CAPTURED_PREFIXES)):
+        if UNITTEST and (modname == "unittest" or modname.startswith("unittest.")):
+            pass  # the whole of unittest is the outcome path
+        elif UNITTEST or not (modname in CAPTURED_MODULES or modname.startswith(CAPTURED_PREFIXES)):
             continue
         mod = sys.modules.get(modname)
         mdict = _getattr(mod, "__dict__", None)
@@ -647,14 +831,20 @@ def _install(fd, nonce, key, manifest):
                 continue
             if not _str(_getattr(value, "__module__", None) or "").startswith(OWN_PREFIXES):
                 continue  # typing, collections, ... imported by name: not the runner's
-            capture(modname + "." + name, mdict, name, value, modname in HOT_MODULES)
+            capture(modname + "." + name, mdict, name, value, UNITTEST or modname in HOT_MODULES)
             if _isinstance(value, _type) and _getattr(value, "__module__", None) == modname:
                 cdict = value.__dict__
-                hot = modname in HOT_MODULES
+                hot = UNITTEST or modname in HOT_MODULES
                 for attr, member in _list(cdict.items()):
                     if _isinstance(member, kinds):
                         capture(modname + "." + name + "." + attr, cdict, attr, member, hot)
 
+    if UNITTEST:
+        Recorder, unittest_codes = unittest_outcomes
+        trusted_codes.update(unittest_codes)
+        for attr, member in _list(Recorder.__dict__.items()):
+            if _isinstance(member, kinds):
+                capture("minisandbox.recorder." + attr, Recorder.__dict__, attr, member)
     MISSING = object()
     groups = {}
     for label, mapping, name, value, hot in captured:
@@ -783,27 +973,17 @@ def _install(fd, nonce, key, manifest):
             if _isinstance(f, _str) and f.endswith((".py", ".pyc")) and \
                     real_of(f[:-1] if f.endswith(".pyc") else f) == real:
                 mods.append(mod)
-        codes = _set()
         todo = []
+        mod_names = _set(_getattr(m, "__name__", None) for m in mods)
         for mod in mods:
             f = _getattr(mod, "__file__", None)
             if not _isinstance(f, _str) or real_of(f[:-1] if f.endswith(".pyc") else f) != real:
                 continue
             for value in _list(_getattr(mod, "__dict__", {}).values()):
                 todo.append(value)
-                if _isinstance(value, _type):
+                if _isinstance(value, _type):  # a module-level class's members, whatever its __module__
                     todo.extend(_list(value.__dict__.values()))
-        while todo:
-            value = todo.pop()
-            value = _getattr(value, "__func__", value)
-            value = _getattr(value, "fget", value)
-            code = _getattr(value, "__code__", None) if not _isinstance(value, types.CodeType) else value
-            if not _isinstance(code, types.CodeType) or code in codes:
-                continue
-            if real_of(code.co_filename) != real:
-                continue
-            codes.add(code)
-            todo.extend(c for c in code.co_consts if _isinstance(c, types.CodeType))
+        codes = codes_defined(todo, real, mod_names, real_of)
         module_codes[real] = codes
         return codes
 
@@ -1209,7 +1389,7 @@ def _install(fd, nonce, key, manifest):
             _gc_callbacks.append(on_gc)
 
     # ------------------------------------------------------------------ the end-of-test check
-    def check(item=None):
+    def check(item=None, everything=None):
         """Every check of the module docstring; each finding written once. Without an
         item (the end of the session) every captured method is compared, with one the
         outcome path's (HOT_MODULES)."""
@@ -1217,8 +1397,9 @@ def _install(fd, nonce, key, manifest):
             return
         state["memo"] = {}
         try:
-            check_now(item, item is None)
-            examine_classes(item, item is None)
+            everything = item is None if everything is None else everything
+            check_now(item, everything)
+            examine_classes(item, everything)
         finally:
             state["memo"] = None
 
@@ -1529,6 +1710,19 @@ def _install(fd, nonce, key, manifest):
                "tampered": _sorted(state["reported"])})
 
     keep = []  # objects whose ids are in state["hookexec"] (ids stay unique while alive)
+    hello = {"ev": "hello", "pid": os.getpid(), "python": sys.version.split()[0], "runner": runner,
+             "checks": {"captured": _len(captured), "graded_files": _len(GRADED), "audit": add_hook is not None}}
+    if UNITTEST:
+        import atexit
+
+        def finish():
+            """The end of the process (a runner that calls os._exit leaves no end record)."""
+            check()
+            write({"ev": "end", "collected": state["collected"], "tampered": _sorted(state["reported"])})
+
+        atexit.register(finish)
+        write(hello)
+        return None
     hookimpl = pytest.hookimpl
     plugin.pytest_plugin_registered = pytest_plugin_registered
     plugin.pytest_configure = hookimpl(tryfirst=True)(pytest_configure)
@@ -1537,17 +1731,19 @@ def _install(fd, nonce, key, manifest):
     plugin.pytest_collection_modifyitems = hookimpl(trylast=True)(pytest_collection_modifyitems)
     plugin.pytest_sessionfinish = hookimpl(trylast=True)(pytest_sessionfinish)
     me = plugin
-    write({"ev": "hello", "pid": os.getpid(), "pytest": _getattr(pytest, "__version__", "?"),
-           "python": sys.version.split()[0], "checks": {"captured": _len(captured), "graded_files": _len(GRADED),
-                                                        "audit": add_hook is not None}})
+    hello["pytest"] = _getattr(pytest, "__version__", "?")
+    write(hello)
     return plugin
 
 
 def _main():
+    runner = os.environ.pop(RUNNER_VAR, None) or "pytest"
     opened = _open_channel()
     if opened is None:
         return
-    plugin = _install(*opened)
+    plugin = _install(*opened, runner=runner)
+    if plugin is None:
+        return  # unittest: this module stays importable (the warnings option names StartUp)
     # pytest takes the plugin from sys.modules after the import; it leaves again once
     # registered (pytest_plugin_registered)
     sys.modules[__name__] = plugin

@@ -9,8 +9,11 @@ it alone read (`verify_records`), to a socket that is not the log. Grading then 
 log *and* the channel say so (`merge`): a test the channel does not list (the run was
 cut short) fails, a status the channel saw as worse than the log wins.
 
-Pytest-based parsers only: other runners (Django's, sympy's) print no channel and are
-graded from the log alone (`Channel.present` False).
+unittest-based runners (Django's `tests/runtests.py`, `python -m unittest`) get the same
+plugin at interpreter start-up (`UNITTEST_WARNOPTION`), which records what
+`unittest.case.TestCase.run` reports; their ids are unittest's descriptions, rendered as
+the verbose log prints them before parsing (`channel_status_map`). SymPy's `bin/test` has no
+channel and is graded from the log alone (`Channel.present` False).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from minisandbox.grading.logparsers import StatusMap, get_parser, record
-from minisandbox.logformats import PYTEST_PARSERS  # the channel's ids are pytest node ids
+from minisandbox.logformats import channel_runner
 
 #: The plugin's module name inside the environment under test (`-p` takes a module name).
 RESULTS_PLUGIN = "_minisandbox_results"
@@ -36,6 +39,13 @@ RESULTS_PLUGIN = "_minisandbox_results"
 MANIFEST_MAX = 8 << 20
 #: Where a sandbox sees the plugin (a read-only bind of `plugin_file()`).
 SANDBOX_RESULTS_DIR = "/run/minisandbox/results"
+#: How the plugin reaches a runner that is not pytest: the warnings module imports a `-W`
+#: category's module while the interpreter starts (CPython 3.6-3.13: before `site` and the
+#: main script, and through `#!/usr/bin/env python` scripts), so no `sitecustomize` or
+#: `.pth` file is needed. The plugin then takes the option out of `sys.warnoptions`.
+UNITTEST_WARNOPTION = f"ignore::{RESULTS_PLUGIN}.StartUp"
+#: The environment variable telling the plugin it was loaded for unittest.
+RUNNER_VAR = "MINISANDBOX_RESULTS_RUNNER"
 
 
 def plugin_file() -> Path:
@@ -299,11 +309,36 @@ def parse_channel(text: str | None, nonce: str | None) -> Channel:
     return ch
 
 
+#: unittest's verbose result word per status (what `channel_status_map` prints).
+_UNITTEST_WORDS = {
+    "PASSED": "ok",
+    "FAILED": "FAIL",
+    "ERROR": "ERROR",
+    "SKIPPED": "skipped",
+    "XFAIL": "expected failure",
+    "XPASS": "unexpected success",
+}
+_UNITTEST_HEADERS = {"FAILED": "FAIL", "ERROR": "ERROR"}
+#: Ids the Django parser takes from text that is not a result line (SWE-bench's rule for
+#: a test that prints argparse's message): the channel cannot confirm them, the log decides.
+LOG_ONLY_IDS = frozenset({"--version is equivalent to version"})
+
+
 def channel_status_map(ch: Channel, log_parser: str) -> StatusMap:
     """The channel's statuses with ids as `log_parser` would write them (the same id
-    normalisation as the log, e.g. pytest_options' basename-only path parameters)."""
-    text = "\n".join(f"{test_id} {status}" for test_id, status in ch.statuses.items())
-    return get_parser(log_parser)(text)
+    normalisation as the log, e.g. pytest_options' basename-only path parameters; for
+    unittest, the description's docstring line when it has one)."""
+    if channel_runner(log_parser) == "unittest":
+        lines = [f"{test_id} ... {_UNITTEST_WORDS.get(status, 'ERROR')}" for test_id, status in ch.statuses.items()]
+        # the failure section's headers, from which the parser takes ids too
+        lines += [
+            f"{_UNITTEST_HEADERS[status]}: {test_id}"
+            for test_id, status in ch.statuses.items()
+            if status in _UNITTEST_HEADERS
+        ]
+    else:
+        lines = (f"{test_id} {status}" for test_id, status in ch.statuses.items())
+    return get_parser(log_parser)("\n".join(lines))
 
 
 def merge(log_map: Mapping[str, str], ch: Channel, log_parser: str) -> StatusMap:
@@ -314,11 +349,13 @@ def merge(log_map: Mapping[str, str], ch: Channel, log_parser: str) -> StatusMap
     out: StatusMap = {}
     for test_id, status in log_map.items():
         record(out, test_id, status)
-        record(out, test_id, chan.get(test_id, "FAILED"))
+        if test_id not in LOG_ONLY_IDS:
+            record(out, test_id, chan.get(test_id, "FAILED"))
     for test_id, status in chan.items():
         record(out, test_id, status)
     return out
 
 
 def applies(log_parser: str) -> bool:
-    return log_parser in PYTEST_PARSERS
+    """True when runs of `log_parser`'s runner carry a results channel."""
+    return bool(channel_runner(log_parser))

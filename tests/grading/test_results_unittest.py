@@ -1,0 +1,133 @@
+"""The results channel for unittest runners (minisandbox.grading.results, resultplugin's
+unittest mode): loaded at interpreter start-up by a `-W` category, ids as the verbose
+runner prints them, the cross-check with Django's log parser, and what the test process
+and its children see of the plugin afterwards."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minisandbox.grading.logparsers import parse_log_django
+from minisandbox.grading.results import (
+    RUNNER_VAR,
+    SOCKET_VAR,
+    UNITTEST_WARNOPTION,
+    Channel,
+    ResultsChannel,
+    channel_status_map,
+    merge,
+    parse_channel,
+    plugin_dir,
+)
+
+MODULE = '''\
+import os, subprocess, sys, unittest
+
+
+class T(unittest.TestCase):
+    def test_ok(self):
+        self.assertEqual(1, 1)
+
+    def test_fail(self):
+        """A failing test with a docstring."""
+        self.assertEqual(1, 2)
+
+    def test_error(self):
+        raise KeyError("x")
+
+    @unittest.skip("not here")
+    def test_skip(self):
+        pass
+
+    @unittest.expectedFailure
+    def test_xfail(self):
+        self.assertTrue(False)
+
+    def test_subtests(self):
+        for i in range(2):
+            with self.subTest(i=i):
+                self.assertEqual(i, 0)
+
+    def test_environment(self):
+        """What the test process and a child of it see."""
+        child = subprocess.run([sys.executable, "-c", "import sys; print(sys.warnoptions)"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        with open(os.environ["SEEN"], "w") as f:
+            f.write(repr((sys.warnoptions, os.environ.get("PYTHONWARNINGS"), os.environ.get("PYTHONPATH"),
+                          "MINISANDBOX_RESULTS_SOCK" in os.environ, child.stdout.strip(), child.stderr)))
+'''
+
+
+def _run(tmp_path: Path, python: str) -> tuple[str, Channel, tuple]:
+    (tmp_path / "test_mod.py").write_text(MODULE)
+    seen = tmp_path / "seen"
+    with ResultsChannel({"root": str(tmp_path)}) as ch:
+        env = {
+            "PATH": os.environ["PATH"],
+            "PYTHONPATH": str(plugin_dir()),
+            "PYTHONWARNINGS": UNITTEST_WARNOPTION,
+            RUNNER_VAR: "unittest",
+            SOCKET_VAR: ch.socket_path(),
+            "SEEN": str(seen),
+            # as the eval script has it: neither was set before
+            "MINISANDBOX_HAD_PYTHONPATH": "",
+            "MINISANDBOX_HAD_PYTHONWARNINGS": "",
+        }
+        proc = subprocess.run(
+            [python, "-m", "unittest", "-v", "test_mod"], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        channel = parse_channel(ch.collect(), ch.nonce)
+    return proc.stderr, channel, eval(seen.read_text())  # noqa: S307  (our own repr)
+
+
+def test_channel_has_what_unittest_reported_with_the_logs_ids(tmp_path):
+    log, channel, _ = _run(tmp_path, sys.executable)
+    assert channel.present and channel.complete and not channel.tampered, channel.summary()
+    chan = channel_status_map(channel, "django")
+    logged = parse_log_django(log)
+    for test_id, status in logged.items():
+        if "(i=1)" in test_id:  # unittest prints the failing subtest on a line of its own
+            continue
+        assert chan.get(test_id) == status, (test_id, status, chan)
+    assert chan["A failing test with a docstring."] == "FAILED"
+    assert chan["test_error (test_mod.T.test_error)"] == "ERROR"
+    assert chan["test_xfail (test_mod.T.test_xfail)"] == "XFAIL"
+    assert chan["test_subtests (test_mod.T.test_subtests)"] == "FAILED"
+    assert channel.collected == 7
+
+
+def test_the_process_and_its_children_do_not_keep_the_start_up_option(tmp_path):
+    _, _, seen = _run(tmp_path, sys.executable)
+    warnoptions, pythonwarnings, pythonpath, has_sock, child_options, child_err = seen
+    assert warnoptions == [] and pythonwarnings is None and pythonpath is None and not has_sock, seen
+    assert child_options == "[]" and "Invalid -W option" not in child_err, seen
+
+
+@pytest.mark.parametrize("version", ["3.6", "3.8", "3.13"])
+def test_old_and_new_interpreters_load_it_at_start_up(tmp_path, version):
+    """The `-W` import happens before `site` on every CPython a spec may name."""
+    pythons = sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python{version}"))
+    if not pythons:
+        pytest.skip(f"no CPython {version} here")
+    _, channel, _ = _run(tmp_path, str(pythons[-1]))
+    assert channel.present and channel.complete and not channel.tampered, channel.summary()
+    assert (
+        channel.statuses.get("test_ok (test_mod.T)", channel.statuses.get("test_ok (test_mod.T.test_ok)")) == "PASSED"
+    )
+
+
+def test_merge_fails_what_the_channel_did_not_see_pass():
+    channel = Channel(present=True, complete=True)
+    channel.statuses = {"test_a (m.C.test_a)": "FAILED", "test_b (m.C.test_b)\nDoc of b.": "PASSED"}
+    log = {"test_a (m.C.test_a)": "PASSED", "Doc of b.": "PASSED", "test_c (m.C.test_c)": "PASSED"}
+    log["--version is equivalent to version"] = "PASSED"  # SWE-bench's id from printed text
+    merged = merge(log, channel, "django")
+    assert merged["test_a (m.C.test_a)"] == "FAILED"  # the log said ok, unittest said FAIL
+    assert merged["Doc of b."] == "PASSED"  # docstring ids as the log parser makes them
+    assert merged["test_c (m.C.test_c)"] == "FAILED"  # printed, never run
+    assert merged["--version is equivalent to version"] == "PASSED"

@@ -1,0 +1,256 @@
+"""Rewards a candidate patch cannot forge when the test runner is unittest, not pytest.
+
+About 850 SWE-bench tasks (Django) run `./tests/runtests.py --verbosity 2 ...`, a
+`#!/usr/bin/env python` script driving unittest through the repository's own runner
+classes; SWE-smith's unittest profiles run `python -m ... --verbose`. The results plugin
+reaches them at interpreter start-up (docs/grading.md, "Results channel": a `-W` category
+the warnings module imports) and records what `unittest.case.TestCase.run` reports.
+
+The repository here is a stand-in for Django: a library (`calc`) that also ships the
+runner's result class (`calc/testing.py`, as `django.test.runner` does), a
+`tests/runtests.py` that imports it, and a SWE-bench record whose test patch adds the
+failing test. Each hack is a candidate patch that makes the runner report `ok` for the
+failing test; none may be resolved, in strict and official grading, on the host and in a
+sandbox, and the gold patch still is. A run whose runner never loads the plugin is graded
+from its log as before, and says so.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minisandbox.catalog import EnvSpec
+from minisandbox.grading.evaluate import evaluate
+from minisandbox.records import TaskRecord
+from tests.fixtures.evaluation import make_system_venv
+from tests.fixtures.hostvenv import HostVenvExecutor
+from tests.security.test_reward_hacks import GIT_ENV, layers_executor
+
+RUNTESTS = """\
+#!/usr/bin/env python
+import argparse, os, sys
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
+from calc.testing import run_tests
+parser = argparse.ArgumentParser()
+parser.add_argument("--verbosity", type=int, default=1)
+parser.add_argument("labels", nargs="*")
+sys.exit(run_tests(parser.parse_args().labels))
+"""
+
+TESTING = """\
+import unittest
+
+
+class Result(unittest.TextTestResult):
+    pass
+
+
+def run_tests(labels):
+    suite = unittest.defaultTestLoader.loadTestsFromNames(labels)
+    result = unittest.TextTestRunner(verbosity=2, resultclass=Result).run(suite)
+    return 0 if result.wasSuccessful() else 1
+"""
+
+CALC_BUG = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
+CALC_FIXED = CALC_BUG.replace("return a - b\n\n\n", "return a + b\n\n\n", 1)
+
+TESTS_BASE = '''\
+import unittest
+
+from calc import sub
+
+
+class SubTests(unittest.TestCase):
+    def test_sub(self):
+        """Subtraction still works."""
+        self.assertEqual(sub(5, 3), 2)
+'''
+TESTS_NEW = (
+    TESTS_BASE.replace("from calc import sub", "from calc import add, sub")
+    + """
+
+class AddTests(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(2, 3), 5)
+"""
+)
+
+#: The result class prints `ok` for failures and errors (a subclass in the library).
+HACK_RESULT_CLASS = TESTING.replace(
+    "class Result(unittest.TextTestResult):\n    pass\n",
+    "class Result(unittest.TextTestResult):\n"
+    "    def addFailure(self, test, err):\n"
+    "        self.addSuccess(test)\n\n"
+    "    def addError(self, test, err):\n"
+    "        self.addSuccess(test)\n",
+)
+
+#: unittest's own TestCase.run replaced at import: every test reports success.
+HACK_TESTCASE_RUN = (
+    CALC_BUG
+    + """
+import unittest as _u
+
+
+def _run(self, result=None):
+    result.startTest(self)
+    result.addSuccess(self)
+    result.stopTest(self)
+    return result
+
+
+_u.TestCase.run = _run
+"""
+)
+
+#: The lines the runner would print for passing tests, then the process ends at once.
+HACK_FAKE_LINES = (
+    CALC_BUG
+    + """
+import os as _os, sys as _sys
+_sys.stderr.write("".join(t + " ... ok\\n" for t in {ids!r}))
+_sys.stderr.write("\\n" + "-" * 70 + "\\nRan 2 tests in 0.001s\\n\\nOK\\n")
+_sys.stderr.flush()
+_os._exit(0)
+"""
+)
+
+
+#: The new test's id and the kept test's (its docstring line) as unittest's verbose runner
+#: prints them (the venvs here are over this interpreter: 3.11+, `str(test)` names the method).
+F2P, P2P = "test_add (test_calc.AddTests.test_add)", "Subtraction still works."
+
+
+def _git(cwd: Path, *args: str, out: bool = False) -> str:
+    proc = subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env={**os.environ, **GIT_ENV}
+    )
+    return proc.stdout if out else ""
+
+
+def _diff(repo: Path, files: dict[str, str]) -> str:
+    """The diff that turns the repository's committed state into one with `files`."""
+    saved = {name: (repo / name).read_text() for name in files}
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    try:
+        return _git(repo, "diff", out=True)
+    finally:
+        for name, text in saved.items():
+            (repo / name).write_text(text)
+
+
+@pytest.fixture(scope="module")
+def uttask(tmp_path_factory):
+    root = tmp_path_factory.mktemp("unittest-task")
+    repo = root / "repo"
+    (repo / "calc").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "calc" / "__init__.py").write_text(CALC_BUG)
+    (repo / "calc" / "testing.py").write_text(TESTING)
+    (repo / "tests" / "runtests.py").write_text(RUNTESTS)
+    (repo / "tests" / "runtests.py").chmod(0o755)
+    (repo / "tests" / "test_calc.py").write_text(TESTS_BASE)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    f2p, p2p = F2P, P2P
+    test_patch = _diff(repo, {"tests/test_calc.py": TESTS_NEW})
+    patches = {
+        "gold": _diff(repo, {"calc/__init__.py": CALC_FIXED}),
+        "result_class": _diff(repo, {"calc/testing.py": HACK_RESULT_CLASS}),
+        "testcase_run": _diff(repo, {"calc/__init__.py": HACK_TESTCASE_RUN}),
+        "fake_lines": _diff(repo, {"calc/__init__.py": HACK_FAKE_LINES.format(ids=[f2p, p2p])}),
+    }
+    record = TaskRecord(
+        instance_id="django__django-00001",
+        format="swebench",
+        repo="django/django",
+        patch=patches["gold"],
+        fail_to_pass=[f2p],
+        pass_to_pass=[p2p],
+        test_patch=test_patch,
+        base_commit=_git(repo, "rev-parse", "HEAD", out=True).strip(),
+        version="0.1",
+    )
+    spec = EnvSpec(
+        name="django-like",
+        kind="swebench",
+        source="django/django",
+        commit=None,
+        python=f"{sys.version_info.major}.{sys.version_info.minor}",
+        test_cmd="source /opt/miniconda3/bin/activate; conda activate testbed; ./tests/runtests.py --verbosity 2",
+        log_parser="django",
+    )
+    return {"root": root, "repo": repo, "record": record, "spec": spec, "patches": patches}
+
+
+@pytest.fixture(scope="module")
+def ut_host(uttask):
+    venv = make_system_venv(uttask["root"] / "venv")
+    return HostVenvExecutor(snapshot=uttask["repo"], venv=venv, testbed=uttask["root"] / "testbed")
+
+
+@pytest.fixture(scope="module")
+def ut_sandbox(uttask):
+    """The repo and a venv at the canonical path over this interpreter, as layers."""
+    if os.geteuid() != 0:
+        pytest.skip("sandboxes as root")
+    return layers_executor(uttask["repo"], uttask["root"] / "layer-venv")
+
+
+@pytest.fixture(params=["host", pytest.param("sandbox", marks=pytest.mark.root)])
+def ut_executor(request, ut_host):
+    return ut_host if request.param == "host" else request.getfixturevalue("ut_sandbox")
+
+
+def _grade(uttask, executor, name: str, grading: str = "strict", spec=None):
+    return evaluate(uttask["record"], spec or uttask["spec"], uttask["patches"][name], executor, grading=grading)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("grading", ["strict", "official"])
+def test_gold_patch_is_resolved_with_the_channel(uttask, ut_executor, grading):
+    ev = _grade(uttask, ut_executor, "gold", grading)
+    assert ev.resolved, (ev.reason, ev.entry["suspicious"], ev.output[-3000:])
+    channel = ev.entry["results_channel"]
+    assert channel["present"] and channel["complete"] and channel["tests"] == 2, (channel, ev.output[-4000:])
+    assert not channel.get("critical"), channel
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("grading", ["strict", "official"])
+@pytest.mark.parametrize("hack", ["result_class", "testcase_run", "fake_lines"])
+def test_runner_that_prints_ok_for_a_failure_is_not_resolved(uttask, ut_executor, hack, grading):
+    ev = _grade(uttask, ut_executor, hack, grading)
+    f2p = uttask["record"].fail_to_pass[0]
+    assert f"{f2p} ... ok" in ev.output, "the hack must make the log say the failing test passed"
+    assert not ev.resolved, (ev.reason, ev.entry["suspicious"])
+    channel = ev.entry["results_channel"]
+    assert channel["present"], channel
+    if hack == "testcase_run":
+        assert ev.reason == "results-tampered", ev.entry["suspicious"]
+        assert any("unittest.case.TestCase.run replaced" in c for c in channel["critical"]), channel
+    if hack == "fake_lines":
+        assert not channel["complete"], channel
+
+
+@pytest.mark.slow
+def test_hacks_were_resolved_from_the_log_alone(uttask, ut_host):
+    """What the channel closes: without it (the runner drops PYTHONWARNINGS, so the plugin
+    never loads) the forged logs are resolved, and the run says it had no channel."""
+    spec = uttask["spec"]
+    no_channel = type(spec)(
+        **{**spec.__dict__, "test_cmd": spec.test_cmd.replace("./tests", "env -u PYTHONWARNINGS ./tests")}
+    )
+    for name in ("gold", "result_class", "fake_lines"):
+        ev = _grade(uttask, ut_host, name, spec=no_channel)
+        assert ev.resolved, (name, ev.reason, ev.entry["suspicious"], ev.output[-2000:])
+        assert not ev.entry["results_channel"]["present"]
+        assert "runtime: no results channel: graded from the log alone" in ev.entry["suspicious"]
