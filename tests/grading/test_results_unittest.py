@@ -26,7 +26,21 @@ from minisandbox.grading.results import (
 )
 
 MODULE = '''\
-import os, subprocess, sys, unittest
+import doctest, os, subprocess, sys, unittest
+
+
+def square(x):
+    """A doctest (doctest.DocTestCase's __str__ is object.__str__, a C slot).
+
+    >>> square(3)
+    9
+    """
+    return x * x
+
+
+def load_tests(loader, tests, ignore):
+    tests.addTests(doctest.DocTestSuite(sys.modules[__name__]))
+    return tests
 
 
 class T(unittest.TestCase):
@@ -98,7 +112,8 @@ def test_channel_has_what_unittest_reported_with_the_logs_ids(tmp_path):
     assert chan["test_error (test_mod.T.test_error)"] == "ERROR"
     assert chan["test_xfail (test_mod.T.test_xfail)"] == "XFAIL"
     assert chan["test_subtests (test_mod.T.test_subtests)"] == "FAILED"
-    assert channel.collected == 7
+    assert chan["Doctest: test_mod.square"] == "PASSED"
+    assert channel.collected == 8
 
 
 def test_the_process_and_its_children_do_not_keep_the_start_up_option(tmp_path):
