@@ -26,7 +26,7 @@ from minisandbox.grading.results import (
 )
 
 MODULE = '''\
-import doctest, os, subprocess, sys, unittest
+import doctest, os, platform, subprocess, sys, unittest
 
 
 def square(x):
@@ -66,6 +66,11 @@ class T(unittest.TestCase):
         for i in range(2):
             with self.subTest(i=i):
                 self.assertEqual(i, 0)
+
+    def test_stdlib_class_made_after_start_up(self):
+        """platform.uname_result, made when platform is first imported (after the plugin's
+        start-up) and holding a cached property, is the standard library's."""
+        self.assertEqual(len(platform.uname()), 5)
 
     def test_environment(self):
         """What the test process and a child of it see."""
@@ -113,7 +118,7 @@ def test_channel_has_what_unittest_reported_with_the_logs_ids(tmp_path):
     assert chan["test_xfail (test_mod.T.test_xfail)"] == "XFAIL"
     assert chan["test_subtests (test_mod.T.test_subtests)"] == "FAILED"
     assert chan["Doctest: test_mod.square"] == "PASSED"
-    assert channel.collected == 8
+    assert channel.collected == 9
 
 
 def test_the_process_and_its_children_do_not_keep_the_start_up_option(tmp_path):

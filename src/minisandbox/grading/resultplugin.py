@@ -645,10 +645,16 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
                                    sys.modules.get("unittest") if UNITTEST else None) if m is not None)
     STDLIB = _realpath(_dirname(_abspath(os.__file__))) + _sep
 
+    # descriptors and wrappers whose functions a class or module holds (class_codes' list)
+    holders = _tuple(t for t in (classmethod, staticmethod, property, types.MethodType, functools.partial,
+                                 _getattr(functools, "partialmethod", None),
+                                 _getattr(functools, "cached_property", None)) if t is not None)
+
     def codes_defined(todo, real, mod_names, realpath, wrapped=False):
         """The code objects of the file `real` reachable from the values `todo` (a
-        module's namespace): functions, methods, properties (with `wrapped`, what a
-        decorator wraps), classes of the modules `mod_names` at any depth, nested code."""
+        module's namespace): functions, methods, properties, partials, cached properties
+        (with `wrapped`, what a decorator wraps), classes of the modules `mod_names` at
+        any depth, nested code."""
         codes = _set()
         classes = _set()
         while todo:
@@ -658,10 +664,14 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
                     classes.add(_id(value))
                     todo.extend(_list(value.__dict__.values()))
                 continue
-            value = _getattr(value, "__func__", value)
-            value = _getattr(value, "fget", value)
-            if wrapped:
-                value = _getattr(value, "__wrapped__", value)
+            if _isinstance(value, holders):
+                todo.extend(v for v in _map(_getattr, _repeat(value), ("__func__", "func", "fget", "fset"),
+                                            _repeat(None)) if v is not None)
+                continue
+            if wrapped and _isinstance(value, types.FunctionType):
+                inner = _getattr(value, "__wrapped__", None)
+                if inner is not None:
+                    todo.append(inner)
             code = _getattr(value, "__code__", None) if not _isinstance(value, types.CodeType) else value
             if not _isinstance(code, types.CodeType) or code in codes:
                 continue
