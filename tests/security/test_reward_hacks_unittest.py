@@ -164,6 +164,15 @@ def uttask(tmp_path_factory):
     test_patch = _diff(repo, {"tests/test_calc.py": TESTS_NEW})
     patches = {
         "gold": _diff(repo, {"calc/__init__.py": CALC_FIXED}),
+        # a fix that also changes the runner's module, which imports the test modules (as
+        # SWE-bench tasks that change django/test/runner.py do)
+        "gold_and_runner": _diff(
+            repo,
+            {
+                "calc/__init__.py": CALC_FIXED,
+                "calc/testing.py": TESTING.replace("import unittest\n", "import unittest  # runner\n"),
+            },
+        ),
         "result_class": _diff(repo, {"calc/testing.py": HACK_RESULT_CLASS}),
         "testcase_run": _diff(repo, {"calc/__init__.py": HACK_TESTCASE_RUN}),
         "fake_lines": _diff(repo, {"calc/__init__.py": HACK_FAKE_LINES.format(ids=[f2p, p2p])}),
@@ -216,8 +225,9 @@ def _grade(uttask, executor, name: str, grading: str = "strict", spec=None):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("grading", ["strict", "official"])
-def test_gold_patch_is_resolved_with_the_channel(uttask, ut_executor, grading):
-    ev = _grade(uttask, ut_executor, "gold", grading)
+@pytest.mark.parametrize("gold", ["gold", "gold_and_runner"])
+def test_gold_patch_is_resolved_with_the_channel(uttask, ut_executor, grading, gold):
+    ev = _grade(uttask, ut_executor, gold, grading)
     assert ev.resolved, (ev.reason, ev.entry["suspicious"], ev.output[-3000:])
     channel = ev.entry["results_channel"]
     assert channel["present"] and channel["complete"] and channel["tests"] == 2, (channel, ev.output[-4000:])

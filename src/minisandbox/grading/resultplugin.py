@@ -1118,8 +1118,11 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         name, filename = code.co_name, code.co_filename
         if name == "_read_pyc":
             return real_of(filename).startswith(RUNNER_DIRS)
-        return name == "get_data" and (filename.startswith("<frozen importlib") or filename.endswith(
-            _sep + "importlib" + _sep + "_bootstrap_external.py"))
+        return name == "get_data" and importlib_file(filename)
+
+    def importlib_file(filename):
+        return filename.startswith("<frozen importlib") or filename.endswith(
+            _sep + "importlib" + _sep + "_bootstrap_external.py")
 
     def pyc_open(args):
         path = args[0]
@@ -1329,6 +1332,14 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
     GRADED_NAMES = _set(_os_basename(k) for k in GRADED)
     _fsdecode = os.fsdecode
 
+    def compiling_import(frame):
+        """True when `frame` is importlib's `get_data` called by its `get_code`: the import
+        system reading a module's source to compile it (unittest's loader importing a test
+        module for Django's runner, which a candidate patch may change)."""
+        back = frame.f_back
+        return frame.f_code.co_name == "get_data" and importer_code(frame.f_code) and back is not None and \
+            back.f_code.co_name == "get_code" and importlib_file(back.f_code.co_filename)
+
     def graded_open(args):
         """Code from a disallowed file that opens a graded test file or conftest reads the
         answers the tests expect (a lookup table): critical, unless the read goes through
@@ -1346,6 +1357,12 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
             return
         rel = rel_to_root(real_of(_abspath(path)))
         if rel is None or rel not in GRADED:
+            return
+        opener = _frame(2)
+        if real_of(opener.f_code.co_filename) == ME or compiling_import(opener):
+            # this plugin hashing the file for its checks (called from a test's end, the
+            # runner's code is further up); the import system compiling the module (a
+            # runner importing its tests)
             return
         why, name, passed = untrusted_caller(skip_stdlib=True)
         if why is None:
