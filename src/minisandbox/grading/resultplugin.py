@@ -1219,6 +1219,18 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
     def code_ok(code):
         return code_verdict(code) is None
 
+    TP_READY = 1 << 12  # Py_TPFLAGS_READY
+
+    def unfinished_ok(cls):
+        """False for a class a garbage collection found half made (not ready yet, or its
+        module still being imported: its code is not in the module's namespace yet);
+        probing one crashed the interpreter (a class of doctest, imported by a test
+        module, under the unittest channel)."""
+        if not _getattr(cls, "__flags__", 0) & TP_READY:
+            return False
+        spec = _getattr(sys.modules.get(_getattr(cls, "__module__", None) or ""), "__spec__", None)
+        return not _getattr(spec, "_initializing", False)
+
     def examine(classes, nodeid=None):
         """Probe each class not examined yet, or whose own comparison dunders changed."""
         if probe["examining"]:
@@ -1227,6 +1239,8 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         try:
             for cls in classes:
                 try:
+                    if not unfinished_ok(cls):
+                        continue  # seen again later (the end-of-session walk at the latest)
                     fp = _fingerprint(cls)
                     prev = class_seen.get(_id(cls))
                     old = prev is not None and prev[0]() is cls
