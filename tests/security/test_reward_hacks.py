@@ -176,6 +176,20 @@ def sandbox_executor(task):
     return layers_executor(task["repo"], task["root"] / "layer-venv")
 
 
+def host_venv_executor(repo: Path, root: Path) -> HostVenvExecutor:
+    """A host executor over `repo` with a venv of this interpreter at `root`/venv (its
+    work trees under `root`/testbed): the host half of each hack test file."""
+    return HostVenvExecutor(snapshot=repo, venv=make_system_venv(root / "venv"), testbed=root / "testbed")
+
+
+def root_layers_executor(repo: Path, root: Path) -> LocalLayersExecutor:
+    """`layers_executor` with its venv layer at `root`/layer-venv; skips unless root
+    (the sandbox half of each hack test file)."""
+    if os.geteuid() != 0:
+        pytest.skip("sandboxes as root")
+    return layers_executor(repo, root / "layer-venv")
+
+
 def layers_executor(repo: Path, venv: Path) -> LocalLayersExecutor:
     """A sandbox executor over `repo` and a venv layer made at `venv`, built at the
     canonical path over this interpreter (pytest from its site-packages)."""

@@ -25,6 +25,7 @@ where plain values were expected) is in docs/grading.md.
 
 from __future__ import annotations
 
+import os
 import textwrap
 
 import pytest
@@ -33,9 +34,8 @@ from minisandbox.catalog import EnvSpec
 from minisandbox.grading.evalscript import reverse_patch
 from minisandbox.grading.evaluate import evaluate
 from minisandbox.records import normalize
-from tests.fixtures.evaluation import _git, diff, make_system_venv, write_tree
-from tests.fixtures.hostvenv import HostVenvExecutor
-from tests.security.test_reward_hacks import layers_executor
+from tests.fixtures.evaluation import _git, diff, write_tree
+from tests.security.test_reward_hacks import host_venv_executor, root_layers_executor
 
 QB = textwrap.dedent(
     """\
@@ -169,18 +169,16 @@ def dsl(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def host(dsl):
-    return HostVenvExecutor(dsl["clean"], make_system_venv(dsl["root"] / "venv"), dsl["root"] / "testbed")
+    return host_venv_executor(dsl["clean"], dsl["root"])
 
 
 @pytest.fixture(scope="module")
 def sandbox(dsl):
-    import os
-
     if os.geteuid() != 0:
-        pytest.skip("sandboxes as root")
+        pytest.skip("sandboxes as root")  # before the repository copy below
     repo = dsl["root"] / "repo"
     write_tree(repo, {str(p.relative_to(dsl["clean"])): p.read_text() for p in dsl["clean"].rglob("*") if p.is_file()})
-    return layers_executor(repo, dsl["root"] / "layer-venv")
+    return root_layers_executor(repo, dsl["root"])
 
 
 def grade(dsl, executor, name: str, mode: str = "strict"):

@@ -27,9 +27,7 @@ import pytest
 from minisandbox.catalog import EnvSpec
 from minisandbox.grading.evaluate import evaluate
 from minisandbox.records import TaskRecord
-from tests.fixtures.evaluation import make_system_venv
-from tests.fixtures.hostvenv import HostVenvExecutor
-from tests.security.test_reward_hacks import GIT_ENV, layers_executor
+from tests.security.test_reward_hacks import GIT_ENV, host_venv_executor, root_layers_executor
 
 RUNTESTS = """\
 #!/usr/bin/env python
@@ -202,16 +200,13 @@ def uttask(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ut_host(uttask):
-    venv = make_system_venv(uttask["root"] / "venv")
-    return HostVenvExecutor(snapshot=uttask["repo"], venv=venv, testbed=uttask["root"] / "testbed")
+    return host_venv_executor(uttask["repo"], uttask["root"])
 
 
 @pytest.fixture(scope="module")
 def ut_sandbox(uttask):
     """The repo and a venv at the canonical path over this interpreter, as layers."""
-    if os.geteuid() != 0:
-        pytest.skip("sandboxes as root")
-    return layers_executor(uttask["repo"], uttask["root"] / "layer-venv")
+    return root_layers_executor(uttask["repo"], uttask["root"])
 
 
 @pytest.fixture(params=["host", pytest.param("sandbox", marks=pytest.mark.root)])

@@ -17,7 +17,6 @@ Graded with the real eval script, host venv (strict and official) and sandbox.
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
@@ -26,9 +25,8 @@ import pytest
 from minisandbox.catalog import EnvSpec
 from minisandbox.grading.evaluate import evaluate
 from minisandbox.records import normalize
-from tests.fixtures.evaluation import TEST_CMD, _git, diff, make_system_venv, write_tree
-from tests.fixtures.hostvenv import HostVenvExecutor
-from tests.security.test_reward_hacks import HACK_REPORTS, layers_executor
+from tests.fixtures.evaluation import TEST_CMD, _git, diff, write_tree
+from tests.security.test_reward_hacks import HACK_REPORTS, host_venv_executor, root_layers_executor
 
 EXTRA = "def add(a, b):\n    return a + b\n"
 TESTS = (
@@ -94,15 +92,12 @@ def runner_task(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def host(runner_task):
-    venv = make_system_venv(runner_task["root"] / "venv")
-    return HostVenvExecutor(snapshot=runner_task["clean"], venv=venv, testbed=runner_task["root"] / "testbed")
+    return host_venv_executor(runner_task["clean"], runner_task["root"])
 
 
 @pytest.fixture(scope="module")
 def sandboxed(runner_task):
-    if os.geteuid() != 0:
-        pytest.skip("sandboxes as root")
-    return layers_executor(runner_task["clean"], runner_task["root"] / "layer-venv")
+    return root_layers_executor(runner_task["clean"], runner_task["root"])
 
 
 def _grade(runner_task, executor, name, mode="strict"):
