@@ -12,7 +12,9 @@ forks, as an attacker would, to look at it at leisure) finds it non-dumpable (pt
 /proc/PID/mem and process_vm_readv all refused, even in a sandbox that allows ptrace),
 under seccomp (init's filter, then the payloads'), without capabilities and with the
 sandbox's rlimits; init itself is the same. Payloads cannot ptrace at all unless the
-sandbox allows it (`ptrace=True`), and then only each other.
+sandbox allows it (`ptrace=True`), and then only each other. The command spawner, the
+one long-lived process init forks, is held to the same (init resumes it at once when a
+payload stops it, so it is probed as it runs, and the scan looks past it for helpers).
 
 No instant of a helper's life is open either: it is non-dumpable from its fork (init's mm
 flag, inherited; a helper never execs or changes uid, and dropping capabilities keeps it),
@@ -90,7 +92,23 @@ def caught(pid, start):
             return False
         time.sleep(0.001)
 
+def standing_forks():
+    """(pid, start time) of init's forks alive now: before the scan that is the command
+    spawner, long-lived and confined like a helper, which init resumes as soon as anything
+    stops it; waiting on it for a stop that never shows cost the scan all its time."""
+    out = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) not in (1, me):
+            try:
+                if forked_by_init(int(name)):
+                    out.add((int(name), stat(int(name))[1]))
+            except (OSError, IndexError):
+                pass
+    return out
+
 found, init, skipped = [], probe(1), 0
+standing = standing_forks()
+spawners = [probe(pid) for pid, _ in sorted(standing)]
 open("/tmp/scanner.ready", "w").close()
 while not os.path.exists("/tmp/scanner.go"):  # no payload but us from here on: what init forks is a helper
     time.sleep(0.01)
@@ -104,6 +122,8 @@ while time.monotonic() < deadline and not any(f["filters"] == "2" for f in found
             if not forked_by_init(pid):
                 continue
             start = stat(pid)[1]
+            if (pid, start) in standing:
+                continue
             os.kill(pid, signal.SIGSTOP)
         except (OSError, IndexError):
             continue
@@ -121,7 +141,7 @@ while time.monotonic() < deadline and not any(f["filters"] == "2" for f in found
                 os.kill(pid, signal.SIGCONT)
             except OSError:
                 pass
-json.dump({"init": init, "helpers": found, "skipped": skipped}, open("/tmp/scan.json", "w"))
+json.dump({"init": init, "spawners": spawners, "helpers": found, "skipped": skipped}, open("/tmp/scan.json", "w"))
 '''
 
 BODY = """
@@ -178,7 +198,8 @@ def test_helpers_cannot_be_driven_by_a_payload(attack) -> None:
     scan = out["scan"]
     helpers = scan["helpers"]
     assert helpers, f"the scanner caught no helper in 40 s: {out}"
-    for proc in [scan["init"], *helpers]:
+    assert scan["spawners"], out  # the command spawner, forked for the first command
+    for proc in [scan["init"], *scan["spawners"], *helpers]:
         # non-dumpable: same uid, a sandbox that allows ptrace, and still no way in
         assert proc["ptrace"] == -1 and proc["ptrace_errno"] == "EPERM", proc
         assert proc["mem"] in ("EACCES", "EPERM"), proc
@@ -186,6 +207,8 @@ def test_helpers_cannot_be_driven_by_a_payload(attack) -> None:
         assert proc["seccomp"] == "2", proc  # init's filter from before the first payload
     ready = [h for h in helpers if h["filters"] == "2"]  # past its set-up (the payloads' filter is last)
     assert ready, helpers
+    ready += scan["spawners"]  # set up before it started any command
+    assert all(p["filters"] == "2" for p in scan["spawners"]), scan["spawners"]
     for h in ready:  # a payload's confinement: no capabilities, no_new_privs, the sandbox's rlimits
         assert h["capeff"] == "0000000000000000" and h["nnp"] == "1", h
         assert h["cpu_rlimit"] == "77" and out["rlimits_cpu"] == 77, h
