@@ -173,3 +173,23 @@ def test_a_run_process_pauses_the_cyclic_gc_only_until_its_sandbox_is_open(monke
     finally:
         gc.unfreeze()
         gc.enable()
+
+
+def test_a_run_served_by_the_helper_ends_its_process_without_finalization(monkeypatch) -> None:
+    """The client of a node-local helper ends like the in-process `run` (`_end_process`:
+    flush, exit handlers, `os._exit`) once the helper's worker reported the status, instead
+    of returning into the interpreter's finalization; a call the helper did not take runs
+    in-process and ends the same way."""
+    import minisandbox.cli as cli
+    from minisandbox.cli import helperclient
+
+    ended = []
+    monkeypatch.setattr(cli, "_end_process", lambda code: ended.append(code) or code)
+    monkeypatch.setattr(helperclient, "try_run", lambda argv: 3)
+    monkeypatch.setattr(cli, "_in_process", lambda argv: pytest.fail("the helper's worker ran it"))
+    assert cli._main(["run", "TASK", "--", "true"], helper=True) == 3
+    assert ended == [3]
+    monkeypatch.setattr(helperclient, "try_run", lambda argv: None)
+    monkeypatch.setattr(cli, "_in_process", lambda argv: 5)
+    assert cli._main(["run", "TASK", "--", "true"], helper=True) == 5
+    assert ended == [3, 5]

@@ -219,8 +219,8 @@ def _main(argv: list[str] | None, helper: bool = False) -> int:
         from minisandbox.cli import helperclient
 
         code = helperclient.try_run(argv)
-        if code is not None:
-            return code
+        if code is not None:  # the helper's worker ran it: nothing left to do here
+            return _end_process(code)
         _pause_gc()  # (after the client: through a helper this process imports nothing more)
         try:
             code = _in_process(argv)
@@ -237,13 +237,16 @@ def _end_process(code: int) -> int:
     crash-cleanup record), then `os._exit(code)`. Finalization takes every module apart,
     writing to nearly every page of the heap, and the sandbox fork server is a fork of this
     process (`rootfs.prestart(fork_self=True)`), so each of those pages was a copy-on-write
-    fault: about 600 faults and 4 ms of CPU for nothing. Returns `code` instead (the normal
-    exit) while a non-daemon thread runs, which the interpreter would wait for."""
-    import threading
-
-    main_thread = threading.main_thread()
-    if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
-        return code
+    fault: about 600 faults and 4 ms of CPU for nothing. The client of a node-local helper
+    ends the same way once the helper's worker reported the status: its finalization (the
+    interpreter's start-up modules) was about 1.5 ms of its CPU. Returns `code` instead (the
+    normal exit) while a non-daemon thread runs, which the interpreter would wait for (none
+    can without `threading`, which the helper's client does not import)."""
+    threading = sys.modules.get("threading")  # (not imported: no thread was started through it)
+    if threading is not None:
+        main_thread = threading.main_thread()
+        if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
+            return code
     import atexit
 
     try:
