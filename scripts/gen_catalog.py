@@ -15,10 +15,12 @@ Inputs (see docs/catalog.md):
   image ran (its steps after the env is activated are the install commands).
 * `swebench_python_specs.json`: SWE-bench's MAP_REPO_VERSION_TO_SPECS for Python.
 * `config/catalog/pypi-release-dates.json` (committed, next to the output): first-upload
-  dates on PyPI of the few anchor pins that date an export (see `as_of_date`). The
-  generator never touches the network unless `--refresh-dates` is given, which looks the
-  missing anchors up once (one request per anchor project, PyPI's simple JSON API with
-  PEP 700 upload times) and adds them to that file.
+  dates on PyPI of the few anchor pins that date an export (see `as_of_date`), and the
+  newest final release of each SWE-bench series with its first upload (see
+  `swebench_as_of`). The generator never touches the network unless `--refresh-dates` is
+  given, which looks up once what the file lacks (one request per project: PyPI's simple
+  JSON API with PEP 700 upload times for the anchors, its JSON API for the series) and
+  adds it to that file.
 """
 
 from __future__ import annotations
@@ -141,6 +143,57 @@ DATE_ANCHORS = ("pip", "setuptools", "wheel", "pytest", "pluggy", "packaging", "
 RELEASE_DATES_FILE = "pypi-release-dates.json"
 #: Calendar-versioned packages whose version is their release date (YYYY.M.D).
 CALVER_DATED = ("ca-certificates", "certifi")
+
+#: PyPI project of each SWE-bench repository: its releases date the repository's specs
+#: (`swebench_as_of`). A repository missing here falls back to the floor, said in the header.
+SWEBENCH_PYPI = {
+    "astropy/astropy": "astropy",
+    "dbt-labs/dbt-core": "dbt-core",
+    "django/django": "django",
+    "marshmallow-code/marshmallow": "marshmallow",
+    "matplotlib/matplotlib": "matplotlib",
+    "mwaskom/seaborn": "seaborn",
+    "pallets/flask": "flask",
+    "psf/requests": "requests",
+    "pvlib/pvlib-python": "pvlib",
+    "pydata/xarray": "xarray",
+    "pydicom/pydicom": "pydicom",
+    "pylint-dev/astroid": "astroid",
+    "pylint-dev/pylint": "pylint",
+    "pytest-dev/pytest": "pytest",
+    "pyvista/pyvista": "pyvista",
+    "scikit-learn/scikit-learn": "scikit-learn",
+    "sphinx-doc/sphinx": "sphinx",
+    "sqlfluff/sqlfluff": "sqlfluff",
+    "sympy/sympy": "sympy",
+}
+
+#: No SWE-bench spec is dated before this day. SWE-bench's containerized harness was
+#: released on 2024-06-27 (its README's news; the report is docs/20240627_docker in the
+#: SWE-bench repository) and SWE-bench Verified, validated in it, on 2024-08-13. Its images
+#: create the conda env and pip-install the spec's packages when they are built, so no
+#: official image resolved before that day, and an older date would deny a spec's Python
+#: (often newer than the series) the wheels the image got.
+SWEBENCH_FLOOR = _dt.date(2024, 6, 27)
+#: Days after the newest release of a series that still belong to it: the rest of its
+#: files and the releases made with it (Flask and Werkzeug, Sphinx and its extensions).
+SERIES_MARGIN_DAYS = 7
+#: CPython X.Y final releases (python.org). A spec is never dated before its Python's
+#: release plus `PYTHON_WHEEL_LAG_DAYS`, by when the compiled dependencies had wheels for
+#: it (numpy, scipy, lxml publish them within weeks to a few months).
+PYTHON_RELEASES = {
+    "3.5": _dt.date(2015, 9, 13),
+    "3.6": _dt.date(2016, 12, 23),
+    "3.7": _dt.date(2018, 6, 27),
+    "3.8": _dt.date(2019, 10, 14),
+    "3.9": _dt.date(2020, 10, 5),
+    "3.10": _dt.date(2021, 10, 4),
+    "3.11": _dt.date(2022, 10, 24),
+    "3.12": _dt.date(2023, 10, 2),
+    "3.13": _dt.date(2024, 10, 7),
+    "3.14": _dt.date(2025, 10, 7),
+}
+PYTHON_WHEEL_LAG_DAYS = 182
 
 _EXACT_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?==([^\s;@]+)$")
 _CONDA_EQ = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)=([^=<>!~\s]+)$")
@@ -431,15 +484,84 @@ def swesmith_spec(profile: dict[str, Any], envs: Path, release_dates: dict[str, 
     return spec
 
 
-def load_release_dates(path: Path) -> dict[str, str]:
-    """The committed `name==version` -> first-upload date-time table (empty if absent)."""
+def _load_dates_doc(path: Path) -> dict[str, Any]:
+    """The committed release-date file as it is (empty if absent)."""
     if not path.is_file():
         return {}
     data = _load_json(path)
-    dates = data.get("dates") if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected an object with 'dates' and 'swebench_series'")
+    return data
+
+
+def load_release_dates(path: Path) -> dict[str, str]:
+    """The committed `name==version` -> first-upload date-time table (empty if absent)."""
+    dates = _load_dates_doc(path).get("dates", {})
     if not isinstance(dates, dict) or not all(isinstance(v, str) for v in dates.values()):
         raise InputError(f'{path}: expected {{"dates": {{"name==version": "ISO date-time"}}}}')
     return dict(dates)
+
+
+def load_swebench_series(path: Path) -> dict[str, Any]:
+    """The committed `repo@X.Y` -> {project, release, uploaded, next_release, next_uploaded,
+    retrieved} table (empty if absent); a series without a final release has nulls."""
+    series = _load_dates_doc(path).get("swebench_series", {})
+    ok = isinstance(series, dict) and all(
+        isinstance(v, dict) and isinstance(v.get("retrieved"), str) and (not v.get("release") or v.get("uploaded"))
+        for v in series.values()
+    )
+    if not ok:
+        raise InputError(
+            f'{path}: expected "swebench_series": {{"repo@X.Y": {{"project", "release", "uploaded", "retrieved"}}}}'
+        )
+    return dict(series)
+
+
+def pypi_releases(project: str) -> dict[str, list[dict[str, Any]]]:
+    """version -> its files (`upload_time_iso_8601`, `yanked`, ...) from PyPI's JSON API:
+    one request per project. Only `--refresh-dates` calls this."""
+    import urllib.error
+    import urllib.request
+
+    url = f"https://pypi.org/pypi/{project}/json"
+    try:
+        with urllib.request.urlopen(url, timeout=60) as resp:  # noqa: S310 (fixed https URL)
+            data = json.load(resp)
+    except urllib.error.HTTPError as exc:
+        raise InputError(f"{url}: HTTP {exc.code}; retry later") from None
+    releases = data.get("releases") if isinstance(data, dict) else None
+    if not isinstance(releases, dict):
+        raise InputError(f"{url}: no 'releases' in the answer")
+    return releases
+
+
+def refresh_swebench_series(
+    shared: Path, series: dict[str, Any], today: _dt.date, fetch: Any = pypi_releases
+) -> dict[str, Any]:
+    """`series` plus an entry for every SWE-bench spec it lacks: the newest final release
+    of the spec's series and the first release of a later series, each with its first
+    upload (`newest_in_series`, `first_after_series`), from one `fetch` per PyPI project.
+    Entries already there are kept, so their dates (and env keys) stay."""
+    _path, data = _swebench_data(shared)
+    missing: dict[str, list[tuple[str, tuple[int, int]]]] = {}
+    for repo, version, _raw, why in _swebench_entries(data):
+        name, key = f"{repo}@{version}", series_of(version)
+        if why is None and name not in series and repo in SWEBENCH_PYPI and key is not None:
+            missing.setdefault(SWEBENCH_PYPI[repo], []).append((name, key))
+    out = dict(series)
+    for project, wanted in sorted(missing.items()):
+        releases = fetch(project)
+        for name, key in wanted:
+            found, after = newest_in_series(releases, key), first_after_series(releases, key)
+            out[name] = {
+                "project": project,
+                "release": found[0] if found else None,
+                "uploaded": found[1] if found else None,
+                "next_release": after[0] if after else None,
+                "next_uploaded": after[1] if after else None,
+                "retrieved": today.isoformat(),
+            }
+    return dict(sorted(out.items(), key=lambda kv: kv[0].lower()))
 
 
 def pypi_upload_dates(project: str) -> dict[str, str]:
@@ -473,8 +595,10 @@ def pypi_upload_dates(project: str) -> dict[str, str]:
 
 
 def refresh_release_dates(shared: Path, path: Path) -> int:
-    """Look up the anchors of every export missing from `path` once; returns how many."""
+    """Look up what `path` lacks once (the anchors of every export, the series of every
+    SWE-bench spec) and add it; returns how many entries were added."""
     dates = load_release_dates(path)
+    series = load_swebench_series(path)
     wanted: set[str] = set()
     for yml in sorted((shared / "swesmith-envs").glob("*/sweenv_*.yml")):
         _python, conda, pip_lines = read_env_export(yml)
@@ -490,13 +614,21 @@ def refresh_release_dates(shared: Path, path: Path) -> int:
             stamp = uploads.get(pin.split("==", 1)[1])
             if stamp:
                 dates[pin] = stamp
+    new_series = refresh_swebench_series(shared, series, _dt.datetime.now(_dt.UTC).date())
     doc = {
         "source": "https://pypi.org/simple/<name>/ (PEP 691 JSON), earliest upload-time of the release's files",
         "anchors": list(DATE_ANCHORS),
         "dates": dict(sorted(dates.items(), key=lambda kv: kv[0].lower())),
+        "swebench_source": (
+            "https://pypi.org/pypi/<project>/json: for each SWE-bench spec repo@X.Y, the newest final "
+            "X.Y.* release of the repository's PyPI project (SWEBENCH_PYPI) and the first final release "
+            "of a later series (next_), each with the earliest upload_time of its files; retrieved: "
+            "the day it was looked up"
+        ),
+        "swebench_series": new_series,
     }
     path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    return len(missing)
+    return len(missing) + len(new_series) - len(series)
 
 
 def swesmith_specs(
@@ -553,7 +685,108 @@ def swebench_requirements(raw: dict[str, Any]) -> tuple[list[str], str | None]:
     return list(by_name.values()), files_kind
 
 
-def swebench_spec(repo: str, version: str, raw: dict[str, Any]) -> dict[str, Any]:
+def _midnight_after(day: _dt.date) -> str:
+    """The as-of date that takes in everything uploaded up to the end of `day` (UTC)."""
+    return f"{(day + _dt.timedelta(days=1)).isoformat()}T00:00:00Z"
+
+
+def series_of(version: str) -> tuple[int, int] | None:
+    """(X, Y) of a SWE-bench version: '3.0' -> (3, 0), '2022.09' -> (2022, 9), 'v5.3' -> (5, 3)."""
+    parts = version.lstrip("vV").split(".")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def _finals(releases: dict[str, list[dict[str, Any]]]) -> Iterable[tuple[Any, str, str]]:
+    """(Version, PyPI's version text, first upload) of every final release in the `releases`
+    of PyPI's JSON API (version -> its files, each with `upload_time_iso_8601` and
+    `yanked`). Pre-releases, dev releases, yanked files and releases without files do not
+    count: the official images resolved final releases."""
+    from packaging.version import InvalidVersion, Version
+
+    for text, files in releases.items():
+        try:
+            version = Version(text)
+        except InvalidVersion:
+            continue
+        stamps = [f["upload_time_iso_8601"] for f in files if not f.get("yanked") and f.get("upload_time_iso_8601")]
+        if stamps and not (version.is_prerelease or version.is_devrelease):
+            yield version, text, re.sub(r"\.\d+Z$", "Z", min(stamps))
+
+
+def newest_in_series(releases: dict[str, list[dict[str, Any]]], series: tuple[int, int]) -> tuple[str, str] | None:
+    """(version, first upload) of the newest final release `X.Y.*` (see `_finals`); None
+    when the series has none."""
+    found = [(v, text, stamp) for v, text, stamp in _finals(releases) if (*v.release, 0)[:2] == series]
+    return max(found)[1:] if found else None
+
+
+def first_after_series(releases: dict[str, list[dict[str, Any]]], series: tuple[int, int]) -> tuple[str, str] | None:
+    """(version, first upload) of the earliest uploaded final release of a later series
+    (X.Y+1.0, X+1.0.0, ...): from then on X.Y only had backports. None if there is none."""
+    found = [(stamp, text) for v, text, stamp in _finals(releases) if (*v.release, 0)[:2] > series]
+    return min(found)[::-1] if found else None
+
+
+def swebench_as_of(repo: str, version: str, python: str, entry: dict[str, Any] | None) -> tuple[str, str, str | None]:
+    """(exclude_newer, how it was found, why it fell back to the floor or None) of one spec.
+
+    The as-of date is the latest of: the floor (`SWEBENCH_FLOOR`: no official image resolved
+    earlier); the end of the series plus `SERIES_MARGIN_DAYS`; and the spec's Python release
+    plus `PYTHON_WHEEL_LAG_DAYS`. The end of the series is its newest final release on
+    PyPI, or the first release of a later series when that came earlier (a long-term
+    series such as Django 4.2 gets security releases for years after its development
+    moved on), and never later than the day before it was looked up. `entry` is the
+    series' record in the release-date file (`project`, `release`, `uploaded`,
+    `next_release`, `next_uploaded`, `retrieved`); None when it was not looked up."""
+    floor = (SWEBENCH_FLOOR, f"the floor {SWEBENCH_FLOOR} (SWE-bench's Docker harness; its images resolve when built)")
+    candidates = [floor]
+    project = SWEBENCH_PYPI.get(repo)
+    fallback: str | None = None
+    end_note = ""
+    if project is None:
+        fallback = f"no PyPI project known for {repo} (SWEBENCH_PYPI in scripts/gen_catalog.py)"
+    elif entry is None:
+        fallback = f"{repo}@{version} not in {RELEASE_DATES_FILE} (run with --refresh-dates)"
+    elif not entry.get("release"):
+        fallback = f"no final {version} release of {project} on PyPI"
+    else:
+        end = _dt.date.fromisoformat(str(entry["uploaded"])[:10])
+        end_note = f"{project} {entry['release']}, the newest final {version} release on PyPI, uploaded {end}"
+        if entry.get("next_uploaded") and str(entry["next_uploaded"]) < str(entry["uploaded"]):
+            end = _dt.date.fromisoformat(str(entry["next_uploaded"])[:10])
+            end_note = (
+                f"{project} {entry['next_release']}, the first release after the {version} series, uploaded {end} "
+                f"({entry['release']}, the newest final {version} release, came {str(entry['uploaded'])[:10]})"
+            )
+        day = end + _dt.timedelta(days=SERIES_MARGIN_DAYS)
+        why = f"{end_note}, + {SERIES_MARGIN_DAYS} days"
+        cap = _dt.date.fromisoformat(str(entry["retrieved"])) - _dt.timedelta(days=1)
+        if day > cap:
+            day, why = cap, f"{why}, capped at the day before its lookup ({entry['retrieved']})"
+        candidates.append((day, why))
+    if python not in PYTHON_RELEASES:
+        raise InputError(
+            f"SWE-bench spec {repo}@{version}: Python {python} is not in PYTHON_RELEASES; add its release date"
+        )
+    released = PYTHON_RELEASES[python]
+    candidates.append(
+        (
+            released + _dt.timedelta(days=PYTHON_WHEEL_LAG_DAYS),
+            f"Python {python} (released {released}) + {PYTHON_WHEEL_LAG_DAYS} days, for its wheels",
+        )
+    )
+    day, why = max(candidates, key=lambda c: c[0])  # the first of equal dates wins
+    if fallback:
+        why = f"{why}; {fallback}"
+    elif end_note and not why.startswith(end_note):
+        why = f"{why}; {end_note}"
+    return _midnight_after(day), why, fallback
+
+
+def swebench_spec(repo: str, version: str, raw: dict[str, Any], series: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One SWE-bench spec; `series` is the release-date file's `swebench_series` table."""
     reqs, files_kind = swebench_requirements(raw)
     req_files: list[str] = []
     extra: dict[str, Any] = {}
@@ -584,12 +817,16 @@ def swebench_spec(repo: str, version: str, raw: dict[str, Any]) -> dict[str, Any
         if key in raw:
             extra[key] = raw[key]
     test_cmd = ACTIVATE + "".join(f"{c}; " for c in eval_cmds) + str(raw["test_cmd"])
+    name = f"{repo}@{version}"
+    exclude_newer, date_note, _ = swebench_as_of(repo, version, str(raw["python"]), (series or {}).get(name))
+    extra["exclude_newer_source"] = date_note
     return {
-        "name": f"{repo}@{version}",
+        "name": name,
         "kind": "swebench",
         "source": f"https://github.com/{repo}.git",
         "commit": None,
         "python": str(raw["python"]),
+        "exclude_newer": exclude_newer,
         "requirements": reqs,
         "requirements_files": req_files,
         **({"system_packages": system_pkgs} if system_pkgs else {}),
@@ -602,30 +839,52 @@ def swebench_spec(repo: str, version: str, raw: dict[str, Any]) -> dict[str, Any
     }
 
 
-def swebench_specs(shared: Path) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
+def _swebench_data(shared: Path) -> tuple[Path, dict[str, Any]]:
     path = shared / "swebench_python_specs.json"
     data = _load_json(path)
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected an object repo -> version -> spec")
-    specs: list[dict[str, Any]] = []
-    skipped: list[str] = []
+    return path, data
+
+
+def _swebench_entries(data: dict[str, Any]) -> Iterable[tuple[str, str, dict[str, Any], str | None]]:
+    """(repo, version, raw spec, why it is skipped or None), in catalog order."""
     for repo in sorted(data, key=str.lower):
         if repo.startswith("_"):
             continue
         versions = data[repo]
         for version in sorted(versions, key=version_key):
             raw = versions[version]
-            name = f"{repo}@{version}"
             if repo in SWEBENCH_NOT_GIT:
-                skipped.append(f"{name}: not a git repository")
+                why = "not a git repository"
             elif not raw.get("test_cmd"):
-                skipped.append(f"{name}: no test_cmd (the harness cannot run it)")
+                why = "no test_cmd (the harness cannot run it)"
             elif not raw.get("python"):
-                skipped.append(f"{name}: no python version")
+                why = "no python version"
             else:
-                specs.append(swebench_spec(repo, version, raw))
+                why = None
+            yield repo, version, raw, why
+
+
+def swebench_specs(
+    shared: Path, series: dict[str, Any] | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[str], list[str]]:
+    """(specs, inputs, skipped specs, specs dated by the floor for want of a release)."""
+    path, data = _swebench_data(shared)
+    specs: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    fallbacks: list[str] = []
+    for repo, version, raw, why in _swebench_entries(data):
+        name = f"{repo}@{version}"
+        if why:
+            skipped.append(f"{name}: {why}")
+            continue
+        specs.append(swebench_spec(repo, version, raw, series))
+        _, _, fallback = swebench_as_of(repo, version, str(raw["python"]), (series or {}).get(name))
+        if fallback:
+            fallbacks.append(f"{name}: {fallback}")
     inputs = {"swebench_python_specs.json": f"sha256:{sha256_file(path)}"}
-    return specs, inputs, skipped
+    return specs, inputs, skipped, fallbacks
 
 
 # --------------------------------------------------------------------------------------
@@ -662,10 +921,36 @@ def render(specs: list[dict[str, Any]], *, title: str, inputs: dict[str, str], n
     return "\n".join(header) + "\n" + body
 
 
-def generate(shared: Path, release_dates: dict[str, str] | None = None) -> dict[str, str]:
-    """File name -> YAML text, for every generated catalog."""
+def series_digest(series: dict[str, Any]) -> str:
+    """sha256 of the SWE-bench release-date table, as canonical JSON (for the header)."""
+    text = json.dumps(series, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def swebench_notes(skipped: list[str], fallbacks: list[str]) -> list[str]:
+    """The SWE-bench catalog's header notes: the date rule, its fallbacks, skipped specs."""
+    notes = [
+        f"As-of dates (exclude_newer, docs/catalog.md): the latest of the floor {SWEBENCH_FLOOR}; the newest",
+        "  final release of the spec's series on PyPI, or the first release of a later series if earlier,",
+        f"  + {SERIES_MARGIN_DAYS} days; and the spec's Python release + {PYTHON_WHEEL_LAG_DAYS} days.",
+    ]
+    if fallbacks:
+        notes += ["Dated by the floor for want of a release date:", *(f"  {f}" for f in fallbacks)]
+    if skipped:
+        notes += ["Skipped:", *(f"  {s}" for s in skipped)]
+    return notes
+
+
+def generate(
+    shared: Path, release_dates: dict[str, str] | None = None, series: dict[str, Any] | None = None
+) -> dict[str, str]:
+    """File name -> YAML text, for every generated catalog. `series`: the SWE-bench
+    release-date table (`load_swebench_series`)."""
     smith, smith_inputs = swesmith_specs(shared, release_dates)
-    bench, bench_inputs, skipped = swebench_specs(shared)
+    bench, bench_inputs, skipped, fallbacks = swebench_specs(shared, series)
+    bench_inputs[f"{RELEASE_DATES_FILE} swebench_series"] = (
+        f"{len(series or {})} series, sha256:{series_digest(series or {})}"
+    )
     return {
         "swesmith.yaml": render(
             smith,
@@ -677,7 +962,7 @@ def generate(shared: Path, release_dates: dict[str, str] | None = None) -> dict[
             bench,
             title="SWE-bench environment specs (one per repo@version; commit = the task's environment_setup_commit).",
             inputs=bench_inputs,
-            notes=["Skipped:", *(f"  {s}" for s in skipped)] if skipped else [],
+            notes=swebench_notes(skipped, fallbacks),
         ),
     }
 
@@ -699,7 +984,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--refresh-dates",
         action="store_true",
-        help="look missing anchor pins up once in PyPI's JSON API and add them to --dates",
+        help="look what --dates lacks up once on PyPI (anchor pins, SWE-bench series) and add it",
     )
     args = parser.parse_args(argv)
     dates_path = args.dates or DEFAULT_OUT / RELEASE_DATES_FILE
@@ -707,7 +992,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.refresh_dates:
             n = refresh_release_dates(args.shared, dates_path)
             print(f"{dates_path}: looked up {n} release(s)")
-        outputs = generate(args.shared, load_release_dates(dates_path))
+        outputs = generate(args.shared, load_release_dates(dates_path), load_swebench_series(dates_path))
     except InputError as exc:
         print(f"gen_catalog: {exc}", file=sys.stderr)
         return 2

@@ -254,6 +254,162 @@ def test_generator_reports_a_missing_export_in_one_line(tmp_path: Path, capsys: 
     assert "pass --shared" in capsys.readouterr().err
 
 
+# -- the SWE-bench as-of date ------------------------------------------------------------
+
+
+def _files(*stamps: str, yanked: bool = False) -> list[dict[str, Any]]:
+    """Files of one release in PyPI's JSON API (`releases`)."""
+    return [{"upload_time_iso_8601": s, "yanked": yanked} for s in stamps]
+
+
+RELEASES = {
+    "2.9.0": _files("2019-01-01T10:00:00.123456Z"),
+    "3.0.0": _files("2023-09-30T12:00:00.000001Z"),
+    "3.0.1": _files("2024-01-18T09:00:00.5Z", "2024-01-17T08:00:00.25Z"),  # the first upload dates it
+    "3.0.2": _files("2024-12-01T00:00:00Z", yanked=True),  # yanked: not a release of the series
+    "3.0.3rc1": _files("2025-01-01T00:00:00Z"),  # pre-release
+    "3.0.4.dev0": _files("2025-01-02T00:00:00Z"),  # dev release
+    "3.0.5": [],  # no files
+    "3.1.0": _files("2024-11-13T00:00:00Z"),
+    "2022.9.0": _files("2022-09-29T00:00:00Z"),
+    "not a version": _files("2020-01-01T00:00:00Z"),
+}
+
+
+def test_the_newest_final_release_of_a_series_and_the_first_of_a_later_one() -> None:
+    assert gen.newest_in_series(RELEASES, (3, 0)) == ("3.0.1", "2024-01-17T08:00:00Z")
+    assert gen.newest_in_series(RELEASES, (2, 9)) == ("2.9.0", "2019-01-01T10:00:00Z")
+    assert gen.newest_in_series(RELEASES, (2022, 9)) == ("2022.9.0", "2022-09-29T00:00:00Z")
+    assert gen.newest_in_series(RELEASES, (3, 2)) is None
+    # the earliest upload of a later series, not the lowest version: 2022.9.0 came first
+    assert gen.first_after_series(RELEASES, (3, 0)) == ("2022.9.0", "2022-09-29T00:00:00Z")
+    assert gen.first_after_series({k: v for k, v in RELEASES.items() if k != "2022.9.0"}, (3, 0)) == (
+        "3.1.0",
+        "2024-11-13T00:00:00Z",
+    )
+    assert gen.first_after_series(RELEASES, (2022, 9)) is None
+    assert [gen.series_of(v) for v in ("3.0", "2022.09", "v5.3", "1", "1.2.3", "dev")] == [
+        (3, 0),
+        (2022, 9),
+        (5, 3),
+        None,
+        None,
+        None,
+    ]
+
+
+def _entry(uploaded: str | None, next_uploaded: str | None = None, retrieved: str = "2026-12-02") -> dict[str, Any]:
+    return {
+        "project": "flask",
+        "release": "3.0.9" if uploaded else None,
+        "uploaded": uploaded,
+        "next_release": "3.1.0" if next_uploaded else None,
+        "next_uploaded": next_uploaded,
+        "retrieved": retrieved,
+    }
+
+
+def test_the_as_of_date_rule() -> None:
+    assert gen.SWEBENCH_FLOOR.isoformat() == "2024-06-27" and gen.SERIES_MARGIN_DAYS == 7
+    flask = "pallets/flask"
+
+    def as_of(entry: dict[str, Any] | None, python: str = "3.11", repo: str = flask) -> tuple[str, str, Any]:
+        return gen.swebench_as_of(repo, "3.0", python, entry)
+
+    # a series that ended before the floor: the floor (the official images resolved then)
+    date, why, fallback = as_of(_entry("2024-04-07T16:00:00Z"))
+    assert (date, fallback) == ("2024-06-28T00:00:00Z", None)
+    assert why.startswith("the floor 2024-06-27") and "flask 3.0.9" in why and "uploaded 2024-04-07" in why
+    # a later series: its newest release + 7 days, to the end of that day
+    date, why, _ = as_of(_entry("2024-07-30T23:59:00Z"))
+    assert date == "2024-08-07T00:00:00Z" and why.startswith("flask 3.0.9, the newest final 3.0 release")
+    # a later series that came first ends the series (backports do not move the date)
+    date, why, _ = as_of(_entry("2026-03-20T00:00:00Z", next_uploaded="2024-09-08T00:00:00Z"))
+    assert date == "2024-09-16T00:00:00Z" and "flask 3.1.0, the first release after the 3.0 series" in why
+    assert "came 2026-03-20" in why
+    # a later series that came after the newest release changes nothing
+    assert as_of(_entry("2024-07-30T00:00:00Z", next_uploaded="2024-08-30T00:00:00Z"))[0] == "2024-08-07T00:00:00Z"
+    # never past the day before the lookup
+    date, why, _ = as_of(_entry("2026-11-30T00:00:00Z", retrieved="2026-12-02"))
+    assert date == "2026-12-02T00:00:00Z" and "capped at the day before its lookup (2026-12-02)" in why
+    # the Python guard: 3.14 (2025-10-07) + 182 days is later than the floor and the release
+    date, why, _ = as_of(_entry("2024-07-30T00:00:00Z"), python="3.14")
+    assert date == "2026-04-08T00:00:00Z" and why.startswith("Python 3.14 (released 2025-10-07) + 182 days")
+    assert "flask 3.0.9" in why
+    # fallbacks: the floor, and the reason
+    for entry, repo, reason in (
+        (_entry(None), flask, "no final 3.0 release of flask on PyPI"),
+        (None, flask, "pallets/flask@3.0 not in pypi-release-dates.json (run with --refresh-dates)"),
+        (_entry("2024-07-30T00:00:00Z"), "own/unknown", "no PyPI project known for own/unknown"),
+    ):
+        date, why, fallback = as_of(entry, repo=repo)
+        assert date == "2024-06-28T00:00:00Z" and fallback is not None and fallback.startswith(reason), fallback
+        assert why.startswith("the floor") and reason in why
+    with pytest.raises(gen.InputError, match=r"own/unknown@3.0: Python 2.7 is not in PYTHON_RELEASES"):
+        as_of(None, python="2.7", repo="own/unknown")
+
+
+def test_generator_dates_every_swebench_spec_from_the_dates_file(tmp_path: Path) -> None:
+    shared = _fake_shared(tmp_path / "shared")
+    doc = json.loads((CATALOG_DIR / "pypi-release-dates.json").read_text())
+    doc["swebench_series"] = {
+        "django/django@3.0": {**_entry("2025-01-10T00:00:00Z"), "project": "django"},
+        "django/django@1.10": {**_entry("2017-09-05T00:00:00Z"), "project": "django"},
+        "pydata/xarray@0.12": {**_entry(None), "project": "xarray"},
+    }  # scikit-learn@0.20 was not looked up
+    dates = tmp_path / "dates.json"
+    dates.write_text(json.dumps(doc))
+    outs = []
+    for run in ("a", "b"):
+        assert gen.main(["--shared", str(shared), "--out", str(tmp_path / run), "--dates", str(dates)]) == 0
+        outs.append((tmp_path / run / "swebench.yaml").read_bytes())
+    assert outs[0] == outs[1]  # deterministic
+    bench = Catalog.load([tmp_path / "a" / "swebench.yaml"])
+    assert {s.name: s.exclude_newer for s in bench} == {
+        "django/django@3.0": "2025-01-18T00:00:00Z",
+        "django/django@1.10": "2024-06-28T00:00:00Z",
+        "pydata/xarray@0.12": "2024-06-28T00:00:00Z",
+        "scikit-learn/scikit-learn@0.20": "2024-06-28T00:00:00Z",
+    }
+    assert bench["django/django@3.0"].extra["exclude_newer_source"].startswith("django 3.0.9, the newest final")
+    header = outs[0].decode().split("\nspecs:", 1)[0]
+    assert "Dated by the floor for want of a release date:\n#   pydata/xarray@0.12: no final 0.12" in header
+    assert "#   scikit-learn/scikit-learn@0.20: scikit-learn/scikit-learn@0.20 not in" in header
+    assert "django/django@" not in header.split("Dated by the floor", 1)[1].split("Skipped:", 1)[0]
+    digest = gen.series_digest(doc["swebench_series"])
+    assert f"#   pypi-release-dates.json swebench_series: 3 series, sha256:{digest}" in header
+    # the table is part of the output: another date, other bytes
+    doc["swebench_series"]["django/django@3.0"]["uploaded"] = "2025-02-10T00:00:00Z"
+    dates.write_text(json.dumps(doc))
+    assert gen.main(["--shared", str(shared), "--out", str(tmp_path / "a"), "--dates", str(dates), "--check"]) == 1
+
+
+def test_refresh_looks_up_only_missing_series_once_per_project(tmp_path: Path) -> None:
+    shared = _fake_shared(tmp_path / "shared")
+    kept = {**_entry("2021-04-06T00:00:00Z"), "project": "django"}
+    calls: list[str] = []
+
+    def fetch(project: str) -> dict[str, list[dict[str, Any]]]:
+        calls.append(project)
+        return {"0.20.4": _files("2019-07-30T00:00:00Z"), "0.21.0": _files("2019-05-10T00:00:00Z")}
+
+    out = gen.refresh_swebench_series(shared, {"django/django@3.0": kept}, gen._dt.date(2026, 12, 2), fetch)
+    # django@1.10 and scikit-learn@0.20 and xarray@0.12 were missing; dbt-core (no test_cmd)
+    # and humaneval (not git) are skipped specs and never looked up
+    assert sorted(calls) == ["django", "scikit-learn", "xarray"]
+    assert out["django/django@3.0"] == kept
+    assert out["scikit-learn/scikit-learn@0.20"] == {
+        "project": "scikit-learn",
+        "release": "0.20.4",
+        "uploaded": "2019-07-30T00:00:00Z",
+        "next_release": "0.21.0",
+        "next_uploaded": "2019-05-10T00:00:00Z",
+        "retrieved": "2026-12-02",
+    }
+    assert out["pydata/xarray@0.12"]["release"] is None and out["pydata/xarray@0.12"]["retrieved"] == "2026-12-02"
+    assert list(out) == sorted(out, key=str.lower)
+
+
 # -- the committed SWE-smith catalog --------------------------------------------------
 
 
@@ -368,6 +524,20 @@ def test_swebench_catalog_spot_check(bench: Catalog) -> None:
     assert bench["psf/requests@2.0"].log_parser == "pytest_options"
     assert bench["mwaskom/seaborn@0.12"].log_parser == "seaborn"
     assert bench["sphinx-doc/sphinx@7.1"].test_cmd.endswith("tox --current-env -epy39 -v --")
+
+
+def test_every_swebench_spec_has_an_as_of_date(bench: Catalog) -> None:
+    """The series measured with drift (docs/fidelity.md): flask 3.0 and astroid 2.15 ended
+    before the floor, sphinx 8.0 and pytest 8.3 after it."""
+    for spec in bench:
+        assert spec.exclude_newer and spec.exclude_newer >= "2024-06-28T00:00:00Z", spec.name
+        assert spec.extra["exclude_newer_source"], spec.name
+    assert bench["pallets/flask@3.0"].exclude_newer == "2024-06-28T00:00:00Z"
+    assert bench["pylint-dev/astroid@2.15"].exclude_newer == "2024-06-28T00:00:00Z"
+    assert bench["sphinx-doc/sphinx@8.0"].exclude_newer == "2024-08-07T00:00:00Z"  # 8.0.2: 2024-07-30
+    assert bench["pytest-dev/pytest@8.3"].exclude_newer == "2025-03-10T00:00:00Z"  # 8.3.5: 2025-03-02
+    # a long-term series ends at the next series' first release: Django 6.0, 2025-12-03
+    assert bench["django/django@5.2"].exclude_newer == "2025-12-11T00:00:00Z"
 
 
 def test_log_parsers_are_known_to_minisandbox(smith: Catalog, bench: Catalog) -> None:

@@ -14,9 +14,9 @@ Fidelity with the reference images (docs/design.md "Environment fidelity"):
 * /testbed after the install is what the tasks start from: its difference to the clean
   snapshot (generated version files, egg-info, in-tree extensions, fetched data) is packed
   with the environment (`<venv>/.minisandbox/testbed`, see `minisandbox.pipeline.residue`).
-* With an as-of date, uv gets `--exclude-newer` and pip (the spec's own commands, its
-  isolated builds included) a loopback index showing the upstream as of the date
-  (`minisandbox.pipeline.asof_index`).
+* With an as-of date, uv gets `--exclude-newer` (the venv's seed of pip, setuptools and
+  wheel included) and pip (the spec's own commands, its isolated builds included) a
+  loopback index showing the upstream as of the date (`minisandbox.pipeline.asof_index`).
 * Debian packages the spec declares are checked first (`minisandbox.syspkgs`).
 """
 
@@ -81,6 +81,28 @@ def _pip_cache() -> Path:
 WARMUP_TIMEOUT = 600
 
 
+def seed_lines(python_exe: str, venv: str, lock: Lock) -> list[str]:
+    """Bash lines that create the venv with pip, setuptools and wheel, as of the lock's date.
+
+    The seed is resolved, not pinned, unless the lock pins it (SWE-smith's conda exports do,
+    and their lock installs over it): without the date a SWE-bench build seeded today's
+    setuptools, which no longer has `pkg_resources`, the module the test suites of that era
+    import (pytest 8.3, astroid 2.15; docs/fidelity.md)."""
+    date = " ".join(shlex.quote(a) for a in lock.uv_date_args())
+    date = f" {date}" if date else ""
+    as_of = f" as of {lock.exclude_newer}" if lock.exclude_newer else ""
+    return [
+        f"echo '+ uv venv --seed {venv} ({python_exe}){as_of}'",
+        f"uv venv --seed{date} --python {shlex.quote(python_exe)} {venv}",
+        f"source {venv}/bin/activate",
+        # pip/setuptools/wheel as in the reference images (uv seeds only pip on 3.12+). Looked
+        # up, not imported: importing setuptools costs ~0.27 CPU s, the lookup ~0.03.
+        "python -c 'import importlib.util as u, sys; "
+        'sys.exit(not (u.find_spec("setuptools") and u.find_spec("wheel")))\' 2>/dev/null '
+        f"|| uv pip install --quiet{date} setuptools wheel",
+    ]
+
+
 def build_script(spec: EnvSpec, lock: Lock, python_exe: str) -> str:
     """The bash run inside the build namespace. Commands from the spec run verbatim."""
     date = " ".join(shlex.quote(a) for a in lock.uv_date_args())
@@ -88,14 +110,7 @@ def build_script(spec: EnvSpec, lock: Lock, python_exe: str) -> str:
     lines = [
         "set -euo pipefail",
         'mkdir -p "$HOME"',
-        f"echo '+ uv venv --seed {VENV_PATH} ({python_exe})'",
-        f"uv venv --seed --python {shlex.quote(python_exe)} {VENV_PATH}",
-        f"source {VENV_PATH}/bin/activate",
-        # pip/setuptools/wheel as in the reference images (uv seeds only pip on 3.12+). Looked
-        # up, not imported: importing setuptools costs ~0.27 CPU s, the lookup ~0.03.
-        "python -c 'import importlib.util as u, sys; "
-        'sys.exit(not (u.find_spec("setuptools") and u.find_spec("wheel")))\' 2>/dev/null '
-        f"|| uv pip install --quiet{date} setuptools wheel",
+        *seed_lines(python_exe, VENV_PATH, lock),
         f"cd {REPO_PATH}",
     ]
     if lock.exclude_newer:

@@ -1,0 +1,76 @@
+"""pipeline/build: the venv seed (pip, setuptools, wheel) is resolved as of the spec's date.
+
+The seed is the one part of a build that nothing pins for a SWE-bench spec: built today,
+its setuptools had no `pkg_resources` (docs/fidelity.md). Here uv seeds a venv from a
+loopback index with two releases of each seed package, one before and one after the date.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minisandbox.pipeline.build import seed_lines
+from minisandbox.pipeline.resolve import Lock
+from minisandbox.tools import uv_bin
+from tests.fixtures.fidelity import AS_OF, NEW_RELEASE, OLD_RELEASE, FixtureIndex, wheel
+
+SEED = ("pip", "setuptools", "wheel")
+
+
+@pytest.fixture(scope="module")
+def seed_index():
+    """pip, setuptools and wheel 1.0 (uploaded 2020) and 2.0 (2030), each with a module, so
+    the build's look-up of setuptools and wheel finds them."""
+    dated = {
+        name: [
+            (*wheel(name, version, {f"{name}/__init__.py": f"VERSION = {version!r}\n".encode()}), uploaded)
+            for version, uploaded in (("1.0", OLD_RELEASE), ("2.0", NEW_RELEASE))
+        ]
+        for name in SEED
+    }
+    index = FixtureIndex(dated=dated)
+    yield index
+    index.close()
+
+
+def _seed(index: FixtureIndex, tmp_path: Path, lock: Lock) -> dict[str, str]:
+    """Run the build's seed lines into a fresh venv; name -> installed version."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    venv = tmp_path / "venv"
+    script = "set -euo pipefail\n" + "\n".join(seed_lines(sys.executable, str(venv), lock)) + "\n"
+    env = {
+        "PATH": f"{Path(uv_bin()).parent}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
+        "UV_DEFAULT_INDEX": index.url,
+        "UV_PYTHON_DOWNLOADS": "never",
+        "UV_NO_CONFIG": "1",
+    }
+    proc = subprocess.run(["bash", "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    found = {}
+    for info in site.glob("*.dist-info"):
+        name, _, version = info.name.removesuffix(".dist-info").partition("-")
+        found[name] = version
+    return found
+
+
+def test_the_seed_is_resolved_as_of_the_date(seed_index: FixtureIndex, tmp_path: Path) -> None:
+    dated = _seed(seed_index, tmp_path / "dated", Lock("", True, AS_OF))
+    assert {n: dated.get(n) for n in SEED} == {"pip": "1.0", "setuptools": "1.0", "wheel": "1.0"}
+    # without a date the newest release is seeded: the date is what made the difference
+    today = _seed(seed_index, tmp_path / "today", Lock("", True))
+    assert {n: today.get(n) for n in SEED} == {"pip": "2.0", "setuptools": "2.0", "wheel": "2.0"}
+
+
+def test_a_pin_newer_than_the_date_keeps_its_own_cutoff_in_the_seed(seed_index: FixtureIndex, tmp_path: Path) -> None:
+    """A lock's exemption (a pin newer than the date, `resolve._compile`) applies to the
+    seed too: setuptools is exempt here, pip and wheel stay as of the date."""
+    lock = Lock("", True, AS_OF, (("setuptools", "2031-01-01T00:00:00Z"),))
+    found = _seed(seed_index, tmp_path, lock)
+    assert {n: found.get(n) for n in SEED} == {"pip": "1.0", "setuptools": "2.0", "wheel": "1.0"}
