@@ -50,9 +50,11 @@ sys.argv = ["minisandbox", *sys.argv[1:]]
 sys.exit(main())  # as the `minisandbox` script calls it (a `run` may go through the node-local helper)
 """
 
-#: What `--version` may import besides the interpreter's own start-up (`__future__`: the
-#: modules' `from __future__ import annotations`).
-VERSION_MODULES = {"__future__", "minisandbox", "minisandbox.cli", "minisandbox.errors"}
+#: What `--version` may import besides the interpreter's own start-up. Not `__future__`:
+#: these modules (and `minisandbox.cli.helperclient`) do without `from __future__ import
+#: annotations`, which imports that module (their few annotations that name what is not
+#: imported at run time are quoted).
+VERSION_MODULES = {"minisandbox", "minisandbox.cli", "minisandbox.errors"}
 
 #: What the client of a running node-local helper imports for `run` (minisandbox.cli.helperclient:
 #: built-in modules only); the helper's worker does the rest.

@@ -8,8 +8,6 @@ MinisandboxError, RuntimeError)``). They live next to the code that raises them;
 errors that more than one subsystem raises are defined here.
 """
 
-from __future__ import annotations
-
 
 class MinisandboxError(Exception):
     """Root of every project error; the message says what failed and what to do next."""

@@ -27,8 +27,6 @@ detail: tracebacks behind errors, log messages), `--no-progress`.
 The CLI may import anything in the package; nothing in the package imports the CLI.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -72,10 +70,10 @@ Typical use: `minisandbox fetch TASK_ID` (get a task's environment onto this nod
 
 #: Parsers kept by a long-lived process (the node-local helper sets it to {}; its workers then
 #: reuse the parser built once): modules -> parser. None: build one per call.
-PARSER_CACHE: dict[tuple[str, ...] | None, argparse.ArgumentParser] | None = None
+PARSER_CACHE: "dict[tuple[str, ...] | None, argparse.ArgumentParser] | None" = None
 
 
-def build_parser(modules: list[str] | None = None, command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(modules: list[str] | None = None, command: str | None = None) -> "argparse.ArgumentParser":
     """The parser with the commands of `modules` (default: every command module); with
     `command`, of that command alone where its module registers each command on its own
     (a `REGISTER` dict: command -> function adding its parser)."""
@@ -88,7 +86,7 @@ def build_parser(modules: list[str] | None = None, command: str | None = None) -
     return parser
 
 
-def _build_parser(modules: list[str] | None, command: str | None = None) -> argparse.ArgumentParser:
+def _build_parser(modules: list[str] | None, command: str | None = None) -> "argparse.ArgumentParser":
     import argparse
     import importlib
 
@@ -326,7 +324,7 @@ def _in_process(argv: list[str]) -> int:
 DEFAULT_STORE_COMMANDS = frozenset({"fetch", "tasks", "run", "shell", "eval"})
 
 
-def _apply_global_options(args: argparse.Namespace) -> None:
+def _apply_global_options(args: "argparse.Namespace") -> None:
     """-q/--no-progress turn progress off for this process and the ones it starts; -v
     shows log messages; --store-public-key and --accept-older-store hold for every store
     this process (and its children) opens."""
@@ -352,7 +350,7 @@ def _apply_global_options(args: argparse.Namespace) -> None:
         )
 
 
-def _default_store_note(args: argparse.Namespace, exc: MinisandboxError) -> str:
+def _default_store_note(args: "argparse.Namespace", exc: MinisandboxError) -> str:
     """When the store was not given and is not there, say which default was used: the
     default follows the current directory, so the same command fails elsewhere."""
     origin = getattr(args, "store_origin", None)

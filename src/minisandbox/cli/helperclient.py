@@ -20,8 +20,6 @@ another socket (or none); the helper checks the same digest of its peer itself
 (SO_PEERCRED + /proc), so a process cannot get a helper of another context to act for it.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
