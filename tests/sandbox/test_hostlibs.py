@@ -4,11 +4,14 @@ and the one-line error a node gives when one is missing."""
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from minisandbox.sandbox import interpreters
+from minisandbox.sandbox import hostlibs, interpreters
 from minisandbox.sandbox.hostlibs import (
     MissingHostLibrary,
     add_packages,
@@ -91,3 +94,28 @@ def test_venv_extension_modules(tmp_path: Path) -> None:
     (venv / ssl.name).write_bytes(ssl.read_bytes())
     libs = ldd_host_libs(shared_objects(tmp_path / "venv"), [tmp_path / "venv"])
     assert {"libssl.so.3", "libcrypto.so.3"} <= {lib["name"] for lib in libs}
+
+
+def _without_addresses(lines: list[str]) -> list[str]:
+    return [re.sub(r"\(0x[0-9a-f]+\)", "(0x)", line) for line in lines]
+
+
+@pytest.mark.parametrize("loader", ["native", "failing"])
+def test_traces_are_what_ldd_prints(loader: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loader's own trace gives, file by file, the lines ldd prints for the file; with
+    a loader whose trace fails every file goes through ldd itself, to the same lines."""
+    ldd = shutil.which("ldd")
+    if ldd is None:
+        pytest.skip("no ldd on this machine")
+    interp = _pyenv()
+    dynload = Path(interp.prefix) / "lib" / f"python{interp.minor}" / "lib-dynload"
+    files = [str(p) for p in shared_objects(dynload)[:6]] + [str(f) for f in interpreters.build_files(interp)]
+    if loader == "failing":
+        monkeypatch.setattr(hostlibs, "_native_loader", lambda _ldd: "/nonexistent/ld.so")
+    else:
+        assert hostlibs._native_loader(ldd)  # this machine's programs name one
+    traces = hostlibs._traces(ldd, files)
+    for f in files:
+        alone = subprocess.run([ldd, f], capture_output=True, text=True, env={"LC_ALL": "C"}).stdout.splitlines()
+        assert _without_addresses(traces[f]) == _without_addresses(alone), f
+    assert any("libc.so.6 =>" in line for line in traces[files[0]])
