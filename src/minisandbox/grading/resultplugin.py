@@ -1023,6 +1023,65 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         return "code claiming %s:%d is not defined by that file's module" % (
             rel_to_root(real) or filename, code.co_firstlineno)
 
+    def dist_location(dist):
+        """Where an entry point's distribution is: importlib.metadata's metadata directory
+        (`_path`), pkg_resources' `location` (old pluggy), else `locate_file`; None when
+        none says."""
+        loc = _getattr(dist, "_path", None)
+        if loc is None:
+            loc = _getattr(dist, "location", None)
+        if loc is None:
+            try:
+                loc = _str(dist.locate_file(""))
+            except Exception:
+                return None
+        return _str(loc)
+
+    def installed_plugin_wrapper(fn, replaced, depth=4):
+        """Is `fn`, which replaced `replaced` on pytest's outcome path, a wrapper that an
+        installed plugin put there? Hypothesis' pytest11 plugin wraps
+        `FixtureFunctionMarker.__call__` when it is imported (`_ban_given_call`), and an
+        environment with hypothesis installed would otherwise be `results-tampered` on
+        every run. Accepted only when all hold: `fn` is a function of the module of a
+        plugin that pytest loaded from a `pytest11` entry point, that module and its
+        distribution sit outside the repository and were not written during the run,
+        `fn`'s globals are that module's, its code is defined there, and it refers to the
+        value it replaced, by a global name it uses or in its closure (a wrapper that keeps
+        the original, as hypothesis' `_orig_call`, not a stand-in: a no-op
+        function of an installed module, or one of a distribution the patch adds to the
+        repository, stays a finding)."""
+        if not _isinstance(fn, types.FunctionType):
+            return False
+        code = fn.__code__
+        held = [fn.__globals__.get(name) for name in code.co_names]
+        for cell in _getattr(fn, "__closure__", None) or ():
+            try:
+                held.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                pass
+        if not _any(_map(_is, held, _repeat(replaced))) and not (depth > 1 and _any(
+                installed_plugin_wrapper(h, replaced, depth - 1) for h in held
+                if _isinstance(h, types.FunctionType) and h is not fn)):
+            return False  # neither the replaced value nor a wrapper of it (several plugins in turn)
+        real = real_of(code.co_filename)
+        if rel_to_root(real) is not None or code_verdict(code) is not None:
+            return False
+        lister = _getattr(state["pm"], "list_plugin_distinfo", None)
+        if lister is None:
+            return False
+        try:
+            loaded = _list(lister())
+        except Exception:
+            return False
+        for plugin, dist in loaded:
+            f = _getattr(plugin, "__file__", None)
+            if not f or real_of(f) != real or fn.__globals__ is not _getattr(plugin, "__dict__", None):
+                continue
+            loc = dist_location(dist)
+            if loc is not None and rel_to_root(real_of(loc)) is None and file_verdict(loc) is None:
+                return True
+        return False
+
     def callable_verdict(obj, plugin=None):
         fn = _getattr(obj, "__func__", obj)
         code = _getattr(fn, "__code__", None)
@@ -1503,6 +1562,8 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
                 # function of pytest's own files replacing one of pytest's is not a finding
                 own = not label.startswith("builtins.") and _isinstance(now, types.FunctionType) and \
                     real_of(now.__code__.co_filename).startswith(RUNNER_DIRS) and code_verdict(now.__code__) is None
+                if not own and not label.startswith("builtins."):
+                    own = installed_plugin_wrapper(now, value)
                 if not own:
                     report_tampered("%s replaced" % label)
                 accepted.append((mapping, name, now))
