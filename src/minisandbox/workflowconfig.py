@@ -53,6 +53,8 @@ def config_model() -> type[BaseModel]:
         list (shared across environments), from which nodes assemble it"""
         zstd_level: Annotated[int, Field(ge=1, le=19)] = 3
         """zstd compression level of tar.zst archives"""
+        interp_zstd_level: Annotated[int, Field(ge=1, le=19)] = 2
+        """zstd compression level of the interpreter layers' tar.zst archives"""
         build_timeout: Annotated[float, Field(gt=0)] = 1800
         """seconds before one environment build is killed"""
         validate_: bool = Field(True, alias="validate")

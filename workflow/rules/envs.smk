@@ -43,7 +43,7 @@ rule interp:
         store=STORE,
         work=f"{W}/packed/interp",
         fmt=FMT,
-        level=config["zstd_level"],
+        level=config["interp_zstd_level"],
     shell:
         "minisandbox pipeline interp --spec {input.spec} --store {params.store} --work {params.work}"
         " --format {params.fmt} --level {params.level} --out {output} > {log} 2>&1"
