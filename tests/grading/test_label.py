@@ -25,6 +25,15 @@ def ev(reason: str, sm: dict[str, str], **extra) -> Evaluation:
 FIXED = {"t::a": "PASSED", "t::b": "PASSED", "t::c": "PASSED", "t::d": "PASSED", "t::skip": "SKIPPED"}
 
 
+def test_a_reference_run_graded_tampered_is_fixed_broken():
+    """The clean snapshot holds no candidate code: critical findings there mean the checks
+    misjudge the environment (its reason stays empty-f2p: it has no FAIL_TO_PASS list)."""
+    channel = {"present": True, "critical": ["_pytest.fixtures.FixtureFunctionMarker.__call__ replaced"]}
+    r = label_from([ev("empty-f2p", FIXED, results_channel=channel)], [ev("empty-f2p", {"t::a": "FAILED"})])
+    assert r["status"] == "fixed-broken" and "graded results-tampered" in r["reason"], r
+    assert "FixtureFunctionMarker" in r["reason"]
+
+
 def test_lists_follow_swesmith_rules():
     bug = {"t::a": "FAILED", "t::b": "PASSED", "t::c": "ERROR"}  # t::d missing: never reported
     r = label_from([ev("empty-f2p", FIXED)], [ev("empty-f2p", bug)])

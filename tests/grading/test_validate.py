@@ -57,6 +57,18 @@ def test_env_broken_names_the_tests():
     assert r["status"] == "env-broken" and "no such layer" in r["reason"]
 
 
+def test_a_gold_run_graded_tampered_is_env_broken_with_its_findings():
+    """Passing statuses do not make a task valid when the reference fix itself is judged
+    tampering: no fix of it could be rewarded."""
+    channel = {"present": True, "critical": ["_pytest.python.Function.runtest replaced"]}
+    gold = ev("results-tampered", GOOD_GOLD, results_channel=channel)
+    r = status([ev("tests-failed", GOOD_BEFORE)], [gold])
+    assert r["status"] == "env-broken" and "gold patch is graded results-tampered" in r["reason"]
+    assert r["detail"] == {"gold_graded_tampered": ["_pytest.python.Function.runtest replaced"]}
+    clean = ev("resolved", GOOD_GOLD, results_channel={"present": True, "critical": []})
+    assert status([ev("tests-failed", GOOD_BEFORE)], [clean])["status"] == "valid"
+
+
 def test_empty_f2p_is_env_broken():
     rec = TaskRecord(**{**REC.to_dict(), "fail_to_pass": []})
     assert status([ev("tests-failed", GOOD_BEFORE)], [ev("empty-f2p", GOOD_GOLD)], rec)["reason"] == "empty-f2p"

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from minisandbox.grading.validate import validate_task
 from tests.security.test_reward_hacks import (  # noqa: F401
     GIT_ENV,
     add_pytest_script,
@@ -50,10 +51,28 @@ def pytest_report_header(config):
 """
 
 
-def install_wrapping_plugin(site: Path, dist: str = "wrapping_plugin", module: str = "_wrapping_pytestplugin") -> None:
+#: An installed plugin whose wrapper keeps the original where the check does not look (a
+#: dict): the results plugin cannot tell it from a stand-in, so it stays a finding.
+UNRECOGNISED = """
+import _pytest.python as _p
+
+_saved = {"runtest": _p.Function.runtest}
+
+
+def _runtest(self):
+    return _saved["runtest"](self)
+
+
+_p.Function.runtest = _runtest
+"""
+
+
+def install_wrapping_plugin(
+    site: Path, dist: str = "wrapping_plugin", module: str = "_wrapping_pytestplugin", text: str = PLUGIN
+) -> None:
     """The plugin as an installed distribution in `site`: its module and a dist-info
     whose `pytest11` entry point names it."""
-    (site / f"{module}.py").write_text(PLUGIN)
+    (site / f"{module}.py").write_text(text)
     info = site / f"{dist}-1.0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist.replace('_', '-')}\nVersion: 1.0\n")
@@ -111,3 +130,18 @@ def test_the_same_wrapper_in_the_repository_is_tampered(task, wrapped_executor) 
         task, wrapped_executor, None, patch=lib_patch(task, PLUGIN.replace("def pytest_report_header", "def _h"))
     )
     assert_stopped(ev, "results-tampered", "_pytest.fixtures.FixtureFunctionMarker.__call__ replaced")
+
+
+def test_validation_names_a_gold_patch_that_the_checks_reject(task, tmp_path_factory) -> None:
+    """Where an installed plugin patches pytest in a way the checks cannot accept, the gold
+    patch itself is `results-tampered`: no fix of the task could be rewarded, and
+    validation says so (`env-broken`, with the finding) instead of calling the task valid
+    from its tests' outcomes."""
+    root = tmp_path_factory.mktemp("unrecognised")
+    ex = host_venv_executor(task["repo"], root)
+    add_pytest_script(ex.venv, str(ex.venv / "bin" / "python"))
+    install_wrapping_plugin(site_packages(ex.venv), text=UNRECOGNISED)
+    res = validate_task(task["record"], task["spec"], ex)
+    assert res["status"] == "env-broken", res
+    assert res["reason"].startswith("the gold patch is graded results-tampered"), res["reason"]
+    assert any("_pytest.python.Function.runtest replaced" in f for f in res["detail"]["gold_graded_tampered"]), res

@@ -186,6 +186,13 @@ class Evaluation:
     def status_map(self) -> dict[str, str]:
         return dict(self.entry.get("status_map") or {})
 
+    @property
+    def critical(self) -> list[str]:
+        """The results channel's critical findings (what makes a run `results-tampered`),
+        also where the reason stayed another (a run with no FAIL_TO_PASS list)."""
+        channel = self.entry.get("results_channel") or {}
+        return [str(x) for x in channel.get("critical") or []]
+
 
 def evaluate(
     record: TaskRecord,

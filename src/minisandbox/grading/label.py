@@ -103,6 +103,8 @@ def reference_problem(fixed: list[Evaluation]) -> tuple[str, str] | None:
             return "fixed-broken", "the fixed code's test run exceeded the spec's timeout"
         if ev.reason not in _COMPLETED:
             return "fixed-broken", f"the fixed code's test run ended with {ev.reason}"
+        if ev.critical:  # no candidate code in it: the checks misjudge this environment
+            return "fixed-broken", f"the fixed code's test run is graded results-tampered: {ev.critical[0]}"
         if not any(is_pass(s) for s in ev.status_map.values()):
             return "fixed-broken", "no test passes with the fixed code"
     return None

@@ -91,6 +91,15 @@ def classify(record: TaskRecord, before: list[Evaluation], gold: list[Evaluation
         return result("timeout", "a gold run exceeded the spec's timeout")
     if any(ev.reason == Reason.PATCH_APPLY_FAILED.value for ev in gold):
         return result("env-broken", "gold patch does not apply to the task state")
+    judged = [ev for ev in gold if ev.critical]
+    if judged:
+        # the reference fix itself is judged tampering: no fix of this task could be rewarded
+        # (an installed plugin or the environment trips a check; see docs/grading.md)
+        note("gold_graded_tampered", judged[0].critical)
+        return result(
+            "env-broken",
+            "the gold patch is graded results-tampered, so no fix could be rewarded: " + judged[0].critical[0],
+        )
     bad_setup = [
         ev.reason for _, _, ev in runs if ev.reason in (Reason.TEST_SETUP_FAILED.value, Reason.UNPARSEABLE_LOG.value)
     ]
