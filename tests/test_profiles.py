@@ -2,8 +2,8 @@
 every way of running the workflow: `snakemake` from the checkout root, `snakemake
 --snakefile workflow/Snakefile`, and `-s /path/to/workflow/Snakefile` from another
 directory. Snakemake 9 looks for `profiles/default` in the working directory, then next to
-the Snakefile; the check reads the per-rule resources Snakemake's own argument parsing
-took from the profile (no workflow run)."""
+the Snakefile; the check reads the per-rule resources and the scheduler Snakemake's own
+argument parsing took from the profile (no workflow run)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import json, sys
 from snakemake.cli import parse_args
 _, args = parse_args(sys.argv[1:])
 print(json.dumps({rule: sorted(res) for rule, res in (args.set_resources or {}).items()}))
+print(json.dumps(args.scheduler))
 """
 
 
@@ -44,5 +45,6 @@ def test_snakemake_finds_the_workflow_profile(how: str, tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     want = {rule: sorted(res) for rule, res in yaml.safe_load(PROFILE.read_text())["set-resources"].items()}
-    assert json.loads(out.stdout.splitlines()[-1]) == want
+    assert json.loads(out.stdout.splitlines()[-2]) == want
+    assert json.loads(out.stdout.splitlines()[-1]) == yaml.safe_load(PROFILE.read_text())["scheduler"] == "greedy"
     assert "workflow specific profile" in out.stderr and "workflow/profiles/default" in out.stderr
