@@ -278,3 +278,32 @@ def test_comparison_code_tells_a_stand_in_from_the_class_of_its_name():
         assert rp.comparison_code(other) not in ("", code)
     finally:
         del globals()["Sub"], globals()["Other"]
+
+
+def test_comparison_answers_match_across_random_values_and_tell_other_answers():
+    """The re-probe's second digest: the same for a class (or one with the same
+    answers from other code) whatever the random probe values, different when one
+    answer changes (an `__eq__` answering True instead of an expression)."""
+    digest = rp.comparison_answers(Expr, random.Random(1))
+    assert len(digest) == 16 and digest == rp.comparison_answers(Expr, random.Random(2))
+    same = type(
+        "Same",
+        (object,),
+        {
+            "__eq__": lambda self, other: Expr("==", other, self),
+            "__lt__": lambda self, other: Expr("<<", self, other),
+            "__gt__": lambda self, other: Expr(">>", self, other),
+        },
+    )
+    assert rp.comparison_answers(same, random.Random(3)) == digest
+    eq_true = type("EqTrue", (Expr,), {"__eq__": lambda self, other: True, "__hash__": None})
+    assert rp.comparison_answers(eq_true, random.Random(1)) != digest
+    assert rp.comparison_answers(type, random.Random(1)) == ""
+
+
+def test_finding_digests_read_the_finding_text():
+    why = "m.C orders its instances inconsistently (comparison code ab12; answers cd34)"
+    assert rp.finding_digests(why) == ("ab12", "cd34")
+    assert rp.finding_digests("m.C orders its instances inconsistently (comparison code ab12)") == ("ab12", "")
+    assert rp.finding_digests("m.C says equal to str it cannot equal") == ("", "")
+    assert rp.finding_kind(why) == "orders its instances inconsistently"

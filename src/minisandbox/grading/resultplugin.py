@@ -326,6 +326,47 @@ def forged_comparison(cls, names, rng):
     return None
 
 
+def _answer_kind(op, *args):
+    """op(*args) summed up for `comparison_answers`: its truth and its type's module and
+    qualified name (an expression object, a bool), "raises" when it raises."""
+    try:
+        got = op(*args)
+        kind = type(got)
+        return "%d:%s.%s" % (bool(got), getattr(kind, "__module__", "?"), getattr(kind, "__qualname__", "?"))
+    except Exception:
+        return "raises"
+
+
+def comparison_answers(cls, rng):
+    """A digest of every answer `forged_comparison`'s probe gets from `cls` (each
+    comparison and truth test against each probe value, none skipped after a first
+    finding): truth and type per answer, so values drawn at random in another process
+    give the same digest when the class answers the same way. The re-probe accepts a
+    finding whose comparison code changed (a fix of a bug in a dunder of a query
+    builder's class) when the task state's class gives these same answers: the patch
+    made no answer of it more permissive (docs/grading.md, "Libraries whose comparisons
+    build expressions"). "" for a metaclass."""
+    import operator
+
+    if issubclass(cls, type):
+        return ""
+    base, instances = _probe_instances(cls, rng)
+    values = _probe_values(rng)
+    ops = (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge)
+    parts = []
+    for a in instances:
+        for b in instances:
+            parts.extend(_answer_kind(op, a, b) for op in ops)
+    for inst in instances:
+        for value in values + (_neighbours(base, inst) if base is not None else []):
+            parts.extend(_answer_kind(op, inst, value) for op in ops)
+            parts.extend(_answer_kind(op, value, inst) for op in ops)
+            parts.append(_answer_kind(operator.contains, inst, value))
+        parts.append(_answer_kind(bool, inst))
+        parts.append(_answer_kind(len, inst))
+    return _sha256("\n".join(parts).encode("utf-8", "replace")).hexdigest()[:16]
+
+
 NATIVE_MARKER = "MINISANDBOX-NATIVE-COMPARISON"
 
 
@@ -376,11 +417,12 @@ def finding_kind(why):
     return rest
 
 
-def reprobe(labels, rng=None):
+def reprobe(labels, rng=None, answers=False):
     """{label: (forged_comparison's answer, comparison_code) or None} for classes named
     "module.qualname", imported afresh in this process (the graded state without the
     candidate patch: a finding it gives there is the library's own semantics). A class
-    that cannot be imported answers None."""
+    that cannot be imported answers None. With `answers`, each tuple has the class's
+    `comparison_answers` digest too."""
     import importlib
     import random
 
@@ -402,23 +444,42 @@ def reprobe(labels, rng=None):
                 raise TypeError(label)
             names = tuple(n for n, v in zip(COMPARISON_DUNDERS, dunder_fingerprint(obj)) if v is not _NOTHING)
             why = forged_comparison(obj, names, rng)
-            out[label] = (why, comparison_code(obj)) if why is not None else None
+            if why is None:
+                out[label] = None
+            elif answers:
+                out[label] = (why, comparison_code(obj), comparison_answers(obj, rng))
+            else:
+                out[label] = (why, comparison_code(obj))
         except Exception:
             out[label] = None
     return out
 
 
+def finding_digests(why):
+    """(comparison code, comparison answers) that a finding's text ends with
+    ("... (comparison code X; answers Y)"; "" for what it lacks)."""
+    tail = why.rsplit(" (comparison code ", 1)[1] if " (comparison code " in why else ""
+    if not tail.endswith(")"):
+        return "", ""
+    code, _, answers = tail[:-1].partition("; answers ")
+    return code, answers
+
+
 def reprobe_main(whys):
     """Probe the classes of `whys` (findings of a graded run: forged_comparison's answer
-    and " (comparison code X)") again and print, as one marked JSON line, {why: this
-    process's answer} for each class that gives the same kind of answer here from the same
-    comparison code (the evaluator reads it; minisandbox.grading.evaluate)."""
-    answers = reprobe([why.split(" ", 1)[0] for why in whys])
+    and " (comparison code X; answers Y)") again and print, as one marked JSON line, {why:
+    this process's answer} for each class that gives the same kind of answer here, from
+    the same comparison code or, for a class its module holds under its name in both
+    states, with the same answers to every probe (the evaluator reads it;
+    minisandbox.grading.evaluate)."""
+    answers = reprobe([why.split(" ", 1)[0] for why in whys], answers=True)
     native = {}
     for why in whys:
         got = answers.get(why.split(" ", 1)[0])
-        if got is not None and got[1] and finding_kind(got[0]) == finding_kind(why) and \
-                why.endswith(" (comparison code %s)" % got[1]):
+        if got is None or not got[1] or finding_kind(got[0]) != finding_kind(why):
+            continue
+        code, given = finding_digests(why)
+        if code == got[1] or (code not in ("", "none") and given and given == got[2]):
             native[why] = got[0]
     sys.stdout.write("%s %s\n" % (NATIVE_MARKER, json.dumps(native)))
     sys.stdout.flush()
@@ -1270,6 +1331,7 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
     _freeze_count = _getattr(gc, "get_freeze_count", None)
     _fingerprint, _untrusted, _codes, _forged, _classes = (dunder_fingerprint, untrusted_dunders, class_codes,
                                                           forged_comparison, all_classes)
+    _answers = comparison_answers
     YOUNG = sys.version_info >= (3, 8)  # gc.get_objects(generation=0)
     _rng = random.Random(os.urandom(16))
     class_seen = {}  # id(class) -> (weak reference, its dunder fingerprint when examined)
@@ -1338,25 +1400,28 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
             if not names:
                 return
             probe["probed"] += 1
-            why, events = run_probe(cls, names, nodeid)
+            why, events, answers = run_probe(cls, names, nodeid)
         except Exception:
             return
         if events:
             report_tampered("comparison code of %s inspects its caller during a comparison (%s)" % (
                 label, ", ".join(_sorted(_set(events)))))
         if why is not None:
-            report_tampered("forged comparison: %s (comparison code %s)" % (why, comparison_code(cls) or "none"))
+            report_tampered("forged comparison: %s (comparison code %s; answers %s)" % (
+                why, comparison_code(cls) or "none", answers or "none"))
 
     def run_probe(cls, names, nodeid):
-        """(forged_comparison's answer, the audit events the probed code raised); with a
-        test id (the end-of-session walk: the last test's), PYTEST_CURRENT_TEST says that
-        test's call phase, as during the test."""
+        """(forged_comparison's answer, the audit events the probed code raised, the
+        class's comparison_answers when there is a finding); with a test id (the
+        end-of-session walk: the last test's), PYTEST_CURRENT_TEST says that test's call
+        phase, as during the test."""
         old = _environ.get("PYTEST_CURRENT_TEST")
         if nodeid is not None:
             _environ["PYTEST_CURRENT_TEST"] = "%s (call)" % nodeid
         events = probe["events"] = []
         try:
-            return _forged(cls, names, _rng), events
+            why = _forged(cls, names, _rng)
+            return why, events, (_answers(cls, _rng) if why is not None else "")
         finally:
             probe["events"] = None
             if nodeid is not None:
