@@ -28,12 +28,17 @@ PYTEST_PARSERS = frozenset(name for name, pytest in LOG_PARSERS.items() if pytes
 #: The parsers that read unittest's verbose output (Django's runner, `python -m unittest`):
 #: the results channel reaches these runners too (loaded at interpreter start-up).
 UNITTEST_PARSERS = frozenset({"django", "unittest"})
+#: The parser of SymPy's own runner (`bin/test`): the channel is loaded at interpreter
+#: start-up too, and records the test functions the runner calls.
+SYMPY_PARSERS = frozenset({"sympy"})
 
 
 def channel_runner(log_parser: str) -> str:
     """How the results channel reaches a spec's test runner: "pytest" (a `-p` plugin),
-    "unittest" (a module imported at interpreter start-up), or "" (none: SymPy's runner,
-    graded from the log alone)."""
+    "unittest" (a module imported at interpreter start-up), "sympy" (the same module as
+    `sitecustomize`, wrapping `exec`), or "" (none)."""
     if log_parser in PYTEST_PARSERS:
         return "pytest"
-    return "unittest" if log_parser in UNITTEST_PARSERS else ""
+    if log_parser in UNITTEST_PARSERS:
+        return "unittest"
+    return "sympy" if log_parser in SYMPY_PARSERS else ""

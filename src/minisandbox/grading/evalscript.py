@@ -44,7 +44,7 @@ from minisandbox.grading.grading import (
     TEST_EXIT_CODE,
     TESTS_TIMEOUT,
 )
-from minisandbox.grading.results import RESULTS_PLUGIN, RUNNER_VAR, UNITTEST_WARNOPTION
+from minisandbox.grading.results import RESULTS_PLUGIN, RUNNER_VAR, SYMPY_STARTUP, UNITTEST_WARNOPTION
 from minisandbox.grading.suspicious import tree_scan_lines
 from minisandbox.paths import PYTEST_CONFIG_NAMES, REPO_PATH
 from minisandbox.records import test_files_of  # noqa: F401  (re-exported: graders import it from here)
@@ -193,8 +193,13 @@ class EvalScript:
     #: executor that passes a results channel (minisandbox.grading.results)
     results_dir: str = ""
     #: how the plugin reaches the test runner (`minisandbox.logformats.channel_runner`):
-    #: "pytest" (`-p`), "unittest" (imported at interpreter start-up), "" (no channel)
+    #: "pytest" (`-p`), "unittest" (imported at interpreter start-up), "sympy" (imported
+    #: as `sitecustomize`), "" (no channel)
     results_runner: str = "pytest"
+    #: SymPy's runner: the PYTHONHASHSEED the test command gets when it sets none (random,
+    #: as SymPy picks one), so that `sympy.test()` runs the tests in its own process, where
+    #: the channel is, instead of in a child it starts with a seed of its own
+    hash_seed: int = field(default_factory=lambda: secrets.randbelow(1 << 32))
     #: the environment's cache of assertion-rewritten test modules, as the script sees it
     #: (`minisandbox.pipeline.testpycs`; set by the sandbox executor); "" = none
     test_pycs: str = ""
@@ -252,7 +257,8 @@ class EvalScript:
     def _results_lines(self) -> list[str]:
         """Load the results plugin first (from `results_dir` put first on PYTHONPATH):
         pytest by `-p`, a unittest runner by a `-W` category the interpreter imports at
-        start-up (`UNITTEST_WARNOPTION`), remembering PYTHONPATH/PYTEST_ADDOPTS/
+        start-up (`UNITTEST_WARNOPTION`), SymPy's runner as `sitecustomize` (its test command
+        sets PYTHONWARNINGS itself; `SYMPY_STARTUP`), remembering PYTHONPATH/PYTEST_ADDOPTS/
         PYTHONWARNINGS so the plugin puts them back. Only when the executor passed a
         channel (MINISANDBOX_RESULTS_SOCK), the runner has one and the plugin is there: a
         hand re-run of eval.sh runs the tests as before."""
@@ -262,7 +268,11 @@ class EvalScript:
             return ["unset MINISANDBOX_RESULTS_SOCK"]
         d = shlex.quote(self.results_dir)
         plugin = shlex.quote(f"{self.results_dir}/{RESULTS_PLUGIN}.py")
-        if self.results_runner == "unittest":
+        if self.results_runner == "sympy":
+            d = shlex.quote(f"{self.results_dir}/{SYMPY_STARTUP}")
+            plugin = shlex.quote(f"{self.results_dir}/{SYMPY_STARTUP}/sitecustomize.py")
+            load = [f'  export PYTHONHASHSEED="${{PYTHONHASHSEED:-{int(self.hash_seed)}}}" {RUNNER_VAR}=sympy']
+        elif self.results_runner == "unittest":
             load = [
                 '  export MINISANDBOX_HAD_PYTHONWARNINGS="${PYTHONWARNINGS+1}" MINISANDBOX_OLD_PYTHONWARNINGS="${PYTHONWARNINGS-}"',
                 f'  export PYTHONWARNINGS="{UNITTEST_WARNOPTION}${{PYTHONWARNINGS:+,$PYTHONWARNINGS}}" {RUNNER_VAR}=unittest',

@@ -54,6 +54,7 @@ from minisandbox.grading.results import (
     SANDBOX_CHANNEL_DIR,
     SANDBOX_RESULTS_DIR,
     SOCKET_VAR,
+    SYMPY_STARTUP,
     ResultsChannel,
     plugin_file,
 )
@@ -433,6 +434,8 @@ class SandboxEnv:
             options["binds"] = [
                 *options.get("binds", []),
                 Bind(str(plugin_file()), f"{SANDBOX_RESULTS_DIR}/{RESULTS_PLUGIN}.py", True),
+                # SymPy's runner: the same module as sitecustomize (results.SYMPY_STARTUP)
+                Bind(str(plugin_file()), f"{SANDBOX_RESULTS_DIR}/{SYMPY_STARTUP}/sitecustomize.py", True),
                 Bind(channel.dir, SANDBOX_CHANNEL_DIR, True),
             ]
             with (

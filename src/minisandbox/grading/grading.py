@@ -374,11 +374,13 @@ NO_CHANNEL = (
 
 def _must_connect(log_parser: str) -> bool:
     """True when a run whose plugin never connected is `results-tampered`: pytest, which
-    imports modules (the repository's own, for some tasks) before its `-p` plugins. A
-    unittest runner loads the plugin at interpreter start-up, before any repository code,
-    so a run without it is graded from its log and says so (docs/grading.md, "Runners
-    without the channel")."""
-    return channel_runner(log_parser) == "pytest"
+    imports modules (the repository's own, for some tasks) before its `-p` plugins, and
+    SymPy's `bin/test`, whose runner is repository code (the test command sets
+    PYTHONWARNINGS itself, so the plugin comes as `sitecustomize`; an honest run always has
+    it). A unittest runner loads the plugin at interpreter start-up, before any repository
+    code, so a run without it is graded from its log and says so (docs/grading.md,
+    "Runners without the channel")."""
+    return channel_runner(log_parser) in ("pytest", "sympy")
 
 
 def _unverified(channel: Channel | None, log_parser: str, report: dict[str, Any]) -> bool:

@@ -50,6 +50,14 @@ checks then cover all of unittest, `unittest.case.TestCase.run` is wrapped so ea
 reports to a recorder that writes the outcome unittest computed and forwards it to the
 real result object, the end-of-test check runs after each test and the end record is
 written at exit (`wrap_unittest`; docs/grading.md, "unittest runners").
+
+SymPy's runner (`bin/test`, whose SWE-bench command sets PYTHONWARNINGS itself): the eval
+script puts a copy of this module, named `sitecustomize`, first on PYTHONPATH with
+MINISANDBOX_RESULTS_RUNNER=sympy; it runs the environment's own sitecustomize after it.
+`builtins.exec` is wrapped: a graded test file's code must be its graded content
+compiled, and each `test_*` function it defines is replaced by a recorder that writes
+the outcome from the exception the function raised (`wrap_sympy`; docs/grading.md,
+"SymPy's bin/test").
 """
 
 import json
@@ -62,7 +70,7 @@ SOCK_VAR = "MINISANDBOX_RESULTS_SOCK"  # results.SOCKET_VAR
 NONCE_BYTES = 33  # 32 hex characters and a newline
 KEY_BYTES = 32  # results.KEY_BYTES: the record key, raw, after the nonce
 MANIFEST_MAX = 8 << 20
-RUNNER_VAR = "MINISANDBOX_RESULTS_RUNNER"  # "unittest": loaded at start-up (results.UNITTEST_WARNOPTION)
+RUNNER_VAR = "MINISANDBOX_RESULTS_RUNNER"  # "unittest", "sympy": loaded at start-up (results.py)
 _RESTORE = ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTHONWARNINGS")
 #: Modules whose functions and classes (and their methods) are captured at import and
 #: must be the same objects at the end of every test.
@@ -594,14 +602,16 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
     import types
 
     UNITTEST = runner == "unittest"
+    SYMPY = runner == "sympy"  # SymPy's bin/test: test files run through builtins.exec (wrap_sympy)
     pytest = None
-    if not UNITTEST:
+    if not (UNITTEST or SYMPY):
         import pytest
 
-    try:
-        import unittest.case  # noqa: F401  (captured below: TestCase's assert methods)
-    except ImportError:
-        pass
+    if not SYMPY:
+        try:
+            import unittest.case  # noqa: F401  (captured below: TestCase's assert methods)
+        except ImportError:
+            pass
     if UNITTEST:
         import unittest.main  # noqa: F401  (the whole outcome path is captured below)
         import unittest.runner  # noqa: F401
@@ -867,11 +877,185 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
             elif code is not None:
                 ok_callables[_id(code)] = code
 
+    # ------------------------------------------------------------------ SymPy's bin/test
+    def wrap_sympy():
+        """Put a recorder around `builtins.exec` (before the snapshot, so the wrapper is
+        the captured value). SymPy's runner (`SymPyTests.test_file`, repository code the
+        patch may change) compiles a test file and runs it with `exec` (older releases
+        through `exec_`, which is `exec`), then calls the `test_*` functions it defined.
+        When the code run is a graded test file's (its `co_filename`), it must be that
+        file's graded content compiled (else critical), and every module-level `test_*`
+        function it defined is replaced in the namespace by a recorder (`sympy_test`)
+        that keeps what the runner reads (`__name__`, `_slow`, `__wrapped__` for
+        `inspect`) and writes the test's outcome from the exception the function raised.
+        A runner that runs the file another way, or calls a test without the recorder,
+        leaves no record: the test fails (results.merge). Returns the wrapper."""
+        orig_exec, _compile, _open = builtins.exec, compile, open
+        graded_real = _dict((_realpath(os.path.join(ROOT, rel)), rel) for rel in GRADED)
+        import __future__
+        future_mask = 0
+        for fname in __future__.all_feature_names:
+            future_mask |= _getattr(__future__, fname).compiler_flag
+        CO_GENERATOR = 0x20
+        _AssertionError, _BaseException, _Exception = AssertionError, BaseException, Exception
+
+        def caller_namespaces(globals_, locals_):
+            """exec's defaults: its caller's namespaces (the frame above the wrapper)."""
+            if globals_ is not None:
+                return globals_, locals_
+            state["busy"] = True  # our own frame access: not a finding
+            try:
+                f = _frame(2)
+            finally:
+                state["busy"] = False
+            return f.f_globals, (f.f_locals if locals_ is None else locals_)
+
+        def exec_(source, globals=None, locals=None, *args, **kwargs):  # noqa: A002  (exec's own names)
+            rel = None
+            if _type(source) is types.CodeType and graded_real:
+                rel = graded_real.get(real_of(source.co_filename))
+            globals, locals = caller_namespaces(globals, locals)
+            if rel is None:
+                return orig_exec(source, globals, locals, *args, **kwargs)
+            module_codes_ok = graded_code(source, rel)
+            try:
+                return orig_exec(source, globals, locals, *args, **kwargs)
+            finally:
+                # SymPy's runner collects the tests even when the module's code raised
+                if module_codes_ok is not None:
+                    wrap_tests(locals if locals is not None else globals, rel, source.co_filename, module_codes_ok)
+
+        exec_.__name__, exec_.__qualname__, exec_.__doc__ = "exec", "exec", orig_exec.__doc__
+
+        def graded_code(code, rel):
+            """The code objects `code` defines when it is `rel`'s graded content compiled
+            (as the runner compiles it: no inherited flags but its own `__future__` ones),
+            else None and a critical finding (a runner that compiles other source under the
+            test file's name)."""
+            why = file_verdict(code.co_filename)
+            mine = None
+            if why is None:
+                try:
+                    with _open(code.co_filename, "rb") as f:
+                        data = f.read()
+                    if _sha256(data).hexdigest() != GRADED[rel]:
+                        why = "%s differs from the graded state" % rel
+                    else:
+                        mine = _compile(data, code.co_filename, "exec", code.co_flags & future_mask, True)
+                except (OSError, SyntaxError, ValueError) as exc:
+                    why = "%s cannot be compiled here (%r)" % (rel, exc)
+            if why is None and mine != code:
+                why = "the code run as %s is not compiled from its content" % rel
+            if why is not None:
+                report_tampered("graded test file %s run through exec: %s" % (rel, why))
+                return None
+            codes = _set()
+            todo = [code]
+            while todo:
+                c = todo.pop()
+                if c not in codes:
+                    codes.add(c)
+                    todo.extend(k for k in c.co_consts if _type(k) is types.CodeType)
+            return codes
+
+        def wrap_tests(ns, rel, filename, codes):
+            """Replace each module-level `test_*` function of the file (its innermost
+            `__wrapped__` is code of the file) by a recorder."""
+            if not _isinstance(ns, _dict):
+                return
+            for name, value in _list(ns.items()):
+                if not (_type(name) is _str and name.startswith("test_") and _type(value) is types.FunctionType):
+                    continue
+                chain = [value]
+                while _len(chain) < 32:
+                    inner = _getattr(chain[-1], "__wrapped__", None)
+                    if inner is None:
+                        break
+                    chain.append(inner)
+                codes_now = _tuple(_getattr(f, "__code__", None) for f in chain)
+                if codes_now[-1] not in codes or codes_now[-1].co_flags & CO_GENERATOR:
+                    continue  # imported from elsewhere, or a generator of tests: no record
+                tid = "%s:%s" % (rel, name)
+                for f, c in _zip(chain[:-1], codes_now[:-1]):
+                    why = "not Python code" if c is None else code_verdict(c)
+                    if why is not None:  # a decorator of the patch's: it decides the outcome
+                        report_tampered("test %s: its decorator %s: %s" % (tid, _getattr(f, "__qualname__", "?"), why))
+                ns[name] = sympy_test(value, chain, codes_now, tid, ns)
+            bound[_id(ns)] = (ns, _tuple(ns.items()))  # what the file's code bound (see sympy_test)
+
+        bound = {}  # id(namespace) -> (namespace, its items when the file's code had run)
+        gone = object()
+
+        def rebound(ns):
+            """The names of the test file's namespace bound to another object since its code
+            ran (a runner that swaps a helper or an imported function before a test)."""
+            items = bound.get(_id(ns), (None, ()))[1]
+            return [k for k, v in items if ns.get(k, gone) is not v]
+
+        def sympy_test(fn, chain, codes_now, tid, ns):
+            """The recorder the runner calls in place of the test function `fn`."""
+            def test(*args, **kwargs):
+                write({"ev": "phase", "id": tid, "when": "setup", "status": "PASSED", "report": None})
+                status = "ERROR"
+                try:
+                    if not _all(_map(_is, _map(_getattr, chain, _repeat("__code__"), _repeat(None)), codes_now)):
+                        report_tampered("test %s: its function's code was replaced after the test file ran" % tid)
+                        status = "FAILED"
+                        raise _AssertionError("minisandbox: the code of %s was replaced" % tid)
+                    names = rebound(ns)
+                    if names:
+                        report_tampered("test %s: names of its module rebound after the test file ran: %s" % (
+                            tid, ", ".join(_sorted(_str(n) for n in names)[:5])))
+                        status = "FAILED"
+                        raise _AssertionError("minisandbox: the namespace of %s was changed" % tid)
+                    got = fn(*args, **kwargs)
+                    status = "PASSED"
+                    return got
+                except _BaseException as exc:
+                    if status == "ERROR":
+                        status = exc_status(exc)
+                    raise
+                finally:
+                    write({"ev": "phase", "id": tid, "when": "call", "status": status, "report": None})
+                    try:
+                        after_sympy_test()
+                    finally:
+                        write({"ev": "phase", "id": tid, "when": "teardown", "status": None, "report": None})
+
+            test.__dict__.update(fn.__dict__)  # _slow and the other marks the runner reads
+            test.__name__, test.__qualname__ = fn.__name__, fn.__qualname__
+            test.__module__, test.__doc__, test.__wrapped__ = fn.__module__, fn.__doc__, fn
+            return test
+
+        def exc_status(exc):
+            """The status SymPy's runner gives an exception (by class name for its own
+            XFail/XPass/Skipped, `t is AssertionError` for a failure)."""
+            cls = _type(exc)
+            if cls is _AssertionError:
+                return "FAILED"
+            name = _getattr(cls, "__name__", "")
+            if name == "XFail":
+                return "XFAIL"
+            if name == "Skipped":
+                return "SKIPPED"
+            if name == "XPass":
+                return "XPASS"
+            return "ERROR"
+
+        def after_sympy_test():
+            state["collected"] += 1
+            if CHECKS:
+                check(None, False)
+
+        builtins.exec = exec_
+        return exec_
+
     _SKIP = pytest.skip.Exception if pytest is not None else ()
     _XFAIL = _getattr(_getattr(pytest, "xfail", None), "Exception", ())
     _EXIT = _getattr(_getattr(pytest, "exit", None), "Exception", ())
     if UNITTEST:  # wrapped before the snapshot: the wrapper is what must stay in place
         unittest_outcomes = wrap_unittest()
+    sympy_exec = wrap_sympy() if SYMPY else None  # the same: builtins.exec is the wrapper from here on
 
     # ------------------------------------------------------------------ the snapshot
     kinds = (types.FunctionType, types.BuiltinFunctionType, _type, classmethod, staticmethod, property,
@@ -893,7 +1077,7 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
     for modname in _sorted(sys.modules):
         if UNITTEST and (modname == "unittest" or modname.startswith("unittest.")):
             pass  # the whole of unittest is the outcome path
-        elif UNITTEST or not (modname in CAPTURED_MODULES or modname.startswith(CAPTURED_PREFIXES)):
+        elif UNITTEST or SYMPY or not (modname in CAPTURED_MODULES or modname.startswith(CAPTURED_PREFIXES)):
             continue
         mod = sys.modules.get(modname)
         mdict = _getattr(mod, "__dict__", None)
@@ -919,6 +1103,8 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         for attr, member in _list(Recorder.__dict__.items()):
             if _isinstance(member, kinds):
                 capture("minisandbox.recorder." + attr, Recorder.__dict__, attr, member)
+    if SYMPY:  # a Python function: the builtins loop above does not take it
+        capture("builtins.exec", builtins.__dict__, "exec", sympy_exec)
     MISSING = object()
     groups = {}
     for label, mapping, name, value, hot in captured:
@@ -1507,8 +1693,12 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
             return
         who = rel_to_root(real_of(name)) if not name.startswith("<") else name
         through = "linecache.py" in passed or "traceback.py" in passed
+        # SymPy's runner reads the file it runs (SymPyTests.test_file, repository code a
+        # patch may change): reported; what it then runs must be that file's content
+        runner = SYMPY and not passed and opener.f_code.co_name == "test_file"
         report_tampered("%s reads the graded test file %s (%s)%s" % (
-            who or name, rel, why, " through linecache" if through else ""), not through)
+            who or name, rel, why, " through linecache" if through else " in the runner" if runner else ""),
+            not (through or runner))
 
     def audit(event, args):
         events = probe["events"]
@@ -1882,7 +2072,7 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
     keep = []  # objects whose ids are in state["hookexec"] (ids stay unique while alive)
     hello = {"ev": "hello", "pid": os.getpid(), "python": sys.version.split()[0], "runner": runner,
              "checks": {"captured": _len(captured), "graded_files": _len(GRADED), "audit": add_hook is not None}}
-    if UNITTEST:
+    if UNITTEST or SYMPY:
         import atexit
 
         def finish():
@@ -1906,6 +2096,22 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
     return plugin
 
 
+def _chain_sitecustomize():
+    """Loaded as `sitecustomize` (SymPy's runner: results.SYMPY_STARTUP), run the
+    environment's own `sitecustomize`, which this module shadows, as `site` would have."""
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = [p for p in sys.path if not p or os.path.abspath(p) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is None or spec.loader is None:
+        return
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["sitecustomize"] = mod
+    spec.loader.exec_module(mod)
+
+
 def _main():
     runner = os.environ.pop(RUNNER_VAR, None) or "pytest"
     opened = _open_channel()
@@ -1913,7 +2119,7 @@ def _main():
         return
     plugin = _install(*opened, runner=runner)
     if plugin is None:
-        return  # unittest: this module stays importable (the warnings option names StartUp)
+        return  # unittest, sympy: this module stays importable (the warnings option names StartUp)
     # pytest takes the plugin from sys.modules after the import; it leaves again once
     # registered (pytest_plugin_registered)
     sys.modules[__name__] = plugin
@@ -1921,3 +2127,5 @@ def _main():
 
 _main()
 del _main
+if __name__ == "sitecustomize":
+    _chain_sitecustomize()

@@ -12,8 +12,9 @@ cut short) fails, a status the channel saw as worse than the log wins.
 unittest-based runners (Django's `tests/runtests.py`, `python -m unittest`) get the same
 plugin at interpreter start-up (`UNITTEST_WARNOPTION`), which records what
 `unittest.case.TestCase.run` reports; their ids are unittest's descriptions, rendered as
-the verbose log prints them before parsing (`channel_status_map`). SymPy's `bin/test` has no
-channel and is graded from the log alone (`Channel.present` False).
+the verbose log prints them before parsing (`channel_status_map`). SymPy's `bin/test` gets it
+as `sitecustomize` (`SYMPY_STARTUP`), which records the test functions the runner calls
+(ids `file.py:test_name`, rendered as the runner's `test_name ok` lines and failure headers).
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ SANDBOX_RESULTS_DIR = "/run/minisandbox/results"
 #: main script, and through `#!/usr/bin/env python` scripts), so no `sitecustomize` or
 #: `.pth` file is needed. The plugin then takes the option out of `sys.warnoptions`.
 UNITTEST_WARNOPTION = f"ignore::{RESULTS_PLUGIN}.StartUp"
+#: SymPy's runner: SWE-bench's test command sets PYTHONWARNINGS itself (`PYTHONWARNINGS=...
+#: bin/test`), so the plugin comes as `sitecustomize` from this subdirectory of the
+#: results directory (first on PYTHONPATH; it then runs the environment's own
+#: sitecustomize). `site` imports it after the site directories' `.pth` files (the
+#: environment's) and before the main script, so before any repository code.
+SYMPY_STARTUP = "sympy"
 #: The environment variable telling the plugin it was loaded for unittest.
 RUNNER_VAR = "MINISANDBOX_RESULTS_RUNNER"
 
@@ -62,10 +69,13 @@ def plugin_dir() -> Path:
     per process; the test command gets it first on PYTHONPATH)."""
     global _plugin_dir
     with _plugin_lock:
-        if _plugin_dir is None or not (_plugin_dir / f"{RESULTS_PLUGIN}.py").is_file():
+        if _plugin_dir is None or not (_plugin_dir / SYMPY_STARTUP / "sitecustomize.py").is_file():
             d = Path(tempfile.mkdtemp(prefix="minisandbox-results-"))
             shutil.copyfile(plugin_file(), d / f"{RESULTS_PLUGIN}.py")
+            (d / SYMPY_STARTUP).mkdir()
+            shutil.copyfile(plugin_file(), d / SYMPY_STARTUP / "sitecustomize.py")
             os.chmod(d, 0o755)
+            os.chmod(d / SYMPY_STARTUP, 0o755)
             _plugin_dir = d
         return _plugin_dir
 
@@ -324,11 +334,25 @@ _UNITTEST_HEADERS = {"FAILED": "FAIL", "ERROR": "ERROR"}
 LOG_ONLY_IDS = frozenset({"--version is equivalent to version"})
 
 
+#: SymPy's runner's verbose result word per status (what `channel_status_map` prints).
+_SYMPY_WORDS = {"PASSED": "ok", "FAILED": "F", "ERROR": "E", "SKIPPED": "s", "XFAIL": "f", "XPASS": "X"}
+
+
 def channel_status_map(ch: Channel, log_parser: str) -> StatusMap:
     """The channel's statuses with ids as `log_parser` would write them (the same id
     normalisation as the log, e.g. pytest_options' basename-only path parameters; for
-    unittest, the description's docstring line when it has one)."""
-    if channel_runner(log_parser) == "unittest":
+    unittest, the description's docstring line when it has one; for SymPy, whose ids are
+    `file.py:test_name`, the runner's `test_name ok` line and, for a failure, its
+    `___ file.py:test_name ___` header)."""
+    runner = channel_runner(log_parser)
+    if runner == "sympy":
+        lines = []
+        for test_id, status in ch.statuses.items():
+            name = test_id.rpartition(":")[2]
+            lines.append(f"{name} {_SYMPY_WORDS.get(status, 'E')}")
+            if status in ("FAILED", "ERROR", "XPASS"):
+                lines.append(f"{'_' * 10} {test_id} {'_' * 10}")
+    elif runner == "unittest":
         lines = [f"{test_id} ... {_UNITTEST_WORDS.get(status, 'ERROR')}" for test_id, status in ch.statuses.items()]
         # the failure section's headers, from which the parser takes ids too
         lines += [
