@@ -169,3 +169,49 @@ def test_a_name_of_the_test_module_rebound_by_the_runner_is_critical(tmp_path):
     assert any("names of its module rebound after the test file ran: add" in c for c in channel.critical), (
         channel.summary()
     )
+
+
+HELPER_CLASS = """
+
+class NonBasic:
+    '''A test's own helper with a comparison nothing honest gives (as SymPy's
+    core/tests/test_expr.py has): the test file's code, not the patch's.'''
+
+    def __lt__(self, other):
+        return True
+
+    def __ge__(self, other):
+        return True
+
+
+def test_helper():
+    assert NonBasic() < NonBasic()
+"""
+
+
+def test_a_test_files_own_helper_class_is_not_probed(tmp_path):
+    """SymPy's runner runs the file in a dict without `__name__`, so its classes claim the
+    module `builtins`; their code is the graded file's, which the recorder verified."""
+    repo = _repo(tmp_path)
+    (repo / TEST_FILE).write_text(TESTS_NEW + HELPER_CLASS)
+    log, channel, _ = _run(repo)
+    assert parse_log_sympy(log)["test_helper"] == "PASSED", log
+    assert channel.present and channel.complete and not channel.tampered, channel.summary()
+
+
+def test_a_test_calling_another_test_with_a_name_rebound_is_not_a_finding(tmp_path):
+    """SymPy's test_Permutation_subclassing rebinds `Permutation` in its module, calls
+    test_Permutation, and restores it: the inner call is the outer test's."""
+    repo = _repo(tmp_path)
+    outer = (
+        "\n\ndef test_sub_again():\n"
+        "    globals()['_sub'] = globals()['sub']\n"
+        "    globals()['sub'] = lambda a, b: a - b\n"
+        "    test_sub()\n"
+        "    globals()['sub'] = globals()['_sub']\n"
+    )
+    (repo / TEST_FILE).write_text(TESTS_NEW + outer)
+    log, channel, _ = _run(repo)
+    assert parse_log_sympy(log)["test_sub_again"] == "PASSED", log
+    assert channel.present and channel.complete and not channel.tampered, channel.summary()
+    assert channel.statuses[f"{TEST_FILE}:test_sub_again"] == "PASSED", channel.statuses
