@@ -215,3 +215,33 @@ def test_a_test_calling_another_test_with_a_name_rebound_is_not_a_finding(tmp_pa
     assert parse_log_sympy(log)["test_sub_again"] == "PASSED", log
     assert channel.present and channel.complete and not channel.tampered, channel.summary()
     assert channel.statuses[f"{TEST_FILE}:test_sub_again"] == "PASSED", channel.statuses
+
+
+LAZY_EQ = """
+
+class Val:
+    '''Honest equality that imports a module on first use (as SymPy's classes do).'''
+
+    def __eq__(self, other):
+        import sympy.lazy  # noqa: F401
+
+        return isinstance(other, Val) and self.__dict__ == other.__dict__
+
+    __hash__ = object.__hash__
+"""
+
+
+def test_a_lazy_import_in_a_probed_comparison_is_not_a_finding(tmp_path):
+    """The comparison probe counted the plugin's own frame access (its check of the pyc
+    the import looks for) against the class: every class of a patched sympy/sets/sets.py
+    was critical on sympy 1.12."""
+    repo = _repo(tmp_path)
+    (repo / "sympy" / "calc.py").write_text((repo / "sympy" / "calc.py").read_text() + LAZY_EQ)
+    (repo / "sympy" / "lazy.py").write_text("X = 1\n")
+    (repo / TEST_FILE).write_text(
+        TESTS_NEW + "\n\ndef test_val():\n    from sympy.calc import Val\n    assert Val() == Val()\n"
+    )
+    log, channel, _ = _run(repo, patched=("sympy/calc.py",))
+    assert parse_log_sympy(log)["test_val"] == "PASSED", log
+    assert channel.present and channel.complete, channel.summary()
+    assert not any("inspects its caller" in t for t in channel.tampered), channel.summary()
