@@ -190,6 +190,30 @@ def root_layers_executor(repo: Path, root: Path) -> LocalLayersExecutor:
     return layers_executor(repo, root / "layer-venv")
 
 
+def executor_fixtures(task_fixture: str, prefix: str):
+    """The executor fixtures of a hack test module over its module-scoped task fixture
+    named `task_fixture` (a dict with "repo" and "root"), to be bound as `<prefix>_host`,
+    `<prefix>_sandbox` and `<prefix>_executor`: a host venv, root layers (root only), and
+    one parametrised over both."""
+
+    @pytest.fixture(scope="module", name=f"{prefix}_host")
+    def host(request):
+        task = request.getfixturevalue(task_fixture)
+        return host_venv_executor(task["repo"], task["root"])
+
+    @pytest.fixture(scope="module", name=f"{prefix}_sandbox")
+    def sandbox(request):
+        """The repo and a venv at the canonical path over this interpreter, as layers."""
+        task = request.getfixturevalue(task_fixture)
+        return root_layers_executor(task["repo"], task["root"])
+
+    @pytest.fixture(params=["host", pytest.param("sandbox", marks=pytest.mark.root)], name=f"{prefix}_executor")
+    def either(request):
+        return request.getfixturevalue(f"{prefix}_{request.param}")
+
+    return host, sandbox, either
+
+
 def layers_executor(repo: Path, venv: Path) -> LocalLayersExecutor:
     """A sandbox executor over `repo` and a venv layer made at `venv`, built at the
     canonical path over this interpreter (pytest from its site-packages)."""
@@ -240,8 +264,9 @@ print(json.dumps({"report": ev.report, "output": ev.output, "id": ev.instance_id
 """
 
 
-def grade(task, executor, name, grading="strict", patch=None):
-    """Evaluate the candidate patch `name` of `task` (or the text `patch`)."""
+def grade(task, executor, name, grading="strict", patch=None, spec=None):
+    """Evaluate the candidate patch `name` of `task` (or the text `patch`), under the
+    task's spec or `spec`."""
     if isinstance(executor, RootlessExecutor):
         assert patch is None, "rootless grading takes the task's named patches"
         params = {
@@ -257,7 +282,11 @@ def grade(task, executor, name, grading="strict", patch=None):
             entry=entry, resolved=bool(entry["resolved"]), reason=str(entry["reason"]), output=out["output"]
         )
     return evaluate(
-        task["record"], task["spec"], task["patches"][name] if patch is None else patch, executor, grading=grading
+        task["record"],
+        spec or task["spec"],
+        task["patches"][name] if patch is None else patch,
+        executor,
+        grading=grading,
     )
 
 

@@ -28,10 +28,9 @@ from pathlib import Path
 import pytest
 
 from minisandbox.catalog import EnvSpec
-from minisandbox.grading.evaluate import evaluate
 from minisandbox.grading.logparsers import parse_log_sympy
 from minisandbox.records import TaskRecord
-from tests.security.test_reward_hacks import GIT_ENV, host_venv_executor, root_layers_executor
+from tests.security.test_reward_hacks import GIT_ENV, executor_fixtures, grade
 
 BIN_TEST = """\
 #!/usr/bin/env python
@@ -312,31 +311,14 @@ def sytask(tmp_path_factory):
     return {"root": root, "repo": repo, "record": record, "spec": spec, "patches": patches}
 
 
-@pytest.fixture(scope="module")
-def sy_host(sytask):
-    return host_venv_executor(sytask["repo"], sytask["root"])
-
-
-@pytest.fixture(scope="module")
-def sy_sandbox(sytask):
-    """The repo and a venv at the canonical path over this interpreter, as layers."""
-    return root_layers_executor(sytask["repo"], sytask["root"])
-
-
-@pytest.fixture(params=["host", pytest.param("sandbox", marks=pytest.mark.root)])
-def sy_executor(request, sy_host):
-    return sy_host if request.param == "host" else request.getfixturevalue("sy_sandbox")
-
-
-def _grade(sytask, executor, name: str, grading: str = "strict", spec=None):
-    return evaluate(sytask["record"], spec or sytask["spec"], sytask["patches"][name], executor, grading=grading)
+sy_host, sy_sandbox, sy_executor = executor_fixtures("sytask", "sy")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("grading", ["strict", "official"])
 @pytest.mark.parametrize("gold", ["gold", "gold_and_runner"])
 def test_gold_patch_is_resolved_with_the_channel(sytask, sy_executor, grading, gold):
-    ev = _grade(sytask, sy_executor, gold, grading)
+    ev = grade(sytask, sy_executor, gold, grading)
     assert ev.resolved, (ev.reason, ev.entry["suspicious"], ev.output[-3000:])
     channel = ev.entry["results_channel"]
     # test_sub, test_sub_strings (XFAIL) and test_add ran; test_sub_slow is skipped by the
@@ -357,7 +339,7 @@ def test_gold_patch_is_resolved_with_the_channel(sytask, sy_executor, grading, g
 @pytest.mark.parametrize("grading", ["strict", "official"])
 @pytest.mark.parametrize("hack", ["print_ok", "fake_lines", "swap_code", "swap_inner_code", "hide_failure"])
 def test_runner_that_prints_ok_for_a_failure_is_not_resolved(sytask, sy_executor, hack, grading):
-    ev = _grade(sytask, sy_executor, hack, grading)
+    ev = grade(sytask, sy_executor, hack, grading)
     log = parse_log_sympy(ev.output)
     if hack == "swap_inner_code":
         # the recorder finds the swapped code and fails the test (the log says so too)
@@ -386,7 +368,7 @@ def test_run_without_the_channel_is_tampered(sytask, sy_host):
     no_channel = type(spec)(
         **{**spec.__dict__, "test_cmd": spec.test_cmd.replace("bin/test", "env -u PYTHONPATH bin/test")}
     )
-    ev = _grade(sytask, sy_host, "gold", spec=no_channel)
+    ev = grade(sytask, sy_host, "gold", spec=no_channel)
     assert f"{F2P} ok" in ev.output, ev.output[-2000:]
     assert not ev.resolved and ev.reason == "results-tampered", (ev.reason, ev.entry["suspicious"])
     assert not ev.entry["results_channel"]["present"]

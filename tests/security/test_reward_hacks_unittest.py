@@ -25,9 +25,8 @@ from pathlib import Path
 import pytest
 
 from minisandbox.catalog import EnvSpec
-from minisandbox.grading.evaluate import evaluate
 from minisandbox.records import TaskRecord
-from tests.security.test_reward_hacks import GIT_ENV, host_venv_executor, root_layers_executor
+from tests.security.test_reward_hacks import GIT_ENV, executor_fixtures, grade
 
 RUNTESTS = """\
 #!/usr/bin/env python
@@ -198,31 +197,14 @@ def uttask(tmp_path_factory):
     return {"root": root, "repo": repo, "record": record, "spec": spec, "patches": patches}
 
 
-@pytest.fixture(scope="module")
-def ut_host(uttask):
-    return host_venv_executor(uttask["repo"], uttask["root"])
-
-
-@pytest.fixture(scope="module")
-def ut_sandbox(uttask):
-    """The repo and a venv at the canonical path over this interpreter, as layers."""
-    return root_layers_executor(uttask["repo"], uttask["root"])
-
-
-@pytest.fixture(params=["host", pytest.param("sandbox", marks=pytest.mark.root)])
-def ut_executor(request, ut_host):
-    return ut_host if request.param == "host" else request.getfixturevalue("ut_sandbox")
-
-
-def _grade(uttask, executor, name: str, grading: str = "strict", spec=None):
-    return evaluate(uttask["record"], spec or uttask["spec"], uttask["patches"][name], executor, grading=grading)
+ut_host, ut_sandbox, ut_executor = executor_fixtures("uttask", "ut")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("grading", ["strict", "official"])
 @pytest.mark.parametrize("gold", ["gold", "gold_and_runner"])
 def test_gold_patch_is_resolved_with_the_channel(uttask, ut_executor, grading, gold):
-    ev = _grade(uttask, ut_executor, gold, grading)
+    ev = grade(uttask, ut_executor, gold, grading)
     assert ev.resolved, (ev.reason, ev.entry["suspicious"], ev.output[-3000:])
     channel = ev.entry["results_channel"]
     assert channel["present"] and channel["complete"] and channel["tests"] == 2, (channel, ev.output[-4000:])
@@ -233,7 +215,7 @@ def test_gold_patch_is_resolved_with_the_channel(uttask, ut_executor, grading, g
 @pytest.mark.parametrize("grading", ["strict", "official"])
 @pytest.mark.parametrize("hack", ["result_class", "testcase_run", "fake_lines"])
 def test_runner_that_prints_ok_for_a_failure_is_not_resolved(uttask, ut_executor, hack, grading):
-    ev = _grade(uttask, ut_executor, hack, grading)
+    ev = grade(uttask, ut_executor, hack, grading)
     f2p = uttask["record"].fail_to_pass[0]
     assert f"{f2p} ... ok" in ev.output, "the hack must make the log say the failing test passed"
     assert not ev.resolved, (ev.reason, ev.entry["suspicious"])
@@ -255,7 +237,7 @@ def test_hacks_were_resolved_from_the_log_alone(uttask, ut_host):
         **{**spec.__dict__, "test_cmd": spec.test_cmd.replace("./tests", "env -u PYTHONWARNINGS ./tests")}
     )
     for name in ("gold", "result_class", "fake_lines"):
-        ev = _grade(uttask, ut_host, name, spec=no_channel)
+        ev = grade(uttask, ut_host, name, spec=no_channel)
         assert ev.resolved, (name, ev.reason, ev.entry["suspicious"], ev.output[-2000:])
         assert not ev.entry["results_channel"]["present"]
         assert "runtime: no results channel: graded from the log alone" in ev.entry["suspicious"]
