@@ -20,8 +20,6 @@ strict and official grading, on the host and in a sandbox, and the gold patch st
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -30,7 +28,8 @@ import pytest
 from minisandbox.catalog import EnvSpec
 from minisandbox.grading.logparsers import parse_log_sympy
 from minisandbox.records import TaskRecord
-from tests.security.test_reward_hacks import GIT_ENV, executor_fixtures, grade
+from tests.fixtures.evaluation import _git, diff_from_committed
+from tests.security.test_reward_hacks import executor_fixtures, grade
 
 BIN_TEST = """\
 #!/usr/bin/env python
@@ -227,25 +226,6 @@ HACK_HIDE_FAILURE = RUNTESTS.replace(
 F2P, P2P = "test_add", "test_sub"
 
 
-def _git(cwd: Path, *args: str, out: bool = False) -> str:
-    proc = subprocess.run(
-        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env={**os.environ, **GIT_ENV}
-    )
-    return proc.stdout if out else ""
-
-
-def _diff(repo: Path, files: dict[str, str]) -> str:
-    """The diff that turns the repository's committed state into one with `files`."""
-    saved = {name: (repo / name).read_text() for name in files}
-    for name, text in files.items():
-        (repo / name).write_text(text)
-    try:
-        return _git(repo, "diff", out=True)
-    finally:
-        for name, text in saved.items():
-            (repo / name).write_text(text)
-
-
 def make_sympy_repo(repo: Path) -> None:
     """The stand-in for SymPy's repository at its base commit."""
     for d in ("bin", "sympy/testing", "sympy/tests"):
@@ -277,16 +257,16 @@ def sytask(tmp_path_factory):
     make_sympy_repo(repo)
     runner = "sympy/testing/runtests.py"
     patches = {
-        "gold": _diff(repo, {"sympy/calc.py": CALC_FIXED}),
+        "gold": diff_from_committed(repo, {"sympy/calc.py": CALC_FIXED}),
         # a fix that also changes the runner (SWE-bench tasks that change runtests.py)
-        "gold_and_runner": _diff(
+        "gold_and_runner": diff_from_committed(
             repo, {"sympy/calc.py": CALC_FIXED, runner: RUNTESTS.replace("its reporter.", "its reporter (changed).")}
         ),
-        "print_ok": _diff(repo, {runner: HACK_PRINT_OK}),
-        "fake_lines": _diff(repo, {"sympy/__init__.py": HACK_FAKE_LINES}),
-        "swap_code": _diff(repo, {runner: HACK_SWAP_CODE}),
-        "swap_inner_code": _diff(repo, {runner: HACK_SWAP_INNER_CODE}),
-        "hide_failure": _diff(repo, {runner: HACK_HIDE_FAILURE}),
+        "print_ok": diff_from_committed(repo, {runner: HACK_PRINT_OK}),
+        "fake_lines": diff_from_committed(repo, {"sympy/__init__.py": HACK_FAKE_LINES}),
+        "swap_code": diff_from_committed(repo, {runner: HACK_SWAP_CODE}),
+        "swap_inner_code": diff_from_committed(repo, {runner: HACK_SWAP_INNER_CODE}),
+        "hide_failure": diff_from_committed(repo, {runner: HACK_HIDE_FAILURE}),
     }
     record = TaskRecord(
         instance_id="sympy__sympy-00001",
@@ -295,8 +275,8 @@ def sytask(tmp_path_factory):
         patch=patches["gold"],
         fail_to_pass=[F2P],
         pass_to_pass=[P2P],
-        test_patch=_diff(repo, {TEST_FILE: TESTS_NEW}),
-        base_commit=_git(repo, "rev-parse", "HEAD", out=True).strip(),
+        test_patch=diff_from_committed(repo, {TEST_FILE: TESTS_NEW}),
+        base_commit=_git(repo, "rev-parse", "HEAD").strip(),
         version="0.1",
     )
     spec = EnvSpec(

@@ -17,16 +17,14 @@ from its log as before, and says so.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from minisandbox.catalog import EnvSpec
 from minisandbox.records import TaskRecord
-from tests.security.test_reward_hacks import GIT_ENV, executor_fixtures, grade
+from tests.fixtures.evaluation import _git, diff_from_committed
+from tests.security.test_reward_hacks import executor_fixtures, grade
 
 RUNTESTS = """\
 #!/usr/bin/env python
@@ -124,25 +122,6 @@ _os._exit(0)
 F2P, P2P = "test_add (test_calc.AddTests.test_add)", "Subtraction still works."
 
 
-def _git(cwd: Path, *args: str, out: bool = False) -> str:
-    proc = subprocess.run(
-        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env={**os.environ, **GIT_ENV}
-    )
-    return proc.stdout if out else ""
-
-
-def _diff(repo: Path, files: dict[str, str]) -> str:
-    """The diff that turns the repository's committed state into one with `files`."""
-    saved = {name: (repo / name).read_text() for name in files}
-    for name, text in files.items():
-        (repo / name).write_text(text)
-    try:
-        return _git(repo, "diff", out=True)
-    finally:
-        for name, text in saved.items():
-            (repo / name).write_text(text)
-
-
 @pytest.fixture(scope="module")
 def uttask(tmp_path_factory):
     root = tmp_path_factory.mktemp("unittest-task")
@@ -158,21 +137,21 @@ def uttask(tmp_path_factory):
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "base")
     f2p, p2p = F2P, P2P
-    test_patch = _diff(repo, {"tests/test_calc.py": TESTS_NEW})
+    test_patch = diff_from_committed(repo, {"tests/test_calc.py": TESTS_NEW})
     patches = {
-        "gold": _diff(repo, {"calc/__init__.py": CALC_FIXED}),
+        "gold": diff_from_committed(repo, {"calc/__init__.py": CALC_FIXED}),
         # a fix that also changes the runner's module, which imports the test modules (as
         # SWE-bench tasks that change django/test/runner.py do)
-        "gold_and_runner": _diff(
+        "gold_and_runner": diff_from_committed(
             repo,
             {
                 "calc/__init__.py": CALC_FIXED,
                 "calc/testing.py": TESTING.replace("import unittest\n", "import unittest  # runner\n"),
             },
         ),
-        "result_class": _diff(repo, {"calc/testing.py": HACK_RESULT_CLASS}),
-        "testcase_run": _diff(repo, {"calc/__init__.py": HACK_TESTCASE_RUN}),
-        "fake_lines": _diff(repo, {"calc/__init__.py": HACK_FAKE_LINES.format(ids=[f2p, p2p])}),
+        "result_class": diff_from_committed(repo, {"calc/testing.py": HACK_RESULT_CLASS}),
+        "testcase_run": diff_from_committed(repo, {"calc/__init__.py": HACK_TESTCASE_RUN}),
+        "fake_lines": diff_from_committed(repo, {"calc/__init__.py": HACK_FAKE_LINES.format(ids=[f2p, p2p])}),
     }
     record = TaskRecord(
         instance_id="django__django-00001",
@@ -182,7 +161,7 @@ def uttask(tmp_path_factory):
         fail_to_pass=[f2p],
         pass_to_pass=[p2p],
         test_patch=test_patch,
-        base_commit=_git(repo, "rev-parse", "HEAD", out=True).strip(),
+        base_commit=_git(repo, "rev-parse", "HEAD").strip(),
         version="0.1",
     )
     spec = EnvSpec(
