@@ -1,4 +1,5 @@
-"""pipeline/build: the venv seed (pip, setuptools, wheel) is resolved as of the spec's date.
+"""pipeline/build: the venv seed's setuptools and wheel are resolved as of the spec's date;
+pip, the installer, is the newest for the venv's Python.
 
 The seed is the one part of a build that nothing pins for a SWE-bench spec: built today,
 its setuptools had no `pkg_resources` (docs/fidelity.md). Here uv seeds a venv from a
@@ -62,7 +63,8 @@ def _seed(index: FixtureIndex, tmp_path: Path, lock: Lock) -> dict[str, str]:
 
 def test_the_seed_is_resolved_as_of_the_date(seed_index: FixtureIndex, tmp_path: Path) -> None:
     dated = _seed(seed_index, tmp_path / "dated", Lock("", True, AS_OF))
-    assert {n: dated.get(n) for n in SEED} == {"pip": "1.0", "setuptools": "1.0", "wheel": "1.0"}
+    # pip is not dated: one as of an old date cannot make PEP 660 editable installs
+    assert {n: dated.get(n) for n in SEED} == {"pip": "2.0", "setuptools": "1.0", "wheel": "1.0"}
     # without a date the newest release is seeded: the date is what made the difference
     today = _seed(seed_index, tmp_path / "today", Lock("", True))
     assert {n: today.get(n) for n in SEED} == {"pip": "2.0", "setuptools": "2.0", "wheel": "2.0"}
@@ -70,7 +72,7 @@ def test_the_seed_is_resolved_as_of_the_date(seed_index: FixtureIndex, tmp_path:
 
 def test_a_pin_newer_than_the_date_keeps_its_own_cutoff_in_the_seed(seed_index: FixtureIndex, tmp_path: Path) -> None:
     """A lock's exemption (a pin newer than the date, `resolve._compile`) applies to the
-    seed too: setuptools is exempt here, pip and wheel stay as of the date."""
+    seed too: setuptools is exempt here, wheel stays as of the date."""
     lock = Lock("", True, AS_OF, (("setuptools", "2031-01-01T00:00:00Z"),))
     found = _seed(seed_index, tmp_path, lock)
-    assert {n: found.get(n) for n in SEED} == {"pip": "1.0", "setuptools": "2.0", "wheel": "1.0"}
+    assert {n: found.get(n) for n in SEED} == {"pip": "2.0", "setuptools": "2.0", "wheel": "1.0"}

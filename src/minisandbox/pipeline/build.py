@@ -82,24 +82,24 @@ WARMUP_TIMEOUT = 600
 
 
 def seed_lines(python_exe: str, venv: str, lock: Lock) -> list[str]:
-    """Bash lines that create the venv with pip, setuptools and wheel, as of the lock's date.
+    """Bash lines that create the venv with pip, and setuptools and wheel as of the lock's date.
 
-    The seed is resolved, not pinned, unless the lock pins it (SWE-smith's conda exports do,
-    and their lock installs over it): without the date a SWE-bench build seeded today's
-    setuptools, which no longer has `pkg_resources`, the module the test suites of that era
-    import (pytest 8.3, astroid 2.15; docs/fidelity.md)."""
+    setuptools and wheel are what test suites import (`pkg_resources`): resolved as of the
+    date unless the lock pins them (SWE-smith's conda exports do, and their lock installs
+    over them); without it a SWE-bench build got today's setuptools, which no longer has
+    `pkg_resources` (pytest 8.3, astroid 2.15; docs/fidelity.md). pip is the installer and
+    stays today's (the newest for the venv's Python): a pip as of an old date cannot make
+    the editable installs a pyproject-only project needs (PEP 660 came with pip 21.3), so a
+    build as of 2021 failed where today's pip builds it with the backend of that date."""
     date = " ".join(shlex.quote(a) for a in lock.uv_date_args())
     date = f" {date}" if date else ""
-    as_of = f" as of {lock.exclude_newer}" if lock.exclude_newer else ""
+    as_of = f" (setuptools and wheel as of {lock.exclude_newer})" if lock.exclude_newer else ""
     return [
-        f"echo '+ uv venv --seed {venv} ({python_exe}){as_of}'",
-        f"uv venv --seed{date} --python {shlex.quote(python_exe)} {venv}",
+        f"echo '+ uv venv {venv} ({python_exe}), pip{as_of}'",
+        f"uv venv --python {shlex.quote(python_exe)} {venv}",
         f"source {venv}/bin/activate",
-        # pip/setuptools/wheel as in the reference images (uv seeds only pip on 3.12+). Looked
-        # up, not imported: importing setuptools costs ~0.27 CPU s, the lookup ~0.03.
-        "python -c 'import importlib.util as u, sys; "
-        'sys.exit(not (u.find_spec("setuptools") and u.find_spec("wheel")))\' 2>/dev/null '
-        f"|| uv pip install --quiet{date} setuptools wheel",
+        "uv pip install --quiet pip",
+        f"uv pip install --quiet{date} setuptools wheel",
     ]
 
 
