@@ -14,8 +14,8 @@ Fidelity with the reference images (docs/design.md "Environment fidelity"):
 * /testbed after the install is what the tasks start from: its difference to the clean
   snapshot (generated version files, egg-info, in-tree extensions, fetched data) is packed
   with the environment (`<venv>/.minisandbox/testbed`, see `minisandbox.pipeline.residue`).
-* With an as-of date, uv gets `--exclude-newer` (the venv's seed of pip, setuptools and
-  wheel included) and pip (the spec's own commands, its isolated builds included) a
+* With an as-of date, uv gets `--exclude-newer` (the venv's setuptools and wheel
+  included; pip, the installer, is today's: `seed_lines`) and pip (the spec's own commands, its isolated builds included) a
   loopback index showing the upstream as of the date (`minisandbox.pipeline.asof_index`).
 * Debian packages the spec declares are checked first (`minisandbox.syspkgs`).
 """
