@@ -959,7 +959,7 @@ def _child_exec(req: dict, fds: list[int], sock_fd: int) -> None:
         targets = [int(t) for t in req.get("fd_targets") or []]
         if req.get("cgroup"):
             # first of all: join the command's own cgroup (its CPU total, its kill), while
-            # the caller's fd of its cgroup.procs is still open ("0" = this process)
+            # the caller's fd of its join file is still open ("0" = this process, single-threaded)
             os.write(fds[3 + len(targets)], b"0")
         _reset_signals()
         os.setsid()
@@ -1529,7 +1529,9 @@ def _start_sandbox(sock: _socket.socket, spec: dict) -> None:
 
 def _join_cgroups(spec: dict) -> None:
     """Move this process into the sandbox's cgroups (before its cgroup namespace is made, so
-    that the namespace is rooted at the sandbox's own leaf)."""
+    that the namespace is rooted at the sandbox's own leaf). The files are the leaves' join
+    files (`limits.join_file`: `tasks` on v1, which moves the writing thread: this process
+    was just forked and has no other)."""
     for procs in spec.get("cgroup_procs", []):
         with open(procs, "w") as fh:
             fh.write("0")  # 0: the writing process

@@ -86,7 +86,7 @@ class PrivateRoot:
     """
 
     def __init__(self, spec: dict, *, ready_timeout: float = 60.0, cgroup_home: str | None = None) -> None:
-        """`cgroup_home`: the `cgroup.procs` of the sandbox's own leaf in the hierarchy where
+        """`cgroup_home`: the join file (`limits.join_file`) of the sandbox's own leaf in the hierarchy where
         commands get cgroups of their own (`spawn`'s `cgroup_fd`); the command spawner
         returns there after starting each command. Without it such commands are forked by
         init. A warm sandbox (`start_warm`) that fits `spec` is taken instead of starting
@@ -367,7 +367,7 @@ class PrivateRoot:
         """Start `argv` inside (new session, privileges dropped); returns a command id.
         `pass_fds`: {fd number inside: caller fd} passed on besides stdio (at most 5).
         `pidns`: run it in a pid namespace of its own (it sees no other process).
-        `cgroup_fd`: a write fd of a `cgroup.procs` the command joins before anything else
+        `cgroup_fd`: a write fd of a cgroup's join file the command joins before anything else
         (`minisandbox.sandbox.limits.CommandCgroup`); not passed on to the payload."""
         opened = []
         fds = []

@@ -41,7 +41,15 @@ from minisandbox.paths import CONDA_ROOT, REPO_PATH, state_dir
 from minisandbox.sandbox import leftovers, rootfs
 from minisandbox.sandbox.conda_shim import shim_files
 from minisandbox.sandbox.interpreters import interpreter_binds
-from minisandbox.sandbox.limits import CommandCgroup, LimitGroup, Limits, cgroup_owner, remove_cgroup_tree, sandbox_pid
+from minisandbox.sandbox.limits import (
+    CommandCgroup,
+    LimitGroup,
+    Limits,
+    cgroup_owner,
+    join_file,
+    remove_cgroup_tree,
+    sandbox_pid,
+)
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a warm `run` does not)
 if TYPE_CHECKING:
@@ -375,7 +383,7 @@ class Sandbox:
             )
             leaf = self.limits.cpu_leaf
             started = True
-            self._root = rootfs.PrivateRoot(spec, cgroup_home=os.path.join(leaf[0], "cgroup.procs") if leaf else None)
+            self._root = rootfs.PrivateRoot(spec, cgroup_home=join_file(*leaf) if leaf else None)
             if cfg.warm_next:
                 _warmer.prepare(self.limits.limits, spec)
         except BaseException:
