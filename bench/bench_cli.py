@@ -64,7 +64,6 @@ sys.path.insert(0, str(ROOT / "src"))
 from tabulate import tabulate  # noqa: E402
 
 from minisandbox.sandbox.limits import (  # noqa: E402
-    _v2_mount,
     cgroup_parents,
     remove_cgroup_tree,
     v2_delegated,
@@ -127,7 +126,7 @@ class CpuMeter:
                 meter.close()
                 continue
             return meter, meter.describe(delegated=version == "v2" and v2_delegated(parent))
-        where = ", ".join(tried) or f"no cgroup hierarchy found (v2 mount: {_v2_mount()})"
+        where = ", ".join(tried) or "no cgroup hierarchy found"
         return None, f"no cgroup could be written ({where})"
 
     def describe(self, delegated: bool = False) -> str:
