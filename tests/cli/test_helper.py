@@ -425,6 +425,61 @@ def test_a_spare_sandbox_serves_the_next_call_only_while_the_store_is_unchanged(
 
 
 @pytest.mark.root
+def test_repeated_calls_are_served_by_one_kept_spare(as_root, env, store) -> None:
+    """A run of repeated calls is served by one spare the helper keeps (it opens its next
+    sandbox after each call) rather than a new fork of the helper per call: each call still
+    gets a fresh sandbox, the caller's stdout ends with its command (a kept spare lets go
+    of it), a call beside a long one is not queued behind it, and stopping the helper
+    leaves none of the kept spare's cgroups."""
+    from minisandbox.sandbox.limits import CGROUP_PREFIX, cgroup_parents
+
+    assert cli(env, "helper", "start").returncode == 0
+    pid = helper_pid(env)
+    argv = [sys.executable, "-m", "minisandbox.cli", "run", "--store", store, TASK, "--"]
+    seen_workers: set[int] = set()
+    seen: list[str] = []
+    for i in range(6):
+        time.sleep(0.3)  # (the kept spare's next sandbox is open by then)
+        seen_workers.update(k for k in workers_of(pid) if Path(f"/proc/{k}/cmdline").read_bytes().count(b"helper"))
+        # stdout as a pipe whose end the caller waits for: a spare holding it would hang here
+        proc = subprocess.Popen(
+            [*argv, f"cat /testbed/mark 2>/dev/null || echo clean; echo call{i} > /testbed/mark"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        seen.append(out.strip())
+    assert seen == ["clean"] * 6  # each call in a fresh sandbox: nothing of the last call's
+    assert len(seen_workers) <= 2, seen_workers  # the first call's spare, kept for the rest
+    time.sleep(0.3)
+    kept = [k for k in workers_of(pid) if Path(f"/proc/{k}/cmdline").read_bytes().count(b"helper")]
+    assert len(kept) == 1, kept
+    long = subprocess.Popen([*argv, "sleep 5"], env=env, stdout=subprocess.DEVNULL)
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    beside = cli(env, "run", "--store", store, TASK, "--", "true")
+    assert beside.returncode == 0 and time.monotonic() - t0 < 4.0  # not queued behind `sleep 5`
+    assert long.wait(60) == 0
+    kept = [k for k in workers_of(pid) if Path(f"/proc/{k}/cmdline").read_bytes().count(b"helper")]
+    assert cli(env, "helper", "stop").returncode == 0
+    deadline = time.monotonic() + 20
+    left = ["?"]
+    while left and time.monotonic() < deadline:
+        left = [
+            d
+            for parent in cgroup_parents().values()
+            for k in kept
+            for d in (os.listdir(parent) if os.path.isdir(parent) else [])
+            if d.startswith(f"{CGROUP_PREFIX}{k}-")
+        ]
+        time.sleep(0.2)
+    assert not left, left
+
+
+@pytest.mark.root
 def test_a_burst_of_identical_calls_finds_its_sandboxes_open_when_it_comes_again(as_root, env, store) -> None:
     """Overlapping identical calls get plain workers beside the one spare; once they have
     all ended, the helper opens as many spares as the burst had calls (at most

@@ -332,6 +332,10 @@ def _worker(
 #: Seconds a spare sandbox waits for its call before it is closed.
 SPARE_SECONDS = 30.0
 
+#: Seconds a call waits for the spare of the last call of its kind to open its next
+#: sandbox (it was answered: it is opening one) before it gets a worker of its own.
+REOPEN_WAIT = 0.2
+
 
 def spare_key(umask: int, argv: list[str], env: dict[bytes, bytes], cwd_fd: int) -> bytes | None:
     """What a call must share with an earlier one to be served by a sandbox opened for it in
@@ -365,43 +369,44 @@ def _spare(
     `--`), environment and directory would open, then waits on `ctrl` for that call. Used
     only for a matching call whose task the store still publishes unchanged; otherwise it
     closes the sandbox and serves the call as a plain worker. The helper closing `ctrl`
-    (expiry, exit) closes the sandbox."""
+    (expiry, exit) closes the sandbox.
+
+    After a call it answered normally the helper may keep it (`KEEP` on `ctrl`, see
+    `_recycle`): it lets go of the caller's descriptors, opens the next sandbox, says
+    `READY` and waits for the next call of the same kind, so a run of repeated calls costs
+    one fork of the helper, not one per call (about 5 ms of CPU each: the fork, the pages
+    the work copies, the exit)."""
     code = 1
     reply = None
     ts = None
     try:
         _become(umask, env, cwd_fd, scan_env, lock_path)
         os.close(cwd_fd)
-        from minisandbox.cli import _apply_global_options
+        ts = _open_spare_sandbox(argv)
+        while True:
+            data, fds = _recv_request(ctrl)  # blocks until the call (or EOF: expired)
+            if not data or len(fds) != 6:
+                return
+            conn = socket.socket(fileno=fds[0])
+            reply = _Reply(conn, fds[5])
+            c_umask, c_argv, c_env = _parse_request(data)
+            from minisandbox.node.runtime import still_current
 
-        args = _run_args(argv)
-        _apply_global_options(args)
-        if args.store is None:
-            from minisandbox.paths import default_store_origin
-
-            args.store, args.store_origin = default_store_origin()
-        from minisandbox.cli.sandboxcmds import _options
-        from minisandbox.task import open_task
-
-        ts = open_task(args.task_id, args.store, cache=args.cache, diff=args.diff, **_options(args))
-        # its command spawner too (a kept start state runs no command before the caller's)
-        ts.sandbox.prepare_commands()
-        data, fds = _recv_request(ctrl)  # blocks until the call (or EOF: expired)
-        if not data or len(fds) != 6:
-            return
-        conn = socket.socket(fileno=fds[0])
-        reply = _Reply(conn, fds[5])
-        c_umask, c_argv, c_env = _parse_request(data)
-        from minisandbox.node.runtime import still_current
-
-        if spare_key(c_umask, c_argv, c_env, fds[4]) != key or not still_current(ts.prepared, cache=ts.cache):
-            ts.close()
-            ts = None
-            _worker(conn, scan_env, lock_path, c_umask, c_argv, c_env, fds[1:5], fds[5])  # never returns
-        os.close(fds[4])
-        _take_stdio(fds[1:4])
-        _forward_signals(conn, reply)
-        code = _run_spare(ts, c_argv, reply)
+            if spare_key(c_umask, c_argv, c_env, fds[4]) != key or not still_current(ts.prepared, cache=ts.cache):
+                ts.close()
+                ts = None
+                _worker(conn, scan_env, lock_path, c_umask, c_argv, c_env, fds[1:5], fds[5])  # never returns
+            os.close(fds[4])
+            _take_stdio(fds[1:4])
+            pump = _forward_signals(conn, reply)
+            code = _run_spare(ts, c_argv, reply)
+            if not reply.sent or not _recycle(ctrl, conn, pump):
+                return
+            reply = None
+            done, ts = ts, None
+            ts = _open_spare_sandbox(argv)  # before closing the last one: the next call may come soon
+            ctrl.send(READY)
+            done.close()
     except BaseException:  # noqa: BLE001 - a spare that fails only means the next call opens its own
         pass
     finally:
@@ -413,9 +418,74 @@ def _spare(
                 ts.close()
             except BaseException:  # noqa: BLE001
                 pass
-        if reply is None:
-            os._exit(0)
+        if reply is None:  # expired, or the helper is gone: the warm sandbox a kept spare
+            _exit_quietly()  # prepared for its next call goes with it (exit handlers)
         _end_worker(reply, code)
+
+
+def _exit_quietly() -> None:
+    """Leave with status 0 after running the exit handlers (a warm sandbox and its spare
+    cgroups are removed there), whatever they raise."""
+    try:
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001
+        pass
+    finally:
+        os._exit(0)
+
+
+#: On a spare's control socket: from the helper after a call, keep serving calls of this
+#: kind; from the spare, its next sandbox is open.
+KEEP, READY = b"keep", b"ready"
+
+
+def _open_spare_sandbox(argv: list[str]):  # -> minisandbox.task.TaskSandbox
+    """The sandbox a `run` call with `argv` opens, with its command spawner started (a kept
+    start state runs no command before the caller's)."""
+    from minisandbox.cli import _apply_global_options
+
+    args = _run_args(argv)
+    _apply_global_options(args)
+    if args.store is None:
+        from minisandbox.paths import default_store_origin
+
+        args.store, args.store_origin = default_store_origin()
+    from minisandbox.cli.sandboxcmds import _options
+    from minisandbox.task import open_task
+
+    ts = open_task(args.task_id, args.store, cache=args.cache, diff=args.diff, **_options(args))
+    ts.sandbox.prepare_commands()
+    return ts
+
+
+def _recycle(ctrl: socket.socket, conn: socket.socket, pump) -> bool:  # noqa: ANN001 - a Thread
+    """After a call answered normally: whether the helper keeps this spare for the next call
+    of its kind (it says so on `ctrl` right after handing the call over: `KEEP`, else it
+    closes `ctrl`). If it does, the caller's descriptors are let go first (its stdout
+    must see EOF when its command is done, as when a worker exits)."""
+    try:
+        if ctrl.recv(16) != KEEP:
+            return False
+    except OSError:
+        return False
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (BrokenPipeError, OSError):
+        return False
+    null = os.open(os.devnull, os.O_RDWR)
+    for target in (0, 1, 2):
+        os.dup2(null, target)
+    os.close(null)
+    try:  # the call's signal thread ends on EOF before its socket's number can be reused
+        conn.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    pump.join(1.0)
+    conn.close()
+    return not pump.is_alive()
 
 
 def _run_args(argv: list[str]):  # -> argparse.Namespace or types.SimpleNamespace
@@ -449,7 +519,7 @@ def _run_spare(ts, argv: list[str], reply: _Reply) -> int:  # noqa: ANN001 - a T
         return 1
 
 
-def _forward_signals(conn: socket.socket, reply: _Reply) -> None:
+def _forward_signals(conn: socket.socket, reply: _Reply):  # -> threading.Thread
     """A thread turning the caller's `signal N` messages into signals to this worker; the
     caller going away is an interrupt (the sandbox is closed, as Ctrl-C would)."""
     import threading
@@ -470,7 +540,9 @@ def _forward_signals(conn: socket.socket, reply: _Reply) -> None:
                 os.kill(os.getpid(), signal.SIGINT)
             return
 
-    threading.Thread(target=pump, daemon=True, name="helper-signals").start()
+    thread = threading.Thread(target=pump, daemon=True, name="helper-signals")
+    thread.start()
+    return thread
 
 
 def serve(path: str, idle: float | None = None) -> int:
@@ -543,7 +615,7 @@ def serve(path: str, idle: float | None = None) -> int:
             if not workers and not pool.idle and time.monotonic() - last > idle:
                 break
             try:
-                ready = listener.accept() if _readable(listener, 0.5) else None
+                ready = listener.accept() if pool.wait(listener, 0.5) else None
             except InterruptedError:
                 continue
             if ready is None:
@@ -577,6 +649,9 @@ def serve(path: str, idle: float | None = None) -> int:
                         continue
                     key = spare_key(umask, argv, env, fds[3]) if pool.cap else None
                     spare = pool.take(key) if key else None
+                    if spare is None and key and pool.reopening(key) and not pool.running(key):
+                        pool.collect(REOPEN_WAIT, key)  # the last call's spare opens its next sandbox
+                        spare = pool.take(key)
                     busy, busy_w = os.pipe()  # (see `_Reply`: its end comes when the caller has its answer)
                     fds.append(busy_w)
                     spared = spare is not None and _hand_over(spare, conn, data, fds)
@@ -592,9 +667,13 @@ def serve(path: str, idle: float | None = None) -> int:
                             _in_child(listener, lock_fd, pool)
                             _worker(conn, scan_env, fork_lock, umask, argv, env, fds[:4], busy_w)
                     workers.add(pid)
+                    want = key is not None and pool.called(key, busy, (umask, argv, env, fds[3]), spared)
                     if key is None:
                         os.close(busy)
-                    elif pool.called(key, busy, (umask, argv, env, fds[3]), spared):
+                    if spared:  # the spare that serves it becomes the next one, or ends with it
+                        if not (want and pool.recycle(key, pid, spare[1])):
+                            spare[1].close()
+                    elif want:
                         conn.close()  # (not the spare's: it serves a later call)
                         open_spare(key, umask, argv, env, fds[3], drop=(*fds[:3], busy_w))
                 finally:
@@ -629,6 +708,8 @@ def _in_child(listener: socket.socket, lock_fd: int, pool: _SparePool) -> None:
     for spares in pool.idle.values():
         for _pid, ctrl, _t in spares:
             ctrl.close()
+    for ctrl in pool.kept:
+        ctrl.close()
     for *_request, cwd_fd, _t in pool.template.values():
         os.close(cwd_fd)
     for busy in pool.serving:
@@ -676,6 +757,66 @@ class _SparePool:
         #: key of a repeated call -> (umask, argv, environment, working directory fd, last
         #: call): what a later spare for it is opened with
         self.template: dict[bytes, tuple[int, list[str], dict[bytes, bytes], int, float]] = {}
+        #: control socket of a spare kept after its call -> (key, pid): it sends READY once
+        #: its next sandbox is open (see `_spare`), and is idle again from then on
+        self.kept: dict[socket.socket, tuple[bytes, int]] = {}
+
+    def recycle(self, key: bytes, pid: int, ctrl: socket.socket) -> bool:
+        """Keep the spare `pid` that is serving a call of `key` as the next spare of `key`,
+        instead of forking another (False: it is gone)."""
+        try:
+            ctrl.send(KEEP)
+        except OSError:
+            return False
+        self.kept[ctrl] = (key, pid)
+        return True
+
+    def reopening(self, key: bytes) -> bool:
+        return any(k == key for k, _pid in self.kept.values())
+
+    def wait(self, listener: socket.socket, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a call on `listener` (True) while taking in kept
+        spares that say READY."""
+        import select
+
+        poller = select.poll()
+        poller.register(listener, select.POLLIN)
+        for ctrl in self.kept:
+            poller.register(ctrl, select.POLLIN)
+        called = False
+        for fd, _event in poller.poll(timeout * 1000):
+            if fd == listener.fileno():
+                called = True
+            else:
+                self._take_in(next(c for c in self.kept if c.fileno() == fd))
+        return called
+
+    def collect(self, timeout: float, key: bytes) -> None:
+        """Wait up to `timeout` seconds for a kept spare of `key` to say READY."""
+        import select
+
+        deadline = time.monotonic() + timeout
+        while self.reopening(key) and key not in self.idle:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            poller = select.poll()
+            mine = {c.fileno(): c for c, (k, _pid) in self.kept.items() if k == key}
+            for fd in mine:
+                poller.register(fd, select.POLLIN)
+            for fd, _event in poller.poll(left * 1000):
+                self._take_in(mine[fd])
+
+    def _take_in(self, ctrl: socket.socket) -> None:
+        key, pid = self.kept.pop(ctrl)
+        try:
+            msg = ctrl.recv(16)
+        except OSError:
+            msg = b""
+        if msg == READY:
+            self.add(key, pid, ctrl)
+        else:  # it ended (its reap is the helper's, as for any worker)
+            ctrl.close()
 
     def take(self, key: bytes) -> tuple[int, socket.socket, float] | None:
         spares = self.idle.get(key)
@@ -747,8 +888,13 @@ class _SparePool:
                 open_spare(key, umask, argv, env, cwd_fd)
 
     def expire(self, workers: set[int], age: float) -> None:
-        """Close the spares older than `age` seconds (they close their sandboxes and exit)."""
+        """Close the spares older than `age` seconds (they close their sandboxes and exit);
+        `age` 0 also closes the kept ones still opening their next sandbox."""
         now = time.monotonic()
+        if age <= 0:
+            for ctrl in list(self.kept):
+                ctrl.close()
+            self.kept.clear()
         for key, spares in list(self.idle.items()):
             for spare in [sp for sp in spares if now - sp[2] >= age]:
                 spares.remove(spare)
@@ -768,7 +914,8 @@ class _SparePool:
 
 def _hand_over(spare: tuple[int, socket.socket, float], conn: socket.socket, data: bytes, fds: list[int]) -> bool:
     """Pass the call (its request, connection and descriptors) to a spare; False when the
-    spare is gone."""
+    spare is gone (its control socket is closed then; else the caller closes it or keeps
+    the spare, `_SparePool.recycle`)."""
     pid, ctrl, _t = spare
     try:
         if os.waitpid(pid, os.WNOHANG)[0]:
@@ -784,18 +931,9 @@ def _hand_over(spare: tuple[int, socket.socket, float], conn: socket.socket, dat
             ],
         )
     except (OSError, ChildProcessError):
-        return False
-    finally:
         ctrl.close()
+        return False
     return True
-
-
-def _readable(sock: socket.socket, timeout: float) -> bool:
-    import select
-
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(timeout * 1000))
 
 
 def _reap(workers: set[int]) -> None:
