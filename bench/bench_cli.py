@@ -64,6 +64,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from tabulate import tabulate  # noqa: E402
 
 from minisandbox.sandbox.limits import (  # noqa: E402
+    CommandCgroup,
     cgroup_parents,
     remove_cgroup_tree,
     v2_delegated,
@@ -144,16 +145,7 @@ class CpuMeter:
 
     def usage(self) -> float | None:
         """CPU seconds of every process that ran in the cgroup or below it."""
-        try:
-            if self.version == "v1":
-                return int(Path(self.path, "cpuacct.usage").read_text()) / 1e9
-            for line in Path(self.path, "cpu.stat").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "usage_usec":
-                    return int(value) / 1e6
-        except (OSError, ValueError):
-            return None
-        return None
+        return CommandCgroup(self.path, self.version).usage()
 
     def others(self) -> float:
         """CPU seconds of the cgroup's processes but this one (own CPU read first: reading
