@@ -162,3 +162,22 @@ def test_command_cgroup_kill_spares_the_leader(v1_only):
         assert isinstance(cmd, CommandCgroup) and cmd.usage() is None  # gone
     finally:
         group.close()
+
+
+def test_remove_cgroup_tree_walks_only_when_more_than_expected(as_root, monkeypatch):
+    """A sandbox's cgroup in its usual shape (the cgroup and its leaf) is removed without
+    listing its control files; one with a cgroup a payload made below the leaf is walked."""
+    parent = limits_mod.cgroup_parents().get("pids")
+    if parent is None or not os.access(parent, os.W_OK):
+        pytest.skip("no writable cgroup v1 pids hierarchy here")
+    walks = []
+    real_walk = os.walk
+    monkeypatch.setattr(limits_mod.os, "walk", lambda *a, **k: walks.append(a[0]) or real_walk(*a, **k))
+    usual = os.path.join(parent, limits_mod.cgroup_name())
+    os.makedirs(os.path.join(usual, limits_mod.LEAF))
+    assert limits_mod.remove_cgroup_tree(usual, expect=(limits_mod.LEAF,))
+    assert not os.path.exists(usual) and walks == []
+    grown = os.path.join(parent, limits_mod.cgroup_name())
+    os.makedirs(os.path.join(grown, limits_mod.LEAF, "escape", "deeper"))
+    assert limits_mod.remove_cgroup_tree(grown, expect=(limits_mod.LEAF,))
+    assert not os.path.exists(grown) and walks == [grown]

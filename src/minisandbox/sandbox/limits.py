@@ -270,9 +270,15 @@ def v2_writable(parent: str) -> bool:
     return os.access(parent, os.W_OK) and os.access(os.path.join(parent, "cgroup.procs"), os.W_OK)
 
 
-def remove_cgroup_tree(path: str, wait: float = 0.0) -> bool:
+def remove_cgroup_tree(path: str, wait: float = 0.0, expect: tuple[str, ...] = ()) -> bool:
     """rmdir `path` and every cgroup below it, deepest first (a payload may have created
-    children of its leaf). False if one stays busy for `wait` seconds."""
+    children of its leaf). False if one stays busy for `wait` seconds. `expect`: the
+    children `path` has when nothing else was made below it (a sandbox's leaf): they and
+    `path` are removed first without listing anything, the walk is for the other cases
+    (a cgroup directory holds dozens of control files: walking three of them was about
+    a sixth of a sandbox's close)."""
+    if _remove_expected(path, expect):
+        return True
     deadline = time.monotonic() + wait
     while True:
         try:
@@ -290,6 +296,23 @@ def remove_cgroup_tree(path: str, wait: float = 0.0) -> bool:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.01)
+
+
+def _remove_expected(path: str, children: tuple[str, ...]) -> bool:
+    """rmdir `children` of `path`, then `path`; False (some may be gone) when anything else
+    is in the way."""
+    try:
+        for child in children:
+            try:
+                os.rmdir(os.path.join(path, child))
+            except FileNotFoundError:
+                pass
+        os.rmdir(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
 
 
 class LimitGroup:
@@ -487,7 +510,7 @@ class LimitGroup:
     def close(self) -> None:
         """Remove the cgroups, leaves, command cgroups and anything a payload created below them (their
         processes must be gone; waits briefly for the kernel to finish tearing them down)."""
-        left = [d for d in self.dirs if not remove_cgroup_tree(d, wait=5.0)]
+        left = [d for d in self.dirs if not remove_cgroup_tree(d, wait=5.0, expect=(LEAF,))]
         self.dirs = left
         if left:
             raise CgroupBusy(
