@@ -404,9 +404,11 @@ def _spare(
                 return
             reply = None
             done, ts = ts, None
-            ts = _open_spare_sandbox(argv)  # before closing the last one: the next call may come soon
-            ctrl.send(READY)
-            done.close()
+            try:
+                ts = _open_spare_sandbox(argv)  # before closing the last one: the next call may come soon
+                ctrl.send(READY)
+            finally:
+                done.close()  # (also when the helper is gone meanwhile: nothing of it left behind)
     except BaseException:  # noqa: BLE001 - a spare that fails only means the next call opens its own
         pass
     finally:
