@@ -49,7 +49,7 @@ def v2_cpu(as_root, monkeypatch):
 @pytest.fixture(params=["v1", "v2"])
 def cpu_hierarchy(request) -> str:
     request.getfixturevalue("v1_only" if request.param == "v1" else "v2_cpu")
-    sandbox_mod._drop_spares()  # a spare LimitGroup made before the patch would be taken as is
+    sandbox_mod._drop_spares(final=False)  # a spare LimitGroup made before the patch would be taken as is
     return request.param
 
 

@@ -1159,6 +1159,7 @@ class _Warmer:
         self._thread: threading.Thread | None = None
         self._owner = os.getpid()
         self._created = 0  # sandboxes this process created
+        self._stopped = False  # the process is ending: nothing more is prepared
         #: set while nothing is asked for or being prepared (`wait_idle`)
         self._idle = threading.Event()
         self._idle.set()
@@ -1171,7 +1172,7 @@ class _Warmer:
             if self._owner != os.getpid():  # a forked controller (the parent's thread is not here)
                 self._owner, self._created, self._thread, self._want = os.getpid(), 0, None, None
             self._created += 1
-            if self._created < 2:
+            if self._created < 2 or self._stopped:
                 return
             self._want = (limits, spec)
             self._idle.clear()
@@ -1213,6 +1214,17 @@ class _Warmer:
         with self._lock:
             if self._want is None:
                 self._idle.set()
+
+    def stop(self, timeout: float) -> bool:
+        """Prepare nothing more (the process is ending) and wait up to `timeout` for the
+        preparation under way: cgroups it is creating when the exit handlers remove the
+        spare ones would be left behind (they were, about one process in ten that ended
+        right after its second sandbox). False on timeout."""
+        with self._lock:
+            self._stopped = True
+            self._want = None
+        self._wake.set()
+        return self._idle.wait(timeout)
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until the sandbox asked for last is prepared (or failed): what it opened
@@ -1256,9 +1268,14 @@ def _remove_unused(*, wait: bool) -> None:
             pass
 
 
-def _drop_spares() -> None:
-    """At exit: end the warm sandbox, then remove the spare cgroups it was in."""
+def _drop_spares(final: bool = True) -> None:
+    """At exit: end the warm sandbox, then remove the spare cgroups it was in, once the
+    warmer has finished what it was preparing (`final`: and prepares nothing more)."""
     global _spare
+    if final:
+        _warmer.stop(5.0)
+    else:
+        _warmer.wait_idle(5.0)
     rootfs.drop_warm()
     with _spare_lock:
         if _spare is not None:
