@@ -284,10 +284,7 @@ def remove_cgroup_tree(path: str, wait: float = 0.0, expect: tuple[str, ...] = (
         try:
             for dirpath, dirnames, _files in os.walk(path, topdown=False):
                 for d in dirnames:
-                    try:
-                        os.rmdir(os.path.join(dirpath, d))
-                    except FileNotFoundError:
-                        pass
+                    _rmdir(os.path.join(dirpath, d))
             os.rmdir(path)
             return True
         except FileNotFoundError:
@@ -303,16 +300,19 @@ def _remove_expected(path: str, children: tuple[str, ...]) -> bool:
     is in the way."""
     try:
         for child in children:
-            try:
-                os.rmdir(os.path.join(path, child))
-            except FileNotFoundError:
-                pass
-        os.rmdir(path)
-    except FileNotFoundError:
-        return True
+            _rmdir(os.path.join(path, child))
+        _rmdir(path)
     except OSError:
         return False
     return True
+
+
+def _rmdir(path: str) -> None:
+    """rmdir `path` unless it is gone already (a payload or the kernel may have removed it)."""
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
 
 
 class LimitGroup:
