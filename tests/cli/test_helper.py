@@ -126,12 +126,33 @@ def test_no_helper_means_in_process_and_auto_starts_one(as_root, env, store, run
     off = cli({**env, "MINISANDBOX_HELPER": "off"}, *args)
     assert (off.returncode, off.stdout) == (0, "hi\n") and not any(n.endswith(".sock") for n in os.listdir(runtime))
     auto = {**env, "MINISANDBOX_HELPER": "auto"}
-    first = cli(auto, *args)
-    assert (first.returncode, first.stdout) == (0, "hi\n")
+    r, w = os.pipe()  # a descriptor the caller passes on: the helper it starts must not keep it
+    try:
+        first = subprocess.run(
+            [sys.executable, "-m", "minisandbox.cli", *args],
+            env=auto,
+            cwd=tempfile.gettempdir(),
+            pass_fds=(w,),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(w)
+    assert (first.returncode, first.stdout) == (0, "hi\n"), first.stderr
     deadline = time.monotonic() + 60
     while helper_pid(auto) is None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert helper_pid(auto) is not None, "the first `run` did not start a helper"
+    started = helper_pid(auto)
+    os.set_blocking(r, False)
+    try:
+        assert os.read(r, 1) == b""  # EOF: nobody (the helper included) holds the write end
+    finally:
+        os.close(r)
+    assert os.readlink(f"/proc/{started}/cwd") == "/"  # detached: no caller's directory kept busy
+    assert os.getsid(started) == started
+    assert [os.readlink(f"/proc/{started}/fd/{i}") for i in range(3)] == ["/dev/null"] * 3
     assert oct(os.stat(runtime).st_mode & 0o777) == "0o700"
     sock = next(Path(runtime).glob("*.sock"))
     assert oct(sock.stat().st_mode & 0o777) == "0o600"

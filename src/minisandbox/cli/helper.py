@@ -976,6 +976,7 @@ def cmd_helper(args: argparse.Namespace) -> int:
         )
         return 1
     if args.helper_command == "serve":
+        os.chdir("/")  # a long-lived process: it keeps no caller's directory busy
         return serve(path, args.idle)
     pid = _helper_pid(path)
     alive = pid is not None and _alive(path)
