@@ -25,11 +25,13 @@ SEED = ("pip", "setuptools", "wheel")
 @pytest.fixture(scope="module")
 def seed_index():
     """pip, setuptools and wheel 1.0 (uploaded 2020) and 2.0 (2030), each with a module, so
-    the build's look-up of setuptools and wheel finds them."""
+    the build's look-up of setuptools and wheel finds them; and pip 25.1 (2030), which the
+    seed never takes (`build.PIP_SEED`: it has no legacy editable install)."""
+    releases = {"pip": (("1.0", OLD_RELEASE), ("2.0", NEW_RELEASE), ("25.1", NEW_RELEASE))}
     dated = {
         name: [
             (*wheel(name, version, {f"{name}/__init__.py": f"VERSION = {version!r}\n".encode()}), uploaded)
-            for version, uploaded in (("1.0", OLD_RELEASE), ("2.0", NEW_RELEASE))
+            for version, uploaded in releases.get(name, (("1.0", OLD_RELEASE), ("2.0", NEW_RELEASE)))
         ]
         for name in SEED
     }
@@ -63,7 +65,8 @@ def _seed(index: FixtureIndex, tmp_path: Path, lock: Lock) -> dict[str, str]:
 
 def test_the_seed_is_resolved_as_of_the_date(seed_index: FixtureIndex, tmp_path: Path) -> None:
     dated = _seed(seed_index, tmp_path / "dated", Lock("", True, AS_OF))
-    # pip is not dated: one as of an old date cannot make PEP 660 editable installs
+    # pip is not dated (one as of an old date cannot make PEP 660 editable installs), but
+    # stays below 25.1 (no legacy editable install there)
     assert {n: dated.get(n) for n in SEED} == {"pip": "2.0", "setuptools": "1.0", "wheel": "1.0"}
     # without a date the newest release is seeded: the date is what made the difference
     today = _seed(seed_index, tmp_path / "today", Lock("", True))

@@ -15,7 +15,7 @@ Fidelity with the reference images (docs/design.md "Environment fidelity"):
   snapshot (generated version files, egg-info, in-tree extensions, fetched data) is packed
   with the environment (`<venv>/.minisandbox/testbed`, see `minisandbox.pipeline.residue`).
 * With an as-of date, uv gets `--exclude-newer` (the venv's setuptools and wheel
-  included; pip, the installer, is today's: `seed_lines`) and pip (the spec's own commands, its isolated builds included) a
+  included; pip, the installer, is today's below 25.1: `seed_lines`) and pip (the spec's own commands, its isolated builds included) a
   loopback index showing the upstream as of the date (`minisandbox.pipeline.asof_index`).
 * Debian packages the spec declares are checked first (`minisandbox.syspkgs`).
 """
@@ -81,6 +81,15 @@ def _pip_cache() -> Path:
 WARMUP_TIMEOUT = 600
 
 
+#: The venv's pip: the newest for its Python, but before 25.1. pip 25.1 dropped the legacy
+#: editable install (`setup.py develop`) it fell back to when a project's build backend has
+#: no PEP 660 hook, and setuptools before 64 has none: astroid 2.12-2.14 pin
+#: `setuptools~=62.6`, and their `pip install -e .` failed with "missing the
+#: 'build_editable' hook" (docs/fidelity.md). The images the catalog reproduces were built
+#: with pips before 25.1 (SWE-bench's from mid-2024, SWE-smith's from early 2025).
+PIP_SEED = "pip<25.1"
+
+
 def seed_lines(python_exe: str, venv: str, lock: Lock) -> list[str]:
     """Bash lines that create the venv with pip, and setuptools and wheel as of the lock's date.
 
@@ -88,9 +97,10 @@ def seed_lines(python_exe: str, venv: str, lock: Lock) -> list[str]:
     date unless the lock pins them (SWE-smith's conda exports do, and their lock installs
     over them); without it a SWE-bench build got today's setuptools, which no longer has
     `pkg_resources` (pytest 8.3, astroid 2.15; docs/fidelity.md). pip is the installer and
-    stays today's (the newest for the venv's Python): a pip as of an old date cannot make
-    the editable installs a pyproject-only project needs (PEP 660 came with pip 21.3), so a
-    build as of 2021 failed where today's pip builds it with the backend of that date."""
+    is not dated (the newest for the venv's Python below 25.1, `PIP_SEED`): a pip as of an
+    old date cannot make the editable installs a pyproject-only project needs (PEP 660 came
+    with pip 21.3), so a build as of 2021 failed where today's pip builds it with the
+    backend of that date."""
     date = " ".join(shlex.quote(a) for a in lock.uv_date_args())
     date = f" {date}" if date else ""
     as_of = f" (setuptools and wheel as of {lock.exclude_newer})" if lock.exclude_newer else ""
@@ -98,7 +108,7 @@ def seed_lines(python_exe: str, venv: str, lock: Lock) -> list[str]:
         f"echo '+ uv venv {venv} ({python_exe}), pip{as_of}'",
         f"uv venv --python {shlex.quote(python_exe)} {venv}",
         f"source {venv}/bin/activate",
-        "uv pip install --quiet pip",
+        f"uv pip install --quiet {shlex.quote(PIP_SEED)}",
         f"uv pip install --quiet{date} setuptools wheel",
     ]
 
