@@ -180,7 +180,7 @@ def test_auto_starts_the_helper_beside_the_command_and_after_a_failed_call(as_ro
         assert proc.poll() is None, f"the call ended first: {proc.stderr.read()[-500:]}"
         assert helper_pid(auto) is not None, "no helper was started while the command ran"
     finally:
-        proc.kill()
+        proc.terminate()  # (its sandbox closed before it ends: nothing left behind)
         proc.wait(30)
     assert cli(auto, "helper", "stop").returncode == 0
     assert helper_pid(auto) is None
@@ -544,11 +544,62 @@ def test_a_burst_of_identical_calls_finds_its_sandboxes_open_when_it_comes_again
     assert all(again), again
 
 
+def dead_sandbox_cgroups() -> set[str]:
+    """Sandbox cgroups (every hierarchy this process creates them in) whose controller has
+    ended (gone, or a zombie its parent has not waited for yet)."""
+    from minisandbox.sandbox.limits import CGROUP_PREFIX, cgroup_owner, cgroup_parents
+
+    def ended(pid: int | None) -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+        except (OSError, IndexError):
+            return True
+
+    return {
+        str(p)
+        for parent in cgroup_parents().values()
+        for p in Path(parent).glob(f"{CGROUP_PREFIX}*")
+        if ended(cgroup_owner(p.name))
+    }
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_terminated_run_closes_its_sandbox_and_ends_by_the_signal(as_root, env, store, sig) -> None:
+    """SIGTERM (`timeout`, Slurm, Ray) or SIGHUP of an in-process `run` closes its sandbox
+    (payload killed, cgroups removed: nothing left for a next start to reap) and the
+    process still ends by that signal."""
+    before = dead_sandbox_cgroups()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "minisandbox.cli", "run", "--store", store, TASK, "--", "echo started; sleep 765432"],
+        env={**env, "MINISANDBOX_HELPER": "off"},
+        cwd="/",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline() == "started\n"
+        from minisandbox.sandbox.limits import CGROUP_PREFIX, cgroup_parents
+
+        made = [p for parent in cgroup_parents().values() for p in Path(parent).glob(f"{CGROUP_PREFIX}{proc.pid}-*")]
+        proc.send_signal(sig)
+        assert proc.wait(timeout=60) == -sig, proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not subprocess.run(["pgrep", "-f", "^sleep 765432$"], capture_output=True).stdout, "payload outlived"
+    assert made == [] or not any(p.exists() for p in made), made
+    assert dead_sandbox_cgroups() - before == set()
+
+
 @pytest.mark.root
 def test_signals_reach_the_command_through_the_helper(as_root, env, store) -> None:
     """Ctrl-C (SIGINT) of the caller interrupts the command (status 130, as in-process);
-    SIGTERM ends the caller by SIGTERM, as it ends an in-process `run`."""
+    SIGTERM ends the caller by SIGTERM, as it ends an in-process `run`, and the worker
+    closes the sandbox before it ends (no cgroup of a dead process is left)."""
     assert cli(env, "helper", "start").returncode == 0
+    before = dead_sandbox_cgroups()
     for sig, want in ((signal.SIGINT, 130), (signal.SIGTERM, -signal.SIGTERM)):
         client = subprocess.Popen(
             [
@@ -582,6 +633,7 @@ def test_signals_reach_the_command_through_the_helper(as_root, env, store) -> No
         ):
             time.sleep(0.05)
         assert not subprocess.run(["pgrep", "-f", "^sleep 876543$"], capture_output=True).stdout
+    assert dead_sandbox_cgroups() - before == set()
 
 
 @pytest.mark.root

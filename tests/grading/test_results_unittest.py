@@ -151,3 +151,23 @@ def test_merge_fails_what_the_channel_did_not_see_pass():
     assert merged["Doc of b."] == "PASSED"  # docstring ids as the log parser makes them
     assert merged["test_c (m.C.test_c)"] == "FAILED"  # printed, never run
     assert merged["--version is equivalent to version"] == "PASSED"
+
+
+def test_the_plugin_directory_goes_with_the_process_that_made_it(tmp_path) -> None:
+    """One directory per process (host runs), removed at its exit; a fork that exits first
+    (a worker, a fork server) leaves it to its parent."""
+    script = (
+        "import os, sys\n"
+        "from minisandbox.grading.results import plugin_dir\n"
+        "d = plugin_dir()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    sys.exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "print(d, (d / 'sympy' / 'sitecustomize.py').is_file())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    made, there_after_the_fork = out.stdout.split()
+    assert there_after_the_fork == "True"
+    assert Path(made).name.startswith("minisandbox-results-")
+    assert not Path(made).exists()

@@ -500,13 +500,22 @@ def _run_args(argv: list[str]):  # -> argparse.Namespace or types.SimpleNamespac
 
 
 def _run_spare(ts, argv: list[str], reply: _Reply) -> int:  # noqa: ANN001 - a TaskSandbox
-    """The call's command in the spare's open sandbox, with `main`'s error handling."""
-    from minisandbox.cli.sandboxcmds import _argv, run_in
+    """The call's command in the spare's open sandbox, with `main`'s error handling (a
+    SIGTERM or SIGHUP the caller forwards closes the sandbox, then ends this process by
+    it, as `run` in-process: `sandboxcmds.closing_on_termination`)."""
+    from minisandbox.cli.sandboxcmds import Terminated, _argv, closing_then_ending, run_in
     from minisandbox.errors import MinisandboxError
 
+    def call() -> int:
+        try:
+            args = _run_args(argv)
+            return run_in(ts.sandbox, _argv(args.cmd), args)
+        except Terminated:
+            ts.close()  # before the process ends (the spare's own exit would, but never comes)
+            raise
+
     try:
-        args = _run_args(argv)
-        code = run_in(ts.sandbox, _argv(args.cmd), args)
+        code = closing_then_ending(call)
         sys.stdout.flush()
         reply(code)
         return code

@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from minisandbox.cli.options import UsageError
 from minisandbox.sandbox.limits import DEFAULT_LIMITS, Limits, LimitsError, parse_limit
@@ -305,7 +305,84 @@ def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
 ON_RESULT = None
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived while a command held a sandbox open (`closing_on_termination`):
+    raised in the main thread, so the block holding the sandbox closes it on the way out."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+#: The signals that end a `run` (or `sandbox-exec`) after its sandbox is closed.
+TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    for s in TERMINATING:  # the sandbox's close is not interrupted by a second one
+        signal.signal(s, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
+def closing_on_termination() -> dict[int, object] | None:
+    """Make SIGTERM and SIGHUP raise `Terminated` instead of ending the process on the spot.
+
+    Why: `timeout`, Slurm, Ray and most harnesses stop a command with SIGTERM; ended on
+    the spot, a `run` left its sandbox's cgroups, scratch directory and crash record for
+    the next start on the node to reap (and none on a node that starts no more). Raised,
+    the sandbox is closed as on any error, then `end_by_signal` ends the process by the
+    same signal (its exit status is what it was). Only signals whose action is the default
+    are taken (a program that calls `main` with handlers of its own keeps them); None
+    outside the main thread. Give the result to `restore_signals`."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return {s: signal.signal(s, _raise_terminated) for s in TERMINATING if signal.getsignal(s) == signal.SIG_DFL}
+
+
+def restore_signals(old: dict[int, object] | None) -> None:
+    """Undo `closing_on_termination`."""
+    for s, handler in (old or {}).items():
+        signal.signal(s, handler)
+
+
+def end_by_signal(signum: int) -> None:
+    """End this process by `signum`'s default action, after flushing stdout and stderr and
+    running the exit handlers (the crash-cleanup record goes there): a caller sees the
+    status it would have seen without `closing_on_termination`. Never returns."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    try:
+        import atexit
+
+        atexit._run_exitfuncs()
+    finally:
+        signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+        os.kill(os.getpid(), signum)
+        os._exit(128 + signum)  # (not reached: the default action of both is to terminate)
+
+
+def closing_then_ending(body: Callable[[], int]) -> int:
+    """`body()` (a command that holds a sandbox in a `with`) under `closing_on_termination`:
+    a SIGTERM or SIGHUP closes the sandbox, then ends the process by that signal."""
+    old = closing_on_termination()
+    try:
+        return body()
+    except Terminated as exc:  # the sandbox is closed by now
+        end_by_signal(exc.signum)
+        raise  # (not reached)
+    finally:
+        restore_signals(old)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    return closing_then_ending(lambda: _run_task(args))
+
+
+def _run_task(args: argparse.Namespace) -> int:
     argv = _argv(args.cmd)
     with _task_sandbox(args, diff=args.diff) as sb:
         from minisandbox.cli import resume_gc
@@ -328,6 +405,10 @@ def run_in(sb, argv: list[str], args: argparse.Namespace) -> int:  # noqa: ANN00
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
+    return closing_then_ending(lambda: _exec_layers(args))
+
+
+def _exec_layers(args: argparse.Namespace) -> int:
     from minisandbox.sandbox.sandbox import Sandbox
 
     argv = _argv(args.cmd) if [c for c in args.cmd if c != "--"] else None
@@ -398,6 +479,10 @@ def _interactive(sb) -> int:
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
+    return closing_then_ending(lambda: _shell_task(args))
+
+
+def _shell_task(args: argparse.Namespace) -> int:
     with _task_sandbox(args) as sb:
         return _interactive(sb)
 

@@ -66,11 +66,14 @@ _plugin_lock = threading.Lock()
 
 def plugin_dir() -> Path:
     """A directory holding only the plugin, under its import name, for host runs (one
-    per process; the test command gets it first on PYTHONPATH)."""
+    per process, removed when it exits; the test command gets it first on PYTHONPATH)."""
     global _plugin_dir
     with _plugin_lock:
         if _plugin_dir is None or not (_plugin_dir / SYMPY_STARTUP / "sitecustomize.py").is_file():
             d = Path(tempfile.mkdtemp(prefix="minisandbox-results-"))
+            import atexit
+
+            atexit.register(_remove_dir, d, os.getpid())
             shutil.copyfile(plugin_file(), d / f"{RESULTS_PLUGIN}.py")
             (d / SYMPY_STARTUP).mkdir()
             shutil.copyfile(plugin_file(), d / SYMPY_STARTUP / "sitecustomize.py")
@@ -78,6 +81,13 @@ def plugin_dir() -> Path:
             os.chmod(d / SYMPY_STARTUP, 0o755)
             _plugin_dir = d
         return _plugin_dir
+
+
+def _remove_dir(path: Path, owner: int) -> None:
+    """At exit: remove `path` if this is the process that made it (a fork inherits the
+    exit handler, not the directory)."""
+    if os.getpid() == owner:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 #: Length of the record key (raw bytes, sent after the nonce; resultplugin.KEY_BYTES).
