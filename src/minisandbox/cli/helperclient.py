@@ -243,10 +243,11 @@ _PENDING: str | None = None
 
 def start_pending() -> None:
     """Start the helper `try_run` found missing, if any (once). The in-process `run` calls
-    this when its sandbox is ready (and `cli.main` when the command returns, whatever
-    happened), so the helper's start-up (an interpreter importing the whole package: about
-    twice this call's CPU) does not compete with this call's own start on a small machine;
-    a long command still has its helper started while it runs."""
+    this when its command has run for a while (`sandboxcmds.LONG_COMMAND`), and `cli.main`
+    when the call is done, its sandbox closed (whatever happened), so the helper's start-up
+    (an interpreter importing the whole package: about twice this call's CPU) competes
+    with none of this call's own work on a small machine; a long command still has its
+    helper started while it runs."""
     global _PENDING
     path, _PENDING = _PENDING, None
     if path is not None:

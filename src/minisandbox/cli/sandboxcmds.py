@@ -209,12 +209,22 @@ def _argv(cmd: list[str]) -> list[str]:
     return ["bash", "-c", cmd[0]] if len(cmd) == 1 else cmd
 
 
-def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
+#: Seconds a `run` command runs before `on_long` is called (`_run_streaming`).
+LONG_COMMAND = 0.2
+
+
+def _run_streaming(
+    sb,  # noqa: ANN001 - a Sandbox
+    argv: list[str],
+    timeout: float | None,
+    on_long: Callable[[], None] | None = None,
+) -> int:
     """Run with the sandbox's stdout/stderr passed on to ours as they come, at most
     `sb.max_output` bytes in all (the rest is read and dropped, with one note on stderr:
     a command printing without end cannot flood the terminal or a log). One-shot: what
     the command leaves running is killed when it returns; a failure caused by a limit or a
-    signal gets one line saying so on stderr (`Sandbox.explain`)."""
+    signal gets one line saying so on stderr (`Sandbox.explain`). `on_long`: called once if
+    the command is still running after `LONG_COMMAND` seconds."""
     from minisandbox.sandbox.rootfs import DEVNULL, wait_readable
 
     sys.stdout.flush()
@@ -228,7 +238,8 @@ def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
     dest = {pipes[0][0]: sys.stdout.fileno(), pipes[1][0]: sys.stderr.fileno()}
     budget, seen = sb.max_output, 0
     cpu = sb.cpu_watch(cid)  # the per-command CPU total, where a cgroup counts it
-    deadline = None if timeout is None else time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = None if timeout is None else started + timeout
     code: int | None = None
     drain_end = 0.0
     told = False  # a line on stderr already says why it ended
@@ -252,12 +263,17 @@ def _run_streaming(sb, argv: list[str], timeout: float | None) -> int:
                 told = True
                 drain_end = time.monotonic() + 0.02
                 continue
+            if code is None and on_long is not None and now - started >= LONG_COMMAND:
+                on_long()
+                on_long = None
             if code is None and deadline is not None and now >= deadline:
                 sb.kill(cid)
                 sb.kill_leftovers()
                 print(f"minisandbox: command timed out after {timeout} s; killed its process tree", file=sys.stderr)
                 return 124
             wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - now))
+            if on_long is not None:
+                wait = max(0.0, min(wait, started + LONG_COMMAND - now))
             for fd in wait_readable(list(dest), wait if code is None else max(0.0, drain_end - now)):
                 data = os.read(fd, 1 << 16)
                 if not data:
@@ -389,13 +405,21 @@ def _run_task(args: argparse.Namespace) -> int:
         from minisandbox.cli.helperclient import start_pending
 
         resume_gc()
-        start_pending()  # a helper `auto` found missing starts now, beside the command
-        return run_in(sb, argv, args)
+        # a helper `auto` found missing starts beside a command that runs long, else when
+        # this process ends (`cli.main`): its start-up (about 95 ms of CPU, an interpreter
+        # importing the package) would otherwise compete with a short call on a small node
+        return run_in(sb, argv, args, on_long=start_pending)
 
 
-def run_in(sb, argv: list[str], args: argparse.Namespace) -> int:  # noqa: ANN001 - a Sandbox
-    """`run`'s command in the open sandbox `sb`: streamed output, the diff with --diff."""
-    code = _run_streaming(sb, argv, args.timeout)
+def run_in(
+    sb,  # noqa: ANN001 - a Sandbox
+    argv: list[str],
+    args: argparse.Namespace,
+    on_long: Callable[[], None] | None = None,
+) -> int:
+    """`run`'s command in the open sandbox `sb`: streamed output, the diff with --diff;
+    `on_long` as in `_run_streaming`."""
+    code = _run_streaming(sb, argv, args.timeout, on_long)
     if args.diff:
         sys.stdout.write(sb.diff())
     if ON_RESULT is not None:
