@@ -544,6 +544,18 @@ def test_a_burst_of_identical_calls_finds_its_sandboxes_open_when_it_comes_again
     assert all(again), again
 
 
+def popen_run(env: dict[str, str], store: str, command: str) -> subprocess.Popen:
+    """`minisandbox run --store STORE TASK -- COMMAND` started in the background, its output piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "minisandbox.cli", "run", "--store", store, TASK, "--", command],
+        env=env,
+        cwd="/",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def dead_sandbox_cgroups() -> set[str]:
     """Sandbox cgroups (every hierarchy this process creates them in) whose controller has
     ended (gone, or a zombie its parent has not waited for yet)."""
@@ -570,14 +582,7 @@ def test_a_terminated_run_closes_its_sandbox_and_ends_by_the_signal(as_root, env
     (payload killed, cgroups removed: nothing left for a next start to reap) and the
     process still ends by that signal."""
     before = dead_sandbox_cgroups()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "minisandbox.cli", "run", "--store", store, TASK, "--", "echo started; sleep 765432"],
-        env={**env, "MINISANDBOX_HELPER": "off"},
-        cwd="/",
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = popen_run({**env, "MINISANDBOX_HELPER": "off"}, store, "echo started; sleep 765432")
     try:
         assert proc.stdout.readline() == "started\n"
         from minisandbox.sandbox.limits import CGROUP_PREFIX, cgroup_parents
@@ -601,24 +606,7 @@ def test_signals_reach_the_command_through_the_helper(as_root, env, store) -> No
     assert cli(env, "helper", "start").returncode == 0
     before = dead_sandbox_cgroups()
     for sig, want in ((signal.SIGINT, 130), (signal.SIGTERM, -signal.SIGTERM)):
-        client = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "minisandbox.cli",
-                "run",
-                "--store",
-                store,
-                TASK,
-                "--",
-                "echo started; sleep 876543",
-            ],
-            env=env,
-            cwd="/",
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        client = popen_run(env, store, "echo started; sleep 876543")
         try:
             assert client.stdout.readline() == "started\n"
             client.send_signal(sig)
