@@ -165,6 +165,11 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: its sandbox) before its whole process group is killed.
 STOP_GRACE = 20.0
 
+#: Seconds a child that ran out of time has to end after SIGTERM (`minisandbox run` closes
+#: its sandbox: no cgroup or scratch directory left for a later start to reap) before its
+#: process group is killed.
+TERM_GRACE = 10.0
+
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
     """`sig` to the child's process group (it leads one: `run_child` starts a new session)."""
@@ -202,6 +207,12 @@ def stop_children(grace: float | None = None) -> None:
         _signal_group(proc, signal.SIGKILL)
 
 
+def _unblock(mask: set[signal.Signals]) -> None:
+    """In a child between fork and exec: the signal mask it had before `run_child` blocked
+    the stop signals."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
 def run_child(cmd: list[str], timeout: float | None = None, **kwargs: Any) -> subprocess.CompletedProcess:
     """`subprocess.run(cmd, timeout=timeout, **kwargs)` for the long steps (the workflow, test
     suites): the child leads a process group of its own and is registered, so that a stop
@@ -214,7 +225,9 @@ def run_child(cmd: list[str], timeout: float | None = None, **kwargs: Any) -> su
         with STOP.lock:
             if STOP.asked.is_set():
                 raise Stopped("stopped")
-            proc = subprocess.Popen(cmd, start_new_session=True, **kwargs)
+            # (the child must not inherit the blocked signals: a stop's SIGINT and a
+            # timeout's SIGTERM would wait for ever in a child that does not unblock them)
+            proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=lambda: _unblock(old), **kwargs)
             STOP.children.add(proc)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
@@ -222,8 +235,13 @@ def run_child(cmd: list[str], timeout: float | None = None, **kwargs: Any) -> su
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _signal_group(proc, signal.SIGKILL)
-            out, err = proc.communicate()
+            _signal_group(proc, signal.SIGTERM)  # `minisandbox run` closes its sandbox first
+            try:
+                out, err = proc.communicate(timeout=TERM_GRACE)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
+                out, err = proc.communicate()
+            _signal_group(proc, signal.SIGKILL)  # what the child left running in its group
             raise subprocess.TimeoutExpired(cmd, timeout or 0, out, err) from None
         finally:
             with STOP.lock:

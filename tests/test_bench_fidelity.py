@@ -628,3 +628,21 @@ def test_load_range_records_the_load_average_while_a_spec_runs(bf, monkeypatch):
             bf.time.sleep(0.01)
         assert "load" not in load
     assert load["load"] == "3.0-12.5"
+
+
+def test_a_child_that_runs_out_of_time_gets_sigterm_first(bf, monkeypatch) -> None:
+    """`run_child` ends a child past its timeout with SIGTERM (a `minisandbox run` closes its
+    sandbox then), SIGKILL after the grace; the child does not inherit the signals
+    `run_child` blocks while it registers it (it would never see SIGINT or SIGTERM)."""
+    monkeypatch.setattr(bf, "TERM_GRACE", 30.0)
+    mask = bf.run_child(
+        [sys.executable, "-c", "print(open('/proc/self/status').read().split('SigBlk:')[1].split()[0])"],
+        timeout=60,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert int(mask.stdout, 16) & ((1 << 1) | (1 << 14)) == 0  # SIGINT (2) and SIGTERM (15) unblocked
+    handles = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(print('closed') or 3)); time.sleep(60)"
+    with pytest.raises(subprocess.TimeoutExpired) as info:
+        bf.run_child([sys.executable, "-c", handles], timeout=2, stdout=subprocess.PIPE, text=True)
+    assert info.value.output == "closed\n"
