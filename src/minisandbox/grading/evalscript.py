@@ -92,7 +92,12 @@ def is_protected(path: str) -> bool:
 
 _DIFF_GIT = re.compile(r'^diff --git (?:"?a/(.+?)"?) (?:"?b/(.+?)"?)$')
 _FILE_HDR = re.compile(r"^(?:---|\+\+\+) (?:\"?[ab]/)?(.+?)\"?(?:\t.*)?$")
-_RENAME = re.compile(r"^(?:rename|copy) (?:from|to) (.+)$")
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+#: a context diff's hunk range (`*** 1,2 ****`, `--- 0 ----`), not a file header
+_CONTEXT_RANGE = re.compile(r"^(?:\*\*\*|---) \d+(?:,\d+)? (?:\*\*\*\*|----)$")
+#: lines that name a path: git's extended headers, unified (`---`/`+++`) and context
+#: (`***`/`---`) file headers, and `Index:` (GNU patch falls back to it)
+_NAMING = ("diff --git ", "rename from ", "rename to ", "copy from ", "copy to ", "--- ", "+++ ", "*** ", "Index: ")
 
 
 def _unquote(path: str) -> str:
@@ -104,25 +109,63 @@ def _unquote(path: str) -> str:
     return path
 
 
+def _stripped(name: str) -> list[str]:
+    """`name` as `git apply -p1` and `patch -p1` read it (the first component dropped,
+    whatever it is: `git diff --src-prefix=x/` writes `x/`), and as written unless that
+    component is the usual `a/`/`b/`."""
+    if "/" not in name or name == "/dev/null":
+        return [name]
+    head, rest = name.split("/", 1)
+    return [rest] if head in ("a", "b") else [name, rest]
+
+
+def _git_header_names(rest: str) -> list[str]:
+    """The names of a `diff --git <old> <new>` line: quoted ones, else the split of the
+    line whose two halves name the same path once their first component is dropped (git's
+    own rule), else every candidate split (a rename, whose `rename` lines name it too)."""
+    quoted = [_unquote(q) for q in _QUOTED.findall(rest)]
+    if quoted:
+        unquoted = _QUOTED.sub("", rest).strip()
+        return quoted + ([unquoted] if unquoted else [])
+    splits = [(rest[:i], rest[i + 1 :]) for i, c in enumerate(rest) if c == " "]
+    for old, new in splits:
+        if "/" in old and "/" in new and old.split("/", 1)[1] == new.split("/", 1)[1]:
+            return [old, new]
+    return [half for split in splits for half in split]
+
+
+def _header_names(rest: str) -> list[str]:
+    """The name of a `---`/`+++`/`***`/`Index:`/`rename` line: quoted, or up to a tab,
+    or up to the first blank (GNU patch reads a time stamp after one)."""
+    m = _QUOTED.match(rest)
+    if m:
+        return [_unquote(m.group(1))]
+    whole = rest.split("\t", 1)[0].rstrip()
+    return list(dict.fromkeys([whole, whole.split(None, 1)[0] if whole.strip() else whole]))
+
+
 def patch_paths(patch: str) -> list[str]:
-    """Every repo-relative path a unified/git diff names (old and new sides, renames,
-    copies), without `/dev/null`. Used to know what to back up and to revert; the script
-    also catches files written but not named here (time stamp)."""
+    """Every repo-relative path a unified, context or git diff names (old and new sides,
+    renames, copies), as `git apply -p1` or `patch -p1` may read it, without `/dev/null`.
+    Used to know what to back up and to revert (a deleted file is in no other list: the
+    script's time stamp catches only files written) and, in the results manifest, which
+    files are the patch's. A superset on purpose: a path named here that the patch does
+    not touch is restored to its own content."""
     out: list[str] = []
     for line in patch.splitlines():
-        for rx in (_DIFF_GIT, _RENAME):
-            m = rx.match(line)
-            if m:
-                out.extend(g for g in m.groups() if g)
-                break
+        head = next((h for h in _NAMING if line.startswith(h)), None)
+        if head is None or _CONTEXT_RANGE.match(line):
+            continue
+        rest = line[len(head) :]
+        if head == "diff --git ":
+            out.extend(n for name in _git_header_names(rest) for n in _stripped(name))
+        elif head.startswith(("rename", "copy")):
+            out.extend(_header_names(rest))
         else:
-            if line.startswith(("--- ", "+++ ")):
-                m = _FILE_HDR.match(line)
-                if m and m.group(1) != "/dev/null":
-                    out.append(m.group(1))
+            out.extend(n for name in _header_names(rest) for n in _stripped(name))
     seen: dict[str, None] = {}
     for p in out:
-        p = _unquote(p.strip())
+        p = p.strip()
         if p and p != "/dev/null":
             seen[p] = None
     return list(seen)
