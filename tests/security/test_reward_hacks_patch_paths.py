@@ -29,6 +29,7 @@ The gold patch, also sent with the unusual prefixes, is still resolved.
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -36,6 +37,7 @@ import pytest
 from minisandbox.catalog import EnvSpec
 from minisandbox.grading.evalscript import patch_paths, reverse_patch
 from minisandbox.grading.evaluate import evaluate
+from minisandbox.grading.results import MANIFEST_MAX
 from minisandbox.records import normalize
 from tests.fixtures.evaluation import _git, diff, write_tree
 from tests.security.test_reward_hacks import executor_fixtures
@@ -96,6 +98,17 @@ def _prefixed(patch: str, src: str, dst: str) -> str:
     return "".join(out)
 
 
+def _padded(patch: str) -> str:
+    """`patch` after a preamble of `---` lines that name paths nothing has (garbage to
+    `git apply`), long enough that the JSON of those names passes the results manifest's
+    limit (`results.MANIFEST_MAX`): each name is 15 directories of 63 four-byte characters
+    (a valid path: components under 256 bytes, the whole under 4096), 12 bytes each as
+    JSON escapes."""
+    name = "/".join(["\U0001f600" * 63] * 15)
+    count = MANIFEST_MAX // len(json.dumps(name)) + 1
+    return "".join(f"--- a/{name}{i}\n" for i in range(count)) + patch
+
+
 @pytest.fixture(scope="module")
 def task(tmp_path_factory):
     """The project (tests without `__init__.py`: pytest puts `tests/` first on sys.path,
@@ -138,6 +151,7 @@ def task(tmp_path_factory):
     equal = diff(work, buggy, {"calc.py": EQUAL_CALC})
     hacks = {
         "equal": equal,
+        "equal_padded": _padded(equal),
         "equal_prefix": _prefixed(equal, "x/", "y/"),
         "prefix": _prefixed(deleting, "x/", "y/"),
         "context": CONTEXT_HACK,
@@ -193,3 +207,14 @@ def test_a_patched_file_is_the_patchs_whatever_its_prefix(task, helpers_executor
     ev = evaluate(task["record"], task["spec"], task["hacks"][hack], helpers_executor, grading=mode)
     assert not ev.resolved and ev.reason == "results-tampered", ev.entry
     assert any("forged comparison: calc._Eq" in c for c in ev.entry["results_channel"]["critical"]), ev.entry
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_patch_that_names_too_many_paths_is_tampered(task, helpers_executor, mode):
+    """The same list, pushed past the manifest's limit by names nothing has: the
+    controller sent `{}`, the plugin knew no file of the patch, and the always-equal hack
+    was resolved. Now the run is `results-tampered` (the names cannot be sent)."""
+    ev = evaluate(task["record"], task["spec"], task["hacks"]["equal_padded"], helpers_executor, grading=mode)
+    assert not ev.resolved and ev.reason == "results-tampered", ev.entry
+    critical = ev.entry["results_channel"]["critical"]
+    assert any(c.startswith(f"results manifest over {MANIFEST_MAX} bytes") for c in critical), critical

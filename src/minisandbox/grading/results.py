@@ -122,9 +122,7 @@ class ResultsChannel:
         self._key = secrets.token_bytes(KEY_BYTES)
         # the manifest (minisandbox.grading.gradedstate.GradedState.manifest) follows:
         # the plugin reads all three at import, before any repository code runs
-        line = (json.dumps(dict(manifest or {}), sort_keys=True) + "\n").encode()
-        if len(line) > MANIFEST_MAX:
-            line = b"{}\n"  # the plugin then trusts no test file by content (checks by path remain)
+        line, self._unsent = _manifest_line(dict(manifest or {}))
         self._hello = (self.nonce + "\n").encode() + self._key + line
         base = tempfile.gettempdir()
         if len(base) > 60:  # a socket's path has at most 107 bytes
@@ -191,7 +189,10 @@ class ResultsChannel:
                 if self._conn is not None:
                     self._conn.shutdown(socket.SHUT_RDWR)
         self._thread.join(1.0)
-        return verify_records(b"".join(self._chunks), self._key, self.nonce)
+        out = verify_records(b"".join(self._chunks), self._key, self.nonce)
+        if self._unsent:
+            out += json.dumps({"ev": "tampered", "what": self._unsent, "critical": True, "n": self.nonce}) + "\n"
+        return out
 
     def close(self) -> None:
         self._stop_listening()
@@ -205,6 +206,27 @@ class ResultsChannel:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _manifest_line(manifest: dict[str, object]) -> tuple[bytes, str]:
+    """The manifest as the plugin reads it (one JSON line of at most MANIFEST_MAX bytes),
+    and what it could not carry that voids the run ("" when nothing). Too large, the
+    graded files' digests go first: the plugin then trusts no test file by content
+    (checks by path remain). The paths the patch names cannot go: without them the
+    plugin takes the patch's code for the repository's (its hooks allowed, its classes
+    never probed), so a patch that names megabytes of paths nothing has was resolved with
+    a class that equals anything (tests/security/test_reward_hacks_patch_paths.py); such a
+    run is `results-tampered` instead (collect adds the finding)."""
+    line = (json.dumps(manifest, sort_keys=True) + "\n").encode()
+    if len(line) <= MANIFEST_MAX:
+        return line, ""
+    line = (json.dumps({k: v for k, v in manifest.items() if k != "files"}, sort_keys=True) + "\n").encode()
+    if len(line) <= MANIFEST_MAX:
+        return line, ""
+    return b"{}\n", (
+        f"results manifest over {MANIFEST_MAX} bytes: the patch names {len(manifest.get('patched') or [])} "
+        "paths, too many to tell the plugin which code is the patch's"
+    )
 
 
 def verify_records(raw: bytes, key: bytes, nonce: str) -> str:
