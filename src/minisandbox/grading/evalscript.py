@@ -45,7 +45,7 @@ from minisandbox.grading.grading import (
     TESTS_TIMEOUT,
 )
 from minisandbox.grading.results import RESULTS_PLUGIN, RUNNER_VAR, SYMPY_STARTUP, UNITTEST_WARNOPTION
-from minisandbox.grading.suspicious import tree_scan_lines
+from minisandbox.grading.suspicious import tree_scan_end, tree_scan_lines
 from minisandbox.paths import PYTEST_CONFIG_NAMES, REPO_PATH
 from minisandbox.records import test_files_of  # noqa: F401  (re-exported: graders import it from here)
 
@@ -389,6 +389,7 @@ class EvalScript:
                 f"  echo {q(self.marker(APPLY_PATCH_PASS))}",
                 "else",
                 f"  echo {q(self.marker(APPLY_PATCH_FAIL))}",
+                f"  {tree_scan_end(self.nonce)}" if self.scan_tree else "",
                 "  exit 1",
                 "fi",
             ]

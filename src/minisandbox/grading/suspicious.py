@@ -222,7 +222,8 @@ def _text_rules(scan: Scan, added: dict[str, list[str]]) -> None:
 #: such paths; the fuzzy `patch` fallback writes them: the repository's hooks and config).
 _PATH_LINES = ("diff --git ", "--- ", "+++ ", "rename to ", "copy to ", "rename from ", "copy from ")
 _GIT_DIR = re.compile(r'(?:^|[\s/"])\.git(?:/|"?$|\s)')
-_HUNK_FILE = re.compile(r"^\+\+\+ (?:\"?b/)?(.+?)\"?(?:\t.*)?$")
+#: `git apply -p1` drops any first component, not only `b/` (`git diff --dst-prefix=y/`)
+_HUNK_FILE = re.compile(r"^\+\+\+ (?:\"?[^/\"]+/)?(.+?)\"?(?:\t.*)?$")
 
 
 def scan_patch(patch: str | None) -> list[str]:
@@ -284,6 +285,9 @@ def tree_scan_lines(stage: int, nonce: str, named: list[str]) -> list[str]:
     )
     if stage == 0:
         return [
+            # said before the patch's own output (git apply -v): a log cut after this line
+            # and before stage 1's `end` lost the applied diff (read_applied_tree)
+            f"echo {mark} begin",
             ': > "$W/tree0.list"',
             *(f"printf '%s\\0' {q(p)} >> \"$W/tree0.list\"" for p in named[:MAX_PATHS]),
             "ms_tree() {  # $1: stage, $2: NUL-separated paths; prints the tree of those paths",
@@ -328,6 +332,7 @@ def tree_scan_lines(stage: int, nonce: str, named: list[str]) -> list[str]:
         '  for s in 0 1; do [ -s "$W/unindexed$s" ] && '
         f'printf \'%s unindexed%s %s\\n\' {mark} "$s" "$({b64} "$W/unindexed$s")"; done',
         "fi",
+        f"echo {mark} end",
     ]
 
 
@@ -351,14 +356,18 @@ def read_applied_tree(log: str, nonce: str | None) -> AppliedTree | None:
     prefix = f"{APPLIED_DIFF} {nonce} "
     start = f">>>>> Start Test Output {nonce}"
     out: AppliedTree | None = None
+    begun = ended = False
     for line in log.splitlines():
         if line.rstrip() == start:
             break
         if not line.startswith(prefix):
             continue
-        out = out or AppliedTree()
         words = line[len(prefix) :].split(" ")
         section, arg = words[0], (words[1] if len(words) > 1 else "")
+        if section in ("begin", "end"):
+            begun, ended = begun or section == "begin", ended or section == "end"
+            continue
+        out = out or AppliedTree()
         try:
             data = base64.b64decode(arg, validate=True) if arg else b""
         except (binascii.Error, ValueError):
@@ -377,7 +386,19 @@ def read_applied_tree(log: str, nonce: str | None) -> AppliedTree | None:
             out.pkgdirs = frozenset(_nul_paths(data))
         elif section.startswith("unindexed") and section[9:].isdigit():
             out.unindexed[int(section[9:])] = _nul_paths(data)
+    if begun and not ended:
+        # the output was cut in between (a sandbox keeps `max_output` bytes of a command's
+        # output, and the patch's own `git apply -v` lines come first): without this, a
+        # cut before the applied diff left the patch-text scan, which sees far less
+        out = out or AppliedTree()
+        out.unavailable = out.unavailable or "the log ends before the applied diff does"
     return out
+
+
+def tree_scan_end(nonce: str) -> str:
+    """The bash line that ends the applied diff where the patch did not apply (stage 1
+    never runs): the log then has no applied diff, not a cut one."""
+    return f"echo {shlex.quote(f'{APPLIED_DIFF} {nonce}')} end"
 
 
 def _nul_paths(data: bytes) -> list[str]:
