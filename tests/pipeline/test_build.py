@@ -79,3 +79,68 @@ def test_a_pin_newer_than_the_date_keeps_its_own_cutoff_in_the_seed(seed_index: 
     lock = Lock("", True, AS_OF, (("setuptools", "2031-01-01T00:00:00Z"),))
     found = _seed(seed_index, tmp_path, lock)
     assert {n: found.get(n) for n in SEED} == {"pip": "2.0", "setuptools": "2.0", "wheel": "1.0"}
+
+
+def _sdist(name: str, version: str, files: dict[str, str]) -> tuple[str, bytes]:
+    """A source distribution (file name, bytes) holding `files` under `<name>-<version>/`."""
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for path, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{name}-{version}/{path}")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return f"{name}-{version}.tar.gz", buf.getvalue()
+
+
+def test_an_undeclared_build_requirement_comes_from_the_build_config(tmp_path: Path) -> None:
+    """A package whose build imports a module it does not declare (fasttext's setup.py and
+    pybind11) builds once `uv_config` names that module for it, and fails without it."""
+    from minisandbox.pipeline.build import uv_config
+
+    sdist = _sdist(
+        "needsdep",
+        "1.0",
+        {
+            "pyproject.toml": '[build-system]\nrequires = ["tinybackend"]\nbuild-backend = "needsdep_backend"\n'
+            'backend-path = ["."]\n\n[project]\nname = "needsdep"\nversion = "1.0"\n',
+            "needsdep_backend.py": "import helperdep  # not in [build-system] requires\nfrom tinybackend import *\n",
+            "needsdep.py": "VALUE = 42\n",
+        },
+    )
+    helper = wheel("helperdep", "1.0", {"helperdep.py": b"MARK = 1\n"})
+    index = FixtureIndex(dated={"needsdep": [(*sdist, OLD_RELEASE)], "helperdep": [(*helper, OLD_RELEASE)]})
+    uv = uv_bin()
+    try:
+
+        def install(name: str, config: str) -> subprocess.CompletedProcess:
+            work = tmp_path / name
+            work.mkdir()
+            (work / "uv.toml").write_text(config)
+            env = {
+                "PATH": "/usr/bin:/bin",
+                "HOME": str(work),
+                "UV_CACHE_DIR": str(work / "cache"),  # (a wheel built in the other case is not reused)
+                "UV_CONFIG_FILE": str(work / "uv.toml"),
+                "UV_DEFAULT_INDEX": index.url,
+                "UV_PYTHON_DOWNLOADS": "never",
+            }
+            subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(work / "venv")], env=env, check=True)
+            return subprocess.run(
+                [uv, "pip", "install", "--python", str(work / "venv"), "needsdep"],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+
+        without = install("without", uv_config({}))
+        assert without.returncode != 0 and "helperdep" in without.stderr, without.stderr
+        declared = install("declared", uv_config({"needsdep": ("helperdep",)}))
+        assert declared.returncode == 0, declared.stderr
+        site = next((tmp_path / "declared" / "venv" / "lib").glob("python3*/site-packages"))
+        assert (site / "needsdep.py").read_text() == "VALUE = 42\n"
+    finally:
+        index.close()

@@ -23,6 +23,7 @@ Fidelity with the reference images (docs/design.md "Environment fidelity"):
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import shutil
@@ -50,6 +51,13 @@ from minisandbox.syspkgs import require as require_system_packages
 from minisandbox.tools import uv_bin
 
 BUILD_DIR = "/opt/minisandbox/build"  # lock + script, read-only inside the build
+
+#: Build requirements a package's source distribution needs but does not declare, added to
+#: its isolated build by uv (`extra-build-dependencies`, `uv_config`). Why: a few packages
+#: of the catalog come as conda-forge binaries in the official images (SWE-smith's exports),
+#: where nothing is built; here the lock installs them from PyPI, whose sdist is built.
+#: fasttext 0.9.2's setup.py imports pybind11 (stanfordnlp/string2string).
+EXTRA_BUILD_DEPENDENCIES: dict[str, tuple[str, ...]] = {"fasttext": ("pybind11",)}
 TOOLS_DIR = "/opt/minisandbox/bin"  # uv, read-only inside the build
 
 
@@ -111,6 +119,16 @@ def seed_lines(python_exe: str, venv: str, lock: Lock) -> list[str]:
         f"uv pip install --quiet {shlex.quote(PIP_SEED)}",
         f"uv pip install --quiet{date} setuptools wheel",
     ]
+
+
+def uv_config(extra: dict[str, tuple[str, ...]] | None = None) -> str:
+    """The uv.toml every uv command of a build reads (`UV_CONFIG_FILE`): the undeclared
+    build requirements of `EXTRA_BUILD_DEPENDENCIES` (or `extra`). A build's own uv
+    settings come from its command line and environment; no user or project file is read."""
+    table = EXTRA_BUILD_DEPENDENCIES if extra is None else extra
+    lines = ["[extra-build-dependencies]"]
+    lines += [f"{name} = {json.dumps(list(reqs))}" for name, reqs in sorted(table.items())]
+    return "\n".join(lines) + "\n"
 
 
 def build_script(spec: EnvSpec, lock: Lock, python_exe: str) -> str:
@@ -272,6 +290,7 @@ def build_env(
         # A private, writable copy of the snapshot: build residue never reaches the artifact.
         shutil.copytree(repo_snapshot, testbed, symlinks=True)
         (build / "lock.txt").write_text(lock.text)
+        (build / "uv.toml").write_text(uv_config())
         (build / "build.sh").write_text(build_script(spec, lock, interp.canonical_executable))
         (build / bytecode.SCRIPT_NAME).write_text(bytecode.SCRIPT)
         shutil.copy2(uv_bin(), tools / "uv")  # a copy: its host directory also holds a python
@@ -295,6 +314,7 @@ def build_env(
             "HOME": HOME_PATH,
             "LANG": "C.UTF-8",
             "UV_CACHE_DIR": str(uv_cache),
+            "UV_CONFIG_FILE": f"{BUILD_DIR}/uv.toml",
             "PIP_CACHE_DIR": str(pip_cache),
             "UV_LINK_MODE": "copy",  # never share inodes with the uv cache
             "UV_PYTHON_DOWNLOADS": "never",
