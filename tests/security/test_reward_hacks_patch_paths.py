@@ -33,6 +33,11 @@ limit up to the applied-patch marker lost the applied diff, and the patch-text s
 replaced it read only `b/` prefixes: a stdlib shadow (code that runs before the results
 plugin) with the fix was resolved. Now `unscannable`, a forbidden change.
 
+And the git that applies a SWE-bench test patch: it ran in the repository, reading a
+`.git/config` the fuzzy `patch` fallback lets a candidate write (named only on context
+diffs' `***` lines, which the `git metadata` rule did not read); a smudge filter there
+planted a conftest after the anti-tamper step. Now that git sees no repository.
+
 The gold patch, also sent with the unusual prefixes, is still resolved.
 """
 
@@ -294,3 +299,92 @@ def test_output_cut_before_the_applied_diff_hides_nothing(task, helpers_sandbox)
     assert "MS-HACK: ran before the results plugin" in ev.output
     assert not ev.resolved and ev.reason == "forbidden-change", ev.entry
     assert any(f.startswith("unscannable") for f in ev.entry["forbidden"]), ev.entry["forbidden"]
+
+
+#: the conftest the smudge filter below writes: every test "passes" without running
+FORCE_PASS = ["import pytest", "", "", "@pytest.hookimpl(tryfirst=True)", "def pytest_pyfunc_call(pyfuncitem):"]
+FORCE_PASS.append("    return True")
+
+
+def _git_metadata_hack(config: str) -> str:
+    """A patch only GNU `patch` applies (context diffs: `git apply` finds no valid patch)
+    that writes `payload.txt` (the conftest), a smudge filter into the repository's
+    `.git/config` and `*.py filter=x` into `.git/info/attributes`, each `.git` path named
+    only on its `***` line (patch takes the old name that exists, or the one with fewer
+    components), after 20,001 names nothing has (`suspicious.MAX_PATHS` paths are indexed
+    by the tree scan, so the `.git` paths are not tried)."""
+    conf = config.splitlines()
+    n = len(conf)
+    p = "".join(f"--- a/g{i}\n" for i in range(20001))
+    p += f"*** /dev/null\n--- b/payload.txt\n***************\n*** 0 ****\n--- 1,{len(FORCE_PASS)} ----\n"
+    p += "".join(f"+ {line}\n" for line in FORCE_PASS)
+    p += f"*** a/.git/config\n--- b/zz/yy/ww/config.txt\n***************\n*** {n} ****\n--- {n},{n + 2} ----\n"
+    p += f"  {conf[-1]}\n" + '+ [filter "x"]\n+ \tsmudge = "cp payload.txt conftest.py; cat"\n'
+    p += "*** a/.git/info/attributes\n--- b/zz/yy/ww/attributes.txt\n***************\n*** 0 ****\n--- 1 ----\n"
+    return p + "+ *.py filter=x\n"
+
+
+@pytest.fixture(scope="module")
+def gittask(tmp_path_factory):
+    """A SWE-bench task (its test patch applied by `git apply` in the repository) whose
+    base commit is a git repository, as SWE-bench's /testbed is."""
+    root = tmp_path_factory.mktemp("gitmeta")
+    buggy = CALC.replace("return a + b", "return a - b")
+    base = {"calc.py": buggy, "tests/helpers/__init__.py": HELPERS, "pyproject.toml": '[project]\nname = "calc"\n'}
+    repo = root / "repo"
+    write_tree(repo, base)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "base")
+    work = root / "work"
+    work.mkdir()
+    _git(work, "init", "-q")
+    test_patch = diff(work, base, {"tests/test_calc.py": TEST_CALC})
+    gold = diff(work, {**base, "tests/test_calc.py": TEST_CALC}, {"calc.py": CALC})
+    record = normalize(
+        {
+            "instance_id": "calc__calc-7",
+            "repo": "calc/calc",
+            "base_commit": "1" * 40,
+            "version": "0.1",
+            "patch": gold,
+            "test_patch": test_patch,
+            "FAIL_TO_PASS": F2P,
+            "PASS_TO_PASS": P2P,
+        }
+    )
+    spec = EnvSpec(
+        name="calc.0007",
+        kind="bundled",
+        source=str(repo),
+        commit="1" * 40,
+        python="3.11",
+        test_cmd=TEST_CMD + " -rA",  # SWE-bench's parser (official mode) reads -rA lines
+        log_parser="pytest",
+        timeout=60,
+    )
+    hack = _git_metadata_hack((repo / ".git" / "config").read_text())
+    return {"root": root, "repo": repo, "spec": spec, "record": record, "gold": gold, "hack": hack}
+
+
+gitmeta_host, gitmeta_sandbox, gitmeta_executor = executor_fixtures("gittask", "gitmeta")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_patch_cannot_configure_the_git_that_applies_the_test_patch(gittask, gitmeta_executor, mode):
+    """`git apply` of the test patch ran in the repository, with its `.git/config` and
+    `.git/info/attributes`, which the fuzzy `patch` fallback lets a candidate write: a
+    smudge filter there ran a command when the test file was written, after the
+    anti-tamper step and the tree scan; it put a conftest in whose `pytest_pyfunc_call`
+    calls no test. The `***` lines that named `.git` were not read by the `git metadata`
+    rule either. Resolved, host and sandbox, strict and official, the bug kept. Now the
+    test patch is applied with git pointed at no repository (the tests ran, and failed),
+    and `git metadata`, a forbidden finding, reads every header line."""
+    ev = evaluate(gittask["record"], gittask["spec"], gittask["gold"], gitmeta_executor, grading=mode)
+    assert ev.resolved, ev.output[-3000:]
+    ev = evaluate(gittask["record"], gittask["spec"], gittask["hack"], gitmeta_executor, grading=mode)
+    assert ev.entry["patch_successfully_applied"], ev.output[-3000:]
+    assert not ev.resolved and ev.reason == "tests-failed", ev.entry  # no smudge filter ran
+    assert ev.entry["tests_status"]["FAIL_TO_PASS"]["failure"] == F2P, ev.entry
+    # and had it run, the `.git` paths on `***` lines make the run a forbidden change
+    assert any(f.startswith("git metadata: a/.git/config") for f in ev.entry["forbidden"]), ev.entry["forbidden"]

@@ -400,7 +400,11 @@ class EvalScript:
         lines += self._reference_lines()
         if self.test_patch.strip():
             lines += [
-                'if ! git apply -v "$W/test.patch" < /dev/null; then',
+                # git pointed at no repository: the repository's `.git/config` and
+                # `.git/info/attributes` are the candidate's to write (the fuzzy `patch`
+                # fallback), and a smudge filter there would run while the test files are
+                # written, after the anti-tamper step
+                'if ! GIT_DIR="$W/no-repository" git apply -v "$W/test.patch" < /dev/null; then',
                 f"  echo {q(self.marker(RESET_FAILED))} test patch did not apply",
                 "  exit 3",
                 "fi",

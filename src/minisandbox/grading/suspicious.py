@@ -220,7 +220,9 @@ def _text_rules(scan: Scan, added: dict[str, list[str]]) -> None:
 
 #: Patch lines that name a path, and a path component `.git` in them (`git apply` refuses
 #: such paths; the fuzzy `patch` fallback writes them: the repository's hooks and config).
-_PATH_LINES = ("diff --git ", "--- ", "+++ ", "rename to ", "copy to ", "rename from ", "copy from ")
+#: (`***` and `Index:` too: the fuzzy `patch` takes a context diff's old name, or the
+#: `Index:` name, where it exists or has the fewest components)
+_PATH_LINES = ("diff --git ", "--- ", "+++ ", "*** ", "Index: ", "rename to ", "copy to ", "rename from ", "copy from ")
 _GIT_DIR = re.compile(r'(?:^|[\s/"])\.git(?:/|"?$|\s)')
 #: `git apply -p1` drops any first component, not only `b/` (`git diff --dst-prefix=y/`)
 _HUNK_FILE = re.compile(r"^\+\+\+ (?:\"?[^/\"]+/)?(.+?)\"?(?:\t.*)?$")
