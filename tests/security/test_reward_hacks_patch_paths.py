@@ -50,13 +50,11 @@ import textwrap
 
 import pytest
 
-from minisandbox.catalog import EnvSpec
 from minisandbox.grading.evalscript import patch_paths, reverse_patch
 from minisandbox.grading.evaluate import evaluate
 from minisandbox.grading.results import MANIFEST_MAX
 from minisandbox.grading.suspicious import scan_patch
-from minisandbox.records import normalize
-from tests.fixtures.evaluation import _git, diff, write_tree
+from tests.fixtures.evaluation import _git, bench_record, calc_spec, diff, smith_record, write_tree
 from tests.security.test_reward_hacks import executor_fixtures
 
 CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
@@ -163,25 +161,8 @@ def task(tmp_path_factory):
     buggy = {**files, "calc.py": CALC.replace("return a + b", "return a - b")}
     bug = diff(work, files, buggy)
     deleting = diff(work, buggy, {HELPER: None, "helpers.py": NOOP_HELPERS})
-    spec = EnvSpec(
-        name="helpers.0000",
-        kind="bundled",
-        source=str(repo),
-        commit="0" * 40,
-        python="3.11",
-        test_cmd=TEST_CMD,
-        log_parser="pytest",
-        timeout=60,
-    )
-    record = normalize(
-        {
-            "instance_id": "calc__calc.00000000.func_pm_op_change__h1",
-            "repo": "swesmith/calc__calc.00000000",
-            "patch": bug,
-            "FAIL_TO_PASS": F2P,
-            "PASS_TO_PASS": P2P,
-        }
-    )
+    spec = calc_spec("helpers.0000", repo, "0" * 40, TEST_CMD, timeout=60)
+    record = smith_record("calc__calc.00000000.func_pm_op_change__h1", bug, F2P, P2P)
     equal = diff(work, buggy, {"calc.py": EQUAL_CALC})
     # the fix, the shadow, and empty files that sort before both in the applied diff
     padding = {f"aaa/{i:04d}_{'p' * 200}": "" for i in range(300)}
@@ -341,28 +322,9 @@ def gittask(tmp_path_factory):
     _git(work, "init", "-q")
     test_patch = diff(work, base, {"tests/test_calc.py": TEST_CALC})
     gold = diff(work, {**base, "tests/test_calc.py": TEST_CALC}, {"calc.py": CALC})
-    record = normalize(
-        {
-            "instance_id": "calc__calc-7",
-            "repo": "calc/calc",
-            "base_commit": "1" * 40,
-            "version": "0.1",
-            "patch": gold,
-            "test_patch": test_patch,
-            "FAIL_TO_PASS": F2P,
-            "PASS_TO_PASS": P2P,
-        }
-    )
-    spec = EnvSpec(
-        name="calc.0007",
-        kind="bundled",
-        source=str(repo),
-        commit="1" * 40,
-        python="3.11",
-        test_cmd=TEST_CMD + " -rA",  # SWE-bench's parser (official mode) reads -rA lines
-        log_parser="pytest",
-        timeout=60,
-    )
+    record = bench_record("calc__calc-7", gold, test_patch, F2P, P2P)
+    # SWE-bench's parser (official mode) reads -rA lines
+    spec = calc_spec("calc.0007", repo, "1" * 40, TEST_CMD + " -rA", timeout=60)
     hack = _git_metadata_hack((repo / ".git" / "config").read_text())
     return {"root": root, "repo": repo, "spec": spec, "record": record, "gold": gold, "hack": hack}
 
