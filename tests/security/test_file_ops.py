@@ -67,3 +67,27 @@ def test_controller_file_ops_refuse_special_files_and_links_out(attack) -> None:
     assert ops["read /testbed/in"][0] == "inside\n" and ops["write /testbed/in"][0] == "written", ops
     assert out["target"] == "written\n" and out["hostname"] == host_hostname, out
     assert open("/etc/hostname").read() == host_hostname
+
+
+SPARSE = """
+    lim = Limits.default().with_settings("memory=64M,tmpfs=16M,output=1M")
+    with Sandbox([Layer(P["repo"], "/testbed")], limits=lim) as sb:
+        made = sb.run(["bash", "-c", "truncate -s 256M /tmp/big && head -c 1048576 /dev/zero > /tmp/fits"])
+        assert made.returncode == 0, made.output
+        try:
+            out["big"] = len(sb.read_file("/tmp/big"))
+        except OSError as exc:
+            out["big"] = "error: " + str(exc)
+        out["fits"] = len(sb.read_file("/tmp/fits"))
+"""
+
+
+@pytest.mark.parametrize("attack", MODES, indirect=True)
+def test_read_file_refuses_a_sparse_file_over_the_output_limit(attack) -> None:
+    """A sparse file costs the payload no tmpfs budget and no memory, whatever its size: the
+    controller reading it whole used to hold all of it (256 MiB here, against a 64 MiB memory
+    limit, a 16 MiB tmpfs and a 1 MiB output limit; nothing stops 1 TiB). It keeps at most
+    the output limit, as of a command's output, and says so."""
+    out = attack(SPARSE)
+    assert str(out["big"]).startswith("error: ") and "output limit" in out["big"] and "/tmp/big" in out["big"], out
+    assert out["fits"] == 1 << 20, out

@@ -23,6 +23,7 @@ repo's index and its history are never touched.
 from __future__ import annotations
 
 import atexit
+import errno
 import fcntl
 import os
 import shlex
@@ -857,13 +858,28 @@ class Sandbox:
     def read_file(self, path: str) -> bytes:
         """Contents of a regular file inside the sandbox, opened with the payload's
         privileges by a confined helper (`init_program.open_in_root`: symlinks resolve inside the
-        sandbox, a FIFO, socket or device is refused at once: OSError)."""
+        sandbox, a FIFO, socket or device is refused at once: OSError). At most `max_output`
+        bytes, as of a command's output: a sparse file costs the payload neither tmpfs nor
+        memory whatever its size, but reading it whole would cost the controller all of it
+        (OSError EFBIG past the limit)."""
         fd = self._live().open(path, os.O_RDONLY, rlimits=self.rlimits)
         if stat.S_ISDIR(os.fstat(fd).st_mode):
             os.close(fd)
             raise IsADirectoryError(21, "is a directory, not a file", path)
+        limit = self.max_output
         with os.fdopen(fd, "rb") as fh:
-            return fh.read()
+            data = bytearray()
+            while len(data) <= limit and (chunk := fh.read(min(1 << 20, limit + 1 - len(data)))):
+                data += chunk
+        if len(data) > limit:
+            raise OSError(
+                errno.EFBIG,
+                f"larger than the output limit of {limit} bytes, which the controller keeps of a file as of "
+                f"a command's output; read it in parts with a command (head -c, tail -c) or raise the limit "
+                "(--max-output / MINISANDBOX_LIMITS output=)",
+                path,
+            )
+        return bytes(data)
 
     def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
         """Create or replace a regular file inside the sandbox (parent directories
