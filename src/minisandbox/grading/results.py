@@ -38,6 +38,10 @@ from minisandbox.logformats import channel_runner
 RESULTS_PLUGIN = "_minisandbox_results"
 #: Largest manifest sent to the plugin (the plugin reads at most this much).
 MANIFEST_MAX = 8 << 20
+#: Most bytes of records the controller keeps from one run's channel (a record is a few
+#: hundred bytes: this is ~200,000 of them). Code under test can write to the channel as
+#: fast as the kernel takes it; past this the connection is cut and the run voided.
+CHANNEL_MAX = 64 << 20
 #: Where a sandbox sees the plugin (a read-only bind of `plugin_file()`).
 SANDBOX_RESULTS_DIR = "/run/minisandbox/results"
 #: How the plugin reaches a runner that is not pytest: the warnings module imports a `-W`
@@ -138,6 +142,7 @@ class ResultsChannel:
         self._accepted = threading.Event()
         self._lock = threading.Lock()
         self._chunks: list[bytes] = []
+        self._flooded = False  # more than CHANNEL_MAX bytes came: the rest was refused
         self._thread = threading.Thread(target=self._serve, name="minisandbox-results", daemon=True)
         self._thread.start()
 
@@ -170,9 +175,15 @@ class ResultsChannel:
         self._accepted.set()
         try:
             conn.sendall(self._hello)
+            kept = 0
             while True:
                 data = conn.recv(1 << 16)
                 if not data:
+                    return
+                kept += len(data)
+                if kept > CHANNEL_MAX:  # the writer gets EPIPE rather than blocking to its timeout
+                    self._flooded = True
+                    conn.shutdown(socket.SHUT_RDWR)
                     return
                 self._chunks.append(data)
         except OSError:
@@ -192,6 +203,9 @@ class ResultsChannel:
         out = verify_records(b"".join(self._chunks), self._key, self.nonce)
         if self._unsent:
             out += json.dumps({"ev": "tampered", "what": self._unsent, "critical": True, "n": self.nonce}) + "\n"
+        if self._flooded:
+            what = f"over {CHANNEL_MAX} bytes came on the results channel: the rest was refused"
+            out += json.dumps({"ev": "tampered", "what": what, "critical": True, "n": self.nonce}) + "\n"
         return out
 
     def close(self) -> None:
