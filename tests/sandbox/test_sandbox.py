@@ -191,6 +191,18 @@ def test_mark_start_moves_the_start_state(repo):
         assert "fix.txt" in d and "BUG" not in d
 
 
+def test_a_diff_over_the_output_limit_is_refused_not_cut(repo):
+    """The diff comes back as a command's output: over the output limit it was cut
+    silently (a 1 MiB prefix, the last hunk broken and every later file missing) and
+    returned as the patch."""
+    with Sandbox([Layer(str(repo), "/testbed")], limits=Limits.default().with_settings("output=1M")) as sb:
+        sb.execute("seq 1 300000 > big.txt; echo last > z.txt")
+        with pytest.raises(rootfs.SandboxError, match="output limit"):
+            sb.diff()
+        sb.execute("rm big.txt")
+        assert "z.txt" in sb.diff()
+
+
 def test_diff_without_git_dir(tmp_path, as_root):
     plain = tmp_path / "plain"
     plain.mkdir()

@@ -985,7 +985,8 @@ class Sandbox:
 
     def diff(self) -> str:
         """The repo's changes since the start state, as a binary git patch (untracked files
-        included, ignored files not)."""
+        included, ignored files not). A patch over the output limit raises SandboxError
+        rather than coming back cut."""
         self._ensure_start()
         if self._start_tree is _NO_DIFF:
             raise rootfs.SandboxError(f"sandbox {self.id} was opened without a start state (forgo_diff)")
@@ -1007,6 +1008,11 @@ class Sandbox:
         )
         if res.returncode != 0:
             raise rootfs.SandboxError(f"git diff in {self.config.repo_path} failed: {res.output.strip()[-300:]}")
+        if res.truncated:  # a cut patch: its last hunk broken, every later file missing
+            raise rootfs.SandboxError(
+                f"the diff of {self.config.repo_path} is larger than the output limit of {self.max_output} bytes; "
+                "raise it (--max-output / MINISANDBOX_LIMITS output=) or leave the large files out of the repo"
+            )
         return res.output
 
     # -- sessions
