@@ -143,6 +143,12 @@ PROC_MASKED = ("keys", "key-users", "kcore", "timer_list", "sched_debug", "laten
 
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 
+#: Most ptys a sandbox's devpts instance hands out. Every instance but the host's first
+#: draws on one pool of the kernel (`kernel.pty.max` - `kernel.pty.reserve`, 3,072 by
+#: default): uncapped, one payload took all of it and every other sandbox's (and container's)
+#: /dev/ptmx failed with ENOSPC.
+DEVPTS_MAX = 64
+
 #: Candidate host directories to mount the scratch tmpfs on (private mount ns only).
 _BASE_CANDIDATES = ("/mnt", "/media", "/srv", "/boot", "/run", "/var/empty", "/opt")
 
@@ -667,7 +673,9 @@ def _setup_dev(root: str, shm: str) -> None:
             _touch(f"{dev}/{name}")
             mount("/dev/" + name, f"{dev}/{name}", None, MS_BIND)
     _mkdirs(dev + "/pts")
-    mount("devpts", dev + "/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
+    mount(
+        "devpts", dev + "/pts", "devpts", MS_NOSUID | MS_NOEXEC, f"newinstance,ptmxmode=0666,mode=0620,max={DEVPTS_MAX}"
+    )
     os.symlink("pts/ptmx", dev + "/ptmx")
     _mkdirs(dev + "/shm")
     mount(shm, dev + "/shm", None, MS_BIND)  # part of the one tmpfs budget (see _setup_root)
