@@ -245,6 +245,7 @@ def _run_streaming(
     told = False  # a line on stderr already says why it ended
     try:
         while dest:
+            _check_terminated()
             now = time.monotonic()
             if code is None:
                 code = sb.poll(cid)
@@ -334,10 +335,23 @@ class Terminated(BaseException):
 TERMINATING = (signal.SIGTERM, signal.SIGHUP)
 
 
+#: The terminating signal received, if any: set once by `_raise_terminated` and checked
+#: again by `_run_streaming`'s loop and `closing_then_ending`, so the process still ends by
+#: it when code on the way swallowed the exception.
+_RECEIVED: list[int] = []
+
+
 def _raise_terminated(signum: int, _frame: object) -> None:
-    for s in TERMINATING:  # the sandbox's close is not interrupted by a second one
-        signal.signal(s, signal.SIG_IGN)
+    if _RECEIVED:  # closing already: a second one does not interrupt the close
+        return
+    _RECEIVED.append(signum)
     raise Terminated(signum)
+
+
+def _check_terminated() -> None:
+    """Raise `Terminated` if a terminating signal came (its exception may have been lost)."""
+    if _RECEIVED:
+        raise Terminated(_RECEIVED[0])
 
 
 def closing_on_termination() -> dict[int, object] | None:
@@ -386,7 +400,9 @@ def closing_then_ending(body: Callable[[], int]) -> int:
     a SIGTERM or SIGHUP closes the sandbox, then ends the process by that signal."""
     old = closing_on_termination()
     try:
-        return body()
+        code = body()
+        _check_terminated()  # (the exception was swallowed on the way: the signal still ends it)
+        return code
     except Terminated as exc:  # the sandbox is closed by now
         end_by_signal(exc.signum)
         raise  # (not reached)
