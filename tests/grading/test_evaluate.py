@@ -11,6 +11,7 @@ import pytest
 from minisandbox.grading.evalscript import (
     EvalScript,
     is_protected,
+    is_test_support,
     modified_and_new_files,
     patch_paths,
     strip_conda_activation,
@@ -304,6 +305,9 @@ def test_bash_revert_patterns_match_is_protected(eval_project, host):
         "pkg/mod.py",
         "testing/util.py",
         "test/foo.py",
+        "pkg/testing.py",
+        "pkg/_testing/x.py",
+        "pkg/testdata/expected.txt",
         "docs/tests.txt",
         "pkg/tests.py",
         "sitecustomize.py",
@@ -321,7 +325,8 @@ def test_bash_revert_patterns_match_is_protected(eval_project, host):
         for line in ev.output.splitlines()
         if "reverted protected path " in line
     }
-    assert reverted == {p for p in paths if is_protected(p)}, ev.output
+    # test-support code (`testing/`, `test/`) too: this task's own patch names none
+    assert reverted == {p for p in paths if is_protected(p) or is_test_support(p)}, ev.output
 
 
 # ---------------------------------------------------------------- results that cannot go stale

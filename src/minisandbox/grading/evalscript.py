@@ -67,6 +67,14 @@ SHADOW_ROOTS = (
 #: Directory names whose content is test code (not `test/` or `testing/`: Django and
 #: sympy ship library code there).
 TEST_DIRS = ("tests",)
+#: Directories and modules of test-support code that repositories ship as library code:
+#: the helpers their tests assert with (xarray's `testing.py`, matplotlib's `testing/`,
+#: Django's `django/test/`, SymPy's `sympy/testing/`, pylint's `testutils/`, modin's
+#: `pandas/test/utils.py`), and the expected outputs tests compare with (`testdata/`). A
+#: candidate may change them only where the task's own patch does (`EvalScript.editable`):
+#: a no-op `assert_equal`, or golden files rewritten to the bug's output, pass the tests.
+SUPPORT_DIRS = ("test", "testing", "_testing", "testutils", "testutil", "test_utils", "testdata", "test_data")
+SUPPORT_FILES = ("testing.py", "_testing.py", "testutils.py", "testutil.py")
 #: SWE-bench's non-test extensions (files in a test patch that are not test modules).
 NON_TEST_EXTS = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
 
@@ -88,6 +96,22 @@ def is_protected(path: str) -> bool:
     if name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py") or name == "tests.py"):
         return True
     return any(p in TEST_DIRS for p in parts[:-1])
+
+
+def is_test_support(path: str) -> bool:
+    """True for test-support code shipped as library code (`SUPPORT_DIRS`,
+    `SUPPORT_FILES`): protected unless the task's own patch changes it (the bug may be
+    there), see `EvalScript.editable`. Keep in sync with `EvalScript._revert_lines`."""
+    while path.startswith("./"):
+        path = path[2:]
+    parts = path.split("/")
+    return parts[-1] in SUPPORT_FILES or any(p in SUPPORT_DIRS for p in parts[:-1])
+
+
+def support_paths(patch: str) -> list[str]:
+    """The test-support paths (`is_test_support`, not otherwise protected) that `patch`
+    names: those of a task's own patch stay open to the candidate."""
+    return [p for p in patch_paths(patch) if is_test_support(p) and not is_protected(p)]
 
 
 _DIFF_GIT = re.compile(r'^diff --git (?:"?a/(.+?)"?) (?:"?b/(.+?)"?)$')
@@ -249,6 +273,15 @@ class EvalScript:
     #: what the results plugin gets before the run (minisandbox.grading.gradedstate
     #: `GradedState.manifest`, without "root": `results_manifest()` adds `repo_dir`)
     graded_manifest: dict[str, object] = field(default_factory=dict)
+    #: test-support paths (`is_test_support`) the candidate may change: those the task's
+    #: own patch changes (`support_paths` of the gold fix or of the SWE-smith bug); every
+    #: other one is reverted like `tests/`
+    editable: list[str] = field(default_factory=list)
+
+    def protected(self, path: str) -> bool:
+        """`is_protected`, or test-support code this task's patch does not change."""
+        path = path.removeprefix("./")
+        return is_protected(path) or (is_test_support(path) and path not in self.editable)
 
     def results_manifest(self) -> dict[str, object]:
         """The manifest for this run's results channel, rooted at `repo_dir` as the
@@ -362,7 +395,7 @@ class EvalScript:
         for path in self.setup_remove:
             lines.append(f"rm -rf -- {q(path)}")
         names = " -o ".join(f"-name {q(n)}" for n in INFRA_NAMES)
-        protected_named = [p for p in patch_paths(self.patch or "") if is_protected(p)]
+        protected_named = [p for p in patch_paths(self.patch or "") if self.protected(p)]
         lines += [
             # 2. back up existing infrastructure and the protected files the patch names
             f'find . -path ./.git -prune -o \\( {names} \\) ! -type d -print0 > "$W/backup.list"',
@@ -482,12 +515,19 @@ class EvalScript:
             + ["*.pyc", "*.pyo", "*/test_*.py", "*_test.py", "*/tests.py"]
             + [f"*/{d}/*" for d in TEST_DIRS]
             + [f"./{r}" if r.endswith(".py") else f"./{r}/*" for r in SHADOW_ROOTS]
+            + [f"*/{n}" for n in SUPPORT_FILES]
+            + [f"*/{d}/*" for d in SUPPORT_DIRS]
         )
+        # test-support paths this task's own patch changes stay the candidate's (matched
+        # first, and never a path `is_protected` names)
+        editable = [p for p in self.editable if is_test_support(p) and not is_protected(p)]
+        keep = [f"    {' | '.join(shlex.quote('./' + p) for p in editable)}) ;;"] if editable else []
         lines += [
             'tar -tf "$W/backup.tar" > "$W/backup.names" 2>/dev/null || : > "$W/backup.names"',
             "reverted=0",
             'while IFS= read -r -d "" p; do',
             '  case "$p" in',
+            *keep,
             f"    {protected_case})",
             '      rm -rf -- "$p"',
             '      if grep -Fxq -- "$p" "$W/backup.names" || grep -Fxq -- "${p#./}" "$W/backup.names"; then',

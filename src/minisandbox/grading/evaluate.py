@@ -43,6 +43,7 @@ from minisandbox.grading.evalscript import (
     EvalScript,
     modified_and_new_files,
     strip_conda_activation,
+    support_paths,
     swebench_test_directives,
     test_files_of,
 )
@@ -129,6 +130,7 @@ def plan_script(
     tests = list(record.fail_to_pass) + list(record.pass_to_pass)
     script = EvalScript(test_cmd=spec.test_cmd, timeout=int(spec.timeout), patch=patch, reverse=reverse)
     script.results_runner = channel_runner(spec.log_parser)
+    script.editable = support_paths(record.patch or "")
     eval_commands = spec.extra.get("eval_commands") or []
     if eval_commands:
         script.prelude = "\n".join(str(c) for c in eval_commands)

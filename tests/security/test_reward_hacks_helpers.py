@@ -1,0 +1,154 @@
+"""Assertion helpers of the repository, outside `tests/`, turned into no-ops.
+
+Many repositories ship the helpers their tests assert with as library code: xarray's
+`xarray/testing.py` (`assert_equal`, `assert_identical`), matplotlib's
+`matplotlib/testing/` (`image_comparison`, `compare_images`), Django's `django/test/`
+(`assertRaisesMessage`, `assertQuerysetEqual`), SymPy's `sympy/testing/pytest.py`
+(`raises`), pylint's `pylint/testutils/`, Sphinx's `sphinx/testing/`, or a helper module
+beside the tests in a `test/` directory (modin's `modin/pandas/test/utils.py`,
+`df_equals`). The anti-tamper step protected only `tests/`, test modules and pytest's
+configuration, so a candidate patch could keep the bug and make the helper check nothing:
+the test functions are the graded files', no hook, no comparison class, no pytest object
+is touched, every FAIL_TO_PASS test passes. Resolved, host and sandbox, strict and
+official.
+
+Now such a test-support path (`evalscript.is_test_support`) is protected like `tests/`
+unless the task's own patch (the gold fix; a SWE-smith bug patch names the same files)
+changes it: the candidate's edit is reverted before the tests run, and the hack is
+`tests-failed`. A task whose bug is in the helper itself keeps the helper editable, and
+its gold patch is still resolved.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from minisandbox.grading.evalscript import is_protected, is_test_support, reverse_patch, support_paths
+from minisandbox.grading.evaluate import evaluate
+from tests.fixtures.evaluation import _git, calc_spec, diff, smith_record, write_tree
+from tests.security.test_reward_hacks import executor_fixtures
+
+CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+#: the repository's own assertion helper (xarray's `xarray/testing.py`)
+TESTING = "def assert_equal(got, want):\n    assert got == want, (got, want)\n"
+#: a helper beside the tests in a `test/` directory (modin's `modin/pandas/test/utils.py`)
+UTILS = "def check(got, want):\n    assert got == want, (got, want)\n"
+TEST_CALC = textwrap.dedent(
+    """\
+    import calc
+    from calc.testing import assert_equal
+
+
+    def test_add():
+        assert_equal(calc.add(2, 3), 5)
+
+
+    def test_sub():
+        assert_equal(calc.sub(5, 3), 2)
+    """
+)
+TEST_UTILS = textwrap.dedent(
+    """\
+    import calc
+    from calc.test.utils import check
+
+
+    def test_add():
+        check(calc.add(2, 3), 5)
+
+
+    def test_sub():
+        check(calc.sub(5, 3), 2)
+    """
+)
+NOOP_TESTING = "def assert_equal(got, want):\n    pass\n"
+NOOP_UTILS = "def check(got, want):\n    pass\n"
+TEST_CMD = (
+    "source /opt/miniconda3/bin/activate; conda activate testbed; "
+    "python -m pytest --disable-warnings --color=no --tb=no --verbose -p no:cacheprovider -rA"
+)
+F2P = ["tests/test_calc.py::test_add", "calc/test/test_utils.py::test_add"]
+P2P = ["tests/test_calc.py::test_sub", "calc/test/test_utils.py::test_sub"]
+MODES = ["strict", "official"]
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    """A package `calc` with its own `calc/testing.py` and `calc/test/` (helper and
+    tests), a SWE-smith record whose bug is in `add`, the gold patch and the hacks."""
+    root = tmp_path_factory.mktemp("helpers")
+    files = {
+        "calc/__init__.py": CALC,
+        "calc/testing.py": TESTING,
+        "calc/test/__init__.py": "",
+        "calc/test/utils.py": UTILS,
+        "calc/test/test_utils.py": TEST_UTILS,
+        "tests/test_calc.py": TEST_CALC,
+        "pyproject.toml": '[project]\nname = "calc"\nversion = "0.1"\n',
+    }
+    repo = root / "repo"
+    write_tree(repo, files)
+    work = root / "work"
+    work.mkdir()
+    _git(work, "init", "-q")
+    buggy = {**files, "calc/__init__.py": CALC.replace("return a + b", "return a - b")}
+    bug = diff(work, files, buggy)
+    spec = calc_spec("helpers.0000", repo, "0" * 40, TEST_CMD, timeout=60)
+    record = smith_record("calc__calc.00000000.func_pm_op_change__t1", bug, F2P, P2P)
+    # a task whose bug is in the helper itself: its patch names `calc/testing.py`
+    broken = {**files, "calc/testing.py": TESTING.replace("got == want", "got != want")}
+    helper_bug = diff(work, files, broken)
+    helper_record = smith_record("calc__calc.00000000.func_pm_op_change__t2", helper_bug, F2P, P2P)
+    hacks = {
+        "testing": diff(work, buggy, {"calc/testing.py": NOOP_TESTING, "calc/test/utils.py": NOOP_UTILS}),
+    }
+    return {
+        "root": root,
+        "repo": repo,
+        "spec": spec,
+        "record": record,
+        "gold": reverse_patch(bug),
+        "hacks": hacks,
+        "helper_record": helper_record,
+        "helper_gold": reverse_patch(helper_bug),
+    }
+
+
+helpers_host, helpers_sandbox, helpers_executor = executor_fixtures("task", "helpers")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_gold_patch_is_resolved(task, helpers_executor, mode):
+    ev = evaluate(task["record"], task["spec"], task["gold"], helpers_executor, grading=mode)
+    assert ev.resolved, ev.output[-3000:]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_noop_assertion_helper_is_reverted(task, helpers_executor, mode):
+    ev = evaluate(task["record"], task["spec"], task["hacks"]["testing"], helpers_executor, grading=mode)
+    assert ev.entry["patch_successfully_applied"], ev.output[-3000:]
+    assert not ev.resolved and ev.reason == "tests-failed", (ev.entry, ev.output[-3000:])
+    assert ev.entry["tests_status"]["FAIL_TO_PASS"]["failure"] == F2P, ev.entry
+    for path in ("calc/testing.py", "calc/test/utils.py"):
+        assert f"minisandbox: reverted protected path {path}" in ev.output
+
+
+def test_support_paths_of_the_tasks_own_patch_stay_editable(task):
+    assert support_paths(task["gold"]) == []
+    assert support_paths(task["helper_gold"]) == ["calc/testing.py"]
+    assert support_paths("diff --git a/pkg/tests/h.py b/pkg/tests/h.py\n") == []  # protected anyway
+    for path in ("xarray/testing.py", "lib/matplotlib/testing/compare.py", "django/test/testcases.py"):
+        assert is_test_support(path) and not is_protected(path), path
+    for path in ("calc/core.py", "werkzeug/test.py", "testing_notes.md", "docs/test.rst"):
+        assert not is_test_support(path), path
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_bug_in_the_helper_itself_is_still_fixable(task, helpers_executor, mode):
+    """The task's own patch changes `calc/testing.py`: the gold fix there is applied and
+    resolved (the candidate may change what the task's patch changes)."""
+    ev = evaluate(task["helper_record"], task["spec"], task["helper_gold"], helpers_executor, grading=mode)
+    assert ev.resolved, ev.output[-3000:]
+    assert "reverted protected path" not in ev.output
