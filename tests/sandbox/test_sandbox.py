@@ -106,6 +106,44 @@ def _command_processes(sb: Sandbox) -> list[str]:
     return [a for a in lines if "child-survived" in a or a.startswith("sleep ")]
 
 
+def test_plain_commands_run_as_bash_would_run_them_without_bash(repo):
+    """execute() execs a command of plain words itself (bash's start is half of a trivial
+    command's cost): the program gets the argv, working directory, environment and exit
+    code that `bash -c` gives it; builtins, shell syntax, a program that is missing or that
+    the kernel cannot exec still go through bash (a `bash` first in PATH logs each start)."""
+    spy = "/tmp/spy"
+    path = f"{spy}:{sandbox_module.DEFAULT_ENV['PATH']}"
+    with Sandbox([Layer(str(repo), "/testbed")]) as sb:
+        sb.write_file(
+            f"{spy}/bash", '#!/usr/bin/bash\necho started >> /tmp/spy.log\nexec -a bash /usr/bin/bash "$@"\n', 0o755
+        )
+        sb.write_file("/tmp/noexec", "echo no\n", 0o644)
+        sb.write_file("/tmp/script", "echo script $0\n", 0o755)
+
+        def run(command: str, cwd: str = "/testbed") -> tuple[int, str, bool]:
+            before = sb.run(["cat", "/tmp/spy.log"]).output.count("started")
+            res = sb.execute(command, cwd=cwd, env={"PATH": path})
+            return res.returncode, res.output, sb.run(["cat", "/tmp/spy.log"]).output.count("started") > before
+
+        for cwd in ("/testbed", "/tmp"):
+            code, out, bash = run("printenv", cwd)
+            want = sb.run(["bash", "-c", "printenv"], cwd=cwd).output  # bash, with the usual PATH
+            assert (code, bash) == (0, False)
+            want = [f"PATH={path}" if line.startswith("PATH=") else line for line in want.splitlines()]
+            assert sorted(out.splitlines()) == sorted(want)
+            assert f"PWD={cwd}" in out.splitlines() and "SHLVL=0" in out.splitlines()
+        assert run("printenv _") == (0, "/usr/bin/printenv\n", False)
+        assert run("true") == (0, "", False)
+        assert run("false") == (1, "", False)
+        assert run("ls -d /testbed src") == (2, "ls: cannot access 'src': No such file or directory\n/testbed\n", False)
+        assert run("/tmp/script") == (0, "script /tmp/script\n", True)  # no #!: bash runs it as a script
+        assert run("/tmp/noexec") == (126, "bash: line 1: /tmp/noexec: Permission denied\n", True)
+        assert run("no-such-program") == (127, "bash: line 1: no-such-program: command not found\n", True)
+        assert run("exit 3") == (3, "", True)
+        assert run("true --version") == (0, "", True)
+        assert run("echo $SHLVL") == (0, "1\n", True)  # (the spy's bash counts too)
+
+
 def test_background_output_does_not_block(repo):
     with Sandbox([Layer(str(repo), "/testbed")]) as sb:
         start = time.monotonic()

@@ -1350,14 +1350,86 @@ def _which(name: str, env: dict) -> str | None:
     return None
 
 
+#: Characters bash reads literally in a word: a command of only these and blanks holds no
+#: quoting, expansion, glob, redirection, comment, separator or control operator.
+_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./- \t")
+
+#: Bash's reserved words and builtins (5.2's; older versions have fewer): a first word among
+#: them is not looked up in PATH. `true` and `false` alone are the exceptions: their
+#: programs do exactly what the builtins do (no output, status 0 or 1).
+_BASH_WORDS = frozenset(
+    "if then else elif fi case esac for select while until do done in function time coproc "
+    ". : alias bg bind break builtin caller cd command compgen complete compopt continue declare "
+    "dirs disown echo enable eval exec exit export false fc fg getopts hash help history jobs kill "
+    "let local logout mapfile popd printf pushd pwd read readarray readonly return set shift "
+    "shopt source suspend test times trap true type typeset ulimit umask unalias unset wait".split()
+)
+
+#: Environment variables that change what bash does before it runs a command (a start-up
+#: file, options, exported functions, the command search) or that it rewrites (PWD, OLDPWD,
+#: SHLVL, _); any BASH* variable counts too.
+_BASH_VARS = frozenset({"ENV", "SHELLOPTS", "POSIXLY_CORRECT", "EXECIGNORE", "PWD", "OLDPWD", "SHLVL", "_"})
+
+#: SHLVL of a program that `bash -c` runs without forking: bash 5.1 and later count their
+#: own level (1 when unset) down again before that exec.
+_ONESHOT_SHLVL = "0"
+
+
+def _plain_words(argv: list[str], env: dict) -> list[str] | None:
+    """The words of `argv` = ["bash", "-c", COMMAND] when all bash would do is look
+    COMMAND's first word up in PATH and exec it with the other words as its arguments
+    (`bash -c` execs a single simple command without forking); else None. Why: bash's own
+    start is half of a trivial command's cost (~0.5 ms of exec, relocations and page
+    faults), and an agent runs tens of thousands of such commands."""
+    if len(argv) != 3 or argv[0] != "bash" or argv[1] != "-c" or not set(argv[2]) <= _PLAIN:
+        return None
+    if "PATH" not in env or any(k in _BASH_VARS or k.startswith("BASH") for k in env):
+        return None
+    words = argv[2].split()  # (blanks only: every other space character is refused above)
+    if not words or "=" in words[0] or words[0].startswith("%"):  # an assignment, a job
+        return None
+    if words[0] in _BASH_WORDS and not (len(words) == 1 and words[0] in ("true", "false")):
+        return None
+    return words
+
+
+def _bash_lookup(name: str, env: dict) -> str | None:
+    """The file bash would exec for command `name` (its PATH search, from the current
+    directory), or None when it would find none or anything is unusual (a directory, a file
+    it may not run, a PATH entry bash tilde-expands): bash itself then runs the command and
+    reports what it would."""
+    if "/" in name:
+        candidates = [name]
+    else:
+        dirs = env["PATH"].split(":")
+        if any(d.startswith("~") for d in dirs):
+            return None
+        candidates = [f"{d or '.'}/{name}" for d in dirs]
+    for path in candidates:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            continue
+        if not stat.S_ISREG(mode) or not os.access(path, os.X_OK):
+            return None
+        return path
+    return None
+
+
 def _spawner_spawn(req: dict, fds: list[int], leaf: int | None) -> int:
     """posix_spawn one command as `_child_exec` would start it (the spawner already holds
     the payloads' privileges, filter and rlimits, so the child inherits them); returns its
-    pid. Raises _Fallback for anything the fast path does not do the same way."""
+    pid. Raises _Fallback for anything the fast path does not do the same way.
+
+    `direct` in `req` (a `bash -c COMMAND` of `Sandbox.execute`): a COMMAND of plain words
+    (`_plain_words`) is exec'd without bash, with the environment bash would give it (PWD
+    the working directory, SHLVL, `_` the program's path); anything else, or a program
+    that cannot be exec'd, runs through bash."""
     argv, env = req["argv"], req.get("env") or {}
     path = _which(argv[0], env)
     if path is None:
         raise _Fallback(f"{argv[0]}: not found")
+    words = _plain_words(argv, env) if req.get("direct") else None
     targets = [int(t) for t in req.get("fd_targets") or []]
     n = 3 + len(targets)
     # every source out of the targets' way first (received fds are close-on-exec: only the
@@ -1377,15 +1449,15 @@ def _spawner_spawn(req: dict, fds: list[int], leaf: int | None) -> int:
             old = os.umask(req.get("umask", 0o022))
             try:
                 actions = [(os.POSIX_SPAWN_DUP2, fd, target) for fd, target in zip(high, [0, 1, 2, *targets])]
-                return os.posix_spawn(
-                    path,
-                    argv,
-                    env,
-                    file_actions=actions,
-                    setsid=True,
-                    setsigmask=(),
-                    setsigdef=[getattr(signal, name) for name in _DEFAULT_SIGNALS],
-                )
+                program = _bash_lookup(words[0], env) if words else None
+                if program is not None:
+                    try:
+                        return _posix_spawn(
+                            program, words, {**env, "PWD": os.getcwd(), "SHLVL": _ONESHOT_SHLVL, "_": program}, actions
+                        )
+                    except OSError:
+                        pass  # (not exec'd: ENOEXEC, EACCES...) bash runs it and says what it would
+                return _posix_spawn(path, argv, env, actions)
             except OSError as exc:
                 raise _Fallback(str(exc)) from None
             finally:
@@ -1397,6 +1469,16 @@ def _spawner_spawn(req: dict, fds: list[int], leaf: int | None) -> int:
     finally:
         for fd in high:
             os.close(fd)
+
+
+#: The signal numbers of _DEFAULT_SIGNALS (looked up once, not per command).
+_DEFAULT_SIGNUMS = tuple(getattr(signal, name) for name in _DEFAULT_SIGNALS)
+
+
+def _posix_spawn(path: str, argv: list[str], env: dict, actions: list) -> int:
+    """posix_spawn `path` in a session of its own, no signal blocked, _DEFAULT_SIGNALS at
+    their defaults."""
+    return os.posix_spawn(path, argv, env, file_actions=actions, setsid=True, setsigmask=(), setsigdef=_DEFAULT_SIGNUMS)
 
 
 def _spawner_main(ctl: _socket.socket, reqs: _socket.socket, req: dict, fds: list[int]) -> None:

@@ -363,12 +363,15 @@ class PrivateRoot:
         pass_fds: dict[int, int] | None = None,
         pidns: bool = False,
         cgroup_fd: int | None = None,
+        direct: bool = False,
     ) -> int:
         """Start `argv` inside (new session, privileges dropped); returns a command id.
         `pass_fds`: {fd number inside: caller fd} passed on besides stdio (at most 5).
         `pidns`: run it in a pid namespace of its own (it sees no other process).
         `cgroup_fd`: a write fd of a cgroup's join file the command joins before anything else
-        (`minisandbox.sandbox.limits.CommandCgroup`); not passed on to the payload."""
+        (`minisandbox.sandbox.limits.CommandCgroup`); not passed on to the payload.
+        `direct`: `argv` is ``["bash", "-c", COMMAND]`` and the command spawner may exec a
+        COMMAND of plain words without bash (`init_program._plain_words`)."""
         opened = []
         fds = []
         for stream, default in ((stdin, 0), (stdout, 1), (stderr, 2)):
@@ -399,7 +402,7 @@ class PrivateRoot:
                 cid = msg["id"] = self._next_id
                 pid = None
                 if drop and not pidns and not self._spawner_off and (cgroup_fd is None or self._cgroup_home):
-                    pid = self._spawn_fast(dict(msg), fds, msg["rlimits"])
+                    pid = self._spawn_fast({**msg, "direct": direct} if direct else dict(msg), fds, msg["rlimits"])
                 if pid is not None and pid > 0:
                     self.pids[cid] = pid
             if pid is None:

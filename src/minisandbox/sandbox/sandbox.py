@@ -687,6 +687,7 @@ class Sandbox:
         pass_fds: dict[int, int] | None = None,
         pidns: bool = False,
         _mark: bool = True,
+        _direct: bool = False,
     ) -> ExecResult:
         """Run argv to completion; stdout+stderr captured. On timeout the whole process
         tree is killed and `timed_out` is set. `pass_fds` and `pidns` as in
@@ -708,6 +709,7 @@ class Sandbox:
                 stderr=wfd,
                 pass_fds=pass_fds,
                 pidns=pidns,
+                direct=_direct,
             )
         except BaseException:
             for fd in (rfd, wfd, in_r, in_w):
@@ -847,12 +849,15 @@ class Sandbox:
         self, command: str, *, cwd: str | None = None, timeout: float | None = None, env: dict[str, str] | None = None
     ) -> ExecResult:
         """One-shot `bash -c command` (a fresh shell: no state carried over). Commands
-        beyond the kernel's 128 KiB limit for one argument go in through stdin."""
+        beyond the kernel's 128 KiB limit for one argument go in through stdin. A command of
+        plain words (`ls -la src`, `true`: no quoting, expansion, redirection or operator, no
+        builtin) runs as bash would run it but without bash: its program exec'd with the
+        environment bash gives it (docs/sandbox.md, "Command spawner")."""
         if len(command.encode()) > 100_000:
             return self.run(
                 ["bash", "-c", 'eval "$(cat)" < /dev/null'], cwd=cwd, timeout=timeout, env=env, input=command.encode()
             )
-        return self.run(["bash", "-c", command], cwd=cwd, timeout=timeout, env=env)
+        return self.run(["bash", "-c", command], cwd=cwd, timeout=timeout, env=env, _direct=True)
 
     # -- files
     def read_file(self, path: str) -> bytes:

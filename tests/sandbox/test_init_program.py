@@ -1,0 +1,96 @@
+"""minisandbox.sandbox.init_program: which `bash -c` commands the command spawner may exec
+without bash (pure functions; the end-to-end behaviour is in test_sandbox.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from minisandbox.sandbox.init_program import _plain_words
+
+ENV = {"PATH": "/usr/bin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
+
+
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [
+        ("ls -la src", ["ls", "-la", "src"]),
+        ("  git\tstatus --short  ", ["git", "status", "--short"]),
+        (
+            "python -m pytest tests/a.py::test_x -k a,b -x",
+            ["python", "-m", "pytest", "tests/a.py::test_x", "-k", "a,b", "-x"],
+        ),
+        ("env A=1 printenv A", ["env", "A=1", "printenv", "A"]),
+        ("/usr/bin/env", ["/usr/bin/env"]),
+        ("true", ["true"]),
+        ("false", ["false"]),
+    ],
+)
+def test_plain_commands_are_their_words(command, words):
+    assert _plain_words(["bash", "-c", command], ENV) == words
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "",
+        "   ",
+        "echo $HOME",  # expansion
+        "ls *.py",  # glob
+        "ls ~",  # tilde
+        "cd /tmp && ls",  # operator
+        "ls; ls",
+        "ls\nls",  # a newline separates commands
+        "ls > out",  # redirection
+        "echo 'a b'",  # quoting
+        'echo "a"',
+        "echo a\\ b",
+        "ls # comment",
+        "ls {a,b}",  # brace expansion
+        "ls | wc",
+        "sleep 1 &",
+        "A=1 env",  # an assignment
+        "%1",  # a job
+        "exit 3",  # builtins and reserved words
+        "cd /tmp",
+        "echo hi",
+        "pwd",
+        "test -e x",
+        "source x",
+        ". x",
+        "time ls",
+        "true --version",  # the builtin, not the program
+        "false 1",
+        "exec ls",
+        "ls\u00a0x",  # not a blank for bash
+        "caf\u00e9",
+    ],
+)
+def test_anything_bash_would_treat_specially_stays_with_bash(command):
+    assert _plain_words(["bash", "-c", command], ENV) is None
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"HOME": "/root"},  # no PATH: bash's default search path is not ours
+        {**ENV, "BASH_ENV": "/etc/profile"},  # a start-up file
+        {**ENV, "BASH_FUNC_ls%%": "() { echo no; }"},  # an exported function
+        {**ENV, "BASHOPTS": "extglob"},
+        {**ENV, "SHELLOPTS": "xtrace"},
+        {**ENV, "ENV": "/x"},
+        {**ENV, "POSIXLY_CORRECT": "1"},
+        {**ENV, "EXECIGNORE": "*"},
+        {**ENV, "PWD": "/x"},  # what bash rewrites
+        {**ENV, "OLDPWD": "/x"},
+        {**ENV, "SHLVL": "3"},
+        {**ENV, "_": "/x"},
+    ],
+)
+def test_an_environment_that_changes_bash_keeps_bash(env):
+    assert _plain_words(["bash", "-c", "ls -la"], env) is None
+
+
+def test_only_a_bash_dash_c_argv_qualifies():
+    assert _plain_words(["sh", "-c", "ls"], ENV) is None
+    assert _plain_words(["bash", "-c", "ls", "name"], ENV) is None
+    assert _plain_words(["bash", "-e", "ls"], ENV) is None
