@@ -245,18 +245,32 @@ def _end_process(code: int) -> int:
         main_thread = threading.main_thread()
         if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
             return code
+    if not run_exit_handlers():
+        code = 128 + 13  # (`_stdout_closed`: as if killed by SIGPIPE)
+    os._exit(code)
+
+
+def run_exit_handlers() -> bool:
+    """What the interpreter does at exit short of finalization: flush stdout and stderr, then
+    run the exit handlers (the sandbox's crash-cleanup record is one). For the paths that end
+    the process with `os._exit` or by a signal. Returns False when stdout's reader had gone
+    (stdout is then pointed at /dev/null, `_stdout_closed`)."""
     import atexit
 
+    stdout_open = True
     try:
         sys.stdout.flush()
     except BrokenPipeError:
-        code = _stdout_closed()
+        _stdout_closed()
+        stdout_open = False
+    except (OSError, ValueError):
+        pass
     try:
         sys.stderr.flush()
-    except (BrokenPipeError, ValueError):
+    except (OSError, ValueError):
         pass
     atexit._run_exitfuncs()
-    os._exit(code)
+    return stdout_open
 
 
 #: True while `_pause_gc` holds the cyclic garbage collector off (see `resume_gc`).

@@ -379,15 +379,10 @@ def end_by_signal(signum: int) -> None:
     """End this process by `signum`'s default action, after flushing stdout and stderr and
     running the exit handlers (the crash-cleanup record goes there): a caller sees the
     status it would have seen without `closing_on_termination`. Never returns."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
     try:
-        import atexit
+        from minisandbox.cli import run_exit_handlers
 
-        atexit._run_exitfuncs()
+        run_exit_handlers()
     finally:
         signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
