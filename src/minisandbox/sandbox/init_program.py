@@ -1426,9 +1426,6 @@ def _spawner_spawn(req: dict, fds: list[int], leaf: int | None) -> int:
     the working directory, SHLVL, `_` the program's path); anything else, or a program
     that cannot be exec'd, runs through bash."""
     argv, env = req["argv"], req.get("env") or {}
-    path = _which(argv[0], env)
-    if path is None:
-        raise _Fallback(f"{argv[0]}: not found")
     words = _plain_words(argv, env) if req.get("direct") else None
     targets = [int(t) for t in req.get("fd_targets") or []]
     n = 3 + len(targets)
@@ -1443,20 +1440,26 @@ def _spawner_spawn(req: dict, fds: list[int], leaf: int | None) -> int:
             raise _Fallback(str(exc)) from None
         joined = False
         try:
+            # (looked up from the command's working directory, as execvpe in _child_exec does)
+            program = _bash_lookup(words[0], env) if words else None
+            path = _which(argv[0], env) if program is None else None
+            if program is None and path is None:
+                raise _Fallback(f"{argv[0]}: not found")
             if req.get("cgroup"):
                 os.write(fds[n], b"0")  # the command is born in its own cgroup (see _child_exec)
                 joined = True
             old = os.umask(req.get("umask", 0o022))
             try:
                 actions = [(os.POSIX_SPAWN_DUP2, fd, target) for fd, target in zip(high, [0, 1, 2, *targets])]
-                program = _bash_lookup(words[0], env) if words else None
                 if program is not None:
                     try:
                         return _posix_spawn(
                             program, words, {**env, "PWD": os.getcwd(), "SHLVL": _ONESHOT_SHLVL, "_": program}, actions
                         )
-                    except OSError:
-                        pass  # (not exec'd: ENOEXEC, EACCES...) bash runs it and says what it would
+                    except OSError:  # (not exec'd: ENOEXEC, EACCES...) bash runs it and says what it would
+                        path = _which(argv[0], env)
+                        if path is None:
+                            raise _Fallback(f"{argv[0]}: not found") from None
                 return _posix_spawn(path, argv, env, actions)
             except OSError as exc:
                 raise _Fallback(str(exc)) from None

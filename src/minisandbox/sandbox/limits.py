@@ -530,6 +530,15 @@ SANDBOX_CPU_UNCOUNTED = (
 )
 
 
+def _read_raw(path: str) -> bytes:
+    """The first 4 KiB of a cgroup file (open, read, close: nothing else)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
+
+
 class CommandCgroup(
     namedtuple(
         "CommandCgroup",
@@ -555,15 +564,13 @@ class CommandCgroup(
     def usage(self) -> float | None:
         """CPU seconds used by every process that ever ran in this cgroup (None when the
         cgroup is gone)."""
-        try:
+        try:  # (read raw: every command reads it at its end, open() costs three times the syscalls)
             if self.version == "v1":
-                with open(os.path.join(self.path, "cpuacct.usage")) as fh:
-                    return int(fh.read()) / 1e9
-            with open(os.path.join(self.path, "cpu.stat")) as fh:
-                for line in fh:
-                    key, _, value = line.partition(" ")
-                    if key == "usage_usec":
-                        return int(value) / 1e6
+                return int(_read_raw(self.path + "/cpuacct.usage")) / 1e9
+            for line in _read_raw(self.path + "/cpu.stat").splitlines():
+                key, _, value = line.partition(b" ")
+                if key == b"usage_usec":
+                    return int(value) / 1e6
         except (OSError, ValueError):
             return None
         return None

@@ -156,7 +156,9 @@ class CpuWatch:
         self.used = 0.0
         self.total_used = 0.0
         self.hit = ""  # "cpu" (per command) | "cpu-total" (the sandbox's budget)
-        self._read_at = 0.0
+        #: the first look is 50 ms after the start (a command's cgroup has used nothing
+        #: before): a command that ends sooner costs one forced read at its end
+        self._read_at = time.monotonic()
 
     def exceeded(self, *, force: bool = False) -> bool:
         """True once the command has used more than `limit` CPU seconds or the sandbox more
