@@ -2006,6 +2006,17 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
             return True
         return _any(p in ("tests", "test", "testing") for p in parts[:-1])
 
+    def library_frame(item, files):
+        """The first frame of an outcome's traceback (outermost first) that is repository
+        code other than test code, or None. The innermost caller alone is not enough: a
+        standard-library frame (`functools.singledispatch(pytest.xfail)`) or code
+        compiled under a test file's name can stand between library code and
+        pytest.xfail()."""
+        for name in files:
+            if not name.startswith(RUNNER_DIRS) and not test_code(item, name):
+                return name
+        return None
+
     def status_of(item, call, rep):
         """(status, note) of one phase, from call.excinfo; the report only decides among
         the outcomes the exception allows (xfail, xpass, strict xpass)."""
@@ -2044,6 +2055,9 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
             caller = outcome_caller(files)
             if caller is not None and not test_code(item, caller):
                 return "FAILED", "xfail() called from library code %s" % relative(item, caller)
+            via = library_frame(item, files)
+            if via is not None:
+                return "FAILED", "xfail() called through library code %s" % relative(item, via)
             return "XFAIL", None
         # a real exception: a failure, or an expected failure of an xfail-marked test
         if outcome == "skipped" and wasxfail and has_xfail_mark(item):
