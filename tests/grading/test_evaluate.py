@@ -302,6 +302,8 @@ def test_bash_revert_patterns_match_is_protected(eval_project, host):
         "pytest.py",
         "_pytest/y.py",
         "pluggy/z.py",
+        "py/__init__.py",
+        "src/py/__init__.py",
         "pkg/mod.py",
         "testing/util.py",
         "test/foo.py",

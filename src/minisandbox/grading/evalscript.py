@@ -53,7 +53,8 @@ from minisandbox.records import test_files_of  # noqa: F401  (re-exported: grade
 INFRA_NAMES = ("conftest.py", *PYTEST_CONFIG_NAMES, "sitecustomize.py", "usercustomize.py")
 #: Top-level names that would shadow the test runner or the results plugin when the
 #: command is `python -m pytest` (the working directory comes first on sys.path; tox runs
-#: that).
+#: that). `py` as a package too: `import pytest` imports `py` (pytest 9's `_pytest/compat.py`),
+#: before any `-p` plugin.
 SHADOW_ROOTS = (
     "pytest.py",
     "py.py",
@@ -61,6 +62,7 @@ SHADOW_ROOTS = (
     "_pytest",
     "pluggy",
     "pytest",
+    "py",
     f"{RESULTS_PLUGIN}.py",
     RESULTS_PLUGIN,
 )
