@@ -5,6 +5,8 @@ change: creation, `execute("true")`, a failing command (the cause lookup), `read
 with every hardening feature on (default limits, seccomp, ptrace off); plus, as the
 baseline measured in the same run, the bubblewrap one-shot
 (`bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent true`).
+The two `execute` rows and bwrap's also give their median CPU time (`cpu_seconds`: this
+process and the sandbox's cgroup, or bwrap as a waited-for child).
 
 Also: the memory an open sandbox costs (resident set of its init and command spawner, and
 the controller's growth per open sandbox), and `--scale N` sandboxes created at once by
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -136,6 +139,19 @@ def scale(Sandbox, Layer, repo: Path, n: int) -> dict:
     }
 
 
+def cpu_seconds(sb) -> float:
+    """CPU seconds used so far by this process (every thread) and by `sb`'s every process
+    (init, the command spawner, the commands: its cgroup); without `sb`, by this process and
+    its waited-for children (bwrap; the kernel's deferred teardown of its namespaces is not
+    in it). The difference around one operation is that operation's CPU."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    total = own.ru_utime + own.ru_stime
+    if sb is None:
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return total + kids.ru_utime + kids.ru_stime
+    return total + ((sb.limits.sandbox_usage() if sb.limits is not None else None) or 0.0)
+
+
 def make_repo(path: Path) -> Path:
     path.mkdir(parents=True)
     for i in range(200):
@@ -174,6 +190,10 @@ def main() -> None:
             "baseline: bwrap one-shot true",
         )
     }
+    #: CPU seconds per sample where they can be told apart (see `cpu_seconds`)
+    cpu: dict[str, list[float]] = {
+        k: [] for k in ("execute true", "execute false (exit 1)", "baseline: bwrap one-shot true")
+    }
     bwrap = shutil.which("bwrap")
     bwrap_argv = [bwrap, *BWRAP] if bwrap else []
     with tempfile.TemporaryDirectory(prefix="bench-ops-") as tmp:
@@ -184,12 +204,16 @@ def main() -> None:
             t1 = time.perf_counter()
             sb.execute("true")  # the start-state snapshot happens on the first command: not measured below
             t = {}
+            c = cpu_seconds(sb)
             a = time.perf_counter()
             assert sb.execute("true").returncode == 0
             t["execute true"] = time.perf_counter() - a
+            cpu["execute true"].append(cpu_seconds(sb) - c)
+            c = cpu_seconds(sb)
             a = time.perf_counter()
             assert sb.execute("exit 1").returncode == 1
             t["execute false (exit 1)"] = time.perf_counter() - a
+            cpu["execute false (exit 1)"].append(cpu_seconds(sb) - c)
             a = time.perf_counter()
             sb.read_file("/testbed/m1.py")
             t["read_file"] = time.perf_counter() - a
@@ -203,16 +227,22 @@ def main() -> None:
             sb.close()
             t["close"] = time.perf_counter() - a
             if bwrap:
+                c = cpu_seconds(None)
                 a = time.perf_counter()
                 subprocess.run(bwrap_argv, check=True)
                 t["baseline: bwrap one-shot true"] = time.perf_counter() - a
-            if i >= 2:  # warm-up
+                cpu["baseline: bwrap one-shot true"].append(cpu_seconds(None) - c)
+            if i < 2:  # warm-up
+                for v in cpu.values():
+                    v.clear()
+            else:
                 samples["create"].append(t1 - t0)
                 for k, v in t.items():
                     samples[k].append(v)
         mem = memory(Sandbox, Layer, repo)
         sc = scale(Sandbox, Layer, repo, args.scale) if args.scale else None
     medians = {k: statistics.median(v) * 1000 for k, v in samples.items() if v}
+    cpu_medians = {k: statistics.median(v) * 1000 for k, v in cpu.items() if v}
     base = medians.get("baseline: bwrap one-shot true")
     print(f"{args.src}: {args.n} sandboxes, load {os.getloadavg()[0]:.1f}")
     rows = []
@@ -222,8 +252,22 @@ def main() -> None:
         verdict = (
             "" if target is None or ratio is None else (" meets" if ratio <= target else " MISSES") + f" <= {target}"
         )
-        rows.append([k, len(samples[k]), round(v, 2), round(ratio, 3) if ratio else "", verdict.strip()])
-        print(f"  {k:<30} {v:8.2f} ms median" + (f"  {ratio:5.2f}x bwrap{verdict}" if ratio else ""))
+        c = cpu_medians.get(k)
+        rows.append(
+            [
+                k,
+                len(samples[k]),
+                round(v, 2),
+                "" if c is None else round(c, 2),
+                round(ratio, 3) if ratio else "",
+                verdict.strip(),
+            ]
+        )
+        print(
+            f"  {k:<30} {v:8.2f} ms median"
+            + (f" ({c:.2f} ms CPU)" if c is not None else "")
+            + (f"  {ratio:5.2f}x bwrap{verdict}" if ratio else "")
+        )
     print(
         f"  memory per open sandbox: init RSS {mem['init_rss_kb'] / 1024:.1f} MiB (PSS {mem['init_pss_kb'] / 1024:.1f}), "
         f"spawner RSS {mem['spawner_rss_kb'] / 1024:.1f} MiB (PSS {mem['spawner_pss_kb'] / 1024:.1f}), "
@@ -249,7 +293,11 @@ def main() -> None:
                     "median_ms": medians,
                     "load": os.getloadavg()[0],
                     "cores": os.cpu_count(),
-                    "rows": {"headers": ["what", "n", "median ms", "ratio to bwrap", "target"], "rows": rows},
+                    "cpu_median_ms": cpu_medians,
+                    "rows": {
+                        "headers": ["what", "n", "median ms", "median CPU ms", "ratio to bwrap", "target"],
+                        "rows": rows,
+                    },
                     "memory": mem,
                     "scale": sc,
                 },
