@@ -224,17 +224,30 @@ def cgroup_parents() -> dict[str, str]:
     directory} (the caller's own cgroup in each hierarchy that exists; writability not
     checked)."""
     out = {}
-    mount = _v2_mount()
+    mount, v1 = _hierarchies()
     lines = _own_cgroup_lines()  # read once: a sandbox creation asks several times
     own = _own_cgroup(None, lines)
     if mount and own is not None:
         out["v2"] = os.path.join(mount, own.lstrip("/"))
-    for ctrl in ("memory", "pids", "cpuacct"):
+    for ctrl in v1:
         own = _own_cgroup(ctrl, lines)
-        base = os.path.join(CGROUP_ROOT, ctrl)
-        if own is not None and os.path.isdir(base):
-            out[ctrl] = os.path.join(base, own.lstrip("/"))
+        if own is not None:
+            out[ctrl] = os.path.join(CGROUP_ROOT, ctrl, own.lstrip("/"))
     return out
+
+
+#: (the v2 mount or None, the v1 controllers of "memory", "pids", "cpuacct" mounted), looked
+#: up once per process: every sandbox creation asks (five stats), and a host's cgroup mounts
+#: do not change under a running controller.
+_HIERARCHIES: tuple[str | None, tuple[str, ...]] | None = None
+
+
+def _hierarchies() -> tuple[str | None, tuple[str, ...]]:
+    global _HIERARCHIES
+    if _HIERARCHIES is None:
+        v1 = tuple(c for c in ("memory", "pids", "cpuacct") if os.path.isdir(os.path.join(CGROUP_ROOT, c)))
+        _HIERARCHIES = (_v2_mount(), v1)
+    return _HIERARCHIES
 
 
 def join_file(cgroup: str, version: str) -> str:
