@@ -698,9 +698,23 @@ def run_tests(
             result["diag_log"] = diagnose_hang(profile, spec, out, env)
         else:
             result["diag_log"] = diagnose(profile, spec, out, env, failing_files)
-        if failing_files:
+        if failing_files and passes_alone(result["diag_log"]):
+            result["passes_alone"] = True  # (no probe can name a cause: nothing fails alone)
+        elif failing_files:
             result["probe"] = probe(profile, spec, out, env, failing_files)
     return result
+
+
+def passes_alone(diag_log: str | None) -> bool:
+    """Whether the diagnostic rerun of the failing test files, unchanged but without the
+    rest of the suite, passed them all: the failures then depend on what ran before them
+    (state left by another test), not on the environment."""
+    try:
+        text = Path(diag_log).read_text(errors="replace") if diag_log else ""
+    except OSError:
+        return False
+    counts = pytest_counts(text, {})
+    return counts["source"] == "summary" and bool(counts["passed"]) and not counts["failed"] and not counts["errors"]
 
 
 def rerun_path(file: str) -> str:
@@ -866,6 +880,13 @@ TEST_CAUSES = [
 ]
 
 
+#: The class of failures that the diagnostic rerun of their files alone does not repeat.
+ORDER_DEPENDENT = "order-dependent: the failing tests pass when their files run alone"
+
+#: A verbose pytest line of a test that did not fail; dropped before the causes are matched.
+PASSING_LINE = re.compile(r"(?m)^\S+::\S.* (?:PASSED|SKIPPED|XFAIL|XPASS)\b.*$")
+
+
 def own_missing_module(text: str, repo_tree: Path | None) -> str | None:
     """A module of the project itself (`pkg.sub` with `pkg/` in the snapshot but no
     `pkg/sub`) that fails to import: only the install can have made it, so its loss is
@@ -900,6 +921,9 @@ def classify_tests(result: dict[str, Any], repo_tree: Path | None = None) -> str
         if re.search(r'File ".*(?:download|retry|urllib/request|socket|requests/)[^"]*"', text, re.I):
             return "timeout: test data downloaded at collection (sandbox offline)"
         return "timeout"
+    if result.get("passes_alone"):
+        return ORDER_DEPENDENT
+    text = PASSING_LINE.sub("", text)  # (a passing test's name is no evidence: `test_version.py`)
     for label, pattern in TEST_CAUSES[:2]:
         if re.search(pattern, text):
             return label

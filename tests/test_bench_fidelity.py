@@ -646,3 +646,29 @@ def test_a_child_that_runs_out_of_time_gets_sigterm_first(bf, monkeypatch) -> No
     with pytest.raises(subprocess.TimeoutExpired) as info:
         bf.run_child([sys.executable, "-c", handles], timeout=2, stdout=subprocess.PIPE, text=True)
     assert info.value.output == "closed\n"
+
+
+def test_a_passing_tests_name_is_not_evidence_of_a_cause(bf, tmp_path):
+    """dvc's `tests/func/test_version.py::test_ PASSED` once classified its unrelated
+    failures as lost install residue (the pattern `_version\\.py`)."""
+    log = tmp_path / "t.log"
+    log.write_text(
+        "tests/func/test_version.py::test_ PASSED [ 50%]\n"
+        "tests/x/test_studio.py::test_post FAILED [ 80%]\n"
+        "=== 1 failed, 1 passed in 1.0s ===\n"
+    )
+    result = {"pass_rate": 0.5, "test_log": str(log)}
+    assert bf.classify_tests(result) == "test failures (see not_passing)"
+    log.write_text(log.read_text() + "E   ModuleNotFoundError: No module named 'pkg._version'\n")
+    assert bf.classify_tests(result).startswith("install residue lost")
+
+
+def test_failures_that_pass_when_their_files_run_alone_are_order_dependent(bf, tmp_path):
+    diag = tmp_path / "d.log"
+    diag.write_text("tests/x/test_studio.py::test_post PASSED [100%]\n=== 1 passed in 0.5s ===\n")
+    assert bf.passes_alone(str(diag))
+    result = {"pass_rate": 0.99, "test_log": str(diag), "diag_log": str(diag), "passes_alone": True}
+    assert bf.classify_tests(result) == bf.ORDER_DEPENDENT
+    diag.write_text("tests/x/test_studio.py::test_post FAILED [100%]\n=== 1 failed in 0.5s ===\n")
+    assert not bf.passes_alone(str(diag))
+    assert not bf.passes_alone(str(tmp_path / "missing.log"))
