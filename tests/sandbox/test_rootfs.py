@@ -131,6 +131,32 @@ def test_devnull_is_subprocess_devnull():
 
 
 @pytest.mark.root
+def test_the_cached_host_mount_table_follows_mounts_and_unmounts(as_root, tmp_path):
+    """`_host_mounts` (what decides whether the warm sandbox may be taken) keeps the table
+    and reads it again only when the kernel flags a change: a mount and an unmount made
+    after it was read are both seen, in this thread and in another."""
+    import threading
+
+    def fresh() -> bytes:
+        with open("/proc/self/mountinfo", "rb") as fh:
+            return fh.read()
+
+    before = rootfs._host_mounts()
+    assert rootfs._host_mounts() == before == fresh()
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(tmp_path)], check=True)
+    try:
+        seen: list[bytes] = []
+        thread = threading.Thread(target=lambda: seen.append(rootfs._host_mounts()))
+        thread.start()
+        thread.join()
+        assert str(tmp_path).encode() in seen[0] and seen[0] == fresh()
+        assert rootfs._host_mounts() == seen[0]
+    finally:
+        subprocess.run(["umount", str(tmp_path)], check=True)
+    assert rootfs._host_mounts() == before == fresh()
+
+
+@pytest.mark.root
 def test_missing_bind_source_is_one_line_error(as_root, tmp_path):
     with pytest.raises(rootfs.SandboxError, match="bind source .*does-not-exist does not exist"):
         rootfs.run([rootfs.Bind(str(tmp_path / "does-not-exist"), "/x")], ["true"], env=ENV)
