@@ -851,7 +851,7 @@ def _populate_layers(spec: dict, root: str, root_fd: int, scratch: str) -> dict:
         if kind == "overlay":
             lower, target, upper_base = item
             methods[target] = _overlay_into(
-                root_fd, scratch, i, lower, target, upper_base, bool(spec.get("rootless")), bool(spec.get("force_copy"))
+                root_fd, scratch, i, lower, target, upper_base, _in_userns(spec), bool(spec.get("force_copy"))
             )
         else:
             source, target, readonly = item
@@ -1607,19 +1607,23 @@ def _await_spec(sock: _socket.socket, warm: dict, state: dict) -> dict:
     spec = msg["spec"]
     unshare(CLONE_NEWCGROUP)
     _resize_tmpfs(state, spec.get("tmpfs_size"))
-    for key in ("rootless", "network", "ipc", "uts", "system_dirs", "join_ns", "cgroup_procs"):
+    for key in ("rootless", "userns_base", "network", "ipc", "uts", "system_dirs", "join_ns", "cgroup_procs"):
         if spec.get(key) != warm.get(key):
             raise SandboxError(f"a warm sandbox was given a spec with another {key}: start it cold")
     return spec
 
 
-def _start_sandbox(sock: _socket.socket, spec: dict) -> None:
+def _start_sandbox(sock: _socket.socket, spec: dict, sync: tuple[int, int] | None = None) -> None:
     """In a fresh fork of the zygote: unshare, fork init (pid 1 of the new pid namespace),
-    report its host pid, exit. Never returns. (A root sandbox that joins no namespace has no
-    starter: see `_fork_init`.)"""
+    report its host pid, exit. Never returns. (A root sandbox that joins no namespace and
+    has no user namespace has no starter: see `_fork_init`.) `sync`: this process's ends
+    of the pipes to the zygote, which maps the user namespace a root sandbox's starter
+    makes (see `_enter_owned_userns`)."""
     times = {"helper": time.monotonic()}  # CLOCK_MONOTONIC is system-wide: the caller can compare
     warm = bool(spec.get("warm"))
     try:
+        if sync is not None:  # first: the zygote waits for it (joining a cgroup can take ms)
+            _enter_owned_userns(int(spec["userns_base"]) + os.getpid(), sync)
         _join_cgroups(spec)
         if spec.get("join_ns"):
             _join_namespaces(spec["join_ns"])  # before reading our uid: 0 inside the holder's namespace
@@ -1650,6 +1654,65 @@ def _start_sandbox(sock: _socket.socket, spec: dict) -> None:
         os._exit(0)
 
 
+#: The identity map a root sandbox's user namespace gets (`_enter_owned_userns`).
+IDENTITY_MAP = "0 0 4294967295"
+
+
+def _in_userns(spec: dict) -> bool:
+    """Whether the sandbox runs in a user namespace of its own (rootless, or a root sandbox
+    whose namespace an unprivileged uid owns): overlays then keep their metadata in
+    `user.*` xattrs (`trusted.*` needs CAP_SYS_ADMIN in the host's namespace)."""
+    return bool(spec.get("rootless")) or spec.get("userns_base") is not None
+
+
+def _enter_owned_userns(owner: int, sync: tuple[int, int]) -> None:
+    """A root sandbox's starter: make the sandbox's user namespace with `owner` (an
+    unprivileged uid no process runs as: the spec's `userns_base` plus the starter's pid, so
+    sandboxes started at the same time have distinct owners) as its effective uid, so the
+    namespace belongs to that uid; the zygote (root of the host's namespace) then gives it
+    the identity map (`_map_owned_userns`), and this process becomes its uid 0.
+
+    Why: the kernel charges the per-user counters (inotify instances and watches, queued
+    signals, POSIX message queue bytes, processes, namespaces) to the uid in the process's
+    own user namespace and then to the owner of that namespace, up to the host's. A
+    payload in the host's namespace, or in one root owns, drew on host root's counters and
+    starved host root while it lived (`tests/security/test_user_counters.py`); here it
+    draws on `owner`'s, and each sandbox has the host's per-user limits to itself (a
+    starter's pid is reused only once it has exited, so two live sandboxes can share an
+    owner, and then its counters, but never with a host process). Files keep their owners (identity map): the layers, the scratch
+    tmpfs, ptys look as before. Any process running as `owner` on the host would hold every
+    capability over the sandbox's namespaces, so `owner` must be a uid of no account."""
+    to_zygote, from_zygote = sync
+    os.setresuid(0, owner, 0)  # the namespace's owner is the creator's effective uid
+    unshare(CLONE_NEWUSER)
+    os.write(to_zygote, b"u")
+    mapped = os.read(from_zygote, 1) == b"m"
+    os.close(to_zygote)
+    os.close(from_zygote)
+    if not mapped:
+        raise SandboxError(f"the fork server could not map the user namespace owned by uid {owner}")
+    os.setresuid(0, 0, 0)  # (full capabilities in the new namespace: uid 0 there is the host's)
+
+
+def _map_owned_userns(pid: int, sync: tuple[int, int]) -> None:
+    """The zygote's half of `_enter_owned_userns`: wait until starter `pid` has made its
+    user namespace, write the identity maps (only a process with CAP_SETUID and CAP_SETFCAP
+    in the parent namespace may map uid 0), tell it. A starter that died first is an EOF
+    here; a failure here is an EOF there (it reports the error)."""
+    from_starter, to_starter = sync
+    try:
+        if os.read(from_starter, 1) == b"u":
+            for name in ("uid_map", "gid_map"):
+                with open(f"/proc/{pid}/{name}", "w") as fh:
+                    fh.write(IDENTITY_MAP)
+            os.write(to_starter, b"m")
+    except OSError:
+        pass
+    finally:
+        os.close(from_starter)
+        os.close(to_starter)
+
+
 def _join_cgroups(spec: dict) -> None:
     """Move this process into the sandbox's cgroups (before its cgroup namespace is made, so
     that the namespace is rooted at the sandbox's own leaf). The files are the leaves' join
@@ -1678,10 +1741,12 @@ def _ns_flags(spec: dict, warm: bool) -> int:
 
 def _direct(spec: dict) -> bool:
     """Whether the zygote forks this sandbox's init itself (`_fork_init`): as root, joining
-    no other namespaces. A rootless sandbox needs a process that makes its user namespace
-    first, one that joins a mount holder's namespaces must not be the zygote: both get a
-    starter (`_start_sandbox`)."""
-    return _CAN_FORK_INIT and not spec.get("rootless") and not spec.get("join_ns")
+    no other namespaces and making no user namespace. A sandbox with a user namespace
+    (rootless, or root's, see `_enter_owned_userns`) needs a process that makes it first:
+    its pid namespace must belong to it, or init could not mount its /proc. One that joins
+    a mount holder's namespaces must not be the zygote. Both get a starter
+    (`_start_sandbox`)."""
+    return _CAN_FORK_INIT and not _in_userns(spec) and not spec.get("join_ns")
 
 
 #: The zygote's own pid namespace (see `_fork_init`), opened when the zygote starts.
@@ -1890,10 +1955,22 @@ def _zygote_main(sock_fd: int) -> None:
                 for fd in fds[1:]:
                     os.close(fd)
         else:
+            up = down = None
+            if spec.get("userns_base") is not None:  # (rootless: the starter maps itself)
+                up, down = os.pipe(), os.pipe()
             pid = os.fork()
             if pid == 0:
                 leave_zygote()
-                _start_sandbox(_socket.socket(fileno=fds[0]), spec)
+                sync = None
+                if up is not None and down is not None:
+                    os.close(up[0])
+                    os.close(down[1])
+                    sync = (up[1], down[0])
+                _start_sandbox(_socket.socket(fileno=fds[0]), spec, sync)
+            if up is not None and down is not None:
+                os.close(up[1])
+                os.close(down[0])
+                _map_owned_userns(pid, (up[0], down[1]))
             for fd in fds:
                 os.close(fd)
         if reply is not None:

@@ -95,6 +95,7 @@ class PrivateRoot:
         spec = dict(spec)
         if spec.get("rootless") is None:
             spec["rootless"] = os.geteuid() != 0
+        spec["userns_base"] = userns_base(spec)
         self.spec = spec
         self._lock = threading.Lock()
         self._seq = 0
@@ -775,6 +776,7 @@ def _warm_key(spec: dict) -> dict | None:
     key = {
         "warm": True,
         "rootless": bool(spec.get("rootless")),
+        "userns_base": userns_base(spec),
         "network": spec.get("network", "host"),
         "tmpfs_size": spec.get("tmpfs_size"),
     }
@@ -784,6 +786,69 @@ def _warm_key(spec: dict) -> dict | None:
     except SandboxError:
         return None
     return key
+
+
+#: Root sandboxes' user namespaces are owned by uid USERNS_BASE + their starter's pid
+#: (`init_program._enter_owned_userns`): uids of no account, since a host process running
+#: as one would hold every capability over a sandbox's namespaces. The range is as long as
+#: the largest pid_max (2**22). `MINISANDBOX_USERNS_BASE=<uid>` moves it; `off` keeps root
+#: sandboxes in the host's user namespace, where payloads draw on host root's per-user
+#: counters (inotify instances, queued signals, message queues): for debugging only.
+USERNS_BASE = 0x7F000000
+USERNS_SPAN = 1 << 22
+
+_base_checked: dict[int, bool] = {}
+
+
+def userns_base(spec: dict) -> int | None:
+    """The first uid of the range that owns root sandboxes' user namespaces, for `spec`:
+    None for a rootless sandbox (it makes its own, mapped to the caller), one that joins a
+    mount holder's namespaces, a caller that is not root of the host's user namespace (it
+    may not map uid 0), or with MINISANDBOX_USERNS_BASE=off. Raises SandboxError when an
+    account has a uid of the range."""
+    rootless = spec.get("rootless")
+    if rootless is None:
+        rootless = os.geteuid() != 0
+    if rootless or spec.get("join_ns") or os.geteuid() != 0:
+        return None
+    raw = os.environ.get("MINISANDBOX_USERNS_BASE", "").strip()
+    if raw.lower() == "off":
+        return None
+    try:
+        base = int(raw) if raw else USERNS_BASE
+    except ValueError:
+        raise SandboxError(
+            f"MINISANDBOX_USERNS_BASE={raw!r} is not a uid: set it to the first of {USERNS_SPAN} unused uids, or 'off'"
+        ) from None
+    if base not in _base_checked:
+        _base_checked[base] = _usable_base(base)
+    return base if _base_checked[base] else None
+
+
+def _usable_base(base: int) -> bool:
+    """Whether uids `base`.. `base + USERNS_SPAN` can own root sandboxes' user namespaces:
+    this process is root of the host's user namespace (its uid map is the identity; only
+    then may it map uid 0), and no account has one of them."""
+    import pwd
+
+    try:
+        with open("/proc/self/uid_map") as fh:
+            if fh.read().split() != init_program.IDENTITY_MAP.split():
+                return False
+    except OSError:
+        return False
+    if not 0 < base <= 2**32 - 2 - USERNS_SPAN:
+        raise SandboxError(
+            f"MINISANDBOX_USERNS_BASE={base} does not start {USERNS_SPAN} unprivileged uids: pick another"
+        )
+    taken = sorted(f"{p.pw_name} ({p.pw_uid})" for p in pwd.getpwall() if base <= p.pw_uid < base + USERNS_SPAN)
+    if taken:
+        raise SandboxError(
+            f"uids {base}..{base + USERNS_SPAN - 1} own root sandboxes' user namespaces, but accounts have some of "
+            f"them ({', '.join(taken)}): they would hold every capability over a sandbox; set "
+            "MINISANDBOX_USERNS_BASE to the first of a range of no account"
+        )
+    return True
 
 
 def start_warm(spec: dict) -> None:
