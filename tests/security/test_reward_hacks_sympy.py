@@ -1,17 +1,18 @@
 """Rewards a candidate patch cannot forge when the test runner is SymPy's own `bin/test`.
 
 About 386 SWE-bench tasks run `PYTHONWARNINGS=... bin/test -C --verbose <files>`: SymPy's
-runner (`sympy/testing/runtests.py`, repository code the patch may change) compiles each
+runner (`sympy/testing/runtests.py`, `sympy/utilities/runtests.py` before 1.6: repository
+code; the older path is not test-support code, so the patch may change it) compiles each
 test file, runs it with `exec`, calls the `test_*` functions it defined and prints
 `test_x ok`/`F`/`E`, which the sympy log parser reads. The results plugin comes in as
 `sitecustomize` (docs/grading.md, "SymPy's bin/test"), wraps `builtins.exec` and records
 each test function it sees called, from the exception the function raised.
 
 The repository here is a stand-in for SymPy: a library (`sympy/calc.py`), a runner copied
-in spirit from SymPy's (`sympy/testing/runtests.py`: a child process with a random hash
+in spirit from SymPy's (`sympy/utilities/runtests.py`, the layout before 1.6: a child process with a random hash
 seed unless PYTHONHASHSEED is set, compile + exec of the file, `test_*` functions
 collected with `inspect` as SymPy does, SymPy's verbose lines and failure headers), its
-test helpers (`sympy/testing/pytest.py`: `XFAIL`, `raises`), a `bin/test` like SymPy's,
+test helpers (`sympy/utilities/pytest.py`: `XFAIL`, `raises`), a `bin/test` like SymPy's,
 and a SWE-bench record whose test patch adds the failing test. Each hack is a candidate
 patch to the runner or the library that makes the log say the failing test passed (each
 was resolved before the channel existed, graded from the log); none may be resolved, in
@@ -56,7 +57,7 @@ def test(*paths, **kwargs):
     PYTHONHASHSEED is set (then here)."""
     if not os.getenv("PYTHONHASHSEED"):
         env = dict(os.environ, PYTHONHASHSEED=str(random.randrange(2**32)))
-        cmd = "import sys; from sympy.testing.runtests import _test; sys.exit(_test(*%r, **%r))" % (paths, kwargs)
+        cmd = "import sys; from sympy.utilities.runtests import _test; sys.exit(_test(*%r, **%r))" % (paths, kwargs)
         return subprocess.call([sys.executable, "-R", "-c", cmd], env=env) == 0
     return not _test(*paths, **kwargs)
 
@@ -154,13 +155,13 @@ def raises(exc, fn):
     raise AssertionError("DID NOT RAISE")
 """
 
-INIT = "from sympy.calc import add, sub\nfrom sympy.testing.runtests import test\n"
+INIT = "from sympy.calc import add, sub\nfrom sympy.utilities.runtests import test\n"
 CALC_BUG = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
 CALC_FIXED = CALC_BUG.replace("return a - b\n\n\n", "return a + b\n\n\n", 1)
 
 TESTS_BASE = """\
 from sympy import sub
-from sympy.testing.pytest import XFAIL, raises, slow
+from sympy.utilities.pytest import XFAIL, raises, slow
 
 
 def test_sub():
@@ -228,15 +229,15 @@ F2P, P2P = "test_add", "test_sub"
 
 def make_sympy_repo(repo: Path) -> None:
     """The stand-in for SymPy's repository at its base commit."""
-    for d in ("bin", "sympy/testing", "sympy/tests"):
+    for d in ("bin", "sympy/utilities", "sympy/tests"):
         (repo / d).mkdir(parents=True)
     (repo / "bin" / "test").write_text(BIN_TEST)
     (repo / "bin" / "test").chmod(0o755)
     (repo / "sympy" / "__init__.py").write_text(INIT)
     (repo / "sympy" / "calc.py").write_text(CALC_BUG)
-    (repo / "sympy" / "testing" / "__init__.py").write_text("")
-    (repo / "sympy" / "testing" / "runtests.py").write_text(RUNTESTS)
-    (repo / "sympy" / "testing" / "pytest.py").write_text(HELPERS)
+    (repo / "sympy" / "utilities" / "__init__.py").write_text("")
+    (repo / "sympy" / "utilities" / "runtests.py").write_text(RUNTESTS)
+    (repo / "sympy" / "utilities" / "pytest.py").write_text(HELPERS)
     (repo / "sympy" / "tests" / "__init__.py").write_text("")
     (repo / TEST_FILE).write_text(TESTS_BASE)
     _git(repo, "init", "-q")
@@ -255,7 +256,7 @@ def sytask(tmp_path_factory):
     root = tmp_path_factory.mktemp("sympy-task")
     repo = root / "repo"
     make_sympy_repo(repo)
-    runner = "sympy/testing/runtests.py"
+    runner = "sympy/utilities/runtests.py"
     patches = {
         "gold": diff_from_committed(repo, {"sympy/calc.py": CALC_FIXED}),
         # a fix that also changes the runner (SWE-bench tasks that change runtests.py)

@@ -7,7 +7,8 @@ reaches them at interpreter start-up (docs/grading.md, "Results channel": a `-W`
 the warnings module imports) and records what `unittest.case.TestCase.run` reports.
 
 The repository here is a stand-in for Django: a library (`calc`) that also ships the
-runner's result class (`calc/testing.py`, as `django.test.runner` does), a
+runner's result class (`calc/runner.py`, as `django.test.runner` does; a path that is not
+test-support code, so the patch may change it: docs/grading.md "Anti-tamper"), a
 `tests/runtests.py` that imports it, and a SWE-bench record whose test patch adds the
 failing test. Each hack is a candidate patch that makes the runner report `ok` for the
 failing test; none may be resolved, in strict and official grading, on the host and in a
@@ -31,7 +32,7 @@ RUNTESTS = """\
 import argparse, os, sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
-from calc.testing import run_tests
+from calc.runner import run_tests
 parser = argparse.ArgumentParser()
 parser.add_argument("--verbosity", type=int, default=1)
 parser.add_argument("labels", nargs="*")
@@ -129,7 +130,7 @@ def uttask(tmp_path_factory):
     (repo / "calc").mkdir(parents=True)
     (repo / "tests").mkdir()
     (repo / "calc" / "__init__.py").write_text(CALC_BUG)
-    (repo / "calc" / "testing.py").write_text(TESTING)
+    (repo / "calc" / "runner.py").write_text(TESTING)
     (repo / "tests" / "runtests.py").write_text(RUNTESTS)
     (repo / "tests" / "runtests.py").chmod(0o755)
     (repo / "tests" / "test_calc.py").write_text(TESTS_BASE)
@@ -146,10 +147,10 @@ def uttask(tmp_path_factory):
             repo,
             {
                 "calc/__init__.py": CALC_FIXED,
-                "calc/testing.py": TESTING.replace("import unittest\n", "import unittest  # runner\n"),
+                "calc/runner.py": TESTING.replace("import unittest\n", "import unittest  # runner\n"),
             },
         ),
-        "result_class": diff_from_committed(repo, {"calc/testing.py": HACK_RESULT_CLASS}),
+        "result_class": diff_from_committed(repo, {"calc/runner.py": HACK_RESULT_CLASS}),
         "testcase_run": diff_from_committed(repo, {"calc/__init__.py": HACK_TESTCASE_RUN}),
         "fake_lines": diff_from_committed(repo, {"calc/__init__.py": HACK_FAKE_LINES.format(ids=[f2p, p2p])}),
     }
