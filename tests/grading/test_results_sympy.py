@@ -60,7 +60,7 @@ def _repo(tmp_path: Path, runner: str | None = None) -> Path:
     make_sympy_repo(repo)
     (repo / TEST_FILE).write_text(TESTS_NEW)
     if runner is not None:
-        (repo / "sympy" / "testing" / "runtests.py").write_text(runner)
+        (repo / "sympy" / "utilities" / "runtests.py").write_text(runner)
     return repo
 
 
@@ -149,9 +149,9 @@ def test_other_code_run_under_a_graded_test_files_name_is_critical(tmp_path):
 
 
 def test_a_decorator_from_the_patch_is_critical(tmp_path):
-    """SymPy's XFAIL decorator (sympy/testing/pytest.py) decides the outcome its wrapper
-    reports: a patched one could pass a failing test."""
-    _, channel, _ = _run(_repo(tmp_path), patched=("sympy/testing/pytest.py",))
+    """SymPy's XFAIL decorator (sympy/utilities/pytest.py, as before 1.6) decides the
+    outcome its wrapper reports: a patched one could pass a failing test."""
+    _, channel, _ = _run(_repo(tmp_path), patched=("sympy/utilities/pytest.py",))
     assert any(
         "test_sub_strings: its decorator" in c and "changed by the candidate patch" in c for c in channel.critical
     ), channel.summary()
