@@ -85,6 +85,10 @@ HOT_MODULES = ("pytest", "_pytest.runner", "_pytest.reports", "_pytest.outcomes"
                      "_pytest.unittest", "_pytest.fixtures", "_pytest.nodes", "_pytest.main",
                      "_pytest.mark.structures", "pluggy._hooks", "pluggy._callers", "pluggy._result",
                      "pluggy._manager", "unittest.case")
+#: Test-support directories and modules (`minisandbox.grading.evalscript.TEST_DIRS`,
+#: `SUPPORT_DIRS`, `SUPPORT_FILES`): their code is test code.
+SUPPORT_DIRS = ("tests", "test", "testing", "_testing", "testutils", "testutil", "test_utils", "testdata", "test_data")
+SUPPORT_FILES = ("testing.py", "_testing.py", "testutils.py", "testutil.py")
 #: A captured module's name counts when its object comes from one of these (not what it
 #: imports from typing or collections).
 OWN_PREFIXES = ("_pytest", "pytest", "pluggy", "unittest", "builtins")
@@ -1807,6 +1811,174 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         if YOUNG:
             _gc_callbacks.append(on_gc)
 
+    # ------------------------------------------------------------------ test code's own names
+    import ast as _ast
+
+    def test_support(rel):
+        """Test code of the repository by its path: test modules, conftests, and the
+        test-support directories and modules (keep in sync with
+        `minisandbox.grading.evalscript.TEST_DIRS`, `SUPPORT_DIRS` and `SUPPORT_FILES`)."""
+        parts = rel.split("/")
+        name = parts[-1]
+        if name in SUPPORT_FILES or name == "conftest.py" or name == "tests.py":
+            return True
+        if name.startswith("test_") or name.endswith("_test.py"):
+            return True
+        return _any(p in SUPPORT_DIRS for p in parts[:-1])
+
+    bindings_cache = {}  # real file -> (names its code defines, {name: (module, attr)} it imports)
+
+    def static_bindings(real, package):
+        """The top-level names a module's source binds by `def`/`class` (a function: None;
+        a class: the names its body binds by `def`) and by import (`{name: (module, attr
+        or None)}`), without any name it also binds otherwise (an assignment, a `global`,
+        a `del`, a fallback import): those may change."""
+        got = bindings_cache.get(real)
+        if got is not None:
+            return got
+        defined, imported, other = {}, {}, _set()
+        try:
+            with open(real, "rb") as f:
+                tree = _ast.parse(f.read())
+        except (OSError, SyntaxError, ValueError):
+            tree = None
+        body = _list(tree.body) if tree is not None else []
+        blocks = (_ast.If, _ast.Try, _getattr(_ast, "TryStar", _ast.Try))
+        while body:
+            node = body.pop(0)
+            names = []
+            if _isinstance(node, blocks):
+                body.extend(node.body)
+                body.extend(_getattr(node, "orelse", []))
+                body.extend(_getattr(node, "finalbody", []))
+                for h in _getattr(node, "handlers", []):
+                    body.extend(h.body)
+            elif _isinstance(node, (_ast.FunctionDef, _ast.AsyncFunctionDef)):
+                names.append((node.name, defined, None))
+            elif _isinstance(node, _ast.ClassDef):
+                methods = _set(n.name for n in node.body if _isinstance(n, (_ast.FunctionDef, _ast.AsyncFunctionDef)))
+                names.append((node.name, defined, methods))
+            elif _isinstance(node, _ast.Import):
+                for a in node.names:
+                    name = a.asname or a.name.split(".")[0]
+                    names.append((name, imported, (a.name if a.asname else name, None)))
+            elif _isinstance(node, _ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    pkg = [p for p in (package or "").split(".") if p]
+                    pkg = pkg[: _len(pkg) - node.level + 1] if node.level > 1 else pkg
+                    base = ".".join(pkg + ([node.module] if node.module else []))
+                names.extend((a.asname or a.name, imported, (base, a.name)) for a in node.names if a.name != "*")
+            for name, where, what in names:
+                if name in defined or name in imported:
+                    other.add(name)
+                where[name] = what
+        if tree is not None:
+            for node in _ast.walk(tree):
+                if _isinstance(node, _ast.Name) and not _isinstance(node.ctx, _ast.Load):
+                    other.add(node.id)
+                elif _isinstance(node, (_ast.Global, _ast.Nonlocal)):
+                    other.update(node.names)
+        for name in other:
+            defined.pop(name, None)
+            imported.pop(name, None)
+        got = bindings_cache[real] = (defined, imported)
+        return got
+
+    def foreign_code(value, real):
+        """Why `value` (a function, or a class's functions) is code of a disallowed file,
+        unless its `__wrapped__` chain reaches code of `real` (a decorated definition)."""
+        fn, depth = value, 0
+        while fn is not None and depth < 20:
+            code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
+            if code is not None and real_of(code.co_filename) == real:
+                return None
+            fn, depth = _getattr(fn, "__wrapped__", None), depth + 1
+        code = _getattr(_getattr(value, "__func__", value), "__code__", None)
+        return code_verdict(code) if code is not None else None
+
+    # len(sys.modules) when listed; [(module, real, rel)] of test code: helpers (every
+    # module but the test modules), test modules
+    ns_modules = [-1, [], []]
+    ns_ok = {}  # id(module) -> (module, its values when last verified)
+
+    def test_modules():
+        if ns_modules[0] != _len(sys.modules):
+            helpers, tests = [], []
+            for mod in _list(sys.modules.values()):
+                f = _getattr(mod, "__file__", None)
+                if not _isinstance(f, _str) or not f.endswith(".py"):
+                    continue
+                real = real_of(f)
+                rel = rel_to_root(real)
+                if rel is not None and test_support(rel):
+                    name = rel.rsplit("/", 1)[-1]
+                    test = name.startswith("test_") or name.endswith("_test.py") or name == "tests.py"
+                    (tests if test else helpers).append((mod, real, rel))
+            ns_modules[0], ns_modules[1], ns_modules[2] = _len(sys.modules), helpers, tests
+        return ns_modules[1], ns_modules[2]
+
+    def check_namespaces(item, everything):
+        """At the end of a test: the helpers and the test's own module (`item.module`);
+        with `everything` (the end of the session) every test module too."""
+        helpers, tests = test_modules()
+        if everything:
+            check_modules(helpers + tests)
+            return
+        own = _getattr(item, "module", None) if item is not None else None
+        check_modules(helpers + [t for t in tests if t[0] is own])
+
+    def check_modules(modules):
+        """Test code's names (docs/grading.md, "Test code's own names"): in a test module or
+        test-support module whose file is unchanged, a name its source binds by `def` or
+        `class` must not hold code of a disallowed file (nor a method of such a class), and
+        a name it imports from an unchanged module must be that module's value, unless
+        neither is code of a disallowed file. Library code that replaced
+        `calc.testing.assert_equal` at import, or rebound a test module's `assert_equal`,
+        made a failing check pass."""
+        for mod, real, rel in modules:
+            d = _getattr(mod, "__dict__", None)
+            if not _isinstance(d, _dict):
+                continue
+            last = ns_ok.get(_id(mod))
+            values = _tuple(d.values())
+            if last is not None and last[0] is mod and same(values, last[1]):
+                continue  # nothing rebound since the last full look
+            if file_verdict(real) is not None:
+                continue  # the patch's own code (or changed): not test code to protect
+            defined, imported = static_bindings(real, _getattr(mod, "__package__", None))
+            for name, methods in _list(defined.items()):
+                value = d.get(name, _NOTHING)
+                if methods is None and _isinstance(value, types.FunctionType):
+                    why = foreign_code(value, real)
+                    if why is not None:
+                        report_tampered("%s: %s (defined there) is now %s" % (rel, name, why))
+                elif methods and _isinstance(value, _type) and _getattr(value, "__module__", None) == mod.__name__:
+                    cdict = value.__dict__
+                    for attr in methods:
+                        member = _getattr(cdict.get(attr), "__func__", cdict.get(attr))
+                        if _isinstance(member, types.FunctionType):
+                            why = foreign_code(member, real)
+                            if why is not None:
+                                report_tampered("%s: %s.%s (defined there) is now %s" % (rel, name, attr, why))
+            for name, (source, attr) in _list(imported.items()):
+                value = d.get(name, _NOTHING)
+                src = sys.modules.get(source)
+                f = _getattr(src, "__file__", None)
+                if value is _NOTHING or src is None or (_isinstance(f, _str) and file_verdict(f) is not None):
+                    continue  # absent, or a module the patch changes: the library may rebind its own
+                if attr is None:
+                    if value is not src:
+                        report_tampered("%s: %s is not the module %s" % (rel, name, source))
+                    continue
+                want = _getattr(src, "__dict__", {}).get(attr, sys.modules.get(source + "." + attr, _NOTHING))
+                if want is _NOTHING or value is want:
+                    continue
+                why = foreign_code(value, real) if _isinstance(value, types.FunctionType) else None
+                if why is not None:
+                    report_tampered("%s: %s is not %s.%s but %s" % (rel, name, source, attr, why))
+            ns_ok[_id(mod)] = (mod, values)
+
     # ------------------------------------------------------------------ the end-of-test check
     def check(item=None, everything=None):
         """Every check of the module docstring; each finding written once. Without an
@@ -1818,6 +1990,7 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         try:
             everything = item is None if everything is None else everything
             check_now(item, everything)
+            check_namespaces(item, everything)
             examine_classes(item, everything)
         finally:
             state["memo"] = None
