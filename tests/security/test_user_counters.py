@@ -126,17 +126,8 @@ for _ in range(100):  # (the kernel frees a dead ipc namespace's queues a little
 """
 
 
-#: Rootless, the payload is the caller's uid to the kernel (its namespace is the caller's):
-#: it still takes all of the caller's counters (docs/sandbox.md, "Per-user kernel counters").
-ROOTLESS_GAP = pytest.mark.xfail(
-    strict=True, reason="rootless: the sandbox's user namespace is the caller's, and so are its counters"
-)
-
-
 @pytest.mark.parametrize("what", ["inotify", "sigpending", "mqueue"])
-@pytest.mark.parametrize(
-    "attack", [MODES[0], pytest.param("rootless", marks=[pytest.mark.rootless, ROOTLESS_GAP])], indirect=True
-)
+@pytest.mark.parametrize("attack", MODES, indirect=True)
 def test_payload_cannot_starve_host_uid(attack, what):
     out = attack(RUNNER, payload=PAYLOAD, probe=PROBE, what=what)
     assert out["before"] == "ok" and out["after"] == "ok", out

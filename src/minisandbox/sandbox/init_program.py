@@ -1694,6 +1694,47 @@ def _enter_owned_userns(owner: int, sync: tuple[int, int]) -> None:
     os.setresuid(0, 0, 0)  # (full capabilities in the new namespace: uid 0 there is the host's)
 
 
+#: A rootless sandbox gets this fraction (1/N) of the caller's per-user counters.
+USER_COUNTER_SHARE = 8
+
+#: (the host's per-user limit, the sandbox user namespace's own) for inotify
+USER_COUNTER_SYSCTLS = (
+    ("fs/inotify/max_user_instances", "user/max_inotify_instances"),
+    ("fs/inotify/max_user_watches", "user/max_inotify_watches"),
+)
+
+
+def _share_user_counters() -> None:
+    """A rootless sandbox's init, in the user namespace it made as the caller: the kernel
+    charges a payload's inotify instances and watches, queued signals and message queue
+    bytes to the caller's uid too, so one payload could take all of them from the
+    caller's own processes (`tests/security/test_user_counters.py`). Bound the sandbox to
+    1/USER_COUNTER_SHARE of each: its namespace's inotify limits (writable by its root,
+    counted for the whole namespace), and RLIMIT_SIGPENDING and RLIMIT_MSGQUEUE, soft and
+    hard, which init's processes inherit and which the kernel compares with the count of
+    the namespace's uid. Several sandboxes of one caller can still take it all together,
+    and where /proc/sys is read-only only the rlimits apply."""
+    for host, own in USER_COUNTER_SYSCTLS:
+        try:
+            fd = os.open(f"/proc/sys/{host}", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                total = int(os.read(fd, 64))
+            finally:
+                os.close(fd)
+            fd = os.open(f"/proc/sys/{own}", os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, b"%d" % max(1, total // USER_COUNTER_SHARE))
+            finally:
+                os.close(fd)
+        except OSError:  # /proc/sys read-only (a container's): the caller's limit alone holds
+            pass
+    for res in (resource.RLIMIT_SIGPENDING, resource.RLIMIT_MSGQUEUE):
+        soft, _hard = resource.getrlimit(res)
+        if soft != resource.RLIM_INFINITY:
+            share = max(1, soft // USER_COUNTER_SHARE)
+            resource.setrlimit(res, (share, share))
+
+
 def _map_owned_userns(pid: int, sync: tuple[int, int]) -> None:
     """The zygote's half of `_enter_owned_userns`: wait until starter `pid` has made its
     user namespace, write the identity maps (only a process with CAP_SETUID and CAP_SETFCAP
@@ -1847,6 +1888,8 @@ def _init_main(sock: _socket.socket, spec: dict, times: dict, order_r: int) -> N
             _loopback_up()
         times["forked"] = time.monotonic()
         keyring = _join_fresh_keyring()
+        if spec.get("rootless"):
+            _share_user_counters()
         state = _base_root(spec)
         if warm:
             spec = _await_spec(sock, spec, state)
