@@ -349,3 +349,30 @@ def test_processes_sharing_a_fork_server_each_get_their_own_answer(as_root, tmp_
     assert all(rc == 0 and text == "served\n" for rc, text, _init in served), served
     assert len({init for *_, init in served}) == 12  # twelve sandboxes, one init each
     assert out["after"] == 0
+
+
+@pytest.mark.root
+def test_userns_base_refuses_a_range_an_account_has(as_root, monkeypatch):
+    """Root sandboxes' user namespaces belong to uids of a range (docs/sandbox.md, "Per-user
+    kernel counters"): a host process running as one would hold every capability over a
+    sandbox, so a range where an account lives is refused, naming the setting to change."""
+    import pwd
+
+    monkeypatch.delenv("MINISANDBOX_USERNS_BASE", raising=False)
+    monkeypatch.setattr(rootfs, "_base_checked", {})
+    assert rootfs.userns_base({"rootless": False}) == rootfs.USERNS_BASE
+    assert rootfs.userns_base({"rootless": True}) is None
+    assert rootfs.userns_base({"rootless": False, "join_ns": {"pid": 1, "start": 1}}) is None
+    monkeypatch.setenv("MINISANDBOX_USERNS_BASE", "off")
+    assert rootfs.userns_base({"rootless": False}) is None
+    monkeypatch.setenv("MINISANDBOX_USERNS_BASE", "lots")
+    with pytest.raises(rootfs.SandboxError, match="MINISANDBOX_USERNS_BASE='lots' is not a uid"):
+        rootfs.userns_base({"rootless": False})
+    fields = list(pwd.getpwuid(0))
+    fields[0], fields[2] = "squatter", rootfs.USERNS_BASE + 7  # pw_name, pw_uid
+    taken = pwd.struct_passwd(fields)
+    monkeypatch.setattr(pwd, "getpwall", lambda: [pwd.getpwuid(0), taken])
+    monkeypatch.delenv("MINISANDBOX_USERNS_BASE")
+    monkeypatch.setattr(rootfs, "_base_checked", {})
+    with pytest.raises(rootfs.SandboxError, match=r"squatter \(2130706439\).*MINISANDBOX_USERNS_BASE"):
+        rootfs.userns_base({"rootless": False})
