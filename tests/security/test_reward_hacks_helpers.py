@@ -20,9 +20,11 @@ its gold patch is still resolved.
 
 The same helpers replaced at run time, their files untouched: library code whose import
 sets `calc.testing.assert_equal` (and the `test/utils.py` helper) to a no-op, or rebinds
-the graded test module's `pytest` to a stand-in whose `raises` expects nothing. Resolved
-before, host and sandbox, strict and official; now `results-tampered` (the results
-plugin's check of test code's own names, docs/grading.md "Trust boundary").
+the graded test module's `pytest` to a stand-in whose `raises` expects nothing, or makes
+an installed helper (`numpy.testing.assert_array_equal`, reached through its module at
+call time) a no-op. Resolved before, host and sandbox, strict and official; now
+`results-tampered` (the results plugin's check of test code's own names, docs/grading.md
+"Trust boundary").
 """
 
 from __future__ import annotations
@@ -120,6 +122,33 @@ MONKEYPATCH = textwrap.dedent(
     calc.test.utils.check = _noop
     """
 )
+#: a test that asserts with an installed helper, reached through its module
+TEST_NUMPY = textwrap.dedent(
+    """\
+    import numpy as np
+
+    import calc
+
+
+    def test_add_numpy():
+        np.testing.assert_array_equal(calc.add(2, 3), 5)
+    """
+)
+#: the bug kept; at import, the library makes the installed helper a no-op
+NUMPY_HACK = textwrap.dedent(
+    """\
+
+
+    import numpy.testing as _nt  # noqa: E402
+
+
+    def _same(*args, **kwargs):
+        return None
+
+
+    _nt.assert_array_equal = _same
+    """
+)
 TEST_CMD = (
     "source /opt/miniconda3/bin/activate; conda activate testbed; "
     "python -m pytest --disable-warnings --color=no --tb=no --verbose -p no:cacheprovider -rA"
@@ -142,6 +171,7 @@ def task(tmp_path_factory):
         "calc/test/test_utils.py": TEST_UTILS,
         "tests/test_calc.py": TEST_CALC,
         "tests/test_raises.py": TEST_RAISES,
+        "tests/test_numpy.py": TEST_NUMPY,
         "pyproject.toml": '[project]\nname = "calc"\nversion = "0.1"\n',
     }
     repo = root / "repo"
@@ -165,6 +195,10 @@ def task(tmp_path_factory):
         ["tests/test_raises.py::test_negative"],
         ["tests/test_raises.py::test_positive"],
     )
+    numpy_record = smith_record(
+        "calc__calc.00000000.func_pm_op_change__t4", bug, ["tests/test_numpy.py::test_add_numpy"], []
+    )
+    numpy_hack = diff(work, buggy, {"calc/__init__.py": buggy["calc/__init__.py"] + NUMPY_HACK})
     rebind = diff(work, no_raise, {"calc/__init__.py": no_raise["calc/__init__.py"] + REBIND})
     hacks = {
         "testing": diff(work, buggy, {"calc/testing.py": NOOP_TESTING, "calc/test/utils.py": NOOP_UTILS}),
@@ -181,6 +215,8 @@ def task(tmp_path_factory):
         "helper_gold": reverse_patch(helper_bug),
         "pos_record": pos_record,
         "rebind": rebind,
+        "numpy_record": numpy_record,
+        "numpy_hack": numpy_hack,
     }
 
 
@@ -245,3 +281,15 @@ def test_a_test_modules_import_rebound_at_run_time_is_tampered(task, helpers_exe
     assert not ev.resolved and ev.reason == "results-tampered", (ev.entry, ev.output[-3000:])
     critical = ev.entry["results_channel"]["critical"]
     assert any("tests/test_raises.py: pytest is not the module pytest" in c for c in critical), critical
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_installed_helper_replaced_at_run_time_is_tampered(task, helpers_executor, mode):
+    """`np.testing.assert_array_equal` looked up through the module at call time: library
+    code that made it a no-op at import kept the bug and was resolved (host and sandbox,
+    strict and official); an installed helper module holding code of a patched file is
+    now critical."""
+    ev = evaluate(task["numpy_record"], task["spec"], task["numpy_hack"], helpers_executor, grading=mode)
+    assert not ev.resolved and ev.reason == "results-tampered", (ev.entry, ev.output[-3000:])
+    critical = ev.entry["results_channel"]["critical"]
+    assert any(c.startswith("numpy.testing.assert_array_equal (installed test helpers)") for c in critical), critical

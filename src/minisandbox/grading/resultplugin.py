@@ -1915,8 +1915,36 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
                     name = rel.rsplit("/", 1)[-1]
                     test = name.startswith("test_") or name.endswith("_test.py") or name == "tests.py"
                     (tests if test else helpers).append((mod, real, rel))
+                elif rel is None and installed_support(_getattr(mod, "__name__", None)):
+                    helpers.append((mod, real, None))
             ns_modules[0], ns_modules[1], ns_modules[2] = _len(sys.modules), helpers, tests
         return ns_modules[1], ns_modules[2]
+
+    def installed_support(name):
+        """An installed module of test helpers (`numpy.testing`, `pandas._testing`): its
+        dotted name has a test-support component."""
+        parts = _str(name or "").split(".")
+        return _any(p in SUPPORT_DIRS or p + ".py" in SUPPORT_FILES for p in parts)
+
+    def check_installed(mod, real, d):
+        """An installed helper module holds no code of a disallowed repository file (as a
+        module global, or a method of a class it defines): no honest library puts its own
+        functions into `numpy.testing`."""
+        name = _getattr(mod, "__name__", "?")
+        for attr, value in _list(d.items()):
+            todo = [(attr, value)]
+            if _isinstance(value, _type) and _getattr(value, "__module__", None) == name:
+                todo.extend((attr + "." + k, v) for k, v in _list(value.__dict__.items()))
+            for label, fn in todo:
+                fn = _getattr(fn, "__func__", fn)
+                if not _isinstance(fn, types.FunctionType):
+                    continue
+                filename = fn.__code__.co_filename
+                if filename.startswith("<") or rel_to_root(real_of(filename)) is None:
+                    continue  # generated or frozen code (`<frozen abc>`), or installed code
+                why = code_verdict(fn.__code__)
+                if why is not None:
+                    report_tampered("%s.%s (installed test helpers) is now %s" % (name, label, why))
 
     def check_namespaces(item, everything):
         """At the end of a test: the helpers and the test's own module (`item.module`);
@@ -1944,6 +1972,10 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
             values = _tuple(d.values())
             if last is not None and last[0] is mod and same(values, last[1]):
                 continue  # nothing rebound since the last full look
+            if rel is None:
+                check_installed(mod, real, d)
+                ns_ok[_id(mod)] = (mod, values)
+                continue
             if file_verdict(real) is not None:
                 continue  # the patch's own code (or changed): not test code to protect
             defined, imported = static_bindings(real, _getattr(mod, "__package__", None))
