@@ -213,6 +213,20 @@ def test_patch_paths_and_new_files(eval_project):
     assert patch_paths(p["conftest_plant"]) == ["conftest.py"]
     assert modified_and_new_files(p["test_patch"]) == ([], ["tests/test_calc.py"])
     assert modified_and_new_files(p["gold"]) == (["calc.py"], [])
+
+
+def test_modified_and_new_files_read_names_as_patch_paths_does():
+    """One reader of header names (`_header_names`) for both: quoted names unescaped, a
+    tab's time stamp cut, `a/`/`b/` dropped (SWE-bench's unidiff), `/dev/null` sides."""
+    quoted = '--- "a/t\\303\\251 s.py"\n+++ "b/t\\303\\251 s.py"\n@@ -1 +1 @@\n-a\n+b\n'
+    assert modified_and_new_files(quoted) == (["té s.py"], [])
+    stamped = "--- a/x y.py\t2020-01-01 00:00:00\n+++ b/x y.py\t2020-01-01\n@@ -1 +1 @@\n-a\n+b\n"
+    assert modified_and_new_files(stamped) == (["x y.py"], [])
+    both = "--- /dev/null\n+++ b/tests/new dir/t.py\n@@ -0,0 +1 @@\n+x\n--- a/d.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"
+    assert modified_and_new_files(both) == (["d.py"], ["tests/new dir/t.py"])
+    assert modified_and_new_files("--- x.py\n+++ x.py\n@@ -1 +1 @@\n-a\n+b\n") == (["x.py"], [])
+    for patch in (quoted, stamped, both):
+        assert set(sum(modified_and_new_files(patch), [])) <= set(patch_paths(patch))
     rename = (
         "diff --git a/x.py b/tests/conftest.py\nsimilarity index 100%\nrename from x.py\nrename to tests/conftest.py\n"
     )

@@ -117,7 +117,6 @@ def support_paths(patch: str) -> list[str]:
 
 
 _DIFF_GIT = re.compile(r'^diff --git (?:"?a/(.+?)"?) (?:"?b/(.+?)"?)$')
-_FILE_HDR = re.compile(r"^(?:---|\+\+\+) (?:\"?[ab]/)?(.+?)\"?(?:\t.*)?$")
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 #: a context diff's hunk range (`*** 1,2 ****`, `--- 0 ----`), not a file header
 _CONTEXT_RANGE = re.compile(r"^(?:\*\*\*|---) \d+(?:,\d+)? (?:\*\*\*\*|----)$")
@@ -197,23 +196,29 @@ def patch_paths(patch: str) -> list[str]:
     return list(seen)
 
 
+def _swebench_name(rest: str) -> str:
+    """A `---`/`+++` header's file as SWE-bench's unidiff reads it: the name read as
+    `patch_paths` reads it (quoted, or up to a tab), without an `a/` or `b/` prefix."""
+    name = _header_names(rest)[0]
+    return name[2:] if name.startswith(("a/", "b/")) else name
+
+
 def modified_and_new_files(patch: str) -> tuple[list[str], list[str]]:
     """(files the patch changes that exist before it, files it creates) - SWE-bench's
-    get_modified_files / get_new_files."""
+    get_modified_files / get_new_files. Names are read by `patch_paths`' header reader
+    (one parser of header names for both)."""
     modified: list[str] = []
     new: list[str] = []
     old_path: str | None = None
     for line in patch.splitlines():
-        if line.startswith("--- "):
-            m = _FILE_HDR.match(line)
-            old_path = m.group(1) if m else None
+        if line.startswith("--- ") and not _CONTEXT_RANGE.match(line):
+            old_path = _swebench_name(line[4:])
         elif line.startswith("+++ ") and old_path is not None:
-            m = _FILE_HDR.match(line)
-            new_path = m.group(1) if m else None
+            new_path = _swebench_name(line[4:])
             if old_path == "/dev/null" and new_path:
-                new.append(_unquote(new_path))
+                new.append(new_path)
             elif old_path != "/dev/null":
-                modified.append(_unquote(old_path))
+                modified.append(old_path)
             old_path = None
     return list(dict.fromkeys(modified)), list(dict.fromkeys(new))
 
