@@ -39,7 +39,22 @@ def test_doctor_as_root(as_root):
     assert (checks["memory limit"]["status"] == "ok") == memory.startswith("cgroup")
     cpu = checks["cpu time limit"]  # a cgroup counts each command's total here (root)
     assert cpu["status"] == "ok" and cpu["detail"].startswith("a total per command: cgroup"), cpu
+    counters = checks["per-user counters"]  # payloads do not draw on host root's
+    assert counters["status"] == "ok" and "not host root's" in counters["detail"], counters
     assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.root
+def test_doctor_warns_when_root_payloads_share_host_roots_counters(as_root):
+    res = subprocess.run(
+        [sys.executable, "-m", "minisandbox.cli", "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC, "MINISANDBOX_USERNS_BASE": "off"},
+    )
+    counters = _checks(res.stdout)["per-user counters"]
+    assert counters["status"] == "warn" and "MINISANDBOX_USERNS_BASE=off" in counters["detail"], counters
 
 
 @pytest.mark.rootless
@@ -55,4 +70,5 @@ def test_doctor_rootless_reports_the_rlimit_fallback(rootless_user):
     cpu = checks["cpu time limit"]
     if cpu["status"] != "ok":  # no writable cgroup for the test user: the per-process fallback, said so
         assert cpu["status"] == "warn" and "RLIMIT_CPU per process" in cpu["detail"] and "N times" in cpu["detail"]
+    assert checks["per-user counters"]["status"] == "ok" and "1/8" in checks["per-user counters"]["detail"]
     assert res.returncode == 0, res.stderr

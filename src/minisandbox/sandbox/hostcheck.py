@@ -183,6 +183,44 @@ def _keyring() -> Check:
     return Check("session keyring", OK, "keyrings unavailable here (nothing to isolate)")
 
 
+def _user_counters() -> Check:
+    """Whose per-user kernel counters (inotify instances, queued signals, message queue
+    bytes) a payload draws on: root sandboxes' own owner uids, or host root's."""
+    from minisandbox.sandbox import init_program, rootfs
+
+    name = "per-user counters"
+    if os.geteuid() != 0:
+        return Check(
+            name,
+            OK,
+            f"each sandbox gets 1/{init_program.USER_COUNTER_SHARE} of this user's inotify instances and watches, "
+            f"queued signals and message queue bytes ({init_program.USER_COUNTER_SHARE} sandboxes at once can "
+            "still take them all)",
+        )
+    try:
+        base = rootfs.userns_base({"rootless": False})
+    except rootfs.SandboxError as exc:
+        return Check(name, FAIL, str(exc))
+    if base is not None:
+        return Check(
+            name,
+            OK,
+            f"each sandbox's user namespace belongs to uid {base} + its starter's pid: payloads draw on that "
+            "uid's inotify instances, queued signals and message queues, not host root's",
+        )
+    why = (
+        "MINISANDBOX_USERNS_BASE=off"
+        if os.environ.get("MINISANDBOX_USERNS_BASE", "").strip().lower() == "off"
+        else "not root of the host's user namespace"
+    )
+    return Check(
+        name,
+        WARN,
+        f"payloads are uid 0 of this user namespace ({why}): one can take all of root's inotify instances, "
+        "queued signals and message queues while it runs (unset MINISANDBOX_USERNS_BASE, run as host root)",
+    )
+
+
 _ISOLATION_PROBE = (
     "import ctypes\n"
     "libc = ctypes.CDLL(None, use_errno=True)\n"
@@ -226,4 +264,4 @@ def _isolation() -> Check:
 
 def run_checks() -> list[Check]:
     """Every check, in the order `minisandbox doctor` prints them."""
-    return [_userns(), _seccomp(), *_limits(), _keyring(), _isolation()]
+    return [_userns(), _seccomp(), *_limits(), _user_counters(), _keyring(), _isolation()]
