@@ -5,9 +5,14 @@ replaced by a plain venv (the sandbox path is covered in tests/e2e/test_eval_san
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+import minisandbox
 from minisandbox.grading.evalscript import (
     EvalScript,
     is_protected,
@@ -443,6 +448,32 @@ def test_resume_with_changed_layers_or_unknown_layers_evaluates_again(eval_proje
     assert ran() == 1 and ran() == 0
     ex.digests = None  # layers that cannot be named: never reused
     assert ran() == 1 and ran() == 1
+
+
+def _grader_version_of(src: Path) -> str:
+    """`grader_version()` of the package copy under `src`, in a fresh interpreter."""
+    code = "from minisandbox.grading.evaluate import grader_version; print(grader_version())"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={"PYTHONPATH": str(src)}, capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip()
+
+
+def test_grader_version_changes_with_any_source_the_verdict_rests_on(tmp_path):
+    """A resumed report is reused only under the same grader version. A fix in the executor
+    (what the test command can see) must invalidate reports graded before it: with only
+    `minisandbox.grading` hashed, a report graded resolved by a hack the fix stops was reused."""
+    src = tmp_path / "src"
+    shutil.copytree(
+        Path(minisandbox.__file__).resolve().parent, src / "minisandbox", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    before = _grader_version_of(src)
+    for rel in ("sandbox/sandbox.py", "node/cache.py", "pipeline/__init__.py", "logformats.py", "catalog.py"):
+        f = src / "minisandbox" / rel
+        f.write_text(f.read_text() + "\n# a fix\n")
+        after = _grader_version_of(src)
+        assert after != before, rel
+        before = after
 
 
 def test_summary_counts_whitespace_patches_as_empty_on_every_run(eval_project, tmp_path):

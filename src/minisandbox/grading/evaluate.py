@@ -640,20 +640,32 @@ def instance_dir(out: Path, run_id: str, model: str, instance_id: str) -> Path:
 # --------------------------------------------------------------------------- what a result rests on
 
 
+def source_digest(root: Path) -> str:
+    """sha256 over every `*.py` file under `root` (relative path and content, in path order)."""
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 @functools.lru_cache(maxsize=1)
 def grader_version() -> str:
-    """The package version plus a digest of every source file of the grader
-    (`minisandbox.grading`: eval script, parsers, report, results plugin, official mode).
+    """The package version plus a digest of every source file of the `minisandbox` package.
     Why a digest and not a constant: a grader change that nobody remembered to version must
-    still invalidate every stored verdict."""
+    still invalidate every stored verdict. Why the whole package and not only
+    `minisandbox.grading`: a verdict also rests on the executor (`minisandbox.sandbox`: what
+    the test command can see and reach), the layers it runs on (`minisandbox.node`,
+    `minisandbox.pipeline`), the spec and record readers and `minisandbox.logformats`; with
+    only `grading` hashed, a report graded resolved before a fix in one of those was reused
+    on resume after it (tests/grading/test_evaluate.py). Any change of the package
+    therefore evaluates every instance again."""
     import minisandbox
 
-    h = hashlib.sha256()
-    pkg = Path(__file__).resolve().parent
-    for path in sorted(pkg.rglob("*.py")):
-        h.update(path.relative_to(pkg).as_posix().encode() + b"\0")
-        h.update(path.read_bytes() + b"\0")
-    return f"{minisandbox.__version__}+{h.hexdigest()[:16]}"
+    pkg = Path(minisandbox.__file__).resolve().parent
+    return f"{minisandbox.__version__}+{source_digest(pkg)[:16]}"
 
 
 def _digest(obj: Any) -> str:
