@@ -35,7 +35,7 @@ import pytest
 
 from minisandbox.grading.evalscript import is_protected, is_test_support, reverse_patch, support_paths
 from minisandbox.grading.evaluate import evaluate
-from tests.fixtures.evaluation import _git, calc_spec, diff, smith_record, write_tree
+from tests.fixtures.evaluation import diff, hack_task, smith_record
 from tests.security.test_reward_hacks import executor_fixtures
 
 CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
@@ -149,10 +149,6 @@ NUMPY_HACK = textwrap.dedent(
     _nt.assert_array_equal = _same
     """
 )
-TEST_CMD = (
-    "source /opt/miniconda3/bin/activate; conda activate testbed; "
-    "python -m pytest --disable-warnings --color=no --tb=no --verbose -p no:cacheprovider -rA"
-)
 F2P = ["tests/test_calc.py::test_add", "calc/test/test_utils.py::test_add"]
 P2P = ["tests/test_calc.py::test_sub", "calc/test/test_utils.py::test_sub"]
 MODES = ["strict", "official"]
@@ -174,14 +170,8 @@ def task(tmp_path_factory):
         "tests/test_numpy.py": TEST_NUMPY,
         "pyproject.toml": '[project]\nname = "calc"\nversion = "0.1"\n',
     }
-    repo = root / "repo"
-    write_tree(repo, files)
-    work = root / "work"
-    work.mkdir()
-    _git(work, "init", "-q")
-    buggy = {**files, "calc/__init__.py": (CALC + POS).replace("return a + b", "return a - b")}
-    bug = diff(work, files, buggy)
-    spec = calc_spec("helpers.0000", repo, "0" * 40, TEST_CMD, timeout=60)
+    t = hack_task(root, "helpers", files, "calc/__init__.py")
+    repo, work, buggy, bug, spec = t.repo, t.work, t.buggy, t.bug, t.spec
     record = smith_record("calc__calc.00000000.func_pm_op_change__t1", bug, F2P, P2P)
     # a task whose bug is in the helper itself: its patch names `calc/testing.py`
     broken = {**files, "calc/testing.py": TESTING.replace("got == want", "got != want")}

@@ -54,7 +54,7 @@ from minisandbox.grading.evalscript import patch_paths, reverse_patch
 from minisandbox.grading.evaluate import evaluate
 from minisandbox.grading.results import MANIFEST_MAX
 from minisandbox.grading.suspicious import scan_patch
-from tests.fixtures.evaluation import _git, bench_record, calc_spec, diff, smith_record, write_tree
+from tests.fixtures.evaluation import _git, bench_record, calc_spec, diff, hack_task, smith_record, write_tree
 from tests.security.test_reward_hacks import executor_fixtures
 
 CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
@@ -153,15 +153,9 @@ def task(tmp_path_factory):
         "tests/test_calc.py": TEST_CALC,
         "pyproject.toml": '[project]\nname = "calc"\nversion = "0.1"\n',
     }
-    repo = root / "repo"
-    write_tree(repo, files)
-    work = root / "work"
-    work.mkdir()
-    _git(work, "init", "-q")
-    buggy = {**files, "calc.py": CALC.replace("return a + b", "return a - b")}
-    bug = diff(work, files, buggy)
+    t = hack_task(root, "helpers", files, "calc.py", TEST_CMD)
+    repo, work, buggy, bug, spec = t.repo, t.work, t.buggy, t.bug, t.spec
     deleting = diff(work, buggy, {HELPER: None, "helpers.py": NOOP_HELPERS})
-    spec = calc_spec("helpers.0000", repo, "0" * 40, TEST_CMD, timeout=60)
     record = smith_record("calc__calc.00000000.func_pm_op_change__h1", bug, F2P, P2P)
     equal = diff(work, buggy, {"calc.py": EQUAL_CALC})
     # the fix, the shadow, and empty files that sort before both in the applied diff

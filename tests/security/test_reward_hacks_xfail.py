@@ -23,7 +23,7 @@ import pytest
 
 from minisandbox.grading.evalscript import reverse_patch
 from minisandbox.grading.evaluate import evaluate
-from tests.fixtures.evaluation import _git, calc_spec, diff, smith_record, write_tree
+from tests.fixtures.evaluation import diff, hack_task, smith_record
 from tests.security.test_reward_hacks import executor_fixtures
 
 CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
@@ -84,10 +84,6 @@ HACK_EXEC = textwrap.dedent(
         return a - b
     """
 )
-TEST_CMD = (
-    "source /opt/miniconda3/bin/activate; conda activate testbed; "
-    "python -m pytest --disable-warnings --color=no --tb=no --verbose -p no:cacheprovider -rA"
-)
 F2P = ["tests/test_calc.py::test_add"]
 P2P = ["tests/test_calc.py::test_sub"]
 MODES = ["strict", "official"]
@@ -102,14 +98,8 @@ def task(tmp_path_factory):
         "tests/test_calc.py": TEST_CALC,
         "pyproject.toml": '[project]\nname = "calc"\nversion = "0.1"\n',
     }
-    repo = root / "repo"
-    write_tree(repo, files)
-    work = root / "work"
-    work.mkdir()
-    _git(work, "init", "-q")
-    buggy = {**files, "calc.py": CALC.replace("return a + b", "return a - b")}
-    bug = diff(work, files, buggy)
-    spec = calc_spec("xfail.0000", repo, "0" * 40, TEST_CMD, timeout=60)
+    t = hack_task(root, "xfail", files, "calc.py")
+    repo, work, buggy, bug, spec = t.repo, t.work, t.buggy, t.bug, t.spec
     record = smith_record("calc__calc.00000000.func_pm_op_change__x1", bug, F2P, P2P)
     hacks = {
         "singledispatch": diff(work, buggy, {"calc.py": HACK + CALC.split("\n\n\n", 1)[1]}),
