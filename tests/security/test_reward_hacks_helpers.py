@@ -35,10 +35,10 @@ import pytest
 
 from minisandbox.grading.evalscript import is_protected, is_test_support, reverse_patch, support_paths
 from minisandbox.grading.evaluate import evaluate
-from tests.fixtures.evaluation import diff, hack_task, smith_record
+from tests.fixtures.evaluation import HACK_CALC, diff, hack_task, smith_record
 from tests.security.test_reward_hacks import executor_fixtures
 
-CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+CALC = HACK_CALC
 #: `pos` rejects negative numbers; its bug lets them through
 POS = "\n\ndef pos(x):\n    if x < 0:\n        raise ValueError(x)\n    return x\n"
 TEST_RAISES = textwrap.dedent(

@@ -54,10 +54,19 @@ from minisandbox.grading.evalscript import patch_paths, reverse_patch
 from minisandbox.grading.evaluate import evaluate
 from minisandbox.grading.results import MANIFEST_MAX
 from minisandbox.grading.suspicious import scan_patch
-from tests.fixtures.evaluation import _git, bench_record, calc_spec, diff, hack_task, smith_record, write_tree
+from tests.fixtures.evaluation import (
+    HACK_CALC,
+    _git,
+    bench_record,
+    calc_spec,
+    diff,
+    hack_task,
+    smith_record,
+    write_tree,
+)
 from tests.security.test_reward_hacks import executor_fixtures
 
-CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+CALC = HACK_CALC
 HELPERS = "def check(got, want):\n    assert got == want, (got, want)\n"
 TEST_CALC = textwrap.dedent(
     """\

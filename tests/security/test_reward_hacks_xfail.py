@@ -23,23 +23,11 @@ import pytest
 
 from minisandbox.grading.evalscript import reverse_patch
 from minisandbox.grading.evaluate import evaluate
-from tests.fixtures.evaluation import diff, hack_task, smith_record
+from tests.fixtures.evaluation import HACK_CALC, HACK_TEST_CALC, diff, hack_task, smith_record
 from tests.security.test_reward_hacks import executor_fixtures
 
-CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
-TEST_CALC = textwrap.dedent(
-    """\
-    import calc
-
-
-    def test_add():
-        assert calc.add(2, 3) == 5
-
-
-    def test_sub():
-        assert calc.sub(5, 3) == 2
-    """
-)
+CALC = HACK_CALC
+TEST_CALC = HACK_TEST_CALC
 #: a conftest that marks xfail the tests a platform cannot run (none here): every test
 #: under it counts as marked at the graded state
 CONFTEST = textwrap.dedent(
