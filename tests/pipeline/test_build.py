@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from minisandbox.pipeline.build import seed_lines
+from minisandbox.pipeline.build import OWN_UV, build_script, passthrough_env, seed_lines
 from minisandbox.pipeline.resolve import Lock
 from minisandbox.tools import uv_bin
 from tests.fixtures.fidelity import AS_OF, NEW_RELEASE, OLD_RELEASE, FixtureIndex, wheel
@@ -44,7 +44,7 @@ def _seed(index: FixtureIndex, tmp_path: Path, lock: Lock) -> dict[str, str]:
     """Run the build's seed lines into a fresh venv; name -> installed version."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     venv = tmp_path / "venv"
-    script = "set -euo pipefail\n" + "\n".join(seed_lines(sys.executable, str(venv), lock)) + "\n"
+    script = "set -euo pipefail\n" + "\n".join(seed_lines(sys.executable, str(venv), lock, uv="uv")) + "\n"
     env = {
         "PATH": f"{Path(uv_bin()).parent}:/usr/bin:/bin",
         "HOME": str(tmp_path),
@@ -144,3 +144,27 @@ def test_an_undeclared_build_requirement_comes_from_the_build_config(tmp_path: P
         assert (site / "needsdep.py").read_text() == "VALUE = 42\n"
     finally:
         index.close()
+
+
+def test_only_the_builds_own_uv_reads_its_config() -> None:
+    """The build's uv.toml names settings an older uv refuses (`extra-build-dependencies`):
+    pydantic's install runs `pipx install uv` (0.6.3) then `uv sync`, which failed on it while
+    `UV_CONFIG_FILE` pointed there. The build's own uv commands get `--config-file`; the
+    spec's commands run verbatim, and no host `UV_CONFIG_FILE` reaches them."""
+    from minisandbox.catalog import EnvSpec
+
+    spec = EnvSpec(
+        name="p",
+        kind="swesmith",
+        source="x",
+        commit="0" * 40,
+        python="3.11",
+        test_cmd="pytest",
+        install=["uv sync --frozen"],
+    )
+    lines = build_script(spec, Lock(text="six==1.16.0\n", no_deps=True), "/usr/bin/python3").splitlines()
+    own = [ln for ln in lines if ln.split(" ", 1)[0] == "uv" and not ln.startswith("uv sync")]
+    assert own and all(ln.startswith(OWN_UV + " ") for ln in own), own
+    assert "uv sync --frozen" in lines
+    host = {"UV_CONFIG_FILE": "/etc/uv/site.toml", "UV_INDEX_URL": "http://mirror/simple", "HOME": "/root"}
+    assert passthrough_env(host, {}) == {"UV_INDEX_URL": "http://mirror/simple"}

@@ -60,6 +60,17 @@ BUILD_DIR = "/opt/minisandbox/build"  # lock + script, read-only inside the buil
 EXTRA_BUILD_DEPENDENCIES: dict[str, tuple[str, ...]] = {"fasttext": ("pybind11",)}
 TOOLS_DIR = "/opt/minisandbox/bin"  # uv, read-only inside the build
 
+#: The uv.toml of a build (`uv_config`), given to the build's own uv commands with
+#: `--config-file` only: a spec's install commands may run a uv of their own (pydantic's
+#: `pipx install uv` got 0.6.3), which refuses settings it does not know, so it must not find
+#: this file in `UV_CONFIG_FILE`.
+UV_CONFIG = f"{BUILD_DIR}/uv.toml"
+OWN_UV = f"uv --config-file {UV_CONFIG}"
+
+#: Host variables a build never inherits, whatever `PASSTHROUGH_PREFIXES` says: a host
+#: uv.toml would replace the build's (`--config-file`) and name a path the build cannot see.
+PASSTHROUGH_NEVER = {"UV_CONFIG_FILE"}
+
 
 class BuildError(MinisandboxError, RuntimeError):
     pass
@@ -98,7 +109,7 @@ WARMUP_TIMEOUT = 600
 PIP_SEED = "pip<25.1"
 
 
-def seed_lines(python_exe: str, venv: str, lock: Lock) -> list[str]:
+def seed_lines(python_exe: str, venv: str, lock: Lock, uv: str = OWN_UV) -> list[str]:
     """Bash lines that create the venv with pip, and setuptools and wheel as of the lock's date.
 
     setuptools and wheel are what test suites import (`pkg_resources`): resolved as of the
@@ -108,23 +119,23 @@ def seed_lines(python_exe: str, venv: str, lock: Lock) -> list[str]:
     is not dated (the newest for the venv's Python below 25.1, `PIP_SEED`): a pip as of an
     old date cannot make the editable installs a pyproject-only project needs (PEP 660 came
     with pip 21.3), so a build as of 2021 failed where today's pip builds it with the
-    backend of that date."""
+    backend of that date. `uv` is the command that runs uv (the build's own, `OWN_UV`)."""
     date = " ".join(shlex.quote(a) for a in lock.uv_date_args())
     date = f" {date}" if date else ""
     as_of = f" (setuptools and wheel as of {lock.exclude_newer})" if lock.exclude_newer else ""
     return [
         f"echo '+ uv venv {venv} ({python_exe}), pip{as_of}'",
-        f"uv venv --python {shlex.quote(python_exe)} {venv}",
+        f"{uv} venv --python {shlex.quote(python_exe)} {venv}",
         f"source {venv}/bin/activate",
-        f"uv pip install --quiet {shlex.quote(PIP_SEED)}",
-        f"uv pip install --quiet{date} setuptools wheel",
+        f"{uv} pip install --quiet {shlex.quote(PIP_SEED)}",
+        f"{uv} pip install --quiet{date} setuptools wheel",
     ]
 
 
 def uv_config(extra: dict[str, tuple[str, ...]] | None = None) -> str:
-    """The uv.toml every uv command of a build reads (`UV_CONFIG_FILE`): the undeclared
-    build requirements of `EXTRA_BUILD_DEPENDENCIES` (or `extra`). A build's own uv
-    settings come from its command line and environment; no user or project file is read."""
+    """The uv.toml the build's own uv commands read (`UV_CONFIG`): the undeclared build
+    requirements of `EXTRA_BUILD_DEPENDENCIES` (or `extra`). Their other settings come from
+    the command line and environment; no user or project file is read (`--config-file`)."""
     table = EXTRA_BUILD_DEPENDENCIES if extra is None else extra
     lines = ["[extra-build-dependencies]"]
     lines += [f"{name} = {json.dumps(list(reqs))}" for name, reqs in sorted(table.items())]
@@ -149,7 +160,7 @@ def build_script(spec: EnvSpec, lock: Lock, python_exe: str) -> str:
         flag = "--no-deps " if lock.no_deps else ""
         lines += [
             f"echo '+ uv pip install {flag}-r lock.txt{date}'",
-            f"uv pip install {flag}-r {BUILD_DIR}/lock.txt{date}",
+            f"{OWN_UV} pip install {flag}-r {BUILD_DIR}/lock.txt{date}",
         ]
     for cmd in spec.install:
         lines += [f"echo {shlex.quote('+ ' + cmd)}", f"cd {REPO_PATH}", cmd]
@@ -245,7 +256,9 @@ def passthrough_env(host: os._Environ | dict[str, str], fixed: dict[str, str]) -
     return {
         k: v
         for k, v in host.items()
-        if k not in fixed and (k in PASSTHROUGH_NAMES or k.startswith(PASSTHROUGH_PREFIXES))
+        if k not in fixed
+        and k not in PASSTHROUGH_NEVER
+        and (k in PASSTHROUGH_NAMES or k.startswith(PASSTHROUGH_PREFIXES))
     }
 
 
@@ -290,7 +303,7 @@ def build_env(
         # A private, writable copy of the snapshot: build residue never reaches the artifact.
         shutil.copytree(repo_snapshot, testbed, symlinks=True)
         (build / "lock.txt").write_text(lock.text)
-        (build / "uv.toml").write_text(uv_config())
+        (build / Path(UV_CONFIG).name).write_text(uv_config())
         (build / "build.sh").write_text(build_script(spec, lock, interp.canonical_executable))
         (build / bytecode.SCRIPT_NAME).write_text(bytecode.SCRIPT)
         shutil.copy2(uv_bin(), tools / "uv")  # a copy: its host directory also holds a python
@@ -314,7 +327,6 @@ def build_env(
             "HOME": HOME_PATH,
             "LANG": "C.UTF-8",
             "UV_CACHE_DIR": str(uv_cache),
-            "UV_CONFIG_FILE": f"{BUILD_DIR}/uv.toml",
             "PIP_CACHE_DIR": str(pip_cache),
             "UV_LINK_MODE": "copy",  # never share inodes with the uv cache
             "UV_PYTHON_DOWNLOADS": "never",
