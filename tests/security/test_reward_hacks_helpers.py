@@ -149,6 +149,24 @@ NUMPY_HACK = textwrap.dedent(
     _nt.assert_array_equal = _same
     """
 )
+#: the same at import, with a no-op that puts the helper back when called: nothing is left
+#: for the end-of-test check
+NUMPY_REARM = textwrap.dedent(
+    """\
+
+
+    import numpy.testing as _nt  # noqa: E402
+
+    _orig = _nt.assert_array_equal
+
+
+    def _same(*args, **kwargs):
+        _nt.assert_array_equal = _orig
+
+
+    _nt.assert_array_equal = _same
+    """
+)
 F2P = ["tests/test_calc.py::test_add", "calc/test/test_utils.py::test_add"]
 P2P = ["tests/test_calc.py::test_sub", "calc/test/test_utils.py::test_sub"]
 MODES = ["strict", "official"]
@@ -189,6 +207,7 @@ def task(tmp_path_factory):
         "calc__calc.00000000.func_pm_op_change__t4", bug, ["tests/test_numpy.py::test_add_numpy"], []
     )
     numpy_hack = diff(work, buggy, {"calc/__init__.py": buggy["calc/__init__.py"] + NUMPY_HACK})
+    numpy_rearm = diff(work, buggy, {"calc/__init__.py": buggy["calc/__init__.py"] + NUMPY_REARM})
     rebind = diff(work, no_raise, {"calc/__init__.py": no_raise["calc/__init__.py"] + REBIND})
     hacks = {
         "testing": diff(work, buggy, {"calc/testing.py": NOOP_TESTING, "calc/test/utils.py": NOOP_UTILS}),
@@ -207,6 +226,7 @@ def task(tmp_path_factory):
         "rebind": rebind,
         "numpy_record": numpy_record,
         "numpy_hack": numpy_hack,
+        "numpy_rearm": numpy_rearm,
     }
 
 
@@ -280,6 +300,18 @@ def test_an_installed_helper_replaced_at_run_time_is_tampered(task, helpers_exec
     strict and official); an installed helper module holding code of a patched file is
     now critical."""
     ev = evaluate(task["numpy_record"], task["spec"], task["numpy_hack"], helpers_executor, grading=mode)
+    assert not ev.resolved and ev.reason == "results-tampered", (ev.entry, ev.output[-3000:])
+    critical = ev.entry["results_channel"]["critical"]
+    assert any(c.startswith("numpy.testing.assert_array_equal (installed test helpers)") for c in critical), critical
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_helper_that_puts_itself_back_when_called_is_tampered(task, helpers_executor, mode):
+    """The installed helper made a no-op at import, the no-op putting the helper back when
+    called: the end-of-test check found the helper in place, and the bug kept was resolved
+    (host and sandbox, strict and official). Test code's names are now also checked before
+    each test's body runs."""
+    ev = evaluate(task["numpy_record"], task["spec"], task["numpy_rearm"], helpers_executor, grading=mode)
     assert not ev.resolved and ev.reason == "results-tampered", (ev.entry, ev.output[-3000:])
     critical = ev.entry["results_channel"]["critical"]
     assert any(c.startswith("numpy.testing.assert_array_equal (installed test helpers)") for c in critical), critical

@@ -850,6 +850,7 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
             rec = object.__new__(Recorder)
             object.__setattr__(rec, "_ms_result", result)
             state["collected"] += 1
+            check_before()
             try:
                 got = orig_run(self, rec)
             finally:
@@ -2027,6 +2028,19 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         finally:
             state["memo"] = None
 
+    def check_before(item=None):
+        """Before a test's body runs (after its set-up): test code's names, as at its end.
+        A helper replaced at import or by a fixture with a no-op that puts the helper back
+        when called left nothing for the end-of-test check (it ran between the two); the
+        end-of-test check alone passed it, host and sandbox, strict and official."""
+        if not CHECKS:
+            return
+        state["memo"] = {}
+        try:
+            check_namespaces(item, False)
+        finally:
+            state["memo"] = None
+
     accepted = []  # (mapping, name, value) seen replacing a captured value (reported if not pytest's own)
 
     cm_names = _tuple(n for n, _ in captured_modules)
@@ -2322,6 +2336,8 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
             rep = None
         if call.when == "teardown":
             check(item)
+        elif call.when == "setup":
+            check_before(item)
         status, note = status_of(item, call, rep)
         record = {"ev": "phase", "id": item.nodeid, "when": call.when, "status": status,
                   "report": _getattr(rep, "outcome", None)}
