@@ -2029,14 +2029,17 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
             state["memo"] = None
 
     def check_before(item=None):
-        """Before a test's body runs (after its set-up): test code's names, as at its end.
-        A helper replaced at import or by a fixture with a no-op that puts the helper back
-        when called left nothing for the end-of-test check (it ran between the two); the
-        end-of-test check alone passed it, host and sandbox, strict and official."""
+        """Before a test's body runs (after its set-up): the outcome path's captured
+        objects and test code's names, as at its end. A helper (`numpy.testing`'s, or
+        `pytest.raises`) replaced at import or by a fixture with a no-op that puts the
+        original back when called left nothing for the end-of-test check (it ran between
+        the two); the end-of-test check alone passed it, host and sandbox, strict and
+        official."""
         if not CHECKS:
             return
         state["memo"] = {}
         try:
+            check_now(item, False)
             check_namespaces(item, False)
         finally:
             state["memo"] = None
