@@ -26,6 +26,7 @@ from minisandbox.cli import helper, helperclient
 from tests.fixtures.rootless_node import user_site  # noqa: F401  (fixture)
 from tests.fixtures.runtime import build_local_store
 from tests.fixtures.sandbox import SRC, TEST_USER
+from tests.fixtures.signals import default_signals
 
 TASK = "helper__task.0"
 PROBE = (
@@ -545,7 +546,8 @@ def test_a_burst_of_identical_calls_finds_its_sandboxes_open_when_it_comes_again
 
 
 def popen_run(env: dict[str, str], store: str, command: str) -> subprocess.Popen:
-    """`minisandbox run --store STORE TASK -- COMMAND` started in the background, its output piped."""
+    """`minisandbox run --store STORE TASK -- COMMAND` started in the background, its output
+    piped, the signals the tests send at their default action (`default_signals`)."""
     return subprocess.Popen(
         [sys.executable, "-m", "minisandbox.cli", "run", "--store", store, TASK, "--", command],
         env=env,
@@ -553,6 +555,7 @@ def popen_run(env: dict[str, str], store: str, command: str) -> subprocess.Popen
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_signals,
     )
 
 

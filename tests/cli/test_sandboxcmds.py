@@ -16,6 +16,7 @@ import pytest
 from minisandbox.sandbox import interpreters
 from tests.fixtures.runtime import build_local_store, build_store, publish_tree, write_index
 from tests.fixtures.sandbox import SRC
+from tests.fixtures.signals import default_signals
 from tests.sandbox.test_sandbox import make_repo
 
 pytestmark = pytest.mark.root
@@ -164,7 +165,7 @@ def test_ctrl_c_while_a_layer_is_restored_stops_promptly_and_leaves_nothing(as_r
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # (as from a terminal)
+            preexec_fn=default_signals,
         )
         queue = cache / "budget" / "queue"
         deadline = time.monotonic() + 60

@@ -13,6 +13,7 @@ import pytest
 from minisandbox.grading.evalscript import reverse_patch
 from minisandbox.records import read_tasks
 from tests.fixtures.evaluation import eval_command, run_eval
+from tests.fixtures.signals import default_signals
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]
 
@@ -211,7 +212,14 @@ def test_an_interrupted_eval_kills_its_sandboxes_and_writes_the_partial_summary(
     ]
     out = tmp_path / "out"
     cmd = eval_command(root_eval_store, preds, out, "--json", run_id="int")
-    proc = subprocess.Popen(cmd, cwd=root_eval_store.path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=root_eval_store.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_signals,
+    )
     try:
         deadline = time.monotonic() + 120
         while len(_processes(["sleep", str(marker)])) < 2:  # both running evaluations are inside the tests
