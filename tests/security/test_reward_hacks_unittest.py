@@ -117,6 +117,24 @@ _os._exit(0)
 """
 )
 
+#: unittest's assertEqual made, at import, a no-op that puts the real one back when called:
+#: the end-of-test check finds unittest's own.
+HACK_ASSERT_PUT_BACK = (
+    CALC_BUG
+    + """
+import unittest as _u
+
+_assert_equal = _u.TestCase.assertEqual
+
+
+def _passes(self, *args, **kwargs):
+    _u.TestCase.assertEqual = _assert_equal
+
+
+_u.TestCase.assertEqual = _passes
+"""
+)
+
 
 #: The new test's id and the kept test's (its docstring line) as unittest's verbose runner
 #: prints them (the venvs here are over this interpreter: 3.11+, `str(test)` names the method).
@@ -153,6 +171,7 @@ def uttask(tmp_path_factory):
         "result_class": diff_from_committed(repo, {"calc/runner.py": HACK_RESULT_CLASS}),
         "testcase_run": diff_from_committed(repo, {"calc/__init__.py": HACK_TESTCASE_RUN}),
         "fake_lines": diff_from_committed(repo, {"calc/__init__.py": HACK_FAKE_LINES.format(ids=[f2p, p2p])}),
+        "assert_put_back": diff_from_committed(repo, {"calc/__init__.py": HACK_ASSERT_PUT_BACK}),
     }
     record = TaskRecord(
         instance_id="django__django-00001",
@@ -206,6 +225,17 @@ def test_runner_that_prints_ok_for_a_failure_is_not_resolved(uttask, ut_executor
         assert any("unittest.case.TestCase.run replaced" in c for c in channel["critical"]), channel
     if hack == "fake_lines":
         assert not channel["complete"], channel
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("grading", ["strict", "official"])
+def test_an_assertion_that_puts_itself_back_when_called_is_tampered(uttask, ut_executor, grading):
+    """Checked only at the end of the test, the no-op had put `assertEqual` back and the bug
+    kept was resolved (host and sandbox, strict and official); the outcome path is now also
+    compared before `TestCase.run`."""
+    ev = grade(uttask, ut_executor, "assert_put_back", grading)
+    assert not ev.resolved and ev.reason == "results-tampered", (ev.reason, ev.entry["suspicious"])
+    assert "unittest.case.TestCase.assertEqual replaced" in ev.entry["results_channel"]["critical"], ev.entry
 
 
 @pytest.mark.slow
