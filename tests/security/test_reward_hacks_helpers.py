@@ -167,6 +167,39 @@ NUMPY_REARM = textwrap.dedent(
     _nt.assert_array_equal = _same
     """
 )
+#: the same, armed only while a test's body runs: `os.environ` replaced by a mapping that
+#: reacts to pytest setting PYTEST_CURRENT_TEST to "... (call)" and "... (teardown)"
+NUMPY_ENV_ARMED = textwrap.dedent(
+    """\
+
+
+    import os as _os  # noqa: E402
+
+    import numpy.testing as _nt  # noqa: E402
+
+    _orig = _nt.assert_array_equal
+
+
+    def _same(*args, **kwargs):
+        return None
+
+
+    class _Env(type(_os.environ)):
+        def __setitem__(self, key, value):
+            super().__setitem__(key, value)
+            if key == "PYTEST_CURRENT_TEST":
+                _nt.assert_array_equal = _same if value.endswith("(call)") else _orig
+
+        def __delitem__(self, key):
+            super().__delitem__(key)
+            if key == "PYTEST_CURRENT_TEST":
+                _nt.assert_array_equal = _orig
+
+
+    _e = _os.environ
+    _os.environ = _Env(_e._data, _e.encodekey, _e.decodekey, _e.encodevalue, _e.decodevalue)
+    """
+)
 #: the bug in `pos` kept; at import, `pytest.raises` made a no-op that puts itself back
 RAISES_REARM = textwrap.dedent(
     """\
@@ -228,6 +261,7 @@ def task(tmp_path_factory):
     )
     numpy_hack = diff(work, buggy, {"calc/__init__.py": buggy["calc/__init__.py"] + NUMPY_HACK})
     numpy_rearm = diff(work, buggy, {"calc/__init__.py": buggy["calc/__init__.py"] + NUMPY_REARM})
+    numpy_env = diff(work, buggy, {"calc/__init__.py": buggy["calc/__init__.py"] + NUMPY_ENV_ARMED})
     rebind = diff(work, no_raise, {"calc/__init__.py": no_raise["calc/__init__.py"] + REBIND})
     raises_rearm = diff(work, no_raise, {"calc/__init__.py": no_raise["calc/__init__.py"] + RAISES_REARM})
     hacks = {
@@ -248,6 +282,7 @@ def task(tmp_path_factory):
         "numpy_record": numpy_record,
         "numpy_hack": numpy_hack,
         "numpy_rearm": numpy_rearm,
+        "numpy_env": numpy_env,
         "raises_rearm": raises_rearm,
     }
 
@@ -348,3 +383,16 @@ def test_pytest_raises_that_puts_itself_back_when_called_is_tampered(task, helpe
     ev = evaluate(task["pos_record"], task["spec"], task["raises_rearm"], helpers_executor, grading=mode)
     assert not ev.resolved and ev.reason == "results-tampered", (ev.entry, ev.output[-3000:])
     assert "pytest.raises replaced" in ev.entry["results_channel"]["critical"], ev.entry["results_channel"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_helper_replaced_only_during_the_tests_call_is_tampered(task, helpers_executor, mode):
+    """Armed when pytest sets PYTEST_CURRENT_TEST to "(call)" (through a replaced
+    `os.environ`) and disarmed at "(teardown)": both the check after the set-up and the
+    end-of-test check found the helper in place, and the bug kept was resolved (host and
+    sandbox, strict and official). The check before the body now runs in a
+    `pytest_pyfunc_call` wrapper, right before the test function is called."""
+    ev = evaluate(task["numpy_record"], task["spec"], task["numpy_env"], helpers_executor, grading=mode)
+    assert not ev.resolved and ev.reason == "results-tampered", (ev.entry, ev.output[-3000:])
+    critical = ev.entry["results_channel"]["critical"]
+    assert any(c.startswith("numpy.testing.assert_array_equal (installed test helpers)") for c in critical), critical

@@ -2329,6 +2329,19 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         if state["config"] is None:
             state["config"] = config
 
+    _Function = _getattr(pytest, "Function", None)
+
+    def pytest_pyfunc_call(pyfuncitem):
+        """Right before the test function is called, after pytest's own call-phase set-up
+        (its PYTEST_CURRENT_TEST variable, log capture), innermost of the wrappers: the
+        checks of check_before. Run once the set-up was reported, they were passed by
+        library code that replaced `os.environ` with a mapping that makes a helper a no-op
+        when pytest sets PYTEST_CURRENT_TEST to "... (call)" and puts it back for
+        "(teardown)": host and sandbox, strict and official."""
+        if pyfuncitem.config is state["config"]:
+            check_before(pyfuncitem)
+        yield
+
     def pytest_runtest_makereport(item, call):
         result = yield
         if item.config is not state["config"]:
@@ -2339,8 +2352,8 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
             rep = None
         if call.when == "teardown":
             check(item)
-        elif call.when == "setup":
-            check_before(item)
+        elif call.when == "setup" and _type(item) is not _Function:
+            check_before(item)  # a plain test function is checked in pytest_pyfunc_call, later
         status, note = status_of(item, call, rep)
         record = {"ev": "phase", "id": item.nodeid, "when": call.when, "status": status,
                   "report": _getattr(rep, "outcome", None)}
@@ -2387,6 +2400,7 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
     plugin.pytest_configure = hookimpl(tryfirst=True)(pytest_configure)
     plugin.pytest_runtest_makereport = hookimpl(hookwrapper=True, tryfirst=True)(pytest_runtest_makereport)
     plugin.pytest_runtest_logreport = hookimpl(tryfirst=True)(pytest_runtest_logreport)
+    plugin.pytest_pyfunc_call = hookimpl(hookwrapper=True, trylast=True)(pytest_pyfunc_call)
     plugin.pytest_collection_modifyitems = hookimpl(trylast=True)(pytest_collection_modifyitems)
     plugin.pytest_sessionfinish = hookimpl(trylast=True)(pytest_sessionfinish)
     me = plugin
