@@ -135,6 +135,41 @@ _u.TestCase.assertEqual = _passes
 """
 )
 
+#: The same no-op armed only while a test runs: `sys.stderr` replaced by a stream that arms
+#: it when the runner writes the test's name (`startTest`, before the test method) and
+#: disarms it when the runner writes the result word (`addSuccess`, before the end check).
+HACK_ASSERT_STREAM_ARMED = (
+    CALC_BUG
+    + """
+import sys as _sys
+import unittest as _u
+
+_assert_equal = _u.TestCase.assertEqual
+
+
+def _passes(self, *args, **kwargs):
+    return None
+
+
+class _Stream:
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        if text.endswith(" ... "):
+            _u.TestCase.assertEqual = _passes
+        elif text.strip() in ("ok", "FAIL", "ERROR"):
+            _u.TestCase.assertEqual = _assert_equal
+        return self._stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+_sys.stderr = _Stream(_sys.stderr)
+"""
+)
+
 
 #: The new test's id and the kept test's (its docstring line) as unittest's verbose runner
 #: prints them (the venvs here are over this interpreter: 3.11+, `str(test)` names the method).
@@ -172,6 +207,7 @@ def uttask(tmp_path_factory):
         "testcase_run": diff_from_committed(repo, {"calc/__init__.py": HACK_TESTCASE_RUN}),
         "fake_lines": diff_from_committed(repo, {"calc/__init__.py": HACK_FAKE_LINES.format(ids=[f2p, p2p])}),
         "assert_put_back": diff_from_committed(repo, {"calc/__init__.py": HACK_ASSERT_PUT_BACK}),
+        "assert_stream_armed": diff_from_committed(repo, {"calc/__init__.py": HACK_ASSERT_STREAM_ARMED}),
     }
     record = TaskRecord(
         instance_id="django__django-00001",
@@ -229,11 +265,13 @@ def test_runner_that_prints_ok_for_a_failure_is_not_resolved(uttask, ut_executor
 
 @pytest.mark.slow
 @pytest.mark.parametrize("grading", ["strict", "official"])
-def test_an_assertion_that_puts_itself_back_when_called_is_tampered(uttask, ut_executor, grading):
+@pytest.mark.parametrize("hack", ["assert_put_back", "assert_stream_armed"])
+def test_an_assertion_that_puts_itself_back_when_called_is_tampered(uttask, ut_executor, grading, hack):
     """Checked only at the end of the test, the no-op had put `assertEqual` back and the bug
     kept was resolved (host and sandbox, strict and official); the outcome path is now also
-    compared before `TestCase.run`."""
-    ev = grade(uttask, ut_executor, "assert_put_back", grading)
+    compared before `TestCase.run` and, for the no-op armed by the runner's own output
+    (`assert_stream_armed`, which passed that check too), right before the test method."""
+    ev = grade(uttask, ut_executor, hack, grading)
     assert not ev.resolved and ev.reason == "results-tampered", (ev.reason, ev.entry["suspicious"])
     assert "unittest.case.TestCase.assertEqual replaced" in ev.entry["results_channel"]["critical"], ev.entry
 

@@ -862,6 +862,18 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         run.__name__, run.__qualname__, run.__doc__ = "run", "TestCase.run", orig_run.__doc__
         TC.run = run
         codes.add(run.__code__)  # our wrapper calls the original run, which calls the recorder
+        # right before the test method (after startTest, which writes to a stream library
+        # code may have replaced, and setUp): the check before the body (check_before)
+        orig_call = TC.__dict__.get("_callTestMethod")  # Python 3.8+
+        if orig_call is not None:
+            def call_test_method(self, method):
+                check_before()
+                return orig_call(self, method)
+
+            call_test_method.__name__ = "_callTestMethod"
+            call_test_method.__qualname__ = "TestCase._callTestMethod"
+            TC._callTestMethod = call_test_method
+            codes.add(call_test_method.__code__)
         return Recorder, codes
 
     def after_test(test):
