@@ -672,3 +672,27 @@ def test_failures_that_pass_when_their_files_run_alone_are_order_dependent(bf, t
     diag.write_text("tests/x/test_studio.py::test_post FAILED [100%]\n=== 1 failed in 0.5s ===\n")
     assert not bf.passes_alone(str(diag))
     assert not bf.passes_alone(str(tmp_path / "missing.log"))
+
+
+def test_a_runner_that_hands_over_to_pytest_is_counted_with_pytests_parser(bf):
+    # sympy 1.14's bin/test prints pytest's lines; the spec keeps sympy's runner's parser
+    log = (
+        "collecting ... collected 3 items\n"
+        "sympy/a/tests/test_x.py::test_one PASSED [ 33%]\n"
+        "sympy/a/tests/test_x.py::test_two XFAIL [ 66%]\n"
+        "sympy/a/tests/test_x.py::test_three FAILED [100%]\n"
+        "minisandbox: command timed out after 1800.0 s; killed its process tree\n"
+    )
+    statuses, note = bf.suite_statuses("sympy", log)
+    assert statuses == {
+        "sympy/a/tests/test_x.py::test_one": "PASSED",
+        "sympy/a/tests/test_x.py::test_two": "XFAIL",
+        "sympy/a/tests/test_x.py::test_three": "FAILED",
+    }
+    assert "pytest parser" in note
+    counts = bf.pytest_counts(log, statuses)
+    assert (counts["passed"], counts["xfailed"], counts["failed"], counts["source"]) == (1, 1, 1, "per-test")
+    # the runner's own format is read by its own parser, without a note
+    own = "test_one ok\ntest_three F\n"
+    statuses, note = bf.suite_statuses("sympy", own)
+    assert note is None and statuses
