@@ -850,6 +850,11 @@ def read_logs(paths: list[str]) -> str:
 def classify_build(error: str, log_text: str) -> str:
     text = f"{error}\n{log_text}"
     checks = [
+        # (before "mirror": the install's own fetch from GitHub fails the same way a clone does)
+        (
+            "build: the install needs the network (pre-commit fetches its hooks)",
+            r"\[INFO\] Initializing environment for https?://",
+        ),
         ("mirror", r"mirror failed|git clone.*failed|Could not resolve host: github"),
         ("build: the spec's requirements file is not in the tree", r"requirements file .* not found in the snapshot"),
         ("build: pkg_resources missing (setuptools drift)", r"No module named '?pkg_resources"),

@@ -696,3 +696,14 @@ def test_a_runner_that_hands_over_to_pytest_is_counted_with_pytests_parser(bf):
     own = "test_one ok\ntest_three F\n"
     statuses, note = bf.suite_statuses("sympy", own)
     assert note is None and statuses
+
+
+def test_an_install_that_fetches_pre_commit_hooks_is_not_a_mirror_failure(bf):
+    # pydantic's `make install` runs `pre-commit install --install-hooks`, which clones from GitHub
+    log = (
+        "[INFO] Initializing environment for https://github.com/pre-commit/pre-commit-hooks.\n"
+        "stderr:\n    fatal: unable to access 'https://github.com/pre-commit/pre-commit-hooks/': "
+        "Could not resolve host: github.com\nmake: *** [Makefile:16: install] Error 3\n"
+    )
+    assert bf.classify_build("build of p failed (exit 2)", log).startswith("build: the install needs the network")
+    assert bf.classify_build("mirror failed", "fatal: Could not resolve host: github.com") == "mirror"
