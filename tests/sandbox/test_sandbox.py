@@ -581,6 +581,61 @@ def test_a_payload_cannot_stall_or_lose_the_command_spawner(repo):
         assert res.returncode == 0 and int(res.output) != spawner
 
 
+def test_a_short_command_reaches_the_controller_as_one_message(repo, monkeypatch):
+    """The command spawner holds a command's start reply until the command exits (within
+    `init_program.EXIT_HOLD`): its pid and exit status come in one message, so the controller
+    wakes once per short command (not for the start reply, the pipe's end and the exit event
+    apart). Counted structurally: the messages the controller receives per `execute("true")`
+    (some run may go past the hold on a loaded machine; one of twenty must not)."""
+    with Sandbox([Layer(str(repo), "/testbed")]) as sb:
+        sb.execute("true")
+        received = []
+        real_recv = rootfs._recv
+
+        def counting_recv(sock, *args, **kw):
+            msg, fds = real_recv(sock, *args, **kw)
+            received.append(msg)
+            return msg, fds
+
+        monkeypatch.setattr(rootfs, "_recv", counting_recv)
+        counts = []
+        for _ in range(20):
+            received.clear()
+            assert sb.execute("true").returncode == 0
+            counts.append(len(received))
+            if received and "status" in received[0]:
+                assert len(received) == 1, received  # no exit event after the combined reply
+        assert min(counts) == 1, counts
+
+
+def test_commands_past_the_spawners_hold_report_as_before(repo):
+    """Exit status, output and its streams, signals and timeouts, for commands that end
+    within the spawner's reply hold (one message) and after it (start reply, then exit
+    event), through `run` and through `collect` (stdout and stderr on pipes apart)."""
+    with Sandbox([Layer(str(repo), "/testbed")]) as sb:
+        for delay in ("", "sleep 0.1; "):  # within the hold / after it
+            res = sb.execute(f"{delay}echo out; echo err >&2; exit 3")
+            assert (res.returncode, res.output, res.timed_out) == (3, "out\nerr\n", False), res
+            res = sb.execute(f"{delay}kill -TERM $$")
+            assert res.returncode == -15, res
+            big = sb.execute(f"{delay}head -c 300000 /dev/zero | tr '\\0' y")
+            assert big.returncode == 0 and big.output == "y" * 300000
+            out_r, out_w = os.pipe2(os.O_CLOEXEC)
+            err_r, err_w = os.pipe2(os.O_CLOEXEC)
+            cid = sb.spawn(["bash", "-c", f"{delay}echo to-out; echo to-err >&2; exit 5"], stdout=out_w, stderr=err_w)
+            os.close(out_w)
+            os.close(err_w)
+            try:
+                outs, code, timed_out = sb.collect(cid, [out_r, err_r], timeout=30)
+            finally:
+                os.close(out_r)
+                os.close(err_r)
+            assert (outs, code, timed_out) == ([b"to-out\n", b"to-err\n"], 5, False)
+        res = sb.execute("echo started; sleep 30", timeout=0.5)
+        assert res.timed_out and res.output.startswith("started"), res
+        assert sb.execute("echo after").output == "after\n"
+
+
 def test_a_layer_mounted_after_the_warm_sandbox_started_is_seen(tmp_path, as_root):
     """A warm sandbox copied the host's mount table when it was started: a layer that is a
     mount made after that (an image mounted for the next task) must not show up empty."""

@@ -1484,6 +1484,15 @@ def _posix_spawn(path: str, argv: list[str], env: dict, actions: list) -> int:
     return os.posix_spawn(path, argv, env, file_actions=actions, setsid=True, setsigmask=(), setsigdef=_DEFAULT_SIGNUMS)
 
 
+#: How long the command spawner holds back a command's start reply (its pid) waiting for
+#: the command to exit: a short command's start and exit then reach the controller as one
+#: message, and its output pipes are at end of file by then, so the controller wakes once
+#: per command instead of three times (start reply, pipe end, exit event). A command still
+#: running when this passes gets its reply then and its exit event later, as before; its
+#: controller starts reading its output (and counting its timeout) that much later.
+EXIT_HOLD = 0.01
+
+
 def _spawner_main(ctl: _socket.socket, reqs: _socket.socket, req: dict, fds: list[int]) -> None:
     """A command spawner, forked by init on the controller's first ordinary command: it
     applies the sandbox's rlimits, drops every privilege and installs the payloads' filter
@@ -1513,9 +1522,11 @@ def _spawner_main(ctl: _socket.socket, reqs: _socket.socket, req: dict, fds: lis
             _seccomp.install(_PAYLOAD_SECCOMP)
         os.chdir("/")
         children: dict[int, int] = {}
+        held: tuple[int, int, float] | None = None  # (seq, pid, until): a start reply held back
         retire = False
-        while not retire or children:
-            ready = _wait_or_sigchld(reqs, rfd) if not retire else _wait_or_sigchld(rfd, rfd)
+        while not retire or children or held is not None:
+            wait = 5.0 if held is None else max(0.0, held[2] - time.monotonic())
+            ready = _wait_or_sigchld(reqs, rfd, wait) if not retire else _wait_or_sigchld(rfd, rfd, wait)
             while children:
                 try:
                     pid, status = os.waitpid(-1, os.WNOHANG)
@@ -1524,8 +1535,14 @@ def _spawner_main(ctl: _socket.socket, reqs: _socket.socket, req: dict, fds: lis
                 if pid == 0:
                     break
                 cid = children.pop(pid, None)
-                if cid is not None:
+                if held is not None and pid == held[1]:  # start and exit in one message
+                    _send(ctl, {"re": held[0], "ok": True, "pid": pid, "status": status})
+                    held = None
+                elif cid is not None:
                     _send(ctl, {"ev": "exit", "id": cid, "status": status})
+            if held is not None and (retire or reqs in ready or time.monotonic() >= held[2]):
+                _send(ctl, {"re": held[0], "ok": True, "pid": held[1]})  # still running: its exit follows
+                held = None
             if retire or reqs not in ready:
                 continue
             try:
@@ -1544,8 +1561,10 @@ def _spawner_main(ctl: _socket.socket, reqs: _socket.socket, req: dict, fds: lis
                 retire = True
             else:
                 children[pid] = msg["id"]
-                _send(ctl, {"re": msg["seq"], "ok": True, "pid": pid})
+                held = (msg["seq"], pid, time.monotonic() + EXIT_HOLD)
             finally:
+                # (before any reply: once the command has exited, the caller finds its
+                # output pipes at end of file when the reply comes)
                 for fd in mfds:
                     os.close(fd)
     finally:

@@ -340,7 +340,9 @@ class PrivateRoot:
         if not reply.get("ok"):
             return None
         cid = msg["id"]
-        if self._spawner is not spawner and not reply.get("retire"):
+        if "status" in reply:  # it exited within the spawner's hold (`EXIT_HOLD`): no exit event follows
+            self._exits[cid] = int(reply["status"])
+        elif self._spawner is not spawner and not reply.get("retire"):
             # it died right after starting the command: nobody will report its exit
             self._spawned.add(cid)
             self.pids[cid] = int(reply["pid"])
