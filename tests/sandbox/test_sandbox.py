@@ -636,6 +636,43 @@ def test_commands_past_the_spawners_hold_report_as_before(repo):
         assert sb.execute("echo after").output == "after\n"
 
 
+def test_sandboxes_created_at_once_get_their_own_mapped_namespaces_and_no_other_fds(repo):
+    """The fork server maps a root sandbox's user namespace once its starter has made it,
+    serving other requests meanwhile, and each creation brings its own reply socket: eight
+    sandboxes started at once by threads each get the identity map under an owner of their
+    own, and their inits hold the same descriptors as one started alone (no other starter's
+    pipe, no other creation's socket)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def fds_of(sb: Sandbox) -> list[str]:
+        pid = sb._root.proc.pid
+        return sorted(os.readlink(f"/proc/{pid}/fd/{fd}").split(":")[0] for fd in os.listdir(f"/proc/{pid}/fd"))
+
+    def owner(sb: Sandbox) -> int:
+        import fcntl
+        import struct
+
+        fd = os.open(f"/proc/{sb._root.proc.pid}/ns/user", os.O_RDONLY)
+        try:
+            return struct.unpack("I", fcntl.ioctl(fd, 0xB704, b"\0" * 4))[0]  # NS_GET_OWNER_UID
+        finally:
+            os.close(fd)
+
+    with Sandbox([Layer(str(repo), "/testbed")]) as alone:
+        alone_fds = fds_of(alone)
+    with ThreadPoolExecutor(8) as pool:
+        boxes = list(pool.map(lambda _i: Sandbox([Layer(str(repo), "/testbed")]), range(8)))
+    try:
+        for sb in boxes:
+            assert sb.execute("cat /proc/self/uid_map").output.split() == ["0", "0", "4294967295"]
+            assert fds_of(sb) == alone_fds
+        if rootfs.userns_base({"rootless": False}) is not None:
+            assert len({owner(sb) for sb in boxes}) == 8
+    finally:
+        for sb in boxes:
+            sb.close()
+
+
 def test_a_layer_mounted_after_the_warm_sandbox_started_is_seen(tmp_path, as_root):
     """A warm sandbox copied the host's mount table when it was started: a layer that is a
     mount made after that (an image mounted for the next task) must not show up empty."""

@@ -876,7 +876,9 @@ def _prep(path: str) -> str:
 _INLINE_MAX = 32 << 10
 
 
-def _send(sock: _socket.socket, msg: dict, fds: list[int] | None = None) -> None:
+def _send(sock: _socket.socket, msg: dict, fds: list[int] | None = None, flags: int = 0) -> None:
+    """`msg` (and `fds`) as one message; `flags` of sendmsg (MSG_DONTWAIT: BlockingIOError
+    rather than wait while the receiver's queue is full)."""
     data = json.dumps(msg).encode()
     fds = list(fds or [])
     big = None
@@ -889,9 +891,9 @@ def _send(sock: _socket.socket, msg: dict, fds: list[int] | None = None) -> None
         data = json.dumps({"_memfd": True}).encode()
     try:
         if fds:
-            sock.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array.array("i", fds))])
+            sock.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array.array("i", fds))], flags)
         else:
-            sock.send(data)
+            sock.send(data, flags)
     finally:
         if big is not None:
             os.close(big)
@@ -1173,10 +1175,11 @@ def _sigchld_wakeup() -> int:
     return rfd
 
 
-def _wait_or_sigchld(sock: _socket.socket, rfd: int, timeout: float = 5.0) -> list:
-    """Wait until `sock` is readable or a child exited; drains the wake-up pipe."""
+def _wait_or_sigchld(sock: _socket.socket, rfd: int, timeout: float = 5.0, extra: tuple | list = ()) -> list:
+    """Wait until `sock` (or a descriptor of `extra`) is readable or a child exited; drains
+    the wake-up pipe."""
     try:
-        ready = wait_readable([sock, rfd], timeout)
+        ready = wait_readable([sock, rfd, *extra], timeout)
     except InterruptedError:
         ready = []
     if rfd in ready:
@@ -1755,8 +1758,9 @@ def _share_user_counters() -> None:
 
 
 def _map_owned_userns(pid: int, sync: tuple[int, int]) -> None:
-    """The zygote's half of `_enter_owned_userns`: wait until starter `pid` has made its
-    user namespace, write the identity maps (only a process with CAP_SETUID and CAP_SETFCAP
+    """The zygote's half of `_enter_owned_userns`, once starter `pid`'s pipe is readable
+    (`_zygote_main` waits for it with its other requests): it has made its user namespace;
+    write the identity maps (only a process with CAP_SETUID and CAP_SETFCAP
     in the parent namespace may map uid 0), tell it. A starter that died first is an EOF
     here; a failure here is an EOF there (it reports the error)."""
     from_starter, to_starter = sync
@@ -1968,8 +1972,10 @@ def _zygote_main(sock_fd: int) -> None:
     # Objects that exist now are never collected: the cyclic GC of a forked sandbox then
     # never walks (and so never copies) the pages it shares with the zygote.
     gc.freeze()
+    #: starter pid -> its sync pipes' zygote ends, until its user namespace is mapped
+    mapping: dict[int, tuple[int, int]] = {}
     while True:
-        ready = _wait_or_sigchld(zsock, rfd)
+        ready = _wait_or_sigchld(zsock, rfd, extra=[sync[0] for sync in mapping.values()])
         while True:  # reap inits and sandbox starters
             try:
                 pid, _status = os.waitpid(-1, os.WNOHANG)
@@ -1977,6 +1983,13 @@ def _zygote_main(sock_fd: int) -> None:
                 break
             if pid == 0:
                 break
+            if pid in mapping:  # died before its map: its pid may be reused from now on
+                for fd in mapping.pop(pid):
+                    os.close(fd)
+        for pid, sync in list(mapping.items()):
+            if sync[0] in ready:
+                del mapping[pid]
+                _map_owned_userns(pid, sync)
         if zsock not in ready:
             continue
         try:
@@ -2005,6 +2018,9 @@ def _zygote_main(sock_fd: int) -> None:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             for extra in extras:
                 os.close(extra)
+            for sync in mapping.values():  # other starters' pipes: their EOF is the zygote's exit
+                for fd in sync:
+                    os.close(fd)
             if reply is not None:
                 reply.close()
 
@@ -2032,7 +2048,10 @@ def _zygote_main(sock_fd: int) -> None:
             if up is not None and down is not None:
                 os.close(up[1])
                 os.close(down[0])
-                _map_owned_userns(pid, (up[0], down[1]))
+                # mapped once the starter has made its namespace (the loop above): the
+                # zygote serves the next request meanwhile, not waiting for the starter to
+                # get a core (a burst of 128 on 2 busy cores waited ~20 ms per sandbox)
+                mapping[pid] = (up[0], down[1])
             for fd in fds:
                 os.close(fd)
         if reply is not None:

@@ -642,28 +642,22 @@ class _Zygote:
         """Have the zygote fork a sandbox for this control socket; returns the pid of the
         process it forked (init, or a rootless sandbox's starter).
 
-        Processes that share the zygote (a helper's workers, `share_fork_server`) send a
-        socket of their own for the answer and take no lock: the zygote serves their queued
-        requests back to back, rather than one per wake-up of the process holding the lock
-        (in a burst of 64 workers on 2 busy cores, each of those wake-ups waits for a core)."""
-        if isinstance(self._fork_lock, _SharedForkLock):
-            mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
-            try:
-                _send(self.sock, {"spec": spec, "reply": True}, [sock_fd, theirs.fileno()])
-                theirs.close()  # (the zygote's copy is the only one: its exit is our EOF)
-                msg, _ = _recv(mine)
-            except OSError:
-                msg = None
-            finally:
-                theirs.close()
-                mine.close()
-        else:
-            with self._fork_lock:
-                try:
-                    _send(self.sock, {"spec": spec}, [sock_fd])
-                    msg, _ = _recv(self.sock)
-                except OSError:
-                    msg = None
+        Every request carries its own socket for the answer and takes no lock (threads of
+        this process, and processes that share the zygote: a helper's workers,
+        `share_fork_server`): the zygote serves queued requests back to back, rather than one
+        per wake-up of the thread or process holding a lock (in a burst of 128 threads on 2
+        busy cores, each such wake-up, and the lock's hand-over to the next thread, waits
+        for a core)."""
+        mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+        try:
+            _send(self.sock, {"spec": spec, "reply": True}, [sock_fd, theirs.fileno()])
+            theirs.close()  # (the zygote's copy is the only one: its exit is our EOF)
+            msg, _ = _recv(mine)
+        except OSError:
+            msg = None
+        finally:
+            theirs.close()
+            mine.close()
         if msg is None:
             code = self.proc.poll()
             with _Zygote._lock:
@@ -712,9 +706,12 @@ class _Zygote:
                 self._warm = None
             parent, child = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
             try:
-                _send(self.sock, {"spec": key}, [child.fileno()])  # (the zygote does not answer a warm request)
+                # (the zygote does not answer a warm request; not sent while its queue is full
+                # of fork requests, a burst that needs no warm sandbox: the lock would be held
+                # until the zygote got through them, and every creation's take_warm waits on it)
+                _send(self.sock, {"spec": key}, [child.fileno()], _socket.MSG_DONTWAIT)
                 self._warm = (parent, {**key, "mounts": mounts})
-            except OSError:  # the zygote is gone: the next cold start replaces it
+            except OSError:  # the zygote is gone (the next cold start replaces it), or busy
                 parent.close()
             finally:
                 child.close()
