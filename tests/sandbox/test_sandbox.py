@@ -608,6 +608,33 @@ def test_a_short_command_reaches_the_controller_as_one_message(repo, monkeypatch
         assert min(counts) == 1, counts
 
 
+def test_only_a_command_nobody_feeds_has_its_start_reply_held(repo, monkeypatch):
+    """The spawner holds a start reply only when asked (`hold`): `run` without input asks,
+    a command fed on stdin (its feeding starts with the reply) and `spawn` (its caller may
+    write to it first) do not, so they are not slowed by the hold."""
+    with Sandbox([Layer(str(repo), "/testbed")]) as sb:
+        sb.execute("true")
+        sent = []
+        real_send = rootfs._send
+
+        def recording_send(sock, msg, *args, **kw):
+            if msg.get("op") == "spawn":
+                sent.append(msg)
+            return real_send(sock, msg, *args, **kw)
+
+        monkeypatch.setattr(rootfs, "_send", recording_send)
+        assert sb.execute("true").returncode == 0
+        assert sb.run(["cat"], input=b"fed\n").output == "fed\n"
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        cid = sb.spawn(["true"], stdout=out_w, stderr=out_w)
+        os.close(out_w)
+        try:
+            assert sb.collect(cid, [out_r], timeout=30)[1] == 0
+        finally:
+            os.close(out_r)
+        assert [bool(m.get("hold")) for m in sent] == [True, False, False], sent
+
+
 def test_commands_past_the_spawners_hold_report_as_before(repo):
     """Exit status, output and its streams, signals and timeouts, for commands that end
     within the spawner's reply hold (one message) and after it (start reply, then exit
@@ -659,6 +686,7 @@ def test_sandboxes_created_at_once_get_their_own_mapped_namespaces_and_no_other_
             os.close(fd)
 
     with Sandbox([Layer(str(repo), "/testbed")]) as alone:
+        alone.execute("true")  # (init serving, its spawner started: as the eight below are when looked at)
         alone_fds = fds_of(alone)
     with ThreadPoolExecutor(8) as pool:
         boxes = list(pool.map(lambda _i: Sandbox([Layer(str(repo), "/testbed")]), range(8)))

@@ -1488,11 +1488,13 @@ def _posix_spawn(path: str, argv: list[str], env: dict, actions: list) -> int:
 
 
 #: How long the command spawner holds back a command's start reply (its pid) waiting for
-#: the command to exit: a short command's start and exit then reach the controller as one
-#: message, and its output pipes are at end of file by then, so the controller wakes once
-#: per command instead of three times (start reply, pipe end, exit event). A command still
-#: running when this passes gets its reply then and its exit event later, as before; its
-#: controller starts reading its output (and counting its timeout) that much later.
+#: the command to exit, when the caller only reads its output until then (`hold` in the
+#: request: `Sandbox.run` without input): a short command's start and exit then reach the
+#: controller as one message, and its output pipes are at end of file by then, so the
+#: controller wakes once per command instead of three times (start reply, pipe end, exit
+#: event). A command still running when this passes gets its reply then and its exit event
+#: later, as before; its controller starts reading its output (and counting its timeout)
+#: that much later.
 EXIT_HOLD = 0.01
 
 
@@ -1564,7 +1566,10 @@ def _spawner_main(ctl: _socket.socket, reqs: _socket.socket, req: dict, fds: lis
                 retire = True
             else:
                 children[pid] = msg["id"]
-                held = (msg["seq"], pid, time.monotonic() + EXIT_HOLD)
+                if msg.get("hold"):
+                    held = (msg["seq"], pid, time.monotonic() + EXIT_HOLD)
+                else:  # the caller has more to do before the exit (feed its stdin...)
+                    _send(ctl, {"re": msg["seq"], "ok": True, "pid": pid})
             finally:
                 # (before any reply: once the command has exited, the caller finds its
                 # output pipes at end of file when the reply comes)

@@ -368,6 +368,7 @@ class PrivateRoot:
         pidns: bool = False,
         cgroup_fd: int | None = None,
         direct: bool = False,
+        hold: bool = False,
     ) -> int:
         """Start `argv` inside (new session, privileges dropped); returns a command id.
         `pass_fds`: {fd number inside: caller fd} passed on besides stdio (at most 5).
@@ -375,7 +376,10 @@ class PrivateRoot:
         `cgroup_fd`: a write fd of a cgroup's join file the command joins before anything else
         (`minisandbox.sandbox.limits.CommandCgroup`); not passed on to the payload.
         `direct`: `argv` is ``["bash", "-c", COMMAND]`` and the command spawner may exec a
-        COMMAND of plain words without bash (`init_program._plain_words`)."""
+        COMMAND of plain words without bash (`init_program._plain_words`).
+        `hold`: the caller only reads the command's output until it exits (nothing to feed
+        it): the command spawner may hold the start reply until the exit, for at most
+        `init_program.EXIT_HOLD`, and send both in one message."""
         opened = []
         fds = []
         for stream, default in ((stdin, 0), (stdout, 1), (stderr, 2)):
@@ -406,7 +410,12 @@ class PrivateRoot:
                 cid = msg["id"] = self._next_id
                 pid = None
                 if drop and not pidns and not self._spawner_off and (cgroup_fd is None or self._cgroup_home):
-                    pid = self._spawn_fast({**msg, "direct": direct} if direct else dict(msg), fds, msg["rlimits"])
+                    fast = dict(msg)
+                    if direct:
+                        fast["direct"] = True
+                    if hold:
+                        fast["hold"] = True
+                    pid = self._spawn_fast(fast, fds, msg["rlimits"])
                 if pid is not None and pid > 0:
                     self.pids[cid] = pid
             if pid is None:

@@ -712,6 +712,7 @@ class Sandbox:
                 pass_fds=pass_fds,
                 pidns=pidns,
                 direct=_direct,
+                hold=input is None,  # (a command fed on stdin gets its reply at once: the feeding starts then)
             )
         except BaseException:
             for fd in (rfd, wfd, in_r, in_w):
