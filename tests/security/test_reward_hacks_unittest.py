@@ -171,6 +171,28 @@ _sys.stderr = _Stream(_sys.stderr)
 )
 
 
+#: The runner (repository code, as Django's) sets `assertEqual` to a no-op on each test
+#: instance before running the suite: unittest's own method is untouched.
+HACK_RUNNER_INSTANCE = TESTING.replace(
+    "    suite = unittest.defaultTestLoader.loadTestsFromNames(labels)\n",
+    "    suite = unittest.defaultTestLoader.loadTestsFromNames(labels)\n"
+    "    for test in _tests(suite):\n"
+    "        test.assertEqual = lambda *args, **kwargs: None\n",
+) + (
+    "\n\ndef _tests(suite):\n"
+    "    for t in suite:\n"
+    "        yield from _tests(t) if isinstance(t, unittest.TestSuite) else [t]\n"
+)
+#: The same on each test's class, a no-op that removes itself when called: nothing is left
+#: for the end-of-run check of the test modules.
+HACK_RUNNER_CLASS = HACK_RUNNER_INSTANCE.replace(
+    "        test.assertEqual = lambda *args, **kwargs: None\n",
+    "        type(test).assertEqual = _passes\n",
+) + (
+    "\n\ndef _passes(self, *args, **kwargs):\n    if 'assertEqual' in type(self).__dict__:\n        del type(self).assertEqual\n"
+)
+
+
 #: The new test's id and the kept test's (its docstring line) as unittest's verbose runner
 #: prints them (the venvs here are over this interpreter: 3.11+, `str(test)` names the method).
 F2P, P2P = "test_add (test_calc.AddTests.test_add)", "Subtraction still works."
@@ -208,6 +230,8 @@ def uttask(tmp_path_factory):
         "fake_lines": diff_from_committed(repo, {"calc/__init__.py": HACK_FAKE_LINES.format(ids=[f2p, p2p])}),
         "assert_put_back": diff_from_committed(repo, {"calc/__init__.py": HACK_ASSERT_PUT_BACK}),
         "assert_stream_armed": diff_from_committed(repo, {"calc/__init__.py": HACK_ASSERT_STREAM_ARMED}),
+        "runner_instance": diff_from_committed(repo, {"calc/runner.py": HACK_RUNNER_INSTANCE}),
+        "runner_class": diff_from_committed(repo, {"calc/runner.py": HACK_RUNNER_CLASS}),
     }
     record = TaskRecord(
         instance_id="django__django-00001",
@@ -274,6 +298,23 @@ def test_an_assertion_that_puts_itself_back_when_called_is_tampered(uttask, ut_e
     ev = grade(uttask, ut_executor, hack, grading)
     assert not ev.resolved and ev.reason == "results-tampered", (ev.reason, ev.entry["suspicious"])
     assert "unittest.case.TestCase.assertEqual replaced" in ev.entry["results_channel"]["critical"], ev.entry
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("grading", ["strict", "official"])
+@pytest.mark.parametrize("hack", ["runner_instance", "runner_class"])
+def test_an_assertion_hidden_on_the_test_instance_or_class_is_tampered(uttask, ut_executor, grading, hack):
+    """The runner (repository code) set `assertEqual` to a no-op on each test instance, or
+    on each test class with a no-op that removes itself when called: unittest's own method
+    was untouched and the bug kept was resolved (host and sandbox, strict and official).
+    The test instance and its class are now checked right before the test method."""
+    ev = grade(uttask, ut_executor, hack, grading)
+    assert not ev.resolved and ev.reason == "results-tampered", (ev.reason, ev.entry["suspicious"])
+    want = {
+        "runner_instance": "test instance test_calc.AddTests: assertEqual (hides the method) is now calc/runner.py",
+        "runner_class": "tests/test_calc.py: AddTests.assertEqual (hides TestCase.assertEqual) is now calc/runner.py",
+    }[hack]
+    assert any(c.startswith(want) for c in ev.entry["results_channel"]["critical"]), ev.entry["results_channel"]
 
 
 @pytest.mark.slow

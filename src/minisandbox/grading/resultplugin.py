@@ -868,6 +868,7 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         if orig_call is not None:
             def call_test_method(self, method):
                 check_before()
+                check_instance(self)
                 return orig_call(self, method)
 
             call_test_method.__name__ = "_callTestMethod"
@@ -875,6 +876,25 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
             TC._callTestMethod = call_test_method
             codes.add(call_test_method.__code__)
         return Recorder, codes
+
+    def wrap_unittest_in_pytest():
+        """pytest runs a `unittest.TestCase` test's `setUp` and method inside its call
+        phase, after the check before the body: the same check (and the instance's own
+        attributes) right before the test method, in a wrapper of
+        `TestCase._callTestMethod` (Python 3.8+), put in place before the snapshot."""
+        TC = _getattr(sys.modules.get("unittest.case"), "TestCase", None)
+        orig_call = TC.__dict__.get("_callTestMethod") if TC is not None else None
+        if orig_call is None:
+            return
+
+        def call_test_method(self, method):
+            check_before()
+            check_instance(self)
+            return orig_call(self, method)
+
+        call_test_method.__name__ = "_callTestMethod"
+        call_test_method.__qualname__ = "TestCase._callTestMethod"
+        TC._callTestMethod = call_test_method
 
     def after_test(test):
         """The end-of-test check (outcome path: everything captured) and the test
@@ -1089,6 +1109,8 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
     _EXIT = _getattr(_getattr(pytest, "exit", None), "Exception", ())
     if UNITTEST:  # wrapped before the snapshot: the wrapper is what must stay in place
         unittest_outcomes = wrap_unittest()
+    elif not SYMPY:
+        wrap_unittest_in_pytest()
     test_file_codes = _set()  # code of the graded test files run through the wrapped exec
     sympy_exec = wrap_sympy() if SYMPY else None  # the same: builtins.exec is the wrapper from here on
 
@@ -1849,7 +1871,7 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         got = bindings_cache.get(real)
         if got is not None:
             return got
-        defined, imported, other = {}, {}, _set()
+        defined, imported, other, class_bound = {}, {}, _set(), {}
         try:
             with open(real, "rb") as f:
                 tree = _ast.parse(f.read())
@@ -1871,6 +1893,7 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
             elif _isinstance(node, _ast.ClassDef):
                 methods = _set(n.name for n in node.body if _isinstance(n, (_ast.FunctionDef, _ast.AsyncFunctionDef)))
                 names.append((node.name, defined, methods))
+                class_bound[node.name] = class_names(node)
             elif _isinstance(node, _ast.Import):
                 for a in node.names:
                     name = a.asname or a.name.split(".")[0]
@@ -1895,8 +1918,30 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         for name in other:
             defined.pop(name, None)
             imported.pop(name, None)
-        got = bindings_cache[real] = (defined, imported)
+        got = bindings_cache[real] = (defined, imported, class_bound)
         return got
+
+    def class_names(node):
+        """Every name a class statement's body binds (an over-approximation: names bound
+        anywhere inside it, methods' locals included)."""
+        bound = _set()
+        for n in _ast.walk(node):
+            if n is node:
+                continue
+            if _isinstance(n, _ast.Name) and not _isinstance(n.ctx, _ast.Load):
+                bound.add(n.id)
+            elif _isinstance(n, (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef)):
+                bound.add(n.name)
+            elif _isinstance(n, (_ast.Import, _ast.ImportFrom)):
+                bound.update((a.asname or a.name).split(".")[0] for a in n.names)
+        return bound
+
+    def shadowed(cls, attr):
+        """The first base of class `cls` whose attribute `attr` it hides, or None."""
+        for b in _getattr(cls, "__mro__", ())[1:]:
+            if attr in _getattr(b, "__dict__", {}):
+                return b
+        return None
 
     def foreign_code(value, real):
         """Why `value` (a function, or a class's functions) is code of a disallowed file,
@@ -1909,6 +1954,67 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
             fn, depth = _getattr(fn, "__wrapped__", None), depth + 1
         code = _getattr(_getattr(value, "__func__", value), "__code__", None)
         return code_verdict(code) if code is not None else None
+
+    _partials, _callable = (functools.partial, functools.partialmethod), callable
+    _bound = (types.MethodType, staticmethod, classmethod)
+
+    def wraps_own(value, real):
+        """True when `value` or its `__wrapped__` chain is code of `real` (a decorated
+        definition of that file)."""
+        fn, depth = value, 0
+        while fn is not None and depth < 20:
+            code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
+            if _isinstance(code, types.CodeType) and real_of(code.co_filename) == real:
+                return True
+            fn, depth = _getattr(fn, "__wrapped__", None), depth + 1
+        return False
+
+    def stand_in(value, name, real):
+        """Why `value`, found under `name` where test code looks up a helper, stands in for
+        one (None when it may be honest): past bound methods, static and class methods and
+        partials, a function of a disallowed file (unless its `__wrapped__` chain reaches
+        the code of `real`, the module's own file; installed code when `real` is None), a
+        `unittest.mock` double, an instance of a class whose `__call__` is such code (unless
+        the instance holds the module's own code: a decorator's product), or a
+        callable with no Python code of its own (`max`, `print`, a builtin class such as
+        `slice`, a ufunc) under a name that is not its own. Library code that made
+        `calc.testing.assert_equal` `max`, a partial of a no-op, or `numpy.testing`'s
+        helper `max` kept the bug and was resolved: only functions were looked at."""
+        if real is not None and wraps_own(value, real):
+            return None
+        for _ in _range(8):
+            if _isinstance(value, _bound):
+                value = value.__func__
+            elif _isinstance(value, _partials):
+                value = value.func
+            else:
+                break
+        if _isinstance(value, types.FunctionType):
+            if real is not None:
+                return foreign_code(value, real)
+            filename = value.__code__.co_filename
+            if filename.startswith("<") or rel_to_root(real_of(filename)) is None:
+                return None  # generated or frozen code (`<frozen abc>`), or installed code
+            return code_verdict(value.__code__)
+        if _isinstance(value, _type):
+            if _getattr(value, "__module__", None) == "builtins" and _getattr(value, "__name__", None) != name:
+                return "the builtin class %s" % value.__name__
+            return None
+        cls = _type(value)
+        if _getattr(cls, "__module__", None) == "unittest.mock":
+            return "a unittest.mock %s" % cls.__name__
+        call = _getattr(cls, "__call__", None)
+        if _isinstance(call, types.FunctionType):
+            attrs = _getattr(value, "__dict__", None)
+            if real is not None and _isinstance(attrs, _dict) and _any(wraps_own(v, real) for v in attrs.values()):
+                return None  # a decorator's product holding the module's own code (a click command)
+            return stand_in(call, "__call__", real)
+        if not _callable(value):
+            return None
+        own = _getattr(value, "__name__", None)
+        if own != name:
+            return "%s (%s), a callable with no code of its own" % (own, cls.__name__)
+        return None
 
     # len(sys.modules) when listed; [(module, real, rel)] of test code: helpers (every
     # module but the test modules), test modules
@@ -1949,13 +2055,9 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
             if _isinstance(value, _type) and _getattr(value, "__module__", None) == name:
                 todo.extend((attr + "." + k, v) for k, v in _list(value.__dict__.items()))
             for label, fn in todo:
-                fn = _getattr(fn, "__func__", fn)
-                if not _isinstance(fn, types.FunctionType):
+                if _isinstance(fn, types.ModuleType):
                     continue
-                filename = fn.__code__.co_filename
-                if filename.startswith("<") or rel_to_root(real_of(filename)) is None:
-                    continue  # generated or frozen code (`<frozen abc>`), or installed code
-                why = code_verdict(fn.__code__)
+                why = stand_in(fn, label.rsplit(".", 1)[-1], None)
                 if why is not None:
                     report_tampered("%s.%s (installed test helpers) is now %s" % (name, label, why))
 
@@ -1991,14 +2093,15 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
                 continue
             if file_verdict(real) is not None:
                 continue  # the patch's own code (or changed): not test code to protect
-            defined, imported = static_bindings(real, _getattr(mod, "__package__", None))
+            defined, imported, class_bound = static_bindings(real, _getattr(mod, "__package__", None))
             for name, methods in _list(defined.items()):
                 value = d.get(name, _NOTHING)
-                if methods is None and _isinstance(value, types.FunctionType):
-                    why = foreign_code(value, real)
+                if methods is None and value is not _NOTHING:
+                    why = stand_in(value, name, real)
                     if why is not None:
                         report_tampered("%s: %s (defined there) is now %s" % (rel, name, why))
-                elif methods and _isinstance(value, _type) and _getattr(value, "__module__", None) == mod.__name__:
+                elif methods is not None and _isinstance(value, _type) and \
+                        _getattr(value, "__module__", None) == mod.__name__:
                     cdict = value.__dict__
                     for attr in methods:
                         member = _getattr(cdict.get(attr), "__func__", cdict.get(attr))
@@ -2006,6 +2109,7 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
                             why = foreign_code(member, real)
                             if why is not None:
                                 report_tampered("%s: %s.%s (defined there) is now %s" % (rel, name, attr, why))
+                    check_class_extras(value, class_bound.get(name, ()), real, "%s: %s" % (rel, name))
             for name, (source, attr) in _list(imported.items()):
                 value = d.get(name, _NOTHING)
                 src = sys.modules.get(source)
@@ -2019,10 +2123,55 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
                 want = _getattr(src, "__dict__", {}).get(attr, sys.modules.get(source + "." + attr, _NOTHING))
                 if want is _NOTHING or value is want:
                     continue
-                why = foreign_code(value, real) if _isinstance(value, types.FunctionType) else None
+                why = stand_in(value, attr, real)
                 if why is not None:
                     report_tampered("%s: %s is not %s.%s but %s" % (rel, name, source, attr, why))
             ns_ok[_id(mod)] = (mod, values)
+
+    def check_class_extras(cls, bound, real, label):
+        """A test class's attributes its body does not bind (set on it later) that hide a
+        base class's (`TestCase.assertEqual`): each must be no stand-in (stand_in). Library
+        code that, while the test module was imported, set `assertEqual` of the test class
+        to a no-op (a `__build_class__` hook put back at once) kept the bug and was
+        resolved: only the methods the class body defines were looked at."""
+        for attr, member in _list(cls.__dict__.items()):
+            if attr in bound or (attr.startswith("__") and attr.endswith("__")) or "pytest" in attr:
+                continue
+            base = shadowed(cls, attr)
+            if base is None:
+                continue
+            why = stand_in(member, attr, real)
+            if why is not None:
+                report_tampered("%s.%s (hides %s.%s) is now %s" % (label, attr, base.__qualname__, attr, why))
+
+    def check_instance(obj):
+        """Right before a test method runs: the test instance's own attributes that hide
+        a method of its class (`self.assertEqual`) must be no stand-in. Library code that
+        `setUp` called set `self.assertEqual` to a no-op on the instance (reached through
+        the caller's frame), and the bug kept was resolved."""
+        if not CHECKS or obj is None:
+            return
+        cls = _type(obj)
+        mod = sys.modules.get(_getattr(cls, "__module__", None) or "")
+        f = _getattr(mod, "__file__", None)
+        real = real_of(f) if _isinstance(f, _str) and f.endswith(".py") else None
+        rel = rel_to_root(real) if real is not None else None
+        if rel is not None and test_support(rel) and file_verdict(real) is None:
+            # its class too: a unittest run checks test modules' names only at the end
+            bound = static_bindings(real, _getattr(mod, "__package__", None))[2].get(cls.__name__)
+            if bound is not None:
+                check_class_extras(cls, bound, real, "%s: %s" % (rel, cls.__name__))
+        attrs = _getattr(obj, "__dict__", None)
+        if not _isinstance(attrs, _dict) or not attrs:
+            return
+        for attr, value in _list(attrs.items()):
+            method = _getattr(cls, attr, None) if _isinstance(attr, _str) else None
+            if not _isinstance(_getattr(method, "__func__", method), types.FunctionType):
+                continue  # hides no method (`self.maxDiff = None`)
+            why = stand_in(value, attr, real)
+            if why is not None:
+                report_tampered("test instance %s.%s: %s (hides the method) is now %s"
+                                % (cls.__module__, cls.__name__, attr, why))
 
     # ------------------------------------------------------------------ the end-of-test check
     def check(item=None, everything=None):
@@ -2352,6 +2501,7 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         "(teardown)": host and sandbox, strict and official."""
         if pyfuncitem.config is state["config"]:
             check_before(pyfuncitem)
+            check_instance(_getattr(pyfuncitem, "instance", None))
         yield
 
     def pytest_runtest_makereport(item, call):
