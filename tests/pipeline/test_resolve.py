@@ -184,6 +184,55 @@ def test_local_paths_of_a_requirements_file_name_the_repository(tmp_path, monkey
     assert lock.text.splitlines() == ["tinybackend==1.0"]
 
 
+#: An in-tree build backend as old setuptools is: wheels and their metadata, no PEP 660 hook.
+_NO_EDITABLE_BACKEND = """
+import base64, hashlib, os, zipfile
+META = "Metadata-Version: 2.1\\nName: oldpkg\\nVersion: 0.1\\nProvides-Extra: testutils\\n" \\
+    "Requires-Dist: tinybackend==1.0; extra == 'testutils'\\n"
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    info = os.path.join(metadata_directory, "oldpkg-0.1.dist-info")
+    os.makedirs(info)
+    with open(os.path.join(info, "METADATA"), "w") as f:
+        f.write(META)
+    return "oldpkg-0.1.dist-info"
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    name = "oldpkg-0.1-py3-none-any.whl"
+    files = {"oldpkg-0.1.dist-info/METADATA": META.encode(),
+             "oldpkg-0.1.dist-info/WHEEL": b"Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"}
+    record = []
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as z:
+        for n, d in files.items():
+            z.writestr(n, d)
+            h = base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+            record.append(f"{n},sha256={h},{len(d)}")
+        z.writestr("oldpkg-0.1.dist-info/RECORD", "\\n".join(record + ["oldpkg-0.1.dist-info/RECORD,,"]) + "\\n")
+    return name
+"""
+
+
+def test_an_editable_requirement_whose_backend_has_no_editable_hook_is_resolved_as_a_plain_one(tmp_path, monkeypatch):
+    """pylint 2.15-2.17 pin `setuptools~=62.6` (no PEP 660 `build_editable`) and their
+    requirements_test_min.txt (included by requirements_test.txt) holds
+    `-e .[testutils,spelling]`: pip installs that with `setup.py develop`, uv fails the
+    resolve. The lock needs only the extra's dependencies, which the plain metadata gives."""
+    repo = tmp_path / "work" / "repos" / "r"
+    repo.mkdir(parents=True)
+    (repo / "oldbackend.py").write_text(_NO_EDITABLE_BACKEND)
+    (repo / "pyproject.toml").write_text(
+        '[build-system]\nrequires = []\nbuild-backend = "oldbackend"\nbackend-path = ["."]\n'
+    )
+    (repo / "requirements_test_min.txt").write_text("-e .[testutils]\n")
+    (repo / "requirements_test.txt").write_text("-r requirements_test_min.txt\n")
+    lock = _resolve_file_in_workdir(tmp_path, monkeypatch, "requirements_test.txt")
+    assert lock.text.splitlines() == ["tinybackend==1.0"]
+    log = (tmp_path / "log").read_text()
+    assert "has no attribute 'build_editable'" in log  # (the first compile failed as pylint's did)
+    assert "editables as plain requirements" in log
+    assert (repo / "requirements_test_min.txt").read_text() == "-e .[testutils]\n"  # the snapshot untouched
+
+
 def test_swebench_requirement_whose_only_releases_are_yanked_is_pinned_as_pip_installs_it(tmp_path, monkeypatch):
     """pip installs a yanked release when nothing else matches (sqlfluff's requirements_dev.txt
     asks for types-pkg-resources, whose only release is yanked); uv does only for an exact

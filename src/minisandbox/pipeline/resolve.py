@@ -41,6 +41,16 @@ _EXACT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-
 _LOCAL = re.compile(r"^(-e\s+)?(\.|/|file:)|^\S+\s*@\s*(\.|/|file:)")
 
 
+#: A build backend without PEP 660's editable hook (setuptools before 64: pylint 2.15-2.17 pin
+#: `setuptools~=62.6`), asked by uv for an editable requirement (`-e .[testutils]`).
+_NO_EDITABLE_HOOK = re.compile(r"has no attribute 'build_editable'|missing the 'build_editable' hook")
+
+#: An editable requirement line of a requirements file: `-e <path or URL>` / `--editable=...`.
+_EDITABLE = re.compile(r"^\s*(?:-e|--editable)(?:\s+|\s*=\s*)(\S.*)$")
+
+#: A line of a requirements file that includes another: `-r file`, `-c file` (long forms too).
+_INCLUDE = re.compile(r"^\s*(-r|-c|--requirement|--constraint)(?:\s+|\s*=\s*)(\S+)\s*$")
+
 #: uv's answer when the only releases that match a requirement are yanked.
 _YANKED = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+) was yanked")
 
@@ -106,6 +116,33 @@ def _compile(
         log_lines.append(f"# {m.group(1)} is pinned but newer than {lock.exclude_newer}: its own cutoff {exempt[name]}")
         lock = Lock(lock.text, lock.no_deps, lock.exclude_newer, tuple(sorted(exempt.items())))
     raise ResolveError(f"uv could not resolve {what} as of {lock.exclude_newer}: too many pins newer than the date")
+
+
+def _plain_copy(path: Path, tmp: Path, cwd: Path, done: dict[Path, Path]) -> Path:
+    """A copy of requirements file `path` in `tmp` whose editable lines are plain requirements
+    of the same path (a local path made absolute from `cwd`, where pip runs), and whose
+    includes are copies made the same way.
+
+    Why: pip installs `-e .` with `setup.py develop` when the backend has no editable hook,
+    and the lock needs only the requirement's dependencies, which the plain (wheel) metadata
+    gives as well; uv instead fails the whole resolve."""
+    path = path.absolute()
+    if path in done:
+        return done[path]
+    copy = tmp / f"plain-{len(done)}-{path.name}"
+    done[path] = copy
+    out = []
+    for line in path.read_text().splitlines():
+        if m := _INCLUDE.match(line):
+            line = f"{m.group(1)} {_plain_copy(path.parent / m.group(2), tmp, cwd, done)}"
+        elif m := _EDITABLE.match(line):
+            target = m.group(1).strip()
+            if target.startswith((".", "/")):  # a local path, with its extras: absolute from pip's directory
+                target = str(cwd / target) if target.startswith(".") else target
+            line = target
+        out.append(line)
+    copy.write_text("\n".join(out) + "\n")
+    return copy
 
 
 def is_exact(requirements: tuple[str, ...] | list[str]) -> bool:
@@ -189,6 +226,10 @@ def resolve(spec: EnvSpec, repo_dir: Path, log: Path) -> Lock:
             pin = f"{m.group(1)}=={m.group(2)}"
             lines.append(f"# {pin} is yanked and the only match: pinned, as pip installs it")
             req_in.write_text(req_in.read_text() + pin + "\n")
+            proc, lock = _compile(base, lock, lines, spec.name, Path(repo_dir).absolute())
+        if proc.returncode != 0 and _NO_EDITABLE_HOOK.search(proc.stderr):
+            lines.append("# the build backend has no editable hook: resolved with the editables as plain requirements")
+            req_in.write_text(_plain_copy(req_in, Path(tmp), Path(repo_dir).absolute(), {}).read_text())
             proc, lock = _compile(base, lock, lines, spec.name, Path(repo_dir).absolute())
         log.write_text("\n".join(lines) + "\n")
         if proc.returncode != 0:
