@@ -635,6 +635,26 @@ def test_only_a_command_nobody_feeds_has_its_start_reply_held(repo, monkeypatch)
         assert [bool(m.get("hold")) for m in sent] == [True, False, False], sent
 
 
+def test_collected_commands_leave_nothing_behind_in_the_controller(repo):
+    """An open sandbox runs tens of thousands of commands: once a command has been collected
+    (`run`, `execute`, `collect`, `wait`), the controller keeps neither its exit status nor
+    its pid (`poll`, which `run` reads the exit through, kept every status before)."""
+    with Sandbox([Layer(str(repo), "/testbed")]) as sb:
+        for _ in range(20):
+            assert sb.execute("true").returncode == 0
+        assert sb.execute("exit 3").returncode == 3
+        assert sb.run(["cat"], input=b"x").output == "x"
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        cid = sb.spawn(["true"], stdout=out_w, stderr=out_w)
+        os.close(out_w)
+        try:
+            assert sb.collect(cid, [out_r], timeout=30)[1] == 0
+        finally:
+            os.close(out_r)
+        assert sb.wait(sb.spawn(["true"]), timeout=30) == 0
+        assert (sb._root._exits, sb._root.pids) == ({}, {})
+
+
 def test_commands_past_the_spawners_hold_report_as_before(repo):
     """Exit status, output and its streams, signals and timeouts, for commands that end
     within the spawner's reply hold (one message) and after it (start reply, then exit

@@ -437,6 +437,14 @@ class PrivateRoot:
             status = self._exits.get(cid)
         return None if status is None else os.waitstatus_to_exitcode(status)
 
+    def forget(self, cid: int) -> None:
+        """Drop what is kept of command `cid`, which has exited and been collected (its exit
+        status, read by `poll`, which keeps it; its pid): an open sandbox runs tens of
+        thousands of commands."""
+        with self._lock:
+            self._exits.pop(cid, None)
+            self.pids.pop(cid, None)
+
     def wait(self, cid: int, timeout: float | None = None) -> int:
         """Exit code of command `cid` (negative signal number if killed); raises
         TimeoutError after `timeout` seconds (the command keeps running)."""

@@ -629,7 +629,7 @@ class Sandbox:
             if limit is not None or self._budget() is not None:
                 self._watch(cid, group, float(limit) if limit is not None else float("inf"), returned=True)
         if self._root is not None:
-            self._root.pids.pop(cid, None)
+            self._root.forget(cid)
 
     def wait(self, cid: int, timeout: float | None = None) -> int:
         """Exit code of command `cid`; raises TimeoutError after `timeout` seconds (the
