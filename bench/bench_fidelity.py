@@ -631,6 +631,14 @@ def pytest_counts(log: str, statuses: dict[str, str]) -> dict[str, Any]:
     return counts
 
 
+def whole_suite(spec: dict[str, Any]) -> dict[str, Any]:
+    """`spec` with the test command that runs its whole suite: without a dangling `-k`
+    (SWE-smith's mypy profile ends in `-k`, for the names a task's tests are selected by)."""
+    from minisandbox.grading.evalscript import whole_suite_command
+
+    return {**spec, "test_cmd": whole_suite_command(spec["test_cmd"])}
+
+
 def load_parser(name: str):
     """The project's log parser (`minisandbox.grading.logparsers`)."""
     for module in ("minisandbox.grading.logparsers",):
@@ -1819,7 +1827,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "code.json").write_text(json.dumps(code_info, indent=1))
     sys.path.insert(0, str(code / "src"))  # the log parser of the code under test
     catalog = code / "config" / "catalog" / "swesmith.yaml"
-    specs = {s["name"]: s for s in yaml.safe_load(catalog.read_text())["specs"]}
+    specs = {s["name"]: whole_suite(s) for s in yaml.safe_load(catalog.read_text())["specs"]}
     chosen, skipped = choose_profiles(specs, mirrors, args.profiles or "25")
     if not chosen:
         raise SystemExit(f"bench_fidelity: none of the selected profiles has a repository under {mirrors}")

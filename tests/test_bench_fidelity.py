@@ -707,3 +707,10 @@ def test_an_install_that_fetches_pre_commit_hooks_is_not_a_mirror_failure(bf):
     )
     assert bf.classify_build("build of p failed (exit 2)", log).startswith("build: the install needs the network")
     assert bf.classify_build("mirror failed", "fatal: Could not resolve host: github.com") == "mirror"
+
+
+def test_a_test_command_ending_in_k_runs_the_whole_suite_without_it(bf):
+    # SWE-smith's mypy profile: `pytest --color=no -rA -k` expects test names after it
+    spec = {"name": "python__mypy.e93f06ce", "test_cmd": "conda activate testbed; pytest --color=no -rA -k"}
+    assert bf.whole_suite(spec)["test_cmd"] == "conda activate testbed; pytest --color=no -rA"
+    assert bf.whole_suite({"test_cmd": "pytest -k x"})["test_cmd"] == "pytest -k x"

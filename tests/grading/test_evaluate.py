@@ -4,6 +4,7 @@ replaced by a plain venv (the sandbox path is covered in tests/e2e/test_eval_san
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -136,6 +137,24 @@ def test_hanging_test_times_out(eval_project, host):
     ev = evaluate(eval_project.swesmith, spec, eval_project.patches["hang"], host())
     assert not ev.resolved and ev.reason == "timeout"
     assert ev.seconds < 60
+
+
+def test_a_command_ending_in_k_selects_the_tests_by_name(eval_project, host):
+    """SWE-smith's mypy profile runs `pytest --color=no -rA -k` and selects its data-driven
+    cases by name: a file path after `-k` is no expression pytest can parse, so such a
+    command gets one `-k` expression of the tests' names, and the whole suite without it."""
+    spec = dataclasses.replace(eval_project.spec, test_cmd=eval_project.spec.test_cmd + " -k")
+    rec = eval_project.swesmith
+    ev = evaluate(rec, spec, eval_project.patches["gold"], host())
+    assert ev.resolved and ev.reason == "resolved", ev.output
+    before = evaluate(rec, spec, None, host(), apply_patch=False)
+    assert before.entry["tests_status"]["FAIL_TO_PASS"]["failure"] == rec.fail_to_pass
+    script = plan_script(rec, spec, None, eval_project.clean)
+    names = dict.fromkeys(t.rsplit("::", 1)[-1].split("[", 1)[0] for t in [*rec.fail_to_pass, *rec.pass_to_pass])
+    assert script.test_args == [" or ".join(names)] and "[" not in script.test_args[0]
+    whole = plan_script(eval_project.record(fail_to_pass=[], pass_to_pass=[]), spec, None, eval_project.clean)
+    assert whole.test_args == [] and not whole.full_test_cmd().endswith("-k")
+    assert whole.full_test_cmd() == eval_project.spec.test_cmd
 
 
 def test_empty_f2p_list(eval_project, host):
@@ -364,7 +383,6 @@ def _preds(tmp_path, items, name="preds.jsonl"):
 def test_resume_reuses_a_report_only_when_every_input_is_unchanged(eval_project, tmp_path):
     """A new checkpoint under the same model name (another patch), another run id, a changed
     spec or grading mode: evaluated again. Unchanged: reused."""
-    import dataclasses
 
     from minisandbox.grading.evaluate import instance_dir
 

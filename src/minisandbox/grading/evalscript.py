@@ -49,6 +49,29 @@ from minisandbox.grading.suspicious import tree_scan_end, tree_scan_lines
 from minisandbox.paths import PYTEST_CONFIG_NAMES, REPO_PATH
 from minisandbox.records import test_files_of  # noqa: F401  (re-exported: graders import it from here)
 
+#: A test command that ends in pytest's `-k` and expects the selection after it (SWE-smith's
+#: mypy profile: `pytest --color=no -rA -k`; its data-driven cases are selected by name).
+_DANGLING_K = re.compile(r"\s-k\s*$")
+
+
+def whole_suite_command(test_cmd: str) -> str:
+    """`test_cmd` without a dangling `-k`: the command that runs the whole suite (labelling,
+    a task without test ids); pytest refuses a `-k` with nothing after it."""
+    return _DANGLING_K.sub("", test_cmd)
+
+
+def keyword_selection(test_cmd: str, test_ids: list[str]) -> list[str] | None:
+    """The arguments that select `test_ids` for a command ending in `-k`: one expression,
+    the ids' last `::` parts joined by `or` (as SWE-smith's `get_test_cmd` for mypy builds it
+    from FAIL_TO_PASS; here from every listed test, so PASS_TO_PASS runs too), each without
+    its parameters (`[...]` may hold spaces, which `-k` cannot parse: the function's name
+    selects all its cases, and the ids are graded exactly). None when the command does not
+    end in `-k` (its tests are selected by file)."""
+    if not _DANGLING_K.search(test_cmd) or not test_ids:
+        return None
+    return [" or ".join(dict.fromkeys(t.rsplit("::", 1)[-1].split("[", 1)[0] for t in test_ids))]
+
+
 #: File names that configure pytest or run code at interpreter start-up.
 INFRA_NAMES = ("conftest.py", *PYTEST_CONFIG_NAMES, "sitecustomize.py", "usercustomize.py")
 #: Top-level names that would shadow the test runner or the results plugin when the

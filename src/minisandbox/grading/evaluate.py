@@ -41,11 +41,13 @@ from minisandbox.errors import MinisandboxError
 from minisandbox.fsutil import atomic_write_text
 from minisandbox.grading.evalscript import (
     EvalScript,
+    keyword_selection,
     modified_and_new_files,
     strip_conda_activation,
     support_paths,
     swebench_test_directives,
     test_files_of,
+    whole_suite_command,
 )
 from minisandbox.grading.gradedstate import graded_state
 from minisandbox.grading.grading import Reason, dumps, make_report, make_run_summary, swebench_view
@@ -148,7 +150,9 @@ def plan_script(
         files = test_files_of(tests)
         script.reference_files = {f: _read_reference(reference, f) for f in files}
         if tests and all("::" in t for t in tests):
-            script.test_args = files
+            script.test_args = keyword_selection(spec.test_cmd, tests) or files
+        else:
+            script.test_cmd = whole_suite_command(spec.test_cmd)
         if setup_task_state:
             script.setup_patch = record.patch
             script.setup_remove = test_files_of(list(record.fail_to_pass))
