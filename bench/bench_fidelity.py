@@ -318,6 +318,17 @@ def mirror_git_dir(mirrors: Path, source: str) -> Path | None:
     return None
 
 
+def all_mirrors(mirrors: Path) -> dict[str, Path]:
+    """`https://github.com/<owner>/<repo>.git` -> git dir, for every `<owner>+<repo>/repo`
+    under `mirrors` (what `fetch` makes)."""
+    out = {}
+    for d in sorted(mirrors.glob("*+*/repo")):
+        if (d / "HEAD").is_file():
+            owner, repo = d.parent.name.split("+", 1)
+            out[f"https://github.com/{owner}/{repo}.git"] = d
+    return out
+
+
 def has_commit(git_dir: Path, commit: str) -> bool:
     return (
         subprocess.run(
@@ -1834,7 +1845,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bench_fidelity: {len(chosen)} profiles, code {code_info['rev']} ({code_info['commit'][:10]})", flush=True)
 
     gitconfig = out / "gitconfig"
-    write_gitconfig(gitconfig, {specs[p]["source"]: mirror_git_dir(mirrors, specs[p]["source"]) for p in chosen})
+    # every fetched repository, not only the profiles': an install command may take a
+    # dependency from GitHub (MONAI: segment-anything), as an offline cluster's mirror rules do
+    urls = all_mirrors(mirrors)
+    urls.update({specs[p]["source"]: mirror_git_dir(mirrors, specs[p]["source"]) for p in chosen})
+    write_gitconfig(gitconfig, urls)
     tasks = out / "tasks.jsonl"
     tasks.write_text("".join(json.dumps(clean_task(p)) + "\n" for p in chosen))
     env = code_env(code, gitconfig)

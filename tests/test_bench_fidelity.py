@@ -714,3 +714,22 @@ def test_a_test_command_ending_in_k_runs_the_whole_suite_without_it(bf):
     spec = {"name": "python__mypy.e93f06ce", "test_cmd": "conda activate testbed; pytest --color=no -rA -k"}
     assert bf.whole_suite(spec)["test_cmd"] == "conda activate testbed; pytest --color=no -rA"
     assert bf.whole_suite({"test_cmd": "pytest -k x"})["test_cmd"] == "pytest -k x"
+
+
+def test_every_fetched_repository_is_a_mirror_rule(bf, tmp_path):
+    # an install command may clone a dependency from GitHub (MONAI's segment-anything)
+    for name in ("owner+proj", "facebookresearch+segment-anything"):
+        (tmp_path / name / "repo").mkdir(parents=True)
+        (tmp_path / name / "repo" / "HEAD").write_text("ref: refs/heads/main\n")
+    (tmp_path / "stray").mkdir()
+    urls = bf.all_mirrors(tmp_path)
+    assert urls == {
+        "https://github.com/facebookresearch/segment-anything.git": tmp_path
+        / "facebookresearch+segment-anything"
+        / "repo",
+        "https://github.com/owner/proj.git": tmp_path / "owner+proj" / "repo",
+    }
+    bf.write_gitconfig(tmp_path / "gitconfig", urls)
+    text = (tmp_path / "gitconfig").read_text()
+    assert "insteadOf = https://github.com/facebookresearch/segment-anything.git" in text
+    assert "insteadOf = https://github.com/facebookresearch/segment-anything\n" in text

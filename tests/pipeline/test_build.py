@@ -168,3 +168,11 @@ def test_only_the_builds_own_uv_reads_its_config() -> None:
     assert "uv sync --frozen" in lines
     host = {"UV_CONFIG_FILE": "/etc/uv/site.toml", "UV_INDEX_URL": "http://mirror/simple", "HOME": "/root"}
     assert passthrough_env(host, {}) == {"UV_INDEX_URL": "http://mirror/simple"}
+
+
+def test_a_sites_git_mirror_rules_reach_the_build():
+    """An offline site points GitHub URLs at its mirrors with git's `url.<dir>.insteadOf`;
+    an install command that takes a dependency from a git URL needs those rules, and the
+    build's own HOME has no `.gitconfig`."""
+    host = {"GIT_CONFIG_GLOBAL": "/etc/site/gitconfig", "GIT_CONFIG_COUNT": "1", "GIT_DIR": "/x", "HOME": "/root"}
+    assert passthrough_env(host, {}) == {"GIT_CONFIG_GLOBAL": "/etc/site/gitconfig", "GIT_CONFIG_COUNT": "1"}

@@ -183,8 +183,13 @@ def build_script(spec: EnvSpec, lock: Lock, python_exe: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: Host settings a build needs to reach the package index: proxies, CA bundles, index URLs.
-PASSTHROUGH_PREFIXES = ("PIP_", "UV_", "SSL_CERT_")
+#: Host settings a build needs to reach the package index: proxies, CA bundles, index URLs;
+#: and git's configuration (`GIT_CONFIG_GLOBAL`, `GIT_CONFIG_COUNT`/`_KEY_n`/`_VALUE_n`): a
+#: site's mirror rules (`url.<mirror>.insteadOf https://github.com/...`) for the
+#: dependencies an install command takes from a git URL (MONAI's requirements-dev.txt:
+#: `git+https://github.com/facebookresearch/segment-anything.git@<commit>`); the build's own
+#: HOME has no `.gitconfig`.
+PASSTHROUGH_PREFIXES = ("PIP_", "UV_", "SSL_CERT_", "GIT_CONFIG")
 PASSTHROUGH_NAMES = {
     "REQUESTS_CA_BUNDLE",
     "CURL_CA_BUNDLE",
