@@ -42,6 +42,49 @@ import os as _os
 _os.environ.pop("MINISANDBOX_RESULTS_SOCK", None)
 """
 
+#: Run as pytest imports `iniconfig`, before the plugin: when pytest goes on to import
+#: `_pytest.python`, make `Function.runtest` swallow AssertionError. The plugin's snapshot
+#: then took the patched method as pytest's own.
+EARLY_RUNTEST = """\
+import importlib.machinery as _machinery
+import sys as _sys
+
+
+def _patch(mod):
+    _runtest = mod.Function.runtest
+
+    def runtest(self):
+        try:
+            _runtest(self)
+        except AssertionError:
+            pass
+
+    mod.Function.runtest = runtest
+
+
+class _Finder:
+    def find_spec(self, name, path=None, target=None):
+        if name != "_pytest.python":
+            return None
+        spec = _machinery.PathFinder.find_spec(name, path)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _patch(module)
+            _sys.meta_path.remove(_finder)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+_finder = _Finder()
+if "_pytest.python" in _sys.modules:
+    _patch(_sys.modules["_pytest.python"])
+else:
+    _sys.meta_path.insert(0, _finder)
+"""
+
 
 @pytest.fixture(scope="module")
 def runner_task(tmp_path_factory):
@@ -67,6 +110,7 @@ def runner_task(tmp_path_factory):
         "no_channel": diff(
             work, state, {"iniconfig/__init__.py": NO_CHANNEL + init, "iniconfig/extra.py": HACK_REPORTS + buggy}
         ),
+        "early_runtest": diff(work, state, {"iniconfig/__init__.py": EARLY_RUNTEST + init}),
     }
     record = normalize(
         {
@@ -128,4 +172,26 @@ def test_a_run_without_the_channel_is_not_resolved_in_a_sandbox(runner_task, san
     gold = _grade(runner_task, sandboxed, "gold")
     assert gold.resolved, (gold.reason, gold.entry.get("suspicious"), gold.output[-2000:])
     ev = _grade(runner_task, sandboxed, "no_channel")
+    assert not ev.resolved and ev.reason == "results-tampered", (ev.reason, ev.entry.get("suspicious"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["strict", "official"])
+def test_pytest_patched_before_the_plugin_is_tampered(runner_task, host, mode):
+    """The repository's `iniconfig` made `Function.runtest` swallow AssertionError as
+    pytest imported `_pytest.python`, before the results plugin: the plugin's snapshot took
+    the patched method as pytest's, the channel said PASSED, and the bug kept was resolved
+    (strict and official). What the snapshot holds is now judged by where its code comes
+    from."""
+    ev = _grade(runner_task, host, "early_runtest", mode)
+    assert not ev.resolved and ev.reason == "results-tampered", (ev.reason, ev.entry.get("suspicious"))
+    critical = ev.entry["results_channel"]["critical"]
+    assert any(
+        c.startswith("_pytest.python.Function.runtest held code of a changed file (iniconfig/") for c in critical
+    )
+
+
+@pytest.mark.slow
+def test_pytest_patched_before_the_plugin_is_tampered_in_a_sandbox(runner_task, sandboxed):
+    ev = _grade(runner_task, sandboxed, "early_runtest")
     assert not ev.resolved and ev.reason == "results-tampered", (ev.reason, ev.entry.get("suspicious"))

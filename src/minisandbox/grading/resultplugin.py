@@ -1921,6 +1921,31 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         got = bindings_cache[real] = (defined, imported, class_bound)
         return got
 
+    imports_cache = {}  # real file -> {bound name: [(module, attr)]} of its `from ... import`s
+
+    def imports_of(real, package):
+        """Every `from M import x [as y]` of the file `real`, wherever it stands."""
+        got = imports_cache.get(real)
+        if got is not None:
+            return got
+        got = imports_cache[real] = {}
+        try:
+            with open(real, "rb") as f:
+                tree = _ast.parse(f.read())
+        except (OSError, SyntaxError, ValueError):
+            return got
+        for node in _ast.walk(tree):
+            if not _isinstance(node, _ast.ImportFrom):
+                continue
+            base = node.module or ""
+            if node.level:
+                pkg = [p for p in (package or "").split(".") if p]
+                pkg = pkg[: _len(pkg) - node.level + 1] if node.level > 1 else pkg
+                base = ".".join(pkg + ([node.module] if node.module else []))
+            for a in node.names:
+                got.setdefault(a.asname or a.name, []).append((base, a.name))
+        return got
+
     def class_names(node):
         """Every name a class statement's body binds (an over-approximation: names bound
         anywhere inside it, methods' locals included)."""
@@ -2172,6 +2197,84 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
             if why is not None:
                 report_tampered("test instance %s.%s: %s (hides the method) is now %s"
                                 % (cls.__module__, cls.__name__, attr, why))
+
+    def check_preloaded():
+        """What the snapshot took as pytest's, pluggy's, unittest's and the builtins'
+        own, judged by where its code comes from (pytest runs: repository code that pytest
+        imports before its `-p` plugins, `iniconfig` for one, ran before the snapshot, and a
+        replacement it made is the baseline the identity checks compare with). A function
+        of a repository file the patch changed (as a module global, unless the module's own
+        source imports that name from the function's module; or as a method of a captured
+        class), and code
+        not from a file other than frozen modules' and generated class dunders (dataclasses),
+        is critical; so is a class of a repository module not imported by name. A
+        repository whose `iniconfig` patched `_pytest.python.Function.runtest` to swallow
+        `AssertionError` as pytest imported it kept its bug and was resolved."""
+        by_file = {}  # co_filename -> its verdict (one look per file)
+
+        def origin(fn, member, name):
+            fname = fn.__code__.co_filename
+            if fname.startswith("<"):
+                if fname.startswith("<frozen ") or (member and name.startswith("__") and name.endswith("__")):
+                    return None
+                return "code not from a file (%s)" % fname
+            if fname not in by_file:
+                real = real_of(fname)
+                if real.startswith(RUNNER_DIRS) or rel_to_root(real) is None:
+                    by_file[fname] = None  # pytest's or pluggy's own (pytest-dev's repository), or installed
+                else:
+                    why = file_verdict_now(fname)
+                    by_file[fname] = None if why is None else "code of a changed file (%s)" % why
+            return by_file[fname]
+
+        def imported_by_name(mod, name, value):
+            """True when the source of `mod` has a `from M import x [as name]` (anywhere:
+            under an `if`, a `try`) and `M.x` is `value` now."""
+            f = _getattr(mod, "__file__", None)
+            if not _isinstance(f, _str) or not f.endswith(".py"):
+                return False
+            for source, attr in imports_of(real_of(f), _getattr(mod, "__package__", None)).get(name, ()):
+                if _getattr(sys.modules.get(source), attr, _NOTHING) is value:
+                    return True
+            return False
+
+        def class_origin(cls):
+            f = _getattr(sys.modules.get(_getattr(cls, "__module__", None) or ""), "__file__", None)
+            if not _isinstance(f, _str) or real_of(f).startswith(RUNNER_DIRS) or rel_to_root(real_of(f)) is None:
+                return None
+            why = file_verdict_now(f)
+            return None if why is None else "a class of a changed file (%s)" % why
+
+        mods = [("builtins", builtins)] + _list(captured_modules)
+        for modname, mod in mods:
+            mdict = _getattr(mod, "__dict__", None)
+            if not _isinstance(mdict, _dict):
+                continue
+            for name, value in _list(mdict.items()):
+                if _isinstance(value, types.ModuleType):
+                    continue
+                todo = [(name, value, False)]
+                if _isinstance(value, _type):
+                    why = class_origin(value)
+                    if why is not None and not imported_by_name(mod, name, value):
+                        report_tampered("%s.%s held %s when the results plugin started" % (modname, name, why))
+                        continue
+                    if _getattr(value, "__module__", None) == modname:
+                        todo.extend((name + "." + a, m, True) for a, m in _list(value.__dict__.items()))
+                for label, member, is_member in todo:
+                    fn = member
+                    for _ in _range(3):
+                        if _isinstance(fn, _bound):
+                            fn = fn.__func__
+                        elif _isinstance(fn, property):
+                            fn = fn.fget
+                    if not _isinstance(fn, types.FunctionType):
+                        continue
+                    why = origin(fn, is_member, label.rsplit(".", 1)[-1])
+                    if why is None or (not is_member and not why.startswith("code not")
+                                       and imported_by_name(mod, name, fn)):
+                        continue
+                    report_tampered("%s.%s held %s when the results plugin started" % (modname, label, why))
 
     # ------------------------------------------------------------------ the end-of-test check
     def check(item=None, everything=None):
@@ -2568,6 +2671,8 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
     me = plugin
     hello["pytest"] = _getattr(pytest, "__version__", "?")
     write(hello)
+    if CHECKS:
+        check_preloaded()
     return plugin
 
 
