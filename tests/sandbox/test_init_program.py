@@ -94,3 +94,34 @@ def test_only_a_bash_dash_c_argv_qualifies():
     assert _plain_words(["sh", "-c", "ls"], ENV) is None
     assert _plain_words(["bash", "-c", "ls", "name"], ENV) is None
     assert _plain_words(["bash", "-e", "ls"], ENV) is None
+
+
+def test_close_all_but_leaves_exactly_the_kept_descriptors():
+    """The command spawner drops init's descriptors with `_close_all_but` (one close_range
+    per gap, not a listing of /proc/self/fd): in a fork, every descriptor but the kept ones
+    (including those in the gaps between them and above the highest) is closed."""
+    import os
+
+    from minisandbox.sandbox.init_program import _close_all_but
+
+    opened = [os.open(os.devnull, os.O_RDONLY) for _ in range(8)]
+    high = os.dup2(opened[0], 300)
+    keep = {0, 1, 2, opened[2], opened[5]}
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _close_all_but(keep | {w})
+            left = sorted(int(name) for name in os.listdir("/proc/self/fd"))
+            os.write(w, " ".join(map(str, left)).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    left = [int(x) for x in os.read(r, 4096).split()]
+    os.close(r)
+    for fd in [*opened, high]:
+        os.close(fd)
+    # the only other descriptor is the one listdir itself had open: the lowest free one
+    listing = min(fd for fd in range(1024) if fd not in keep | {w})
+    assert set(left) == keep | {w, listing}
