@@ -2001,8 +2001,10 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         the code of `real`, the module's own file; installed code when `real` is None), a
         `unittest.mock` double, an instance of a class whose `__call__` is such code (unless
         the instance holds the module's own code: a decorator's product), or a
-        callable with no Python code of its own (`max`, `print`, a builtin class such as
-        `slice`, a ufunc) under a name that is not its own. Library code that made
+        callable with no Python code of its own (`max`, `print`, a ufunc) under a name that
+        is not its own; a class where test code defined a function (`fractions.Fraction`,
+        which takes any two numbers), or in an installed helper a builtin class or a class
+        under an `assert...` name that is not its own. Library code that made
         `calc.testing.assert_equal` `max`, a partial of a no-op, or `numpy.testing`'s
         helper `max` kept the bug and was resolved: only functions were looked at."""
         if real is not None and wraps_own(value, real):
@@ -2022,8 +2024,12 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
                 return None  # generated or frozen code (`<frozen abc>`), or installed code
             return code_verdict(value.__code__)
         if _isinstance(value, _type):
-            if _getattr(value, "__module__", None) == "builtins" and _getattr(value, "__name__", None) != name:
-                return "the builtin class %s" % value.__name__
+            own = _getattr(value, "__name__", None)
+            if real is not None:  # a class where test code defined a function or method
+                return "the class %s.%s" % (_getattr(value, "__module__", "?"), own)
+            if own != name and (_getattr(value, "__module__", None) == "builtins" or
+                                _str(name).lower().startswith("assert")):
+                return "the class %s.%s" % (_getattr(value, "__module__", "?"), own)
             return None
         cls = _type(value)
         if _getattr(cls, "__module__", None) == "unittest.mock":
@@ -2146,8 +2152,8 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
                         report_tampered("%s: %s is not the module %s" % (rel, name, source))
                     continue
                 want = _getattr(src, "__dict__", {}).get(attr, sys.modules.get(source + "." + attr, _NOTHING))
-                if want is _NOTHING or value is want:
-                    continue
+                if want is _NOTHING or value is want or (_isinstance(value, _type) and _isinstance(want, _type)):
+                    continue  # (a class imported again: a module reloaded)
                 why = stand_in(value, attr, real)
                 if why is not None:
                     report_tampered("%s: %s is not %s.%s but %s" % (rel, name, source, attr, why))
@@ -2169,11 +2175,30 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
             if why is not None:
                 report_tampered("%s.%s (hides %s.%s) is now %s" % (label, attr, base.__qualname__, attr, why))
 
+    def check_fixture_values(item):
+        """The test's fixture values whose class test code defines (a conftest's helper
+        object): as the test's own instance (check_instance). Library code that made such
+        an object's `check` a no-op as the fixture built it kept the bug and was resolved."""
+        args = _getattr(item, "funcargs", None)
+        if not CHECKS or not _isinstance(args, _dict):
+            return
+        for value in _list(args.values()):
+            cls = _type(value)
+            f = _getattr(sys.modules.get(_getattr(cls, "__module__", None) or ""), "__file__", None)
+            if not _isinstance(f, _str) or not f.endswith(".py"):
+                continue
+            rel = rel_to_root(real_of(f))
+            if rel is not None and test_support(rel):
+                check_instance(value)
+
     def check_instance(obj):
         """Right before a test method runs: the test instance's own attributes that hide
-        a method of its class (`self.assertEqual`) must be no stand-in. Library code that
-        `setUp` called set `self.assertEqual` to a no-op on the instance (reached through
-        the caller's frame), and the bug kept was resolved."""
+        a method of its class (`self.assertEqual`) must be no stand-in, and its class must
+        be the one its module defines under its qualified name. Library code that `setUp`
+        called set `self.assertEqual` to a no-op on the instance (reached through the
+        caller's frame), or swapped the instance's `__class__` for a subclass under the
+        same names whose base in the library has a no-op `assertEqual`, and the bug kept
+        was resolved."""
         if not CHECKS or obj is None:
             return
         cls = _type(obj)
@@ -2186,6 +2211,15 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
             bound = static_bindings(real, _getattr(mod, "__package__", None))[2].get(cls.__name__)
             if bound is not None:
                 check_class_extras(cls, bound, real, "%s: %s" % (rel, cls.__name__))
+        named = mod
+        for part in _str(_getattr(cls, "__qualname__", "")).split("."):
+            named = _getattr(named, part, None) if part != "<locals>" else None
+            if named is None:
+                break
+        if named is not None and named is not cls:
+            # a class made to stand for the test's (the instance's `__class__` swapped)
+            report_tampered("test instance %s.%s: its class is not the one its module defines"
+                            % (cls.__module__, cls.__qualname__))
         attrs = _getattr(obj, "__dict__", None)
         if not _isinstance(attrs, _dict) or not attrs:
             return
@@ -2605,6 +2639,7 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         if pyfuncitem.config is state["config"]:
             check_before(pyfuncitem)
             check_instance(_getattr(pyfuncitem, "instance", None))
+            check_fixture_values(pyfuncitem)
         yield
 
     def pytest_runtest_makereport(item, call):
