@@ -170,9 +170,47 @@ def test_only_the_builds_own_uv_reads_its_config() -> None:
     assert passthrough_env(host, {}) == {"UV_INDEX_URL": "http://mirror/simple"}
 
 
-def test_a_sites_git_mirror_rules_reach_the_build():
+def test_a_sites_git_mirror_rules_reach_the_build(tmp_path: Path) -> None:
     """An offline site points GitHub URLs at its mirrors with git's `url.<dir>.insteadOf`;
-    an install command that takes a dependency from a git URL needs those rules, and the
-    build's own HOME has no `.gitconfig`."""
+    an install command that takes a dependency from a git URL (MONAI's requirements-dev.txt:
+    `git+https://github.com/...`) needs those rules and the mirrors inside the build's
+    private root, whose HOME has no `.gitconfig` and which shows the host system only."""
+    from minisandbox.pipeline.build import git_mirror_binds
+    from minisandbox.sandbox import rootfs
+
     host = {"GIT_CONFIG_GLOBAL": "/etc/site/gitconfig", "GIT_CONFIG_COUNT": "1", "GIT_DIR": "/x", "HOME": "/root"}
     assert passthrough_env(host, {}) == {"GIT_CONFIG_GLOBAL": "/etc/site/gitconfig", "GIT_CONFIG_COUNT": "1"}
+
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    mirror = tmp_path / "mirrors" / "dep.git"
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "dep.py").write_text("MARK = 7\n")
+    subprocess.run([*git, "init", "-q", str(src)], check=True)
+    subprocess.run([*git, "-C", str(src), "add", "."], check=True)
+    subprocess.run([*git, "-C", str(src), "commit", "-qm", "dep"], check=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(src), str(mirror)], check=True)
+    config = tmp_path / "site" / "gitconfig"
+    config.parent.mkdir()
+    config.write_text(f'[url "{mirror}"]\n\tinsteadOf = https://github.com/example/dep.git\n[safe]\n\tdirectory = *\n')
+    environ = {"GIT_CONFIG_GLOBAL": str(config)}
+    binds = git_mirror_binds(environ)
+    assert [(b.source, b.target, b.readonly) for b in binds] == [
+        (str(config), str(config), True),
+        (str(mirror), str(mirror), True),
+    ]
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/root", "GIT_CONFIG_GLOBAL": str(config)}
+    clone = ["git", "clone", "-q", "--filter=blob:none", "https://github.com/example/dep.git", "/work/dep"]
+    log = tmp_path / "log"
+    with log.open("w") as fh:
+        rc = rootfs.run([rootfs.Bind(str(out), "/work", readonly=False), *binds], clone, env=env, stdout=fh, stderr=fh)
+    assert rc == 0, log.read_text()
+    assert (out / "dep" / "dep.py").read_text() == "MARK = 7\n"
+    with log.open("w") as fh:  # without the binds the rule names paths the build cannot see
+        rc = rootfs.run(
+            [rootfs.Bind(str(out), "/work", readonly=False)], [*clone[:-1], "/work/dep2"], env=env, stdout=fh, stderr=fh
+        )
+    assert rc != 0 and not (out / "dep2" / "dep.py").exists()
+    assert git_mirror_binds({}) == [] and git_mirror_binds({"GIT_CONFIG_GLOBAL": "relative"}) == []

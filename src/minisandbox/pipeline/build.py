@@ -267,6 +267,29 @@ def passthrough_env(host: os._Environ | dict[str, str], fixed: dict[str, str]) -
     }
 
 
+def git_mirror_binds(environ: dict[str, str] | os._Environ) -> list[rootfs.Bind]:
+    """The site's git configuration file (`GIT_CONFIG_GLOBAL`) and the local mirrors its
+    `url.<dir>.insteadOf` rules name, read-only at their own paths: the build's private root
+    shows the host system only, so without them a rule that `passthrough_env` lets through
+    names a file and directories the build's git cannot see."""
+    path = environ.get("GIT_CONFIG_GLOBAL", "")
+    if not path.startswith("/") or not os.path.isfile(path):
+        return []
+    binds = [rootfs.Bind(path, path, readonly=True)]
+    found = subprocess.run(
+        ["git", "config", "--file", path, "--get-regexp", r"^url\..*\.insteadof$"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    for line in found.stdout.splitlines():
+        base = line.split(" ", 1)[0][len("url.") : -len(".insteadof")]
+        base = base.removeprefix("file://")
+        if base.startswith("/") and os.path.isdir(base) and all(b.target != base for b in binds):
+            binds.append(rootfs.Bind(base, base, readonly=True))
+    return binds
+
+
 def tree_bytes(root: Path) -> int:
     total = 0
     for dirpath, _dirs, files in os.walk(root):
@@ -326,6 +349,7 @@ def build_env(
             rootfs.Bind(str(uv_cache), str(uv_cache), readonly=False),
             rootfs.Bind(str(pip_cache), str(pip_cache), readonly=False),
             rootfs.Bind(str(home), HOME_PATH, readonly=False),
+            *git_mirror_binds(os.environ),
         ]
         env = {
             "PATH": f"{TOOLS_DIR}:/usr/local/bin:/usr/bin:/bin",
