@@ -125,3 +125,27 @@ def test_close_all_but_leaves_exactly_the_kept_descriptors():
     # the only other descriptor is the one listdir itself had open: the lowest free one
     listing = min(fd for fd in range(1024) if fd not in keep | {w})
     assert set(left) == keep | {w, listing}
+
+
+def test_set_handler_takes_the_signal_modules_handlers_and_callables():
+    """`_set_handler` (the forked processes' `signal.signal` without enum conversions)
+    accepts what `signal.signal` does: a callable, and the `signal` module's SIG_DFL and
+    SIG_IGN (enum members, which `_signal.signal` alone refuses)."""
+    import signal
+
+    from minisandbox.sandbox.init_program import _set_handler
+
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+
+        def handler(*_args):
+            return None
+
+        _set_handler(signal.SIGUSR1, handler)
+        assert signal.getsignal(signal.SIGUSR1) is handler
+        _set_handler(signal.SIGUSR1, signal.SIG_IGN)
+        assert signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN
+        _set_handler(signal.SIGUSR1, signal.SIG_DFL)
+        assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGUSR1, before)

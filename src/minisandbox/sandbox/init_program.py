@@ -29,6 +29,7 @@ as a script; `minisandbox.errors` only when importable): it runs under ``-I -S``
 
 from __future__ import annotations
 
+import _signal  # `signal.signal` without the enum conversion (see `_set_handler`)
 import _socket  # not `socket`: its constants made enums, and `selectors` (2-3 ms of a warm run's CPU)
 import array
 import contextlib
@@ -247,13 +248,26 @@ def _b(s: str | None) -> bytes | None:
     return None if s is None else os.fsencode(s)
 
 
+#: This machine's row of `_SYSCALLS`, looked up once (in the fork server, before it forks):
+#: `os.uname()` per syscall made a result object in every sandbox's processes.
+_MACHINE = os.uname().machine
+_SYSCALL_TABLE = _SYSCALLS.get(_MACHINE)
+
+
 def _nr(name: str) -> int:
-    table = _SYSCALLS.get(os.uname().machine)
-    if table is None:
-        raise SandboxError(
-            f"unsupported architecture {os.uname().machine}: add syscall numbers to init_program._SYSCALLS"
-        )
-    return table[name]
+    if _SYSCALL_TABLE is None:
+        raise SandboxError(f"unsupported architecture {_MACHINE}: add syscall numbers to init_program._SYSCALLS")
+    return _SYSCALL_TABLE[name]
+
+
+def _set_handler(sig: int, handler) -> None:
+    """`signal.signal` without its enum conversions: `signal.signal` turns the previous
+    handler back into a `Handlers` member, which for a Python handler (the fork server's
+    SIGCHLD one) means the enum raising and catching a ValueError; in a freshly forked
+    starter, init or spawner each object that touches is a page copied."""
+    if not callable(handler):  # (`_signal` takes only its own SIG_DFL / SIG_IGN objects)
+        handler = _signal.SIG_IGN if handler == _signal.SIG_IGN else _signal.SIG_DFL
+    _signal.signal(int(sig), handler)
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
@@ -371,14 +385,18 @@ def drop_privileges() -> None:
     _check(_lib().syscall(_nr("capset"), ctypes.byref(hdr), ctypes.byref(data)), "capset")
 
 
+#: `struct ifreq` with its flags, compiled once in the fork server (not in every sandbox's init)
+_IFREQ_FLAGS = struct.Struct("16sH14s")
+
+
 def _loopback_up() -> None:
     """Bring `lo` up in a fresh network namespace (it starts down)."""
     SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
     s = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
     try:
-        ifr = struct.pack("16sH14s", b"lo", 0, b"")
-        flags = struct.unpack("16sH14s", fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, ifr))[1]
-        fcntl.ioctl(s.fileno(), SIOCSIFFLAGS, struct.pack("16sH14s", b"lo", flags | IFF_UP, b""))
+        ifr = _IFREQ_FLAGS.pack(b"lo", 0, b"")
+        flags = _IFREQ_FLAGS.unpack(fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, ifr))[1]
+        fcntl.ioctl(s.fileno(), SIOCSIFFLAGS, _IFREQ_FLAGS.pack(b"lo", flags | IFF_UP, b""))
     finally:
         s.close()
 
@@ -977,7 +995,7 @@ def _reset_signals() -> None:
         signal.SIGTTIN,
         signal.SIGTTOU,
     ):
-        signal.signal(sig, signal.SIG_DFL)
+        _set_handler(sig, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
 
 
@@ -1171,7 +1189,7 @@ def _sigchld_wakeup() -> int:
     """A pipe that becomes readable on SIGCHLD, so a poll loop wakes to reap children."""
     rfd, wfd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wfd)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
+    _set_handler(signal.SIGCHLD, lambda *_: None)
     return rfd
 
 
@@ -2041,7 +2059,7 @@ def _zygote_main(sock_fd: int) -> None:
             wfd = signal.set_wakeup_fd(-1)  # the wake-up pipe's write end (see _sigchld_wakeup)
             if wfd >= 0:
                 os.close(wfd)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            _set_handler(signal.SIGCHLD, signal.SIG_DFL)
             for extra in extras:
                 os.close(extra)
             for sync in mapping.values():  # other starters' pipes: their EOF is the zygote's exit
