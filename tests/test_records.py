@@ -13,7 +13,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from minisandbox.records import InvalidRecord, RecordError, TaskRecord, normalize, read_tasks
+from minisandbox.records import (
+    InvalidRecord,
+    RecordError,
+    TaskRecord,
+    changed_by,
+    normalize,
+    read_tasks,
+    task_test_files,
+)
 
 PATCH = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
 TEST_PATCH = "diff --git a/tests/test_m.py b/tests/test_m.py\n--- a/tests/test_m.py\n+++ b/tests/test_m.py\n@@ -1 +1 @@\n-x\n+y\n"
@@ -304,3 +312,12 @@ def test_labelling_candidates_are_accepted_in_label_mode_only(tmp_path: Path) ->
     assert [(r.line, r.field) for r in lab.invalid] == [(3, "repo")] and "SWE-smith" in lab.invalid[0].error
     with pytest.raises(RecordError, match="missing"):
         normalize(cand)
+
+
+def test_a_file_the_tasks_patch_changes_is_no_test_file_of_the_task():
+    bug = "diff --git a/pkg/mod.py b/pkg/mod.py\n--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1 +1 @@\n-a\n+b\n"
+    ids = ["pkg/mod.py::pkg.mod.f", "tests/test_mod.py::test_f", "tests/test_mod.py::test_g"]
+    assert task_test_files(ids, bug) == ["tests/test_mod.py"]
+    assert changed_by(bug, "pkg/mod.py") and not changed_by(bug, "pkg/mod") and not changed_by(bug, "tests/test_mod.py")
+    deleted = "diff --git a/old.py b/old.py\ndeleted file mode 100644\n--- a/old.py\n+++ /dev/null\n"
+    assert changed_by(deleted, "old.py")

@@ -351,6 +351,21 @@ def test_files_of(test_ids: list[str]) -> list[str]:
     return list(out)
 
 
+def changed_by(patch: str, path: str) -> bool:
+    """Whether the git diff `patch` changes, creates or deletes `path` (its `--- a/<path>` or
+    `+++ b/<path>` header; SWE-smith's and SWE-bench's patches are git diffs)."""
+    return f"+++ b/{path}\n" in patch or f"--- a/{path}\n" in patch
+
+
+def task_test_files(test_ids: list[str], patch: str) -> list[str]:
+    """The files of `test_ids` (`test_files_of`) that the task's own patch does not change:
+    the test files a SWE-smith task's start state removes and grading puts back. A file the
+    bug is in is code under test even when its doctests are among the ids (tldextract's
+    suite runs `--doctest-modules`: `tldextract/tldextract.py::...`): removing it broke the
+    task, and putting its reference back graded the fixed code, whatever the candidate did."""
+    return [f for f in test_files_of(test_ids) if not changed_by(patch, f)]
+
+
 # --------------------------------------------------------------------------- selection
 
 

@@ -30,7 +30,7 @@ from minisandbox.node.cache import Cache
 from minisandbox.node.iobudget import RAY_RESOURCE, IOBudget
 from minisandbox.node.runtime import PreparedTask, prepare
 from minisandbox.paths import REPO_PATH, VENV_PATH, cache_dir
-from minisandbox.records import TaskRecord, test_files_of
+from minisandbox.records import TaskRecord, task_test_files
 from minisandbox.sandbox.sandbox import DEFAULT_ENV, ExecResult, Sandbox
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a warm `run` does not)
@@ -150,7 +150,7 @@ def _setup_script(record: TaskRecord, testbed: dict[str, Any] | None = None) -> 
     # one `rm` (a process each costs the start state of every call): the task's test files,
     # its patch file, and the snapshot's .git (one fresh root commit: no history, no
     # objects of the clean tree)
-    gone = [q(path) for path in test_files_of(list(record.fail_to_pass))]
+    gone = [q(path) for path in task_test_files(list(record.fail_to_pass), record.patch)]
     if record.patch.strip():
         gone.append("/tmp/.minisandbox-task.patch")
     lines += [

@@ -33,6 +33,8 @@ from minisandbox.grading.evaluate import (
     plan_script,
     run_eval,
 )
+from minisandbox.records import task_test_files
+from tests.fixtures.evaluation import TEST_CMD, hack_task, smith_record
 from tests.fixtures.hostvenv import HostVenvExecutor
 
 
@@ -155,6 +157,33 @@ def test_a_command_ending_in_k_selects_the_tests_by_name(eval_project, host):
     whole = plan_script(eval_project.record(fail_to_pass=[], pass_to_pass=[]), spec, None, eval_project.clean)
     assert whole.test_args == [] and not whole.full_test_cmd().endswith("-k")
     assert whole.full_test_cmd() == eval_project.spec.test_cmd
+
+
+def test_doctests_of_the_file_the_bug_is_in_grade_the_candidates_code(eval_project, tmp_path):
+    """A suite run with `--doctest-modules` (tldextract's) lists doctests of the library
+    module the bug is in as FAIL_TO_PASS (`calc.py::calc.add`). That file is code under
+    test: the task state keeps it (removed, the suite could not import it) and grading
+    does not put its bug-free reference back (which graded the fixed code whatever the
+    candidate did: the run without a patch passed every test, and the gold patch found no
+    file to apply to)."""
+    doc_calc = 'def add(a, b):\n    """\n    >>> add(2, 3)\n    5\n    """\n    return a + b\n'
+    files = {
+        "calc.py": doc_calc,
+        "tests/test_calc.py": "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n",
+    }
+    t = hack_task(tmp_path, "doctests", files, "calc.py", test_cmd=TEST_CMD + " --doctest-modules")
+    f2p = ["calc.py::calc.add", "tests/test_calc.py::test_add"]
+    rec = smith_record("calc__calc.00000000.func_pm_op_change__doc", t.bug, f2p, [])
+    assert task_test_files(f2p, rec.patch) == ["tests/test_calc.py"]
+
+    def run(patch, **kw):
+        ex = HostVenvExecutor(t.repo, eval_project.venv, tmp_path / f"tb-{len(list(tmp_path.iterdir()))}")
+        return evaluate(rec, t.spec, patch, ex, **kw)
+
+    before = run(None, apply_patch=False)
+    assert not before.resolved and before.entry["tests_status"]["FAIL_TO_PASS"]["failure"] == f2p, before.output
+    gold = run(t.bug, reverse=True)
+    assert gold.resolved and gold.reason == "resolved", gold.output
 
 
 def test_empty_f2p_list(eval_project, host):

@@ -64,7 +64,7 @@ from minisandbox.grading.results import (
 from minisandbox.logformats import channel_runner
 from minisandbox.paths import REPO_PATH, TEST_PYCS_DIR, VENV_PATH
 from minisandbox.progress import Progress
-from minisandbox.records import INSTANCE_ID, TaskRecord
+from minisandbox.records import INSTANCE_ID, TaskRecord, changed_by, task_test_files
 from minisandbox.sandbox.sandbox import ExecResult
 
 
@@ -148,14 +148,14 @@ def plan_script(
             script.test_args += [f for f in test_files_of(tests) if f not in script.test_args]
     else:
         files = test_files_of(tests)
-        script.reference_files = {f: _read_reference(reference, f) for f in files}
+        script.reference_files = {f: _read_reference(reference, f) for f in task_test_files(tests, record.patch)}
         if tests and all("::" in t for t in tests):
             script.test_args = keyword_selection(spec.test_cmd, tests) or files
         else:
             script.test_cmd = whole_suite_command(spec.test_cmd)
         if setup_task_state:
             script.setup_patch = record.patch
-            script.setup_remove = test_files_of(list(record.fail_to_pass))
+            script.setup_remove = task_test_files(list(record.fail_to_pass), record.patch)
     return script
 
 
@@ -248,7 +248,10 @@ def evaluate(
                 reverse=reverse,
                 setup_task_state=not executor.prepares_task_state,
             )
-            graded = graded_state(script, env.reference_dir, [*record.fail_to_pass, *record.pass_to_pass])
+            tests = [*record.fail_to_pass, *record.pass_to_pass]
+            # (a file the task's patch changes is code under test, not a test file: its doctests' ids)
+            tests = [t for t in tests if not changed_by(record.patch, t.split("::", 1)[0])]
+            graded = graded_state(script, env.reference_dir, tests)
             script.graded_manifest = graded.manifest(script.repo_dir)
             # the script's own timeout guards the tests; this one guards set-up and a stuck sandbox
             if stop is not None:
