@@ -85,8 +85,22 @@ SECUREBITS_LOCKED_DOWN = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 _SYSCALLS = {
-    "x86_64": {"pivot_root": 155, "capset": 126, "mount_setattr": 442, "keyctl": 250, "openat2": 437},
-    "aarch64": {"pivot_root": 41, "capset": 91, "mount_setattr": 442, "keyctl": 219, "openat2": 437},
+    "x86_64": {
+        "pivot_root": 155,
+        "capset": 126,
+        "mount_setattr": 442,
+        "keyctl": 250,
+        "openat2": 437,
+        "close_range": 436,
+    },
+    "aarch64": {
+        "pivot_root": 41,
+        "capset": 91,
+        "mount_setattr": 442,
+        "keyctl": 219,
+        "openat2": 437,
+        "close_range": 436,
+    },
 }
 
 # openat2(2) resolve flags
@@ -1595,11 +1609,33 @@ def _spawner_main(ctl: _socket.socket, reqs: _socket.socket, req: dict, fds: lis
 #: Above any descriptor a process can hold (`os.closerange` stops below it).
 _FD_END = 0x7FFFFFFF
 
+#: Whether the kernel has close_range (5.9 and later; see `_has_close_range`).
+_HAS_CLOSE_RANGE: bool | None = None
+
+
+def _has_close_range() -> bool:
+    """Whether close_range(2) exists, asked once per process (the fork server asks before it
+    forks anything): without it `os.closerange` closes one descriptor at a time up to its
+    end, which for `_FD_END` would be two billion calls."""
+    global _HAS_CLOSE_RANGE
+    if _HAS_CLOSE_RANGE is None:  # (closes nothing: no descriptor is that high)
+        _HAS_CLOSE_RANGE = _lib().syscall(_nr("close_range"), _FD_END, _FD_END, 0) == 0
+    return _HAS_CLOSE_RANGE
+
 
 def _close_all_but(keep: set[int]) -> None:
     """Close every descriptor of this process but `keep`'s, with one `close_range` per gap
     (os.closerange): listing /proc/self/fd made a string and an int per descriptor, which
-    a freshly forked process pays for in copy-on-write faults."""
+    a freshly forked process pays for in copy-on-write faults. Kernels without close_range
+    get the listing."""
+    if not _has_close_range():
+        for name in os.listdir("/proc/self/fd"):
+            if int(name) not in keep:
+                try:
+                    os.close(int(name))
+                except OSError:
+                    pass
+        return
     low = 0
     for fd in sorted(keep):
         if fd > low:
@@ -2010,6 +2046,7 @@ def _zygote_main(sock_fd: int) -> None:
         _filters(ptrace)
     _seccomp._prctl_fn()
     _cap_last()
+    _has_close_range()
     re.compile(_DIGEST_DIR)  # (cached by `re`: `_layer_subdir_fd` matches it in every sandbox)
     if os.geteuid() == 0:  # a rootless payload is another uid to the host's files: "other" bits
         _ETC_MASKED = tuple(dict.fromkeys(ETC_MASKS + _private_etc()))
