@@ -874,6 +874,10 @@ def classify_build(error: str, log_text: str) -> str:
             "build: the install needs the network (pre-commit fetches its hooks)",
             r"\[INFO\] Initializing environment for https?://",
         ),
+        (
+            "build: a git dependency's mirror lacks objects (fetch omits files of 4 MiB and more)",
+            r"upload-pack: not our ref|could not fetch \w+ from promisor remote",
+        ),
         ("mirror", r"mirror failed|git clone.*failed|Could not resolve host: github"),
         ("build: the spec's requirements file is not in the tree", r"requirements file .* not found in the snapshot"),
         ("build: pkg_resources missing (setuptools drift)", r"No module named '?pkg_resources"),

@@ -733,3 +733,13 @@ def test_every_fetched_repository_is_a_mirror_rule(bf, tmp_path):
     text = (tmp_path / "gitconfig").read_text()
     assert "insteadOf = https://github.com/facebookresearch/segment-anything.git" in text
     assert "insteadOf = https://github.com/facebookresearch/segment-anything\n" in text
+
+
+def test_a_git_dependency_whose_mirror_lacks_a_blob_is_named_so(bf):
+    # MONAI's segment-anything: the fetched snapshot lacks a notebook of 4 MiB and more
+    log = (
+        "  fatal: remote error: upload-pack: not our ref 0c1d6dac9ef9fce429d99317055e0b24fdde2072\n"
+        "  fatal: could not fetch 0c1d6dac9ef9fce429d99317055e0b24fdde2072 from promisor remote\n"
+        "ERROR: No matching distribution found\n"
+    )
+    assert bf.classify_build("build failed (exit 1)", log).startswith("build: a git dependency's mirror lacks")
