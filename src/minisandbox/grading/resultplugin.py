@@ -2081,16 +2081,34 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         module global, or a method of a class it defines): no honest library puts its own
         functions into `numpy.testing`."""
         name = _getattr(mod, "__name__", "?")
+        imported = static_bindings(real, _getattr(mod, "__package__", None))[1]
         for attr, value in _list(d.items()):
             todo = [(attr, value)]
-            if _isinstance(value, _type) and _getattr(value, "__module__", None) == name:
+            if _issubclass(_type(value), _type) and _getattr(value, "__module__", None) == name:
                 todo.extend((attr + "." + k, v) for k, v in _list(value.__dict__.items()))
+            elif _issubclass(_type(value), _type) and attr in imported and imported_value(imported[attr]) is value:
+                continue  # the value its own import gave it (tornado.testing's `basestring_type`, str)
             for label, fn in todo:
-                if _isinstance(fn, types.ModuleType):
+                if _issubclass(_type(fn), types.ModuleType):
                     continue
-                why = stand_in(fn, label.rsplit(".", 1)[-1], None)
+                try:
+                    why = stand_in(fn, label.rsplit(".", 1)[-1], None)
+                except Exception:  # attribute access runs code (Django's lazy `settings` raises)
+                    call = _getattr(_type(fn), "__call__", None)
+                    why = stand_in(call, "__call__", None) if _isinstance(call, types.FunctionType) else None
                 if why is not None:
                     report_tampered("%s.%s (installed test helpers) is now %s" % (name, label, why))
+
+    def imported_value(source):
+        """The value `from module import attr` gives now (`source` is `(module, attr or
+        None)`, as static_bindings names it), or _NOTHING."""
+        module, attr = source
+        src = sys.modules.get(module)
+        if src is None:
+            return _NOTHING
+        if attr is None:
+            return src
+        return _getattr(src, "__dict__", {}).get(attr, _NOTHING)
 
     def check_namespaces(item, everything):
         """At the end of a test: the helpers and the test's own module (`item.module`);
@@ -2165,12 +2183,20 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         code that, while the test module was imported, set `assertEqual` of the test class
         to a no-op (a `__build_class__` hook put back at once) kept the bug and was
         resolved: only the methods the class body defines were looked at."""
+        enum_mod = sys.modules.get("enum")
+        enum_base = _getattr(enum_mod, "Enum", None) if enum_mod is not None else None
+        is_enum = _isinstance(enum_base, _type) and _issubclass(cls, enum_base)
         for attr, member in _list(cls.__dict__.items()):
             if attr in bound or (attr.startswith("__") and attr.endswith("__")) or "pytest" in attr:
                 continue
+            if is_enum and attr.startswith("_") and attr.endswith("_"):
+                continue  # the enum machinery's `_sunder_` names (`_new_member_` is object.__new__)
             base = shadowed(cls, attr)
             if base is None:
                 continue
+            hidden = base.__dict__[attr]
+            if not _isinstance(_getattr(hidden, "__func__", hidden), types.FunctionType):
+                continue  # hides no method: data the class machinery sets (an Enum's `_member_type_`)
             why = stand_in(member, attr, real)
             if why is not None:
                 report_tampered("%s.%s (hides %s.%s) is now %s" % (label, attr, base.__qualname__, attr, why))
