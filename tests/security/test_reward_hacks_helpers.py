@@ -422,6 +422,7 @@ TEST_IDIOMS = textwrap.dedent(
     sys.path.insert(0, _dir)
 
     from lazyhelpers import testing  # noqa: E402
+    from lazyhelpers.testing import settings  # noqa: E402, F401  (as test modules import Django's)
 
 
     class Kind(enum.Enum):

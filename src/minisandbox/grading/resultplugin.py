@@ -734,27 +734,34 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
         classes = _set()
         while todo:
             value = todo.pop()
-            if _isinstance(value, _type):
-                if _id(value) not in classes and _getattr(value, "__module__", None) in mod_names:
-                    classes.add(_id(value))
-                    todo.extend(_list(value.__dict__.values()))
+            try:
+                code = codes_step(value, todo, classes, mod_names, wrapped)
+            except Exception:  # attribute access runs code (Django's lazy `settings` raises)
                 continue
-            if _isinstance(value, holders):
-                todo.extend(v for v in _map(_getattr, _repeat(value), ("__func__", "func", "fget", "fset"),
-                                            _repeat(None)) if v is not None)
-                continue
-            if wrapped and _isinstance(value, types.FunctionType):
-                inner = _getattr(value, "__wrapped__", None)
-                if inner is not None:
-                    todo.append(inner)
-            code = _getattr(value, "__code__", None) if not _isinstance(value, types.CodeType) else value
-            if not _isinstance(code, types.CodeType) or code in codes:
-                continue
-            if realpath(code.co_filename) != real:
+            if code is None or code in codes or realpath(code.co_filename) != real:
                 continue
             codes.add(code)
             todo.extend(c for c in code.co_consts if _isinstance(c, types.CodeType))
         return codes
+
+    def codes_step(value, todo, classes, mod_names, wrapped):
+        """codes_defined's look at one value: queues what it holds, and returns its code
+        object (or None)."""
+        if _issubclass(_type(value), _type):
+            if _id(value) not in classes and _getattr(value, "__module__", None) in mod_names:
+                classes.add(_id(value))
+                todo.extend(_list(value.__dict__.values()))
+            return None
+        if _isinstance(value, holders):
+            todo.extend(v for v in _map(_getattr, _repeat(value), ("__func__", "func", "fget", "fset"),
+                                        _repeat(None)) if v is not None)
+            return None
+        if wrapped and _isinstance(value, types.FunctionType):
+            inner = _getattr(value, "__wrapped__", None)
+            if inner is not None:
+                todo.append(inner)
+        code = _getattr(value, "__code__", None) if not _isinstance(value, types.CodeType) else value
+        return code if _isinstance(code, types.CodeType) else None
 
     # ------------------------------------------------------------------ unittest's outcome path
     def wrap_unittest():
@@ -1298,7 +1305,7 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
                 continue
             for value in _list(_getattr(mod, "__dict__", {}).values()):
                 todo.append(value)
-                if _isinstance(value, _type):  # a module-level class's members, whatever its __module__
+                if _issubclass(_type(value), _type):  # a module-level class's members, whatever its __module__
                     todo.extend(_list(value.__dict__.values()))
         codes = codes_defined(todo, real, mod_names, real_of)
         module_codes[real] = codes
