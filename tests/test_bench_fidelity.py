@@ -698,15 +698,26 @@ def test_a_runner_that_hands_over_to_pytest_is_counted_with_pytests_parser(bf):
     assert note is None and statuses
 
 
-def test_an_install_that_fetches_pre_commit_hooks_is_not_a_mirror_failure(bf):
-    # pydantic's `make install` runs `pre-commit install --install-hooks`, which clones from GitHub
-    log = (
-        "[INFO] Initializing environment for https://github.com/pre-commit/pre-commit-hooks.\n"
-        "stderr:\n    fatal: unable to access 'https://github.com/pre-commit/pre-commit-hooks/': "
-        "Could not resolve host: github.com\nmake: *** [Makefile:16: install] Error 3\n"
-    )
-    assert bf.classify_build("build of p failed (exit 2)", log).startswith("build: the install needs the network")
-    assert bf.classify_build("mirror failed", "fatal: Could not resolve host: github.com") == "mirror"
+@pytest.mark.parametrize(
+    ("log", "cause"),
+    [
+        (  # pydantic's `make install` runs `pre-commit install --install-hooks`, which clones from GitHub
+            "[INFO] Initializing environment for https://github.com/pre-commit/pre-commit-hooks.\n"
+            "stderr:\n    fatal: unable to access 'https://github.com/pre-commit/pre-commit-hooks/': "
+            "Could not resolve host: github.com\nmake: *** [Makefile:16: install] Error 3\n",
+            "build: the install needs the network",
+        ),
+        (  # MONAI's segment-anything: the fetched snapshot lacks a notebook of 4 MiB and more
+            "  fatal: remote error: upload-pack: not our ref 0c1d6dac9ef9fce429d99317055e0b24fdde2072\n"
+            "  fatal: could not fetch 0c1d6dac9ef9fce429d99317055e0b24fdde2072 from promisor remote\n"
+            "ERROR: No matching distribution found\n",
+            "build: a git dependency's mirror lacks",
+        ),
+        ("fatal: Could not resolve host: github.com", "mirror"),
+    ],
+)
+def test_a_build_failure_of_the_install_is_told_from_a_mirror_failure(bf, log, cause):
+    assert bf.classify_build("build of p failed (exit 2)", log).startswith(cause)
 
 
 def test_a_test_command_ending_in_k_runs_the_whole_suite_without_it(bf):
@@ -733,13 +744,3 @@ def test_every_fetched_repository_is_a_mirror_rule(bf, tmp_path):
     text = (tmp_path / "gitconfig").read_text()
     assert "insteadOf = https://github.com/facebookresearch/segment-anything.git" in text
     assert "insteadOf = https://github.com/facebookresearch/segment-anything\n" in text
-
-
-def test_a_git_dependency_whose_mirror_lacks_a_blob_is_named_so(bf):
-    # MONAI's segment-anything: the fetched snapshot lacks a notebook of 4 MiB and more
-    log = (
-        "  fatal: remote error: upload-pack: not our ref 0c1d6dac9ef9fce429d99317055e0b24fdde2072\n"
-        "  fatal: could not fetch 0c1d6dac9ef9fce429d99317055e0b24fdde2072 from promisor remote\n"
-        "ERROR: No matching distribution found\n"
-    )
-    assert bf.classify_build("build failed (exit 1)", log).startswith("build: a git dependency's mirror lacks")

@@ -625,14 +625,19 @@ def test_only_a_command_nobody_feeds_has_its_start_reply_held(repo, monkeypatch)
         monkeypatch.setattr(rootfs, "_send", recording_send)
         assert sb.execute("true").returncode == 0
         assert sb.run(["cat"], input=b"fed\n").output == "fed\n"
-        out_r, out_w = os.pipe2(os.O_CLOEXEC)
-        cid = sb.spawn(["true"], stdout=out_w, stderr=out_w)
-        os.close(out_w)
-        try:
-            assert sb.collect(cid, [out_r], timeout=30)[1] == 0
-        finally:
-            os.close(out_r)
+        assert spawn_and_collect(sb, ["true"]) == 0
         assert [bool(m.get("hold")) for m in sent] == [True, False, False], sent
+
+
+def spawn_and_collect(sb: Sandbox, argv: list[str]) -> int:
+    """`argv` started with `spawn` (its output to a pipe of ours) and collected: its exit."""
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    cid = sb.spawn(argv, stdout=out_w, stderr=out_w)
+    os.close(out_w)
+    try:
+        return sb.collect(cid, [out_r], timeout=30)[1]
+    finally:
+        os.close(out_r)
 
 
 def test_collected_commands_leave_nothing_behind_in_the_controller(repo):
@@ -644,13 +649,7 @@ def test_collected_commands_leave_nothing_behind_in_the_controller(repo):
             assert sb.execute("true").returncode == 0
         assert sb.execute("exit 3").returncode == 3
         assert sb.run(["cat"], input=b"x").output == "x"
-        out_r, out_w = os.pipe2(os.O_CLOEXEC)
-        cid = sb.spawn(["true"], stdout=out_w, stderr=out_w)
-        os.close(out_w)
-        try:
-            assert sb.collect(cid, [out_r], timeout=30)[1] == 0
-        finally:
-            os.close(out_r)
+        assert spawn_and_collect(sb, ["true"]) == 0
         assert sb.wait(sb.spawn(["true"]), timeout=30) == 0
         assert (sb._root._exits, sb._root.pids) == ({}, {})
 
