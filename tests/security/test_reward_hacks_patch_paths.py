@@ -106,7 +106,8 @@ SHADOW = textwrap.dedent(
     import os as _os
     import sys as _sys
 
-    if "_minisandbox_results" not in _sys.modules:
+    # before pytest's `-p` import: nothing, or what the plugin left at interpreter start-up
+    if type(_sys.modules.get("_minisandbox_results")).__name__ != "MinisandboxResults":
         print("MS-HACK: ran before the results plugin")
     _s = _u.spec_from_file_location("textwrap", _os.path.join(_os.path.dirname(_os.__file__), "textwrap.py"))
     _m = _u.module_from_spec(_s)

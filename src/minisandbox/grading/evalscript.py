@@ -362,8 +362,9 @@ class EvalScript:
 
     def _results_lines(self) -> list[str]:
         """Load the results plugin first (from `results_dir` put first on PYTHONPATH):
-        pytest by `-p`, a unittest runner by a `-W` category the interpreter imports at
-        start-up (`UNITTEST_WARNOPTION`), SymPy's runner as `sitecustomize` (its test command
+        a unittest runner by a `-W` category the interpreter imports at start-up
+        (`UNITTEST_WARNOPTION`), pytest by the same option (the channel is opened then,
+        before pytest imports any repository module) and `-p` (registered then), SymPy's runner as `sitecustomize` (its test command
         sets PYTHONWARNINGS itself; `SYMPY_STARTUP`), remembering PYTHONPATH/PYTEST_ADDOPTS/
         PYTHONWARNINGS so the plugin puts them back. Only when the executor passed a
         channel (MINISANDBOX_RESULTS_SOCK), the runner has one and the plugin is there: a
@@ -384,9 +385,13 @@ class EvalScript:
                 f'  export PYTHONWARNINGS="{UNITTEST_WARNOPTION}${{PYTHONWARNINGS:+,$PYTHONWARNINGS}}" {RUNNER_VAR}=unittest',
             ]
         else:
+            # pytest: the same start-up option, so that the plugin opens the channel before
+            # pytest imports anything of the repository, and `-p` to register it
             load = [
                 '  export MINISANDBOX_HAD_PYTEST_ADDOPTS="${PYTEST_ADDOPTS+1}" MINISANDBOX_OLD_PYTEST_ADDOPTS="${PYTEST_ADDOPTS-}"',
                 f'  export PYTEST_ADDOPTS="-p {RESULTS_PLUGIN}${{PYTEST_ADDOPTS:+ $PYTEST_ADDOPTS}}"',
+                '  export MINISANDBOX_HAD_PYTHONWARNINGS="${PYTHONWARNINGS+1}" MINISANDBOX_OLD_PYTHONWARNINGS="${PYTHONWARNINGS-}"',
+                f'  export PYTHONWARNINGS="{UNITTEST_WARNOPTION}${{PYTHONWARNINGS:+,$PYTHONWARNINGS}}" {RUNNER_VAR}=pytest',
             ]
         return [
             f'if [ -n "${{MINISANDBOX_RESULTS_SOCK:-}}" ] && [ -f {plugin} ]; then',

@@ -42,6 +42,13 @@ what the audit hooks and the checks above are for (docs/grading.md, "Trust bound
 A run without the environment variable (someone re-running eval.sh by hand, a nested
 pytest) leaves the plugin inert.
 
+pytest runs also get the start-up option below (with MINISANDBOX_RESULTS_RUNNER=pytest):
+when the main program is pytest, the channel is opened, and the key made into the record
+signer, while the interpreter starts, before pytest imports any repository module (a
+repository pytest imports first, `iniconfig`, could otherwise put a copy of this module
+with its checks off under its name); what pytest's `-p` import then finds is an object
+that builds the plugin when pytest registers it (`_bootstrap`).
+
 unittest runners (Django's tests/runtests.py, `python -m unittest`): the eval script loads
 this module at interpreter start-up instead (a `-W ignore::_minisandbox_results.StartUp`
 option in PYTHONWARNINGS: the warnings module imports the category's module before `site`
@@ -504,10 +511,11 @@ def _answer_len(inst):
         return None
 
 
-def _restore_env():
-    """Put PYTHONPATH and PYTEST_ADDOPTS back as the test command set them (pytest has
-    read its options already), and take this plugin's directory off sys.path."""
-    for name in _RESTORE:
+def _restore_env(names=_RESTORE):
+    """Put PYTHONPATH, PYTEST_ADDOPTS and PYTHONWARNINGS (or only `names`) back as the
+    test command set them (pytest has read its options already), and take this plugin's
+    directory and start-up option off sys.path and sys.warnoptions."""
+    for name in names:
         had = os.environ.pop("MINISANDBOX_HAD_" + name, None)
         old = os.environ.pop("MINISANDBOX_OLD_" + name, "")
         if had is None:
@@ -518,10 +526,53 @@ def _restore_env():
             os.environ.pop(name, None)
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if not p or os.path.abspath(p) != here]
-    # the -W option that imported this module at start-up: a child started with the
-    # interpreter's flags (multiprocessing's spawn, subprocess helpers) must not get it
-    mine = "." + StartUp.__name__
-    sys.warnoptions = [w for w in sys.warnoptions if not w.endswith(__name__ + mine)]
+    _drop_warnoption()
+
+
+def _drop_warnoption():
+    """Take the -W option that imported this module at start-up out of sys.warnoptions:
+    a child started with the interpreter's flags (multiprocessing's spawn, subprocess
+    helpers) must not get it; True when it was there (this import is the start-up one).
+    A new list, not the same one changed: the warnings module is iterating that one."""
+    mine = __name__ + "." + StartUp.__name__
+    kept = [w for w in sys.warnoptions if not w.endswith(mine)]
+    found = len(kept) != len(sys.warnoptions)
+    sys.warnoptions = kept
+    return found
+
+
+#: Python options that take the next argument as their value (`_main_is_pytest`).
+_OPTIONS_WITH_VALUE = (b"-W", b"-X", b"--check-hash-based-pycs")
+_PYTEST_MAINS = (b"pytest", b"py.test")
+
+
+def _main_is_pytest():
+    """True when this interpreter's main program is pytest (`pytest ...`, `py.test ...`,
+    `python -m pytest ...`), read from the kernel's copy of the command line (sys.argv
+    is not final while the interpreter starts). Only then is the channel opened at
+    start-up: a wrapper that is Python too (tox, coverage) would take it from the pytest
+    it runs."""
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
+    except OSError:
+        return False
+    i = 1
+    while i < len(args):
+        arg = args[i]
+        if arg == b"-m":
+            return i + 1 < len(args) and args[i + 1] in _PYTEST_MAINS
+        if arg.startswith(b"-m"):
+            return arg[2:] in _PYTEST_MAINS
+        if arg.startswith(b"-c") or arg == b"-":
+            return False
+        if arg == b"--":
+            i += 1
+            break
+        if not arg.startswith(b"-"):
+            break
+        i += 2 if arg in _OPTIONS_WITH_VALUE else 1
+    return i < len(args) and os.path.basename(args[i]) in _PYTEST_MAINS
 
 
 def _read_manifest(sock):
@@ -566,10 +617,11 @@ class StartUp(Warning):
     interpreter starts, before site and before the main script); never raised."""
 
 
-def _open_channel():
-    """(fd, nonce, key, manifest), or None when this run has no channel."""
+def _open_channel(restore=_RESTORE):
+    """(fd, nonce, key, manifest), or None when this run has no channel; the variables
+    `restore` are put back (`_restore_env`)."""
     path = os.environ.pop(SOCK_VAR, None)
-    _restore_env()
+    _restore_env(restore)
     if not path:
         return None
     import fcntl
@@ -599,9 +651,82 @@ def _open_channel():
     return fd, nonce, key, manifest
 
 
-def _install(fd, nonce, key, manifest, runner="pytest"):
+def _writer(fd, key):
+    """The function that writes one record on the channel `fd`, authenticated with `key`
+    (wiped here) and numbered. Made as soon as the channel is open (at interpreter
+    start-up for pytest: `_main`), so that the key leaves memory before any repository
+    code runs; it lives in this function's closures only."""
+    import _thread
+
+    _getpid, _write, _range, _len = os.getpid, os.write, range, len
+    _dumps = json.JSONEncoder(sort_keys=True).encode  # json.dumps(..., sort_keys=True), built once
+    # Every record is authenticated with the controller's key and numbered per process:
+    # code that rewires this process's descriptors (a pipe dup2'd over the channel, a
+    # relay that edits what passes) sees neither the key nor the nonce, so it can forward
+    # records, but any it changes, drops, repeats or makes up is caught by the controller
+    # (results.ResultsChannel.collect).
+    # HMAC-SHA256 (RFC 2104) on hashlib's C objects, whose methods no code can replace
+    # (the hmac module's class is Python: a patched method would see the keyed state);
+    # only the keyed inner and outer states stay, the key and its pads are wiped
+    pad = bytearray(64)
+    inner, outer = _sha256(), _sha256()
+    for keyed, byte in ((inner, 0x36), (outer, 0x5C)):
+        for i in _range(64):
+            pad[i] = (key[i] if i < _len(key) else 0) ^ byte
+        keyed.update(pad)
+    pad[:] = bytes(64)
+    key[:] = bytes(_len(key))
+    seq = [0]
+    # numbered and written under one lock: an audit finding written from another thread
+    # must not take a number out of order (the controller would call that a relay), and a
+    # record made while one is being written in this thread (the gc callback runs at any
+    # allocation) waits for it in `pending`; a fork's child starts afresh (the parent's
+    # lock may be held by a thread it lacks)
+    lock, writing, pending = [_thread.RLock()], [False], []
+
+    def after_fork():
+        lock[0], writing[0] = _thread.RLock(), False
+        del pending[:]
+
+    at_fork = getattr(os, "register_at_fork", None)
+    if at_fork is not None:
+        at_fork(after_in_child=after_fork)
+
+    def emit(record):
+        record["p"], record["q"] = _getpid(), seq[0]
+        seq[0] += 1
+        body = _dumps(record).encode("utf-8", "replace")
+        mac_in = inner.copy()
+        mac_in.update(body)
+        mac = outer.copy()
+        mac.update(mac_in.digest())
+        data = mac.hexdigest().encode("ascii") + b" " + body + b"\n"
+        try:
+            while data:
+                data = data[_write(fd, data):]
+        except OSError:
+            pass
+
+    def write(record):
+        with lock[0]:
+            if writing[0]:
+                pending.append(record)
+                return
+            writing[0] = True
+            try:
+                emit(record)
+                while pending:
+                    emit(pending.pop(0))
+            finally:
+                writing[0] = False
+
+    return write
+
+
+def _install(write, manifest, runner="pytest"):
     """The plugin object (pytest), or None once unittest's outcome path is wrapped
-    (`runner` "unittest"); everything it knows is in this function's closures."""
+    (`runner` "unittest"); everything it knows is in this function's closures, and
+    `write` (`_writer`) is how it writes a record."""
     import builtins
     import types
 
@@ -635,68 +760,6 @@ def _install(fd, nonce, key, manifest, runner="pytest"):
     _gettrace, _getprofile = sys.gettrace, sys.getprofile
     import hashlib
     _sha256 = hashlib.sha256
-
-    # Every record is authenticated with the controller's key and numbered per process:
-    # code that rewires this process's descriptors (a pipe dup2'd over the channel, a
-    # relay that edits what passes) sees neither the key nor the nonce, so it can forward
-    # records, but any it changes, drops, repeats or makes up is caught by the controller
-    # (results.ResultsChannel.collect).
-    # HMAC-SHA256 (RFC 2104) on hashlib's C objects, whose methods no code can replace
-    # (the hmac module's class is Python: a patched method would see the keyed state);
-    # only the keyed inner and outer states stay, the key and its pads are wiped
-    _getpid = os.getpid
-    pad = bytearray(64)
-    inner, outer = _sha256(), _sha256()
-    for keyed, byte in ((inner, 0x36), (outer, 0x5C)):
-        for i in _range(64):
-            pad[i] = (key[i] if i < _len(key) else 0) ^ byte
-        keyed.update(pad)
-    pad[:] = bytes(64)
-    key[:] = bytes(_len(key))
-    seq = [0]
-    # numbered and written under one lock: an audit finding written from another thread
-    # must not take a number out of order (the controller would call that a relay), and a
-    # record made while one is being written in this thread (the gc callback runs at any
-    # allocation) waits for it in `pending`; a fork's child starts afresh (the parent's
-    # lock may be held by a thread it lacks)
-    import _thread
-    lock, writing, pending = [_thread.RLock()], [False], []
-
-    def after_fork():
-        lock[0], writing[0] = _thread.RLock(), False
-        del pending[:]
-
-    at_fork = _getattr(os, "register_at_fork", None)
-    if at_fork is not None:
-        at_fork(after_in_child=after_fork)
-
-    def emit(record):
-        record["p"], record["q"] = _getpid(), seq[0]
-        seq[0] += 1
-        body = _dumps(record).encode("utf-8", "replace")
-        mac_in = inner.copy()
-        mac_in.update(body)
-        mac = outer.copy()
-        mac.update(mac_in.digest())
-        data = mac.hexdigest().encode("ascii") + b" " + body + b"\n"
-        try:
-            while data:
-                data = data[_write(fd, data):]
-        except OSError:
-            pass
-
-    def write(record):
-        with lock[0]:
-            if writing[0]:
-                pending.append(record)
-                return
-            writing[0] = True
-            try:
-                emit(record)
-                while pending:
-                    emit(pending.pop(0))
-            finally:
-                writing[0] = False
 
     def creation_stamp():
         """The kernel's current time as file times see it (a fresh pipe's ctime): a file
@@ -2760,12 +2823,77 @@ def _chain_sitecustomize():
     spec.loader.exec_module(mod)
 
 
+def _bootstrap(opened):
+    """What pytest's `-p` import finds under this module's name when the module was
+    imported at interpreter start-up: an object whose one hook, when pytest registers it,
+    builds the plugin (`_install`) with the channel `opened` then ((write, manifest)), or
+    opened now (None: a Python wrapper ran pytest in its own process) and registers it.
+    Code that runs before the `-p` import (a repository pytest imports first) and puts
+    another module under this name gets no channel: the controller accepted one
+    connection, this one, and the socket's variable is gone; and when pytest never
+    registers this object, an exit handler writes that as critical."""
+    done = [False]
+    boot = type("MinisandboxResultsStartUp", (object,), {
+        "__slots__": ("__dict__", "__weakref__"),
+        "__doc__": "minisandbox's results plugin, opened at start-up (PYTEST_DONT_REWRITE: already imported)",
+    })()
+    boot.StartUp = StartUp  # the warnings module reads the -W category from what the import returns
+    boot.__loader__ = None
+
+    def pytest_plugin_registered(plugin, manager):
+        if plugin is not boot or done[0]:
+            return
+        done[0] = True
+        for name in list(sys.modules):
+            if sys.modules.get(name) is boot:
+                del sys.modules[name]
+        if opened is None:
+            os.environ.pop(RUNNER_VAR, None)
+            now = _open_channel()
+            if now is None:
+                return
+            write, manifest = _writer(now[0], now[2]), now[3]
+        else:
+            _restore_env(("PYTEST_ADDOPTS",))  # pytest has read its options
+            write, manifest = opened
+        manager.register(_install(write, manifest), __name__ + ".checks")
+
+    boot.pytest_plugin_registered = pytest_plugin_registered
+    if opened is not None:
+        import atexit
+
+        def never_registered():
+            if not done[0]:
+                opened[0]({"ev": "tampered", "critical": True, "what": (
+                    "pytest never registered the results plugin opened at start-up (something else was "
+                    "imported under its name)")})
+
+        atexit.register(never_registered)
+    return boot
+
+
 def _main():
-    runner = os.environ.pop(RUNNER_VAR, None) or "pytest"
+    runner = os.environ.get(RUNNER_VAR) or "pytest"
+    if runner == "pytest" and _drop_warnoption():
+        # imported at start-up for a pytest run (results.UNITTEST_WARNOPTION): before pytest
+        # and the repository; the channel is opened now only when pytest is the main program
+        if _main_is_pytest():
+            os.environ.pop(RUNNER_VAR, None)
+            opened = _open_channel(("PYTHONPATH", "PYTHONWARNINGS"))
+            if opened is None:
+                _restore_env(("PYTEST_ADDOPTS",))  # no channel: pytest need not import this again
+                return
+            sys.modules[__name__] = _bootstrap((_writer(opened[0], opened[2]), opened[3]))
+            return
+        if os.environ.get(SOCK_VAR):  # else no channel to open: the module stays as it is (reprobe_main)
+            sys.modules[__name__] = _bootstrap(None)  # environment left as it is, for the pytest it runs
+        return
+    os.environ.pop(RUNNER_VAR, None)
     opened = _open_channel()
     if opened is None:
         return
-    plugin = _install(*opened, runner=runner)
+    fd, _nonce, key, manifest = opened
+    plugin = _install(_writer(fd, key), manifest, runner=runner)
     if plugin is None:
         return  # unittest, sympy: this module stays importable (the warnings option names StartUp)
     # pytest takes the plugin from sys.modules after the import; it leaves again once

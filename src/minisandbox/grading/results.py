@@ -48,6 +48,8 @@ SANDBOX_RESULTS_DIR = "/run/minisandbox/results"
 #: category's module while the interpreter starts (CPython 3.6-3.13: before `site` and the
 #: main script, and through `#!/usr/bin/env python` scripts), so no `sitecustomize` or
 #: `.pth` file is needed. The plugin then takes the option out of `sys.warnoptions`.
+#: pytest runs get it too (with `-p`): the plugin opens the channel then, before pytest
+#: imports any repository module, when pytest is the main program.
 UNITTEST_WARNOPTION = f"ignore::{RESULTS_PLUGIN}.StartUp"
 #: SymPy's runner: SWE-bench's test command sets PYTHONWARNINGS itself (`PYTHONWARNINGS=...
 #: bin/test`), so the plugin comes as `sitecustomize` from this subdirectory of the
