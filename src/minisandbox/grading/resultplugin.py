@@ -934,28 +934,18 @@ def _install(write, manifest, runner="pytest"):
         codes.add(run.__code__)  # our wrapper calls the original run, which calls the recorder
         # right before the test method (after startTest, which writes to a stream library
         # code may have replaced, and setUp): the check before the body (check_before)
-        orig_call = TC.__dict__.get("_callTestMethod")  # Python 3.8+
-        if orig_call is not None:
-            def call_test_method(self, method):
-                check_before()
-                check_instance(self)
-                return orig_call(self, method)
-
-            call_test_method.__name__ = "_callTestMethod"
-            call_test_method.__qualname__ = "TestCase._callTestMethod"
-            TC._callTestMethod = call_test_method
-            codes.add(call_test_method.__code__)
+        code = wrap_call_test_method(TC)
+        if code is not None:
+            codes.add(code)
         return Recorder, codes
 
-    def wrap_unittest_in_pytest():
-        """pytest runs a `unittest.TestCase` test's `setUp` and method inside its call
-        phase, after the check before the body: the same check (and the instance's own
-        attributes) right before the test method, in a wrapper of
-        `TestCase._callTestMethod` (Python 3.8+), put in place before the snapshot."""
-        TC = _getattr(sys.modules.get("unittest.case"), "TestCase", None)
+    def wrap_call_test_method(TC):
+        """The check before the body (and the test instance's own attributes) right
+        before the test method, in a wrapper of `TC._callTestMethod`; returns the
+        wrapper's code, or None where the class has no such method (before 3.8)."""
         orig_call = TC.__dict__.get("_callTestMethod") if TC is not None else None
         if orig_call is None:
-            return
+            return None
 
         def call_test_method(self, method):
             check_before()
@@ -965,6 +955,13 @@ def _install(write, manifest, runner="pytest"):
         call_test_method.__name__ = "_callTestMethod"
         call_test_method.__qualname__ = "TestCase._callTestMethod"
         TC._callTestMethod = call_test_method
+        return call_test_method.__code__
+
+    def wrap_unittest_in_pytest():
+        """pytest runs a `unittest.TestCase` test's `setUp` and method inside its call
+        phase, after the check before the body: the same check right before the test
+        method (wrap_call_test_method), put in place before the snapshot."""
+        wrap_call_test_method(_getattr(sys.modules.get("unittest.case"), "TestCase", None))
 
     def after_test(test):
         """The end-of-test check (outcome path: everything captured) and the test
