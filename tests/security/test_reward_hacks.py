@@ -40,7 +40,7 @@ from minisandbox.pipeline.bundled import materialize
 from minisandbox.records import read_tasks
 from minisandbox.sandbox import rootfs
 from minisandbox.sandbox.interpreters import interpreter_binds
-from tests.fixtures.evaluation import copy_runner_pytest, make_system_venv
+from tests.fixtures.evaluation import PYTEST_DISTRIBUTIONS, copy_runner_distributions, make_system_venv
 from tests.fixtures.hostvenv import HostVenvExecutor, LocalLayersExecutor
 from tests.fixtures.rootless_node import run_node_as_user, user_site  # noqa: F401  (fixture)
 from tests.fixtures.sandbox import ROOTLESS_PYTHON, TEST_USER
@@ -182,19 +182,20 @@ def host_venv_executor(repo: Path, root: Path) -> HostVenvExecutor:
     return HostVenvExecutor(snapshot=repo, venv=make_system_venv(root / "venv"), testbed=root / "testbed")
 
 
-def root_layers_executor(repo: Path, root: Path) -> LocalLayersExecutor:
+def root_layers_executor(repo: Path, root: Path, distributions: tuple[str, ...] = ()) -> LocalLayersExecutor:
     """`layers_executor` with its venv layer at `root`/layer-venv; skips unless root
     (the sandbox half of each hack test file)."""
     if os.geteuid() != 0:
         pytest.skip("sandboxes as root")
-    return layers_executor(repo, root / "layer-venv")
+    return layers_executor(repo, root / "layer-venv", distributions)
 
 
-def executor_fixtures(task_fixture: str, prefix: str):
+def executor_fixtures(task_fixture: str, prefix: str, distributions: tuple[str, ...] = ()):
     """The executor fixtures of a hack test module over its module-scoped task fixture
     named `task_fixture` (a dict with "repo" and "root"), to be bound as `<prefix>_host`,
     `<prefix>_sandbox` and `<prefix>_executor`: a host venv, root layers (root only), and
-    one parametrised over both."""
+    one parametrised over both. `distributions`: the runner's installed distributions the
+    tests import besides pytest (the host venv sees them; the sandbox's venv gets copies)."""
 
     @pytest.fixture(scope="module", name=f"{prefix}_host")
     def host(request):
@@ -205,7 +206,7 @@ def executor_fixtures(task_fixture: str, prefix: str):
     def sandbox(request):
         """The repo and a venv at the canonical path over this interpreter, as layers."""
         task = request.getfixturevalue(task_fixture)
-        return root_layers_executor(task["repo"], task["root"])
+        return root_layers_executor(task["repo"], task["root"], distributions)
 
     @pytest.fixture(params=["host", pytest.param("sandbox", marks=pytest.mark.root)], name=f"{prefix}_executor")
     def either(request):
@@ -214,9 +215,10 @@ def executor_fixtures(task_fixture: str, prefix: str):
     return host, sandbox, either
 
 
-def layers_executor(repo: Path, venv: Path) -> LocalLayersExecutor:
+def layers_executor(repo: Path, venv: Path, distributions: tuple[str, ...] = ()) -> LocalLayersExecutor:
     """A sandbox executor over `repo` and a venv layer made at `venv`, built at the
-    canonical path over this interpreter (pytest from its site-packages)."""
+    canonical path over this interpreter (pytest, and `distributions`, copied from the
+    runner's site-packages)."""
     version, prefix = platform.python_version(), sys.base_prefix  # this interpreter: pytest is installed here
     venv.mkdir()
     binds = [rootfs.Bind(str(venv), VENV_PATH, False), *interpreter_binds(version, prefix)]
@@ -228,7 +230,8 @@ def layers_executor(repo: Path, venv: Path) -> LocalLayersExecutor:
         network="none",
     )
     assert code == 0
-    copy_runner_pytest(venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages")
+    site_packages = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    copy_runner_distributions(site_packages, PYTEST_DISTRIBUTIONS + distributions)
     add_pytest_script(venv, f"{VENV_PATH}/bin/python")
     return LocalLayersExecutor(
         layers={REPO_PATH: repo, VENV_PATH: venv}, interpreter={"version": version, "prefix": prefix}
@@ -327,7 +330,7 @@ def rootless_task(task, rootless_user, user_site):
             capture_output=True,
             text=True,
         ).stdout.strip()
-        copy_runner_pytest(venv / "lib" / f"python{ver}" / "site-packages")
+        copy_runner_distributions(venv / "lib" / f"python{ver}" / "site-packages")
         add_pytest_script(venv, str(python))
     subprocess.run(["chown", "-R", f"{TEST_USER}:{TEST_USER}", str(base)], check=True)
     paths = {

@@ -530,7 +530,8 @@ def task(tmp_path_factory):
     }
 
 
-helpers_host, helpers_sandbox, helpers_executor = executor_fixtures("task", "helpers")
+#: the numpy tests import the runner's numpy (Debian's python3, CI's base interpreter, has none)
+helpers_host, helpers_sandbox, helpers_executor = executor_fixtures("task", "helpers", ("numpy",))
 
 
 @pytest.mark.parametrize("mode", MODES)
