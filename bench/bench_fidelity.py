@@ -910,7 +910,17 @@ TEST_CAUSES = [
     ),
     ("pkg_resources missing (setuptools drift)", r"No module named '?pkg_resources"),
     ("/tmp and /testbed on different mounts (rename: EXDEV)", r"Invalid cross-device link"),
-    ("test plugin not installed: fixture not found (the spec does not install it)", r"fixture '\w+' not found"),
+    (
+        # requests 2.10-2.22: `pytest.mark.xfail(...)` as a parametrize value; the spec's
+        # unpinned `pytest` is today's, which refuses it, and collection stops there
+        "collection error: a mark used as a parametrize value, refused by the spec's unpinned (newer) pytest",
+        r"TypeError: object of type 'MarkDecorator' has no len\(\)",
+    ),
+    (
+        # a conftest fixture that wraps the plugin's own (requests' `httpbin`) recurses without it
+        "test plugin not installed: fixture not found (the spec does not install it)",
+        r"fixture '\w+' not found|recursive dependency involving fixture '\w+' detected",
+    ),
     ("ANSI colours off in the sandbox (TERM=dumb)", r"AssertionError: assert '[^'\n]*' == '[^'\n]*\\x1b\["),
     (
         "upstream: `executing` cannot read pytest-rewritten asserts on Python < 3.11",

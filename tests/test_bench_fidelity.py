@@ -663,6 +663,26 @@ def test_a_passing_tests_name_is_not_evidence_of_a_cause(bf, tmp_path):
     assert bf.classify_tests(result).startswith("install residue lost")
 
 
+def test_a_collection_error_is_classed_by_its_cause_before_what_the_rest_run_shows(bf, tmp_path):
+    """requests 2.22's whole suite stops at a mark used as a parametrize value (today's
+    pytest refuses it); past it, the run shows tests reaching for the network and a conftest
+    fixture that wraps pytest-httpbin's, which the spec does not install."""
+    log, diag = tmp_path / "t.log", tmp_path / "d.log"
+    log.write_text(
+        "E   TypeError: object of type 'MarkDecorator' has no len()\n"
+        "ERROR tests/test_utils.py::TestSuperLen - TypeError: object of type 'MarkDeco...\n"
+        "!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!\n"
+    )
+    diag.write_text(
+        "E       recursive dependency involving fixture 'httpbin' detected\n"
+        "E   requests.exceptions.ConnectionError: [Errno 101] Network is unreachable\n"
+    )
+    result = {"pass_rate": 0.0, "test_log": str(log), "diag_log": str(diag)}
+    assert bf.classify_tests(result).startswith("collection error: a mark used as a parametrize value")
+    result["test_log"] = str(diag)
+    assert bf.classify_tests(result).startswith("test plugin not installed")
+
+
 def test_failures_that_pass_when_their_files_run_alone_are_order_dependent(bf, tmp_path):
     diag = tmp_path / "d.log"
     diag.write_text("tests/x/test_studio.py::test_post PASSED [100%]\n=== 1 passed in 0.5s ===\n")
