@@ -683,6 +683,14 @@ def test_a_collection_error_is_classed_by_its_cause_before_what_the_rest_run_sho
     assert bf.classify_tests(result).startswith("test plugin not installed")
 
 
+def test_code_older_than_the_specs_python_is_classed_so(bf, tmp_path):
+    """requests 1.x under the spec's Python 3.9: every request fails in http.client."""
+    log = tmp_path / "t.log"
+    log.write_text("E   TypeError: __init__() got an unexpected keyword argument 'strict'\n")
+    result = {"pass_rate": 0.3, "test_log": str(log)}
+    assert bf.classify_tests(result).startswith("the spec's Python is newer than the code")
+
+
 def test_failures_that_pass_when_their_files_run_alone_are_order_dependent(bf, tmp_path):
     diag = tmp_path / "d.log"
     diag.write_text("tests/x/test_studio.py::test_post PASSED [100%]\n=== 1 passed in 0.5s ===\n")
