@@ -881,6 +881,10 @@ def classify_build(error: str, log_text: str) -> str:
         ("mirror", r"mirror failed|git clone.*failed|Could not resolve host: github"),
         ("build: the spec's requirements file is not in the tree", r"requirements file .* not found in the snapshot"),
         ("build: pkg_resources missing (setuptools drift)", r"No module named '?pkg_resources"),
+        (  # requests 0.7-0.9's setup.py imports the package, which imports `cookielib`
+            "build: the code is Python 2's (the spec's Python 3 cannot run its setup.py)",
+            r"No module named '(?:cookielib|urllib2|httplib|urlparse|StringIO|ConfigParser|Queue)'",
+        ),
         (
             "build: build backend drift (today's release rejects the repo's config)",
             r"flit_core|\[tool\.flit\.metadata\]|ConfigError|invalid pyproject|backend.*(?:rejected|unsupported)",
@@ -922,6 +926,11 @@ TEST_CAUSES = [
         r"fixture '\w+' not found|recursive dependency involving fixture '\w+' detected",
     ),
     ("ANSI colours off in the sandbox (TERM=dumb)", r"AssertionError: assert '[^'\n]*' == '[^'\n]*\\x1b\["),
+    (
+        # requests 0.11's tests/test_requests_async.py: `from requests import async` (a keyword since 3.7)
+        "the spec's Python is newer than the code: a test module does not compile under it",
+        r"(?m)^E\s+SyntaxError: invalid syntax",
+    ),
     (
         # requests 1.x: its bundled urllib3 passes `strict`, gone from http.client since 3.4
         "the spec's Python is newer than the code: http.client has no `strict` since Python 3.4",

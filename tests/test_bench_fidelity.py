@@ -688,7 +688,14 @@ def test_code_older_than_the_specs_python_is_classed_so(bf, tmp_path):
     log = tmp_path / "t.log"
     log.write_text("E   TypeError: __init__() got an unexpected keyword argument 'strict'\n")
     result = {"pass_rate": 0.3, "test_log": str(log)}
-    assert bf.classify_tests(result).startswith("the spec's Python is newer than the code")
+    assert bf.classify_tests(result).startswith("the spec's Python is newer than the code: http.client")
+    log.write_text(  # requests 0.11: `async` is a keyword since Python 3.7
+        'E     File "/testbed/tests/test_requests_async.py", line 14\n'
+        "E       from requests import async\n"
+        "E   SyntaxError: invalid syntax\n"
+        "!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!\n"
+    )
+    assert bf.classify_tests(result).startswith("the spec's Python is newer than the code: a test module")
 
 
 def test_failures_that_pass_when_their_files_run_alone_are_order_dependent(bf, tmp_path):
@@ -742,6 +749,10 @@ def test_a_runner_that_hands_over_to_pytest_is_counted_with_pytests_parser(bf):
             "build: a git dependency's mirror lacks",
         ),
         ("fatal: Could not resolve host: github.com", "mirror"),
+        (  # requests 0.7's setup.py under the spec's Python 3.9
+            "      ModuleNotFoundError: No module named 'cookielib'\nerror: metadata-generation-failed\n",
+            "build: the code is Python 2's",
+        ),
     ],
 )
 def test_a_build_failure_of_the_install_is_told_from_a_mirror_failure(bf, log, cause):
