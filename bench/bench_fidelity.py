@@ -915,7 +915,7 @@ TEST_CAUSES = [
     ("pkg_resources missing (setuptools drift)", r"No module named '?pkg_resources"),
     ("/tmp and /testbed on different mounts (rename: EXDEV)", r"Invalid cross-device link"),
     (
-        # requests 2.10-2.22: `pytest.mark.xfail(...)` as a parametrize value; the spec's
+        # requests 2.9-2.22: `pytest.mark.xfail(...)` as a parametrize value; the spec's
         # unpinned `pytest` is today's, which refuses it, and collection stops there
         "collection error: a mark used as a parametrize value, refused by the spec's unpinned (newer) pytest",
         r"TypeError: object of type 'MarkDecorator' has no len\(\)",
