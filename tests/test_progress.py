@@ -48,6 +48,21 @@ def test_the_final_line_is_printed_once_and_only_when_it_adds_something(monkeypa
     assert len(set(lines)) == len(lines)
 
 
+def test_updates_too_small_to_change_the_shown_counts_print_no_line(monkeypatch) -> None:
+    """Chunks of a few KiB of a MiB total round to the same shown numbers: a line that
+    repeats the last one's counts says nothing and is not printed (no two lines alike)."""
+    monkeypatch.setenv("MINISANDBOX_PROGRESS", "lines")
+    out = _Pipe()
+    with Progress("push", 1 << 20, stream=out, interval=0) as p:
+        p.update(1_000_000)
+        for _ in range(5):
+            p.update(10)  # still "977k" done
+        p.update((1 << 20) - p.n)
+    lines = out.getvalue().splitlines()
+    assert [line.split(" ", 2)[1] for line in lines] == ["977k/1.00M", "1.00M/1.00M"], lines
+    assert len(set(lines)) == len(lines), lines
+
+
 def test_a_fixed_total_never_grows_and_finish_settles_on_the_work_done(monkeypatch) -> None:
     monkeypatch.setenv("MINISANDBOX_PROGRESS", "lines")
     out = _Pipe()

@@ -70,7 +70,7 @@ class Progress:
         self.total = total
         self.n = 0
         self.lines = 0  # plain lines printed (tests read it)
-        self._printed: tuple[int, int | None] | None = None  # (done, total) the last plain line showed
+        self._printed: tuple[str, str] | None = None  # (done, total) as the last plain line showed them
         self._t0 = time.monotonic()
         self._last = self._t0
         self._lock = threading.Lock()
@@ -122,7 +122,7 @@ class Progress:
                 bar.update(n)
             elif self.mode == "lines":
                 now = time.monotonic()
-                if now - self._last >= self.interval:
+                if now - self._last >= self.interval and self._counts() != self._printed:
                     self._last = now
                     self._print_line(now)
 
@@ -149,7 +149,7 @@ class Progress:
             if self._bar is not None:
                 self._bar.close()
                 self._bar = None
-            elif self.mode == "lines" and self.lines and self._printed != (self.n, self.total):
+            elif self.mode == "lines" and self.lines and self._printed != self._counts():
                 self._print_line(time.monotonic())  # the final numbers, unless just shown
 
     def __enter__(self) -> Progress:
@@ -176,7 +176,20 @@ class Progress:
             bar_format=fmt,
         )
 
+    def _counts(self) -> tuple[str, str]:
+        """Done and total as a line shows them. Why: small updates (a few KiB of a MiB
+        total) round to the same shown numbers; a line repeating the last one's counts says
+        nothing new, so it is not printed, and no two plain lines are ever the same."""
+        from tqdm import tqdm
+
+        def shown(n: int | None) -> str:
+            if n is None or self.unit != "B":
+                return str(n)
+            return tqdm.format_sizeof(n, divisor=1024)
+
+        return shown(self.n), shown(self.total or None)
+
     def _print_line(self, now: float) -> None:
         print(self.line(now), file=self.stream, flush=True)
         self.lines += 1
-        self._printed = (self.n, self.total)
+        self._printed = self._counts()
