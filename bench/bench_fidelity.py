@@ -955,10 +955,13 @@ ORDER_DEPENDENT = "order-dependent: the failing tests pass when their files run 
 PASSING_LINE = re.compile(r"(?m)^\S+::\S.* (?:PASSED|SKIPPED|XFAIL|XPASS)\b.*$")
 
 
-def own_missing_module(text: str, repo_tree: Path | None) -> str | None:
+def own_missing_module(text: str, repo_tree: Path | None) -> tuple[str, str | None] | None:
     """A module of the project itself (`pkg.sub` with `pkg/` in the snapshot but no
-    `pkg/sub`) that fails to import: only the install can have made it, so its loss is
-    install residue (e.g. pyfiglet's `pyfiglet/fonts`, copied by setup.py)."""
+    `pkg/sub`) that fails to import, and where the tree has a module of that name elsewhere
+    in `pkg` (dotted), if it does. Not there at all: only the install can have made it, so
+    its loss is install residue (e.g. pyfiglet's `pyfiglet/fonts`, copied by setup.py).
+    Elsewhere: the module moved and a test still imports it by its old name (sqlfluff
+    1.4's plugin example imports `sqlfluff.testing`, by then `sqlfluff.utils.testing`)."""
     if repo_tree is None or not repo_tree.is_dir():
         return None
     for mod in re.findall(r"No module named '([\w.]+)'", text):
@@ -969,7 +972,13 @@ def own_missing_module(text: str, repo_tree: Path | None) -> str | None:
             pkg = base.joinpath(*parts[:-1])
             leaf = pkg / parts[-1]
             if pkg.is_dir() and not leaf.exists() and not leaf.with_suffix(".py").exists():
-                return mod
+                top = base / parts[0]
+                moved = sorted(
+                    ".".join(found.relative_to(base).with_suffix("").parts)
+                    for found in [*top.rglob(parts[-1]), *top.rglob(parts[-1] + ".py")]
+                    if found.is_file() or (found / "__init__.py").is_file()
+                )
+                return mod, (moved[0] if moved else None)
     return None
 
 
@@ -995,7 +1004,10 @@ def classify_tests(result: dict[str, Any], repo_tree: Path | None = None) -> str
     for label, pattern in TEST_CAUSES[:2]:
         if re.search(pattern, text):
             return label
-    if mod := own_missing_module(text, repo_tree):
+    if missing := own_missing_module(text, repo_tree):
+        mod, moved = missing
+        if moved:
+            return f"upstream: a test imports `{mod}`, which this tag has as `{moved}`"
         return f"install residue lost (`{mod}` made by the install, missing in /testbed)"
     if result.get("probe"):
         return result["probe"]

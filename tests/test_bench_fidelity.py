@@ -663,6 +663,22 @@ def test_a_passing_tests_name_is_not_evidence_of_a_cause(bf, tmp_path):
     assert bf.classify_tests(result).startswith("install residue lost")
 
 
+def test_a_missing_module_of_the_project_is_residue_unless_it_moved(bf, tmp_path):
+    """`pkg.sub` missing from a snapshot that has `pkg/`: install residue (pyfiglet's fonts,
+    copied by setup.py), unless the tree has `sub` elsewhere in `pkg` (sqlfluff 1.4's plugin
+    example imports `sqlfluff.testing`, by then `sqlfluff.utils.testing`): a stale test."""
+    tree = tmp_path / "tree"
+    (tree / "src" / "sqlfluff" / "utils" / "testing").mkdir(parents=True)
+    (tree / "src" / "sqlfluff" / "utils" / "testing" / "__init__.py").write_text("")
+    (tree / "pyfiglet").mkdir()
+    log = tmp_path / "t.log"
+    result = {"pass_rate": 0.0, "test_log": str(log)}
+    log.write_text("E   ModuleNotFoundError: No module named 'sqlfluff.testing'\nInterrupted: 1 error during collection\n")
+    assert bf.classify_tests(result, tree) == "upstream: a test imports `sqlfluff.testing`, which this tag has as `sqlfluff.utils.testing`"
+    log.write_text("E   ModuleNotFoundError: No module named 'pyfiglet.fonts'\nInterrupted: 1 error during collection\n")
+    assert bf.classify_tests(result, tree) == "install residue lost (`pyfiglet.fonts` made by the install, missing in /testbed)"
+
+
 def test_a_collection_error_is_classed_by_its_cause_before_what_the_rest_run_shows(bf, tmp_path):
     """requests 2.22's whole suite stops at a mark used as a parametrize value (today's
     pytest refuses it); past it, the run shows tests reaching for the network and a conftest
