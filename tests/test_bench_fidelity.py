@@ -679,6 +679,20 @@ def test_a_missing_module_of_the_project_is_residue_unless_it_moved(bf, tmp_path
     assert bf.classify_tests(result, tree) == "install residue lost (`pyfiglet.fonts` made by the install, missing in /testbed)"
 
 
+def test_sphinx_extensions_newer_than_the_spec_s_sphinx_are_named(bf, tmp_path):
+    """sphinx 4.5's spec leaves sphinxcontrib-* unpinned: every build of a test app fails
+    with their version requirement, under a traceback that also shows `except ImportError`."""
+    log = tmp_path / "t.log"
+    log.write_text(
+        "            except ImportError as err:\n"
+        "E       sphinx.errors.VersionRequirementError: The sphinxcontrib.applehelp extension used by "
+        "this project needs at least Sphinx v5.0; it therefore cannot be built with this version.\n"
+        "=== 31 failed, 420 passed, 1308 errors in 300.0s ===\n"
+    )
+    result = {"pass_rate": 0.24, "test_log": str(log)}
+    assert bf.classify_tests(result) == "the spec leaves sphinxcontrib-* unpinned: the releases it gets need a newer Sphinx"
+
+
 def test_a_collection_error_is_classed_by_its_cause_before_what_the_rest_run_shows(bf, tmp_path):
     """requests 2.22's whole suite stops at a mark used as a parametrize value (today's
     pytest refuses it); past it, the run shows tests reaching for the network and a conftest
