@@ -693,6 +693,21 @@ def test_sphinx_extensions_newer_than_the_spec_s_sphinx_are_named(bf, tmp_path):
     assert bf.classify_tests(result) == "the spec leaves sphinxcontrib-* unpinned: the releases it gets need a newer Sphinx"
 
 
+def test_colours_off_and_docutils_drift_are_told_apart(bf, tmp_path):
+    """Colours expected but absent (TERM=dumb) is one cause; sphinx 3.4's unexpected coloured
+    warnings compared with '' under a newer docutils are another."""
+    log = tmp_path / "t.log"
+    result = {"pass_rate": 0.5, "test_log": str(log)}
+    log.write_text("E   AssertionError: assert 'hello' == '\\x1b[31mhello\\x1b[0m'\n=== 1 failed, 1 passed ===\n")
+    assert bf.classify_tests(result) == "ANSI colours off in the sandbox (TERM=dumb)"
+    log.write_text(
+        "E   AssertionError: assert '' == '\\x1b[91mWARNING: node class 'meta' is already registered\\x1b[39;49;00m\\n'\n"
+        "E   AssertionError: did not find any node matching xpath \".//div[@class='figure align-default']/p\" in file index.html\n"
+        "=== 131 failed, 1487 passed ===\n"
+    )
+    assert bf.classify_tests(result) == "the spec leaves docutils unpinned: the release it gets is newer than the code"
+
+
 def test_a_collection_error_is_classed_by_its_cause_before_what_the_rest_run_shows(bf, tmp_path):
     """requests 2.22's whole suite stops at a mark used as a parametrize value (today's
     pytest refuses it); past it, the run shows tests reaching for the network and a conftest
