@@ -673,10 +673,20 @@ def test_a_missing_module_of_the_project_is_residue_unless_it_moved(bf, tmp_path
     (tree / "pyfiglet").mkdir()
     log = tmp_path / "t.log"
     result = {"pass_rate": 0.0, "test_log": str(log)}
-    log.write_text("E   ModuleNotFoundError: No module named 'sqlfluff.testing'\nInterrupted: 1 error during collection\n")
-    assert bf.classify_tests(result, tree) == "upstream: a test imports `sqlfluff.testing`, which this tag has as `sqlfluff.utils.testing`"
-    log.write_text("E   ModuleNotFoundError: No module named 'pyfiglet.fonts'\nInterrupted: 1 error during collection\n")
-    assert bf.classify_tests(result, tree) == "install residue lost (`pyfiglet.fonts` made by the install, missing in /testbed)"
+    log.write_text(
+        "E   ModuleNotFoundError: No module named 'sqlfluff.testing'\nInterrupted: 1 error during collection\n"
+    )
+    assert (
+        bf.classify_tests(result, tree)
+        == "upstream: a test imports `sqlfluff.testing`, which this tag has as `sqlfluff.utils.testing`"
+    )
+    log.write_text(
+        "E   ModuleNotFoundError: No module named 'pyfiglet.fonts'\nInterrupted: 1 error during collection\n"
+    )
+    assert (
+        bf.classify_tests(result, tree)
+        == "install residue lost (`pyfiglet.fonts` made by the install, missing in /testbed)"
+    )
 
 
 def test_sphinx_extensions_newer_than_the_spec_s_sphinx_are_named(bf, tmp_path):
@@ -690,7 +700,10 @@ def test_sphinx_extensions_newer_than_the_spec_s_sphinx_are_named(bf, tmp_path):
         "=== 31 failed, 420 passed, 1308 errors in 300.0s ===\n"
     )
     result = {"pass_rate": 0.24, "test_log": str(log)}
-    assert bf.classify_tests(result) == "the spec leaves sphinxcontrib-* unpinned: the releases it gets need a newer Sphinx"
+    assert (
+        bf.classify_tests(result)
+        == "the spec leaves sphinxcontrib-* unpinned: the releases it gets need a newer Sphinx"
+    )
 
 
 def test_colours_off_and_docutils_drift_are_told_apart(bf, tmp_path):
