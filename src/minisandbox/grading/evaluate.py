@@ -49,7 +49,7 @@ from minisandbox.grading.evalscript import (
     test_files_of,
     whole_suite_command,
 )
-from minisandbox.grading.gradedstate import graded_state
+from minisandbox.grading.gradedstate import graded_state, read_snapshot_file
 from minisandbox.grading.grading import Reason, dumps, make_report, make_run_summary, swebench_view
 from minisandbox.grading.official import GradingMode, check_official
 from minisandbox.grading.results import (
@@ -107,10 +107,9 @@ class Executor(Protocol):
 
 
 def _read_reference(ref: Path, rel: str) -> bytes | None:
-    path = ref / rel
-    if path.is_symlink() or not path.is_file():
-        return None
-    return path.read_bytes()
+    """`rel` of the snapshot, or None; never a host file outside it (`read_snapshot_file`:
+    `rel` is the task record's, the layer's symlinks are the store's)."""
+    return read_snapshot_file(ref, rel)
 
 
 def plan_script(

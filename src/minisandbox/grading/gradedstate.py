@@ -33,6 +33,7 @@ import ast
 import hashlib
 import os
 import re
+import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -148,6 +149,72 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+#: Symbolic links followed at most in one path of a snapshot (the kernel's own limit).
+_MAX_LINKS = 40
+
+
+def read_snapshot_file(root: Path | str, rel: str) -> bytes | None:
+    """The bytes of the regular file `rel` of the snapshot `root`, read on the controller,
+    or None: absent, not a regular file, itself a symlink, or a path that leaves `root`.
+
+    Why not `(root / rel).read_bytes()`: `rel` comes from the task record (test ids, the
+    test patch's headers), which the store's index or a task file supplies, and the layer
+    may hold symlinks with any target (node.restore: they are meant to resolve inside the
+    sandbox). Joined and followed on the host, an absolute or `..` path, or a directory
+    linked to `/etc`, read (as root) any host file into the eval script, and a test patch
+    header through such a link made `_apply_test_patch` write the layer's bytes to any host
+    path. So: no absolute path and no `..` in `rel`; a symlinked directory is followed only
+    when its target is relative and stays inside `root` (as the sandbox resolves it at the
+    mount path); the last component is opened with O_NOFOLLOW and must be a regular file."""
+    if not rel or rel.startswith("/") or "\0" in rel:
+        return None
+    todo = [p for p in rel.split("/") if p not in ("", ".")]
+    if not todo or ".." in todo:
+        return None
+    done: list[str] = []  # components checked to be real directories of the snapshot
+    links = 0
+    while todo:
+        name = todo.pop(0)
+        if name == "..":  # from a link's target, resolved against directories already checked
+            if not done:
+                return None
+            done.pop()
+            continue
+        path = os.path.join(root, *done, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            links += 1
+            if not todo or links > _MAX_LINKS:  # the file itself is a link: not read (as before)
+                return None
+            try:
+                target = os.readlink(path)
+            except OSError:
+                return None
+            if target.startswith("/") or "\0" in target:
+                return None
+            todo = [p for p in target.split("/") if p not in ("", ".")] + todo
+            continue
+        if todo and not stat.S_ISDIR(st.st_mode):
+            return None
+        done.append(name)
+    if not done:
+        return None
+    try:
+        fd = os.open(os.path.join(root, *done), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
+
+
 def _conftests(reference: Path) -> dict[str, bytes]:
     """Every `conftest.py` of the snapshot (repo-relative path -> content)."""
     out: dict[str, bytes] = {}
@@ -167,7 +234,8 @@ def _apply_test_patch(files: dict[str, bytes | None], test_patch: str) -> dict[s
     with tempfile.TemporaryDirectory(prefix="minisandbox-graded-") as tmp:
         root = Path(tmp)
         for rel, content in files.items():
-            if content is not None:
+            # (a record's path is never joined to a host directory unchecked: read_snapshot_file)
+            if content is not None and not rel.startswith("/") and ".." not in rel.split("/"):
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
                 (root / rel).write_bytes(content)
         env = {
@@ -181,8 +249,7 @@ def _apply_test_patch(files: dict[str, bytes | None], test_patch: str) -> dict[s
             return dict(files)
         out: dict[str, bytes | None] = {}
         for rel in files:
-            p = root / rel
-            out[rel] = p.read_bytes() if p.is_file() else None
+            out[rel] = read_snapshot_file(root, rel)  # (the test patch may make symlinks)
         return out
 
 
@@ -207,10 +274,9 @@ class GradedState:
     def _source(self, rel: str) -> bytes | None:
         if rel in self.files:
             return self.files[rel]
-        if self.reference is None or rel.startswith("/") or ".." in rel.split("/"):
+        if self.reference is None:
             return None
-        p = self.reference / rel
-        return p.read_bytes() if p.is_file() and not p.is_symlink() else None
+        return read_snapshot_file(self.reference, rel)
 
     def _marks(self, rel: str) -> _Marks | None:
         if rel not in self._cache:
@@ -280,10 +346,10 @@ def graded_state(script: EvalScript, reference: Path, tests: list[str]) -> Grade
         files = _apply_test_patch(files, script.test_patch)
     graded: dict[str, bytes] = {k: v for k, v in _conftests(reference).items()}
     for rel in test_files_of(tests):
-        if rel not in files and not rel.startswith("/") and ".." not in rel.split("/"):
-            p = reference / rel
-            if p.is_file() and not p.is_symlink():
-                graded[rel] = p.read_bytes()
+        if rel not in files:
+            content = read_snapshot_file(reference, rel)
+            if content is not None:
+                graded[rel] = content
     graded.update({k: v for k, v in files.items() if v is not None})
     for k, v in files.items():
         if v is None:

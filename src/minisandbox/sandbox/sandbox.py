@@ -69,7 +69,18 @@ DEFAULT_ENV = {
     "PIP_NO_INPUT": "1",
 }
 
-GIT = "git -c safe.directory='*' -c core.quotepath=off"
+GIT = "git -c safe.directory='*' -c core.quotepath=off -c core.fsmonitor=false"
+
+#: The start of every script that snapshots or diffs the repository in a sandbox: the host
+#: system's tools first on PATH, and no git configuration but the repository's own. The
+#: agent can write its venv's `bin/` (first on the sandbox's PATH) and its `$HOME`: a `git`
+#: or `mktemp` planted there, or a `~/.gitconfig` with `diff.noprefix`, made `diff()` run
+#: the agent's program or return a patch that `git apply -p1` reads otherwise. (The patch
+#: is the agent's to write anyway, so this is about a faithful diff, not about rewards.)
+_GIT_PRELUDE = (
+    "PATH=/usr/local/bin:/usr/bin:/bin; GIT_CONFIG_NOSYSTEM=1; GIT_CONFIG_GLOBAL=/dev/null; "
+    "export PATH GIT_CONFIG_NOSYSTEM GIT_CONFIG_GLOBAL; "
+)
 
 
 class Layer(
@@ -943,16 +954,16 @@ class Sandbox:
         repo = self.config.repo_path
         excludes = " ".join(shlex.quote(f":(exclude,glob){p}") for p in self.config.diff_excludes)
         script = (
-            f"set -e; cd {shlex.quote(repo)}; "
+            f"{_GIT_PRELUDE}set -e; cd {shlex.quote(repo)}; "
             f"if [ -e .git ]; then gd=$({GIT} rev-parse --git-dir); else gd=/tmp/.minisandbox-start.git; "
-            f"  export GIT_DIR=$gd GIT_WORK_TREE={shlex.quote(repo)}; [ -d $gd ] || git init -q; fi; "
+            f"  export GIT_DIR=$gd GIT_WORK_TREE={shlex.quote(repo)}; [ -d $gd ] || {GIT} init -q; fi; "
             "export GIT_INDEX_FILE=$(mktemp /tmp/.minisandbox-index.XXXXXX); "
             "trap 'rm -f $GIT_INDEX_FILE' EXIT; "
             "[ -f $gd/index ] && cp $gd/index $GIT_INDEX_FILE || rm -f $GIT_INDEX_FILE; "
             f"{GIT} add -A -- . {excludes} && {GIT} write-tree"
         )
         res = self.run(
-            ["bash", "-c", script],
+            ["/bin/sh", "-c", script],
             cwd="/",
             timeout=600,
             _mark=False,
@@ -1001,14 +1012,17 @@ class Sandbox:
         now = self._git_tree()
         if now == self._start_tree:
             return ""
+        # (git's stderr stays out of the patch: shown only when git fails)
         res = self.run(
             [
-                "bash",
+                "/bin/sh",
                 "-c",
-                f"cd {shlex.quote(self.config.repo_path)}; "
+                f"{_GIT_PRELUDE}cd {shlex.quote(self.config.repo_path)} || exit 1; "
                 f"if [ ! -e .git ]; then export GIT_DIR=/tmp/.minisandbox-start.git "
                 f"GIT_WORK_TREE={shlex.quote(self.config.repo_path)}; fi; "
-                f"{GIT} diff --binary --no-color --no-ext-diff --no-renames {self._start_tree} {now}",
+                "e=$(mktemp) || exit 1; trap 'rm -f \"$e\"' EXIT; "
+                f"{GIT} diff --binary --no-color --no-ext-diff --no-renames --src-prefix=a/ --dst-prefix=b/ "
+                f'{self._start_tree} {now} 2>"$e" || {{ cat "$e"; exit 1; }}',
             ],
             cwd="/",
             timeout=600,
