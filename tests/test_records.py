@@ -128,6 +128,8 @@ MALFORMED: list[tuple[str, Any, str]] = [
     ("missing instance_id", drop(smith(), "instance_id"), "instance_id"),
     ("instance_id not a string", smith(iid=12345), "instance_id"),  # type: ignore[arg-type]
     ("instance_id with a slash", smith(iid="a/b"), "instance_id"),
+    ("instance_id '..' (names log directories)", smith(iid=".."), "instance_id"),
+    ("instance_id '.'", smith(iid="."), "instance_id"),
     ("missing repo", drop(smith("m1"), "repo"), "repo"),
     ("repo not owner/name", smith("m2", repo="arrow"), "repo"),
     ("repo not a string", smith("m3", repo=["swesmith/x"]), "repo"),

@@ -155,6 +155,8 @@ def normalize(raw: Any, *, label: bool = False) -> TaskRecord:
     instance_id = _text(raw, "instance_id", required=True)
     if not INSTANCE_ID.match(instance_id):
         raise RecordError("instance_id", f"invalid characters in {instance_id!r}")
+    if instance_id in (".", ".."):  # (log and report directories are named by it)
+        raise RecordError("instance_id", f"{instance_id!r} is no instance id")
     repo = _text(raw, "repo", required=True)
     if "/" not in repo:
         raise RecordError("repo", f"expected owner/name, got {repo!r}")
