@@ -573,8 +573,8 @@ def build_outcome(work: Path, keys: dict[str, str], report: dict[str, Any]) -> d
 # ---------------------------------------------------------------- tests
 
 
-_SUMMARY = re.compile(
-    r"^=+ (.*\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?).*) in [\d.]+s"
+_SUMMARY = re.compile(  # `in 4.73s`; before pytest 5.1 `in 4.73 seconds`
+    r"^=+ (.*\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?).*) in [\d.]+ ?s"
 )
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
 #: a progress line of pytest without -v: `tests/test_x.py ..F.s   [ 12%]` or a continuation

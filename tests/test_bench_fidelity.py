@@ -178,6 +178,20 @@ def test_capped_coloured_progress_is_counted(bf):
     assert (counts["passed"], counts["failed"], counts["skipped"]) == (8, 1, 1)
 
 
+def test_summary_line_of_pytest_before_5_1_is_read(bf):
+    """pytest < 5.1 ends with `in 4.73 seconds`: read as the summary, so a run stopped at a
+    collection error is one (and the bench runs the rest past it)."""
+    log = (
+        "collected 2291 items / 1 errors / 2290 selected\n"
+        "!!!!!!!!!!!!!!!!!!! Interrupted: 1 errors during collection !!!!!!!!!!!!!!!!!!!!\n"
+        "=========================== 1 error in 4.73 seconds ============================\n"
+    )
+    counts = bf.pytest_counts(log, {"testing/python/metafunc.py": "FAILED"})
+    assert counts["source"] == "summary" and (counts["passed"], counts["failed"], counts["errors"]) == (0, 0, 1)
+    log = "collected 3 items\n\n===== 2 passed, 1 skipped in 0.12 seconds =====\n"
+    assert bf.pytest_counts(log, {})["passed"] == 2
+
+
 def test_capped_pytest_run_without_v_counts_its_progress_characters(bf):
     log = (
         "collected 9 items\n\ntests/test_a.py ..F.s  [ 50%]\n.Ex           [ 80%]\n"
