@@ -106,6 +106,18 @@ def _command_processes(sb: Sandbox) -> list[str]:
     return [a for a in lines if "child-survived" in a or a.startswith("sleep ")]
 
 
+def test_kill_leftovers_returns_once_they_are_gone(repo):
+    """A one-shot `minisandbox run` ends its command's leftovers with `kill_leftovers`: when
+    it returns they are gone, not only signalled (a SIGKILL takes effect when its target
+    next runs, and the dead stay in the process table until init reaps them: a command run
+    right after saw them on a loaded machine)."""
+    with Sandbox([Layer(str(repo), "/testbed")]) as sb:
+        res = sb.run(["bash", "-c", "for i in $(seq 100); do sleep 1000 & setsid sleep 1001 & done; echo started"])
+        assert res.output == "started\n", res.output
+        sb.kill_leftovers()
+        assert sb._live().stat()["procs"] == 0
+
+
 def test_plain_commands_run_as_bash_would_run_them_without_bash(repo):
     """execute() execs a command of plain words itself (bash's start is half of a trivial
     command's cost): the program gets the argv, working directory, environment and exit
