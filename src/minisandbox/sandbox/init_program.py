@@ -1240,16 +1240,22 @@ def _sandbox_stat() -> dict:
 KILLALL_WAIT = 2.0
 
 
-def _until_alone(reap, deadline: float) -> None:
-    """Reap until init is the sandbox's only process, or until `deadline`. A SIGKILL takes
-    effect when its target next runs, which on a loaded machine is not at once, and the
-    dead stay in the process table until init reaps them: a one-shot `minisandbox run`
-    ends its command's leftovers with `killall`, and a command run right after it saw them
-    (found by tests/security/test_cpu_budget.py under load)."""
+def _others() -> set[int]:
+    """Every process of the sandbox but init (its /proc is the sandbox's own)."""
     me = os.getpid()
+    return {int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) != me}
+
+
+def _until_gone(reap, pids: set[int], deadline: float) -> None:
+    """Reap until none of `pids` is left in the process table, or until `deadline`. A
+    SIGKILL takes effect when its target next runs, which on a loaded machine is not at
+    once, and the dead stay in the table until init reaps them (or, a command spawner's
+    children, until the spawner is gone too): a one-shot `minisandbox run` ends its
+    command's leftovers with `killall`, and a command run right after it saw them (found
+    by tests/security/test_cpu_budget.py under load)."""
     while True:
         reap()
-        if not any(name.isdigit() and int(name) != me for name in os.listdir("/proc")):
+        if not any(os.path.exists(f"/proc/{pid}") for pid in pids):
             return
         if time.monotonic() >= deadline:
             return
@@ -1350,11 +1356,15 @@ def _serve(sock: _socket.socket) -> None:
                     spawners.discard(pid)
                 _send(sock, {"re": req["seq"], "ok": True})
             elif op == "killall":  # every process but init (kill(-1) spares the caller)
+                # (the command spawners are left to die in their own time: nothing waits on
+                # them, and a one-shot `run` that left nothing pays no wait)
+                leftovers = _others() - spawners
                 try:
                     os.kill(-1, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-                _until_alone(reap, time.monotonic() + KILLALL_WAIT)
+                if leftovers:
+                    _until_gone(reap, leftovers, time.monotonic() + KILLALL_WAIT)
                 _send(sock, {"re": req["seq"], "ok": True})
             elif op == "stat":
                 _send(sock, {"re": req["seq"], "ok": True, **_sandbox_stat()})
