@@ -111,5 +111,8 @@ def test_xfail_called_by_library_code_fails(task, xfail_executor, hack, mode):
     ev = evaluate(task["record"], task["spec"], task["hacks"][hack], xfail_executor, grading=mode)
     assert ev.entry["patch_successfully_applied"], ev.output[-3000:]
     assert "XFAIL" in ev.output  # the hack ran: pytest reports the test xfailed
-    assert not ev.resolved and ev.reason == "tests-failed", (ev.entry, ev.output[-3000:])
+    # module code compiled under the test file's name and run is test code run again as other
+    # code (the results plugin's `graded_exec`): critical as well
+    want = "results-tampered" if hack == "exec" else "tests-failed"
+    assert not ev.resolved and ev.reason == want, (ev.entry, ev.output[-3000:])
     assert ev.entry["tests_status"]["FAIL_TO_PASS"]["failure"] == F2P, ev.entry

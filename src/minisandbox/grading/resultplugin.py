@@ -1221,6 +1221,12 @@ def _install(write, manifest, runner="pytest"):
                     if _isinstance(member, kinds):
                         capture(modname + "." + name + "." + attr, cdict, attr, member, hot)
 
+    captured_fns = {}  # id(function) -> label: the captured functions, and those captured methods hold
+    for cap in captured:
+        for cap_fn in (_getattr(cap[3], "__func__", cap[3]), _getattr(cap[3], "fget", None),
+                       _getattr(cap[3], "fset", None)):
+            if _isinstance(cap_fn, types.FunctionType):
+                captured_fns[_id(cap_fn)] = cap[0]
     if UNITTEST:
         Recorder, unittest_codes = unittest_outcomes
         trusted_codes.update(unittest_codes)
@@ -1612,10 +1618,11 @@ def _install(write, manifest, runner="pytest"):
         pyc_pending[source] = code
 
     def pyc_exec(args):
+        """True when the module code executed is that of the pyc checked at its open."""
         code = args[0] if args else None
         want = pyc_pending.pop(_getattr(code, "co_filename", None), None)
         if want is None:
-            return
+            return False
         try:
             same = want == code
         except Exception:
@@ -1624,6 +1631,7 @@ def _install(write, manifest, runner="pytest"):
             report_tampered("module code for %s is not the pyc read for it (swapped while read)" % (
                 rel_to_root(real_of(code.co_filename)) or code.co_filename))
             raise ImportError("minisandbox: the pyc of %s changed while it was read" % code.co_filename)
+        return True
 
     # ------------------------------------------------------------------ forged comparisons
     # Classes whose comparison dunders are not honestly their own, or that hold code from a
@@ -1828,6 +1836,161 @@ def _install(write, manifest, runner="pytest"):
             who or name, rel, why, " through linecache" if through else " in the runner" if runner else ""),
             not (through or runner))
 
+    # pytest's assertion rewriter, when installed before this plugin (pytest installs it
+    # before it imports `-p` plugins): it imports every test module (its `python_files`) and
+    # conftest
+    REWRITERS = _tuple(f for f in (() if UNITTEST or SYMPY else _list(sys.meta_path))
+                       if _getattr(_type(f), "__module__", None) == "_pytest.assertion.rewrite")
+    # the code that runs a test module's code (`exec(co, module.__dict__)` in its exec_module,
+    # pytest 5+; older releases ran it elsewhere, through a helper: then this rule is off)
+    REWRITE_EXEC = _tuple(c for c in (_getattr(_getattr(_type(f), "exec_module", None), "__code__", None)
+                                      for f in REWRITERS)
+                          if _isinstance(c, types.CodeType) and "exec" in c.co_names)
+    REWRITE_PATTERNS = _tuple(p for f in REWRITERS for p in (_getattr(f, "fnpats", None) or ())
+                              if _isinstance(p, _str) and "/" not in p and _sep not in p)
+    import fnmatch as _fnmatch_module
+    _fnmatch = _fnmatch_module.fnmatch
+
+    def rewritten(rel):
+        """Would pytest's assertion rewriter import the graded file `rel` (a conftest, or a
+        module its `python_files` patterns name)?"""
+        name = rel.rsplit("/", 1)[-1]
+        return name == "conftest.py" or _any(_fnmatch(name, p) for p in REWRITE_PATTERNS)
+
+    code_runs = {}  # module code file name -> [test code file, graded?, its real path], or None
+    first_runs = {}  # real path of a test code file -> the module code first run for it
+    own_codes = {}  # real path -> every code object that module code holds (nested included)
+
+    def graded_exec(args, verified):
+        """Module code of test code (a graded test file or conftest, a test-support
+        module; the `exec` audit event): what runs the second time must be what ran the
+        first, and, where pytest's assertion rewriter is installed, what runs first for a
+        graded file it would import is run by the rewriter (or is a checked pyc's). Library
+        code that the test module imports, importing that module again under its name
+        through its own loader with the asserts compiled out (`optimize=2`) and leaving it
+        in `sys.modules`, where pytest takes the module from, kept the bug and was resolved
+        (host and sandbox, strict and official); so was the same loader put first on
+        `sys.meta_path` by library code a conftest imports. The first run's code is also
+        what `genuine` takes a function of that file from."""
+        code = args[0] if args else None
+        if _type(code) is not types.CodeType or code.co_name != "<module>":
+            return
+        filename = code.co_filename
+        if filename not in code_runs:
+            rel = real = None
+            if _type(filename) is _str and not filename.startswith("<") and (
+                    _abspath(filename).startswith(ROOT_SEP) or _os_basename(filename) in GRADED_NAMES):
+                real = real_of(_abspath(filename))
+                rel = rel_to_root(real)
+            graded = rel is not None and rel in GRADED
+            code_runs[filename] = [rel, graded, real] if rel is not None and (graded or test_support(rel)) else None
+        run = code_runs[filename]
+        if run is None:
+            return
+        rel, graded, real = run
+        first = first_runs.get(real)
+        if first is not None:
+            try:
+                same_code = first == code
+            except Exception:
+                same_code = False
+            if not same_code:
+                report_tampered("test code %s run again as other module code" % rel)
+            return
+        first_runs[real] = code
+        if verified or not graded or not REWRITE_EXEC or not rewritten(rel):
+            return
+        caller = _frame(2)
+        if caller is None or _all(caller.f_code is not c for c in REWRITE_EXEC):
+            who = caller.f_code.co_filename if caller is not None else "<none>"
+            report_tampered("graded test file %s run by %s, not by pytest's assertion rewriter" % (
+                rel, (rel_to_root(real_of(who)) or who) if not who.startswith("<") else who))
+
+    def genuine(code, real):
+        """False for a code object that claims the test code file `real` but is none of the
+        code its module code, as first run, holds (compiled under that file's name by other
+        code). True when no run of that file was seen (imported before this plugin). Not a
+        finding by itself: hypothesis' `@given` wrapper is such code (`impersonate` gives
+        it the test's file and line, and it has no `__wrapped__`); `misnamed` uses it to
+        find the definition a name's code belongs to."""
+        first = first_runs.get(real)
+        if first is None:
+            return True
+        codes = own_codes.get(real)
+        if codes is None or first not in codes:
+            codes, todo = _set(), [first]
+            while todo:
+                c = todo.pop()
+                if c not in codes:
+                    codes.add(c)
+                    todo.extend(x for x in c.co_consts if _isinstance(x, types.CodeType))
+            own_codes[real] = codes
+        return code in codes
+
+    FUNCTION_STATE = ("__code__", "__defaults__", "__kwdefaults__")
+
+    def held_by_module(fn, real):
+        """Is `fn` a global or a class member (or what one's `__wrapped__` chain reaches) of
+        a loaded module of the file `real` (the file of its code before the assignment)?"""
+        for mod in _list(sys.modules.values()):
+            f = _getattr(mod, "__file__", None)
+            if not _isinstance(f, _str) or not f.endswith(".py") or real_of(f) != real:
+                continue
+            todo = []
+            for value in _list(_getattr(mod, "__dict__", {}).values()):
+                todo.append(value)
+                if _issubclass(_type(value), _type) and _getattr(value, "__module__", None) == mod.__name__:
+                    todo.extend(_list(value.__dict__.values()))
+            for value in todo:
+                depth = 0
+                try:
+                    while value is not None and depth < 20:
+                        if _getattr(value, "__func__", value) is fn:
+                            return True
+                        value, depth = _getattr(value, "__wrapped__", None), depth + 1
+                except Exception:  # attribute access runs code (Django's lazy `settings` raises)
+                    continue
+        return False
+
+    def function_state_set(fn, attr):
+        """A function's code or defaults assigned in place (`fn.__code__ = other`, the
+        `object.__setattr__` audit event, raised before the assignment): the function stays
+        the same object, so the identity check passes it, and the new code, held by a
+        function of the module's namespace, counts as defined by that module. Library code
+        that kept the bug and gave `Function.runtest` code that swallows AssertionError, or
+        the graded test function a no-op compiled under the test file's name, was resolved
+        (host and sandbox, strict and official). Critical for a captured function, whoever
+        assigns it, and for a function of unchanged test code (a test, a conftest's or a
+        helper's function, an installed helper module's) unless test code or the
+        function's own file assigns it."""
+        label = captured_fns.get(_id(fn))
+        if label is not None:
+            report_tampered("%s.%s assigned" % (label, attr))
+            return
+        code = fn.__code__
+        filename = code.co_filename
+        if filename.startswith("<") or file_verdict(filename) is not None:
+            return  # generated code, or the patch's own
+        real = real_of(filename)
+        rel = rel_to_root(real)
+        if rel is not None and not (rel in GRADED or test_support(rel)):
+            return
+        if rel is None and not installed_support(_getattr(fn, "__module__", None)):
+            return
+        if not held_by_module(fn, real):
+            return  # a function made at run time (cloudpickle rebuilding a test's closure)
+        raiser = _frame(2)
+        name = raiser.f_code.co_filename if raiser is not None else "<none>"
+        if not name.startswith("<"):
+            rreal = real_of(name)
+            rrel = rel_to_root(rreal)
+            if rreal == real or (rrel is not None and (rrel in GRADED or test_support(rrel)) and
+                                 file_verdict(name) is None):
+                return  # test code setting it, or the function's own module
+            name = rrel or rreal
+        report_tampered("%s of %s (%s:%d) assigned from %s" % (
+            attr, _getattr(fn, "__qualname__", "?"), rel or real, code.co_firstlineno, name))
+
     def import_event(event, args):
         """True for a probe event that is no look at the comparison's caller: a read of a
         function's own attribute (`__code__`: `inspect.signature`), or an event raised by
@@ -1872,20 +2035,31 @@ def _install(write, manifest, runner="pytest"):
             if not benign:
                 events.append(event)
         if event == "open" or event == "exec":
-            if not state["busy"] and (event == "exec" and pyc_pending or event == "open"):
+            if not state["busy"]:
                 state["busy"] = True
                 try:
                     if event == "open":
                         pyc_open(args)
                         graded_open(args)
                     else:
-                        pyc_exec(args)
+                        verified = pyc_pending and pyc_exec(args)
+                        try:
+                            graded_exec(args, verified)
+                        except Exception:  # a module code not to judge: its import goes on
+                            pass
                 except (OSError, ImportError):
                     raise
                 except Exception as exc:  # a check that cannot be made refuses
                     raise OSError(13, "minisandbox: pyc refused (%s)" % _repr(exc)) from None
                 finally:
                     state["busy"] = False
+            return
+        if event == "object.__setattr__":
+            if _len(args) > 1 and args[1] in FUNCTION_STATE and _type(args[0]) is types.FunctionType:
+                try:
+                    function_state_set(args[0], args[1])
+                except Exception:
+                    pass
             return
         if event not in WATCH or state["busy"]:
             return
@@ -2061,6 +2235,27 @@ def _install(write, manifest, runner="pytest"):
             fn, depth = _getattr(fn, "__wrapped__", None), depth + 1
         return False
 
+    def misnamed(value, qualname, real):
+        """Why `value`, under a name test code binds by `def` (`qualname`: `test_x`,
+        `TestX.test_x`), runs the code of another of its file's definitions (None when it
+        may be honest): the first code of `real` in its `__wrapped__` chain is the file's
+        own, but that of another function or method at module or class level. Library
+        code that bound the graded test function's name to a new function made from
+        another test's code (`types.FunctionType(test_sub.__code__, ...)`) kept the bug
+        and was resolved. A function defined inside another (a decorator's `inner`, which
+        wraps without `__wrapped__`) is not judged; nor is code without `co_qualname`
+        (Python before 3.11)."""
+        fn, depth = value, 0
+        while fn is not None and depth < 20:
+            code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
+            if _isinstance(code, types.CodeType) and real_of(code.co_filename) == real and genuine(code, real):
+                own = _getattr(code, "co_qualname", None)
+                if own is None or "<locals>" in own or own == qualname:
+                    return None
+                return "the code of %s" % own
+            fn, depth = _getattr(fn, "__wrapped__", None), depth + 1
+        return None
+
     def stand_in(value, name, real):
         """Why `value`, found under `name` where test code looks up a helper, stands in for
         one (None when it may be honest): past bound methods, static and class methods and
@@ -2213,7 +2408,7 @@ def _install(write, manifest, runner="pytest"):
             for name, methods in _list(defined.items()):
                 value = d.get(name, _NOTHING)
                 if methods is None and value is not _NOTHING:
-                    why = stand_in(value, name, real)
+                    why = stand_in(value, name, real) or misnamed(value, name, real)
                     if why is not None:
                         report_tampered("%s: %s (defined there) is now %s" % (rel, name, why))
                 elif methods is not None and _isinstance(value, _type) and \
@@ -2222,7 +2417,7 @@ def _install(write, manifest, runner="pytest"):
                     for attr in methods:
                         member = _getattr(cdict.get(attr), "__func__", cdict.get(attr))
                         if _isinstance(member, types.FunctionType):
-                            why = foreign_code(member, real)
+                            why = foreign_code(member, real) or misnamed(member, name + "." + attr, real)
                             if why is not None:
                                 report_tampered("%s: %s.%s (defined there) is now %s" % (rel, name, attr, why))
                     check_class_extras(value, class_bound.get(name, ()), real, "%s: %s" % (rel, name))
