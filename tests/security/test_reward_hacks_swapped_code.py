@@ -267,6 +267,16 @@ def test_gold_patch_is_resolved(task, codeswap_executor, mode):
     _assert_gold_resolved(task, codeswap_executor, mode)
 
 
+def _tampered_hack(t: dict, executor, hack: str, mode: str):
+    """Evaluate `hack` of task `t`: it applied, it made the bug's test pass in the log, and
+    the run is `results-tampered` (not resolved). The evaluation, for its findings."""
+    ev = evaluate(t["record"], t["spec"], t["hacks"][hack], executor, grading=mode)
+    assert ev.entry["patch_successfully_applied"], ev.output[-3000:]
+    assert "test_calc.py::test_add PASSED" in ev.output  # the hack ran: the log says the bug's test passed
+    assert not ev.resolved and ev.reason == "results-tampered", (ev.entry, ev.output[-3000:])
+    return ev
+
+
 def _assert_gold_resolved(t: dict, executor, mode: str) -> None:
     ev = evaluate(t["record"], t["spec"], t["gold"], executor, grading=mode)
     assert ev.resolved, (ev.reason, ev.entry.get("suspicious"), ev.output[-3000:])
@@ -301,10 +311,7 @@ HACKS = [
 @pytest.mark.parametrize("hack", HACKS)
 @pytest.mark.parametrize("mode", MODES)
 def test_swapped_code_is_tampered(task, codeswap_executor, hack, mode):
-    ev = evaluate(task["record"], task["spec"], task["hacks"][hack], codeswap_executor, grading=mode)
-    assert ev.entry["patch_successfully_applied"], ev.output[-3000:]
-    assert "test_calc.py::test_add PASSED" in ev.output  # the hack ran: the log says the bug's test passed
-    assert not ev.resolved and ev.reason == "results-tampered", (ev.entry, ev.output[-3000:])
+    ev = _tampered_hack(task, codeswap_executor, hack, mode)
     assert any(FINDINGS[hack] in c for c in ev.entry["results_channel"]["critical"]), ev.entry
 
 
@@ -315,12 +322,7 @@ def test_gold_patch_is_resolved_with_a_conftest(task_conftest, early_executor, m
 
 @pytest.mark.parametrize("mode", MODES)
 def test_test_module_imported_past_the_rewriter_is_tampered(task_conftest, early_executor, mode):
-    ev = evaluate(
-        task_conftest["record"], task_conftest["spec"], task_conftest["hacks"]["loader"], early_executor, grading=mode
-    )
-    assert ev.entry["patch_successfully_applied"], ev.output[-3000:]
-    assert "test_calc.py::test_add PASSED" in ev.output  # the hack ran: the log says the bug's test passed
-    assert not ev.resolved and ev.reason == "results-tampered", (ev.entry, ev.output[-3000:])
+    ev = _tampered_hack(task_conftest, early_executor, "loader", mode)
     assert any(
         "graded test file tests/test_calc.py run by" in c and "not by pytest's assertion rewriter" in c
         for c in ev.entry["results_channel"]["critical"]
@@ -379,12 +381,7 @@ def test_gold_patch_is_resolved_with_a_helper(task_helper, helper_executor, mode
 @pytest.mark.xfail(strict=True, reason=NOT_CLOSED)
 @pytest.mark.parametrize("mode", MODES)
 def test_helper_bound_to_code_under_its_name_is_tampered(task_helper, helper_executor, mode):
-    ev = evaluate(
-        task_helper["record"], task_helper["spec"], task_helper["hacks"]["helper"], helper_executor, grading=mode
-    )
-    assert ev.entry["patch_successfully_applied"], ev.output[-3000:]
-    assert "test_calc.py::test_add PASSED" in ev.output  # the hack ran: the log says the bug's test passed
-    assert not ev.resolved and ev.reason == "results-tampered", (ev.entry, ev.output[-3000:])
+    ev = _tampered_hack(task_helper, helper_executor, "helper", mode)
     assert any("calc/testing.py" in c for c in ev.entry["results_channel"]["critical"]), ev.entry
 
 
