@@ -101,3 +101,37 @@ def test_scm_version_follows_setuptools_scm_default_scheme(tmp_path, described, 
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / DESCRIBE_FILE).write_text(described + "\n")
     assert scm_version(tmp_path) == version
+
+
+def test_a_build_copy_gets_the_release_tag_versioneer_reads(tmp_path):
+    """versioneer runs `git describe` itself (no override like setuptools_scm's): the build's
+    private copy of a SWE-bench snapshot is tagged with the recorded release tag, so it
+    derives the release's version; the snapshot itself stays without tags."""
+    import shutil
+
+    from minisandbox.pipeline.git import DESCRIBE_FILE, tag_release
+
+    src = tmp_path / "src"
+    tagged = make_tiny_project(src)
+    git(src, "tag", "v0.8.1", tagged)
+    mirror = tmp_path / "m.git"
+    ensure_mirror(str(src), mirror)
+    snap = tmp_path / "snap"
+    make_snapshot(mirror, tagged, snap)
+    copy = tmp_path / "testbed"
+    shutil.copytree(snap, copy, symlinks=True)
+    versioneer = ("describe", "--tags", "--dirty", "--always", "--long", "--match", "v*")
+    assert git(copy, *versioneer).count("-") == 0  # untagged: versioneer's `0+untagged`
+
+    assert tag_release(copy) == "v0.8.1"
+    assert git(copy, *versioneer).startswith("v0.8.1-0-g")
+    assert git(copy, "status", "--porcelain") == ""
+    assert git(snap, "tag") == ""
+
+    (copy / ".git" / DESCRIBE_FILE).write_text("v1..2-0-gabc1234\n")  # git refuses the ref name
+    assert tag_release(copy) is None
+    (copy / ".git" / DESCRIBE_FILE).write_text("--upload-pack=x-0-gabc1234\n")
+    assert tag_release(copy) is None
+    assert git(copy, "tag") == "v0.8.1"
+    (copy / ".git" / DESCRIBE_FILE).unlink()
+    assert tag_release(copy) is None

@@ -41,6 +41,7 @@ from minisandbox.paths import CONDA_ROOT, HOME_PATH, REPO_PATH, TEST_PYCS_DIR, V
 from minisandbox.pipeline import bytecode, testpycs
 from minisandbox.pipeline.asof_index import AsOfIndex
 from minisandbox.pipeline.failures import one_line
+from minisandbox.pipeline.git import recorded_describe, tag_release
 from minisandbox.pipeline.residue import HOME_DIR, RESIDUE_DIR, collect_residue, pack_home
 from minisandbox.pipeline.resolve import Lock
 from minisandbox.sandbox import rootfs
@@ -223,11 +224,8 @@ def scm_version(testbed: Path) -> str | None:
     snapshot's recorded `git describe` (`minisandbox.pipeline.git.DESCRIBE_FILE`): the tag's
     version at a tagged commit (`v8.4.2-0-g..` -> 8.4.2), else the next patch version as a
     dev release (`v8.4.2-5-gabc1234` -> 8.4.3.dev5+gabc1234). None without a record."""
-    from minisandbox.pipeline.git import DESCRIBE_FILE
-
-    try:
-        described = (Path(testbed) / ".git" / DESCRIBE_FILE).read_text().strip()
-    except OSError:
+    described = recorded_describe(testbed)
+    if described is None:
         return None
     tag, _, node = described.rpartition("-g")
     tag, _, distance = tag.rpartition("-")
@@ -377,11 +375,13 @@ def build_env(
                     }
                 )
             env.update(passthrough_env(os.environ, env))
-            if spec.kind == "swebench" and (version := scm_version(testbed)):
+            if spec.kind == "swebench":
                 # SWE-bench installs in a clone that has the release tags up to the commit;
                 # the snapshot has none, so setuptools_scm would say 0.1.dev1 (pytest then
-                # refuses its own `minversion`)
-                env["SETUPTOOLS_SCM_PRETEND_VERSION"] = version
+                # refuses its own `minversion`) and versioneer 0+untagged
+                if version := scm_version(testbed):
+                    env["SETUPTOOLS_SCM_PRETEND_VERSION"] = version
+                tag_release(testbed)
             with log.open("a") as fh:
                 fh.write(
                     f"# build {spec.name} with {interp.executable} ({interp.version}, {interp.kind}, "

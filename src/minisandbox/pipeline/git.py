@@ -95,6 +95,38 @@ def describe(mirror: Path, commit: str) -> str | None:
     return out.strip() or None
 
 
+def recorded_describe(snapshot: Path) -> str | None:
+    """The snapshot's recorded `git describe` of its source commit (`DESCRIBE_FILE`)."""
+    try:
+        return (Path(snapshot) / ".git" / DESCRIBE_FILE).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def described_tag(snapshot: Path) -> str | None:
+    """The release tag of the snapshot's recorded `git describe`, or None."""
+    described = recorded_describe(snapshot) or ""
+    return described.rpartition("-g")[0].rpartition("-")[0] or None
+
+
+def tag_release(work_tree: Path) -> str | None:
+    """Tag HEAD of a snapshot's build copy with its recorded release tag, so versioneer
+    (which runs `git describe` itself and has no override such as setuptools_scm's
+    `SETUPTOOLS_SCM_PRETEND_VERSION`) derives the release's version instead of
+    `0+untagged` (pvlib 0.6-0.8: `pvfactors` then refuses `pvlib 0+untagged`). Only the
+    build's private copy gets it: snapshots stay tag-free. Returns the tag, or None
+    without a record or when git refuses the name as a ref."""
+    tag = described_tag(work_tree)
+    if tag is None or tag.startswith("-"):
+        return None
+    try:
+        _git("check-ref-format", f"refs/tags/{tag}")
+        _git("update-ref", f"refs/tags/{tag}", "HEAD", cwd=Path(work_tree))
+    except GitError:
+        return None
+    return tag
+
+
 def make_snapshot(mirror: Path, commit: str, dest: Path, *, source: str | None = None) -> str:
     """Write `commit`'s tree to `dest` as a fresh single-commit repository; return its hash.
 
