@@ -96,6 +96,22 @@ HOT_MODULES = ("pytest", "_pytest.runner", "_pytest.reports", "_pytest.outcomes"
 #: `SUPPORT_DIRS`, `SUPPORT_FILES`): their code is test code.
 SUPPORT_DIRS = ("tests", "test", "testing", "_testing", "testutils", "testutil", "test_utils", "testdata", "test_data")
 SUPPORT_FILES = ("testing.py", "_testing.py", "testutils.py", "testutil.py")
+#: Installed packages that are test helpers as a whole: every module of theirs is checked
+#: as `numpy.testing` is (`installed_support`). Library code that rebound
+#: `hypothesis.strategies.integers` to a strategy of one value kept the bug, and a `@given`
+#: test that a single value does not fail was resolved.
+SUPPORT_PACKAGES = ("hypothesis",)
+#: hypothesis' own defaults, for the settings that decide how hard a `@given` test looks
+#: for a failing example (the same in every hypothesis 4-6 release; 3.x had 200 and 50).
+HYPOTHESIS_FLOORS = (("max_examples", 100), ("stateful_step_count", 50))
+HYPOTHESIS_PHASES = ("explicit", "generate")
+#: Installed functions whose answer decides an assertion when test code calls them through
+#: their module (`assert math.isclose(got, want)`, `assert np.allclose(x, y)`): each must
+#: stay its module's own (`check_deciders`). Library code that made `math.isclose` return
+#: True kept the bug and was resolved.
+DECIDERS = (("math", ("isclose",)), ("cmath", ("isclose",)),
+            ("numpy", ("allclose", "isclose", "array_equal", "array_equiv", "all", "any", "equal")),
+            ("torch", ("allclose", "isclose", "equal", "all", "any")))
 #: A captured module's name counts when its object comes from one of these (not what it
 #: imports from typing or collections).
 OWN_PREFIXES = ("_pytest", "pytest", "pluggy", "unittest", "builtins")
@@ -2256,9 +2272,10 @@ def _install(write, manifest, runner="pytest"):
             fn, depth = _getattr(fn, "__wrapped__", None), depth + 1
         return None
 
-    def stand_in(value, name, real):
+    def stand_in(value, name, real, lenient=False):
         """Why `value`, found under `name` where test code looks up a helper, stands in for
-        one (None when it may be honest): past bound methods, static and class methods and
+        one (None when it may be honest; `lenient`: only code of a disallowed file or a
+        mock double counts): past bound methods, static and class methods and
         partials, a function of a disallowed file (unless its `__wrapped__` chain reaches
         the code of `real`, the module's own file; installed code when `real` is None), a
         `unittest.mock` double, an instance of a class whose `__call__` is such code (unless
@@ -2287,6 +2304,8 @@ def _install(write, manifest, runner="pytest"):
             return code_verdict(value.__code__)
         if _isinstance(value, _type):
             own = _getattr(value, "__name__", None)
+            if lenient:
+                return None
             if real is not None:  # a class where test code defined a function or method
                 return "the class %s.%s" % (_getattr(value, "__module__", "?"), own)
             if own != name and (_getattr(value, "__module__", None) == "builtins" or
@@ -2302,7 +2321,7 @@ def _install(write, manifest, runner="pytest"):
             if real is not None and _isinstance(attrs, _dict) and _any(wraps_own(v, real) for v in attrs.values()):
                 return None  # a decorator's product holding the module's own code (a click command)
             return stand_in(call, "__call__", real)
-        if not _callable(value):
+        if lenient or not _callable(value):
             return None
         own = _getattr(value, "__name__", None)
         if own != name:
@@ -2335,15 +2354,21 @@ def _install(write, manifest, runner="pytest"):
     def installed_support(name):
         """An installed module of test helpers (`numpy.testing`, `pandas._testing`): its
         dotted name has a test-support component."""
-        parts = _str(name or "").split(".")
-        return _any(p in SUPPORT_DIRS or p + ".py" in SUPPORT_FILES for p in parts)
+        return _str(name or "").split(".")[0] in SUPPORT_PACKAGES or named_support(name)
+
+    def named_support(name):
+        """A module whose dotted name has a test-support component (`numpy.testing`)."""
+        return _any(p in SUPPORT_DIRS or p + ".py" in SUPPORT_FILES for p in _str(name or "").split("."))
 
     def check_installed(mod, real, d):
         """An installed helper module holds no code of a disallowed repository file (as a
         module global, or a method of a class it defines): no honest library puts its own
-        functions into `numpy.testing`."""
+        functions into `numpy.testing`. A module of a SUPPORT_PACKAGES package that is not
+        named as test support (`hypothesis.core`) is held to that alone: such packages keep
+        type aliases and builtins under names of their own."""
         name = _getattr(mod, "__name__", "?")
-        imported = static_bindings(real, _getattr(mod, "__package__", None))[1]
+        lenient = not named_support(name)
+        imported = {} if lenient else static_bindings(real, _getattr(mod, "__package__", None))[1]
         for attr, value in _list(d.items()):
             todo = [(attr, value)]
             if _issubclass(_type(value), _type) and _getattr(value, "__module__", None) == name:
@@ -2354,7 +2379,7 @@ def _install(write, manifest, runner="pytest"):
                 if _issubclass(_type(fn), types.ModuleType):
                     continue
                 try:
-                    why = stand_in(fn, label.rsplit(".", 1)[-1], None)
+                    why = stand_in(fn, label.rsplit(".", 1)[-1], None, lenient)
                 except Exception:  # attribute access runs code (Django's lazy `settings` raises)
                     call = _getattr(_type(fn), "__call__", None)
                     why = stand_in(call, "__call__", None) if _isinstance(call, types.FunctionType) else None
@@ -2598,6 +2623,82 @@ def _install(write, manifest, runner="pytest"):
                         continue
                     report_tampered("%s.%s held %s when the results plugin started" % (modname, label, why))
 
+    profile_mentions = {}  # real file of test code -> does its source load or register a profile
+    hyp_seen = [None]  # hypothesis' active settings object when last checked
+
+    def test_code_sets_profiles():
+        """Does a loaded file of the repository's test code (a conftest, a test module, a
+        helper) name hypothesis' profile API? Then its profiles decide the settings."""
+        helpers, tests = test_modules()
+        for _mod, real, rel in helpers + tests:
+            if rel is None:
+                continue
+            got = profile_mentions.get(real)
+            if got is None:
+                try:
+                    with open(real, "rb") as f:
+                        text = f.read()
+                except (OSError, IOError):
+                    text = b""
+                got = profile_mentions[real] = _any(
+                    w in text for w in (b"load_profile", b"register_profile", b"settings.default"))
+            if got:
+                return True
+        return False
+
+    def check_hypothesis():
+        """hypothesis' active settings are no weaker than its own defaults (examples,
+        stateful steps, the explicit and generate phases) unless test code sets profiles.
+        Library code that registered and loaded a profile with `max_examples=1` at its
+        import kept the bug, and a `@given` test whose first (simplest) example does not
+        show it was resolved, host and sandbox. (A profile test code loads is trusted,
+        and so is a test's own `@settings`.)"""
+        mod = sys.modules.get("hypothesis._settings")
+        cls = _getattr(mod, "settings", None) if mod is not None else None
+        if cls is None:
+            return
+        try:
+            active = cls.default
+        except Exception:
+            return
+        if active is None or active is hyp_seen[0]:
+            return
+        hyp_seen[0] = active
+        weak = []
+        for name, floor in HYPOTHESIS_FLOORS:
+            value = _getattr(active, name, None)
+            if _isinstance(value, _int) and value < floor:
+                weak.append("%s=%d" % (name, value))
+        phases = _getattr(active, "phases", None)
+        if phases is not None:
+            try:
+                have = _set(_str(_getattr(p, "name", p)) for p in phases)
+            except Exception:
+                have = _set()
+            weak.extend("no %s phase" % p for p in HYPOTHESIS_PHASES if p not in have)
+        if weak and not test_code_sets_profiles():
+            report_tampered("hypothesis' active settings are weaker than its defaults (%s), and no "
+                            "test code sets a profile" % ", ".join(weak))
+
+    def check_deciders():
+        """The functions of DECIDERS, in the modules loaded now, are no stand-ins (no code
+        of a disallowed repository file, no callable under a name not its own)."""
+        for modname, names in DECIDERS:
+            mod = sys.modules.get(modname)
+            d = _getattr(mod, "__dict__", None) if mod is not None else None
+            if not _isinstance(d, _dict):
+                continue
+            for name in names:
+                value = d.get(name, _NOTHING)
+                if value is _NOTHING:
+                    continue
+                try:
+                    why = stand_in(value, name, None)
+                except Exception:
+                    why = "an object whose attributes run code"
+                if why is not None:
+                    report_tampered("%s.%s (decides assertions) is now %s" % (modname, name, why))
+
     # ------------------------------------------------------------------ the end-of-test check
     def check(item=None, everything=None):
         """Every check of the module docstring; each finding written once. Without an
@@ -2610,6 +2711,8 @@ def _install(write, manifest, runner="pytest"):
             everything = item is None if everything is None else everything
             check_now(item, everything)
             check_namespaces(item, everything)
+            check_hypothesis()
+            check_deciders()
             examine_classes(item, everything)
         finally:
             state["memo"] = None
@@ -2627,6 +2730,8 @@ def _install(write, manifest, runner="pytest"):
         try:
             check_now(item, False)
             check_namespaces(item, False)
+            check_hypothesis()
+            check_deciders()
         finally:
             state["memo"] = None
 
