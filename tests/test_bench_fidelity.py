@@ -735,6 +735,17 @@ def test_colours_off_and_docutils_drift_are_told_apart(bf, tmp_path):
     assert bf.classify_tests(result) == "the spec leaves docutils unpinned: the release it gets is newer than the code"
 
 
+def test_numpy_2_removals_are_the_unpinned_numpys(bf, tmp_path):
+    """pvlib's `import pvlib` under PyPI's numpy 2.0 stops collection at `np.Inf`."""
+    log = tmp_path / "t.log"
+    log.write_text(
+        "E   AttributeError: `np.Inf` was removed in the NumPy 2.0 release. Use `np.inf` instead.\n"
+        "!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!\n"
+    )
+    result = {"pass_rate": 0.0, "test_log": str(log)}
+    assert bf.classify_tests(result) == "the spec leaves numpy unpinned: numpy 2.0 removed an alias the code uses"
+
+
 def test_a_collection_error_is_classed_by_its_cause_before_what_the_rest_run_shows(bf, tmp_path):
     """requests 2.22's whole suite stops at a mark used as a parametrize value (today's
     pytest refuses it); past it, the run shows tests reaching for the network and a conftest
