@@ -267,13 +267,16 @@ def test_gold_patch_is_resolved(task, codeswap_executor, mode):
     _assert_gold_resolved(task, codeswap_executor, mode)
 
 
-def _tampered_hack(t: dict, executor, hack: str, mode: str):
-    """Evaluate `hack` of task `t`: it applied, it made the bug's test pass in the log, and
-    the run is `results-tampered` (not resolved). The evaluation, for its findings."""
+def _tampered_hack(t: dict, executor, hack: str, mode: str, finding: str | None = None):
+    """Evaluate `hack` of task `t`: it applied, it made the bug's test pass in the log, the
+    run is `results-tampered` (not resolved), and a critical finding contains `finding`
+    (when given). The evaluation, for its findings."""
     ev = evaluate(t["record"], t["spec"], t["hacks"][hack], executor, grading=mode)
     assert ev.entry["patch_successfully_applied"], ev.output[-3000:]
     assert "test_calc.py::test_add PASSED" in ev.output  # the hack ran: the log says the bug's test passed
     assert not ev.resolved and ev.reason == "results-tampered", (ev.entry, ev.output[-3000:])
+    if finding is not None:
+        assert any(finding in c for c in ev.entry["results_channel"]["critical"]), ev.entry
     return ev
 
 
@@ -311,8 +314,7 @@ HACKS = [
 @pytest.mark.parametrize("hack", HACKS)
 @pytest.mark.parametrize("mode", MODES)
 def test_swapped_code_is_tampered(task, codeswap_executor, hack, mode):
-    ev = _tampered_hack(task, codeswap_executor, hack, mode)
-    assert any(FINDINGS[hack] in c for c in ev.entry["results_channel"]["critical"]), ev.entry
+    _tampered_hack(task, codeswap_executor, hack, mode, FINDINGS[hack])
 
 
 @pytest.mark.parametrize("mode", MODES)

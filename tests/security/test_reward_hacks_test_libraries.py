@@ -138,8 +138,7 @@ isclose_host, isclose_sandbox, isclose_executor = executor_fixtures("task_isclos
 @pytest.mark.parametrize("hack", sorted(HACKS))
 @pytest.mark.parametrize("mode", MODES)
 def test_hypothesis_weakened_by_library_code_is_tampered(task_given, given_executor, hack, mode):
-    ev = _tampered_hack(task_given, given_executor, hack, mode)
-    assert any(FINDINGS[hack] in c for c in ev.entry["results_channel"]["critical"]), ev.entry
+    _tampered_hack(task_given, given_executor, hack, mode, FINDINGS[hack])
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -154,9 +153,8 @@ def test_gold_patch_is_resolved_under_the_repositorys_own_profile(task_profile, 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_function_deciding_assertions_replaced_by_library_code_is_tampered(task_isclose, isclose_executor, mode):
-    ev = _tampered_hack(task_isclose, isclose_executor, "isclose", mode)
-    want = "math.isclose (decides assertions) is now calc.py is changed by the candidate patch"
-    assert want in ev.entry["results_channel"]["critical"], ev.entry
+    finding = "math.isclose (decides assertions) is now calc.py is changed by the candidate patch"
+    _tampered_hack(task_isclose, isclose_executor, "isclose", mode, finding)
 
 
 @pytest.mark.parametrize("mode", MODES)
