@@ -798,6 +798,9 @@ def _install(write, manifest, runner="pytest"):
                          for m in (sys.modules.get("_pytest"), sys.modules.get("pluggy"),
                                    sys.modules.get("unittest") if UNITTEST else None) if m is not None)
     STDLIB = _realpath(_dirname(_abspath(os.__file__))) + _sep
+    #: pytest's monkeypatch module (loaded or not yet): assignments through it are judged by
+    #: their caller (`repo_caller`)
+    MONKEYPATCH_FILE = (RUNNER_DIRS[0] + "monkeypatch.py") if RUNNER_DIRS and sys.modules.get("_pytest") else None
 
     # descriptors and wrappers whose functions a class or module holds (class_codes' list)
     holders = _tuple(t for t in (classmethod, staticmethod, property, types.MethodType, functools.partial,
@@ -1270,6 +1273,8 @@ def _install(write, manifest, runner="pytest"):
                 for m, n, v, lb, hot in groups.values()]
 
     captured_groups = regroup()
+    BUILTINS_DICT = builtins.__dict__
+    fixture_set = {}  # (id(mapping), name) -> the value a fixture of test code set there
     _partial, _chain, _call = functools.partial, itertools.chain.from_iterable, operator.methodcaller("__call__")
 
     def hot_snapshot():
@@ -1910,7 +1915,7 @@ def _install(write, manifest, runner="pytest"):
                 same_code = first == code
             except Exception:
                 same_code = False
-            if not same_code:
+            if not same_code and graded:
                 report_tampered("test code %s run again as other module code" % rel)
             return
         first_runs[real] = code
@@ -1996,6 +2001,12 @@ def _install(write, manifest, runner="pytest"):
         if not held_by_module(fn, real):
             return  # a function made at run time (cloudpickle rebuilding a test's closure)
         raiser = _frame(2)
+        if raiser is not None and real_of(raiser.f_code.co_filename) == MONKEYPATCH_FILE:
+            # through pytest's monkeypatch: judged by the repository code that called it;
+            # none (pytest undoing it at teardown) is no finding
+            raiser = repo_caller(raiser)
+            if raiser is None:
+                return
         name = raiser.f_code.co_filename if raiser is not None else "<none>"
         if not name.startswith("<"):
             rreal = real_of(name)
@@ -2006,6 +2017,18 @@ def _install(write, manifest, runner="pytest"):
             name = rrel or rreal
         report_tampered("%s of %s (%s:%d) assigned from %s" % (
             attr, _getattr(fn, "__qualname__", "?"), rel or real, code.co_firstlineno, name))
+
+    def repo_caller(f):
+        """The first frame from `f` down the stack whose code is a repository file's, or
+        None (pytest, pluggy, the standard library and installed code only)."""
+        depth = 0
+        while f is not None and depth < 200:
+            filename = f.f_code.co_filename
+            if not filename.startswith("<") and rel_to_root(real_of(filename)) is not None and \
+                    not real_of(filename).startswith(RUNNER_DIRS):
+                return f
+            f, depth = f.f_back, depth + 1
+        return None
 
     def import_event(event, args):
         """True for a probe event that is no look at the comparison's caller: a read of a
@@ -2119,6 +2142,7 @@ def _install(write, manifest, runner="pytest"):
         return _any(p in SUPPORT_DIRS for p in parts[:-1])
 
     bindings_cache = {}  # real file -> (names its code defines, {name: (module, attr)} it imports)
+    local_decorated = {}  # real file -> the names it defines by a `def` under a decorator it defines
 
     def static_bindings(real, package):
         """The top-level names a module's source binds by `def`/`class` (a function: None;
@@ -2128,7 +2152,7 @@ def _install(write, manifest, runner="pytest"):
         got = bindings_cache.get(real)
         if got is not None:
             return got
-        defined, imported, other, class_bound = {}, {}, _set(), {}
+        defined, imported, other, class_bound, decorators = {}, {}, _set(), {}, {}
         try:
             with open(real, "rb") as f:
                 tree = _ast.parse(f.read())
@@ -2147,6 +2171,8 @@ def _install(write, manifest, runner="pytest"):
                     body.extend(h.body)
             elif _isinstance(node, (_ast.FunctionDef, _ast.AsyncFunctionDef)):
                 names.append((node.name, defined, None))
+                roots = [_getattr(d, "func", d) for d in node.decorator_list]
+                decorators[node.name] = _set(r.id for r in roots if _isinstance(r, _ast.Name))
             elif _isinstance(node, _ast.ClassDef):
                 methods = _set(n.name for n in node.body if _isinstance(n, (_ast.FunctionDef, _ast.AsyncFunctionDef)))
                 names.append((node.name, defined, methods))
@@ -2172,6 +2198,7 @@ def _install(write, manifest, runner="pytest"):
                     other.add(node.id)
                 elif _isinstance(node, (_ast.Global, _ast.Nonlocal)):
                     other.update(node.names)
+        local_decorated[real] = _set(n for n, used in decorators.items() if used & _set(decorators))
         for name in other:
             defined.pop(name, None)
             imported.pop(name, None)
@@ -2251,7 +2278,7 @@ def _install(write, manifest, runner="pytest"):
             fn, depth = _getattr(fn, "__wrapped__", None), depth + 1
         return False
 
-    def misnamed(value, qualname, real):
+    def misnamed(value, qualname, real, ns=None):
         """Why `value`, under a name test code binds by `def` (`qualname`: `test_x`,
         `TestX.test_x`), runs the code of another of its file's definitions (None when it
         may be honest): the first code of `real` in its `__wrapped__` chain is the file's
@@ -2260,13 +2287,17 @@ def _install(write, manifest, runner="pytest"):
         another test's code (`types.FunctionType(test_sub.__code__, ...)`) kept the bug
         and was resolved. A function defined inside another (a decorator's `inner`, which
         wraps without `__wrapped__`) is not judged; nor is code without `co_qualname`
-        (Python before 3.11)."""
+        (Python before 3.11). `ns` (the module's namespace, given for a `def` under a
+        decorator the file defines): the very function the module binds under the other
+        name is that decorator's honest answer (a "not available here" placeholder)."""
         fn, depth = value, 0
         while fn is not None and depth < 20:
             code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
             if _isinstance(code, types.CodeType) and real_of(code.co_filename) == real and genuine(code, real):
                 own = _getattr(code, "co_qualname", None)
                 if own is None or "<locals>" in own or own == qualname:
+                    return None
+                if ns is not None and ns.get(own) is _getattr(fn, "__func__", fn):
                     return None
                 return "the code of %s" % own
             fn, depth = _getattr(fn, "__wrapped__", None), depth + 1
@@ -2433,7 +2464,8 @@ def _install(write, manifest, runner="pytest"):
             for name, methods in _list(defined.items()):
                 value = d.get(name, _NOTHING)
                 if methods is None and value is not _NOTHING:
-                    why = stand_in(value, name, real) or misnamed(value, name, real)
+                    ns = d if name in local_decorated.get(real, ()) else None
+                    why = stand_in(value, name, real) or misnamed(value, name, real, ns)
                     if why is not None:
                         report_tampered("%s: %s (defined there) is now %s" % (rel, name, why))
                 elif methods is not None and _isinstance(value, _type) and \
@@ -2785,8 +2817,8 @@ def _install(write, manifest, runner="pytest"):
                 pass
             for label, name, value in _zip(labels, names, values):
                 now = mapping.get(name, MISSING)
-                if now is value:
-                    continue
+                if now is value or fixture_set.get((_id(mapping), name), MISSING) is now:
+                    continue  # (or what a fixture of test code set there, while it stays)
                 # pytest patches some of its own classes (legacypath: Config methods): a
                 # function of pytest's own files replacing one of pytest's is not a finding
                 own = not label.startswith("builtins.") and _isinstance(now, types.FunctionType) and \
@@ -3035,6 +3067,37 @@ def _install(write, manifest, runner="pytest"):
             check_fixture_values(pyfuncitem)
         yield
 
+    def test_fixture(fixturedef):
+        """Is the fixture's function code of an unchanged test code file of the repository
+        (a conftest's, a test module's, a helper's), held by that module's first run?
+        (pytest 8.4+ binds a fixture's name to a wrapper, so `code_verdict`, which looks at
+        what the module binds, does not find it.)"""
+        fn = _getattr(fixturedef, "func", None)
+        code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
+        if _type(code) is not types.CodeType or code.co_filename.startswith("<"):
+            return False
+        real = real_of(code.co_filename)
+        rel = rel_to_root(real)
+        return rel is not None and (rel in GRADED or test_support(rel)) and \
+            file_verdict(code.co_filename) is None and genuine(code, real)
+
+    def pytest_fixture_setup(fixturedef, request):
+        """What a fixture of the repository's test code sets in builtins during its set-up
+        (`mock.patch("builtins.input")`, `monkeypatch.setattr("builtins.open", ...)`) is the
+        tests' own double until it changes again (`fixture_set`): the check before the body
+        took tldextract's `mocks` fixture (a patched `input`) for tampering, so its labelling
+        reference run was `results-tampered`."""
+        if _getattr(request, "config", None) is not state["config"] or not test_fixture(fixturedef):
+            yield
+            return
+        names = [n for m, group, _v, _l, _h, _g in captured_groups if m is BUILTINS_DICT for n in group]
+        before = [BUILTINS_DICT.get(n, MISSING) for n in names]
+        yield
+        for name, was in _zip(names, before):
+            now = BUILTINS_DICT.get(name, MISSING)
+            if now is not was:
+                fixture_set[(_id(BUILTINS_DICT), name)] = now
+
     def pytest_runtest_makereport(item, call):
         result = yield
         if item.config is not state["config"]:
@@ -3094,6 +3157,7 @@ def _install(write, manifest, runner="pytest"):
     plugin.pytest_runtest_makereport = hookimpl(hookwrapper=True, tryfirst=True)(pytest_runtest_makereport)
     plugin.pytest_runtest_logreport = hookimpl(tryfirst=True)(pytest_runtest_logreport)
     plugin.pytest_pyfunc_call = hookimpl(hookwrapper=True, trylast=True)(pytest_pyfunc_call)
+    plugin.pytest_fixture_setup = hookimpl(hookwrapper=True)(pytest_fixture_setup)
     plugin.pytest_collection_modifyitems = hookimpl(trylast=True)(pytest_collection_modifyitems)
     plugin.pytest_sessionfinish = hookimpl(trylast=True)(pytest_sessionfinish)
     me = plugin
