@@ -1275,6 +1275,7 @@ def _install(write, manifest, runner="pytest"):
     captured_groups = regroup()
     BUILTINS_DICT = builtins.__dict__
     fixture_set = {}  # (id(mapping), name) -> the value a fixture of test code set there
+    fixture_verdicts = {}  # a fixture function's code -> is it test code's (test_fixture)
     _partial, _chain, _call = functools.partial, itertools.chain.from_iterable, operator.methodcaller("__call__")
 
     def hot_snapshot():
@@ -3076,10 +3077,13 @@ def _install(write, manifest, runner="pytest"):
         code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
         if _type(code) is not types.CodeType or code.co_filename.startswith("<"):
             return False
-        real = real_of(code.co_filename)
-        rel = rel_to_root(real)
-        return rel is not None and (rel in GRADED or test_support(rel)) and \
-            file_verdict(code.co_filename) is None and genuine(code, real)
+        got = fixture_verdicts.get(code)
+        if got is None:
+            real = real_of(code.co_filename)
+            rel = rel_to_root(real)
+            got = fixture_verdicts[code] = rel is not None and (rel in GRADED or test_support(rel)) and \
+                file_verdict(code.co_filename) is None and genuine(code, real)
+        return got
 
     def pytest_fixture_setup(fixturedef, request):
         """What a fixture of the repository's test code sets in builtins during its set-up
