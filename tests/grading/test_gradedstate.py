@@ -98,6 +98,59 @@ def test_marks_are_read_from_the_source():
     assert not scan_marks("this is not python(").marked
 
 
+#: cloudpickle's and typeguard's honest XFAILs (found on their real suites)
+INHERITED = textwrap.dedent(
+    """    import pytest
+
+    from elsewhere import ImportedBase
+
+
+    class TestBase:
+        def test_known_issue(self):
+            pytest.xfail("known issue")
+
+        def test_fine(self):
+            pass
+
+
+    class TestDerived(TestBase):
+        pass
+
+
+    class TestGrandchild(TestDerived):
+        def test_fine(self):
+            pass
+
+
+    class TestFromElsewhere(ImportedBase):
+        pass
+
+
+    class TestParams:
+        xfail_known = pytest.mark.xfail(reason="known", strict=True)
+
+        @pytest.mark.parametrize("x", [pytest.param(1), pytest.param(2, marks=xfail_known)])
+        def test_param(self, x):
+            pass
+
+        def test_unrelated(self):
+            pass
+    """
+)
+
+
+def test_inherited_tests_and_class_level_mark_aliases_are_marked():
+    m = scan_marks(INHERITED)
+    assert m.function_marked(("TestDerived", "test_known_issue"))  # inherited from a base of the module
+    assert m.function_marked(("TestGrandchild", "test_known_issue"))
+    assert not m.function_marked(("TestDerived", "test_fine"))
+    assert not m.function_marked(("TestGrandchild", "test_fine"))  # its own definition decides
+    assert m.function_marked(("TestFromElsewhere", "test_known_issue"))  # a base elsewhere: any definition of the name
+    assert not m.function_marked(("TestFromElsewhere", "test_other"))
+    assert m.function_marked(("TestParams", "test_param"))
+    assert not m.function_marked(("TestParams", "test_unrelated"))
+
+
 def test_xfail_marked_by_id_kind(tmp_path):
     files = {
         "tests/test_m.py": SOURCE.encode(),

@@ -23,8 +23,10 @@ back any the patch changes).
 `pytest.param(..., marks=pytest.mark.xfail)` inside a `parametrize`) or body (an
 imperative `pytest.xfail()`, `request.node.add_marker(pytest.mark.xfail)`), in an
 enclosing class's decorators or `pytestmark`, in the module's `pytestmark`, in a
-module-level name one of those decorators uses, or in a conftest on the test file's path
-(conftests that add marks in a collection hook).
+module-level or class-level name one of those decorators uses, or in a conftest on the
+test file's path (conftests that add marks in a collection hook). A test a class inherits
+is marked where the base of the module that defines it is (else where any definition of
+its name is).
 """
 
 from __future__ import annotations
@@ -74,6 +76,17 @@ def _mentions_xfail(node: ast.AST, names: frozenset[str] = frozenset()) -> bool:
     return False
 
 
+def _xfail_names(body: list[ast.stmt], names: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The names a block binds by assignment to a value that mentions xfail."""
+    return frozenset(
+        t.id
+        for s in body
+        if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None and _mentions_xfail(s.value, names)
+        for t in (s.targets if isinstance(s, ast.Assign) else [s.target])
+        if isinstance(t, ast.Name)
+    )
+
+
 def _assigns(stmt: ast.stmt, name: str) -> bool:
     targets = (
         stmt.targets
@@ -90,10 +103,14 @@ class _Marks:
     module: bool = False
     marked: set[tuple[str, ...]] = field(default_factory=set)
     defined: set[tuple[str, ...]] = field(default_factory=set)
+    bases: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)  # class -> its base names
 
-    def function_marked(self, qualname: tuple[str, ...]) -> bool:
+    def function_marked(self, qualname: tuple[str, ...], depth: int = 0) -> bool:
         """True when the function (or any enclosing class) is marked; `qualname` may omit
-        classes (ids of runners that name the function only)."""
+        classes (ids of runners that name the function only). A method the class does not
+        define itself is inherited: a base of the module's that defines it decides, else
+        any definition of its name does (cloudpickle's `Protocol2CloudPickleTest`
+        inherits a test that calls `pytest.xfail()`)."""
         if self.module:
             return True
         if any(qualname[:i] in self.marked for i in range(1, len(qualname) + 1)):
@@ -102,7 +119,14 @@ class _Marks:
             return any(
                 q[-1] == qualname[0] and any(q[:i] in self.marked for i in range(1, len(q) + 1)) for q in self.defined
             )
-        return False
+        if qualname in self.defined or depth > 20:
+            return False
+        cls, func = qualname[:-1], qualname[-1]
+        for base in self.bases.get(cls, ()):
+            bq = cls[:-1] + (base,) if cls[:-1] + (base,) in self.defined else (base,)
+            if bq in self.defined and (bq + (func,) in self.defined or bq in self.bases):
+                return self.function_marked(bq + (func,), depth + 1)
+        return self.function_marked((func,))
 
 
 def scan_marks(source: str | bytes) -> _Marks:
@@ -113,26 +137,22 @@ def scan_marks(source: str | bytes) -> _Marks:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return out
-    # module-level names whose value mentions xfail (a mark alias, a parameter list)
-    names = frozenset(
-        t.id
-        for s in tree.body
-        if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None and _mentions_xfail(s.value)
-        for t in (s.targets if isinstance(s, ast.Assign) else [s.target])
-        if isinstance(t, ast.Name)
-    )
+    names = _xfail_names(tree.body)  # module-level names whose value mentions xfail (a mark alias, a parameter list)
     out.module = any(_assigns(s, "pytestmark") and _mentions_xfail(s) for s in tree.body)
 
-    def visit(body: list[ast.stmt], prefix: tuple[str, ...]) -> None:
+    def visit(body: list[ast.stmt], prefix: tuple[str, ...], names: frozenset[str]) -> None:
         for stmt in body:
             if isinstance(stmt, ast.ClassDef):
                 q = prefix + (stmt.name,)
                 out.defined.add(q)
+                out.bases[q] = tuple(b.id for b in stmt.bases if isinstance(b, ast.Name))
                 if any(_mentions_xfail(d, names) for d in stmt.decorator_list) or any(
                     _assigns(s, "pytestmark") and _mentions_xfail(s, names) for s in stmt.body
                 ):
                     out.marked.add(q)
-                visit(stmt.body, q)
+                # class-level names whose value mentions xfail (typeguard's
+                # `xfail_nested_protocol_checks = pytest.mark.xfail(...)`, used in `marks=`)
+                visit(stmt.body, q, names | _xfail_names(stmt.body, names))
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 q = prefix + (stmt.name,)
                 out.defined.add(q)
@@ -141,7 +161,7 @@ def scan_marks(source: str | bytes) -> _Marks:
                 ):
                     out.marked.add(q)
 
-    visit(tree.body, ())
+    visit(tree.body, (), names)
     return out
 
 
