@@ -735,6 +735,23 @@ def test_colours_off_and_docutils_drift_are_told_apart(bf, tmp_path):
     assert bf.classify_tests(result) == "the spec leaves docutils unpinned: the release it gets is newer than the code"
 
 
+def test_sphinxcontrib_drift_is_named_before_docutils_drift(bf, tmp_path):
+    """sphinx 2.1-2.4 logs show both drifts; the sphinxcontrib one fails every test app's
+    build (most of the failures), so it is the cause named."""
+    log = tmp_path / "t.log"
+    log.write_text(
+        "E       AssertionError: did not find any node matching xpath \".//div[@class='figure align-default']/p\"\n"
+        "E       sphinx.errors.VersionRequirementError: The sphinxcontrib.applehelp extension used by "
+        "this project needs at least Sphinx v5.0; it therefore cannot be built with this version.\n"
+        "=== 30 failed, 280 passed, 954 errors ===\n"
+    )
+    result = {"pass_rate": 0.22, "test_log": str(log)}
+    assert (
+        bf.classify_tests(result)
+        == "the spec leaves sphinxcontrib-* unpinned: the releases it gets need a newer Sphinx"
+    )
+
+
 def test_numpy_2_removals_are_the_unpinned_numpys(bf, tmp_path):
     """pvlib's `import pvlib` under PyPI's numpy 2.0 stops collection at `np.Inf`."""
     log = tmp_path / "t.log"
