@@ -3,6 +3,7 @@ bug, a bug that hangs, a flaky test, a fixture error and a collection error."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import textwrap
 from pathlib import Path
@@ -11,7 +12,15 @@ import pytest
 
 from minisandbox.catalog import EnvSpec
 from minisandbox.grading.evaluate import Evaluation
-from minisandbox.grading.label import STATUSES, label_env, label_from, read_results, write_labelled, write_result
+from minisandbox.grading.label import (
+    STATUSES,
+    label_env,
+    label_from,
+    read_results,
+    unreached,
+    write_labelled,
+    write_result,
+)
 from minisandbox.records import normalize, read_tasks
 from tests.fixtures.evaluation import TEST_CMD, _git, diff, write_tree
 from tests.fixtures.hostvenv import HostVenvExecutor
@@ -63,6 +72,28 @@ def test_hangs_and_broken_runs():
     assert label_from([ev("timeout", FIXED)], [])["status"] == "fixed-broken"
     assert label_from([ev("empty-f2p", FIXED)], [ev("test-setup-failed", {})])["status"] == "bug-broken"
     assert label_from([ev("error", {}, error="no layer")], [])["status"] == "env-broken"
+
+
+def test_a_resume_pass_decides_what_a_killed_bug_run_never_reached():
+    """A bug run killed at the timeout after t::a: t::c passes in the resume pass (a slow
+    stretch, not the bug: in neither list, reported), t::d fails there (FAIL_TO_PASS), t::b
+    no pass reaches (FAIL_TO_PASS: SWE-smith's rule for a hang)."""
+    fixed, bug = [ev("empty-f2p", FIXED)], [ev("timeout", {"t::a": "PASSED"})]
+    assert unreached(fixed, bug) == ["t::b", "t::c", "t::d"]  # in the suite's order
+    resumed = [ev("timeout", {"t::c": "PASSED", "t::d": "FAILED"})]
+    r = label_from(fixed, bug, resumed=resumed)
+    assert r["status"] == "labelled" and r["FAIL_TO_PASS"] == ["t::b", "t::d"] and r["PASS_TO_PASS"] == ["t::a"]
+    assert r["detail"]["passed_past_kill"] == ["t::c"] and r["counts"]["passed_past_kill"] == 1
+    assert "1 passed in a resume pass" in r["reason"]
+    assert [x["phase"] for x in r["runs"]] == ["fixed", "bug", "resume"]
+    # without the pass, SWE-smith's labels: everything past the kill is FAIL_TO_PASS
+    assert label_from(fixed, bug)["FAIL_TO_PASS"] == ["t::b", "t::c", "t::d"]
+    # a resume pass that errs or is graded tampered decides nothing
+    for bad in ("error", "results-tampered"):
+        assert label_from(fixed, bug, resumed=[ev(bad, {"t::c": "PASSED"})])["FAIL_TO_PASS"] == ["t::b", "t::c", "t::d"]
+    # nothing to resume: no run killed, or ids that select no file
+    assert unreached(fixed, [ev("tests-failed", {"t::a": "PASSED"})]) == []
+    assert unreached([ev("empty-f2p", {"a": "PASSED", "b": "PASSED"})], [ev("timeout", {"a": "PASSED"})]) == []
 
 
 # -- real runs on a local project -----------------------------------------------------------
@@ -240,3 +271,31 @@ def test_labelling_a_local_project(lab, tmp_path):
     assert not again.invalid and [r.fail_to_pass for r in again.records][0] == planted["FAIL_TO_PASS"]
     rec = normalize(json.loads(tasks_out.read_text().splitlines()[0]))
     assert rec.pass_to_pass == planted["PASS_TO_PASS"]
+
+
+@pytest.mark.slow
+def test_a_slow_stretch_is_not_labelled_as_the_bug(lab, tmp_path):
+    """The bug makes `add` take 10 s: the whole suite's bug run (twice, then add) is killed
+    at the 16 s timeout inside test_add, so test_add, test_value and test_wait never report.
+    The resume pass runs only tests/test_lab.py and gets through it: all three pass with the
+    bug, so none is FAIL_TO_PASS (SWE-smith's labels would name all three, and validation
+    at a quieter moment would then find them passing without the fix)."""
+    spec, ex, _ = lab
+    files = lab_files(tmp_path / "coin-counter-2")
+    work = tmp_path / "work-slow"
+    work.mkdir()
+    _git(work, "init", "-q")
+    slow = {"lab.py": LAB.replace("    return a + b", "    time.sleep(10)\n    return a + b")}
+    cand = tmp_path / "slow.jsonl"
+    iid = "lab__lab.00000000.slow__1"
+    cand.write_text(
+        json.dumps({"instance_id": iid, "repo": "swesmith/lab__lab.00000000", "patch": diff(work, files, slow)}) + "\n"
+    )
+    spec = dataclasses.replace(spec, timeout=16)
+    res = label_env("env-lab", spec, read_tasks([cand], label=True).records, ex, workers=1)
+    r = res.tasks[iid]
+    lab_tests = ["tests/test_lab.py::test_add", "tests/test_lab.py::test_value", "tests/test_lab.py::test_wait"]
+    assert r["bug_timed_out"] and [x["phase"] for x in r["runs"]] == ["fixed", "bug", "resume"], r
+    assert r["detail"]["passed_past_kill"] == lab_tests, r
+    assert not set(lab_tests) & set(r["FAIL_TO_PASS"] + r["PASS_TO_PASS"])
+    assert "tests/test_extra.py::test_twice" in r["PASS_TO_PASS"]  # slow, but done before the kill

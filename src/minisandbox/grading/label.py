@@ -21,6 +21,18 @@ that passed in the fixed run:
 * PASS_TO_PASS - passed with the bug;
 * neither - an ERROR with the bug (a broken fixture is not the bug's test).
 
+A bug run killed at the spec's timeout leaves the tests it never reached undecided, and
+how far it got depends on the machine's load: a slow stretch (a bug that makes some tests
+slower, not stuck) stopped one run at its 40th test and a quieter one at its 78th, so the
+same candidate's labels differed, and the labels made under load then failed validation
+(tests labelled FAIL_TO_PASS passed with the bug). So such tests get a **resume pass**:
+the bug again, only their files, at most `RESUME_PASSES` times while a pass makes
+progress. A test that passes there passes with the bug: it leaves FAIL_TO_PASS (it is in
+neither list, as the full before-run of validation may not reach it either) and is
+reported; one that fails there is FAIL_TO_PASS; one no pass reaches stays FAIL_TO_PASS
+(SWE-smith's rule for a bug that hangs). SWE-smith has no such pass: its labels count
+every test past the kill.
+
 Statuses (`STATUSES`): `labelled`; dropped: `no-f2p` (nothing fails with the bug),
 `too-broad` (more FAIL_TO_PASS tests than `max_f2p`), `hangs` (the bug run was killed
 before any test reported a result), `bug-broken` (the bug does not apply, or its run's
@@ -54,6 +66,9 @@ STATUSES = ("labelled", "no-f2p", "too-broad", "hangs", "bug-broken", "fixed-bro
 SCHEMA = 1
 MAX_LISTED = 20  # tests named per problem in a candidate's detail
 REFERENCE_TRIES = 3  # candidates tried for an environment's reference run
+#: Resume passes after a bug run killed at the timeout (module docstring); each costs at
+#: most the spec's timeout, and only candidates whose bug run was killed pay them
+RESUME_PASSES = 2
 
 #: Reasons of a run that completed and whose log was read (the lists are empty, so a
 #: finished run reports `empty-f2p`).
@@ -110,10 +125,33 @@ def reference_problem(fixed: list[Evaluation]) -> tuple[str, str] | None:
     return None
 
 
-def label_from(fixed: list[Evaluation], bug: list[Evaluation], *, max_f2p: int = 0) -> dict[str, Any]:
-    """A candidate's labels and status from the fixed (reference) and bug runs (pure: the
-    rules are in the module docstring). `max_f2p` 0: no limit."""
-    runs = _runs("fixed", fixed) + _runs("bug", bug)
+def passed_in_fixed(fixed: list[Evaluation], flaky: set[str]) -> list[str]:
+    """Tests that passed in every reference run, in the first run's order (the suite's)."""
+    return [t for t in fixed[0].status_map if all(is_pass(ev.status_map.get(t)) for ev in fixed) and t not in flaky]
+
+
+def unreached(fixed: list[Evaluation], bug: list[Evaluation]) -> list[str]:
+    """Tests a killed bug run left undecided: passed with the fixed code, reported by no
+    bug run, and some bug run timed out (in the suite's order). Empty when no bug run was
+    killed, or when the ids are not pytest node ids (a resume pass selects files)."""
+    if not fixed or not any(ev.reason == Reason.TIMEOUT.value for ev in bug):
+        return []
+    if any(ev.reason != Reason.TIMEOUT.value and ev.reason not in _COMPLETED for ev in bug):
+        return []
+    flaky = _flaky(fixed) | _flaky(bug)
+    out = [t for t in passed_in_fixed(fixed, flaky) if all(t not in ev.status_map for ev in bug)]
+    return out if all("::" in t for t in out) else []
+
+
+def label_from(
+    fixed: list[Evaluation], bug: list[Evaluation], *, max_f2p: int = 0, resumed: list[Evaluation] | None = None
+) -> dict[str, Any]:
+    """A candidate's labels and status from the fixed (reference) and bug runs, and the
+    resume passes over what a killed bug run never reached (pure: the rules are in the
+    module docstring). `max_f2p` 0: no limit."""
+    runs = _runs("fixed", fixed) + _runs("bug", bug) + _runs("resume", resumed or [])
+    # (a resume pass that errs, or whose results are not to be trusted, decides nothing)
+    resumed = [ev for ev in resumed or [] if ev.reason == Reason.TIMEOUT.value or ev.reason in _COMPLETED]
     out: dict[str, Any] = {"FAIL_TO_PASS": [], "PASS_TO_PASS": [], "detail": {}, "runs": runs}
 
     def result(status: str, reason: str) -> dict[str, Any]:
@@ -136,10 +174,15 @@ def label_from(fixed: list[Evaluation], bug: list[Evaluation], *, max_f2p: int =
     if timed_out and all(not ev.status_map for ev in timed_out):
         return result("hangs", "the bug hangs before any test result (the run was killed at the spec's timeout)")
     flaky = _flaky(fixed) | _flaky(bug)
-    passed_fixed = {t for t in fixed[0].status_map if all(is_pass(ev.status_map.get(t)) for ev in fixed)} - flaky
-    f2p, p2p, errored = [], [], []
+    passed_fixed = set(passed_in_fixed(fixed, flaky))
+    f2p, p2p, errored, past_kill = [], [], [], []
     for t in sorted(passed_fixed):
         got = [ev.status_map.get(t) for ev in bug]
+        if all(s is None for s in got):  # never reached (killed) or not collected with the bug
+            got = [s for ev in resumed if (s := ev.status_map.get(t)) is not None] or got
+            if any(is_pass(s) for s in got):
+                past_kill.append(t)  # passes with the bug: no run may show it failing
+                continue
         if any(s == TestStatus.ERROR.value for s in got):
             errored.append(t)
         elif all(is_pass(s) for s in got):
@@ -153,11 +196,14 @@ def label_from(fixed: list[Evaluation], bug: list[Evaluation], *, max_f2p: int =
         "flaky": len(flaky),
         "error_with_bug": len(errored),
         "passed_fixed": len(passed_fixed),
+        **({"passed_past_kill": len(past_kill)} if resumed else {}),
     }
     if flaky:
         out["detail"]["flaky_tests"] = _listed(flaky)
     if errored:
         out["detail"]["error_with_bug"] = _listed(errored)
+    if past_kill:
+        out["detail"]["passed_past_kill"] = _listed(past_kill)
     if timed_out:
         out["bug_timed_out"] = True
     if not f2p:
@@ -165,8 +211,28 @@ def label_from(fixed: list[Evaluation], bug: list[Evaluation], *, max_f2p: int =
     if max_f2p and len(f2p) > max_f2p:
         out["detail"]["fail_to_pass"] = _listed(f2p)
         return result("too-broad", f"{len(f2p)} FAIL_TO_PASS tests, more than the maximum {max_f2p}")
-    how = " (the bug run hangs and was killed; tests it never reached count as failing)" if timed_out else ""
+    how = ""
+    if timed_out:
+        how = " (the bug run was killed at the timeout; tests no run reached count as failing"
+        how += f", {len(past_kill)} passed in a resume pass)" if past_kill else ")"
     return result("labelled", f"{len(f2p)} FAIL_TO_PASS, {len(p2p)} PASS_TO_PASS{how}")
+
+
+def resume_passes(
+    cand: TaskRecord, spec: EnvSpec, executor: Executor, left: list[str], passes: int
+) -> list[Evaluation]:
+    """Runs of the bug over the files of `left` (tests a killed bug run never reached), while
+    a pass is killed again but reached some of them: what it reached is decided, the rest
+    goes to the next pass. A pass that reaches none of them stops: the first hangs."""
+    out: list[Evaluation] = []
+    while left and len(out) < passes:
+        ev = evaluate(cand._replace(fail_to_pass=left, pass_to_pass=[]), spec, None, executor, apply_patch=False)
+        out.append(ev)
+        reached = [t for t in left if t in ev.status_map]
+        if ev.reason != Reason.TIMEOUT.value or not reached:
+            break
+        left = [t for t in left if t not in ev.status_map]
+    return out
 
 
 def _write_logs(
@@ -239,9 +305,11 @@ def label_env(
     env_error: str | None = None,
     spec_of: dict[str, EnvSpec] | None = None,
     repo_key_of: dict[str, str] | None = None,
+    passes: int = RESUME_PASSES,
 ) -> EnvLabels:
     """Label every candidate of one environment: one reference (fixed) run per group of
-    candidates (`_groups`), then each candidate's bug run, `workers` at a time."""
+    candidates (`_groups`), then each candidate's bug run, `workers` at a time, and its
+    resume passes when the bug run was killed (`passes` 0: none, SWE-smith's labels)."""
     t0 = time.monotonic()
     tasks: dict[str, dict[str, Any]] = {}
     refs: dict[str, dict[str, Any]] = {}
@@ -280,8 +348,10 @@ def label_env(
                     if reference_problem(fixed)
                     else [evaluate(c, gspec, None, ex, apply_patch=False) for _ in range(repeats)]
                 )
-                res = label_from(fixed, bug, max_f2p=max_f2p)
+                resumed = resume_passes(c, gspec, ex, unreached(fixed, bug), passes)
+                res = label_from(fixed, bug, max_f2p=max_f2p, resumed=resumed)
                 _write_logs(log_dir, c.instance_id, "bug", bug, res, len(fixed))
+                _write_logs(log_dir, c.instance_id, "resume", resumed, res, len(fixed) + len(bug))
                 return c.instance_id, res
             except Exception as exc:  # one candidate's failure never hides the others' results
                 return c.instance_id, {
