@@ -273,6 +273,14 @@ def _apply_test_patch(files: dict[str, bytes | None], test_patch: str) -> dict[s
         return out
 
 
+#: Words of code that reaches the call stack's frames, or what they hold (resultplugin's
+#: `FRAME_HANDERS` and frame events)
+FRAME_WORDS = re.compile(
+    rb"_getframe|currentframe|_current_frames|\b(?:tb|gi|cr|ag)_frame\b|\bf_back\b|getouterframes|"
+    rb"getinnerframes|inspect\.(?:stack|trace)\b|walk_stack|walk_tb|extract_stack|format_stack|print_stack"
+)
+
+
 @dataclass
 class GradedState:
     """Test files and conftests of the graded state (repo-relative path -> content), plus
@@ -288,8 +296,27 @@ class GradedState:
 
     def manifest(self, root: str) -> dict[str, object]:
         """What the results plugin gets before the run (see resultplugin): the repo root as
-        the test command sees it, the graded files' digests, the paths the patch names."""
-        return {"root": root, "files": self.digests(), "patched": list(self.patched)}
+        the test command sees it, the graded files' digests, the paths the patch names,
+        and which of those already reach frames at the graded state."""
+        out: dict[str, object] = {"root": root, "files": self.digests(), "patched": list(self.patched)}
+        native = self.frame_native()
+        if native is not None:
+            out["frames"] = native
+        return out
+
+    def frame_native(self) -> list[str] | None:
+        """The paths the candidate patch names whose copy in the snapshot reaches the call
+        stack's frames (`FRAME_WORDS`): there, frame access is the library's own, and the
+        results plugin only reports it; in any other file it is the patch's, and critical
+        (resultplugin's `frame_reached`). None without a snapshot (the rule is off)."""
+        if self.reference is None:
+            return None
+        native = []
+        for rel in self.patched:
+            src = read_snapshot_file(self.reference, rel)
+            if src is not None and FRAME_WORDS.search(src):
+                native.append(rel)
+        return native
 
     def _source(self, rel: str) -> bytes | None:
         if rel in self.files:

@@ -1200,6 +1200,35 @@ def _install(write, manifest, runner="pytest"):
     test_file_codes = _set()  # code of the graded test files run through the wrapped exec
     sympy_exec = wrap_sympy() if SYMPY else None  # the same: builtins.exec is the wrapper from here on
 
+    # ------------------------------------------------------------------ the test id pytest shows
+    def without_params(nodeid):
+        """A test id without its parameter part (`t.py::test_x[11-11th]` -> `t.py::test_x`)."""
+        cut = nodeid.find("[", nodeid.find("::"))
+        return nodeid[:cut] if cut > 0 and nodeid.endswith("]") else nodeid
+
+    runner_module = sys.modules.get("_pytest.runner")
+    update_var = None if UNITTEST or SYMPY else _getattr(runner_module, "_update_current_test_var", None)
+    if _isinstance(update_var, types.FunctionType):
+        environ = os.environ
+
+        def _update_current_test_var(item, when):
+            """pytest's own, then the parameters left out of the id. pytest sets
+            PYTEST_CURRENT_TEST to the test's id and phase; a parametrised test's id holds
+            its parameters, the expected value among them (`test_ordinal[-11--11th]`):
+            library code that kept the bug decoded the answer from it and was resolved (host
+            and sandbox, strict and official). The file, the test's name and the phase stay,
+            as tests and libraries use them. Captured below as the runner's own function."""
+            update_var(item, when)
+            cur = environ.get("PYTEST_CURRENT_TEST")
+            if when and cur is not None and cur.endswith(")") and " (" in cur:
+                nodeid, phase = cur.rsplit(" (", 1)
+                short = without_params(nodeid)
+                if short != nodeid:
+                    environ["PYTEST_CURRENT_TEST"] = "%s (%s" % (short, phase)
+
+        _update_current_test_var.__module__ = "_pytest.runner"
+        runner_module._update_current_test_var = _update_current_test_var
+
     # ------------------------------------------------------------------ the snapshot
     kinds = (types.FunctionType, types.BuiltinFunctionType, _type, classmethod, staticmethod, property,
              types.MethodType)
@@ -1518,6 +1547,58 @@ def _install(write, manifest, runner="pytest"):
             return file_verdict(name), name, passed
         return None, None, passed
 
+    # ------------------------------------------------------------------ frames reached
+    #: Patched files whose graded-state copy already reaches frames (the manifest's
+    #: `frames`, see minisandbox.grading.gradedstate.FRAME_WORDS); None: the rule is off
+    FRAME_NATIVE = manifest.get("frames")
+    FRAME_NATIVE = None if FRAME_NATIVE is None else _set(_str(p) for p in FRAME_NATIVE)
+    #: the attribute reads that hand out a frame (object.__getattr__ events)
+    FRAME_ATTRS = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
+    #: standard-library functions that hand their caller frames or what frames hold (the
+    #: frame objects, the source lines of the callers, their locals): a frame reached
+    #: through them is reached by their caller. Any other standard-library function that
+    #: looks at frames (logging's findCaller, namedtuple's module name) keeps them.
+    FRAME_HANDERS = frozenset(("currentframe", "stack", "trace", "getouterframes", "getinnerframes",
+                               "walk_stack", "walk_tb", "extract_stack", "format_stack", "print_stack",
+                               "extract", "_extract_from_extended_frame_gen"))
+
+    def frame_reached(event):
+        """Library code that the candidate patch changed, reaching the call stack's frames
+        (`sys._getframe`, `inspect.currentframe`/`stack`, a traceback's or generator's
+        frame), where that file's graded-state copy never does: critical. From a frame,
+        `f_back` leads to the test's, whose locals hold the expected value (a parametrised
+        test's) and whose code its constants; library code that kept the bug returned
+        them and was resolved, host and sandbox, strict and official, with no finding
+        (`inspect.currentframe` runs in the standard library, and reading `f_back` or
+        `f_locals` raises no audit event). Code not from a file (compiled from a string)
+        counts as the patch's, doctests' excepted."""
+        f = _frame(2)
+        through = []
+        while f is not None:
+            name = f.f_code.co_filename
+            if name.startswith("<") and not name.startswith("<frozen"):
+                if name.startswith("<doctest ") or not PATCHED:
+                    return
+                rel = name
+                break
+            real = real_of(name)
+            if real == ME:
+                return
+            if name.startswith("<frozen") or (real.startswith(STDLIB) and "-packages" + _sep not in real):
+                if f.f_code.co_name not in FRAME_HANDERS:
+                    return  # the standard library uses the frame itself
+                through.append(f.f_code.co_name)
+                f = f.f_back
+                continue
+            rel = rel_to_root(real)
+            if rel is None or rel not in PATCHED or rel in FRAME_NATIVE:
+                return
+            break
+        else:
+            return
+        report_tampered("%s reaches the call stack's frames (%s%s), which its code at the graded state never "
+                        "does" % (rel, event, " through " + ", ".join(through) if through else ""))
+
     WATCH = {"sys.settrace": True, "sys.setprofile": True, "gc.get_objects": True,
              "gc.get_referrers": True, "gc.get_referents": True, "sys._getframe": False,
              "sys._current_frames": False}
@@ -1761,7 +1842,7 @@ def _install(write, manifest, runner="pytest"):
         phase, as during the test."""
         old = _environ.get("PYTEST_CURRENT_TEST")
         if nodeid is not None:
-            _environ["PYTEST_CURRENT_TEST"] = "%s (call)" % nodeid
+            _environ["PYTEST_CURRENT_TEST"] = "%s (call)" % without_params(nodeid)
         events = probe["events"] = []
         try:
             why = _forged(cls, names, _rng)
@@ -2101,6 +2182,16 @@ def _install(write, manifest, runner="pytest"):
                 except Exception:
                     pass
             return
+        if FRAME_NATIVE is not None and not state["busy"] and (
+                event == "sys._getframe" or event == "sys._current_frames" or (
+                    event == "object.__getattr__" and _len(args) > 1 and args[1] in FRAME_ATTRS)):
+            state["busy"] = True
+            try:
+                frame_reached(event if event != "object.__getattr__" else args[1])
+            except Exception:
+                pass
+            finally:
+                state["busy"] = False
         if event not in WATCH or state["busy"]:
             return
         state["busy"] = True
