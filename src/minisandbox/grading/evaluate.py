@@ -247,10 +247,13 @@ def evaluate(
                 reverse=reverse,
                 setup_task_state=not executor.prepares_task_state,
             )
-            tests = [*record.fail_to_pass, *record.pass_to_pass]
+            listed = [*record.fail_to_pass, *record.pass_to_pass]
             # (a file the task's patch changes is code under test, not a test file: its doctests' ids)
-            tests = [t for t in tests if not changed_by(record.patch, t.split("::", 1)[0])]
-            graded = graded_state(script, env.reference_dir, tests)
+            tests = [t for t in listed if not changed_by(record.patch, t.split("::", 1)[0])]
+            # its doctests are held to the snapshot's examples where the snapshot is the fixed
+            # code (SWE-bench's gold patch may change them with the code)
+            doctests = [t for t in listed if t not in tests] if record.format != "swebench" else []
+            graded = graded_state(script, env.reference_dir, tests, doctests)
             script.graded_manifest = graded.manifest(script.repo_dir)
             # the script's own timeout guards the tests; this one guards set-up and a stuck sandbox
             if stop is not None:

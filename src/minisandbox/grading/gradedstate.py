@@ -32,6 +32,7 @@ its name is).
 from __future__ import annotations
 
 import ast
+import doctest
 import hashlib
 import os
 import re
@@ -273,6 +274,63 @@ def _apply_test_patch(files: dict[str, bytes | None], test_patch: str) -> dict[s
         return out
 
 
+def _docstrings(tree: ast.Module) -> dict[str, str]:
+    """Qualified name -> raw docstring of the module ("") and of every class, function and
+    method it defines (at the top level, in class bodies, and under `if`/`try`/`with`),
+    where doctest's finder looks for examples."""
+    out: dict[str, str] = {}
+    doc = ast.get_docstring(tree, clean=False)
+    if doc is not None:
+        out[""] = doc
+
+    def walk(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                doc = ast.get_docstring(node, clean=False)
+                if doc is not None:
+                    out.setdefault(prefix + node.name, doc)
+                if isinstance(node, ast.ClassDef):
+                    walk(node.body, prefix + node.name + ".")
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                for part in ("body", "orelse", "handlers", "finalbody"):
+                    for sub in getattr(node, part, []):
+                        walk([sub] if not isinstance(sub, ast.ExceptHandler) else sub.body, prefix)
+
+    walk(tree.body, "")
+    return out
+
+
+def examples_digest(examples: list[tuple[str, str]]) -> str:
+    """The digest of a doctest's examples as (source, expected output) pairs; the results
+    plugin computes the same over the doctest pytest runs (resultplugin's `check_doctest`)."""
+    h = hashlib.sha256()
+    for source, want in examples:
+        h.update((source + "\x01" + want + "\x00").encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def doctest_digest(source: bytes, rel: str, name: str) -> str | None:
+    """`examples_digest` of the doctest `name` (pytest's `<module>.<qualname>`) in the
+    module `rel` whose text is `source`, read statically; None when it is not found there."""
+    try:
+        docs = _docstrings(ast.parse(source))
+    except (SyntaxError, ValueError):
+        return None
+    named = [q for q in docs if q and name.endswith("." + q)]
+    if named:
+        doc = docs[max(named, key=len)]
+    else:
+        stem = Path(rel).stem if Path(rel).stem != "__init__" else Path(rel).parent.name
+        if name.rsplit(".", 1)[-1] != stem or "" not in docs:
+            return None
+        doc = docs[""]
+    try:
+        examples = doctest.DocTestParser().get_examples(doc, name)
+    except ValueError:
+        return None
+    return examples_digest([(ex.source, ex.want) for ex in examples]) if examples else None
+
+
 #: Words of code that reaches the call stack's frames, or what they hold (resultplugin's
 #: `FRAME_HANDERS` and frame events)
 FRAME_WORDS = re.compile(
@@ -289,6 +347,9 @@ class GradedState:
     files: dict[str, bytes]
     reference: Path | None = None
     patched: list[str] = field(default_factory=list)
+    #: doctest id -> `examples_digest` at the graded state, for the doctests of modules the
+    #: task's bug changes (not restored from the snapshot, as test files are)
+    doctests: dict[str, str] = field(default_factory=dict)
     _cache: dict[str, _Marks | None] = field(default_factory=dict, repr=False, compare=False)
 
     def digests(self) -> dict[str, str]:
@@ -302,6 +363,8 @@ class GradedState:
         native = self.frame_native()
         if native is not None:
             out["frames"] = native
+        if self.doctests:
+            out["doctests"] = dict(self.doctests)
         return out
 
     def frame_native(self) -> list[str] | None:
@@ -383,10 +446,13 @@ class GradedState:
         return False
 
 
-def graded_state(script: EvalScript, reference: Path, tests: list[str]) -> GradedState:
+def graded_state(
+    script: EvalScript, reference: Path, tests: list[str], doctests: list[str] | None = None
+) -> GradedState:
     """The graded state of `script`'s run over the snapshot `reference` (module docstring).
     `tests`: FAIL_TO_PASS + PASS_TO_PASS (their files are read from the snapshot when the
-    script does not rewrite them)."""
+    script does not rewrite them). `doctests`: listed doctests of modules the task's bug
+    changes, whose examples at the snapshot the results plugin holds the run to."""
     reference = Path(reference)
     files: dict[str, bytes | None] = dict(script.reference_files)
     if script.test_patch.strip():
@@ -401,4 +467,11 @@ def graded_state(script: EvalScript, reference: Path, tests: list[str]) -> Grade
     for k, v in files.items():
         if v is None:
             graded.pop(k, None)
-    return GradedState(graded, reference, patch_paths(script.patch or ""))
+    digests: dict[str, str] = {}
+    for test_id in doctests or []:
+        rel, _, name = test_id.partition("::")
+        src = read_snapshot_file(reference, rel) if rel.endswith(".py") and name else None
+        got = doctest_digest(src, rel, name) if src is not None else None
+        if got is not None:
+            digests[test_id] = got
+    return GradedState(graded, reference, patch_paths(script.patch or ""), digests)

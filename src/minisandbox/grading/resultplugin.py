@@ -1200,6 +1200,25 @@ def _install(write, manifest, runner="pytest"):
     test_file_codes = _set()  # code of the graded test files run through the wrapped exec
     sympy_exec = wrap_sympy() if SYMPY else None  # the same: builtins.exec is the wrapper from here on
 
+    # ------------------------------------------------------------------ graded doctests
+    DOCTESTS = _dict((_str(k), _str(v)) for k, v in (manifest.get("doctests") or {}).items())
+
+    def check_doctest(item):
+        """A listed doctest of a module the task's bug changes runs from that module, which
+        the candidate patch may change: its examples (source and expected output) must be
+        the graded state's (`gradedstate.examples_digest`, same construction). A patch that
+        kept the bug and wrote the buggy answer as the expected output was resolved (host
+        and sandbox, strict and official)."""
+        want = DOCTESTS.get(item.nodeid)
+        examples = _getattr(_getattr(item, "dtest", None), "examples", None)
+        if want is None or examples is None:
+            return
+        h = _sha256()
+        for ex in examples:
+            h.update((_str(ex.source) + "\x01" + _str(ex.want) + "\x00").encode("utf-8", "surrogatepass"))
+        if h.hexdigest() != want:
+            report_tampered("doctest %s: its examples or expected output differ from the graded state" % item.nodeid)
+
     # ------------------------------------------------------------------ the test id pytest shows
     def without_params(nodeid):
         """A test id without its parameter part (`t.py::test_x[11-11th]` -> `t.py::test_x`)."""
@@ -3205,6 +3224,8 @@ def _install(write, manifest, runner="pytest"):
             check(item)
         elif call.when == "setup" and _type(item) is not _Function:
             check_before(item)  # a plain test function is checked in pytest_pyfunc_call, later
+            if DOCTESTS:
+                check_doctest(item)
         status, note = status_of(item, call, rep)
         record = {"ev": "phase", "id": item.nodeid, "when": call.when, "status": status,
                   "report": _getattr(rep, "outcome", None)}
