@@ -353,15 +353,16 @@ def test_a_critical_channel_finding_is_never_resolved(mode):
     )["i"]["resolved"]
 
 
-def test_the_manifest_names_the_patched_files_that_reach_frames_at_the_graded_state(tmp_path):
-    """The results plugin's frame rule is critical only for files whose snapshot copy
-    reaches no frame: the manifest says which patched files do (and nothing without a
-    snapshot, which turns the rule off)."""
+def test_the_manifest_names_the_patched_files_that_look_into_the_program_at_the_graded_state(tmp_path):
+    """The results plugin's frame rule and its tracer and heap events are critical only for
+    files whose snapshot copy does none of it: the manifest says which patched files do
+    (and nothing without a snapshot, which turns the frame rule off)."""
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "log.py").write_text("import sys\n\n\ndef caller():\n    return sys._getframe(1)\n")
     (tmp_path / "pkg" / "tb.py").write_text("def first(e):\n    return e.__traceback__.tb_frame\n")
+    (tmp_path / "pkg" / "snoop.py").write_text("import sys\n\n\ndef on(t):\n    sys.settrace(t)\n")
     (tmp_path / "pkg" / "calc.py").write_text("def add(a, b):\n    return a + b  # no stack here\n")
-    patched = ["pkg/log.py", "pkg/tb.py", "pkg/calc.py", "pkg/new.py"]
+    patched = ["pkg/log.py", "pkg/tb.py", "pkg/snoop.py", "pkg/calc.py", "pkg/new.py"]
     st = GradedState({}, tmp_path, patched)
-    assert st.manifest("/testbed")["frames"] == ["pkg/log.py", "pkg/tb.py"]
-    assert "frames" not in GradedState({}, None, patched).manifest("/testbed")
+    assert st.manifest("/testbed")["introspects"] == ["pkg/log.py", "pkg/tb.py", "pkg/snoop.py"]
+    assert "introspects" not in GradedState({}, None, patched).manifest("/testbed")

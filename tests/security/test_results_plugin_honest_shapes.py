@@ -19,7 +19,11 @@ finding, host and sandbox, strict and official.
   traceback), a test that reads `PYTEST_CURRENT_TEST`, and library code that reaches
   frames where its graded-state copy does too (`sys._getframe`, as pydantic and typeguard
   do): the frame rule of the results plugin judges only frames reached by code the patch
-  brought.
+  brought;
+* a tracing library (`sys.settrace` in the file the bug is in, as PySnooper's tracer and
+  coverage's PyTracer have it): its gold patch was `results-tampered` (`sys.settrace
+  called from snoop.py`), so such tasks were lost at validation. Tracers and heap walks
+  stay critical in files whose graded-state copy has none.
 """
 
 from __future__ import annotations
@@ -190,3 +194,51 @@ frames_host, frames_sandbox, frames_executor = executor_fixtures("task_frames", 
 @pytest.mark.parametrize("mode", MODES)
 def test_gold_patch_of_a_library_that_reaches_frames_itself_is_resolved(task_frames, frames_executor, mode):
     _assert_gold_resolved(task_frames, frames_executor, mode)
+
+
+TRACER = '''import sys
+
+
+def calls_of(fn):
+    """The names of the functions called while `fn` runs."""
+    seen = []
+
+    def tracer(frame, event, arg):
+        if event == "call":
+            seen.append(frame.f_code.co_name)
+        return None
+
+    old = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        fn()
+    finally:
+        sys.settrace(old)
+    return seen
+
+
+def add(a, b):
+    return a + b
+
+
+def sub(a, b):
+    return a - b
+'''
+TEST_TRACER = (
+    "import calc\n\n\ndef helper():\n    return 1\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n\n\n"
+    'def test_sub():\n    assert calc.sub(5, 3) == 2\n    assert "helper" in calc.calls_of(helper)\n'
+)
+
+
+@pytest.fixture(scope="module")
+def task_tracer(tmp_path_factory):
+    files = {"calc.py": TRACER, "tests/test_calc.py": TEST_TRACER}
+    return _calc_task(tmp_path_factory, "honest_tracer", files, "calc.py", 13, {})
+
+
+tracer_host, tracer_sandbox, tracer_executor = executor_fixtures("task_tracer", "tracer")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_gold_patch_of_a_tracing_library_is_resolved(task_tracer, tracer_executor, mode):
+    _assert_gold_resolved(task_tracer, tracer_executor, mode)

@@ -331,11 +331,13 @@ def doctest_digest(source: bytes, rel: str, name: str) -> str | None:
     return examples_digest([(ex.source, ex.want) for ex in examples]) if examples else None
 
 
-#: Words of code that reaches the call stack's frames, or what they hold (resultplugin's
-#: `FRAME_HANDERS` and frame events)
-FRAME_WORDS = re.compile(
+#: Words of code that looks into the running program: reaches the call stack's frames or
+#: what they hold, installs a tracer or walks the heap (resultplugin's frame rule and its
+#: critical audit events)
+INTROSPECTION_WORDS = re.compile(
     rb"_getframe|currentframe|_current_frames|\b(?:tb|gi|cr|ag)_frame\b|\bf_back\b|getouterframes|"
-    rb"getinnerframes|inspect\.(?:stack|trace)\b|walk_stack|walk_tb|extract_stack|format_stack|print_stack"
+    rb"getinnerframes|inspect\.(?:stack|trace)\b|walk_stack|walk_tb|extract_stack|format_stack|print_stack|"
+    rb"settrace|setprofile|get_objects|get_referrers|get_referents"
 )
 
 
@@ -358,28 +360,32 @@ class GradedState:
     def manifest(self, root: str) -> dict[str, object]:
         """What the results plugin gets before the run (see resultplugin): the repo root as
         the test command sees it, the graded files' digests, the paths the patch names,
-        and which of those already reach frames at the graded state."""
+        and which of those already look into the running program at the graded state."""
         out: dict[str, object] = {"root": root, "files": self.digests(), "patched": list(self.patched)}
-        native = self.frame_native()
+        native = self.introspecting()
         if native is not None:
-            out["frames"] = native
+            out["introspects"] = native
         if self.doctests:
             out["doctests"] = dict(self.doctests)
         return out
 
-    def frame_native(self) -> list[str] | None:
-        """The paths the candidate patch names whose copy in the snapshot reaches the call
-        stack's frames (`FRAME_WORDS`): there, frame access is the library's own, and the
-        results plugin only reports it; in any other file it is the patch's, and critical
-        (resultplugin's `frame_reached`). None without a snapshot (the rule is off)."""
+    def introspecting(self) -> list[str] | None:
+        """The paths the candidate patch names whose copy in the snapshot looks into the
+        running program (`INTROSPECTION_WORDS`: frames, tracers, the heap). There such
+        calls are the library's own (a tracer like PySnooper's, pydantic's and typeguard's
+        frame lookups), and the results plugin only reports them; in any other file they
+        are the patch's, and critical (resultplugin's `frame_reached` and audit hook). A
+        gold patch that fixed another function of a file that calls `sys.settrace` was
+        `results-tampered` before. None without a snapshot (the rules then judge every
+        patched file as the patch's, as before frames were judged: frames off)."""
         if self.reference is None:
             return None
-        native = []
+        out = []
         for rel in self.patched:
             src = read_snapshot_file(self.reference, rel)
-            if src is not None and FRAME_WORDS.search(src):
-                native.append(rel)
-        return native
+            if src is not None and INTROSPECTION_WORDS.search(src):
+                out.append(rel)
+        return out
 
     def _source(self, rel: str) -> bytes | None:
         if rel in self.files:

@@ -1567,10 +1567,11 @@ def _install(write, manifest, runner="pytest"):
         return None, None, passed
 
     # ------------------------------------------------------------------ frames reached
-    #: Patched files whose graded-state copy already reaches frames (the manifest's
-    #: `frames`, see minisandbox.grading.gradedstate.FRAME_WORDS); None: the rule is off
-    FRAME_NATIVE = manifest.get("frames")
-    FRAME_NATIVE = None if FRAME_NATIVE is None else _set(_str(p) for p in FRAME_NATIVE)
+    #: Patched files whose graded-state copy already looks into the running program
+    #: (frames, tracers, the heap: the manifest's `introspects`, see
+    #: minisandbox.grading.gradedstate.INTROSPECTION_WORDS); None: the frame rule is off
+    INTROSPECTS = manifest.get("introspects")
+    INTROSPECTS = None if INTROSPECTS is None else _set(_str(p) for p in INTROSPECTS)
     #: the attribute reads that hand out a frame (object.__getattr__ events)
     FRAME_ATTRS = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
     #: standard-library functions that hand their caller frames or what frames hold (the
@@ -1610,7 +1611,7 @@ def _install(write, manifest, runner="pytest"):
                 f = f.f_back
                 continue
             rel = rel_to_root(real)
-            if rel is None or rel not in PATCHED or rel in FRAME_NATIVE:
+            if rel is None or rel not in PATCHED or rel in INTROSPECTS:
                 return
             break
         else:
@@ -2201,7 +2202,7 @@ def _install(write, manifest, runner="pytest"):
                 except Exception:
                     pass
             return
-        if FRAME_NATIVE is not None and not state["busy"] and (
+        if INTROSPECTS is not None and not state["busy"] and (
                 event == "sys._getframe" or event == "sys._current_frames" or (
                     event == "object.__getattr__" and _len(args) > 1 and args[1] in FRAME_ATTRS)):
             state["busy"] = True
@@ -2221,6 +2222,8 @@ def _install(write, manifest, runner="pytest"):
             why, name, _passed = untrusted_caller(skip_stdlib=critical)
             if why is not None:
                 rel = rel_to_root(real_of(name)) if not name.startswith("<") else name
+                if critical and INTROSPECTS is not None and rel in INTROSPECTS:
+                    critical = False  # the library's own tracer or heap walk (a file that has one)
                 # written at once: the code that walks the heap may disable this plugin next
                 report_tampered("%s called from %s (%s)" % (event, rel or name, why), critical)
         except Exception:
