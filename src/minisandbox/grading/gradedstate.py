@@ -336,8 +336,8 @@ def doctest_digest(source: bytes, rel: str, name: str) -> str | None:
 #: critical audit events)
 INTROSPECTION_WORDS = re.compile(
     rb"_getframe|currentframe|_current_frames|\b(?:tb|gi|cr|ag)_frame\b|\bf_back\b|getouterframes|"
-    rb"getinnerframes|inspect\.(?:stack|trace)\b|walk_stack|walk_tb|extract_stack|format_stack|print_stack|"
-    rb"settrace|setprofile|get_objects|get_referrers|get_referents"
+    rb"getinnerframes|\.(?:stack|trace)\s*\(|from\s+inspect\s+import[^\n]*\b(?:stack|trace)\b|walk_stack|walk_tb|"
+    rb"extract_stack|format_stack|print_stack|settrace|setprofile|get_objects|get_referrers|get_referents"
 )
 
 
