@@ -361,9 +361,13 @@ def test_the_manifest_names_the_patched_files_that_look_into_the_program_at_the_
     (tmp_path / "pkg" / "log.py").write_text("import sys\n\n\ndef caller():\n    return sys._getframe(1)\n")
     (tmp_path / "pkg" / "tb.py").write_text("def first(e):\n    return e.__traceback__.tb_frame\n")
     (tmp_path / "pkg" / "snoop.py").write_text("import sys\n\n\ndef on(t):\n    sys.settrace(t)\n")
-    (tmp_path / "pkg" / "who.py").write_text("from inspect import signature, stack\n\n\ndef who():\n    return stack()\n")
+    (tmp_path / "pkg" / "who.py").write_text(
+        "from inspect import signature, stack\n\n\ndef who():\n    return stack()\n"
+    )
+    (tmp_path / "pkg" / "alarm.py").write_text("import signal\n\n\ndef arm(h):\n    signal.signal(signal.SIGALRM, h)\n")
     (tmp_path / "pkg" / "calc.py").write_text("def add(a, b):\n    return a + b  # no stack here\n")
-    patched = ["pkg/log.py", "pkg/tb.py", "pkg/snoop.py", "pkg/who.py", "pkg/calc.py", "pkg/new.py"]
+    patched = ["pkg/log.py", "pkg/tb.py", "pkg/snoop.py", "pkg/who.py", "pkg/alarm.py", "pkg/calc.py", "pkg/new.py"]
     st = GradedState({}, tmp_path, patched)
-    assert st.manifest("/testbed")["introspects"] == ["pkg/log.py", "pkg/tb.py", "pkg/snoop.py", "pkg/who.py"]
+    want = ["pkg/log.py", "pkg/tb.py", "pkg/snoop.py", "pkg/who.py", "pkg/alarm.py"]
+    assert st.manifest("/testbed")["introspects"] == want
     assert "introspects" not in GradedState({}, None, patched).manifest("/testbed")

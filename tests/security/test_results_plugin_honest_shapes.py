@@ -16,8 +16,8 @@ finding, host and sandbox, strict and official.
   here" placeholder, without `functools.wraps`);
 * library code changed by the patch whose standard-library calls look at frames
   themselves (`logging`'s caller lookup, `namedtuple`'s module name, a formatted
-  traceback), a test that reads `PYTEST_CURRENT_TEST`, and library code that reaches
-  frames where its graded-state copy does too (`sys._getframe`, as pydantic and typeguard
+  traceback, asyncio's signal handler), a test that reads `PYTEST_CURRENT_TEST`, and
+  library code that reaches frames where its graded-state copy does too (`sys._getframe`, as pydantic and typeguard
   do): the frame rule of the results plugin judges only frames reached by code the patch
   brought;
 * a tracing library (`sys.settrace` in the file the bug is in, as PySnooper's tracer and
@@ -137,9 +137,18 @@ CALC_STDLIB_FRAMES = (
     + """
 
 def described(n):
+    import asyncio
     import collections
     import logging
+    import signal
     import traceback
+
+    loop = asyncio.new_event_loop()  # asyncio sets its own signal handler (signal.signal)
+    try:
+        loop.add_signal_handler(signal.SIGUSR2, lambda: None)
+        loop.remove_signal_handler(signal.SIGUSR2)
+    finally:
+        loop.close()
 
     logging.getLogger("calc").warning("described %s", n)
     try:

@@ -1581,44 +1581,78 @@ def _install(write, manifest, runner="pytest"):
     #: looks at frames (logging's findCaller, namedtuple's module name) keeps them.
     FRAME_HANDERS = frozenset(("currentframe", "stack", "trace", "getouterframes", "getinnerframes",
                                "walk_stack", "walk_tb", "extract_stack", "format_stack", "print_stack",
-                               "extract", "_extract_from_extended_frame_gen"))
+                               "extract", "_extract_from_extended_frame_gen", "get_stack", "_task_get_stack",
+                               "_task_print_stack", "getcoroutinelocals", "getgeneratorlocals"))
 
-    def frame_reached(event):
-        """Library code that the candidate patch changed, reaching the call stack's frames
-        (`sys._getframe`, `inspect.currentframe`/`stack`, a traceback's or generator's
-        frame), where that file's graded-state copy never does: critical. From a frame,
-        `f_back` leads to the test's, whose locals hold the expected value (a parametrised
-        test's) and whose code its constants; library code that kept the bug returned
-        them and was resolved, host and sandbox, strict and official, with no finding
-        (`inspect.currentframe` runs in the standard library, and reading `f_back` or
-        `f_locals` raises no audit event). Code not from a file (compiled from a string)
-        counts as the patch's, doctests' excepted."""
-        f = _frame(2)
-        through = []
+    def brought_by_patch(f, handers, through):
+        """The file (repo-relative, or a `<...>` name) of the code at `f` or, past standard
+        library frames that are all `handers` (their names appended to `through`), above
+        it, when the candidate patch brought that code: a file the patch changes whose
+        graded-state copy looks into the running program nowhere (INTROSPECTS), or code
+        compiled from a string (doctests excepted). None otherwise: any other standard
+        library function on the way does it for itself."""
         while f is not None:
             name = f.f_code.co_filename
             if name.startswith("<") and not name.startswith("<frozen"):
-                if name.startswith("<doctest ") or not PATCHED:
-                    return
-                rel = name
-                break
+                return None if name.startswith("<doctest ") or not PATCHED else name
             real = real_of(name)
             if real == ME:
-                return
+                return None
             if name.startswith("<frozen") or (real.startswith(STDLIB) and "-packages" + _sep not in real):
-                if f.f_code.co_name not in FRAME_HANDERS:
-                    return  # the standard library uses the frame itself
+                if f.f_code.co_name not in handers:
+                    return None
                 through.append(f.f_code.co_name)
                 f = f.f_back
                 continue
             rel = rel_to_root(real)
-            if rel is None or rel not in PATCHED or rel in INTROSPECTS:
-                return
-            break
-        else:
+            return None if rel is None or rel not in PATCHED or rel in INTROSPECTS else rel
+        return None
+
+    def frame_reached(event):
+        """Library code that the candidate patch changed, reaching the call stack's frames
+        (`sys._getframe`, `inspect.currentframe`/`stack`, a traceback's, generator's or
+        task's frame), where that file's graded-state copy never does: critical. From a
+        frame, `f_back` leads to the test's, whose locals hold the expected value (a
+        parametrised test's) and whose code its constants; library code that kept the bug
+        returned them and was resolved, host and sandbox, strict and official, with no
+        finding (`inspect.currentframe` runs in the standard library, and reading `f_back`
+        or `f_locals` raises no audit event)."""
+        through = []
+        rel = brought_by_patch(_frame(2), FRAME_HANDERS, through)
+        if rel is not None:
+            report_tampered("%s reaches the call stack's frames (%s%s), which its code at the graded state "
+                            "never does" % (rel, event, " through " + ", ".join(through) if through else ""))
+
+    def signal_handler_set(handler):
+        """A Python signal handler is called with the frame the signal interrupted: library
+        code that set one and raised the signal walked from that frame to the test's, with
+        no audit event at all (host and sandbox, strict and official). A handler set by
+        code the patch brought (as `frame_reached` judges it) is critical. `_signal.signal`
+        is this guard from the plugin's start; the original is its default argument,
+        whose read by such code is critical too (the `__defaults__` audit event)."""
+        if INTROSPECTS is None or state["busy"] or not _is_callable(handler):
             return
-        report_tampered("%s reaches the call stack's frames (%s%s), which its code at the graded state never "
-                        "does" % (rel, event, " through " + ", ".join(through) if through else ""))
+        state["busy"] = True
+        try:
+            rel = brought_by_patch(_frame(2), ("signal",), [])
+            if rel is not None:
+                report_tampered("%s sets a signal handler (it is handed the interrupted frame), which its code "
+                                "at the graded state never does" % rel)
+        finally:
+            state["busy"] = False
+
+    _is_callable = callable
+    try:
+        import _signal as c_signal
+    except ImportError:  # (no signals on this platform)
+        c_signal = None
+    signal_guard = None
+    if CHECKS and _is_callable(_getattr(c_signal, "signal", None)):
+        def signal_guard(signalnum, handler, _set_handler=c_signal.signal, _judge=signal_handler_set):
+            _judge(handler)
+            return _set_handler(signalnum, handler)
+
+        c_signal.signal = signal_guard
 
     WATCH = {"sys.settrace": True, "sys.setprofile": True, "gc.get_objects": True,
              "gc.get_referrers": True, "gc.get_referents": True, "sys._getframe": False,
@@ -2245,6 +2279,16 @@ def _install(write, manifest, runner="pytest"):
                 spawned(args)
             except Exception:
                 pass
+            finally:
+                state["busy"] = False
+            return
+        if event == "object.__getattr__" and signal_guard is not None and _len(args) > 1 and \
+                args[0] is signal_guard and not state["busy"]:
+            state["busy"] = True
+            try:
+                rel = brought_by_patch(_frame(1), (), [])
+                if rel is not None:
+                    report_tampered("%s reads the signal guard's %s" % (rel, args[1]))
             finally:
                 state["busy"] = False
             return
