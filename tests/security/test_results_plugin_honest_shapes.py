@@ -21,9 +21,11 @@ finding, host and sandbox, strict and official.
   do): the frame rule of the results plugin judges only frames reached by code the patch
   brought;
 * a tracing library (`sys.settrace` in the file the bug is in, as PySnooper's tracer and
-  coverage's PyTracer have it): its gold patch was `results-tampered` (`sys.settrace
-  called from snoop.py`), so such tasks were lost at validation. Tracers and heap walks
-  stay critical in files whose graded-state copy has none.
+  coverage's PyTracer have it, reading the traced code's source file, here the test
+  file): its gold patch was `results-tampered` (`sys.settrace called from calc.py`, and
+  on real PySnooper `pysnooper/tracer.py reads the graded test file`), so such tasks
+  were lost at validation. Tracers, heap walks and test-file reads stay critical in files
+  whose graded-state copy looks at no frame.
 """
 
 from __future__ import annotations
@@ -214,7 +216,9 @@ def calls_of(fn):
 
     def tracer(frame, event, arg):
         if event == "call":
-            seen.append(frame.f_code.co_name)
+            with open(frame.f_code.co_filename) as source:  # the traced code's line, as PySnooper shows it
+                line = source.read().splitlines()[frame.f_lineno - 1]
+            seen.append(frame.f_code.co_name if line.lstrip().startswith("def ") else "?")
         return None
 
     old = sys.gettrace()

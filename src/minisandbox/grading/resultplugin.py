@@ -1998,9 +1998,13 @@ def _install(write, manifest, runner="pytest"):
         # SymPy's runner reads the file it runs (SymPyTests.test_file, repository code a
         # patch may change): reported; what it then runs must be that file's content
         runner = SYMPY and not passed and opener.f_code.co_name == "test_file"
+        # a tracer or debugger whose graded-state copy looks at frames reads the source of
+        # the code it traces (PySnooper's tracer.py: its gold patches were results-tampered)
+        tracer = INTROSPECTS is not None and who in INTROSPECTS
         report_tampered("%s reads the graded test file %s (%s)%s" % (
-            who or name, rel, why, " through linecache" if through else " in the runner" if runner else ""),
-            not (through or runner))
+            who or name, rel, why, " through linecache" if through else " in the runner" if runner else
+            " (it looks at frames at the graded state)" if tracer else ""),
+            not (through or runner or tracer))
 
     GRADED_DIRS = _tuple(_set(k.rsplit("/", 1)[0] + "/" for k in GRADED if "/" in k))
     SPAWN_EVENTS = frozenset(("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn"))
