@@ -752,6 +752,23 @@ def test_sphinxcontrib_drift_is_named_before_docutils_drift(bf, tmp_path):
     )
 
 
+def test_pydicom_s_offline_data_and_nose_style_setup_are_named(bf, tmp_path):
+    """pydicom 1.4-2.1 under pytest 8: nose-style `setup(self)` is not called (the test
+    class has no attribute it sets); from 2.1 its downloaded test data is missing offline."""
+    log = tmp_path / "t.log"
+    head = "platform linux -- Python 3.8.18, pytest-8.2.2, pluggy-1.5.0\n"
+    nose = "E       AttributeError: 'TestDataset' object has no attribute 'ds'\n"
+    log.write_text(head + nose + "=== 216 failed, 1283 passed ===\n")
+    result = {"pass_rate": 0.86, "test_log": str(log)}
+    want = "the spec leaves pytest unpinned: pytest 8 no longer calls nose-style setup() methods"
+    assert bf.classify_tests(result) == want
+    log.write_text(head.replace("pytest-8.2.2", "pytest-7.4.4") + nose + "=== 1 failed ===\n")
+    assert bf.classify_tests(result) != want  # (pytest 7 still calls them: another cause)
+    offline = "E           TypeError: dcmread: Expected a file path or a file-like, but got NoneType\n"
+    log.write_text(head + offline * 3 + nose + "=== 424 failed, 1351 passed ===\n")
+    assert bf.classify_tests(result) == "test data downloaded at run time (sandbox offline)"
+
+
 def test_numpy_2_removals_are_the_unpinned_numpys(bf, tmp_path):
     """pvlib's `import pvlib` under PyPI's numpy 2.0 stops collection at `np.Inf`."""
     log = tmp_path / "t.log"
