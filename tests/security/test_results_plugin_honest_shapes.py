@@ -193,13 +193,20 @@ def test_gold_patch_with_honest_test_shapes_is_resolved(task_shapes, shapes_exec
     _assert_gold_resolved(task_shapes, shapes_executor, mode)
 
 
-@pytest.fixture(scope="module")
-def task_frames(tmp_path_factory):
-    files = {"calc.py": CALC_OWN_FRAMES, "tests/test_calc.py": TEST_OWN_FRAMES}
-    return _calc_task(tmp_path_factory, "honest_frames", files, "calc.py", 12, {})
+def honest_task(prefix: str, calc: str, test: str, n: int):
+    """A calc task whose calc.py (the bug's file) is `calc` and whose test file is `test`, as
+    the module fixture `task_<prefix>`, with its executor fixtures `<prefix>_host`,
+    `<prefix>_sandbox` and `<prefix>_executor`."""
+
+    @pytest.fixture(scope="module", name=f"task_{prefix}")
+    def task(tmp_path_factory):
+        files = {"calc.py": calc, "tests/test_calc.py": test}
+        return _calc_task(tmp_path_factory, f"honest_{prefix}", files, "calc.py", n, {})
+
+    return (task, *executor_fixtures(f"task_{prefix}", prefix))
 
 
-frames_host, frames_sandbox, frames_executor = executor_fixtures("task_frames", "frames")
+task_frames, frames_host, frames_sandbox, frames_executor = honest_task("frames", CALC_OWN_FRAMES, TEST_OWN_FRAMES, 12)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -243,13 +250,7 @@ TEST_TRACER = (
 )
 
 
-@pytest.fixture(scope="module")
-def task_tracer(tmp_path_factory):
-    files = {"calc.py": TRACER, "tests/test_calc.py": TEST_TRACER}
-    return _calc_task(tmp_path_factory, "honest_tracer", files, "calc.py", 13, {})
-
-
-tracer_host, tracer_sandbox, tracer_executor = executor_fixtures("task_tracer", "tracer")
+task_tracer, tracer_host, tracer_sandbox, tracer_executor = honest_task("tracer", TRACER, TEST_TRACER, 13)
 
 
 @pytest.mark.parametrize("mode", MODES)
