@@ -159,6 +159,20 @@ def test_a_command_ending_in_k_selects_the_tests_by_name(eval_project, host):
     assert whole.full_test_cmd() == eval_project.spec.test_cmd
 
 
+def test_a_selection_runs_exactly_those_tests_not_their_files(eval_project):
+    """Labelling's resume pass selects the tests a killed run never reached: their node ids,
+    in order (their whole files would run the slow tests before them again); a spec that
+    selects by `-k` keeps its expression."""
+    rec = eval_project.swesmith
+    ids = [*rec.fail_to_pass, *rec.pass_to_pass][::-1]
+    script = plan_script(rec, eval_project.spec, None, eval_project.clean, select=ids)
+    assert script.test_args == ids
+    files = plan_script(rec, eval_project.spec, None, eval_project.clean).test_args
+    assert files != ids and all("::" not in f for f in files)
+    k = dataclasses.replace(eval_project.spec, test_cmd=eval_project.spec.test_cmd + " -k")
+    assert plan_script(rec, k, None, eval_project.clean, select=ids).test_args[0].count(" or ") >= 1
+
+
 def test_doctests_of_the_file_the_bug_is_in_grade_the_candidates_code(eval_project, tmp_path):
     """A suite run with `--doctest-modules` (tldextract's) lists doctests of the library
     module the bug is in as FAIL_TO_PASS (`calc.py::calc.add`). That file is code under

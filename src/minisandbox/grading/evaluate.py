@@ -120,6 +120,7 @@ def plan_script(
     *,
     reverse: bool = False,
     setup_task_state: bool = False,
+    select: list[str] | None = None,
 ) -> EvalScript:
     """The eval script for `patch` on `record` (patch None: the task state, untouched).
 
@@ -127,6 +128,7 @@ def plan_script(
     PASS_TO_PASS, taken from the clean snapshot, and the test command runs those files.
     SWE-bench: the files the test patch changes are reset to the base commit, files it
     creates are removed, then the test patch is applied; the command runs its directives.
+    `select` (SWE-smith/bundled, pytest node ids): run exactly these tests, not their files.
     """
     tests = list(record.fail_to_pass) + list(record.pass_to_pass)
     script = EvalScript(test_cmd=spec.test_cmd, timeout=int(spec.timeout), patch=patch, reverse=reverse)
@@ -149,7 +151,7 @@ def plan_script(
         files = test_files_of(tests)
         script.reference_files = {f: _read_reference(reference, f) for f in task_test_files(tests, record.patch)}
         if tests and all("::" in t for t in tests):
-            script.test_args = keyword_selection(spec.test_cmd, tests) or files
+            script.test_args = keyword_selection(spec.test_cmd, tests) or list(select or files)
         else:
             script.test_cmd = whole_suite_command(spec.test_cmd)
         if setup_task_state:
@@ -210,6 +212,7 @@ def evaluate(
     apply_patch: bool = True,
     grading: str = "strict",
     stop: StopSignal | None = None,
+    select: list[str] | None = None,
 ) -> Evaluation:
     """Evaluate `patch` for `record` in a fresh environment from `executor`.
 
@@ -217,7 +220,7 @@ def evaluate(
     is ignored). An empty or missing patch is reported without running anything.
     `grading`: "strict" (default) or "official" (minisandbox.grading.official).
     `stop`: a run's StopSignal; once stopped, nothing starts (`Cancelled`) and what runs
-    is killed (the caller then discards the result).
+    is killed (the caller then discards the result). `select`: see `plan_script`.
     """
     mode = {"grading": grading, "task_format": record.format}
     iid = record.instance_id
@@ -246,6 +249,7 @@ def evaluate(
                 env.reference_dir,
                 reverse=reverse,
                 setup_task_state=not executor.prepares_task_state,
+                select=select,
             )
             listed = [*record.fail_to_pass, *record.pass_to_pass]
             # (a file the task's patch changes is code under test, not a test file: its doctests' ids)

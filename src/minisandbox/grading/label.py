@@ -26,7 +26,7 @@ how far it got depends on the machine's load: a slow stretch (a bug that makes s
 slower, not stuck) stopped one run at its 40th test and a quieter one at its 78th, so the
 same candidate's labels differed, and the labels made under load then failed validation
 (tests labelled FAIL_TO_PASS passed with the bug). So such tests get a **resume pass**:
-the bug again, only their files, at most `RESUME_PASSES` times while a pass makes
+the bug again, only those tests, at most `RESUME_PASSES` times while a pass makes
 progress. A test that passes there passes with the bug: it leaves FAIL_TO_PASS (it is in
 neither list, as the full before-run of validation may not reach it either) and is
 reported; one that fails there is FAIL_TO_PASS; one no pass reaches stays FAIL_TO_PASS
@@ -221,12 +221,15 @@ def label_from(
 def resume_passes(
     cand: TaskRecord, spec: EnvSpec, executor: Executor, left: list[str], passes: int
 ) -> list[Evaluation]:
-    """Runs of the bug over the files of `left` (tests a killed bug run never reached), while
-    a pass is killed again but reached some of them: what it reached is decided, the rest
-    goes to the next pass. A pass that reaches none of them stops: the first hangs."""
+    """Runs of the bug over exactly the tests of `left` (a killed bug run never reached them),
+    while a pass is killed again but reached some of them: what it reached is decided, the
+    rest goes to the next pass. A pass that reaches none of them stops: the first hangs.
+    (Not their whole files: on a real suite a pass spent its time again on the slow tests
+    before them and reached none.)"""
     out: list[Evaluation] = []
     while left and len(out) < passes:
-        ev = evaluate(cand._replace(fail_to_pass=left, pass_to_pass=[]), spec, None, executor, apply_patch=False)
+        rec = cand._replace(fail_to_pass=left, pass_to_pass=[])
+        ev = evaluate(rec, spec, None, executor, apply_patch=False, select=left)
         out.append(ev)
         reached = [t for t in left if t in ev.status_map]
         if ev.reason != Reason.TIMEOUT.value or not reached:
