@@ -1586,8 +1586,8 @@ def _install(write, manifest, runner="pytest"):
 
     def brought_by_patch(f, handers, through):
         """The file (repo-relative, or a `<...>` name) of the code at `f` or, past standard
-        library frames that are all `handers` (their names appended to `through`), above
-        it, when the candidate patch brought that code: a file the patch changes whose
+        library frames that are all `handers` (None: any; their names appended to
+        `through`), above it, when the candidate patch brought that code: a file the patch changes whose
         graded-state copy looks into the running program nowhere (INTROSPECTS), or code
         compiled from a string (doctests excepted). None otherwise: any other standard
         library function on the way does it for itself."""
@@ -1599,7 +1599,7 @@ def _install(write, manifest, runner="pytest"):
             if real == ME:
                 return None
             if name.startswith("<frozen") or (real.startswith(STDLIB) and "-packages" + _sep not in real):
-                if f.f_code.co_name not in handers:
+                if handers is not None and f.f_code.co_name not in handers:
                     return None
                 through.append(f.f_code.co_name)
                 f = f.f_back
@@ -2290,7 +2290,8 @@ def _install(write, manifest, runner="pytest"):
                 args[0] is signal_guard and not state["busy"]:
             state["busy"] = True
             try:
-                rel = brought_by_patch(_frame(1), (), [])
+                # (past any standard-library frame: `inspect.signature` hands the default out)
+                rel = brought_by_patch(_frame(1), None, [])
                 if rel is not None:
                     report_tampered("%s reads the signal guard's %s" % (rel, args[1]))
             finally:
