@@ -752,6 +752,19 @@ def test_sphinxcontrib_drift_is_named_before_docutils_drift(bf, tmp_path):
     )
 
 
+def test_an_alabaster_newer_than_the_spec_s_sphinx_is_named(bf, tmp_path):
+    """sphinx 1.8's spec leaves the alabaster theme unpinned: every test app's build fails."""
+    log = tmp_path / "t.log"
+    log.write_text(
+        "        except ImportError as err:\n"
+        "E               sphinx.errors.VersionRequirementError: The alabaster extension used by this project "
+        "needs at least Sphinx v3.4; it therefore cannot be built with this version.\n"
+        "=== 33 failed, 261 passed, 1046 errors ===\n"
+    )
+    result = {"pass_rate": 0.19, "test_log": str(log)}
+    assert bf.classify_tests(result) == "the spec leaves alabaster unpinned: the release it gets needs a newer Sphinx"
+
+
 def test_pydicom_s_offline_data_and_nose_style_setup_are_named(bf, tmp_path):
     """pydicom 1.4-2.1 under pytest 8: nose-style `setup(self)` is not called (the test
     class has no attribute it sets); from 2.1 its downloaded test data is missing offline."""
