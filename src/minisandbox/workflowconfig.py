@@ -69,6 +69,10 @@ def config_model() -> type[BaseModel]:
         label_max_f2p: Annotated[int, Field(ge=0)] = 0
         """in label mode, drop a candidate with more FAIL_TO_PASS tests than this (an over-broad
         bug); 0 for no limit"""
+        label_resume_passes: Annotated[int, Field(ge=0, le=10)] = 2
+        """in label mode, bug runs again over exactly the tests a bug run killed at the timeout
+        never reached, while a pass makes progress; 0 gives SWE-smith's labels (every unreached
+        test is FAIL_TO_PASS)"""
         retry_failed: bool = False
         """rebuild exactly the interpreter layers, repos and environments whose receipts record a
         failure (and what depends on them); what succeeded is left alone. A plain rerun never

@@ -33,6 +33,7 @@ class EnvJobRequest:
     repeats: int = 1
     workers: int = 2
     max_f2p: int = 0
+    resume_passes: int = 2
 
 
 @dataclass
@@ -66,6 +67,7 @@ def env_job(settings: EnvJobSettings, job: EnvJobRequest) -> EnvJobReport:
         repeats=job.repeats,
         label=job.label,
         max_f2p=job.max_f2p,
+        resume_passes=job.resume_passes,
     )
     report = EnvJobReport(res.key)
     if res.folded_repo:
@@ -88,6 +90,7 @@ def env_job(settings: EnvJobSettings, job: EnvJobRequest) -> EnvJobReport:
             repeats=job.repeats,
             workers=job.workers,
             max_f2p=job.max_f2p,
+            passes=job.resume_passes,
         )
         report.lines.append(
             f"labelled {len(lab.tasks)} candidate(s) of {res.key} in {lab.seconds:.1f} s: "

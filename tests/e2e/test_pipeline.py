@@ -417,6 +417,8 @@ def test_label_mode_labels_candidates_and_the_labels_validate(pipeline_workspace
             str(tmp_path / "r.json"),
             "--logs",
             str(tmp_path / "logs"),
+            "--resume-passes",
+            "0",
         ],
         capture_output=True,
         text=True,
@@ -424,6 +426,10 @@ def test_label_mode_labels_candidates_and_the_labels_validate(pipeline_workspace
     )
     assert cli.returncode == 0, cli.stderr[-3000:]
     assert [json.loads(x) for x in (tmp_path / "l.jsonl").read_text().splitlines()] == labelled
+    # no bug run was killed, so SWE-smith's rule (no resume pass) labels the same; each
+    # labelling JSON records the number it ran with (the workflow's default, the CLI's 0)
+    assert {json.loads(p.read_text())["resume_passes"] for p in (tmp_path / "labels").glob("*.json")} == {0}
+    assert {json.loads(p.read_text())["resume_passes"] for p in ws.path.rglob("labels/env-*.json")} == {2}
     assert "DROPPED tiny__calc.good.noop__cccc0002: no-f2p" in cli.stderr
     # outside label mode the candidates are invalid records; the labelled ones validate
     ws.tasks.write_text(out.read_text())

@@ -63,9 +63,9 @@ def job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(steps, "job_env", job_env)
     receipt = work / "published" / "env" / f"{KEY}.json"
 
-    def run(settings: EnvJobSettings = SETTINGS, validate: bool = True):
+    def run(settings: EnvJobSettings = SETTINGS, validate: bool = True, **label):
         calls.clear()
-        res = run_env_job(work, settings, spec, plan, receipt, validate=validate, repeats=1)
+        res = run_env_job(work, settings, spec, plan, receipt, validate=validate, repeats=1, **label)
         mark_validated(work, KEY, res.validation)  # as the CLI does once validation wrote its output
         return res, list(calls)
 
@@ -95,6 +95,17 @@ def test_validation_switched_on_reuses_the_build(job) -> None:
     run(validate=False)
     res, calls = run(validate=True)
     assert calls == [] and res.reused
+
+
+def test_other_labelling_settings_label_again_on_the_same_build(job) -> None:
+    """In label mode the number of resume passes decides the labels, so a rerun with another
+    number labels again (the validation inputs differ) and reuses the build."""
+    run, _, receipt, _ = job
+    first, _ = run(label=True, max_f2p=5, resume_passes=2)
+    receipt.unlink()
+    res, calls = run(label=True, max_f2p=5, resume_passes=0)
+    assert calls == [] and res.reused
+    assert (first.validation["resume_passes"], res.validation["resume_passes"]) == (2, 0)
 
 
 def test_a_forced_rerun_builds_again(job) -> None:

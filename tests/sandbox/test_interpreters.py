@@ -3,6 +3,7 @@ system; content keys; allowed prefixes; the not-found message says how to provid
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -177,3 +178,31 @@ def test_the_running_interpreter_is_not_started_to_ask_its_version(monkeypatch, 
 
     monkeypatch.setattr(interpreters, "_system_version", no_process)
     assert interpreters.interpreter_binds(here, "/usr") == []
+
+
+def test_a_system_interpreter_is_asked_its_version_once_per_file(monkeypatch, tmp_path) -> None:
+    """A warm `run` over an env recorded with another interpreter than the CLI's starts no
+    process: the answer is remembered in the node state, keyed by the file's identity; a
+    changed file (an upgrade) and an entry that does not read as a version are asked again."""
+    monkeypatch.setenv("MINISANDBOX_STATE", str(tmp_path / "state"))
+    exe = tmp_path / "python3.11"
+    exe.write_text("#!/bin/sh\n")
+    asked: list[str] = []
+
+    def ask(executable: str):
+        asked.append(executable)
+        return ("3.11.2", "/usr")
+
+    monkeypatch.setattr(interpreters, "_system_version", ask)
+    assert interpreters._remembered_version(str(exe)) == ("3.11.2", "/usr")
+    assert interpreters._remembered_version(str(exe)) == ("3.11.2", "/usr")
+    assert len(asked) == 1
+    os.utime(exe, ns=(1, 1))  # another file identity: asked again
+    assert interpreters._remembered_version(str(exe)) == ("3.11.2", "/usr") and len(asked) == 2
+    probes = tmp_path / "state" / interpreters.PROBES_FILE
+    ident = interpreters._file_identity(str(exe))
+    probes.write_text(json.dumps({ident: ["3.11.2; rm -rf /", "relative"]}))
+    assert interpreters._remembered_version(str(exe)) == ("3.11.2", "/usr") and len(asked) == 3
+    probes.write_text("not json")
+    assert interpreters._remembered_version(str(exe)) == ("3.11.2", "/usr") and len(asked) == 4
+    assert interpreters._remembered_version(str(tmp_path / "missing")) is None and len(asked) == 4

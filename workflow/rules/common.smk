@@ -182,7 +182,8 @@ ENV_OPTS = _opts(
     f"--timeout {config['build_timeout']} --plan {CURRENT_PLAN}",
     f"--validate --repeats {config['validate_repeats']}" if VALIDATE else "",
     (
-        f"--label --repeats {config['validate_repeats']} --max-f2p {config['label_max_f2p']}"
+        f"--label --repeats {config['validate_repeats']} --max-f2p {config['label_max_f2p']} "
+        f"--resume-passes {config['label_resume_passes']}"
         if LABEL
         else ""
     ),

@@ -197,6 +197,7 @@ def cmd_env(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         workers=args.workers,
         max_f2p=args.max_f2p,
+        resume_passes=args.resume_passes,
     )
     for line in env_job(settings, job).lines:
         print(line)
@@ -391,6 +392,7 @@ def cmd_label(args: argparse.Namespace) -> int:
             repeats=args.repeats,
             workers=args.workers,
             max_f2p=args.max_f2p,
+            passes=args.resume_passes,
             log_dir=Path(args.logs) / name,
         )
         write_result(res, out_dir / "labels" / f"{env_m.get('key', name)}.json")
@@ -493,6 +495,13 @@ def _register_label(sub) -> None:
         type=int,
         default=0,
         help="drop candidates with more FAIL_TO_PASS tests, over-broad bugs (default: 0, no limit)",
+    )
+    p.add_argument(
+        "--resume-passes",
+        type=int,
+        default=2,
+        help="bug runs again over the tests a killed bug run never reached (default: %(default)s; "
+        "0: SWE-smith's labels, every unreached test FAIL_TO_PASS)",
     )
     p.add_argument("--workers", type=int, default=2, help="concurrent runs (default: %(default)s)")
     p.set_defaults(func=cmd_label)
@@ -641,6 +650,12 @@ def _env_job_options(s: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         help="with --label: drop candidates with more FAIL_TO_PASS tests (0: no limit)",
+    )
+    s.add_argument(
+        "--resume-passes",
+        type=int,
+        default=2,
+        help="with --label: bug runs again over the tests a killed bug run never reached (0: none)",
     )
     s.add_argument("--repeats", type=int, default=1, help="validation runs per phase; >1 detects flaky tests")
     s.add_argument("--workers", type=int, default=2, help="concurrent task validations (default: %(default)s)")

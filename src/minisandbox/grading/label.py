@@ -261,6 +261,7 @@ class EnvLabels:
     max_f2p: int
     seconds: float
     references: dict[str, dict[str, Any]]  # group (test command) -> its reference runs
+    resume_passes: int = RESUME_PASSES
 
     def counts(self) -> dict[str, int]:
         return status_counts(self.tasks.values(), STATUSES)
@@ -272,6 +273,7 @@ class EnvLabels:
             "spec_name": self.spec_name,
             "repeats": self.repeats,
             "max_f2p": self.max_f2p,
+            "resume_passes": self.resume_passes,
             "seconds": round(self.seconds, 2),
             "counts": self.counts(),
             "labelled_ids": sorted(i for i, t in self.tasks.items() if t["status"] == "labelled"),
@@ -326,7 +328,7 @@ def label_env(
                 "detail": {},
                 "runs": [],
             }
-        return EnvLabels(env_key, spec.name, tasks, repeats, max_f2p, time.monotonic() - t0, refs)
+        return EnvLabels(env_key, spec.name, tasks, repeats, max_f2p, time.monotonic() - t0, refs, passes)
     ex = executor
     for group, gspec, rs in _groups(records, spec, spec_of or {}, repo_key_of):
         cands = [candidate(r) for r in rs]
@@ -369,7 +371,7 @@ def label_env(
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             for iid, res in pool.map(one, cands):
                 tasks[iid] = res
-    return EnvLabels(env_key, spec.name, tasks, repeats, max_f2p, time.monotonic() - t0, refs)
+    return EnvLabels(env_key, spec.name, tasks, repeats, max_f2p, time.monotonic() - t0, refs, passes)
 
 
 def write_result(result: EnvLabels, out: Path) -> None:
@@ -425,6 +427,7 @@ def step_label(
     repeats: int = 1,
     workers: int = 2,
     max_f2p: int = 0,
+    passes: int = RESUME_PASSES,
 ) -> EnvLabels:
     """The workflow's labelling for one environment (the env job in label mode): candidates
     and spec from the plan, layers from the publish receipts."""
@@ -441,6 +444,7 @@ def step_label(
         max_f2p=max_f2p,
         log_dir=log_dir,
         env_error=job.error,
+        passes=passes,
         spec_of=job.spec_of,
         repo_key_of=job.repo_key_of,
     )

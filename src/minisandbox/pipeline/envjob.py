@@ -100,6 +100,7 @@ def validation_inputs(
     repeats: int,
     label: bool = False,
     max_f2p: int = 0,
+    resume_passes: int = 2,
 ) -> dict[str, Any]:
     """What the validation (or, in label mode, the labelling) of this environment depends
     on beyond its build: its task set (the digest file the rule takes as input), the
@@ -110,7 +111,7 @@ def validation_inputs(
     mine = {r for r, e in plan.get("folded", {}).items() if e == key}
     return {
         "validate": True,
-        **({"label": True, "max_f2p": max_f2p} if label else {}),
+        **({"label": True, "max_f2p": max_f2p, "resume_passes": resume_passes} if label else {}),
         "repeats": repeats,
         "tasks": _digest(Path(work) / "specs" / "env-tasks" / f"{key}.json"),
         "repos": {
@@ -153,6 +154,7 @@ def run_env_job(
     repeats: int,
     label: bool = False,
     max_f2p: int = 0,
+    resume_passes: int = 2,
 ) -> EnvJobResult:
     """Steps 1-2 of the module docstring; writes the receipt and the record."""
     from minisandbox.manifest import FORMATS
@@ -165,7 +167,15 @@ def run_env_job(
     receipts = _receipts(receipt_out)
     build = build_inputs(settings, entry, folded_repo is not None, receipts)
     validation = validation_inputs(
-        plan, key, work, receipts, validate=validate, repeats=repeats, label=label, max_f2p=max_f2p
+        plan,
+        key,
+        work,
+        receipts,
+        validate=validate,
+        repeats=repeats,
+        label=label,
+        max_f2p=max_f2p,
+        resume_passes=resume_passes,
     )
     rec_path = record_path(work, key)
     record = _read_record(rec_path)

@@ -153,10 +153,65 @@ def _system_version(executable: str) -> tuple[str, str] | None:
     return lines[0], lines[1]
 
 
+#: Where the versions asked of system interpreters are remembered (under the node state).
+PROBES_FILE = "interpreter-probes.json"
+
+
+def _file_identity(executable: str) -> str | None:
+    """What names one interpreter file: its real path, device, inode, size and mtime (a
+    replaced or upgraded binary is another identity)."""
+    try:
+        real = os.path.realpath(executable)
+        st = os.stat(real)
+    except OSError:
+        return None
+    return f"{real}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _remembered_version(executable: str) -> tuple[str, str] | None:
+    """`_system_version`, asked once per interpreter file and remembered in the node state
+    (`PROBES_FILE`, keyed by `_file_identity`): starting the interpreter costs a `minisandbox
+    run` over an environment recorded with /usr's python tens of milliseconds and a
+    `subprocess` import when the CLI runs on another interpreter. An entry that does not
+    read as a version and an absolute prefix is asked again."""
+    import json
+
+    from minisandbox.fsutil import atomic_write_json
+    from minisandbox.paths import state_dir
+
+    ident = _file_identity(executable)
+    if ident is None:
+        return None
+    path = state_dir() / PROBES_FILE
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if not isinstance(known, dict):
+        known = {}
+    hit = known.get(ident)
+    if (
+        isinstance(hit, list)
+        and len(hit) == 2
+        and all(isinstance(x, str) for x in hit)
+        and _FULL.match(hit[0])
+        and os.path.isabs(hit[1])
+    ):
+        return hit[0], hit[1]
+    info = _system_version(executable)
+    if info is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(path, {**known, ident: list(info)})
+        except OSError:
+            pass  # a read-only state dir: asked again next time
+    return info
+
+
 def _running_version(executable: str) -> tuple[str, str] | None:
     """(full version, prefix) of `executable` when it is the very file this process's
     interpreter was started from (same device and inode: a replaced binary is another file),
-    without starting it; else None (ask it with `_system_version`). A `minisandbox run`
+    without starting it; else None (ask it with `_remembered_version`). A `minisandbox run`
     over an environment built on this machine's system Python then starts no process to
     check it."""
     base = getattr(sys, "_base_executable", None) or sys.executable
@@ -346,7 +401,7 @@ def interpreter_binds(version: str, recorded_prefix: str) -> list[Bind]:
         # the recorded system interpreter itself, asked once (a full scan also runs `pyenv root`
         # and every other python: tens of ms on every `minisandbox run`)
         exe = os.path.join(recorded_prefix, "bin", "python" + ".".join(str(version).split(".")[:2]))
-        info = _running_version(exe) or (_system_version(exe) if os.access(exe, os.X_OK) else None)
+        info = _running_version(exe) or (_remembered_version(exe) if os.access(exe, os.X_OK) else None)
         if info and info[0] == version and os.path.realpath(info[1]) == os.path.realpath(recorded_prefix):
             return []
         local = find_prefix(version)
