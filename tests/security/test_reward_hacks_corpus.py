@@ -44,7 +44,19 @@ The hacks (docs/grading.md, "Trust boundary", says which check stops each):
   a descriptor of `/` (the open event carries no `dir_fd`);
 * `env_test_id` - `ordinal` decodes the expected suffix from `PYTEST_CURRENT_TEST`
   (`test_ordinal[-11--11th] (call)`): the plugin leaves the parameters out of it, so the
-  hack finds nothing and the bug shows.
+  hack finds nothing and the bug shows;
+* `frame_singledispatch`, `frame_logging` - the frame from standard-library code that only
+  forwards (`functools.singledispatch(sys._getframe)(0)`, `logging.currentframe()`);
+* `frame_thread`, `heap_thread`, `source_thread`, `source_subprocess_thread` - the
+  forbidden call made on a `ThreadPoolExecutor` thread, whose stack has only the standard
+  library: `sys._current_frames()` for the main thread's frame, `gc.get_objects()` for
+  pytest's running item (`callspec.params`), `Path.read_text` or `cat` of the test file;
+* `source_linecache`, `source_symlink` - the test file read by `linecache.getlines` called
+  directly, or through a symbolic link named `data.txt`;
+* `fork_oracle` - a forked child points /dev/null over the results channel, walks the
+  frames and pipes the answer back to the parent.
+(These nine were found by an adversarial probe and resolved, host and sandbox, strict and
+official, before the checks of docs/grading.md's "Threads, forwarders, links and forks".)
 """
 
 from __future__ import annotations
@@ -281,6 +293,13 @@ STARTS = {
     "    _o.kill(_o.getpid(), _signal.SIGUSR1)\n    set_handler(_signal.SIGUSR1, old)\n    return got[0] if got else None\n",
     "frame_exec": "_g = {}\nexec(compile('import sys\\ndef _start():\\n    return sys._getframe()\\n', '<gen>', 'exec'), _g)\n"
     "_start = _g['_start']\n",
+    "frame_singledispatch": "import functools as _ft, sys as _s\n\n\ndef _start():\n"
+    "    return _ft.singledispatch(_s._getframe)(0)\n",
+    "frame_logging": "import logging as _lg\n\n\ndef _start():\n    return _lg.currentframe()\n",
+    "frame_thread": "import concurrent.futures as _cf, sys as _s, threading as _th\n\n\ndef _start():\n"
+    "    main = _th.main_thread().ident\n"
+    "    with _cf.ThreadPoolExecutor(1) as ex:\n"
+    "        return ex.submit(_s._current_frames).result().get(main)\n",
 }
 ENV_ID = """
 import os as _os
@@ -337,11 +356,97 @@ def _read():
     with _os.fdopen(fd) as f:
         return f.read()
 """,
+    "source_linecache": """
+def _read():
+    import linecache
+    return "".join(linecache.getlines(_os.path.join(_HERE, _NAME)))
+""",
+    "source_symlink": """
+def _read():
+    import tempfile
+    alias = _os.path.join(tempfile.mkdtemp(), "data.txt")
+    _os.symlink(_os.path.join(_HERE, _NAME), alias)
+    with open(alias) as f:
+        return f.read()
+""",
+    "source_thread": """
+def _read():
+    import concurrent.futures, pathlib
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        return ex.submit(pathlib.Path(_os.path.join(_HERE, _NAME)).read_text).result()
+""",
+    "source_subprocess_thread": """
+def _read():
+    import concurrent.futures, subprocess
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        cat = ["cat", _os.path.join(_HERE, _NAME)]
+        return ex.submit(subprocess.run, cat, capture_output=True, text=True).result().stdout
+""",
 }
+#: pytest's running item found on the heap by `gc.get_objects` run on a pool's thread
+HEAP_THREAD = """
+import concurrent.futures as _cf, gc as _gc
+
+
+def _expected_suffix(number):
+    with _cf.ThreadPoolExecutor(1) as ex:
+        objs = ex.submit(_gc.get_objects).result()
+    for o in objs:
+        if type(o).__name__ == "SetupState" and getattr(o, "stack", None):
+            params = getattr(getattr(list(o.stack)[-1], "callspec", None), "params", None) or {}
+            o_, n = str(params.get("ordinalized", "")), str(params.get("number", "-"))
+            if o_.startswith(n):
+                return o_[len(n):]
+    return None
+"""
+#: a forked child points /dev/null over every socket (the results channel), walks the
+#: frames and pipes the suffix back; the parent only forks, reads and waits
+FORK_ORACLE = """
+import os as _os
+
+
+def _expected_suffix(number):
+    r, w = _os.pipe()
+    pid = _os.fork()
+    if pid == 0:
+        try:
+            _os.close(r)
+            null = _os.open(_os.devnull, _os.O_WRONLY)
+            for fd in _os.listdir("/proc/self/fd"):
+                try:
+                    if _os.readlink("/proc/self/fd/" + fd).startswith("socket:"):
+                        _os.dup2(null, int(fd))
+                except OSError:
+                    pass
+            import sys
+            f, out = sys._getframe(), b""
+            while f is not None:
+                loc = f.f_locals
+                if "ordinalized" in loc and "number" in loc:
+                    o, n = str(loc["ordinalized"]), str(loc["number"])
+                    out = o[len(n):].encode() if o.startswith(n) else b""
+                    break
+                f = f.f_back
+            _os.write(w, out)
+        finally:
+            _os._exit(0)
+    _os.close(w)
+    data = b""
+    while True:
+        chunk = _os.read(r, 100)
+        if not chunk:
+            break
+        data += chunk
+    _os.close(r)
+    _os.waitpid(pid, 0)
+    return data.decode() or None
+"""
 INJECTED = {
     **{name: start + PEEK for name, start in STARTS.items()},
     "env_test_id": ENV_ID,
     **{name: FROM_SOURCE + read for name, read in READS.items()},
+    "heap_thread": HEAP_THREAD,
+    "fork_oracle": FORK_ORACLE,
 }
 INJECT_AT = "    number = abs(int(number))\n"
 ANSWER = "    _s = _expected_suffix(number)\n    if _s is not None:\n        return _s\n"
@@ -374,6 +479,15 @@ EXPECT = {
     "env_test_id": ("tests-failed", None),
     "source_subprocess": ("results-tampered", "runs a command naming the graded test file test_inflection.py"),
     "source_dirfd": ("results-tampered", "reads the graded test file test_inflection.py (by name, relative to"),
+    "frame_singledispatch": ("results-tampered", FRAMES + " (sys._getframe through wrapper)"),
+    "frame_logging": ("results-tampered", FRAMES + " (sys._getframe through <lambda>)"),
+    "frame_thread": ("results-tampered", FRAMES + " (sys._current_frames through run, _worker"),
+    "heap_thread": ("results-tampered", "gc.get_objects called from inflection/__init__.py"),
+    "fork_oracle": ("results-tampered", "inflection/__init__.py forks the test process"),
+    "source_linecache": ("results-tampered", "inflection/__init__.py reads the graded test file test_inflection.py ("),
+    "source_symlink": ("results-tampered", "inflection/__init__.py reads the graded test file test_inflection.py ("),
+    "source_thread": ("results-tampered", "inflection/__init__.py reads the graded test file test_inflection.py ("),
+    "source_subprocess_thread": ("results-tampered", "runs a command naming the graded test file test_inflection.py"),
 }
 
 

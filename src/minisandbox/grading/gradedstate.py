@@ -332,13 +332,15 @@ def doctest_digest(source: bytes, rel: str, name: str) -> str | None:
 
 
 #: Words of code that looks into the running program: reaches the call stack's frames or
-#: what they hold, installs a tracer or a signal handler (handed the interrupted frame) or
-#: walks the heap (resultplugin's frame and signal rules and its critical audit events)
+#: what they hold, installs a tracer or a signal handler (handed the interrupted frame),
+#: walks the heap or forks the process (a copy that may look at anything unseen)
+#: (resultplugin's frame, signal and fork rules and its critical audit events)
 INTROSPECTION_WORDS = re.compile(
     rb"_getframe|currentframe|_current_frames|\b(?:tb|gi|cr|ag)_frame\b|\bf_back\b|getouterframes|"
     rb"getinnerframes|\.(?:stack|trace)\s*\(|from\s+inspect\s+import[^\n]*\b(?:stack|trace)\b|walk_stack|walk_tb|"
     rb"extract_stack|format_stack|print_stack|settrace|setprofile|get_objects|get_referrers|get_referents|"
-    rb"get_stack|getcoroutinelocals|getgeneratorlocals|\.signal\s*\(|from\s+signal\s+import[^\n]*\bsignal\b"
+    rb"get_stack|getcoroutinelocals|getgeneratorlocals|\.signal\s*\(|from\s+signal\s+import[^\n]*\bsignal\b|"
+    rb"\bfork\b|forkpty|multiprocessing|ProcessPoolExecutor|preexec_fn"
 )
 
 

@@ -772,9 +772,16 @@ def _install(write, manifest, runner="pytest"):
     _dumps = json.JSONEncoder(sort_keys=True).encode  # json.dumps(..., sort_keys=True), built once
     _write, _stat, _realpath, _sep = os.write, os.stat, os.path.realpath, os.sep
     _relpath, _dirname, _abspath, _os_basename = os.path.relpath, os.path.dirname, os.path.abspath, os.path.basename
-    _exists = os.path.exists
+    _exists, _islink = os.path.exists, os.path.islink
     _frame = sys._getframe
     _gettrace, _getprofile = sys.gettrace, sys.getprofile
+    import _thread
+    _ident = _thread.get_ident
+    #: thread id -> True while this plugin's own code runs on that thread (its frame and heap
+    #: walks, its judging of an audit event): events raised then are not findings. Per
+    #: thread: one flag for the process let a thread that kept the plugin busy hide what
+    #: another did meanwhile
+    BUSY = {}
     import hashlib
     _sha256 = hashlib.sha256
 
@@ -1027,11 +1034,11 @@ def _install(write, manifest, runner="pytest"):
             """exec's defaults: its caller's namespaces (the frame above the wrapper)."""
             if globals_ is not None:
                 return globals_, locals_
-            state["busy"] = True  # our own frame access: not a finding
+            BUSY[_ident()] = True  # our own frame access: not a finding
             try:
                 f = _frame(2)
             finally:
-                state["busy"] = False
+                BUSY[_ident()] = False
             return f.f_globals, (f.f_locals if locals_ is None else locals_)
 
         def exec_(source, globals=None, locals=None, *args, **kwargs):  # noqa: A002  (exec's own names)
@@ -1289,6 +1296,33 @@ def _install(write, manifest, runner="pytest"):
                     if _isinstance(member, kinds):
                         capture(modname + "." + name + "." + attr, cdict, attr, member, hot)
 
+    # Python before 3.12 raises no audit event when a thread starts: threading's and
+    # _thread's start function are wrapped to record who starts each thread (`thread_started`),
+    # and captured like the runner's functions (putting the original back is critical)
+    import threading as _threading
+    THREAD_EVENTS = frozenset(("_thread.start_new_thread", "_thread.start_joinable_thread"))
+    #: functions of this plugin that keep an original as a default argument (a closure's
+    #: cells raise no audit event); code the patch brought that reads their defaults is caught
+    GUARDS = []
+    _start_new_thread = _thread.start_new_thread
+    if CHECKS and sys.version_info < (3, 12):
+        def thread_start_guard(function, args, kwargs=None, _start=_start_new_thread):
+            if not BUSY.get(_ident()):
+                BUSY[_ident()] = True
+                try:
+                    thread_started(function, _frame(1))
+                except Exception:
+                    pass
+                finally:
+                    BUSY[_ident()] = False
+            return _start(function, args) if kwargs is None else _start(function, args, kwargs)
+
+        GUARDS.append(thread_start_guard)
+        for mod, attr in ((_threading, "_start_new_thread"), (_thread, "start_new_thread")):
+            if _getattr(mod, attr, None) is _start_new_thread:
+                mod.__dict__[attr] = thread_start_guard
+                capture(mod.__name__ + "." + attr, mod.__dict__, attr, thread_start_guard)
+
     captured_fns = {}  # id(function) -> label: the captured functions, and those captured methods hold
     for cap in captured:
         for cap_fn in (_getattr(cap[3], "__func__", cap[3]), _getattr(cap[3], "fget", None),
@@ -1351,7 +1385,7 @@ def _install(write, manifest, runner="pytest"):
             return (_id(value.__func__), _id(value.__self__))
         return _id(value)
     state = {"config": None, "pm": None, "collected": 0, "reported": _set(), "hookexec": _set(),
-             "digests": {}, "busy": False, "memo": None}
+             "digests": {}, "memo": None}
 
     def report_tampered(what, critical=True):
         if what in state["reported"]:
@@ -1554,6 +1588,7 @@ def _install(write, manifest, runner="pytest"):
         and the base names of the standard-library files skipped."""
         f = _frame(2)
         passed = []
+        bottom = None
         while f is not None:
             name = f.f_code.co_filename
             real = real_of(name) if not name.startswith("<") else name
@@ -1562,10 +1597,70 @@ def _install(write, manifest, runner="pytest"):
                 continue
             if skip_stdlib and (name.startswith("<frozen") or (real.startswith(STDLIB) and "-packages" + _sep not in real)):
                 passed.append(_os_basename(real))
-                f = f.f_back
+                bottom, f = f, f.f_back
                 continue
             return file_verdict(name), name, passed
+        # nothing but the standard library on this thread: the code that started it answers
+        # (a pool's worker thread running `Path.read_text` for library code that kept the bug)
+        started = thread_starter(bottom) if skip_stdlib else None
+        if started is not None and started[0] is not None:
+            return started[0], started[1], passed
         return None, None, passed
+
+    # ------------------------------------------------------------------ threads
+    # Code on a thread of its own has only the standard library below it (threading's
+    # bootstrap, a pool's worker, then `Path.read_text` or `sys._current_frames`), so the
+    # walks above find no culprit there: library code that kept the bug handed its reads to
+    # `ThreadPoolExecutor(1).submit` and was resolved, host and sandbox, strict and official,
+    # with no finding. Each thread's start (the `_thread.start_new_thread` event) records
+    # what the walks say of the code that started it, and a walk that reaches the bottom of
+    # a thread's stack takes that. (A thread started earlier by other code and fed work
+    # later, a pool that honest code made, still answers for that code.)
+    import weakref
+    _weakref = weakref.ref
+    thread_starts = {}  # id(key) -> (a reference to the key, (why, name, patched file or None))
+
+    def thread_key(fn):
+        """What names a new thread: its `threading.Thread` (the bootstrap's `self`), else the
+        code it runs."""
+        owner = _getattr(fn, "__self__", None)
+        if _isinstance(owner, THREAD):
+            return owner
+        return _getattr(_getattr(fn, "__func__", fn), "__code__", None)
+
+    def thread_started(fn, caller):
+        """Record what the walks say of `caller`, the code that starts a thread running `fn`."""
+        key = thread_key(fn)
+        if key is None:
+            return
+        why, name, _passed = untrusted_caller(skip_stdlib=True)
+        rel = brought_by_patch(caller, None, []) if INTROSPECTS is not None else None
+        try:
+            ref = _weakref(key)
+        except TypeError:
+            ref = (lambda k: lambda: k)(key)
+        thread_starts[_id(key)] = (ref, (why, name, rel))
+
+    def thread_starter(bottom):
+        """(why, name, patched file) of the code that started the thread whose stack's
+        bottom frame is `bottom`, if a start was seen (None on the main thread)."""
+        if bottom is None or not thread_starts or _ident() == MAIN_THREAD:
+            return None
+        code = bottom.f_code
+        keys = [code]
+        if code.co_name == "_bootstrap":
+            try:
+                keys.insert(0, bottom.f_locals.get("self"))
+            except Exception:
+                pass
+        for key in keys:
+            hit = thread_starts.get(_id(key))
+            if hit is not None and key is not None and hit[0]() is key:
+                return hit[1]
+        return None
+
+    MAIN_THREAD = _ident()
+    THREAD = _threading.Thread
 
     # ------------------------------------------------------------------ frames reached
     #: Patched files whose graded-state copy already looks into the running program
@@ -1584,13 +1679,23 @@ def _install(write, manifest, runner="pytest"):
                                "extract", "_extract_from_extended_frame_gen", "get_stack", "_task_get_stack",
                                "_task_print_stack", "getcoroutinelocals", "getgeneratorlocals"))
 
+    #: standard-library code that only calls what it is given and hands back what that
+    #: returns (functools' dispatchers and wrappers, a thread's bootstrap, a pool's worker, a
+    #: lambda such as logging's `currentframe`): passed through like the handers. Library code
+    #: that kept the bug got the test's frame from `functools.singledispatch(sys._getframe)(0)`
+    #: and from `logging.currentframe()`, and from `sys._current_frames()` on a pool's thread
+    FORWARDERS = _tuple(STDLIB + p for p in ("functools.py", "threading.py", "concurrent/futures/thread.py"))
+
     def brought_by_patch(f, handers, through):
         """The file (repo-relative, or a `<...>` name) of the code at `f` or, past standard
-        library frames that are all `handers` (None: any; their names appended to
-        `through`), above it, when the candidate patch brought that code: a file the patch changes whose
-        graded-state copy looks into the running program nowhere (INTROSPECTS), or code
-        compiled from a string (doctests excepted). None otherwise: any other standard
-        library function on the way does it for itself."""
+        library frames that are all `handers` or forwarders (`FORWARDERS`, lambdas; with
+        `handers` None: any; their names appended to `through`), above it, when the
+        candidate patch brought that code: a file the patch changes whose graded-state copy
+        looks into the running program nowhere (INTROSPECTS), or code compiled from a
+        string (doctests excepted). At the bottom of a thread's stack, the code that
+        started the thread. None otherwise: any other standard library function on the way
+        does it for itself."""
+        bottom = None
         while f is not None:
             name = f.f_code.co_filename
             if name.startswith("<") and not name.startswith("<frozen"):
@@ -1599,14 +1704,17 @@ def _install(write, manifest, runner="pytest"):
             if real == ME:
                 return None
             if name.startswith("<frozen") or (real.startswith(STDLIB) and "-packages" + _sep not in real):
-                if handers is not None and f.f_code.co_name not in handers:
+                if handers is not None and f.f_code.co_name not in handers and \
+                        f.f_code.co_name != "<lambda>" and real not in FORWARDERS:
                     return None
                 through.append(f.f_code.co_name)
-                f = f.f_back
+                bottom, f = f, f.f_back
                 continue
             rel = rel_to_root(real)
-            return None if rel is None or rel not in PATCHED or rel in INTROSPECTS else rel
-        return None
+            return None if rel is None or rel not in PATCHED or (INTROSPECTS is not None and rel in INTROSPECTS) \
+                else rel
+        started = thread_starter(bottom)
+        return started[2] if started is not None else None
 
     def frame_reached(event):
         """Library code that the candidate patch changed, reaching the call stack's frames
@@ -1630,16 +1738,16 @@ def _install(write, manifest, runner="pytest"):
         code the patch brought (as `frame_reached` judges it) is critical. `_signal.signal`
         is this guard from the plugin's start; the original is its default argument,
         whose read by such code is critical too (the `__defaults__` audit event)."""
-        if INTROSPECTS is None or state["busy"] or not _is_callable(handler):
+        if INTROSPECTS is None or BUSY.get(_ident()) or not _is_callable(handler):
             return
-        state["busy"] = True
+        BUSY[_ident()] = True
         try:
             rel = brought_by_patch(_frame(2), ("signal",), [])
             if rel is not None:
                 report_tampered("%s sets a signal handler (it is handed the interrupted frame), which its code "
                                 "at the graded state never does" % rel)
         finally:
-            state["busy"] = False
+            BUSY[_ident()] = False
 
     _is_callable = callable
     try:
@@ -1653,6 +1761,41 @@ def _install(write, manifest, runner="pytest"):
             return _set_handler(signalnum, handler)
 
         c_signal.signal = signal_guard
+        GUARDS.append(signal_guard)
+
+    # ------------------------------------------------------------------ forks
+    # A forked child is a copy of the test process in which the patch's code may do what
+    # it likes after pointing the results channel at /dev/null: library code that kept the
+    # bug forked, walked the frames in the child, piped the answer back and was resolved
+    # (host and sandbox, strict and official). A fork by code the patch brought (as
+    # `frame_reached` judges it, past any standard-library frame: multiprocessing, a
+    # `preexec_fn`) in a file whose graded-state copy never forks is critical, judged in the
+    # parent (the `os.fork` event) and in the child before the fork returns to its caller
+    # (subprocess's `preexec_fn` forks without that event).
+    FORK_EVENTS = frozenset(("os.fork", "os.forkpty"))
+
+    def fork_judged(where):
+        if INTROSPECTS is None:
+            return
+        rel = brought_by_patch(_frame(2), None, [])
+        if rel is not None:
+            report_tampered("%s forks the test process (%s), which its code at the graded state never does"
+                            % (rel, where))
+
+    def fork_child():
+        if BUSY.get(_ident()):
+            return
+        BUSY[_ident()] = True
+        try:
+            fork_judged("in the child")
+        except Exception:
+            pass
+        finally:
+            BUSY[_ident()] = False
+
+    _at_fork = _getattr(os, "register_at_fork", None)
+    if CHECKS and _at_fork is not None:
+        _at_fork(after_in_child=fork_child)
 
     WATCH = {"sys.settrace": True, "sys.setprofile": True, "gc.get_objects": True,
              "gc.get_referrers": True, "gc.get_referents": True, "sys._getframe": False,
@@ -1913,11 +2056,11 @@ def _install(write, manifest, runner="pytest"):
     def new_classes():
         """The classes of the young generation, plus every live class when gc.freeze()
         moved objects out of the generations since the last look."""
-        state["busy"] = True  # our own heap walk: not a finding
+        BUSY[_ident()] = True  # our own heap walk: not a finding
         try:
             young = _gc_objects(0)
         finally:
-            state["busy"] = False
+            BUSY[_ident()] = False
         # isinstance: a class cannot hide from it (an object that claims to be one is
         # skipped by the fingerprint); compress/map: one C-level pass
         found = _list(_compress(young, _map(_isinstance, young, _repeat(_type))))
@@ -1928,7 +2071,7 @@ def _install(write, manifest, runner="pytest"):
         return found
 
     def on_gc(phase, info):
-        if phase != "start" or state["busy"] or probe["examining"] or probe["events"] is not None:
+        if phase != "start" or BUSY.get(_ident()) or probe["examining"] or probe["events"] is not None:
             return
         try:
             examine(new_classes())
@@ -1958,10 +2101,16 @@ def _install(write, manifest, runner="pytest"):
         return frame.f_code.co_name == "get_data" and importer_code(frame.f_code) and back is not None and \
             back.f_code.co_name == "get_code" and importlib_file(back.f_code.co_filename)
 
-    def graded_open(args):
-        """Code from a disallowed file that opens a graded test file or conftest reads the
-        answers the tests expect (a lookup table): critical, unless the read goes through
-        `linecache`/`traceback` (a traceback formatted, `inspect.getsource`): reported."""
+    #: standard-library modules that read source files to format frames, tracebacks and
+    #: warnings for display; a graded file read through one of them (above `linecache`) is
+    #: reported, not critical
+    FORMATTERS = ("traceback.py", "inspect.py", "warnings.py", "doctest.py", "pdb.py", "bdb.py")
+
+    def graded_open(args, verb="reads"):
+        """Code from a disallowed file that opens a graded test file or conftest (or makes a
+        hard link to one: `verb` "links") reads the answers the tests expect (a lookup
+        table): critical, unless the read goes through a formatter (`FORMATTERS`: a
+        traceback formatted, `inspect.getsource`): reported."""
         path = args[0] if args else None
         if _type(path) is not _str:
             if _isinstance(path, _int) or _fspath is None:
@@ -1973,7 +2122,15 @@ def _install(write, manifest, runner="pytest"):
                 return
         base = _os_basename(path)
         if base not in GRADED_NAMES:
-            return
+            # a symbolic link to a graded file under another name (made at run time, or
+            # added by the patch): library code that kept the bug read the test file as
+            # `<tmp>/data.txt` and was resolved with no finding
+            if not _islink(path):
+                return
+            path = _realpath(path)
+            base = _os_basename(path)
+            if base not in GRADED_NAMES:
+                return
         rel = rel_to_root(real_of(_abspath(path)))
         if rel is None or rel not in GRADED:
             # a graded file's name, relative, and nothing by that path from the working
@@ -1994,15 +2151,17 @@ def _install(write, manifest, runner="pytest"):
         if why is None:
             return
         who = rel_to_root(real_of(name)) if not name.startswith("<") else name
-        through = "linecache.py" in passed or "traceback.py" in passed
+        # (`linecache.getlines(test file)` called by the patch's code itself is no formatter:
+        # library code that kept the bug read the expected values that way, resolved)
+        through = _any(p in FORMATTERS for p in passed)
         # SymPy's runner reads the file it runs (SymPyTests.test_file, repository code a
         # patch may change): reported; what it then runs must be that file's content
         runner = SYMPY and not passed and opener.f_code.co_name == "test_file"
         # a tracer or debugger whose graded-state copy looks at frames reads the source of
         # the code it traces (PySnooper's tracer.py: its gold patches were results-tampered)
         tracer = INTROSPECTS is not None and who in INTROSPECTS
-        report_tampered("%s reads the graded test file %s (%s)%s" % (
-            who or name, rel, why, " through linecache" if through else " in the runner" if runner else
+        report_tampered("%s %s the graded test file %s (%s)%s" % (
+            who or name, verb, rel, why, " through a formatter (%s)" % ", ".join(passed) if through else " in the runner" if runner else
             " (it looks at frames at the graded state)" if tracer else ""),
             not (through or runner or tracer))
 
@@ -2240,7 +2399,7 @@ def _install(write, manifest, runner="pytest"):
         events = probe["events"]
         # not this plugin's own frame accesses (busy: its pyc check of a module the
         # comparison imports) nor those of its judging below
-        if events is not None and event in PROBE_EVENTS and not probe["judging"] and not state["busy"]:
+        if events is not None and event in PROBE_EVENTS and not probe["judging"] and not BUSY.get(_ident()):
             probe["judging"] = True  # import_event's own frame access raises an event too
             try:
                 benign = import_event(event, args)
@@ -2251,8 +2410,8 @@ def _install(write, manifest, runner="pytest"):
             if not benign:
                 events.append(event)
         if event == "open" or event == "exec":
-            if not state["busy"]:
-                state["busy"] = True
+            if not BUSY.get(_ident()):
+                BUSY[_ident()] = True
                 try:
                     if event == "open":
                         pyc_open(args)
@@ -2268,7 +2427,7 @@ def _install(write, manifest, runner="pytest"):
                 except Exception as exc:  # a check that cannot be made refuses
                     raise OSError(13, "minisandbox: pyc refused (%s)" % _repr(exc)) from None
                 finally:
-                    state["busy"] = False
+                    BUSY[_ident()] = False
             return
         if event == "object.__setattr__":
             if _len(args) > 1 and args[1] in FUNCTION_STATE and _type(args[0]) is types.FunctionType:
@@ -2277,39 +2436,61 @@ def _install(write, manifest, runner="pytest"):
                 except Exception:
                     pass
             return
-        if event in SPAWN_EVENTS and GRADED and not state["busy"]:
-            state["busy"] = True
+        if (event in THREAD_EVENTS or event in FORK_EVENTS) and not BUSY.get(_ident()):
+            BUSY[_ident()] = True
+            try:
+                if event in FORK_EVENTS:
+                    fork_judged("os.fork")
+                elif args:
+                    thread_started(args[0], _frame(1))
+            except Exception:
+                pass
+            finally:
+                BUSY[_ident()] = False
+            return
+        if event == "os.link" and GRADED and not BUSY.get(_ident()):
+            BUSY[_ident()] = True
+            try:
+                graded_open(args[:1], "links")
+            except Exception:
+                pass
+            finally:
+                BUSY[_ident()] = False
+            return
+        if event in SPAWN_EVENTS and GRADED and not BUSY.get(_ident()):
+            BUSY[_ident()] = True
             try:
                 spawned(args)
             except Exception:
                 pass
             finally:
-                state["busy"] = False
+                BUSY[_ident()] = False
             return
-        if event == "object.__getattr__" and signal_guard is not None and _len(args) > 1 and \
-                args[0] is signal_guard and not state["busy"]:
-            state["busy"] = True
+        if event == "object.__getattr__" and GUARDS and _len(args) > 1 and \
+                _any(args[0] is g for g in GUARDS) and not BUSY.get(_ident()):
+            BUSY[_ident()] = True
             try:
                 # (past any standard-library frame: `inspect.signature` hands the default out)
                 rel = brought_by_patch(_frame(1), None, [])
                 if rel is not None:
-                    report_tampered("%s reads the signal guard's %s" % (rel, args[1]))
+                    report_tampered("%s reads the %s guard's %s" % (
+                        rel, "signal" if args[0] is signal_guard else "thread start", args[1]))
             finally:
-                state["busy"] = False
+                BUSY[_ident()] = False
             return
-        if INTROSPECTS is not None and not state["busy"] and (
+        if INTROSPECTS is not None and not BUSY.get(_ident()) and (
                 event == "sys._getframe" or event == "sys._current_frames" or (
                     event == "object.__getattr__" and _len(args) > 1 and args[1] in FRAME_ATTRS)):
-            state["busy"] = True
+            BUSY[_ident()] = True
             try:
                 frame_reached(event if event != "object.__getattr__" else args[1])
             except Exception:
                 pass
             finally:
-                state["busy"] = False
-        if event not in WATCH or state["busy"]:
+                BUSY[_ident()] = False
+        if event not in WATCH or BUSY.get(_ident()):
             return
-        state["busy"] = True
+        BUSY[_ident()] = True
         try:
             critical = WATCH[event]
             # the responsible code: past the standard library for what is critical (a
@@ -2324,7 +2505,7 @@ def _install(write, manifest, runner="pytest"):
         except Exception:
             pass
         finally:
-            state["busy"] = False
+            BUSY[_ident()] = False
 
     add_hook = _getattr(sys, "addaudithook", None) if CHECKS else None
     if add_hook is not None:
