@@ -16,7 +16,8 @@ finding, host and sandbox, strict and official.
   here" placeholder, without `functools.wraps`);
 * library code changed by the patch whose standard-library calls look at frames
   themselves (`logging`'s caller lookup, `namedtuple`'s module name, a formatted
-  traceback, asyncio's signal handler), a test that reads `PYTEST_CURRENT_TEST`, and
+  traceback, asyncio's signal handler, a warning with a stack level; the same and a
+  command on a thread pool's thread, with `functools.singledispatch`), a test that reads `PYTEST_CURRENT_TEST`, and
   library code that reaches frames where its graded-state copy does too (`sys._getframe`, as pydantic and typeguard
   do): the frame rule of the results plugin judges only frames reached by code the patch
   brought;
@@ -25,7 +26,9 @@ finding, host and sandbox, strict and official.
   file): its gold patch was `results-tampered` (`sys.settrace called from calc.py`, and
   on real PySnooper `pysnooper/tracer.py reads the graded test file`), so such tasks
   were lost at validation. Tracers, heap walks and test-file reads stay critical in files
-  whose graded-state copy looks at no frame.
+  whose graded-state copy looks at no frame;
+* library code that forks the test process where its graded-state copy does too (a
+  worker process): a fork is critical only where the patch brought it.
 """
 
 from __future__ import annotations
@@ -141,9 +144,13 @@ CALC_STDLIB_FRAMES = (
 def described(n):
     import asyncio
     import collections
+    import concurrent.futures
+    import functools
     import logging
     import signal
+    import subprocess
     import traceback
+    import warnings
 
     loop = asyncio.new_event_loop()  # asyncio sets its own signal handler (signal.signal)
     try:
@@ -157,6 +164,28 @@ def described(n):
         raise ValueError(n)
     except ValueError:
         assert "ValueError" in traceback.format_exc()
+
+    @functools.singledispatch
+    def kind(x):
+        return "other"
+
+    @kind.register(int)
+    def _(x):
+        return "int"
+
+    def work(k):  # on a pool's thread: logging's caller lookup, a formatted traceback, a command
+        logging.getLogger("calc").info("worker %s", k)
+        try:
+            raise KeyError(k)
+        except KeyError:
+            logging.getLogger("calc").exception("worker %s failed", k)
+            text = traceback.format_exc()
+        done = subprocess.run(["true"]).returncode
+        return kind(k), "KeyError" in text, done
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(work, [n])) == [("int", True, 0)]
+    warnings.warn("described is deprecated", DeprecationWarning, stacklevel=2)
     Pair = collections.namedtuple("Pair", "name n")
     return tuple(Pair("calc", n))
 """
@@ -256,3 +285,37 @@ task_tracer, tracer_host, tracer_sandbox, tracer_executor = honest_task("tracer"
 @pytest.mark.parametrize("mode", MODES)
 def test_gold_patch_of_a_tracing_library_is_resolved(task_tracer, tracer_executor, mode):
     _assert_gold_resolved(task_tracer, tracer_executor, mode)
+
+
+#: calc whose own code forks (at the graded state too): a worker process that computes in a
+#: copy of the test process, as libraries with a process pool do
+CALC_FORKS = (
+    CALC
+    + """
+
+def in_child(x):
+    import os
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(w, str(x * 2).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    out = os.read(r, 64)
+    os.close(r)
+    os.waitpid(pid, 0)
+    return int(out)
+"""
+)
+TEST_FORKS = "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n\n\ndef test_sub():\n    assert calc.sub(5, 3) == 2\n    assert calc.in_child(4) == 8\n"
+
+
+task_forks, forks_host, forks_sandbox, forks_executor = honest_task("forks", CALC_FORKS, TEST_FORKS, 14)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_gold_patch_of_a_library_that_forks_itself_is_resolved(task_forks, forks_executor, mode):
+    _assert_gold_resolved(task_forks, forks_executor, mode)
