@@ -16,8 +16,9 @@ finding, host and sandbox, strict and official.
   here" placeholder, without `functools.wraps`);
 * library code changed by the patch whose standard-library calls look at frames
   themselves (`logging`'s caller lookup, `namedtuple`'s module name, a formatted
-  traceback, asyncio's signal handler, a warning with a stack level; the same and a
-  command on a thread pool's thread, with `functools.singledispatch`), a test that reads `PYTEST_CURRENT_TEST`, and
+  traceback, asyncio's signal handler, a warning with a stack level, a command with
+  `preexec_fn=os.setsid`; the same and a command on a thread pool's thread, with
+  `functools.singledispatch`), a test that reads `PYTEST_CURRENT_TEST`, and
   library code that reaches frames where its graded-state copy does too (`sys._getframe`, as pydantic and typeguard
   do): the frame rule of the results plugin judges only frames reached by code the patch
   brought;
@@ -147,6 +148,7 @@ def described(n):
     import concurrent.futures
     import functools
     import logging
+    import os
     import signal
     import subprocess
     import traceback
@@ -186,6 +188,7 @@ def described(n):
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         assert list(pool.map(work, [n])) == [("int", True, 0)]
     warnings.warn("described is deprecated", DeprecationWarning, stacklevel=2)
+    assert subprocess.run(["true"], preexec_fn=os.setsid).returncode == 0  # a builtin preexec_fn: no Python code forked
     Pair = collections.namedtuple("Pair", "name n")
     return tuple(Pair("calc", n))
 """

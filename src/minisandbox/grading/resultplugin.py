@@ -776,6 +776,8 @@ def _install(write, manifest, runner="pytest"):
     _frame = sys._getframe
     _gettrace, _getprofile = sys.gettrace, sys.getprofile
     import _thread
+    import threading as _threading  # (imported here: SymPy's runner mode wraps `exec` below)
+    import weakref
     _ident = _thread.get_ident
     #: thread id -> True while this plugin's own code runs on that thread (its frame and heap
     #: walks, its judging of an audit event): events raised then are not findings. Per
@@ -1299,29 +1301,54 @@ def _install(write, manifest, runner="pytest"):
     # Python before 3.12 raises no audit event when a thread starts: threading's and
     # _thread's start function are wrapped to record who starts each thread (`thread_started`),
     # and captured like the runner's functions (putting the original back is critical)
-    import threading as _threading
     THREAD_EVENTS = frozenset(("_thread.start_new_thread", "_thread.start_joinable_thread"))
     #: functions of this plugin that keep an original as a default argument (a closure's
     #: cells raise no audit event); code the patch brought that reads their defaults is caught
     GUARDS = []
-    _start_new_thread = _thread.start_new_thread
-    if CHECKS and sys.version_info < (3, 12):
-        def thread_start_guard(function, args, kwargs=None, _start=_start_new_thread):
+    thread_idents = {}  # thread id -> (why, name, patched file) of the code that started it
+
+    def trampoline(function, verdict):
+        """What a guarded new thread runs first: its starter's verdict under its thread id
+        (any function, a builtin too: `deque.extend` over `map(operator.call, ...)` runs
+        no Python frame the walks could name)."""
+        def run(*a, **k):
+            thread_idents[_ident()] = verdict
+            try:
+                return function(*a, **k)
+            finally:
+                thread_idents.pop(_ident(), None)
+        return run
+
+    TRAMPOLINE = trampoline(None, None).__code__
+
+    def make_thread_guard(original):
+        def thread_start_guard(function, args, kwargs=None, _start=original):
+            verdict = None
             if not BUSY.get(_ident()):
                 BUSY[_ident()] = True
                 try:
-                    thread_started(function, _frame(1))
+                    verdict = thread_verdict(_frame(1))
                 except Exception:
                     pass
                 finally:
                     BUSY[_ident()] = False
+            if verdict is not None and (verdict[0] is not None or verdict[2] is not None):
+                function = trampoline(function, verdict)
             return _start(function, args) if kwargs is None else _start(function, args, kwargs)
+        return thread_start_guard
 
-        GUARDS.append(thread_start_guard)
-        for mod, attr in ((_threading, "_start_new_thread"), (_thread, "start_new_thread")):
-            if _getattr(mod, attr, None) is _start_new_thread:
-                mod.__dict__[attr] = thread_start_guard
-                capture(mod.__name__ + "." + attr, mod.__dict__, attr, thread_start_guard)
+    if CHECKS and sys.version_info < (3, 12):
+        # (`_thread.start_new`, the old name, is another builtin object before 3.12)
+        for attr in ("start_new_thread", "start_new"):
+            original = _getattr(_thread, attr, None)
+            if original is None:
+                continue
+            guard = make_thread_guard(original)
+            GUARDS.append(guard)
+            for mod, name in ((_threading, "_start_new_thread"), (_thread, attr)):
+                if _getattr(mod, name, None) is original:
+                    mod.__dict__[name] = guard
+                    capture(mod.__name__ + "." + name, mod.__dict__, name, guard)
 
     captured_fns = {}  # id(function) -> label: the captured functions, and those captured methods hold
     for cap in captured:
@@ -1616,7 +1643,6 @@ def _install(write, manifest, runner="pytest"):
     # what the walks say of the code that started it, and a walk that reaches the bottom of
     # a thread's stack takes that. (A thread started earlier by other code and fed work
     # later, a pool that honest code made, still answers for that code.)
-    import weakref
     _weakref = weakref.ref
     thread_starts = {}  # id(key) -> (a reference to the key, (why, name, patched file or None))
 
@@ -1628,13 +1654,19 @@ def _install(write, manifest, runner="pytest"):
             return owner
         return _getattr(_getattr(fn, "__func__", fn), "__code__", None)
 
+    def thread_verdict(caller):
+        """What the walks say of `caller`, code that starts a thread: (why, name, patched file)."""
+        why, name, _passed = untrusted_caller(skip_stdlib=True)
+        rel = brought_by_patch(caller, None, []) if INTROSPECTS is not None else None
+        return why, name, rel
+
     def thread_started(fn, caller):
-        """Record what the walks say of `caller`, the code that starts a thread running `fn`."""
+        """Record `thread_verdict(caller)` for the thread that runs `fn` (the audit events of
+        3.12 and later, which cannot wrap what the thread runs)."""
         key = thread_key(fn)
         if key is None:
             return
-        why, name, _passed = untrusted_caller(skip_stdlib=True)
-        rel = brought_by_patch(caller, None, []) if INTROSPECTS is not None else None
+        why, name, rel = thread_verdict(caller)
         try:
             ref = _weakref(key)
         except TypeError:
@@ -1644,7 +1676,12 @@ def _install(write, manifest, runner="pytest"):
     def thread_starter(bottom):
         """(why, name, patched file) of the code that started the thread whose stack's
         bottom frame is `bottom`, if a start was seen (None on the main thread)."""
-        if bottom is None or not thread_starts or _ident() == MAIN_THREAD:
+        if _ident() == MAIN_THREAD:
+            return None
+        hit = thread_idents.get(_ident())
+        if hit is not None:
+            return hit
+        if bottom is None or not thread_starts:
             return None
         code = bottom.f_code
         keys = [code]
@@ -1684,7 +1721,8 @@ def _install(write, manifest, runner="pytest"):
     #: lambda such as logging's `currentframe`): passed through like the handers. Library code
     #: that kept the bug got the test's frame from `functools.singledispatch(sys._getframe)(0)`
     #: and from `logging.currentframe()`, and from `sys._current_frames()` on a pool's thread
-    FORWARDERS = _tuple(STDLIB + p for p in ("functools.py", "threading.py", "concurrent/futures/thread.py"))
+    FORWARDERS = _tuple(STDLIB + p for p in ("functools.py", "threading.py", "concurrent/futures/thread.py",
+                                             "weakref.py"))
 
     def brought_by_patch(f, handers, through):
         """The file (repo-relative, or a `<...>` name) of the code at `f` or, past standard
@@ -1702,6 +1740,8 @@ def _install(write, manifest, runner="pytest"):
                 return None if name.startswith("<doctest ") or not PATCHED else name
             real = real_of(name)
             if real == ME:
+                if f.f_code is TRAMPOLINE:  # a guarded thread's bottom: its starter answers
+                    break
                 return None
             if name.startswith("<frozen") or (real.startswith(STDLIB) and "-packages" + _sep not in real):
                 if handers is not None and f.f_code.co_name not in handers and \
@@ -1777,7 +1817,14 @@ def _install(write, manifest, runner="pytest"):
     def fork_judged(where):
         if INTROSPECTS is None:
             return
-        rel = brought_by_patch(_frame(2), None, [])
+        caller = _frame(2)
+        if caller is not None and caller.f_code.co_name == "_execute_child":
+            # subprocess's `preexec_fn`: the child runs Python code only when that is a
+            # Python function (a builtin such as `os.setsid` runs none: an honest library's)
+            pre = caller.f_locals.get("preexec_fn")
+            if not _isinstance(_getattr(pre, "__func__", pre), types.FunctionType):
+                return
+        rel = brought_by_patch(caller, None, [])
         if rel is not None:
             report_tampered("%s forks the test process (%s), which its code at the graded state never does"
                             % (rel, where))
@@ -2121,7 +2168,15 @@ def _install(write, manifest, runner="pytest"):
             if _type(path) is not _str:
                 return
         base = _os_basename(path)
-        if base not in GRADED_NAMES:
+        if base not in GRADED_NAMES and base.endswith(".pyc") and _os_basename(_dirname(path)) == "__pycache__":
+            # a compiled copy (pytest's rewritten pyc, the importer's): its constants hold
+            # every expected value; read as data by library code that kept the bug, resolved.
+            # (The importer and pytest read it too: not this check's findings, see below.)
+            source = base.split(".", 1)[0] + ".py"
+            if source not in GRADED_NAMES:
+                return
+            path, base = _dirname(_dirname(_abspath(path))) + _sep + source, source
+        elif base not in GRADED_NAMES:
             # a symbolic link to a graded file under another name (made at run time, or
             # added by the patch): library code that kept the bug read the test file as
             # `<tmp>/data.txt` and was resolved with no finding
