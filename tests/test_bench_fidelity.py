@@ -765,6 +765,23 @@ def test_an_alabaster_newer_than_the_spec_s_sphinx_is_named(bf, tmp_path):
     assert bf.classify_tests(result) == "the spec leaves alabaster unpinned: the release it gets needs a newer Sphinx"
 
 
+def test_pytest_s_removed_get_marker_is_named_before_alabaster(bf, tmp_path):
+    """sphinx 1.6 and 1.5 under pytest 8: their fixtures call `get_marker` (960 errors on
+    1.6), and a few builds meet the alabaster drift too (25): the first is the cause."""
+    log = tmp_path / "t.log"
+    log.write_text(
+        "E       AttributeError: 'Function' object has no attribute 'get_marker'\n"
+        "E   sphinx.errors.VersionRequirementError: The alabaster extension used by this project "
+        "needs at least Sphinx v3.4; it therefore cannot be built with this version.\n"
+        "=== 2 failed, 176 passed, 985 errors ===\n"
+    )
+    result = {"pass_rate": 0.15, "test_log": str(log)}
+    assert (
+        bf.classify_tests(result)
+        == "the spec leaves pytest unpinned: pytest 4 removed Node.get_marker, which the test fixtures call"
+    )
+
+
 def test_pydicom_s_offline_data_and_nose_style_setup_are_named(bf, tmp_path):
     """pydicom 1.4-2.1 under pytest 8: nose-style `setup(self)` is not called (the test
     class has no attribute it sets); from 2.1 its downloaded test data is missing offline."""
