@@ -1299,7 +1299,7 @@ def _install(write, manifest, runner="pytest"):
                         capture(modname + "." + name + "." + attr, cdict, attr, member, hot)
 
     # Python before 3.12 raises no audit event when a thread starts: threading's and
-    # _thread's start function are wrapped to record who starts each thread (`thread_started`),
+    # _thread's start function are wrapped to record who starts each thread (`thread_verdict`),
     # and captured like the runner's functions (putting the original back is critical)
     THREAD_EVENTS = frozenset(("_thread.start_new_thread", "_thread.start_joinable_thread"))
     #: functions of this plugin that keep an original as a default argument (a closure's
@@ -1639,9 +1639,11 @@ def _install(write, manifest, runner="pytest"):
     # bootstrap, a pool's worker, then `Path.read_text` or `sys._current_frames`), so the
     # walks above find no culprit there: library code that kept the bug handed its reads to
     # `ThreadPoolExecutor(1).submit` and was resolved, host and sandbox, strict and official,
-    # with no finding. Each thread's start (the `_thread.start_new_thread` event) records
-    # what the walks say of the code that started it, and a walk that reaches the bottom of
-    # a thread's stack takes that. (A thread started earlier by other code and fed work
+    # with no finding. Each thread's start records what the walks say of the code that
+    # started it (`thread_verdict`): before 3.12 the start guard hands it to the new thread
+    # through `trampoline` (by thread id), from 3.12 the start events file it by the thread
+    # object or code (`thread_started`); a walk that reaches the bottom of a thread's stack
+    # takes it (`thread_starter`). (A thread started earlier by other code and fed work
     # later, a pool that honest code made, still answers for that code.)
     _weakref = weakref.ref
     thread_starts = {}  # id(key) -> (a reference to the key, (why, name, patched file or None))
