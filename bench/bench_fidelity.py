@@ -1176,20 +1176,27 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> str:
     )
 
 
+def build_evidence_kept(result: dict[str, Any]) -> bool:
+    """True when a failed build's cause can be read again: some of its logs are still on
+    disk, or it has no stored cause. Logs are deleted with old runs; re-classifying from
+    the one-line build error alone would replace the cause the run saw by a vaguer one."""
+    return not result.get("failure_class") or any(Path(p).exists() for p in result.get("logs", []) if p)
+
+
 def load_results(paths: str) -> dict[str, Any]:
     """One results.json, or several (comma-separated) runs merged into one table (a profile
     measured twice: the later file wins). Each result keeps the commit of the code it was
     measured with (`code_commit`), so runs of different code can be merged and still be told
     apart. Failure classes are recomputed from the saved logs (the classifier may have learnt
-    more since the run)."""
+    more since the run); a result whose logs are gone keeps the class it was stored with."""
     runs = [json.loads(Path(p).read_text()) for p in paths.split(",") if p]
     data = dict(runs[0])
     if data.get("mode") == "swebench":  # builds deleted, logs kept
         data = merge_swebench(runs)
         for r in data["results"]:
-            if not r["built"]:
+            if not r["built"] and build_evidence_kept(r):
                 r["failure_class"] = classify_build(r.get("build_error") or "", read_logs(r.get("logs", [])))
-            elif Path(r.get("test_log", "")).exists():
+            elif r["built"] and Path(r.get("test_log", "")).exists():
                 r["failure_class"] = classify_tests(r)
         return data
     latest: dict[str, dict[str, Any]] = {}
@@ -1206,9 +1213,9 @@ def load_results(paths: str) -> dict[str, Any]:
     }
     data["skipped"] = {k: v for run in runs for k, v in run.get("skipped", {}).items()}
     for r in data["results"]:
-        if not r["built"]:
+        if not r["built"] and build_evidence_kept(r):
             r["failure_class"] = classify_build(r.get("build_error") or "", read_logs(r.get("logs", [])))
-        elif Path(r.get("test_log", "")).exists():
+        elif r["built"] and Path(r.get("test_log", "")).exists():
             tree = r.get("repo_tree") or (
                 r.get("repo_key") and str(Path(r["test_log"]).parents[1] / "run" / "work" / "repos" / r["repo_key"])
             )

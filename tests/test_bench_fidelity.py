@@ -930,3 +930,47 @@ def test_every_fetched_repository_is_a_mirror_rule(bf, tmp_path):
     text = (tmp_path / "gitconfig").read_text()
     assert "insteadOf = https://github.com/facebookresearch/segment-anything.git" in text
     assert "insteadOf = https://github.com/facebookresearch/segment-anything\n" in text
+
+
+def test_report_keeps_a_stored_cause_whose_logs_are_gone(bf, tmp_path):
+    """`--report` classifies failures again from the saved logs; a result whose logs were
+    deleted keeps the cause it was stored with instead of one guessed from its error line."""
+    import json
+
+    log = tmp_path / "build.log"
+    log.write_text("      ModuleNotFoundError: No module named 'cookielib'\nerror: metadata-generation-failed\n")
+
+    def failed(name: str, logs: list[str]) -> dict:
+        repo, version = name.split("@")
+        return {
+            "profile": name,
+            "repo": repo,
+            "version": version,
+            "tag": f"v{version}",
+            "commit": "c" * 40,
+            "python": "3.9",
+            "built": False,
+            "build_error": "build of p failed (exit 2)",
+            "failure_class": "build: the code is Python 2's (stored)",
+            "logs": logs,
+        }
+
+    data = {
+        "mode": "swebench",
+        "code": {"rev": "HEAD", "commit": "a" * 40, "dirty": False},
+        "date": "2026-12-04T13:00:00Z",
+        "test_timeout": 600.0,
+        "planned": [],
+        "excluded": {},
+        "unavailable": {},
+        "results": [
+            failed("psf/requests@0.7", [str(tmp_path / "gone.log")]),
+            failed("psf/requests@0.8", [str(log)]),
+        ],
+    }
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(data))
+    by = {r["profile"]: r for r in bf.load_results(str(path))["results"]}
+    assert by["psf/requests@0.7"]["failure_class"] == "build: the code is Python 2's (stored)"
+    reclassified = by["psf/requests@0.8"]["failure_class"]
+    assert reclassified.startswith("build: the code is Python 2's") and "(stored)" not in reclassified
