@@ -974,3 +974,24 @@ def test_report_keeps_a_stored_cause_whose_logs_are_gone(bf, tmp_path):
     assert by["psf/requests@0.7"]["failure_class"] == "build: the code is Python 2's (stored)"
     reclassified = by["psf/requests@0.8"]["failure_class"]
     assert reclassified.startswith("build: the code is Python 2's") and "(stored)" not in reclassified
+
+
+def test_a_name_the_standard_library_removed_is_the_spec_s_newer_python(bf, tmp_path):
+    """sympy 1.0 under the spec's Python 3.9: `from fractions import gcd` (removed in 3.9)
+    stops every test module's import; a name missing from an installed package is not that."""
+    log = tmp_path / "t.log"
+    log.write_text(
+        '  File "/testbed/sympy/ntheory/egyptian_fraction.py", line 6, in <module>\n'
+        "    from fractions import gcd\n"
+        "ImportError: cannot import name 'gcd' from 'fractions' "
+        "(/root/.pyenv/versions/3.9.18/lib/python3.9/fractions.py)\n"
+    )
+    result = {"pass_rate": None, "test_log": str(log)}
+    assert bf.classify_tests(result) == (
+        "the spec's Python is newer than the code: it imports a name the standard library removed"
+    )
+    log.write_text(
+        "ImportError: cannot import name 'soft_unicode' from 'markupsafe' "
+        "(/opt/env/lib/python3.9/site-packages/markupsafe/__init__.py)\n"
+    )
+    assert bf.classify_tests(result) == "missing module"
