@@ -995,3 +995,22 @@ def test_a_name_the_standard_library_removed_is_the_spec_s_newer_python(bf, tmp_
         "(/opt/env/lib/python3.9/site-packages/markupsafe/__init__.py)\n"
     )
     assert bf.classify_tests(result) == "missing module"
+
+
+def test_collect_only_tree_lines_are_no_evidence_and_a_numpy_deprecation_error_is_named(bf, tmp_path):
+    """astropy 5.1: its diagnostic `--collect-only` lists `<Module test_prior_version.py>`,
+    which is no lost `_version.py`; the collection errors are NumPy 1.25's deprecation made
+    an error by the suite's warning filter."""
+    log, diag = tmp_path / "t.log", tmp_path / "d.log"
+    log.write_text(
+        "E   DeprecationWarning: Conversion of an array with ndim > 0 to a scalar is deprecated, and will "
+        "error in future. (Deprecated NumPy 1.25.)\n"
+        "!!!!!!!!!!!!!!!!!!! Interrupted: 2 errors during collection !!!!!!!!!!!!!!!!!!!!\n"
+    )
+    diag.write_text("  <Module test_prior_version.py>\n    <Function test_c>\n")
+    result = {"pass_rate": None, "test_log": str(log), "diag_log": str(diag)}
+    assert bf.classify_tests(result) == (
+        "the spec's numpy is newer than the code: a NumPy deprecation the suite makes an error"
+    )
+    log.write_text("!!!!!!!!!!!!!!!!!!! Interrupted: 2 errors during collection !!!!!!!!!!!!!!!!!!!!\n")
+    assert bf.classify_tests(result) == "collection error"
