@@ -340,7 +340,7 @@ INTROSPECTION_WORDS = re.compile(
     rb"getinnerframes|\.(?:stack|trace)\s*\(|from\s+inspect\s+import[^\n]*\b(?:stack|trace)\b|walk_stack|walk_tb|"
     rb"extract_stack|format_stack|print_stack|settrace|setprofile|get_objects|get_referrers|get_referents|"
     rb"get_stack|getcoroutinelocals|getgeneratorlocals|\.signal\s*\(|from\s+signal\s+import[^\n]*\bsignal\b|"
-    rb"\bfork\b|forkpty|multiprocessing|ProcessPoolExecutor|preexec_fn"
+    rb"\bfork\b|forkpty|multiprocessing|ProcessPoolExecutor|preexec_fn|fork_exec|addaudithook|pythonapi"
 )
 
 

@@ -784,6 +784,25 @@ def _install(write, manifest, runner="pytest"):
     #: thread: one flag for the process let a thread that kept the plugin busy hide what
     #: another did meanwhile
     BUSY = {}
+
+    class Busy(object):
+        """`with Busy():` marks this thread as running the plugin's own code for the block.
+        Only the block that set the mark clears it, so a nested block (a frame access while
+        an event is judged) cannot end an outer one's."""
+        __slots__ = ("key", "outer")
+
+        def __enter__(self):
+            self.key = key = _ident()
+            self.outer = BUSY.get(key)
+            BUSY[key] = True
+
+        def __exit__(self, *exc_info):
+            if not self.outer:
+                BUSY.pop(self.key, None)
+
+    def busy():
+        """True while the plugin's own code runs on this thread."""
+        return BUSY.get(_ident())
     import hashlib
     _sha256 = hashlib.sha256
 
@@ -840,9 +859,14 @@ def _install(write, manifest, runner="pytest"):
         """codes_defined's look at one value: queues what it holds, and returns its code
         object (or None)."""
         if _issubclass(_type(value), _type):
-            if _id(value) not in classes and _getattr(value, "__module__", None) in mod_names:
+            if _id(value) not in classes:
                 classes.add(_id(value))
-                todo.extend(_list(value.__dict__.values()))
+                if _getattr(value, "__module__", None) in mod_names:
+                    todo.extend(_list(value.__dict__.values()))
+                # a class decorator may bind the module's class name to a subclass defined
+                # elsewhere (tornado's `abstract_base_test`): the module's own class, whose
+                # methods are the tests, is then only that subclass's base
+                todo.extend(_getattr(value, "__bases__", ()))
             return None
         if _isinstance(value, holders):
             todo.extend(v for v in _map(_getattr, _repeat(value), ("__func__", "func", "fget", "fset"),
@@ -852,6 +876,11 @@ def _install(write, manifest, runner="pytest"):
             inner = _getattr(value, "__wrapped__", None)
             if inner is not None:
                 todo.append(inner)
+        if _type(value).__name__ == "FixtureFunctionDefinition":
+            # a fixture from pytest 8.4 on: the module holds this wrapper, not the function
+            # (pytest-django's runtest of its own is a function nested in one)
+            todo.append(_getattr(value, "_fixture_function", None))
+            return None
         code = _getattr(value, "__code__", None) if not _isinstance(value, types.CodeType) else value
         return code if _isinstance(code, types.CodeType) else None
 
@@ -1036,11 +1065,8 @@ def _install(write, manifest, runner="pytest"):
             """exec's defaults: its caller's namespaces (the frame above the wrapper)."""
             if globals_ is not None:
                 return globals_, locals_
-            BUSY[_ident()] = True  # our own frame access: not a finding
-            try:
+            with Busy():  # our own frame access: not a finding
                 f = _frame(2)
-            finally:
-                BUSY[_ident()] = False
             return f.f_globals, (f.f_locals if locals_ is None else locals_)
 
         def exec_(source, globals=None, locals=None, *args, **kwargs):  # noqa: A002  (exec's own names)
@@ -1246,14 +1272,15 @@ def _install(write, manifest, runner="pytest"):
             its parameters, the expected value among them (`test_ordinal[-11--11th]`):
             library code that kept the bug decoded the answer from it and was resolved (host
             and sandbox, strict and official). The file, the test's name and the phase stay,
-            as tests and libraries use them. Captured below as the runner's own function."""
-            update_var(item, when)
-            cur = environ.get("PYTEST_CURRENT_TEST")
-            if when and cur is not None and cur.endswith(")") and " (" in cur:
-                nodeid, phase = cur.rsplit(" (", 1)
-                short = without_params(nodeid)
-                if short != nodeid:
-                    environ["PYTEST_CURRENT_TEST"] = "%s (%s" % (short, phase)
+            as tests and libraries use them. Captured below as the runner's own function.
+            pytest's own is not called: it writes the whole id first, and what `os.environ`
+            calls on the way (its `encodevalue`, an audit hook's `os.putenv` event) saw it
+            with the parameters (library code that kept the bug read it there, resolved)."""
+            if when:
+                environ["PYTEST_CURRENT_TEST"] = ("%s (%s)" % (without_params(item.nodeid), when)).replace(
+                    "\x00", "(null)")
+            else:
+                environ.pop("PYTEST_CURRENT_TEST", None)
 
         _update_current_test_var.__module__ = "_pytest.runner"
         runner_module._update_current_test_var = _update_current_test_var
@@ -1324,14 +1351,12 @@ def _install(write, manifest, runner="pytest"):
     def make_thread_guard(original):
         def thread_start_guard(function, args, kwargs=None, _start=original):
             verdict = None
-            if not BUSY.get(_ident()):
-                BUSY[_ident()] = True
-                try:
-                    verdict = thread_verdict(_frame(1))
-                except Exception:
-                    pass
-                finally:
-                    BUSY[_ident()] = False
+            if not busy():
+                with Busy():
+                    try:
+                        verdict = thread_verdict(_frame(1))
+                    except Exception:
+                        pass
             if verdict is not None and (verdict[0] is not None or verdict[2] is not None):
                 function = trampoline(function, verdict)
             return _start(function, args) if kwargs is None else _start(function, args, kwargs)
@@ -1349,6 +1374,37 @@ def _install(write, manifest, runner="pytest"):
                 if _getattr(mod, name, None) is original:
                     mod.__dict__[name] = guard
                     capture(mod.__name__ + "." + name, mod.__dict__, name, guard)
+
+    # `_posixsubprocess.fork_exec`, what subprocess forks and runs a command with, raises no
+    # audit event of its own (subprocess raises `subprocess.Popen` before it): library code
+    # that kept the bug called it directly to `cat` the test file, unseen. Called by anything
+    # but subprocess, its command is judged as `spawned` judges one, and its fork as a fork.
+    try:
+        import _posixsubprocess
+    except ImportError:
+        _posixsubprocess = None
+    fork_exec = _getattr(_posixsubprocess, "fork_exec", None)
+    fork_exec_guard = None
+    if CHECKS and fork_exec is not None:
+        def fork_exec_guard(*args, _fork_exec=fork_exec):
+            if not busy():
+                with Busy():
+                    try:
+                        caller = _frame(1)
+                        if caller.f_code.co_name != "_execute_child" or \
+                                real_of(caller.f_code.co_filename) != STDLIB + "subprocess.py":
+                            spawned(args[:1])
+                            rel = brought_by_patch(caller, None, [])
+                            if rel is not None:
+                                report_tampered("%s forks the test process (_posixsubprocess.fork_exec), which its "
+                                                "code at the graded state never does" % rel)
+                    except Exception:
+                        pass
+            return _fork_exec(*args)
+
+        _posixsubprocess.fork_exec = fork_exec_guard
+        GUARDS.append(fork_exec_guard)
+        capture("_posixsubprocess.fork_exec", _posixsubprocess.__dict__, "fork_exec", fork_exec_guard)
 
     captured_fns = {}  # id(function) -> label: the captured functions, and those captured methods hold
     for cap in captured:
@@ -1572,6 +1628,13 @@ def _install(write, manifest, runner="pytest"):
                 installed_plugin_wrapper(h, replaced, depth - 1) for h in held
                 if _isinstance(h, types.FunctionType) and h is not fn)):
             return False  # neither the replaced value nor a wrapper of it (several plugins in turn)
+        return installed_plugin_function(fn)
+
+    def installed_plugin_function(fn):
+        """`fn` is a function of the module of a plugin that pytest loaded from a `pytest11`
+        entry point, that module and its distribution outside the repository and not written
+        during the run, `fn`'s globals that module's and its code defined there."""
+        code = fn.__code__
         real = real_of(code.co_filename)
         if rel_to_root(real) is not None or code_verdict(code) is not None:
             return False
@@ -1590,6 +1653,17 @@ def _install(write, manifest, runner="pytest"):
             if loc is not None and rel_to_root(real_of(loc)) is None and file_verdict(loc) is None:
                 return True
         return False
+
+    def installed_case_runner(fn):
+        """pytest-django runs Django's test cases with a `TestCaseFunction.runtest` of its own
+        (`non_debugging_runtest`: the unittest case is run directly, not through the replaced
+        method), put there by an autouse class fixture and put back after the class: every
+        pytest-django environment whose suite has a Django `TestCase` was `results-tampered`.
+        Accepted when `fn` runs the test case itself (its code reads `_testcase`) and comes
+        from an installed plugin as `installed_plugin_wrapper` requires."""
+        if not _isinstance(fn, types.FunctionType) or "_testcase" not in fn.__code__.co_names:
+            return False
+        return installed_plugin_function(fn)
 
     def callable_verdict(obj, plugin=None):
         fn = _getattr(obj, "__func__", obj)
@@ -1724,7 +1798,26 @@ def _install(write, manifest, runner="pytest"):
     #: that kept the bug got the test's frame from `functools.singledispatch(sys._getframe)(0)`
     #: and from `logging.currentframe()`, and from `sys._current_frames()` on a pool's thread
     FORWARDERS = _tuple(STDLIB + p for p in ("functools.py", "threading.py", "concurrent/futures/thread.py",
-                                             "weakref.py"))
+                                             "weakref.py", "contextlib.py", "sched.py", "asyncio/events.py"))
+
+    SITE = STDLIB + "site.py"
+
+    def site_startup(f):
+        """True for a `.pth` file's line that `site` runs at interpreter start-up (only
+        site.py and its import below it): setuptools' `*-nspkg.pth` lines call `sys._getframe`, and the
+        plugin is already loaded there in unittest mode (every run of tornado's suite was
+        `results-tampered` with no candidate code). `site.addsitedir` called later by other
+        code has that code below it."""
+        b = f.f_back
+        if b is None:
+            return False
+        while b is not None:
+            name = b.f_code.co_filename
+            # (site is frozen from 3.11; below it, the import of site)
+            if name != "<frozen site>" and not importlib_file(name) and (name.startswith("<") or real_of(name) != SITE):
+                return False
+            b = b.f_back
+        return True
 
     def brought_by_patch(f, handers, through):
         """The file (repo-relative, or a `<...>` name) of the code at `f` or, past standard
@@ -1739,7 +1832,7 @@ def _install(write, manifest, runner="pytest"):
         while f is not None:
             name = f.f_code.co_filename
             if name.startswith("<") and not name.startswith("<frozen"):
-                return None if name.startswith("<doctest ") or not PATCHED else name
+                return None if name.startswith("<doctest ") or not PATCHED or site_startup(f) else name
             real = real_of(name)
             if real == ME:
                 if f.f_code is TRAMPOLINE:  # a guarded thread's bottom: its starter answers
@@ -1780,16 +1873,13 @@ def _install(write, manifest, runner="pytest"):
         code the patch brought (as `frame_reached` judges it) is critical. `_signal.signal`
         is this guard from the plugin's start; the original is its default argument,
         whose read by such code is critical too (the `__defaults__` audit event)."""
-        if INTROSPECTS is None or BUSY.get(_ident()) or not _is_callable(handler):
+        if INTROSPECTS is None or busy() or not _is_callable(handler):
             return
-        BUSY[_ident()] = True
-        try:
+        with Busy():
             rel = brought_by_patch(_frame(2), ("signal",), [])
             if rel is not None:
                 report_tampered("%s sets a signal handler (it is handed the interrupted frame), which its code "
                                 "at the graded state never does" % rel)
-        finally:
-            BUSY[_ident()] = False
 
     _is_callable = callable
     try:
@@ -1821,10 +1911,14 @@ def _install(write, manifest, runner="pytest"):
             return
         caller = _frame(2)
         if caller is not None and caller.f_code.co_name == "_execute_child":
-            # subprocess's `preexec_fn`: the child runs Python code only when that is a
-            # Python function (a builtin such as `os.setsid` runs none: an honest library's)
+            # subprocess's `preexec_fn`: a builtin (`os.setsid`), or a partial of one, runs
+            # no Python code in the child (an honest library's). Anything else may: a
+            # `functools.partial` of the patch's function ran the fork oracle in the child.
+            # (Judged by type alone: reading attributes of the caller's object runs its code.)
             pre = caller.f_locals.get("preexec_fn")
-            if not _isinstance(_getattr(pre, "__func__", pre), types.FunctionType):
+            if _type(pre) is functools.partial:
+                pre = functools.partial.__dict__["func"].__get__(pre)
+            if _type(pre) is types.BuiltinFunctionType:
                 return
         rel = brought_by_patch(caller, None, [])
         if rel is not None:
@@ -1832,19 +1926,96 @@ def _install(write, manifest, runner="pytest"):
                             % (rel, where))
 
     def fork_child():
-        if BUSY.get(_ident()):
+        if busy():
             return
-        BUSY[_ident()] = True
-        try:
-            fork_judged("in the child")
-        except Exception:
-            pass
-        finally:
-            BUSY[_ident()] = False
+        with Busy():
+            try:
+                fork_judged("in the child")
+            except Exception:
+                pass
 
     _at_fork = _getattr(os, "register_at_fork", None)
     if CHECKS and _at_fork is not None:
         _at_fork(after_in_child=fork_child)
+
+    # ------------------------------------------------------------------ borrowed names
+    # Code compiled under another file's name passes every check that trusts a frame by
+    # its file: library code that kept the bug compiled a hook that swallowed every failure
+    # under this plugin's own file name and registered it on pytest's plugin manager (every
+    # test passed), walked the heap from code named `_pytest/python.py`, and walked the
+    # frames from code named `<doctest ...>` (exempt from the frame rule), each resolved
+    # with no critical finding. A compile (or a code object made or renamed) under this
+    # plugin's file, an installed or standard-library file, a doctest's or a frozen
+    # module's name, asked for by code the patch brought (as the fork rule judges it), is
+    # critical, unless it compiles that file's own content (an import, `runpy`).
+    def borrowed_name(filename):
+        """What `filename`, given to `compile`, borrows, or None."""
+        if filename.startswith("<"):
+            if filename.startswith("<doctest "):
+                return "a doctest's name"
+            return "a frozen module's name" if filename.startswith("<frozen") else None
+        real = real_of(filename)
+        if real == ME:
+            return "the results plugin's file name"
+        if real.startswith(STDLIB) or real.startswith(RUNNER_DIRS) or "-packages" + _sep in real:
+            return "an installed file's name"
+        return None
+
+    def same_source(source, filename):
+        """True when `source` is the content of the file `filename` (an import compiles it)."""
+        if _type(source) is not bytes and _type(source) is not _str:
+            return False  # a syntax tree: rewritten code
+        try:
+            with open(filename, "rb") as f:
+                data = f.read()
+        except OSError:
+            return False
+        return source == data if _type(source) is bytes else source.encode("utf-8", "replace") == data
+
+    def compiled_under(args, event):
+        filename = args[1] if _len(args) > 1 else None
+        if _type(filename) is bytes:
+            filename = _fsdecode(filename)
+        if _type(filename) is not _str:
+            return
+        why = borrowed_name(filename)
+        caller = _frame(2) if why is not None else None
+        if caller is None:
+            return
+        here = caller.f_code.co_filename
+        here = here if here.startswith("<") else real_of(here)
+        if event == "code.__new__":
+            if why == "an installed file's name":
+                return  # (cloudpickle rebuilds functions by value under their own file names)
+        elif caller.f_code.co_name == "parse" and here == STDLIB + "ast.py":
+            return  # a syntax tree, no code
+        elif why == "a doctest's name" and here == STDLIB + "doctest.py":
+            return  # the doctest runner's examples
+        elif why == "an installed file's name" and same_source(args[0], filename):
+            return
+        rel = brought_by_patch(caller, None, [])
+        if rel is not None:
+            report_tampered("%s compiles code under %s (%s), which then passes for that file's code"
+                            % (rel, why, filename))
+
+    def hook_added():
+        """An audit hook of library code sees every event (the running test's id in
+        `os.putenv`, every file opened) and runs inside this plugin's own judging, where
+        nothing is judged: library code that kept the bug read the test's id with its
+        parameters, and walked the frames, from one. Critical when the patch brought it."""
+        rel = brought_by_patch(_frame(2), None, [])
+        if rel is not None:
+            report_tampered("%s adds an audit hook, which its code at the graded state never does" % rel)
+
+    def interpreter_symbol(name):
+        """The interpreter's C API through ctypes (`pythonapi.PyThreadState_GetFrame`, an
+        object by its address) hands out frames and the heap with no other audit event:
+        library code that kept the bug walked to the test's frame so. Critical when the
+        patch brought it."""
+        rel = brought_by_patch(_frame(2), None, [])
+        if rel is not None:
+            report_tampered("%s calls the interpreter's C API through ctypes (%s), which its code at the graded "
+                            "state never does" % (rel, name))
 
     WATCH = {"sys.settrace": True, "sys.setprofile": True, "gc.get_objects": True,
              "gc.get_referrers": True, "gc.get_referents": True, "sys._getframe": False,
@@ -1866,6 +2037,55 @@ def _install(write, manifest, runner="pytest"):
     import marshal
     _loads, _osopen, _osread, _osclose, _fstat = marshal.loads, os.open, os.read, os.close, os.fstat
     _fspath = _getattr(os, "fspath", None)  # 3.6+ (no audit hooks before 3.8 anyway)
+    import pathlib
+    #: the standard library's path classes, whose `__fspath__` is their own (exact types: a
+    #: subclass may define another)
+    PATH_TYPES = frozenset(v for v in _list(_getattr(pathlib, "__dict__", {}).values())
+                           if _isinstance(v, _type) and _issubclass(v, pathlib.PurePath))
+    _type_mro, _type_dict = _type.__dict__["__mro__"].__get__, _type.__dict__["__dict__"].__get__
+
+    def class_attr(cls, name):
+        """`name` as the class `cls` or a base defines it, read from the class dicts: no
+        descriptor, metaclass hook or `__getattr__` of other code runs."""
+        for k in _type_mro(cls):
+            d = _type_dict(k)
+            if name in d:
+                return d[name]
+        return None
+
+    def plain_path(path):
+        """(`path` as a str, None) for a str, bytes or standard-library path; (None, the
+        class's own `__fspath__`) for any other path-like, which is not called: it may name
+        one file to the opener and another to this plugin (`io.FileIO` passes the object to
+        the open event; library code that kept the bug read the test file so), and it
+        would run inside the plugin's busy window, where nothing is judged."""
+        t = _type(path)
+        if t is _str:
+            return path, None
+        if t is bytes:
+            return _fsdecode(path), None
+        if t in PATH_TYPES:
+            got = _fspath(path)
+            return (got if _type(got) is _str else None), None
+        return None, class_attr(t, "__fspath__")
+
+    def sequence_items(value):
+        """The items of a list or tuple (subclasses included) read as the base type stores
+        them (an overridden `__iter__` or `__getitem__` is code of the caller's), else the
+        value alone."""
+        for base in (_list, _tuple):
+            if _issubclass(_type(value), base):
+                get = base.__getitem__
+                return [get(value, i) for i in _range(base.__len__(value))]
+        return (value,)
+
+    def own_path_like(fspath):
+        """The file of a path-like's `__fspath__` when that is code from a disallowed file
+        (the candidate patch's), else None."""
+        code = _getattr(fspath, "__code__", None) if _type(fspath) is types.FunctionType else None
+        if code is None or file_verdict(code.co_filename) is None:
+            return None
+        return rel_to_root(real_of(code.co_filename)) or code.co_filename
     _S_ISREG = __import__("stat").S_ISREG
     MAGIC = importlib.util.MAGIC_NUMBER
     _source_hash = _getattr(importlib.util, "source_hash", None)
@@ -1913,10 +2133,8 @@ def _install(write, manifest, runner="pytest"):
     def pyc_open(args):
         path = args[0]
         if _type(path) is not _str:
-            if _isinstance(path, _int) or _fspath is None:
-                return
-            path = _fspath(path)
-            if _type(path) is not _str:
+            path = plain_path(path)[0]
+            if path is None:
                 return
         mode = args[1]
         if not path.endswith(".pyc") or _type(mode) is not _str or mode[:1] != "r" or "+" in mode:
@@ -2105,11 +2323,8 @@ def _install(write, manifest, runner="pytest"):
     def new_classes():
         """The classes of the young generation, plus every live class when gc.freeze()
         moved objects out of the generations since the last look."""
-        BUSY[_ident()] = True  # our own heap walk: not a finding
-        try:
+        with Busy():  # our own heap walk: not a finding
             young = _gc_objects(0)
-        finally:
-            BUSY[_ident()] = False
         # isinstance: a class cannot hide from it (an object that claims to be one is
         # skipped by the fingerprint); compress/map: one C-level pass
         found = _list(_compress(young, _map(_isinstance, young, _repeat(_type))))
@@ -2120,7 +2335,7 @@ def _install(write, manifest, runner="pytest"):
         return found
 
     def on_gc(phase, info):
-        if phase != "start" or BUSY.get(_ident()) or probe["examining"] or probe["events"] is not None:
+        if phase != "start" or busy() or probe["examining"] or probe["events"] is not None:
             return
         try:
             examine(new_classes())
@@ -2162,12 +2377,12 @@ def _install(write, manifest, runner="pytest"):
         traceback formatted, `inspect.getsource`): reported."""
         path = args[0] if args else None
         if _type(path) is not _str:
-            if _isinstance(path, _int) or _fspath is None:
-                return
-            path = _fspath(path)
-            if _isinstance(path, bytes):
-                path = _fsdecode(path)
-            if _type(path) is not _str:
+            path, fspath = plain_path(path)
+            if path is None:
+                own = own_path_like(fspath)
+                if own is not None:
+                    report_tampered("%s opens a file through a path-like object of its own (its __fspath__ "
+                                    "may name one file to the opener and another to this check)" % own)
                 return
         base = _os_basename(path)
         if base not in GRADED_NAMES and base.endswith(".pyc") and _os_basename(_dirname(path)) == "__pycache__":
@@ -2233,11 +2448,17 @@ def _install(write, manifest, runner="pytest"):
         Critical. (A command that finds the file another way is not seen.)"""
         words = []
         for arg in args:
-            for item in (arg if _isinstance(arg, (_list, _tuple)) else (arg,)):
-                if _isinstance(item, bytes):
-                    item = _fsdecode(item)
-                if _type(item) is _str:
+            for item in sequence_items(arg):
+                item, fspath = plain_path(item)
+                if item is not None:
                     words.append(item)
+                else:
+                    # a path-like of its own: subprocess converts it after this event (a
+                    # pathlib path naming the test file was not seen before)
+                    own = own_path_like(fspath)
+                    if own is not None:
+                        report_tampered("%s runs a command with a path-like argument of its own (its __fspath__ "
+                                        "may name another file than this check sees)" % own)
         text = " ".join(words)
         hit = next((n for n in GRADED_NAMES if n in text), None)
         if hit is None and ("*" in text or "?" in text or "[" in text):
@@ -2456,7 +2677,7 @@ def _install(write, manifest, runner="pytest"):
         events = probe["events"]
         # not this plugin's own frame accesses (busy: its pyc check of a module the
         # comparison imports) nor those of its judging below
-        if events is not None and event in PROBE_EVENTS and not probe["judging"] and not BUSY.get(_ident()):
+        if events is not None and event in PROBE_EVENTS and not probe["judging"] and not busy():
             probe["judging"] = True  # import_event's own frame access raises an event too
             try:
                 benign = import_event(event, args)
@@ -2467,24 +2688,22 @@ def _install(write, manifest, runner="pytest"):
             if not benign:
                 events.append(event)
         if event == "open" or event == "exec":
-            if not BUSY.get(_ident()):
-                BUSY[_ident()] = True
-                try:
-                    if event == "open":
-                        pyc_open(args)
-                        graded_open(args)
-                    else:
-                        verified = pyc_pending and pyc_exec(args)
-                        try:
-                            graded_exec(args, verified)
-                        except Exception:  # a module code not to judge: its import goes on
-                            pass
-                except (OSError, ImportError):
-                    raise
-                except Exception as exc:  # a check that cannot be made refuses
-                    raise OSError(13, "minisandbox: pyc refused (%s)" % _repr(exc)) from None
-                finally:
-                    BUSY[_ident()] = False
+            if not busy():
+                with Busy():
+                    try:
+                        if event == "open":
+                            pyc_open(args)
+                            graded_open(args)
+                        else:
+                            verified = pyc_pending and pyc_exec(args)
+                            try:
+                                graded_exec(args, verified)
+                            except Exception:  # a module code not to judge: its import goes on
+                                pass
+                    except (OSError, ImportError):
+                        raise
+                    except Exception as exc:  # a check that cannot be made refuses
+                        raise OSError(13, "minisandbox: pyc refused (%s)" % _repr(exc)) from None
             return
         if event == "object.__setattr__":
             if _len(args) > 1 and args[1] in FUNCTION_STATE and _type(args[0]) is types.FunctionType:
@@ -2493,76 +2712,86 @@ def _install(write, manifest, runner="pytest"):
                 except Exception:
                     pass
             return
-        if (event in THREAD_EVENTS or event in FORK_EVENTS) and not BUSY.get(_ident()):
-            BUSY[_ident()] = True
-            try:
-                if event in FORK_EVENTS:
-                    fork_judged("os.fork")
-                elif args:
-                    thread_started(args[0], _frame(1))
-            except Exception:
-                pass
-            finally:
-                BUSY[_ident()] = False
+        if (event in THREAD_EVENTS or event in FORK_EVENTS) and not busy():
+            with Busy():
+                try:
+                    if event in FORK_EVENTS:
+                        fork_judged("os.fork")
+                    elif args:
+                        thread_started(args[0], _frame(1))
+                except Exception:
+                    pass
             return
-        if event == "os.link" and GRADED and not BUSY.get(_ident()):
-            BUSY[_ident()] = True
-            try:
-                graded_open(args[:1], "links")
-            except Exception:
-                pass
-            finally:
-                BUSY[_ident()] = False
+        if (event == "compile" or event == "code.__new__") and not busy():
+            with Busy():
+                try:
+                    compiled_under(args, event)
+                except Exception:
+                    pass
             return
-        if event in SPAWN_EVENTS and GRADED and not BUSY.get(_ident()):
-            BUSY[_ident()] = True
-            try:
-                spawned(args)
-            except Exception:
-                pass
-            finally:
-                BUSY[_ident()] = False
+        if event == "sys.addaudithook" and not busy():
+            with Busy():
+                try:
+                    hook_added()
+                except Exception:
+                    pass
+            return
+        if event == "ctypes.dlsym" and not busy() and _len(args) > 1 and _type(args[1]) is _str and \
+                args[1].startswith(("Py", "_Py")):
+            with Busy():
+                try:
+                    interpreter_symbol(args[1])
+                except Exception:
+                    pass
+            return
+        if event == "os.link" and GRADED and not busy():
+            with Busy():
+                try:
+                    graded_open(args[:1], "links")
+                except Exception:
+                    pass
+            return
+        if event in SPAWN_EVENTS and GRADED and not busy():
+            with Busy():
+                try:
+                    spawned(args)
+                except Exception:
+                    pass
             return
         if event == "object.__getattr__" and GUARDS and _len(args) > 1 and \
-                _any(args[0] is g for g in GUARDS) and not BUSY.get(_ident()):
-            BUSY[_ident()] = True
-            try:
+                _any(args[0] is g for g in GUARDS) and not busy():
+            with Busy():
                 # (past any standard-library frame: `inspect.signature` hands the default out)
                 rel = brought_by_patch(_frame(1), None, [])
                 if rel is not None:
                     report_tampered("%s reads the %s guard's %s" % (
-                        rel, "signal" if args[0] is signal_guard else "thread start", args[1]))
-            finally:
-                BUSY[_ident()] = False
+                        rel, "signal" if args[0] is signal_guard else "fork_exec" if args[0] is fork_exec_guard else
+                        "thread start", args[1]))
             return
-        if INTROSPECTS is not None and not BUSY.get(_ident()) and (
+        if INTROSPECTS is not None and not busy() and (
                 event == "sys._getframe" or event == "sys._current_frames" or (
                     event == "object.__getattr__" and _len(args) > 1 and args[1] in FRAME_ATTRS)):
-            BUSY[_ident()] = True
+            with Busy():
+                try:
+                    frame_reached(event if event != "object.__getattr__" else args[1])
+                except Exception:
+                    pass
+        if event not in WATCH or busy():
+            return
+        with Busy():
             try:
-                frame_reached(event if event != "object.__getattr__" else args[1])
+                critical = WATCH[event]
+                # the responsible code: past the standard library for what is critical (a
+                # tracer set through bdb), the direct caller otherwise (logging walks frames)
+                why, name, _passed = untrusted_caller(skip_stdlib=critical)
+                if why is not None:
+                    rel = rel_to_root(real_of(name)) if not name.startswith("<") else name
+                    if critical and INTROSPECTS is not None and rel in INTROSPECTS:
+                        critical = False  # the library's own tracer or heap walk (a file that has one)
+                    # written at once: the code that walks the heap may disable this plugin next
+                    report_tampered("%s called from %s (%s)" % (event, rel or name, why), critical)
             except Exception:
                 pass
-            finally:
-                BUSY[_ident()] = False
-        if event not in WATCH or BUSY.get(_ident()):
-            return
-        BUSY[_ident()] = True
-        try:
-            critical = WATCH[event]
-            # the responsible code: past the standard library for what is critical (a
-            # tracer set through bdb), the direct caller otherwise (logging walks frames)
-            why, name, _passed = untrusted_caller(skip_stdlib=critical)
-            if why is not None:
-                rel = rel_to_root(real_of(name)) if not name.startswith("<") else name
-                if critical and INTROSPECTS is not None and rel in INTROSPECTS:
-                    critical = False  # the library's own tracer or heap walk (a file that has one)
-                # written at once: the code that walks the heap may disable this plugin next
-                report_tampered("%s called from %s (%s)" % (event, rel or name, why), critical)
-        except Exception:
-            pass
-        finally:
-            BUSY[_ident()] = False
 
     add_hook = _getattr(sys, "addaudithook", None) if CHECKS else None
     if add_hook is not None:
@@ -3205,6 +3434,8 @@ def _install(write, manifest, runner="pytest"):
         official."""
         if not CHECKS:
             return
+        forget_graded_lines()
+        streams_tapped()
         state["memo"] = {}
         try:
             check_now(item, False)
@@ -3213,6 +3444,41 @@ def _install(write, manifest, runner="pytest"):
             check_deciders()
         finally:
             state["memo"] = None
+
+    # pytest itself puts a graded file's lines into `linecache` when it formats a location
+    # in it (a warning whose stack level names the test module's import, a traceback): a
+    # dictionary read then gives the whole file with no open event (library code that kept
+    # the bug warned at its import and read the test file so, resolved). They are dropped
+    # after collection and before each test's body (a formatter reads the file again).
+    import linecache as _linecache
+    GRADED_PATHS = _tuple(_set([ROOT_SEP + k for k in GRADED] + [real_of(ROOT_SEP + k) for k in GRADED]))
+
+    def forget_graded_lines():
+        cache = _getattr(_linecache, "cache", None)
+        if _type(cache) is _dict:
+            for path in GRADED_PATHS:
+                cache.pop(path, None)
+
+    # With `--verbose`, pytest writes the running test's id with its parameters (the expected
+    # value among them) to the original stdout before the test runs: a `write` set on that
+    # file object's instance saw it (library code that kept the bug, resolved).
+    import io as _io
+    STREAM_TYPES = (_io.TextIOWrapper, _io.BufferedWriter, _io.FileIO)
+    _instance_dict = object.__getattribute__
+
+    def streams_tapped():
+        for name in ("__stdout__", "__stderr__"):
+            stream = sys.__dict__.get(name)
+            if _type(stream) not in STREAM_TYPES:
+                continue
+            try:
+                own = _instance_dict(stream, "__dict__")
+            except AttributeError:
+                continue
+            hit = [n for n in ("write", "writelines", "flush") if n in own]
+            if hit:
+                report_tampered("sys.%s.%s replaced on the file object (it sees what pytest prints: the running "
+                                "test's id with its parameters)" % (name, hit[0]))
 
     accepted = []  # (mapping, name, value) seen replacing a captured value (reported if not pytest's own)
 
@@ -3271,7 +3537,8 @@ def _install(write, manifest, runner="pytest"):
                 own = not label.startswith("builtins.") and _isinstance(now, types.FunctionType) and \
                     real_of(now.__code__.co_filename).startswith(RUNNER_DIRS) and code_verdict(now.__code__) is None
                 if not own and not label.startswith("builtins."):
-                    own = installed_plugin_wrapper(now, value)
+                    own = installed_plugin_wrapper(now, value) or (
+                        label == "_pytest.unittest.TestCaseFunction.runtest" and installed_case_runner(now))
                 if not own:
                     report_tampered("%s replaced" % label)
                 accepted.append((mapping, name, now))
@@ -3581,6 +3848,7 @@ def _install(write, manifest, runner="pytest"):
     def pytest_collection_modifyitems(session, config, items):
         if config is state["config"]:
             state["collected"] = _len(items)
+            forget_graded_lines()
 
     def pytest_sessionfinish(session, exitstatus):
         if session.config is not state["config"]:
