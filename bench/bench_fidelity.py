@@ -894,6 +894,11 @@ def classify_build(error: str, log_text: str) -> str:
             r"fatal error: .*\.h: No such file|command '(?:gcc|cc|g\+\+)' failed|"
             r"pkg-config|missing system package|needs Debian packages that are not installed",
         ),
+        (  # astropy 4.1-4.3: pip's isolated build environment takes today's markupsafe, which
+            # removed `soft_unicode`, under the jinja2 2.x that astropy-helpers' build needs
+            "build: the isolated build environment's unpinned markupsafe removed soft_unicode (jinja2 2.x)",
+            r"cannot import name 'soft_unicode' from 'markupsafe'",
+        ),
         ("resolve: an exact pin is newer than the as-of date", r"could not find the pins .* as of .*unsatisfiable"),
         ("resolve: pins unsatisfiable", r"No solution found|unsatisfiable|No matching distribution"),
         ("build: timeout", r"timed out after"),

@@ -1014,3 +1014,15 @@ def test_collect_only_tree_lines_are_no_evidence_and_a_numpy_deprecation_error_i
     )
     log.write_text("!!!!!!!!!!!!!!!!!!! Interrupted: 2 errors during collection !!!!!!!!!!!!!!!!!!!!\n")
     assert bf.classify_tests(result) == "collection error"
+
+
+def test_an_isolated_build_s_unpinned_markupsafe_is_named(bf):
+    """astropy 4.1-4.3: the build requirements' jinja2 2.x under today's markupsafe."""
+    log = (
+        "  ImportError: cannot import name 'soft_unicode' from 'markupsafe' "
+        "(/tmp/pip-build-env-x/overlay/lib/python3.9/site-packages/markupsafe/__init__.py)\n"
+        "  error: subprocess-exited-with-error\n"
+    )
+    assert bf.classify_build("build of astropy/astropy@4.3 failed (exit 1)", log).startswith(
+        "build: the isolated build environment's unpinned markupsafe"
+    )
