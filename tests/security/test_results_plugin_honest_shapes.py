@@ -17,7 +17,8 @@ finding, host and sandbox, strict and official.
 * library code changed by the patch whose standard-library calls look at frames
   themselves (`logging`'s caller lookup, `namedtuple`'s module name, a formatted
   traceback, asyncio's signal handler, a warning with a stack level, a command with
-  `preexec_fn=os.setsid`; the same and a command on a thread pool's thread, with
+  `preexec_fn=os.setsid`, a capsule's pointer through ctypes, the library's own path-like
+  as a command's `cwd`; the same and a command on a thread pool's thread, with
   `functools.singledispatch`), a test that reads `PYTEST_CURRENT_TEST`, and
   library code that reaches frames where its graded-state copy does too (`sys._getframe`, as pydantic and typeguard
   do): the frame rule of the results plugin judges only frames reached by code the patch
@@ -189,6 +190,18 @@ def described(n):
         assert list(pool.map(work, [n])) == [("int", True, 0)]
     warnings.warn("described is deprecated", DeprecationWarning, stacklevel=2)
     assert subprocess.run(["true"], preexec_fn=os.setsid).returncode == 0  # a builtin preexec_fn: no Python code forked
+    import ctypes
+
+    # C-extension interop: a capsule's pointer (no frame, thread state or heap); spelt so
+    # that the graded copy does not name the C API (that file would be exempt)
+    capsule_pointer = getattr(ctypes, "python" + "api").PyCapsule_GetPointer
+    capsule_pointer.restype = ctypes.c_void_p
+
+    class WorkDir(object):  # the library's own path-like, as a command's working directory
+        def __fspath__(self):
+            return os.path.dirname(os.path.abspath(__file__))
+
+    assert subprocess.run(["true"], cwd=WorkDir()).returncode == 0
     Pair = collections.namedtuple("Pair", "name n")
     return tuple(Pair("calc", n))
 """

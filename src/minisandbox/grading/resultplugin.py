@@ -1567,6 +1567,31 @@ def _install(write, manifest, runner="pytest"):
 
     verified = _set()  # code objects found in their own file's module
 
+    def own_codes():
+        """Every code object of this plugin's module (nested ones included): code that
+        merely names the plugin's file is not the plugin's. Library code that kept the bug
+        compiled a swallowing hook under this file's name (from a syntax tree, whose compile
+        event carries no name, or through marshal, which raises none) and every test
+        passed."""
+        found, todo = _set(), []
+        for value in _list(globals().values()):
+            if _isinstance(value, types.FunctionType):
+                todo.append(value.__code__)
+            elif _isinstance(value, _type) and _getattr(value, "__module__", None) == __name__:
+                for member in _list(value.__dict__.values()):
+                    fn = _getattr(member, "__func__", member)
+                    if _isinstance(fn, types.FunctionType):
+                        todo.append(fn.__code__)
+        while todo:
+            code = todo.pop()
+            if code not in found:
+                found.add(code)
+                todo.extend(c for c in code.co_consts if _isinstance(c, types.CodeType))
+        return frozenset(found)
+
+    PLUGIN_CODES = own_codes()
+    NOT_MINE = "code claiming the results plugin's file is not its code (%s)"
+
     def code_verdict(code, plugin=None):
         """file_verdict, plus: the code must be defined by the module loaded from the file
         it names (code compiled under another file's name is not), or be one of the
@@ -1577,7 +1602,7 @@ def _install(write, manifest, runner="pytest"):
             return bad
         real = real_of(filename)
         if real == ME:
-            return None
+            return None if code in PLUGIN_CODES else NOT_MINE % code.co_name
         if code in codes_of_module(real, plugin):
             verified.add(code)
             return None
@@ -1694,9 +1719,12 @@ def _install(write, manifest, runner="pytest"):
             name = f.f_code.co_filename
             real = real_of(name) if not name.startswith("<") else name
             if real == ME:
+                if f.f_code not in PLUGIN_CODES:
+                    return NOT_MINE % f.f_code.co_name, name, passed
                 f = f.f_back
                 continue
-            if skip_stdlib and (name.startswith("<frozen") or (real.startswith(STDLIB) and "-packages" + _sep not in real)):
+            if skip_stdlib and (name.startswith("<frozen") or (real.startswith(STDLIB) and "-packages" + _sep not in real)
+                                or runner_forwarder(f.f_code, real)):
                 passed.append(_os_basename(real))
                 bottom, f = f, f.f_back
                 continue
@@ -1809,7 +1837,7 @@ def _install(write, manifest, runner="pytest"):
         `results-tampered` with no candidate code). `site.addsitedir` called later by other
         code has that code below it."""
         b = f.f_back
-        if b is None:
+        if b is None or b.f_code.co_name != "addpackage" or _ident() != MAIN_THREAD:
             return False
         while b is not None:
             name = b.f_code.co_filename
@@ -1818,6 +1846,16 @@ def _install(write, manifest, runner="pytest"):
                 return False
             b = b.f_back
         return True
+
+    #: pytest's own functions that call what they are given and hand back its result
+    #: (`CallInfo.from_call(sys._getframe, "call").result` gave library code that kept the
+    #: bug a frame, the heap or the test file with pytest's `runner.py` as the caller): passed
+    #: through like the standard library's forwarders
+    RUNNER_FORWARDERS = frozenset((("runner.py", "from_call"), ("recwarn.py", "warns"),
+                                   ("recwarn.py", "deprecated_call")))
+
+    def runner_forwarder(code, real):
+        return (_os_basename(real), code.co_name) in RUNNER_FORWARDERS and real.startswith(RUNNER_DIRS)
 
     def brought_by_patch(f, handers, through):
         """The file (repo-relative, or a `<...>` name) of the code at `f` or, past standard
@@ -1837,13 +1875,17 @@ def _install(write, manifest, runner="pytest"):
             if real == ME:
                 if f.f_code is TRAMPOLINE:  # a guarded thread's bottom: its starter answers
                     break
-                return None
+                return None if f.f_code in PLUGIN_CODES else name
             if name.startswith("<frozen") or (real.startswith(STDLIB) and "-packages" + _sep not in real):
                 if handers is not None and f.f_code.co_name not in handers and \
                         f.f_code.co_name != "<lambda>" and real not in FORWARDERS:
                     return None
                 through.append(f.f_code.co_name)
                 bottom, f = f, f.f_back
+                continue
+            if runner_forwarder(f.f_code, real):
+                through.append(f.f_code.co_name)
+                f = f.f_back
                 continue
             rel = rel_to_root(real)
             return None if rel is None or rel not in PATCHED or (INTROSPECTS is not None and rel in INTROSPECTS) \
@@ -1918,8 +1960,9 @@ def _install(write, manifest, runner="pytest"):
             pre = caller.f_locals.get("preexec_fn")
             if _type(pre) is functools.partial:
                 pre = functools.partial.__dict__["func"].__get__(pre)
-            if _type(pre) is types.BuiltinFunctionType:
-                return
+            if _type(pre) is types.BuiltinFunctionType and \
+                    _any(pre.__self__ is sys.modules.get(m) for m in ("posix", "_signal", "signal")):
+                return  # (`exec` or `operator.call` are builtins too, and run Python code)
         rel = brought_by_patch(caller, None, [])
         if rel is not None:
             report_tampered("%s forks the test process (%s), which its code at the graded state never does"
@@ -1959,6 +2002,8 @@ def _install(write, manifest, runner="pytest"):
             return "the results plugin's file name"
         if real.startswith(STDLIB) or real.startswith(RUNNER_DIRS) or "-packages" + _sep in real:
             return "an installed file's name"
+        if real.endswith(".py") and rel_to_root(real) is not None:
+            return "a repository module's name"  # (the patch's own files are judged as the patch's anyway)
         return None
 
     def same_source(source, filename):
@@ -1985,13 +2030,11 @@ def _install(write, manifest, runner="pytest"):
         here = caller.f_code.co_filename
         here = here if here.startswith("<") else real_of(here)
         if event == "code.__new__":
-            if why == "an installed file's name":
+            if why in ("an installed file's name", "a repository module's name"):
                 return  # (cloudpickle rebuilds functions by value under their own file names)
         elif caller.f_code.co_name == "parse" and here == STDLIB + "ast.py":
             return  # a syntax tree, no code
-        elif why == "a doctest's name" and here == STDLIB + "doctest.py":
-            return  # the doctest runner's examples
-        elif why == "an installed file's name" and same_source(args[0], filename):
+        elif why in ("an installed file's name", "a repository module's name") and same_source(args[0], filename):
             return
         rel = brought_by_patch(caller, None, [])
         if rel is not None:
@@ -2003,9 +2046,18 @@ def _install(write, manifest, runner="pytest"):
         `os.putenv`, every file opened) and runs inside this plugin's own judging, where
         nothing is judged: library code that kept the bug read the test's id with its
         parameters, and walked the frames, from one. Critical when the patch brought it."""
-        rel = brought_by_patch(_frame(2), None, [])
-        if rel is not None:
-            report_tampered("%s adds an audit hook, which its code at the graded state never does" % rel)
+        f = _frame(2)
+        while f is not None:  # (anywhere below: installed code that calls what it is given forwards it)
+            rel = brought_by_patch(f, None, [])
+            if rel is not None:
+                report_tampered("%s adds an audit hook, which its code at the graded state never does" % rel)
+                return
+            f = f.f_back
+
+    #: the interpreter's C API that hands out frames, threads' states and objects by their
+    #: address (not `PyCapsule_*` and the like, which C-extension interop uses honestly)
+    C_API_REACH = ("PyThreadState", "PyEval_Get", "PyFrame", "PyInterpreterState", "PyGILState_GetThisThreadState",
+                   "PyObject_GC", "PyGC", "PySys_GetObject", "PyImport_GetModuleDict", "PyObject_GetAttr")
 
     def interpreter_symbol(name):
         """The interpreter's C API through ctypes (`pythonapi.PyThreadState_GetFrame`, an
@@ -2064,6 +2116,10 @@ def _install(write, manifest, runner="pytest"):
             return path, None
         if t is bytes:
             return _fsdecode(path), None
+        if _issubclass(t, _str):  # (the OS gets a subclass's data: a subclass hid the name)
+            return _str.__str__(path), None
+        if _issubclass(t, bytes):
+            return _fsdecode(bytes.__getitem__(path, slice(None))), None
         if t in PATH_TYPES:
             got = _fspath(path)
             return (got if _type(got) is _str else None), None
@@ -2078,6 +2134,24 @@ def _install(write, manifest, runner="pytest"):
                 get = base.__getitem__
                 return [get(value, i) for i in _range(base.__len__(value))]
         return (value,)
+
+    def paths_formatted(args):
+        """`args` with the standard library's path objects (top level, or items of a list or
+        tuple) formatted here, before the plugin's busy window: formatting runs whatever
+        the path's parts are (a str subclass's `__add__` set on a path walked the frames
+        while the plugin judged nothing); here such code is judged like any other."""
+        out, changed = [], False
+        try:
+            for arg in args:
+                if _type(arg) in PATH_TYPES:
+                    arg, changed = _fspath(arg), True
+                elif (_issubclass(_type(arg), _list) or _issubclass(_type(arg), _tuple)) and \
+                        _any(_type(i) in PATH_TYPES for i in sequence_items(arg)):
+                    arg, changed = [_fspath(i) if _type(i) in PATH_TYPES else i for i in sequence_items(arg)], True
+                out.append(arg)
+        except Exception:  # (a path the operation itself will refuse)
+            return args
+        return _tuple(out) if changed else args
 
     def own_path_like(fspath):
         """The file of a path-like's `__fspath__` when that is code from a disallowed file
@@ -2414,7 +2488,7 @@ def _install(write, manifest, runner="pytest"):
                 return
             rel = "%s (by name, relative to another directory)" % base
         opener = _frame(2)
-        if real_of(opener.f_code.co_filename) == ME or compiling_import(opener):
+        if opener.f_code in PLUGIN_CODES or compiling_import(opener):
             # this plugin hashing the file for its checks (called from a test's end, the
             # runner's code is further up); the import system compiling the module (a
             # runner importing its tests)
@@ -2440,19 +2514,19 @@ def _install(write, manifest, runner="pytest"):
     GRADED_DIRS = _tuple(_set(k.rsplit("/", 1)[0] + "/" for k in GRADED if "/" in k))
     SPAWN_EVENTS = frozenset(("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn"))
 
-    def spawned(args):
+    def spawned(args, event="subprocess.Popen"):
         """Code from a disallowed file that runs a command naming a graded test file (or a
         graded file's directory with a wildcard) reads it in another process, where no open
         event of this one sees it: library code that kept the bug ran `cat` on the test file,
         parsed the expected values and was resolved (host and sandbox, strict and official).
         Critical. (A command that finds the file another way is not seen.)"""
         words = []
-        for arg in args:
+        for i, arg in enumerate(args):
             for item in sequence_items(arg):
                 item, fspath = plain_path(item)
                 if item is not None:
                     words.append(item)
-                else:
+                elif i < 2 or event != "subprocess.Popen":  # (not its cwd or env)
                     # a path-like of its own: subprocess converts it after this event (a
                     # pathlib path naming the test file was not seen before)
                     own = own_path_like(fspath)
@@ -2689,6 +2763,8 @@ def _install(write, manifest, runner="pytest"):
                 events.append(event)
         if event == "open" or event == "exec":
             if not busy():
+                if event == "open":
+                    args = paths_formatted(args)
                 with Busy():
                     try:
                         if event == "open":
@@ -2737,7 +2813,7 @@ def _install(write, manifest, runner="pytest"):
                     pass
             return
         if event == "ctypes.dlsym" and not busy() and _len(args) > 1 and _type(args[1]) is _str and \
-                args[1].startswith(("Py", "_Py")):
+                (args[1].lstrip("_").startswith(C_API_REACH) or args[1] in ("dlsym", "dlvsym")):
             with Busy():
                 try:
                     interpreter_symbol(args[1])
@@ -2752,9 +2828,10 @@ def _install(write, manifest, runner="pytest"):
                     pass
             return
         if event in SPAWN_EVENTS and GRADED and not busy():
+            args = paths_formatted(args)
             with Busy():
                 try:
-                    spawned(args)
+                    spawned(args, event)
                 except Exception:
                     pass
             return
@@ -3464,21 +3541,26 @@ def _install(write, manifest, runner="pytest"):
     # file object's instance saw it (library code that kept the bug, resolved).
     import io as _io
     STREAM_TYPES = (_io.TextIOWrapper, _io.BufferedWriter, _io.FileIO)
+    STREAM_LOWER = {_io.TextIOWrapper: _io.TextIOWrapper.__dict__["buffer"],
+                    _io.BufferedWriter: _io.BufferedWriter.__dict__["raw"]}
     _instance_dict = object.__getattribute__
 
     def streams_tapped():
         for name in ("__stdout__", "__stderr__"):
-            stream = sys.__dict__.get(name)
-            if _type(stream) not in STREAM_TYPES:
-                continue
-            try:
-                own = _instance_dict(stream, "__dict__")
-            except AttributeError:
-                continue
-            hit = [n for n in ("write", "writelines", "flush") if n in own]
-            if hit:
-                report_tampered("sys.%s.%s replaced on the file object (it sees what pytest prints: the running "
-                                "test's id with its parameters)" % (name, hit[0]))
+            stream, layer = sys.__dict__.get(name), name
+            while _type(stream) in STREAM_TYPES:  # the text layer, its buffer, the raw file
+                try:
+                    own = _instance_dict(stream, "__dict__")
+                except AttributeError:
+                    own = {}
+                hit = [n for n in ("write", "writelines", "flush") if n in own]
+                if hit:
+                    report_tampered("sys.%s.%s replaced on the file object (it sees what pytest prints: the running "
+                                    "test's id with its parameters)" % (layer, hit[0]))
+                    break
+                below = STREAM_LOWER.get(_type(stream))
+                stream = below.__get__(stream) if below is not None else None
+                layer += ".buffer" if below is STREAM_LOWER[_io.TextIOWrapper] else ".raw"
 
     accepted = []  # (mapping, name, value) seen replacing a captured value (reported if not pytest's own)
 
