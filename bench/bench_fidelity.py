@@ -899,6 +899,11 @@ def classify_build(error: str, log_text: str) -> str:
             "build: the isolated build environment's unpinned markupsafe removed soft_unicode (jinja2 2.x)",
             r"cannot import name 'soft_unicode' from 'markupsafe'",
         ),
+        (  # astropy 0.1-1.3: the spec pins markupsafe 1.0 (a conda build in SWE-bench's
+            # images), an sdist whose setup.py imports `setuptools.Feature`, gone since 46.0
+            "resolve: a pinned sdist needs a setuptools older than any the build may take (`Feature` removed)",
+            r"cannot import name 'Feature' from 'setuptools'",
+        ),
         ("resolve: an exact pin is newer than the as-of date", r"could not find the pins .* as of .*unsatisfiable"),
         ("resolve: pins unsatisfiable", r"No solution found|unsatisfiable|No matching distribution"),
         ("build: timeout", r"timed out after"),
@@ -992,6 +997,12 @@ TEST_CAUSES = [
         # import hits a NumPy deprecation, which the suite's `filterwarnings = error` raises
         "the spec's numpy is newer than the code: a NumPy deprecation the suite makes an error",
         r"DeprecationWarning: [^\n]*\(Deprecated NumPy \d",
+    ),
+    (
+        # astropy 3.0-3.2: `np.int` and the other builtin aliases, removed in NumPy 1.24 (the
+        # spec's numpy is newer than the release)
+        "the spec's numpy is newer than the code: an alias NumPy 1.24 removed",
+        r"module 'numpy' has no attribute '(?:int|float|bool|object|str|long|complex|unicode)'",
     ),
     (
         # sympy 1.0, 0.7: `from fractions import gcd`, removed in Python 3.9 (the spec's)

@@ -1026,3 +1026,17 @@ def test_an_isolated_build_s_unpinned_markupsafe_is_named(bf):
     assert bf.classify_build("build of astropy/astropy@4.3 failed (exit 1)", log).startswith(
         "build: the isolated build environment's unpinned markupsafe"
     )
+
+
+def test_removed_numpy_aliases_and_an_unbuildable_pinned_sdist_are_named(bf, tmp_path):
+    """astropy 3.x: `np.int` under the spec's numpy 1.25; astropy 0.1-1.3: markupsafe 1.0's
+    setup.py under any setuptools the build can take."""
+    log = tmp_path / "t.log"
+    log.write_text("E   AttributeError: module 'numpy' has no attribute 'int'.\n")
+    assert bf.classify_tests({"pass_rate": 0.0, "test_log": str(log)}) == (
+        "the spec's numpy is newer than the code: an alias NumPy 1.24 removed"
+    )
+    build = "error: Failed to build `markupsafe==1.0`\n  ImportError: cannot import name 'Feature' from 'setuptools'\n"
+    assert bf.classify_build("uv could not resolve astropy/astropy@1.3", build).startswith(
+        "resolve: a pinned sdist needs a setuptools older"
+    )
