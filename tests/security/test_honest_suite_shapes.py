@@ -158,6 +158,35 @@ def _django_setup_unittest(request):
 """
 
 
+#: the same fixture as pytest before 8.4 keeps it: the module holds a wrapper whose
+#: `__pytest_wrapped__` keeps the function (pytest-django 4.8 with pytest 8.2)
+PYTEST_DJANGO_OLD_WRAPPER = (
+    PYTEST_DJANGO.replace('@pytest.fixture(autouse=True, scope="class")\ndef _django_setup_unittest(', "def _setup(")
+    + """
+
+import functools
+
+
+class _PytestWrapper:  # (pytest's own before 8.4: it keeps the wrapped function as `obj`)
+    def __init__(self, obj):
+        self.obj = obj
+
+
+def _wrap(fn):
+    @functools.wraps(fn)
+    def _wrapper(request):
+        yield from fn(request)
+
+    _wrapper.__pytest_wrapped__ = _PytestWrapper(fn)
+    return _wrapper
+
+
+_django_setup_unittest = pytest.fixture(autouse=True, scope="class", name="_django_setup_unittest")(_wrap(_setup))
+del _setup
+"""
+)
+
+
 @pytest.fixture(scope="module", params=["host", pytest.param("sandbox", marks=pytest.mark.root)])
 def django_like_executor(request, task, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"dj-{request.param}")
@@ -180,3 +209,23 @@ def test_pytest_django_s_own_runtest_for_django_test_cases_is_accepted(task, dja
     ev = grade(task, django_like_executor, "gold")
     assert ev.resolved, (ev.reason, ev.entry.get("suspicious"), ev.output[-2000:])
     assert not ev.entry["results_channel"].get("critical"), ev.entry["results_channel"]
+
+
+@pytest.fixture(scope="module")
+def django_old_wrapper_executor(task, tmp_path_factory):
+    ex = host_venv_executor(task["repo"], tmp_path_factory.mktemp("dj-old"))
+    add_pytest_script(ex.venv, str(ex.venv / "bin" / "python"))
+    install_wrapping_plugin(
+        site_packages(ex.venv), "pytest_django_like", "_pytest_django_like", PYTEST_DJANGO_OLD_WRAPPER
+    )
+    return ex
+
+
+def test_pytest_django_s_runtest_nested_in_an_old_pytest_fixture_wrapper_is_accepted(
+    task, django_old_wrapper_executor
+) -> None:
+    """Before pytest 8.4 a fixture's module holds pytest's wrapper, not the function: the
+    runtest nested in it was not found in its module (drf-nested-routers, pytest-django
+    4.8 with pytest 8.2: every task `fixed-broken`)."""
+    ev = grade(task, django_old_wrapper_executor, "gold")
+    assert ev.resolved, (ev.reason, ev.entry.get("suspicious"), ev.output[-2000:])

@@ -876,6 +876,10 @@ def _install(write, manifest, runner="pytest"):
             inner = _getattr(value, "__wrapped__", None)
             if inner is not None:
                 todo.append(inner)
+        if _isinstance(value, types.FunctionType) and "__pytest_wrapped__" in _getattr(value, "__dict__", ()):
+            # a fixture before pytest 8.4: the module holds pytest's wrapper, which keeps the
+            # function (pytest-django 4.8's runtest of its own is nested in one)
+            todo.append(_getattr(value.__dict__["__pytest_wrapped__"], "obj", None))
         if _type(value).__name__ == "FixtureFunctionDefinition":
             # a fixture from pytest 8.4 on: the module holds this wrapper, not the function
             # (pytest-django's runtest of its own is a function nested in one)
