@@ -557,10 +557,26 @@ def _read():
 """
 )
 
+#: the expected suffix decoded from a tapped test id (`test_inflection.py::test_ordinal[-11--11th]`)
+ID_DECODER = """
+def _expected_suffix(number):
+    cur = _LAST[0].strip()
+    if "[" not in cur:
+        return None
+    params = cur[cur.rindex("[") + 1 : cur.rindex("]")]
+    n = str(number)
+    if params.startswith(n + "-"):
+        want = params[len(n) + 1 :]
+        if want.startswith(n):
+            return want[len(n) :]
+    return None
+"""
+
 # The running test's id with its parameters, from pytest's own verbose output: the
 # terminal reporter writes `test_inflection.py::test_ordinal[-11--11th] ` to the original
 # stdout object before the test runs; an instance attribute `write` on it sees it.
-NODEID_TAP = """
+NODEID_TAP = (
+    """
 import sys as _sys
 
 _LAST = [""]
@@ -579,19 +595,9 @@ try:
 except Exception:
     pass
 
-
-def _expected_suffix(number):
-    cur = _LAST[0].strip()
-    if "[" not in cur:
-        return None
-    params = cur[cur.index("[") + 1 : cur.rindex("]")]
-    n = str(number)
-    if params.startswith(n + "-"):
-        want = params[len(n) + 1 :]
-        if want.startswith(n):
-            return want[len(n) :]
-    return None
 """
+    + ID_DECODER
+)
 
 
 # The same with no text rule hit (the frame's attributes read by getattr): empty `suspicious`.
@@ -611,7 +617,8 @@ def _expected_suffix(number):
 # The same id from pytest's own PYTEST_CURRENT_TEST write: `_Environ.__setitem__` runs
 # `self.encodevalue(value)` (an instance attribute) on the full id before the plugin's
 # `_update_current_test_var` wrapper puts the id without parameters back.
-ENV_ENCODEVALUE_TAP = """
+ENV_ENCODEVALUE_TAP = (
+    """
 import os as _os
 
 _LAST = [""]
@@ -627,19 +634,9 @@ def _tap(value):
 
 _env.encodevalue = _tap
 
-
-def _expected_suffix(number):
-    cur = _LAST[0].strip()
-    if "[" not in cur:
-        return None
-    params = cur[cur.index("[") + 1 : cur.rindex("]")]
-    n = str(number)
-    if params.startswith(n + "-"):
-        want = params[len(n) + 1 :]
-        if want.startswith(n):
-            return want[len(n) :]
-    return None
 """
+    + ID_DECODER
+)
 
 # The test file opened through a path-like object whose `__fspath__` names the test file
 # the first time (FileIO's own conversion, which opens it) and /dev/null afterwards (the
@@ -1167,7 +1164,8 @@ def _start():
 
 # pytest's verbose id line tapped one level down: a `write` set on the instance of
 # `sys.__stdout__.buffer` (streams_tapped checks only sys.__stdout__/__stderr__ themselves).
-NODEID_BUFFER_TAP = """
+NODEID_BUFFER_TAP = (
+    """
 import sys as _sys
 
 _LAST = [""]
@@ -1192,19 +1190,9 @@ try:
 except Exception:
     pass
 
-
-def _expected_suffix(number):
-    cur = _LAST[0].strip()
-    if "[" not in cur:
-        return None
-    params = cur[cur.rindex("[") + 1 : cur.rindex("]")]
-    n = str(number)
-    if params.startswith(n + "-"):
-        want = params[len(n) + 1 :]
-        if want.startswith(n):
-            return want[len(n) :]
-    return None
 """
+    + ID_DECODER
+)
 
 # A path that is a `str` subclass: the open event and the Popen event carry the object
 # itself; `plain_path` converts only exact str/bytes/pathlib types and judges other
