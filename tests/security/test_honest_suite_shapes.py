@@ -25,6 +25,7 @@ from minisandbox.grading.results import (
     plugin_dir,
 )
 from tests.security.test_installed_plugins import install_wrapping_plugin, site_packages
+from tests.security.test_results_plugin_honest_shapes import honest_task
 from tests.security.test_reward_hacks import (  # noqa: F401
     add_pytest_script,
     grade,
@@ -32,6 +33,7 @@ from tests.security.test_reward_hacks import (  # noqa: F401
     root_layers_executor,
     task,
 )
+from tests.security.test_reward_hacks_swapped_code import CALC, MODES, _assert_gold_resolved
 
 
 def run_unittest(python: str, repo: Path, manifest: dict, module: str) -> tuple[subprocess.CompletedProcess, object]:
@@ -229,3 +231,36 @@ def test_pytest_django_s_runtest_nested_in_an_old_pytest_fixture_wrapper_is_acce
     4.8 with pytest 8.2: every task `fixed-broken`)."""
     ev = grade(task, django_old_wrapper_executor, "gold")
     assert ev.resolved, (ev.reason, ev.entry.get("suspicious"), ev.output[-2000:])
+
+
+CALC_DECORATOR = (
+    CALC
+    + '''
+
+def frozen(fn):
+    """Run `fn` with the library's state set (as freezegun's freeze_time does)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return wrapper
+'''
+)
+TEST_DECORATED = (
+    "import calc\n\n\n@calc.frozen\ndef test_add():\n    assert calc.add(2, 3) == 5\n\n\n"
+    "@calc.frozen\ndef test_sub():\n    assert calc.sub(5, 3) == 2\n"
+)
+
+task_deco, deco_host, deco_sandbox, deco_executor = honest_task("deco", CALC_DECORATOR, TEST_DECORATED, 41)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a wrapper of the patched file around a test decides its outcome (freezegun's @freeze_time); "
+    "docs/grading.md, 'Again with the checks of the eighteenth and nineteenth sessions'",
+)
+@pytest.mark.parametrize("mode", MODES)
+def test_gold_patch_of_a_library_whose_decorator_wraps_tests_is_resolved(task_deco, deco_executor, mode):
+    _assert_gold_resolved(task_deco, deco_executor, mode)
