@@ -264,3 +264,30 @@ task_deco, deco_host, deco_sandbox, deco_executor = honest_task("deco", CALC_DEC
 @pytest.mark.parametrize("mode", MODES)
 def test_gold_patch_of_a_library_whose_decorator_wraps_tests_is_resolved(task_deco, deco_executor, mode):
     _assert_gold_resolved(task_deco, deco_executor, mode)
+
+
+#: a library that compiles a snippet under its own file name (for its tracebacks), in a
+#: file whose graded copy looks into nothing (the compile rule judges it)
+CALC_OWN_SNIPPET = (
+    CALC
+    + """
+
+def twice(x):
+    namespace = {}
+    exec(compile("def _twice(x):\\n    return 2 * x\\n", __file__, "exec"), namespace)
+    return namespace["_twice"](x)
+"""
+)
+TEST_SNIPPET = (
+    "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n\n\n"
+    "def test_sub():\n    assert calc.sub(5, 3) == 2 and calc.twice(4) == 8\n"
+)
+
+task_snippet, snippet_host, snippet_sandbox, snippet_executor = honest_task(
+    "snippet", CALC_OWN_SNIPPET, TEST_SNIPPET, 43
+)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_gold_patch_of_a_library_compiling_under_its_own_name_is_resolved(task_snippet, snippet_executor, mode):
+    _assert_gold_resolved(task_snippet, snippet_executor, mode)

@@ -2006,8 +2006,11 @@ def _install(write, manifest, runner="pytest"):
             return "the results plugin's file name"
         if real.startswith(STDLIB) or real.startswith(RUNNER_DIRS) or "-packages" + _sep in real:
             return "an installed file's name"
-        if real.endswith(".py") and rel_to_root(real) is not None:
-            return "a repository module's name"  # (the patch's own files are judged as the patch's anyway)
+        rel = rel_to_root(real) if real.endswith(".py") else None
+        if rel is not None and rel not in PATCHED:
+            # (a file the patch changes is not borrowed: code under its name is judged as the
+            # patch's anyway, and a library may compile a snippet under its own file name)
+            return "a repository module's name"
         return None
 
     def same_source(source, filename):
