@@ -380,7 +380,6 @@ def test_gold_patch_is_resolved_with_a_helper(task_helper, helper_executor, mode
     _assert_gold_resolved(task_helper, helper_executor, mode)
 
 
-@pytest.mark.xfail(strict=True, reason=NOT_CLOSED)
 @pytest.mark.parametrize("mode", MODES)
 def test_helper_bound_to_code_under_its_name_is_tampered(task_helper, helper_executor, mode):
     ev = _tampered_hack(task_helper, helper_executor, "helper", mode)

@@ -1268,10 +1268,9 @@ def _install(write, manifest, runner="pytest"):
     runner_module = sys.modules.get("_pytest.runner")
     update_var = None if UNITTEST or SYMPY else _getattr(runner_module, "_update_current_test_var", None)
     if _isinstance(update_var, types.FunctionType):
-        environ = os.environ
 
         def _update_current_test_var(item, when):
-            """pytest's own, then the parameters left out of the id. pytest sets
+            """pytest's own, with the parameters left out of the id. pytest sets
             PYTEST_CURRENT_TEST to the test's id and phase; a parametrised test's id holds
             its parameters, the expected value among them (`test_ordinal[-11--11th]`):
             library code that kept the bug decoded the answer from it and was resolved (host
@@ -1280,11 +1279,12 @@ def _install(write, manifest, runner="pytest"):
             pytest's own is not called: it writes the whole id first, and what `os.environ`
             calls on the way (its `encodevalue`, an audit hook's `os.putenv` event) saw it
             with the parameters (library code that kept the bug read it there, resolved)."""
+            env = os.environ  # (looked up now, as pytest does: a mapping put there sees the write)
             if when:
-                environ["PYTEST_CURRENT_TEST"] = ("%s (%s)" % (without_params(item.nodeid), when)).replace(
+                env["PYTEST_CURRENT_TEST"] = ("%s (%s)" % (without_params(item.nodeid), when)).replace(
                     "\x00", "(null)")
             else:
-                environ.pop("PYTEST_CURRENT_TEST", None)
+                env.pop("PYTEST_CURRENT_TEST", None)
 
         _update_current_test_var.__module__ = "_pytest.runner"
         runner_module._update_current_test_var = _update_current_test_var
