@@ -82,21 +82,25 @@ class T(unittest.TestCase):
 '''
 
 
+def unittest_env(channel: ResultsChannel) -> dict[str, str]:
+    """The environment of a unittest-mode run with the results plugin, as the eval script
+    gives it (PYTHONPATH and PYTHONWARNINGS unset before)."""
+    return {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(plugin_dir()),
+        "PYTHONWARNINGS": UNITTEST_WARNOPTION,
+        RUNNER_VAR: "unittest",
+        SOCKET_VAR: channel.socket_path(),
+        "MINISANDBOX_HAD_PYTHONPATH": "",
+        "MINISANDBOX_HAD_PYTHONWARNINGS": "",
+    }
+
+
 def _run(tmp_path: Path, python: str) -> tuple[str, Channel, tuple]:
     (tmp_path / "test_mod.py").write_text(MODULE)
     seen = tmp_path / "seen"
     with ResultsChannel({"root": str(tmp_path)}) as ch:
-        env = {
-            "PATH": os.environ["PATH"],
-            "PYTHONPATH": str(plugin_dir()),
-            "PYTHONWARNINGS": UNITTEST_WARNOPTION,
-            RUNNER_VAR: "unittest",
-            SOCKET_VAR: ch.socket_path(),
-            "SEEN": str(seen),
-            # as the eval script has it: neither was set before
-            "MINISANDBOX_HAD_PYTHONPATH": "",
-            "MINISANDBOX_HAD_PYTHONWARNINGS": "",
-        }
+        env = {**unittest_env(ch), "SEEN": str(seen)}
         proc = subprocess.run(
             [python, "-m", "unittest", "-v", "test_mod"], cwd=tmp_path, env=env, capture_output=True, text=True
         )

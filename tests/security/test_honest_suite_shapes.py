@@ -9,7 +9,6 @@ environment was dropped at labelling (`fixed-broken`) and every honest fix grade
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,13 +16,10 @@ from pathlib import Path
 import pytest
 
 from minisandbox.grading.results import (
-    RUNNER_VAR,
-    SOCKET_VAR,
-    UNITTEST_WARNOPTION,
     ResultsChannel,
     parse_channel,
-    plugin_dir,
 )
+from tests.grading.test_results_unittest import unittest_env
 from tests.security.test_installed_plugins import install_wrapping_plugin, site_packages
 from tests.security.test_results_plugin_honest_shapes import honest_task
 from tests.security.test_reward_hacks import (  # noqa: F401
@@ -39,15 +35,7 @@ from tests.security.test_reward_hacks_swapped_code import CALC, MODES, _assert_g
 def run_unittest(python: str, repo: Path, manifest: dict, module: str) -> tuple[subprocess.CompletedProcess, object]:
     """`python -m unittest -v module` in `repo` with the results plugin in unittest mode."""
     with ResultsChannel(manifest) as ch:
-        env = {
-            "PATH": os.environ["PATH"],
-            "PYTHONPATH": str(plugin_dir()),
-            "PYTHONWARNINGS": UNITTEST_WARNOPTION,
-            RUNNER_VAR: "unittest",
-            SOCKET_VAR: ch.socket_path(),
-            "MINISANDBOX_HAD_PYTHONPATH": "",
-            "MINISANDBOX_HAD_PYTHONWARNINGS": "",
-        }
+        env = unittest_env(ch)
         proc = subprocess.run(
             [python, "-m", "unittest", "-v", module], cwd=repo, env=env, capture_output=True, text=True
         )
