@@ -899,10 +899,16 @@ def classify_build(error: str, log_text: str) -> str:
             "build: the isolated build environment's unpinned markupsafe removed soft_unicode (jinja2 2.x)",
             r"cannot import name 'soft_unicode' from 'markupsafe'",
         ),
-        (  # astropy 0.1-1.3: the spec pins markupsafe 1.0 (a conda build in SWE-bench's
-            # images), an sdist whose setup.py imports `setuptools.Feature`, gone since 46.0
+        (  # astropy 1.3: astropy-helpers is a git submodule, which SWE-bench's image clones
+            # from GitHub at install time (ah_bootstrap); a snapshot holds no submodule
+            "build: a git submodule the install needs is not in the snapshot (astropy_helpers)",
+            r"pathspec '[\w./-]+' did not match any file\(s\) known to git[\s\S]*No source found for",
+        ),
+        (  # astropy 0.1-1.3 pin markupsafe 1.0, an sdist whose setup.py imports
+            # `setuptools.Feature` (gone since 46.0): the resolve builds it with the spec's
+            # setuptools now (`resolve.build_constraints`), so only its own error counts
             "resolve: a pinned sdist needs a setuptools older than any the build may take (`Feature` removed)",
-            r"cannot import name 'Feature' from 'setuptools'",
+            r"building `[^`]+` failed: .*cannot import name 'Feature' from 'setuptools'",
         ),
         ("resolve: an exact pin is newer than the as-of date", r"could not find the pins .* as of .*unsatisfiable"),
         ("resolve: pins unsatisfiable", r"No solution found|unsatisfiable|No matching distribution"),

@@ -1030,13 +1030,26 @@ def test_an_isolated_build_s_unpinned_markupsafe_is_named(bf):
 
 def test_removed_numpy_aliases_and_an_unbuildable_pinned_sdist_are_named(bf, tmp_path):
     """astropy 3.x: `np.int` under the spec's numpy 1.25; astropy 0.1-1.3: markupsafe 1.0's
-    setup.py under any setuptools the build can take."""
+    setup.py under any setuptools the build can take (when the resolve says so), and
+    astropy-helpers, the git submodule a snapshot does not hold."""
     log = tmp_path / "t.log"
     log.write_text("E   AttributeError: module 'numpy' has no attribute 'int'.\n")
     assert bf.classify_tests({"pass_rate": 0.0, "test_log": str(log)}) == (
         "the spec's numpy is newer than the code: an alias NumPy 1.24 removed"
     )
     build = "error: Failed to build `markupsafe==1.0`\n  ImportError: cannot import name 'Feature' from 'setuptools'\n"
-    assert bf.classify_build("uv could not resolve astropy/astropy@1.3", build).startswith(
-        "resolve: a pinned sdist needs a setuptools older"
+    error = (
+        "uv could not resolve astropy/astropy@1.3: building `markupsafe==1.0` failed: "
+        "ImportError: cannot import name 'Feature' from 'setuptools' (/x/setuptools/__init__.py)"
     )
+    assert bf.classify_build(error, build).startswith("resolve: a pinned sdist needs a setuptools older")
+    # the resolve's first compile fails so and its retry with the spec's setuptools succeeds:
+    # that log is no evidence once the build fails for its own reason (astropy 1.3's submodule)
+    install = (
+        "  error: pathspec 'astropy_helpers' did not match any file(s) known to git\n"
+        "  No source found for the 'astropy_helpers' package; astropy_helpers must be available\n"
+    )
+    assert bf.classify_build("build of astropy/astropy@1.3 failed (exit 1)", build + install) == (
+        "build: a git submodule the install needs is not in the snapshot (astropy_helpers)"
+    )
+    assert bf.classify_build("build of astropy/astropy@1.3 failed (exit 1)", build) == "build: other (see log)"

@@ -214,3 +214,52 @@ def test_a_sites_git_mirror_rules_reach_the_build(tmp_path: Path) -> None:
         )
     assert rc != 0 and not (out / "dep2" / "dep.py").exists()
     assert git_mirror_binds({}) == [] and git_mirror_binds({"GIT_CONFIG_GLOBAL": "relative"}) == []
+
+
+def test_the_lock_is_installed_under_its_build_constraints(tmp_path: Path) -> None:
+    """A lock that records build constraints (`resolve.build_constraints`: astropy 1.3's
+    MarkupSafe 1.0 needs the spec's old setuptools) is installed under them: the build's
+    own install line, run as the build runs it, builds the old sdist; without them it fails."""
+    from minisandbox.catalog import EnvSpec
+    from minisandbox.pipeline.build import BUILD_CONSTRAINTS, BUILD_DIR
+    from tests.fixtures.fidelity import old_sdist_index
+
+    spec = EnvSpec(name="p", kind="swebench", source="x", commit="0" * 40, python="3.11", test_cmd="pytest")
+    index = old_sdist_index()
+    try:
+        for constraints in ((), ("setuptools<=40.8.0",)):
+            work = tmp_path / f"with-{len(constraints)}"
+            work.mkdir()
+            lock = Lock(text="oldsdist==1.0\n", no_deps=True, build_constraints=constraints)
+            (work / "lock.txt").write_text(lock.text)
+            (work / BUILD_CONSTRAINTS).write_text("".join(f"{c}\n" for c in constraints))
+            (work / "uv.toml").write_text("")
+            [line] = [
+                ln
+                for ln in build_script(spec, lock, sys.executable).splitlines()
+                if "lock.txt" in ln and ln.startswith("uv")
+            ]
+            assert ("--build-constraints" in line) == bool(constraints)
+            env = {
+                "PATH": f"{Path(uv_bin()).parent}:/usr/bin:/bin",
+                "HOME": str(work),
+                "UV_CACHE_DIR": str(work / "uv-cache"),
+                "UV_DEFAULT_INDEX": index.url,
+                "UV_PYTHON_DOWNLOADS": "never",
+            }
+            subprocess.run(
+                [uv_bin(), "venv", "-q", "--python", sys.executable, str(work / "venv")], env=env, check=True
+            )
+            proc = subprocess.run(
+                ["bash", "-c", line.replace(f"{BUILD_DIR}/", f"{work}/")],
+                env={**env, "VIRTUAL_ENV": str(work / "venv")},
+                capture_output=True,
+                text=True,
+            )
+            if constraints:
+                assert proc.returncode == 0, proc.stderr
+                assert list((work / "venv" / "lib").glob("python3*/site-packages/oldsdist-1.0.dist-info"))
+            else:
+                assert proc.returncode != 0 and "cannot import name 'Feature'" in proc.stderr, proc.stderr
+    finally:
+        index.close()

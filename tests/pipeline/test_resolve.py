@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -259,3 +260,47 @@ def test_swebench_requirement_whose_only_releases_are_yanked_is_pinned_as_pip_in
             )
     finally:
         server.close()
+
+
+# -- build constraints for old source distributions -----------------------------------------
+
+
+def test_an_old_sdist_is_built_with_the_setuptools_the_spec_pins(tmp_path, monkeypatch):
+    """astropy 0.1-1.3 pin `setuptools==38.2.4` and `MarkupSafe==1.0`, an sdist whose setup.py
+    imports `setuptools.Feature`: the harness's pip builds it with the environment's
+    setuptools, uv in isolation with the newest, where it fails. The resolve tries again with
+    the spec's setuptools (raised to the oldest uv's legacy backend takes) as a build
+    constraint, and the lock carries that constraint to the build."""
+    from minisandbox.pipeline.resolve import build_constraints
+    from tests.fixtures.fidelity import old_sdist_index
+
+    index = old_sdist_index()
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))  # no build of another run reused
+    try:
+        monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
+        spec = _spec(kind="swebench", requirements=["setuptools==40.8.0", "oldsdist==1.0"])
+        lock = resolve(spec, tmp_path, tmp_path / "log")
+        log = (tmp_path / "log").read_text()
+        assert "cannot import name 'Feature'" in log  # the first compile failed as astropy 1.3's did
+        assert "oldsdist==1.0 did not build: again with" in log
+        assert lock.text.splitlines() == ["oldsdist==1.0", "setuptools==40.8.0"]
+        assert lock.build_constraints == ("setuptools<=40.8.0",)
+        assert lock.sha256 != dataclasses.replace(lock, build_constraints=()).sha256
+        unpinned = _spec(kind="swebench", requirements=["oldsdist==1.0"])
+        assert build_constraints(unpinned) == ()
+        monkeypatch.setattr("minisandbox.pipeline.resolve._spec_interpreter", lambda spec: None)
+        with pytest.raises(
+            ResolveError, match="building `oldsdist==1.0` failed: .*cannot import name 'Feature'"
+        ):  # nothing to try again with
+            resolve(unpinned, tmp_path, tmp_path / "log")
+    finally:
+        index.close()
+
+
+def test_build_constraints_follow_the_spec_setuptools_pin():
+    """The constraint is the spec's own setuptools, or the oldest uv's legacy builds take."""
+    from minisandbox.pipeline.resolve import build_constraints
+
+    assert build_constraints(_spec(requirements=["setuptools==68.0.0", "x==1"])) == ("setuptools<=68.0.0",)
+    assert build_constraints(_spec(requirements=["SetupTools==38.2.4"])) == ("setuptools<=40.8.0",)
+    assert build_constraints(_spec(requirements=["setuptools>=40", "setuptools-scm==8.0"])) == ()

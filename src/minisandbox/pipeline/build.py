@@ -61,6 +61,9 @@ BUILD_DIR = "/opt/minisandbox/build"  # lock + script, read-only inside the buil
 EXTRA_BUILD_DEPENDENCIES: dict[str, tuple[str, ...]] = {"fasttext": ("pybind11",)}
 TOOLS_DIR = "/opt/minisandbox/bin"  # uv, read-only inside the build
 
+#: The lock's build constraints (`resolve.build_constraints`), a file of BUILD_DIR.
+BUILD_CONSTRAINTS = "build-constraints.txt"
+
 #: The uv.toml of a build (`uv_config`), given to the build's own uv commands with
 #: `--config-file` only: a spec's install commands may run a uv of their own (pydantic's
 #: `pipx install uv` got 0.6.3), which refuses settings it does not know, so it must not find
@@ -159,9 +162,10 @@ def build_script(spec: EnvSpec, lock: Lock, python_exe: str) -> str:
         lines += [f"echo {shlex.quote('+ ' + cmd)}", cmd]
     if lock.text.strip():
         flag = "--no-deps " if lock.no_deps else ""
+        built = f" --build-constraints {BUILD_DIR}/{BUILD_CONSTRAINTS}" if lock.build_constraints else ""
         lines += [
-            f"echo '+ uv pip install {flag}-r lock.txt{date}'",
-            f"{OWN_UV} pip install {flag}-r {BUILD_DIR}/lock.txt{date}",
+            f"echo '+ uv pip install {flag}-r lock.txt{date}{built and ' --build-constraints ' + BUILD_CONSTRAINTS}'",
+            f"{OWN_UV} pip install {flag}-r {BUILD_DIR}/lock.txt{date}{built}",
         ]
     for cmd in spec.install:
         lines += [f"echo {shlex.quote('+ ' + cmd)}", f"cd {REPO_PATH}", cmd]
@@ -329,6 +333,7 @@ def build_env(
         # A private, writable copy of the snapshot: build residue never reaches the artifact.
         shutil.copytree(repo_snapshot, testbed, symlinks=True)
         (build / "lock.txt").write_text(lock.text)
+        (build / BUILD_CONSTRAINTS).write_text("".join(f"{c}\n" for c in lock.build_constraints))
         (build / Path(UV_CONFIG).name).write_text(uv_config())
         (build / "build.sh").write_text(build_script(spec, lock, interp.canonical_executable))
         (build / bytecode.SCRIPT_NAME).write_text(bytecode.SCRIPT)

@@ -35,8 +35,10 @@ def first_failure(*paths: Path) -> StageStatus | None:
 
 
 def one_line(text: str, limit: int = 300) -> str:
-    """Last meaningful line of an error output, for the index and the run report."""
+    """Last meaningful line of an error output, for the index and the run report (a tool's
+    closing `hint:` is advice, not the error)."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith("hint:")] or lines
     if not lines:
         return "failed without output"
     line = lines[-1]

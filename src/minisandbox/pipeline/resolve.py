@@ -18,6 +18,7 @@ The lock records the date and these exemptions; the build applies both.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import hashlib
 import platform
@@ -65,11 +66,13 @@ class Lock:
     no_deps: bool  # install exactly these, without resolving dependencies
     exclude_newer: str | None = None  # the spec's as-of date
     exempt: tuple[tuple[str, str], ...] = ()  # (package, own cutoff): pins newer than the date
+    build_constraints: tuple[str, ...] = ()  # what the isolated builds of sdists may take (`build_constraints`)
 
     @property
     def sha256(self) -> str:
         dated = f"\n{self.exclude_newer}\n{sorted(self.exempt)}" if self.exclude_newer else ""
-        return hashlib.sha256(f"{self.no_deps}\n{self.text}{dated}".encode()).hexdigest()
+        built = f"\n{sorted(self.build_constraints)}" if self.build_constraints else ""
+        return hashlib.sha256(f"{self.no_deps}\n{self.text}{dated}{built}".encode()).hexdigest()
 
     def uv_date_args(self) -> list[str]:
         """`uv pip install/compile` options that apply the as-of date (none without one)."""
@@ -79,6 +82,68 @@ class Lock:
         for name, cutoff in sorted(self.exempt):
             args += ["--exclude-newer-package", f"{name}={cutoff}"]
         return args
+
+
+#: uv's answer when it could not build a source distribution (for its metadata at resolve time).
+_BUILD_FAILED = re.compile(r"Failed to (?:download and )?build `([^`]+)`")
+
+#: The oldest setuptools uv's isolated build of a project without pyproject.toml can use
+#: (its fallback backend, `setuptools.build_meta:__legacy__`, asks for `setuptools>=40.8.0`).
+LEGACY_BACKEND_SETUPTOOLS = (40, 8, 0)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The leading numeric release of a version string ("38.2.4" -> (38, 2, 4))."""
+    parts = []
+    for part in version.split("."):
+        digits = re.match(r"\d+", part)
+        if digits is None:
+            break
+        parts.append(int(digits.group()))
+    return tuple(parts)
+
+
+#: The line of a Python traceback that names the exception (`ImportError: cannot import ...`).
+_EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception): .*$", re.M)
+
+
+def _uv_error(proc: subprocess.CompletedProcess) -> str:
+    """One line for a failed compile: for an sdist that did not build, its name and the
+    exception its build raised (uv's last lines are a hint and a wrapped path)."""
+    failed = _BUILD_FAILED.search(proc.stderr)
+    if failed is None:
+        return one_line(proc.stderr or proc.stdout)
+    raised = _EXCEPTION_LINE.findall(proc.stderr)
+    return f"building `{failed.group(1)}` failed: {one_line(raised[-1] if raised else proc.stderr)}"
+
+
+def build_constraints(spec: EnvSpec) -> tuple[str, ...]:
+    """The setuptools a spec's source distributions are built with: at most the one the spec
+    pins (not older than `LEGACY_BACKEND_SETUPTOOLS`, the oldest uv can build with).
+
+    Why: the harnesses' pip builds a project without pyproject.toml in the environment, with
+    the spec's own setuptools, while uv builds it in isolation with the newest setuptools.
+    Old sdists then fail to build here (astropy 1.3's `MarkupSafe==1.0` imports
+    `setuptools.Feature`, removed in setuptools 46). Applied only when a resolve fails to
+    build an sdist (`resolve`), so every lock that resolves without it stays as it was."""
+    for req in spec.requirements:
+        name, _, version = req.strip().partition("==")
+        if name.strip().lower() == "setuptools" and _release(version):
+            floor = ".".join(map(str, LEGACY_BACKEND_SETUPTOOLS))
+            return (f"setuptools<={version if _release(version) >= LEGACY_BACKEND_SETUPTOOLS else floor}",)
+    return ()
+
+
+def _spec_interpreter(spec: EnvSpec) -> str | None:
+    """The executable of the spec's interpreter on this host, or None: uv builds an sdist's
+    metadata with the interpreter it is given (without one, with whichever it finds first: a
+    Python 3.11 cannot run MarkupSafe 1.0's setup.py for a Python 3.6 spec)."""
+    from minisandbox.sandbox.interpreters import InterpreterNotFound, find_interpreter
+
+    try:
+        return find_interpreter(spec.python_full or spec.python).executable
+    except (InterpreterNotFound, ValueError):  # not on this host: the build step says so
+        return None
 
 
 #: uv's hint when an exact pin was uploaded after the --exclude-newer date.
@@ -114,7 +179,7 @@ def _compile(
         # first a cutoff a day after the pin's upload; if that is still too early, none
         exempt[name] = "false" if name in exempt else _after(m.group(2))
         log_lines.append(f"# {m.group(1)} is pinned but newer than {lock.exclude_newer}: its own cutoff {exempt[name]}")
-        lock = Lock(lock.text, lock.no_deps, lock.exclude_newer, tuple(sorted(exempt.items())))
+        lock = dataclasses.replace(lock, exempt=tuple(sorted(exempt.items())))
     raise ResolveError(f"uv could not resolve {what} as of {lock.exclude_newer}: too many pins newer than the date")
 
 
@@ -231,8 +296,49 @@ def resolve(spec: EnvSpec, repo_dir: Path, log: Path) -> Lock:
             lines.append("# the build backend has no editable hook: resolved with the editables as plain requirements")
             req_in.write_text(_plain_copy(req_in, Path(tmp), Path(repo_dir).absolute(), {}).read_text())
             proc, lock = _compile(base, lock, lines, spec.name, Path(repo_dir).absolute())
+        if proc.returncode != 0 and _BUILD_FAILED.search(proc.stderr):
+            proc, lock = _with_build_environment(spec, base, lock, lines, Path(tmp), proc, repo_dir)
         log.write_text("\n".join(lines) + "\n")
         if proc.returncode != 0:
-            raise ResolveError(f"uv could not resolve {spec.name}: {one_line(proc.stderr or proc.stdout)}")
+            raise ResolveError(f"uv could not resolve {spec.name}: {_uv_error(proc)}")
         text = "".join(line + "\n" for line in out.read_text().splitlines() if not _LOCAL.match(line.strip()))
-        return Lock(text=text, no_deps=True, exclude_newer=lock.exclude_newer, exempt=lock.exempt)
+        return dataclasses.replace(lock, text=text, no_deps=True)
+
+
+def _with_build_environment(
+    spec: EnvSpec,
+    base: list[str],
+    lock: Lock,
+    lines: list[str],
+    tmp: Path,
+    failure: subprocess.CompletedProcess,
+    repo_dir: Path,
+) -> tuple[subprocess.CompletedProcess, Lock]:
+    """The compile again after uv failed to build a source distribution (`failure`), with the
+    build environment the harness's pip would have used: the spec's interpreter and its
+    setuptools as a build constraint (`build_constraints`). The lock records the
+    constraint; the build applies it. Without either, `failure` stands."""
+    constraints = build_constraints(spec)
+    python = _spec_interpreter(spec)
+    if not constraints and python is None:
+        return failure, lock
+    failed = _BUILD_FAILED.search(failure.stderr)
+    failed = failed.group(1) if failed else "an sdist"
+    extra: list[str] = []
+    if constraints:
+        path = tmp / "build-constraints.txt"
+        path.write_text("".join(f"{c}\n" for c in constraints))
+        extra += ["--build-constraints", str(path)]
+    if python:
+        extra += ["--python", python]
+    lines.append(
+        f"# {failed} did not build: again with the spec's interpreter ({python or 'not on this host'}) "
+        f"and build constraints {list(constraints) or 'none'}"
+    )
+    return _compile(
+        [*base, *extra],
+        dataclasses.replace(lock, build_constraints=constraints),
+        lines,
+        spec.name,
+        Path(repo_dir).absolute(),
+    )

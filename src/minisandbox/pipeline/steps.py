@@ -121,6 +121,7 @@ def step_resolve(env_spec: Path, repo_dir: Path, repo_status: Path, lock_out: Pa
             "lock_sha256": lock.sha256,
             "exclude_newer": lock.exclude_newer,
             "exempt": [list(e) for e in lock.exempt],
+            **({"build_constraints": list(lock.build_constraints)} if lock.build_constraints else {}),
         }
 
     return _guard("resolve", key, lock_out, log, work)
@@ -147,6 +148,7 @@ def step_build(
             no_deps=lock_data["no_deps"],
             exclude_newer=lock_data.get("exclude_newer"),
             exempt=tuple((str(n), str(c)) for n, c in lock_data.get("exempt") or ()),
+            build_constraints=tuple(str(c) for c in lock_data.get("build_constraints") or ()),
         )
         res = build_env(spec, lock, repo_dir, out_dir, log, timeout=timeout, interpreter=spec_entry.get("interpreter"))
         data = {
