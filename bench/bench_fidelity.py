@@ -434,7 +434,9 @@ def write_gitconfig(path: Path, urls: dict[str, Path]) -> None:
         lines.append(f"\tinsteadOf = {url}")
         if url.endswith(".git"):
             lines.append(f"\tinsteadOf = {url[:-4]}")
-    lines += ["[safe]", "\tdirectory = *"]
+    # (a submodule cloned from a local mirror: git refuses the file transport for
+    # submodules by default since 2.38.1)
+    lines += ["[safe]", "\tdirectory = *", '[protocol "file"]', "\tallow = always"]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -902,7 +904,8 @@ def classify_build(error: str, log_text: str) -> str:
         (  # astropy 1.3: astropy-helpers is a git submodule, which SWE-bench's image clones
             # from GitHub at install time (ah_bootstrap); a snapshot holds no submodule
             "build: a git submodule the install needs is not in the snapshot (astropy_helpers)",
-            r"pathspec '[\w./-]+' did not match any file\(s\) known to git[\s\S]*No source found for",
+            r"(?:pathspec '[\w./-]+' did not match any file\(s\) known to git[\s\S]*No source found for)|"
+            r"An unexpected error occurred updating the git submodule",
         ),
         (  # astropy 0.1-1.3 pin markupsafe 1.0, an sdist whose setup.py imports
             # `setuptools.Feature` (gone since 46.0): the resolve builds it with the spec's
@@ -1529,7 +1532,10 @@ def swebench_measure(
     (out / "store").mkdir(exist_ok=True)
     (d / "store").symlink_to(out / "store")
     gitconfig = d / "gitconfig"
-    write_gitconfig(gitconfig, {spec["source"]: Path(entry["git_dir"])})
+    # every fetched repository: an install may clone a submodule (astropy 1.3: astropy-helpers)
+    urls = all_mirrors(Path(entry["git_dir"]).parent.parent)
+    urls[spec["source"]] = Path(entry["git_dir"])
+    write_gitconfig(gitconfig, urls)
     tasks = d / "tasks.jsonl"
     tasks.write_text(json.dumps(swebench_task(name, entry["commit"])) + "\n")
     env = code_env(code, gitconfig)

@@ -135,3 +135,28 @@ def test_a_build_copy_gets_the_release_tag_versioneer_reads(tmp_path):
     assert git(copy, "tag") == "v0.8.1"
     (copy / ".git" / DESCRIBE_FILE).unlink()
     assert tag_release(copy) is None
+
+
+def test_a_snapshot_keeps_its_submodules_for_an_install_to_check_out(tmp_path):
+    """astropy 1.3's install runs `git submodule update --init astropy_helpers` (SWE-bench's
+    image clones it then): the snapshot records the submodule's commit (not its files, which
+    the mirror does not have), so that command fetches it from the URL in .gitmodules, here
+    a local repository as a site's mirror rules would make it."""
+    helpers = tmp_path / "helpers"
+    make_tiny_project(helpers)
+    pinned = git(helpers, "rev-parse", "HEAD~1")
+    src = tmp_path / "src"
+    make_tiny_project(src)
+    (src / ".gitmodules").write_text(f'[submodule "ah"]\n\tpath = ah\n\turl = {helpers}\n')
+    git(src, "add", ".gitmodules")
+    git(src, "update-index", "--add", "--cacheinfo", f"160000,{pinned},ah")
+    git(src, "commit", "-q", "-m", "submodule")
+    mirror = tmp_path / "m.git"
+    ensure_mirror(str(src), mirror)
+    snap = tmp_path / "snap"
+    make_snapshot(mirror, git(src, "rev-parse", "HEAD"), snap)
+    assert git(snap, "ls-files", "-s", "ah").split()[:2] == ["160000", pinned]
+    assert git(snap, "status", "--porcelain") == ""
+    git(snap, "-c", "protocol.file.allow=always", "submodule", "update", "--init", "--", "ah")
+    assert (snap / "ah" / "tinycalc" / "__init__.py").exists()
+    assert git(snap / "ah", "rev-parse", "HEAD") == pinned

@@ -127,6 +127,24 @@ def tag_release(work_tree: Path) -> str | None:
     return tag
 
 
+def gitlinks(mirror: Path, commit: str) -> list[tuple[str, str]]:
+    """(commit, path) of every submodule `commit`'s tree records.
+
+    Why a snapshot keeps them: an install may check a submodule out itself, as SWE-bench's
+    images do at build time (astropy 1.3's ah_bootstrap runs `git submodule update --init
+    astropy_helpers`, cloning from the URL in .gitmodules, which a site's `insteadOf` rules
+    point at its mirror); without the gitlink git knows no such submodule. The mirror holds
+    only the repository itself: the submodule's commits come from its own URL."""
+    out = _git("--git-dir", str(mirror), "ls-tree", "-r", "-z", commit)
+    links = []
+    for entry in out.split("\0"):
+        meta, _, path = entry.partition("\t")
+        fields = meta.split()
+        if len(fields) == 3 and fields[0] == "160000":
+            links.append((fields[2], path))
+    return links
+
+
 def make_snapshot(mirror: Path, commit: str, dest: Path, *, source: str | None = None) -> str:
     """Write `commit`'s tree to `dest` as a fresh single-commit repository; return its hash.
 
@@ -150,6 +168,8 @@ def make_snapshot(mirror: Path, commit: str, dest: Path, *, source: str | None =
         _git("--git-dir", str(mirror), "--work-tree", str(tree), "checkout-index", "-a", "-f", env=env)
         _git("init", "--quiet", "-b", "main", cwd=tree)
         _git("add", "-A", "-f", cwd=tree)
+        for sha, path in gitlinks(mirror, commit):
+            _git("update-index", "--add", "--cacheinfo", f"160000,{sha},{path}", cwd=tree)
         _git("commit", "--quiet", "--no-verify", "--allow-empty", "-m", f"snapshot of {commit}", cwd=tree)
         head = _git("rev-parse", "HEAD", cwd=tree).strip()
         if described := describe(mirror, commit):
