@@ -901,6 +901,16 @@ def classify_build(error: str, log_text: str) -> str:
             "build: the isolated build environment's unpinned markupsafe removed soft_unicode (jinja2 2.x)",
             r"cannot import name 'soft_unicode' from 'markupsafe'",
         ),
+        (  # astropy 0.1: distribute_setup.py wants distribute 0.6.19 and downloads it from
+            # a URL written in the file (pypi.python.org, not the build's index)
+            "build: the tag's distribute_setup.py downloads distribute from a hard-coded pypi.python.org URL",
+            r"distribute_setup\.py[\s\S]*(?:urlopen error|Name or service not known)",
+        ),
+        (  # astropy 0.2: its bundled pytest (astropy/extern/pytest.py) asserts an old `py`,
+            # and the spec's pytest 3.3 brings py 1.11
+            "build: the tag's bundled pytest refuses the spec's newer `py`",
+            r"installation problem: [\d.]+ is too old, remove or upgrade 'py'",
+        ),
         (  # astropy 1.3: astropy-helpers is a git submodule, which SWE-bench's image clones
             # from GitHub at install time (ah_bootstrap); a snapshot holds no submodule
             "build: a git submodule the install needs is not in the snapshot (astropy_helpers)",
@@ -938,6 +948,20 @@ TEST_CAUSES = [
         # unpinned `pytest` is today's, which refuses it, and collection stops there
         "collection error: a mark used as a parametrize value, refused by the spec's unpinned (newer) pytest",
         r"TypeError: object of type 'MarkDecorator' has no len\(\)",
+    ),
+    (
+        # astropy 1.x at its tags: the spec pins pytest-remotedata, whose option the tag's
+        # own test plugin adds too (the later commits SWE-bench's tasks are at leave it to
+        # the plugin), and collection stops before any test
+        "collection error: a pinned pytest plugin adds an option the code's own plugin adds (the spec's plugins are newer than the tag)",
+        r"ValueError: option names \{'--[\w-]+'\} already added",
+    ),
+    (
+        # astropy 0.3 at its tag: the spec's pytest-astropy-header imports a test helper
+        # (`ignore_warnings`) the tag does not have yet, and pytest stops at start-up
+        "the spec's pytest plugin is newer than the code: it imports a name the tag lacks",
+        r'site-packages/pytest_\w+/\w+\.py", line \d+, in <module>\n\s*from [\w.]+ import [\w, ]+\n'
+        r"ImportError: cannot import name",
     ),
     (
         # a conftest fixture that wraps the plugin's own (requests' `httpbin`) recurses without it

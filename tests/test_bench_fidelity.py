@@ -1053,3 +1053,40 @@ def test_removed_numpy_aliases_and_an_unbuildable_pinned_sdist_are_named(bf, tmp
         "build: a git submodule the install needs is not in the snapshot (astropy_helpers)"
     )
     assert bf.classify_build("build of astropy/astropy@1.3 failed (exit 1)", build) == "build: other (see log)"
+
+
+def test_a_plugin_option_added_twice_is_named(bf, tmp_path):
+    """astropy 1.3 at its tag: the spec's pytest-remotedata and astropy's own plugin both add
+    `--remote-data`: collection stops with one error and no test."""
+    log = tmp_path / "t.log"
+    log.write_text("collected 0 items / 1 errors\nE   ValueError: option names {'--remote-data'} already added\n")
+    assert bf.classify_tests({"pass_rate": 0.0, "test_log": str(log)}).startswith(
+        "collection error: a pinned pytest plugin adds an option the code's own plugin adds"
+    )
+
+
+def test_old_bootstraps_of_astropy_0_1_and_0_2_are_named(bf):
+    """astropy 0.1 downloads distribute from a URL in distribute_setup.py; astropy 0.2's
+    bundled pytest refuses the spec's py 1.11."""
+    error = "build of astropy/astropy@0.1 failed (exit 1)"
+    log = (
+        '  File "/testbed/distribute_setup.py", line 193, in download_setuptools\n'
+        "  urllib.error.URLError: <urlopen error [Errno -2] Name or service not known>\n"
+    )
+    assert bf.classify_build(error, log).startswith("build: the tag's distribute_setup.py downloads")
+    log = "  AssertionError: installation problem: 1.11.0 is too old, remove or upgrade 'py'\n"
+    assert bf.classify_build(error, log) == "build: the tag's bundled pytest refuses the spec's newer `py`"
+
+
+def test_a_plugin_newer_than_the_code_is_named(bf, tmp_path):
+    """astropy 0.3 at its tag: pytest-astropy-header imports `ignore_warnings` from
+    astropy.tests.helper, which the tag does not have."""
+    log = tmp_path / "t.log"
+    log.write_text(
+        '  File "/opt/miniconda3/envs/testbed/lib/python3.6/site-packages/pytest_astropy_header/display.py", '
+        "line 16, in <module>\n    from astropy.tests.helper import ignore_warnings\n"
+        "ImportError: cannot import name 'ignore_warnings'\n"
+    )
+    assert bf.classify_tests({"pass_rate": None, "test_log": str(log)}) == (
+        "the spec's pytest plugin is newer than the code: it imports a name the tag lacks"
+    )
