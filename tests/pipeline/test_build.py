@@ -40,19 +40,24 @@ def seed_index():
     index.close()
 
 
+def _uv_env(home: Path, index: FixtureIndex) -> dict[str, str]:
+    """A bare environment for the build's uv lines: `home` as HOME with its own uv cache,
+    packages from the fixture index, no interpreter downloads."""
+    return {
+        "PATH": f"{Path(uv_bin()).parent}:/usr/bin:/bin",
+        "HOME": str(home),
+        "UV_CACHE_DIR": str(home / "uv-cache"),
+        "UV_DEFAULT_INDEX": index.url,
+        "UV_PYTHON_DOWNLOADS": "never",
+    }
+
+
 def _seed(index: FixtureIndex, tmp_path: Path, lock: Lock) -> dict[str, str]:
     """Run the build's seed lines into a fresh venv; name -> installed version."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     venv = tmp_path / "venv"
     script = "set -euo pipefail\n" + "\n".join(seed_lines(sys.executable, str(venv), lock, uv="uv")) + "\n"
-    env = {
-        "PATH": f"{Path(uv_bin()).parent}:/usr/bin:/bin",
-        "HOME": str(tmp_path),
-        "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
-        "UV_DEFAULT_INDEX": index.url,
-        "UV_PYTHON_DOWNLOADS": "never",
-        "UV_NO_CONFIG": "1",
-    }
+    env = {**_uv_env(tmp_path, index), "UV_NO_CONFIG": "1"}
     proc = subprocess.run(["bash", "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     site = next((venv / "lib").glob("python3*/site-packages"))
@@ -240,13 +245,7 @@ def test_the_lock_is_installed_under_its_build_constraints(tmp_path: Path) -> No
                 if "lock.txt" in ln and ln.startswith("uv")
             ]
             assert ("--build-constraints" in line) == bool(constraints)
-            env = {
-                "PATH": f"{Path(uv_bin()).parent}:/usr/bin:/bin",
-                "HOME": str(work),
-                "UV_CACHE_DIR": str(work / "uv-cache"),
-                "UV_DEFAULT_INDEX": index.url,
-                "UV_PYTHON_DOWNLOADS": "never",
-            }
+            env = _uv_env(work, index)
             subprocess.run(
                 [uv_bin(), "venv", "-q", "--python", sys.executable, str(work / "venv")], env=env, check=True
             )
