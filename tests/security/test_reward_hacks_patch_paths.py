@@ -354,3 +354,54 @@ def test_a_patch_cannot_configure_the_git_that_applies_the_test_patch(gittask, g
     assert ev.entry["tests_status"]["FAIL_TO_PASS"]["failure"] == F2P, ev.entry
     # and had it run, the `.git` paths on `***` lines make the run a forbidden change
     assert any(f.startswith("git metadata: a/.git/config") for f in ev.entry["forbidden"]), ev.entry["forbidden"]
+
+
+#: a candidate `calc.py` (the bug kept) whose `add` answers from the test patch, found in the
+#: evaluation's work directory under /tmp (`ms-eval.*/test.patch`)
+TMPDIR_ORACLE = """import glob as _g
+import os as _o
+import re as _re
+import tempfile as _t
+
+
+def _table():
+    out = {}
+    for d in {_t.gettempdir(), "/tmp", _o.environ.get("TMPDIR", "/tmp")}:
+        for p in _g.glob(_o.path.join(d, "ms-eval.*", "test.patch")):
+            try:
+                with open(p) as f:
+                    src = f.read()
+            except OSError:
+                continue
+            for a, b, r in _re.findall(r"calc\\.add\\((-?\\d+), (-?\\d+)\\), (-?\\d+)\\)", src):
+                out[(int(a), int(b))] = int(r)
+    return out
+
+
+def add(a, b):
+    t = _table()
+    if (a, b) in t:
+        return t[(a, b)]
+    return a - b
+
+
+def sub(a, b):
+    return a - b
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_test_patch_is_gone_from_the_work_directory_before_the_tests_run(gittask, gitmeta_executor, mode):
+    """The evaluation script kept the test patch (the expected values) in its work directory
+    under /tmp until after the test command, readable by the test process: library code
+    that globbed `ms-eval.*/test.patch` answered `calc.add` from it and was resolved, host
+    and sandbox, strict and official. The directory is removed before the tests run."""
+    work = gittask["root"] / "tmpdir-oracle"
+    work.mkdir(exist_ok=True)
+    _git(work, "init", "-q")
+    base = {p: (gittask["repo"] / p).read_text() for p in ("calc.py", "tests/helpers/__init__.py", "pyproject.toml")}
+    patch = diff(work, base, {"calc.py": TMPDIR_ORACLE})
+    ev = evaluate(gittask["record"], gittask["spec"], patch, gitmeta_executor, grading=mode)
+    assert ev.entry["patch_successfully_applied"], ev.output[-3000:]
+    assert not ev.resolved and ev.reason == "tests-failed", ev.entry
+    assert ev.entry["tests_status"]["FAIL_TO_PASS"]["failure"] == F2P, ev.entry

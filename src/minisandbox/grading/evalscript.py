@@ -478,6 +478,11 @@ class EvalScript:
                 "fi",
             ]
         lines += self._test_pyc_lines()
+        # the work directory goes before any test runs: it holds the test patch (the
+        # expected values) and the candidate's, and a test process of the same user could
+        # read them from /tmp (library code that globbed `ms-eval.*/test.patch` answered
+        # from it and was resolved)
+        lines.append('rm -rf "$W"')
         return "\n".join(line for line in lines if line) + "\n"
 
     def _test_pyc_lines(self) -> list[str]:

@@ -71,7 +71,29 @@ import json
 import os
 import socket
 import sys
+from _json import encode_basestring_ascii as _c_encode_str  # (C: bound before repository code too)
+from _json import make_encoder as _c_make_encoder
 from hashlib import sha256 as _sha256  # bound before any repository code runs
+
+
+def _c_dumps():
+    """`json.dumps(obj, sort_keys=True)` made of `_json`'s C encoder alone. Why: json's
+    Python layer looks up `JSONEncoder.iterencode`, `c_make_encoder` and the string encoder
+    on its class and module at every call, so library code that replaced one saw every
+    record before it was signed and forged it (a FAILED phase made PASSED, the findings
+    emptied): the plugin then signed the forgery itself. The C encoder, its string encoder
+    and `str.join` are bound here, before any repository code runs."""
+
+    def default(o):
+        raise TypeError("%r is not JSON serializable" % (type(o).__name__,))
+
+    encode = _c_make_encoder(None, default, _c_encode_str, None, ": ", ", ", True, False, True)
+    join = "".join
+
+    def dumps(obj):
+        return join(encode(obj, 0))
+
+    return dumps
 
 SOCK_VAR = "MINISANDBOX_RESULTS_SOCK"  # results.SOCKET_VAR
 NONCE_BYTES = 33  # 32 hex characters and a newline
@@ -516,7 +538,7 @@ def reprobe_main(whys):
         code, given = finding_digests(why)
         if code == got[1] or (code not in ("", "none") and given and given == got[2]):
             native[why] = got[0]
-    sys.stdout.write("%s %s\n" % (NATIVE_MARKER, json.dumps(native)))
+    sys.stdout.write("%s %s\n" % (NATIVE_MARKER, _c_dumps()(native)))
     sys.stdout.flush()
 
 
@@ -675,7 +697,7 @@ def _writer(fd, key):
     import _thread
 
     _getpid, _write, _range, _len = os.getpid, os.write, range, len
-    _dumps = json.JSONEncoder(sort_keys=True).encode  # json.dumps(..., sort_keys=True), built once
+    _dumps = _c_dumps()  # json.dumps(..., sort_keys=True), on C code bound at start-up
     # Every record is authenticated with the controller's key and numbered per process:
     # code that rewires this process's descriptors (a pipe dup2'd over the channel, a
     # relay that edits what passes) sees neither the key nor the nonce, so it can forward
@@ -769,7 +791,7 @@ def _install(write, manifest, runner="pytest"):
     import itertools
     import operator
     _is, _repeat, _itemgetter = operator.is_, itertools.repeat, operator.itemgetter
-    _dumps = json.JSONEncoder(sort_keys=True).encode  # json.dumps(..., sort_keys=True), built once
+    _dumps = _c_dumps()  # json.dumps(..., sort_keys=True), on C code bound at start-up
     _write, _stat, _realpath, _sep = os.write, os.stat, os.path.realpath, os.sep
     _relpath, _dirname, _abspath, _os_basename = os.path.relpath, os.path.dirname, os.path.abspath, os.path.basename
     _exists, _islink = os.path.exists, os.path.islink
@@ -803,6 +825,38 @@ def _install(write, manifest, runner="pytest"):
     def busy():
         """True while the plugin's own code runs on this thread."""
         return BUSY.get(_ident())
+
+    #: functions of this plugin that keep an original as a default argument (a closure's
+    #: cells raise no audit event); code the patch brought that reads their defaults is caught
+    GUARDS = []
+
+    def seal(fn):
+        """`fn` behind a function with no closure, which holds it as a keyword-only default:
+        what the plugin puts where other code can reach it (a guard in a module, a gc
+        callback, a hook on the plugin object). Why: a closure's cells are read and rebound
+        (`cell_contents`) with no audit event, and any of the plugin's closures leads to
+        all of its state: library code that reached the makereport hook (through
+        `_pytest.debugging.pytestPDB._pluginmanager`) swapped its `status_of` for one that
+        said PASSED, and was resolved. A default is read through `__kwdefaults__`, which
+        raises an event: a seal is a guard (GUARDS), and code the patch brought that reads
+        one is critical."""
+        def sealed(*args, _sealed=fn, **kwargs):
+            return _sealed(*args, **kwargs)
+        for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
+            value = _getattr(fn, attr, None)
+            if _isinstance(value, _str):
+                setattr(sealed, attr, value)
+        GUARDS.append(sealed)
+        return sealed
+
+    SEAL_CODE = seal(None).__code__
+    GUARDS.pop()
+
+    def past_seal(f):
+        """`f`, or the first frame above it that is not a seal's (`seal`)."""
+        while f is not None and f.f_code is SEAL_CODE:
+            f = f.f_back
+        return f
     import hashlib
     _sha256 = hashlib.sha256
 
@@ -1287,7 +1341,7 @@ def _install(write, manifest, runner="pytest"):
                 env.pop("PYTEST_CURRENT_TEST", None)
 
         _update_current_test_var.__module__ = "_pytest.runner"
-        runner_module._update_current_test_var = _update_current_test_var
+        runner_module._update_current_test_var = seal(_update_current_test_var)
 
     # ------------------------------------------------------------------ the snapshot
     kinds = (types.FunctionType, types.BuiltinFunctionType, _type, classmethod, staticmethod, property,
@@ -1333,9 +1387,6 @@ def _install(write, manifest, runner="pytest"):
     # _thread's start function are wrapped to record who starts each thread (`thread_verdict`),
     # and captured like the runner's functions (putting the original back is critical)
     THREAD_EVENTS = frozenset(("_thread.start_new_thread", "_thread.start_joinable_thread"))
-    #: functions of this plugin that keep an original as a default argument (a closure's
-    #: cells raise no audit event); code the patch brought that reads their defaults is caught
-    GUARDS = []
     thread_idents = {}  # thread id -> (why, name, patched file) of the code that started it
 
     def trampoline(function, verdict):
@@ -1355,10 +1406,10 @@ def _install(write, manifest, runner="pytest"):
     def make_thread_guard(original):
         def thread_start_guard(function, args, kwargs=None, _start=original):
             verdict = None
-            if not busy():
+            if not plugins_event():
                 with Busy():
                     try:
-                        verdict = thread_verdict(_frame(1))
+                        verdict = thread_verdict(past_seal(_frame(1)))
                     except Exception:
                         pass
             if verdict is not None and (verdict[0] is not None or verdict[2] is not None):
@@ -1372,8 +1423,7 @@ def _install(write, manifest, runner="pytest"):
             original = _getattr(_thread, attr, None)
             if original is None:
                 continue
-            guard = make_thread_guard(original)
-            GUARDS.append(guard)
+            guard = seal(make_thread_guard(original))
             for mod, name in ((_threading, "_start_new_thread"), (_thread, attr)):
                 if _getattr(mod, name, None) is original:
                     mod.__dict__[name] = guard
@@ -1391,10 +1441,10 @@ def _install(write, manifest, runner="pytest"):
     fork_exec_guard = None
     if CHECKS and fork_exec is not None:
         def fork_exec_guard(*args, _fork_exec=fork_exec):
-            if not busy():
+            if not plugins_event():
                 with Busy():
                     try:
-                        caller = _frame(1)
+                        caller = past_seal(_frame(1))
                         if caller.f_code.co_name != "_execute_child" or \
                                 real_of(caller.f_code.co_filename) != STDLIB + "subprocess.py":
                             spawned(args[:1])
@@ -1406,8 +1456,8 @@ def _install(write, manifest, runner="pytest"):
                         pass
             return _fork_exec(*args)
 
+        fork_exec_guard = seal(fork_exec_guard)
         _posixsubprocess.fork_exec = fork_exec_guard
-        GUARDS.append(fork_exec_guard)
         capture("_posixsubprocess.fork_exec", _posixsubprocess.__dict__, "fork_exec", fork_exec_guard)
 
     captured_fns = {}  # id(function) -> label: the captured functions, and those captured methods hold
@@ -1503,6 +1553,13 @@ def _install(write, manifest, runner="pytest"):
             return memo[filename]
         return file_verdict_now(filename)
 
+    def made_during_run(filename):
+        """True when `filename` names no file that existed before the run: none at all, or
+        one written during it (library code that wrote a module and imported it)."""
+        why = file_verdict(filename)
+        return why is not None and (why.startswith("code from a file that does not exist") or
+                                    why.endswith("was written during the test run"))
+
     def file_verdict_now(filename):
         if not filename or filename.startswith("<"):
             return "code not from a file (%s)" % filename
@@ -1594,6 +1651,40 @@ def _install(write, manifest, runner="pytest"):
         return frozenset(found)
 
     PLUGIN_CODES = own_codes()
+
+    LOOKING = {}  # thread id -> True while `plugins_event` looks at that thread's frames
+
+    def plugins_event():
+        """True when what is being judged (an audit event, called by the audit hook; a
+        guarded function's call, by the guard) is this plugin's own doing: its thread
+        is busy and the first frame there outside the standard library is the plugin's code.
+        Why not `busy()` alone: library code that the plugin runs while busy (an `os.fspath`
+        replaced on the module, which `realpath` looks up at every call; a path-like's
+        `__fspath__`) walked the test's frames unjudged."""
+        key = _ident()
+        if not BUSY.get(key):
+            return False
+        if LOOKING.get(key):
+            return True  # the frame access below raises an event of its own
+        LOOKING[key] = True
+        try:
+            f = _frame(2)  # (the hook's or guard's caller: the code that raised the event or called)
+            while f is not None:
+                code = f.f_code
+                if code is SEAL_CODE:
+                    f = f.f_back
+                    continue
+                if code in PLUGIN_CODES:
+                    return True
+                name = code.co_filename
+                if not (name.startswith("<frozen") or (name.startswith(STDLIB) and "-packages" + _sep not in name)):
+                    return False
+                f = f.f_back
+            return False
+        except ValueError:  # no Python frame there (an event of the interpreter's own)
+            return True
+        finally:
+            LOOKING.pop(key, None)
     NOT_MINE = "code claiming the results plugin's file is not its code (%s)"
 
     def code_verdict(code, plugin=None):
@@ -1892,8 +1983,12 @@ def _install(write, manifest, runner="pytest"):
                 f = f.f_back
                 continue
             rel = rel_to_root(real)
-            return None if rel is None or rel not in PATCHED or (INTROSPECTS is not None and rel in INTROSPECTS) \
-                else rel
+            if rel is None or rel not in PATCHED:
+                # not a file the patch changes: brought by it all the same when the file did
+                # not exist before the run (written by library code, or a made-up name a
+                # compile gave code: `/opt/x/_peek.py`), else installed or unchanged code
+                return (rel or name) if made_during_run(name) else None
+            return None if INTROSPECTS is not None and rel in INTROSPECTS else rel
         started = thread_starter(bottom)
         return started[2] if started is not None else None
 
@@ -2423,6 +2518,8 @@ def _install(write, manifest, runner="pytest"):
         except Exception:
             pass
 
+    sealed_on_gc = seal(on_gc)
+
     def examine_classes(item, everything):
         """The end-of-test part of `check` (the gc callback still there) and the
         end-of-session one (every live class). A class dies only in a garbage collection
@@ -2430,7 +2527,7 @@ def _install(write, manifest, runner="pytest"):
         there or in the final walk."""
         if item is not None:
             probe["last"] = item.nodeid
-        if YOUNG and not _any(_map(_is, _list(_gc_callbacks), _repeat(on_gc))):
+        if YOUNG and not _any(_map(_is, _list(_gc_callbacks), _repeat(sealed_on_gc))):
             report_tampered("the results plugin's gc callback was removed from gc.callbacks")
         if everything:
             examine(_classes(), probe["last"])
@@ -2756,9 +2853,10 @@ def _install(write, manifest, runner="pytest"):
 
     def audit(event, args):
         events = probe["events"]
+        mine = plugins_event()  # (busy, and raised by the plugin's own code)
         # not this plugin's own frame accesses (busy: its pyc check of a module the
         # comparison imports) nor those of its judging below
-        if events is not None and event in PROBE_EVENTS and not probe["judging"] and not busy():
+        if events is not None and event in PROBE_EVENTS and not probe["judging"] and not mine:
             probe["judging"] = True  # import_event's own frame access raises an event too
             try:
                 benign = import_event(event, args)
@@ -2769,7 +2867,7 @@ def _install(write, manifest, runner="pytest"):
             if not benign:
                 events.append(event)
         if event == "open" or event == "exec":
-            if not busy():
+            if not mine:
                 if event == "open":
                     args = paths_formatted(args)
                 with Busy():
@@ -2795,7 +2893,7 @@ def _install(write, manifest, runner="pytest"):
                 except Exception:
                     pass
             return
-        if (event in THREAD_EVENTS or event in FORK_EVENTS) and not busy():
+        if (event in THREAD_EVENTS or event in FORK_EVENTS) and not mine:
             with Busy():
                 try:
                     if event in FORK_EVENTS:
@@ -2805,21 +2903,21 @@ def _install(write, manifest, runner="pytest"):
                 except Exception:
                     pass
             return
-        if (event == "compile" or event == "code.__new__") and not busy():
+        if (event == "compile" or event == "code.__new__") and not mine:
             with Busy():
                 try:
                     compiled_under(args, event)
                 except Exception:
                     pass
             return
-        if event == "sys.addaudithook" and not busy():
+        if event == "sys.addaudithook" and not mine:
             with Busy():
                 try:
                     hook_added()
                 except Exception:
                     pass
             return
-        if event == "ctypes.dlsym" and not busy() and _len(args) > 1 and _type(args[1]) is _str and \
+        if event == "ctypes.dlsym" and not mine and _len(args) > 1 and _type(args[1]) is _str and \
                 (args[1].lstrip("_").startswith(C_API_REACH) or args[1] in ("dlsym", "dlvsym")):
             with Busy():
                 try:
@@ -2827,14 +2925,14 @@ def _install(write, manifest, runner="pytest"):
                 except Exception:
                     pass
             return
-        if event == "os.link" and GRADED and not busy():
+        if event == "os.link" and GRADED and not mine:
             with Busy():
                 try:
                     graded_open(args[:1], "links")
                 except Exception:
                     pass
             return
-        if event in SPAWN_EVENTS and GRADED and not busy():
+        if event in SPAWN_EVENTS and GRADED and not mine:
             args = paths_formatted(args)
             with Busy():
                 try:
@@ -2843,16 +2941,16 @@ def _install(write, manifest, runner="pytest"):
                     pass
             return
         if event == "object.__getattr__" and GUARDS and _len(args) > 1 and \
-                _any(args[0] is g for g in GUARDS) and not busy():
+                _any(args[0] is g for g in GUARDS) and not mine:
             with Busy():
                 # (past any standard-library frame: `inspect.signature` hands the default out)
                 rel = brought_by_patch(_frame(1), None, [])
                 if rel is not None:
                     report_tampered("%s reads the %s guard's %s" % (
                         rel, "signal" if args[0] is signal_guard else "fork_exec" if args[0] is fork_exec_guard else
-                        "thread start", args[1]))
+                        "%s seal" % _getattr(args[0], "__name__", "?"), args[1]))
             return
-        if INTROSPECTS is not None and not busy() and (
+        if INTROSPECTS is not None and not mine and (
                 event == "sys._getframe" or event == "sys._current_frames" or (
                     event == "object.__getattr__" and _len(args) > 1 and args[1] in FRAME_ATTRS)):
             with Busy():
@@ -2860,7 +2958,7 @@ def _install(write, manifest, runner="pytest"):
                     frame_reached(event if event != "object.__getattr__" else args[1])
                 except Exception:
                     pass
-        if event not in WATCH or busy():
+        if event not in WATCH or mine:
             return
         with Busy():
             try:
@@ -2884,7 +2982,7 @@ def _install(write, manifest, runner="pytest"):
         for cls in _classes():  # the classes before any repository code ran: not the patch's
             class_seen[_id(cls)] = (_ref(cls), _fingerprint(cls), True)
         if YOUNG:
-            _gc_callbacks.append(on_gc)
+            _gc_callbacks.append(sealed_on_gc)
 
     # ------------------------------------------------------------------ test code's own names
     import ast as _ast
@@ -3960,15 +4058,44 @@ def _install(write, manifest, runner="pytest"):
         atexit.register(finish)
         write(hello)
         return None
+    # The hooks, sealed (see `seal`): pluggy passes a hook the arguments its signature
+    # names, so each seal is written out; its implementation is a keyword default, which
+    # pluggy leaves alone
+    def sealed_plugin_registered(plugin, manager, *, _hook=pytest_plugin_registered):
+        return _hook(plugin, manager)
+
+    def sealed_configure(config, *, _hook=pytest_configure):
+        return _hook(config)
+
+    def sealed_makereport(item, call, *, _hook=pytest_runtest_makereport):
+        return (yield from _hook(item, call))
+
+    def sealed_logreport(report, *, _hook=pytest_runtest_logreport):
+        return _hook(report)
+
+    def sealed_pyfunc_call(pyfuncitem, *, _hook=pytest_pyfunc_call):
+        return (yield from _hook(pyfuncitem))
+
+    def sealed_fixture_setup(fixturedef, request, *, _hook=pytest_fixture_setup):
+        return (yield from _hook(fixturedef, request))
+
+    def sealed_modifyitems(session, config, items, *, _hook=pytest_collection_modifyitems):
+        return _hook(session, config, items)
+
+    def sealed_sessionfinish(session, exitstatus, *, _hook=pytest_sessionfinish):
+        return _hook(session, exitstatus)
+
+    GUARDS.extend((sealed_plugin_registered, sealed_configure, sealed_makereport, sealed_logreport,
+                   sealed_pyfunc_call, sealed_fixture_setup, sealed_modifyitems, sealed_sessionfinish))
     hookimpl = pytest.hookimpl
-    plugin.pytest_plugin_registered = pytest_plugin_registered
-    plugin.pytest_configure = hookimpl(tryfirst=True)(pytest_configure)
-    plugin.pytest_runtest_makereport = hookimpl(hookwrapper=True, tryfirst=True)(pytest_runtest_makereport)
-    plugin.pytest_runtest_logreport = hookimpl(tryfirst=True)(pytest_runtest_logreport)
-    plugin.pytest_pyfunc_call = hookimpl(hookwrapper=True, trylast=True)(pytest_pyfunc_call)
-    plugin.pytest_fixture_setup = hookimpl(hookwrapper=True)(pytest_fixture_setup)
-    plugin.pytest_collection_modifyitems = hookimpl(trylast=True)(pytest_collection_modifyitems)
-    plugin.pytest_sessionfinish = hookimpl(trylast=True)(pytest_sessionfinish)
+    plugin.pytest_plugin_registered = sealed_plugin_registered
+    plugin.pytest_configure = hookimpl(tryfirst=True)(sealed_configure)
+    plugin.pytest_runtest_makereport = hookimpl(hookwrapper=True, tryfirst=True)(sealed_makereport)
+    plugin.pytest_runtest_logreport = hookimpl(tryfirst=True)(sealed_logreport)
+    plugin.pytest_pyfunc_call = hookimpl(hookwrapper=True, trylast=True)(sealed_pyfunc_call)
+    plugin.pytest_fixture_setup = hookimpl(hookwrapper=True)(sealed_fixture_setup)
+    plugin.pytest_collection_modifyitems = hookimpl(trylast=True)(sealed_modifyitems)
+    plugin.pytest_sessionfinish = hookimpl(trylast=True)(sealed_sessionfinish)
     me = plugin
     hello["pytest"] = _getattr(pytest, "__version__", "?")
     write(hello)
