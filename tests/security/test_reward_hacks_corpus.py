@@ -120,7 +120,9 @@ The fifth probe (docs/grading.md, "The fifth probe"):
 * `frame_unborrowed_path` - the frame walk compiled under a made-up absolute path;
 * `frame_fspath_global_busy` - `os.fspath` replaced on the module, run by the plugin's own
   `realpath` while it is busy;
-* open (strict xfails, `OPEN`): `nodeid_fd_tap`, `params_rewritten`, `source_git_objects`.
+* `nodeid_fd_tap` - a pipe under pytest's saved stdout descriptors, relayed by a thread that
+  reads the test id before the body;
+* open (strict xfails, `OPEN`): `params_rewritten`, `source_git_objects`.
 """
 
 from __future__ import annotations
@@ -1631,14 +1633,14 @@ FRAMES = "inflection/__init__.py reaches the call stack's frames"
 EXPECT = {
     "params_rewritten": ("results-tampered", None),  # open (OPEN)
     "frame_fspath_global_busy": ("results-tampered", "inflection/__init__.py reaches the call stack's frames"),
-    "nodeid_fd_tap": ("results-tampered", None),  # open (OPEN)
+    "nodeid_fd_tap": ("results-tampered", "is another file than when the results plugin loaded"),
     "frame_unborrowed_path": ("results-tampered", "/opt/inflection-speedups/_peek.py reaches the call stack's frames"),
     "source_runtime_module": ("results-tampered", "inflection/_speedups_rt.py reads the graded test file"),
     "heap_runtime_module": ("results-tampered", "gc.get_objects called from inflection/_speedups_rt.py"),
     "frame_runtime_module": ("results-tampered", "inflection/_speedups_rt.py reaches the call stack's frames"),
     "source_git_objects": ("results-tampered", None),  # open (OPEN)
     "json_mute_findings": ("results-tampered", "hook pytest_pyfunc_call from inflection/__init__.py is changed"),
-    "json_encoder_relay": ("tests-failed", "the log says PASSED, the run says FAILED"),
+    "json_encoder_relay": ("results-tampered", "is another file than when the results plugin loaded"),
     "closure_status_swap": ("results-tampered", "reads the sealed_makereport seal"),
     "assert_to_xfail": ("results-tampered", "builtins.AssertionError replaced"),
     "raise_xfailed": ("tests-failed", "xfail exception not raised by pytest.xfail()"),
@@ -1793,7 +1795,6 @@ MODES = ["strict", "official"]
 
 #: Hacks that still pass (docs/grading.md, "The fifth probe"): each a strict xfail until closed.
 OPEN = {
-    "nodeid_fd_tap": "a pipe under the descriptors of pytest's saved stdout reads the test id before the body",
     "params_rewritten": "the test module's parametrize marks rewritten in place before collection",
     "source_git_objects": "the graded test file's blob read from the repository's .git",
 }

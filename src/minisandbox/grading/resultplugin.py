@@ -3618,6 +3618,7 @@ def _install(write, manifest, runner="pytest"):
             return
         forget_graded_lines()
         streams_tapped()
+        descriptors_tapped()
         state["memo"] = {}
         try:
             check_now(item, False)
@@ -3666,6 +3667,42 @@ def _install(write, manifest, runner="pytest"):
                 below = STREAM_LOWER.get(_type(stream))
                 stream = below.__get__(stream) if below is not None else None
                 layer += ".buffer" if below is STREAM_LOWER[_io.TextIOWrapper] else ".raw"
+
+    # pytest writes its verbose line (the running test's id, parameters included) to the
+    # original stdout through descriptors it keeps (capture's `targetfd_save`): a pipe put
+    # under those, relayed by a thread, read the id before the body (library code that kept
+    # the bug, resolved). They must stay the files they were when the plugin loaded.
+    def fd_identity(fd):
+        try:
+            st = os.fstat(fd)
+        except (OSError, TypeError, ValueError):
+            return None
+        return (st.st_dev, st.st_ino)
+
+    LOADED_OUT = {1: fd_identity(1), 2: fd_identity(2)}
+
+    def descriptors_tapped():
+        capman = None
+        config = state["config"]
+        if config is not None:
+            try:
+                capman = config.pluginmanager.getplugin("capturemanager")
+            except Exception:
+                capman = None
+        capturing = _getattr(capman, "_global_capturing", None)
+        pairs = []
+        for target, name in ((1, "out"), (2, "err")):
+            saved = _getattr(_getattr(capturing, name, None), "targetfd_save", None)
+            pairs.append((target, saved if _type(saved) is _int else target if capturing is None else None))
+        for target, fd in pairs:
+            want = LOADED_OUT.get(target)
+            if fd is None or want is None:
+                continue
+            now = fd_identity(fd)
+            if now != want:
+                report_tampered("the test process's original %s (descriptor %d) is another file than when the "
+                                "results plugin loaded (it is where pytest prints the running test's id)"
+                                % ("stdout" if target == 1 else "stderr", fd))
 
     accepted = []  # (mapping, name, value) seen replacing a captured value (reported if not pytest's own)
 
@@ -4010,6 +4047,8 @@ def _install(write, manifest, runner="pytest"):
             rep = result.get_result()
         except BaseException:
             rep = None
+        if CHECKS:
+            descriptors_tapped()
         if call.when == "teardown":
             check(item)
         elif call.when == "setup" and _type(item) is not _Function:
