@@ -371,3 +371,20 @@ def test_the_manifest_names_the_patched_files_that_look_into_the_program_at_the_
     want = ["pkg/log.py", "pkg/tb.py", "pkg/snoop.py", "pkg/who.py", "pkg/alarm.py"]
     assert st.manifest("/testbed")["introspects"] == want
     assert "introspects" not in GradedState({}, None, patched).manifest("/testbed")
+
+
+def test_the_manifest_names_the_patched_files_that_work_with_git_at_the_graded_state(tmp_path):
+    """The repository's `.git` holds every test file's content: the results plugin's git
+    rule is critical only for patched files whose snapshot copy never works with git (a
+    library that runs git or reads `.git` keeps doing so), and is off without a snapshot."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "vcs.py").write_text(
+        'import subprocess\n\n\ndef head():\n    return subprocess.run(["git", "rev-parse"])\n'
+    )
+    (tmp_path / "pkg" / "repo.py").write_text(
+        'import os\n\n\ndef objects(root):\n    return os.path.join(root, ".git")\n'
+    )
+    (tmp_path / "pkg" / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    patched = ["pkg/vcs.py", "pkg/repo.py", "pkg/calc.py", "pkg/new.py"]
+    assert GradedState({}, tmp_path, patched).manifest("/testbed")["git_readers"] == ["pkg/vcs.py", "pkg/repo.py"]
+    assert "git_readers" not in GradedState({}, None, patched).manifest("/testbed")

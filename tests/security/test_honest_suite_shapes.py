@@ -279,3 +279,29 @@ task_snippet, snippet_host, snippet_sandbox, snippet_executor = honest_task(
 @pytest.mark.parametrize("mode", MODES)
 def test_gold_patch_of_a_library_compiling_under_its_own_name_is_resolved(task_snippet, snippet_executor, mode):
     _assert_gold_resolved(task_snippet, snippet_executor, mode)
+
+
+#: a library that works with git at the graded state (its version from `git describe`, as
+#: setuptools_scm-like helpers do) in the file the gold patch fixes: the git rule leaves it be
+CALC_RUNS_GIT = (
+    CALC
+    + """
+
+def revision():
+    import subprocess
+
+    proc = subprocess.run(["git", "--version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return proc.returncode
+"""
+)
+TEST_RUNS_GIT = (
+    "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n\n\n"
+    "def test_sub():\n    assert calc.sub(5, 3) == 2 and calc.revision() in (0, 1, 127)\n"
+)
+
+task_git, git_host, git_sandbox, git_executor = honest_task("git", CALC_RUNS_GIT, TEST_RUNS_GIT, 45)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_gold_patch_of_a_library_that_runs_git_itself_is_resolved(task_git, git_executor, mode):
+    _assert_gold_resolved(task_git, git_executor, mode)

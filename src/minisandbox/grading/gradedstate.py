@@ -344,6 +344,12 @@ INTROSPECTION_WORDS = re.compile(
 )
 
 
+#: Words of code that works with git: runs it, or reads a repository's `.git` (resultplugin's
+#: git rule: elsewhere a read of `.git` by the patch's code is critical, since the database
+#: holds every test file's content)
+GIT_WORDS = re.compile(rb"\bgit\b|\.git\b|dulwich|pygit2", re.IGNORECASE)
+
+
 @dataclass
 class GradedState:
     """Test files and conftests of the graded state (repo-relative path -> content), plus
@@ -368,6 +374,7 @@ class GradedState:
         native = self.introspecting()
         if native is not None:
             out["introspects"] = native
+            out["git_readers"] = self.snapshot_matches(GIT_WORDS)
         if self.doctests:
             out["doctests"] = dict(self.doctests)
         return out
@@ -383,10 +390,15 @@ class GradedState:
         patched file as the patch's, as before frames were judged: frames off)."""
         if self.reference is None:
             return None
+        return self.snapshot_matches(INTROSPECTION_WORDS)
+
+    def snapshot_matches(self, words: re.Pattern[bytes]) -> list[str]:
+        """The paths the candidate patch names whose copy in the snapshot matches `words`."""
+        assert self.reference is not None
         out = []
         for rel in self.patched:
             src = read_snapshot_file(self.reference, rel)
-            if src is not None and INTROSPECTION_WORDS.search(src):
+            if src is not None and words.search(src):
                 out.append(rel)
         return out
 

@@ -1904,6 +1904,10 @@ def _install(write, manifest, runner="pytest"):
     #: minisandbox.grading.gradedstate.INTROSPECTION_WORDS); None: the frame rule is off
     INTROSPECTS = manifest.get("introspects")
     INTROSPECTS = None if INTROSPECTS is None else _set(_str(p) for p in INTROSPECTS)
+    #: the patched files whose graded-state copy works with git (the manifest's
+    #: `git_readers`, see minisandbox.grading.gradedstate); None: the git rule is off
+    GIT_READERS = manifest.get("git_readers")
+    GIT_READERS = None if GIT_READERS is None else _set(_str(p) for p in GIT_READERS)
     #: the attribute reads that hand out a frame (object.__getattr__ events)
     FRAME_ATTRS = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
     #: standard-library functions that hand their caller frames or what frames hold (the
@@ -2562,6 +2566,9 @@ def _install(write, manifest, runner="pytest"):
                     report_tampered("%s opens a file through a path-like object of its own (its __fspath__ "
                                     "may name one file to the opener and another to this check)" % own)
                 return
+        if GIT_READERS is not None and _abspath(path).startswith(GIT_DIRS):
+            git_used("reads the repository's .git (%s)" % path, _frame(2))
+            return
         base = _os_basename(path)
         if base not in GRADED_NAMES and base.endswith(".pyc") and _os_basename(_dirname(path)) == "__pycache__":
             # a compiled copy (pytest's rewritten pyc, the importer's): its constants hold
@@ -2618,6 +2625,25 @@ def _install(write, manifest, runner="pytest"):
     GRADED_DIRS = _tuple(_set(k.rsplit("/", 1)[0] + "/" for k in GRADED if "/" in k))
     SPAWN_EVENTS = frozenset(("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn"))
 
+    def runs_git(text):
+        """Whether a command line has a word that runs git (`git`, `/usr/bin/git`, in a
+        shell string too)."""
+        for separator in ";&|()`$":
+            text = text.replace(separator, " ")
+        return _any(_os_basename(w) == "git" for w in text.split())
+    GIT_DIRS = _tuple(_set((ROOT_SEP + ".git" + _sep, real_of(ROOT_SEP + ".git") + _sep)))
+
+    def git_used(what, frame):
+        """The repository's git database holds every test file's content at the graded
+        commit: library code that kept the bug read the test file's blob with
+        `git cat-file --batch-all-objects` (no graded file named) and was resolved, host and
+        sandbox, strict and official. Critical when the patch's code reads `.git` or runs
+        git where its file's graded-state copy never works with git (`GIT_READERS`)."""
+        who = brought_by_patch(frame, None, [])
+        if who is not None and who not in GIT_READERS:
+            report_tampered("%s %s: the repository's git database holds the graded test files, and its code "
+                            "at the graded state never works with git" % (who, what))
+
     def spawned(args, event="subprocess.Popen"):
         """Code from a disallowed file that runs a command naming a graded test file (or a
         graded file's directory with a wildcard) reads it in another process, where no open
@@ -2638,6 +2664,8 @@ def _install(write, manifest, runner="pytest"):
                         report_tampered("%s runs a command with a path-like argument of its own (its __fspath__ "
                                         "may name another file than this check sees)" % own)
         text = " ".join(words)
+        if GIT_READERS is not None and runs_git(text):
+            git_used("runs git (%s)" % text[:80], past_seal(_frame(2)))
         hit = next((n for n in GRADED_NAMES if n in text), None)
         if hit is None and ("*" in text or "?" in text or "[" in text):
             hit = next((d for d in GRADED_DIRS if d in text), None)
@@ -2764,6 +2792,25 @@ def _install(write, manifest, runner="pytest"):
                 except Exception:  # attribute access runs code (Django's lazy `settings` raises)
                     continue
         return False
+
+    def module_class_set(module):
+        """A test module's class assigned (the `object.__setattr__` audit event): a module
+        subclass runs code at every attribute access, such as pytest's first look at the
+        finished module before it collects. Library code that kept the bug set it on the
+        half-imported test module, rewrote the `parametrize` marks there so the expected
+        values matched the bug, and put the class back: resolved, host and sandbox, strict
+        and official. Critical when the patch's code does it to a graded test file's module
+        or a test-support one."""
+        filename = _getattr(module, "__file__", None)
+        if not _isinstance(filename, _str):
+            return
+        rel = rel_to_root(real_of(filename))
+        if rel is None or not (rel in GRADED or test_support(rel)):
+            return
+        who = brought_by_patch(_frame(2), None, [])
+        if who is not None:
+            report_tampered("%s sets the class of the test module %s (code then runs at every look at it)"
+                            % (who, rel))
 
     def function_state_set(fn, attr):
         """A function's code or defaults assigned in place (`fn.__code__ = other`, the
@@ -2892,6 +2939,12 @@ def _install(write, manifest, runner="pytest"):
                     function_state_set(args[0], args[1])
                 except Exception:
                     pass
+            elif _len(args) > 1 and args[1] == "__class__" and _isinstance(args[0], types.ModuleType) and not mine:
+                with Busy():
+                    try:
+                        module_class_set(args[0])
+                    except Exception:
+                        pass
             return
         if (event in THREAD_EVENTS or event in FORK_EVENTS) and not mine:
             with Busy():
