@@ -536,7 +536,6 @@ class EvalScript:
                     f"echo {q(self.marker(TESTS_TIMEOUT))}; fi"
                 ),
                 f'echo "{TEST_EXIT_CODE} $rc {self.nonce}"',
-                'rm -rf "$W"',
                 "exit 0",
             ]
             if line

@@ -849,8 +849,7 @@ def _install(write, manifest, runner="pytest"):
         GUARDS.append(sealed)
         return sealed
 
-    SEAL_CODE = seal(None).__code__
-    GUARDS.pop()
+    SEAL_CODE = next(c for c in seal.__code__.co_consts if _isinstance(c, types.CodeType))  # `sealed`'s
 
     def past_seal(f):
         """`f`, or the first frame above it that is not a seal's (`seal`)."""
@@ -1555,10 +1554,15 @@ def _install(write, manifest, runner="pytest"):
 
     def made_during_run(filename):
         """True when `filename` names no file that existed before the run: none at all, or
-        one written during it (library code that wrote a module and imported it)."""
-        why = file_verdict(filename)
-        return why is not None and (why.startswith("code from a file that does not exist") or
-                                    why.endswith("was written during the test run"))
+        one written during it (library code that wrote a module and imported it; the same
+        test as `file_verdict_now`'s)."""
+        real = real_of(filename)
+        if real == ME:
+            return False
+        try:
+            return _stat(real).st_ctime_ns > STAMP
+        except OSError:
+            return True
 
     def file_verdict_now(filename):
         if not filename or filename.startswith("<"):
