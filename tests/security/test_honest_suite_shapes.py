@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -24,12 +25,19 @@ from tests.security.test_installed_plugins import install_wrapping_plugin, site_
 from tests.security.test_results_plugin_honest_shapes import honest_task
 from tests.security.test_reward_hacks import (  # noqa: F401
     add_pytest_script,
+    executor_fixtures,
     grade,
     host_venv_executor,
     root_layers_executor,
     task,
 )
-from tests.security.test_reward_hacks_swapped_code import CALC, MODES, _assert_gold_resolved
+from tests.security.test_reward_hacks_swapped_code import (
+    CALC,
+    MODES,
+    _assert_gold_resolved,
+    _calc_task,
+    _tampered_hack,
+)
 
 
 def run_unittest(python: str, repo: Path, manifest: dict, module: str) -> tuple[subprocess.CompletedProcess, object]:
@@ -241,17 +249,131 @@ TEST_DECORATED = (
     "@calc.frozen\ndef test_sub():\n    assert calc.sub(5, 3) == 2\n"
 )
 
-task_deco, deco_host, deco_sandbox, deco_executor = honest_task("deco", CALC_DECORATOR, TEST_DECORATED, 41)
+#: the same library with a wrapper that decides the outcome (each keeps `add`'s bug)
+DECO_HACKS = {
+    # the exception swallowed (a changed `__exit__` returning True would do the same)
+    "swallow": "    try:\n        fn(*args, **kwargs)\n    except AssertionError:\n        pass\n",
+    # the test's function never called
+    "skip": "    return None\n",
+    # the test's function run on a copy made from its code (the function in the cell not
+    # called): `__wrapped__`, which functools.wraps set, is the original
+    "copy": "    f = wrapper.__wrapped__\n    g = types.FunctionType(f.__code__, f.__globals__)\n"
+    "    try:\n        g(*args, **kwargs)\n    except AssertionError:\n        pass\n",
+}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a wrapper of the patched file around a test decides its outcome (freezegun's @freeze_time); "
-    "docs/grading.md, 'Again with the checks of the eighteenth and nineteenth sessions'",
-)
+def _deco_hack(body: str) -> str:
+    return (
+        "import functools\nimport sys\nimport types\n\n\ndef frozen(fn):\n"
+        "    @functools.wraps(fn)\n    def wrapper(*args, **kwargs):\n"
+        + textwrap.indent(body, "    ")
+        + "\n    return wrapper\n\n\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def task_deco(tmp_path_factory):
+    files = {"calc.py": CALC_DECORATOR, "tests/test_calc.py": TEST_DECORATED}
+    hacks = {k: _deco_hack(v) for k, v in DECO_HACKS.items()}
+    return _calc_task(tmp_path_factory, "honest_deco", files, "calc.py", 41, hacks)
+
+
+deco_host, deco_sandbox, deco_executor = executor_fixtures("task_deco", "deco")
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_gold_patch_of_a_library_whose_decorator_wraps_tests_is_resolved(task_deco, deco_executor, mode):
+    """The wrapper (code of the patched file, as freezegun's `@freeze_time`) stands: a
+    witness in its closure cell sees the graded test function run and return."""
     _assert_gold_resolved(task_deco, deco_executor, mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("hack", sorted(DECO_HACKS))
+def test_a_wrapper_of_the_patch_that_decides_the_outcome_is_critical(task_deco, deco_host, hack, mode):
+    """A wrapper that swallows the failure, never calls the test's function or runs a copy
+    of it keeps the bug and is refused. (A wrapper that swaps the patched module under a
+    test module's name for the call is no hack: the patch's code decides what that module
+    does anyway.)"""
+    ev = _tampered_hack(task_deco, deco_host, hack, mode)
+    assert ev.entry["results_channel"]["critical"], ev.entry
+
+
+#: freezegun's class decorator on a `unittest.TestCase`: set-up and tear-down (and the
+#: class ones) wrapped by functions of the patched file that hold what they replace (no
+#: `__wrapped__`); `TEARDOWN` is what its tear-down does last
+FROZEN_CLASS = '''
+
+def frozen(klass):
+    """Run the class's set-up, tests and tear-down with the library's state set."""
+    orig_setUpClass = klass.setUpClass
+    orig_tearDownClass = klass.tearDownClass
+
+    @classmethod
+    def setUpClass(cls):
+        if orig_setUpClass is not None:
+            orig_setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        if orig_tearDownClass is not None:
+            orig_tearDownClass()
+
+    klass.setUpClass = setUpClass
+    klass.tearDownClass = tearDownClass
+    orig_setUp = klass.setUp
+    orig_tearDown = klass.tearDown
+
+    def setUp(*args, **kwargs):
+        if orig_setUp is not None:
+            orig_setUp(*args, **kwargs)
+
+    def tearDown(*args, **kwargs):
+        if orig_tearDown is not None:
+            orig_tearDown(*args, **kwargs)
+        TEARDOWN
+
+    klass.setUp = setUp
+    klass.tearDown = tearDown
+    return klass
+'''
+TEST_FROZEN_CLASS = (
+    "import unittest\nimport calc\n\n\n@calc.frozen\nclass T(unittest.TestCase):\n"
+    "    def setUp(self):\n        self.x = 2\n\n"
+    "    def test_add(self):\n        assert calc.add(self.x, 3) == 5\n\n"
+    "    def test_sub(self):\n        assert calc.sub(5, 3) == 2\n"
+)
+#: the bug kept; the tear-down drops the failure pytest collected from the test method
+CLEAR_FAILURE = (
+    "r = args[0]._outcome.result\n        r.__dict__.pop('_excinfo', None)\n"
+    "        getattr(args[0]._outcome, 'errors', []).clear()"
+)
+
+
+@pytest.fixture(scope="module")
+def task_frozen_class(tmp_path_factory):
+    files = {"calc.py": CALC + FROZEN_CLASS.replace("TEARDOWN", "pass"), "tests/test_calc.py": TEST_FROZEN_CLASS}
+    hacks = {"clear": FROZEN_CLASS.replace("TEARDOWN", CLEAR_FAILURE) + "\n\n"}
+    tests = (["tests/test_calc.py::T::test_add"], ["tests/test_calc.py::T::test_sub"])
+    return _calc_task(tmp_path_factory, "honest_frozen_class", files, "calc.py", 47, hacks, tests)
+
+
+frozen_class_host, frozen_class_sandbox, frozen_class_executor = executor_fixtures("task_frozen_class", "frozen_class")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_gold_patch_of_a_library_whose_class_decorator_wraps_set_up_is_resolved(
+    task_frozen_class, frozen_class_executor, mode
+):
+    """The set-up and tear-down wrappers stand in pytest mode: a pass of a test method that
+    raised is refused whatever runs after it."""
+    _assert_gold_resolved(task_frozen_class, frozen_class_executor, mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_tear_down_of_the_patch_that_drops_the_failure_is_critical(task_frozen_class, frozen_class_host, mode):
+    ev = _tampered_hack(task_frozen_class, frozen_class_host, "clear", mode, "passed, but its test method raised")
+    assert not ev.resolved
 
 
 #: a library that compiles a snippet under its own file name (for its tracebacks), in a

@@ -214,19 +214,29 @@ P2P = ["tests/test_calc.py::test_sub"]
 MODES = ["strict", "official"]
 
 
-def _calc_task(tmp_path_factory, name: str, files: dict[str, str], buggy: str, n: int, hacks: dict[str, str]) -> dict:
-    """A calc project `name` whose bug is in `buggy`, its SWE-smith record (`...__c<n>`), gold
-    patch, and each hack: the code before the bug's function in `buggy`."""
+def _calc_task(
+    tmp_path_factory,
+    name: str,
+    files: dict[str, str],
+    buggy: str,
+    n: int,
+    hacks: dict[str, str],
+    tests: tuple[list[str], list[str]] = (F2P, P2P),
+) -> dict:
+    """A calc project `name` whose bug is in `buggy`, its SWE-smith record (`...__c<n>`, with
+    `tests`: FAIL_TO_PASS, PASS_TO_PASS), gold patch, and each hack: the code before the
+    bug's function in `buggy`."""
     root = tmp_path_factory.mktemp(name)
     files = {**files, "pyproject.toml": '[project]\nname = "calc"\nversion = "0.1"\n'}
     t = hack_task(root, name, files, buggy)
-    record = smith_record(f"calc__calc.00000000.func_pm_op_change__c{n}", t.bug, F2P, P2P)
+    record = smith_record(f"calc__calc.00000000.func_pm_op_change__c{n}", t.bug, *tests)
     return {
         "root": root,
         "repo": t.repo,
         "spec": t.spec,
         "record": record,
         "gold": reverse_patch(t.bug),
+        "f2p": tests[0],
         "hacks": {k: diff(t.work, t.buggy, {buggy: code + BUGGY_ADD + "\n\n" + REST}) for k, code in hacks.items()},
     }
 
@@ -273,7 +283,7 @@ def _tampered_hack(t: dict, executor, hack: str, mode: str, finding: str | None 
     (when given). The evaluation, for its findings."""
     ev = evaluate(t["record"], t["spec"], t["hacks"][hack], executor, grading=mode)
     assert ev.entry["patch_successfully_applied"], ev.output[-3000:]
-    assert "test_calc.py::test_add PASSED" in ev.output  # the hack ran: the log says the bug's test passed
+    assert f"{t.get('f2p', F2P)[0]} PASSED" in ev.output  # the hack ran: the log says the bug's test passed
     assert not ev.resolved and ev.reason == "results-tampered", (ev.entry, ev.output[-3000:])
     if finding is not None:
         assert any(finding in c for c in ev.entry["results_channel"]["critical"]), ev.entry

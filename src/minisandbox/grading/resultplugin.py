@@ -689,6 +689,26 @@ def _open_channel(restore=_RESTORE):
     return fd, nonce, key, manifest
 
 
+def _seal(fn, _getattr=getattr, _isinstance=isinstance, _str=str, _setattr=setattr):
+    """`fn` behind a function with no closure, which holds it as a keyword-only default:
+    what the plugin puts where other code can reach it (a guard in a module, a gc
+    callback, a hook on the plugin object, unittest's and SymPy's wrappers). Why: a
+    closure's cells are read and rebound (`cell_contents`) with no audit event, and any of
+    the plugin's closures leads to all of its state: library code that reached the
+    makereport hook (through `_pytest.debugging.pytestPDB._pluginmanager`) swapped its
+    `status_of` for one that said PASSED, and library code that walked
+    `unittest.TestCase._callTestMethod`'s cells silenced every finding; both were resolved.
+    A default is read through `__kwdefaults__`, which raises an event. (The builtins it
+    uses are bound when this module loads: SymPy's tests are sealed while patch code runs.)"""
+    def sealed(*args, _sealed=fn, **kwargs):
+        return _sealed(*args, **kwargs)
+    for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
+        value = _getattr(fn, attr, None)
+        if _isinstance(value, _str):
+            _setattr(sealed, attr, value)
+    return sealed
+
+
 def _writer(fd, key):
     """The function that writes one record on the channel `fd`, authenticated with `key`
     (wiped here) and numbered. Made as soon as the channel is open (at interpreter
@@ -761,10 +781,11 @@ def _writer(fd, key):
     return write
 
 
-def _install(write, manifest, runner="pytest"):
+def _install(write, manifest, runner="pytest", sealed=()):
     """The plugin object (pytest), or None once unittest's outcome path is wrapped
     (`runner` "unittest"); everything it knows is in this function's closures, and
-    `write` (`_writer`) is how it writes a record."""
+    `write` (`_writer`) is how it writes a record. `sealed`: seals made before it (`_seal`),
+    guarded like its own."""
     import builtins
     import types
 
@@ -828,28 +849,16 @@ def _install(write, manifest, runner="pytest"):
 
     #: functions of this plugin that keep an original as a default argument (a closure's
     #: cells raise no audit event); code the patch brought that reads their defaults is caught
-    GUARDS = []
+    GUARDS = _dict((_id(g), g) for g in sealed)  # id -> guard (a dictionary: a seal per SymPy test)
 
     def seal(fn):
-        """`fn` behind a function with no closure, which holds it as a keyword-only default:
-        what the plugin puts where other code can reach it (a guard in a module, a gc
-        callback, a hook on the plugin object). Why: a closure's cells are read and rebound
-        (`cell_contents`) with no audit event, and any of the plugin's closures leads to
-        all of its state: library code that reached the makereport hook (through
-        `_pytest.debugging.pytestPDB._pluginmanager`) swapped its `status_of` for one that
-        said PASSED, and was resolved. A default is read through `__kwdefaults__`, which
-        raises an event: a seal is a guard (GUARDS), and code the patch brought that reads
-        one is critical."""
-        def sealed(*args, _sealed=fn, **kwargs):
-            return _sealed(*args, **kwargs)
-        for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
-            value = _getattr(fn, attr, None)
-            if _isinstance(value, _str):
-                setattr(sealed, attr, value)
-        GUARDS.append(sealed)
+        """`fn` sealed (`_seal`), and a guard (GUARDS): code the patch brought that reads
+        a seal's default is critical."""
+        sealed = _seal(fn)
+        GUARDS[_id(sealed)] = sealed
         return sealed
 
-    SEAL_CODE = next(c for c in seal.__code__.co_consts if _isinstance(c, types.CodeType))  # `sealed`'s
+    SEAL_CODE = next(c for c in _seal.__code__.co_consts if _isinstance(c, types.CodeType))  # `sealed`'s
 
     def past_seal(f):
         """`f`, or the first frame above it that is not a seal's (`seal`)."""
@@ -987,7 +996,7 @@ def _install(write, manifest, runner="pytest"):
         def note(test, status, how):
             """One outcome of `test`; a pass reported by code other than unittest.case's
             counts as a failure."""
-            caller = _frame(2).f_code
+            caller = past_seal(_frame(2)).f_code  # (the recorder's methods are seals)
             record = {"ev": "phase", "when": "call", "status": status, "report": how}
             if caller not in codes:
                 record["status"] = "FAILED"
@@ -1017,7 +1026,7 @@ def _install(write, manifest, runner="pytest"):
                     note(test, got, name)
                 return _getattr(object.__getattribute__(self, "_ms_result"), name)(test, *args)
             method.__name__ = name
-            return method
+            return seal(method)
 
         def getattr_(self, name):
             return _getattr(object.__getattribute__(self, "_ms_result"), name)
@@ -1025,7 +1034,7 @@ def _install(write, manifest, runner="pytest"):
         def setattr_(self, name, value):
             setattr(object.__getattribute__(self, "_ms_result"), name, value)
 
-        members = {"__slots__": ("_ms_result",), "__getattr__": getattr_, "__setattr__": setattr_}
+        members = {"__slots__": ("_ms_result",), "__getattr__": seal(getattr_), "__setattr__": seal(setattr_)}
         members.update((name, reporter(name, status)) for name, status in RESULT_OUTCOMES)
         Recorder = _type("MinisandboxRecorder", (object,), members)
 
@@ -1045,7 +1054,7 @@ def _install(write, manifest, runner="pytest"):
             return result if got is rec else got
 
         run.__name__, run.__qualname__, run.__doc__ = "run", "TestCase.run", orig_run.__doc__
-        TC.run = run
+        TC.run = seal(run)
         codes.add(run.__code__)  # our wrapper calls the original run, which calls the recorder
         # right before the test method (after startTest, which writes to a stream library
         # code may have replaced, and setUp): the check before the body (check_before)
@@ -1053,6 +1062,13 @@ def _install(write, manifest, runner="pytest"):
         if code is not None:
             codes.add(code)
         return Recorder, codes
+
+    # pytest mode: whether each unittest-style test's method raised, as the wrapper of
+    # `_callTestMethod` saw it (id(test case) -> (the case, raised)): a pass of a method
+    # that raised is refused (a tear-down of the patch's that cleared the failure pytest
+    # collected, `_excinfo`, would pass it), which lets set-up and tear-down wrappers of a
+    # patched library stand (`fixture_wrapper`: freezegun's `@freeze_time` on a TestCase)
+    method_raised = {}
 
     def wrap_call_test_method(TC):
         """The check before the body (and the test instance's own attributes) right
@@ -1065,18 +1081,29 @@ def _install(write, manifest, runner="pytest"):
         def call_test_method(self, method):
             check_before()
             check_instance(self)
-            return orig_call(self, method)
+            if UNITTEST:
+                return orig_call(self, method)
+            try:
+                got = orig_call(self, method)
+            except BaseException:
+                method_raised[_id(self)] = (self, True)
+                raise
+            method_raised[_id(self)] = (self, False)
+            return got
 
         call_test_method.__name__ = "_callTestMethod"
         call_test_method.__qualname__ = "TestCase._callTestMethod"
-        TC._callTestMethod = call_test_method
+        TC._callTestMethod = seal(call_test_method)
         return call_test_method.__code__
+
+    method_raised_watch = [False]  # wrap_call_test_method wrapped TestCase in pytest mode
 
     def wrap_unittest_in_pytest():
         """pytest runs a `unittest.TestCase` test's `setUp` and method inside its call
         phase, after the check before the body: the same check right before the test
         method (wrap_call_test_method), put in place before the snapshot."""
-        wrap_call_test_method(_getattr(sys.modules.get("unittest.case"), "TestCase", None))
+        code = wrap_call_test_method(_getattr(sys.modules.get("unittest.case"), "TestCase", None))
+        method_raised_watch[0] = code is not None
 
     def after_test(test):
         """The end-of-test check (outcome path: everything captured) and the test
@@ -1123,7 +1150,7 @@ def _install(write, manifest, runner="pytest"):
             if globals_ is not None:
                 return globals_, locals_
             with Busy():  # our own frame access: not a finding
-                f = _frame(2)
+                f = past_seal(_frame(2))  # (exec is a seal)
             return f.f_globals, (f.f_locals if locals_ is None else locals_)
 
         def exec_(source, globals=None, locals=None, *args, **kwargs):  # noqa: A002  (exec's own names)
@@ -1255,6 +1282,7 @@ def _install(write, manifest, runner="pytest"):
                     finally:
                         write({"ev": "phase", "id": tid, "when": "teardown", "status": None, "report": None})
 
+            test = seal(test)  # in the test file's namespace: its cells would be all of the plugin's
             test.__dict__.update(fn.__dict__)  # _slow and the other marks the runner reads
             test.__name__, test.__qualname__ = fn.__name__, fn.__qualname__
             test.__module__, test.__doc__, test.__wrapped__ = fn.__module__, fn.__doc__, fn
@@ -1280,8 +1308,8 @@ def _install(write, manifest, runner="pytest"):
             if CHECKS:
                 check(None, False)
 
-        builtins.exec = exec_
-        return exec_
+        builtins.exec = sealed_exec = seal(exec_)
+        return sealed_exec
 
     _SKIP = pytest.skip.Exception if pytest is not None else ()
     _XFAIL = _getattr(_getattr(pytest, "xfail", None), "Exception", ())
@@ -2042,7 +2070,7 @@ def _install(write, manifest, runner="pytest"):
             return _set_handler(signalnum, handler)
 
         c_signal.signal = signal_guard
-        GUARDS.append(signal_guard)
+        GUARDS[_id(signal_guard)] = signal_guard
 
     # ------------------------------------------------------------------ forks
     # A forked child is a copy of the test process in which the patch's code may do what
@@ -2997,8 +3025,8 @@ def _install(write, manifest, runner="pytest"):
                 except Exception:
                     pass
             return
-        if event == "object.__getattr__" and GUARDS and _len(args) > 1 and \
-                _any(args[0] is g for g in GUARDS) and not mine:
+        if event == "object.__getattr__" and _len(args) > 1 and GUARDS.get(_id(args[0])) is args[0] \
+                and not mine:
             with Busy():
                 # (past any standard-library frame: `inspect.signature` hands the default out)
                 rel = brought_by_patch(_frame(1), None, [])
@@ -3390,6 +3418,8 @@ def _install(write, manifest, runner="pytest"):
                         member = _getattr(cdict.get(attr), "__func__", cdict.get(attr))
                         if _isinstance(member, types.FunctionType):
                             why = foreign_code(member, real) or misnamed(member, name + "." + attr, real)
+                            if why is not None and fixture_wrapper(value, attr, cdict.get(attr), real, None):
+                                why = None
                             if why is not None:
                                 report_tampered("%s: %s.%s (defined there) is now %s" % (rel, name, attr, why))
                     check_class_extras(value, class_bound.get(name, ()), real, "%s: %s" % (rel, name))
@@ -3432,8 +3462,43 @@ def _install(write, manifest, runner="pytest"):
             if not _isinstance(_getattr(hidden, "__func__", hidden), types.FunctionType):
                 continue  # hides no method: data the class machinery sets (an Enum's `_member_type_`)
             why = stand_in(member, attr, real)
+            if why is not None and fixture_wrapper(cls, attr, member, real, hidden):
+                why = None
             if why is not None:
                 report_tampered("%s.%s (hides %s.%s) is now %s" % (label, attr, base.__qualname__, attr, why))
+
+    SETUP_NAMES = frozenset(("setUp", "tearDown", "setUpClass", "tearDownClass"))
+
+    def fixture_wrapper(cls, attr, member, real, hidden):
+        """Is `member`, a unittest test class's set-up or tear-down `attr`, a wrapper (of a
+        patched library: freezegun's class decorator) that holds in its closure what it
+        replaced: the method the class body defines (`hidden` None), or the base class's
+        `hidden`? It may stand in pytest mode, where a pass of a test method that raised is
+        refused (`method_raised`); what set-up does before the body is checked before it."""
+        if UNITTEST or attr not in SETUP_NAMES or not method_raised_watch[0]:
+            return False
+        case = _getattr(sys.modules.get("unittest.case"), "TestCase", None)
+        if not (_isinstance(cls, _type) and _isinstance(case, _type) and _issubclass(cls, case)):
+            return False
+        fn = _getattr(member, "__func__", member)
+        if _type(fn) is not types.FunctionType:
+            return False
+        want = _getattr(hidden, "__func__", hidden)
+        for cell in fn.__closure__ or ():
+            try:
+                held = cell.cell_contents
+            except ValueError:
+                continue
+            held = _getattr(held, "__func__", held)
+            if hidden is not None:
+                if held is want:
+                    return True
+                continue
+            code = _getattr(held, "__code__", None)
+            if _type(held) is types.FunctionType and _type(code) is types.CodeType and code.co_name == attr and \
+                    real_of(code.co_filename) == real and genuine(code, real):
+                return True
+        return False
 
     def check_fixture_values(item):
         """The test's fixture values whose class test code defines (a conftest's helper
@@ -3890,7 +3955,9 @@ def _install(write, manifest, runner="pytest"):
             code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
             if fn is not None and _id(code) not in ok_callables:
                 why = callable_verdict(fn, _getattr(item, "module", None))
-                if why is not None:
+                if why is not None and witness_plan(item, fn) is not None:
+                    why = None  # a wrapper around the graded function: the witness judges the call
+                elif why is not None:
                     report_tampered("test %s: its function: %s" % (item.nodeid, why))
                 elif code is not None:
                     ok_callables[_id(code)] = code
@@ -4055,12 +4122,139 @@ def _install(write, manifest, runner="pytest"):
         checks of check_before. Run once the set-up was reported, they were passed by
         library code that replaced `os.environ` with a mapping that makes a helper a no-op
         when pytest sets PYTEST_CURRENT_TEST to "... (call)" and puts it back for
-        "(teardown)": host and sandbox, strict and official."""
+        "(teardown)": host and sandbox, strict and official. A test function that a
+        wrapper of the patch's wraps runs under a witness (`arm_witness`)."""
+        armed = None
         if pyfuncitem.config is state["config"]:
             check_before(pyfuncitem)
             check_instance(_getattr(pyfuncitem, "instance", None))
             check_fixture_values(pyfuncitem)
-        yield
+            armed = arm_witness(pyfuncitem)
+        outcome = yield
+        if armed is not None:
+            judge_witness(pyfuncitem, armed, _getattr(outcome, "excinfo", None) is None)
+
+    # ------------------------------------------------------------------ decorated tests
+    # A library whose decorator wraps test functions (freezegun's `@freeze_time`, which
+    # every freezegun task patches) puts code of the patched file between pytest and the
+    # test: that wrapper decides the outcome (one that swallowed the exception would pass
+    # the test with the bug kept), so it was critical, and every honest fix of such a
+    # library was `results-tampered`. Now the wrapper stands when a witness sees the graded
+    # function itself run: for the call, the wrapper's closure cell that holds the graded
+    # function holds a seal of `witness` instead, which checks the arguments pytest gave,
+    # runs the check before the body again (the wrapper ran after it), and records how the
+    # function ended. A pass stands only when the function was called and returned each
+    # time; else the test is FAILED and the finding critical.
+    witness_plans = {}  # id(item) -> (item, plan or None)
+    witness_failed = {}  # nodeid -> why the witness refused a pass
+
+    def witness_plan(item, fn):
+        """([cells holding the graded function], the graded function) when `fn`, a test's
+        function, is a wrapper whose `__wrapped__` chain ends in the graded test file's own
+        function for this test and whose closure holds that function; else None."""
+        hit = witness_plans.get(_id(item))
+        if hit is not None and hit[0] is item:
+            return hit[1]
+        plan = None
+        try:
+            plan = find_witness_plan(item, fn)
+        except Exception:
+            plan = None
+        witness_plans[_id(item)] = (item, plan)
+        keep.append(item)
+        return plan
+
+    def find_witness_plan(item, fn):
+        if sys.version_info < (3, 7):
+            return None  # a cell's contents are read-only before 3.7: no witness, the wrapper stays critical
+        mod = _getattr(item, "module", None)
+        real = real_of(_getattr(mod, "__file__", None) or "")
+        if rel_to_root(real) not in GRADED or file_verdict(real) is not None:
+            return None
+        chain = [_getattr(fn, "__func__", fn)]
+        while _len(chain) < 16:
+            inner = _getattr(chain[-1], "__wrapped__", None)
+            if inner is None:
+                break
+            chain.append(_getattr(inner, "__func__", inner))
+        last = chain[-1]
+        code = _getattr(last, "__code__", None)
+        if _len(chain) < 2 or _type(last) is not types.FunctionType or _type(code) is not types.CodeType or \
+                real_of(code.co_filename) != real or not genuine(code, real):
+            return None
+        qualname = _getattr(code, "co_qualname", None)
+        if qualname is not None and qualname != _getattr(item, "originalname", None) and \
+                not qualname.endswith("." + _str(_getattr(item, "originalname", ""))):
+            return None  # another definition's code
+        cells = []
+        for f in chain[:-1]:
+            for cell in _getattr(f, "__closure__", None) or ():
+                try:
+                    if cell.cell_contents is last:
+                        cells.append(cell)
+                except ValueError:
+                    pass
+        return (cells, last) if cells else None
+
+    def same_args(code, args, kwargs, expected):
+        """Is every argument pytest passed (`expected`: name -> value) passed on as itself?"""
+        positional = code.co_varnames[:code.co_argcount]
+        got = _dict(_zip(positional, args))
+        got.update(kwargs)
+        return _all(name in got and got[name] is value for name, value in expected.items())
+
+    def arm_witness(item):
+        """Put a seal of a witness into the cells that hold the graded function (see
+        above); returns what judge_witness needs, or None for a test without a plan."""
+        hit = witness_plans.get(_id(item))
+        plan = hit[1] if hit is not None and hit[0] is item else None
+        if plan is None:
+            return None
+        cells, last = plan
+        code = last.__code__
+        try:
+            expected = _dict((n, item.funcargs[n]) for n in item._fixtureinfo.argnames)
+        except Exception:
+            expected = None
+        seen = {"calls": 0, "raised": 0, "args": expected is not None}
+
+        def witness(*args, **kwargs):
+            seen["calls"] += 1
+            if expected is None or not same_args(code, args, kwargs, expected):
+                seen["args"] = False
+            check_before(item)
+            try:
+                return last(*args, **kwargs)
+            except BaseException:
+                seen["raised"] += 1
+                raise
+
+        sealed = seal(witness)
+        for attr in ("__name__", "__qualname__", "__module__", "__doc__"):
+            setattr(sealed, attr, _getattr(last, attr, None))
+        for cell in cells:
+            cell.cell_contents = sealed
+        return cells, last, sealed, seen
+
+    def judge_witness(item, armed, passed):
+        """Put the graded function back, and refuse a pass the witness did not see."""
+        cells, last, sealed, seen = armed
+        for cell in cells:
+            cell.cell_contents = last
+        GUARDS.pop(_id(sealed), None)
+        if not passed:
+            return
+        why = None
+        if not seen["calls"]:
+            why = "passed, but the test's own function never ran"
+        elif seen["raised"]:
+            why = "passed, but the test's own function raised"
+        elif not seen["args"]:
+            why = "passed, but the test's own function got other arguments than pytest gave"
+        if why is not None:
+            witness_failed[item.nodeid] = why
+            report_tampered("test %s: a wrapper of %s %s" % (
+                item.nodeid, _getattr(_getattr(item, "obj", None), "__module__", "?"), why))
 
     def test_fixture(fixturedef):
         """Is the fixture's function code of an unchanged test code file of the repository
@@ -4113,6 +4307,14 @@ def _install(write, manifest, runner="pytest"):
             if DOCTESTS:
                 check_doctest(item)
         status, note = status_of(item, call, rep)
+        if call.when == "call" and status in ("PASSED", "XPASS") and item.nodeid in witness_failed:
+            status, note = "FAILED", witness_failed[item.nodeid]
+        if call.when == "call" and method_raised:
+            case = _getattr(item, "_testcase", None)
+            hit = method_raised.pop(_id(case), None)
+            if hit is not None and hit[0] is case and hit[1] and status in ("PASSED", "XPASS"):
+                status, note = "FAILED", "its test method raised"
+                report_tampered("test %s: passed, but its test method raised" % item.nodeid)
         record = {"ev": "phase", "id": item.nodeid, "when": call.when, "status": status,
                   "report": _getattr(rep, "outcome", None)}
         if note:
@@ -4181,8 +4383,9 @@ def _install(write, manifest, runner="pytest"):
     def sealed_sessionfinish(session, exitstatus, *, _hook=pytest_sessionfinish):
         return _hook(session, exitstatus)
 
-    GUARDS.extend((sealed_plugin_registered, sealed_configure, sealed_makereport, sealed_logreport,
-                   sealed_pyfunc_call, sealed_fixture_setup, sealed_modifyitems, sealed_sessionfinish))
+    for g in (sealed_plugin_registered, sealed_configure, sealed_makereport, sealed_logreport,
+              sealed_pyfunc_call, sealed_fixture_setup, sealed_modifyitems, sealed_sessionfinish):
+        GUARDS[_id(g)] = g
     hookimpl = pytest.hookimpl
     plugin.pytest_plugin_registered = sealed_plugin_registered
     plugin.pytest_configure = hookimpl(tryfirst=True)(sealed_configure)
@@ -4234,6 +4437,7 @@ def _bootstrap(opened):
     boot.__loader__ = None
 
     def pytest_plugin_registered(plugin, manager):
+        nonlocal opened
         if plugin is not boot or done[0]:
             return
         done[0] = True
@@ -4249,9 +4453,16 @@ def _bootstrap(opened):
         else:
             _restore_env(("PYTEST_ADDOPTS",))  # pytest has read its options
             write, manifest = opened
-        manager.register(_install(write, manifest), __name__ + ".checks")
+            opened = None  # (the exit handler's check needs only `done`)
+        manager.register(_install(write, manifest, sealed=(boot.pytest_plugin_registered,)), __name__ + ".checks")
 
-    boot.pytest_plugin_registered = pytest_plugin_registered
+    # boot stays registered: its hook is a seal (with the hook's own argument names, which
+    # pluggy reads), or its cells would hand out the channel's writer
+    def sealed_plugin_registered(plugin, manager, *, _hook=pytest_plugin_registered):
+        return _hook(plugin, manager)
+
+    sealed_plugin_registered.__name__ = "pytest_plugin_registered"
+    boot.pytest_plugin_registered = sealed_plugin_registered
     if opened is not None:
         import atexit
 
