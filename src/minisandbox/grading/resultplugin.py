@@ -1580,6 +1580,24 @@ def _install(write, manifest, runner="pytest", sealed=()):
             return memo[filename]
         return file_verdict_now(filename)
 
+    loaded_files = [-1, _set()]  # len(sys.modules) when listed, the real files of its modules
+
+    def loaded_or_installed(real):
+        """Is `real` (a file outside the repository that code names) installed code (the
+        standard library, the runner's, a `*-packages` directory) or a loaded module's file?
+        Code compiled under another existing name (`/`, `/etc/hosts`) walked the frames and
+        read a seal's default as installed code would."""
+        if real.startswith(STDLIB) or real.startswith(RUNNER_DIRS) or "-packages" + _sep in real:
+            return True
+        if loaded_files[0] != _len(sys.modules):
+            files = _set()
+            for mod in _list(sys.modules.values()):
+                f = _getattr(mod, "__file__", None)
+                if _isinstance(f, _str):
+                    files.add(real_of(f))
+            loaded_files[0], loaded_files[1] = _len(sys.modules), files
+        return real in loaded_files[1]
+
     def made_during_run(filename):
         """True when `filename` names no file that existed before the run: none at all, or
         one written during it (library code that wrote a module and imported it; the same
@@ -1828,6 +1846,35 @@ def _install(write, manifest, runner="pytest", sealed=()):
             return "%r is not Python code from a file" % (_type(obj).__name__,)
         return file_verdict(f)
 
+    def borrowed_hook(impl, hook_name):
+        """Why a hook implementation is a function defined for something else, or None: its
+        code must be named as the hook (`def pytest_pyfunc_call`), or as pluggy's `specname`
+        option says outside the standard library (which defines no hooks). Library code
+        registered an object whose `pytest_pyfunc_call` was `platform.system` (no
+        arguments, returns "Linux"): pytest took it as the call's result and no test
+        function ran; every check passed, since the code was the standard library's own."""
+        fn = _getattr(impl, "function", None)
+        code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
+        if _type(code) is not types.CodeType or code.co_name == hook_name or code is SEAL_CODE or \
+                code in PLUGIN_CODES:
+            return None
+        opts = _getattr(impl, "opts", None)
+        specname = opts.get("specname") if _isinstance(opts, _dict) else None
+        real = real_of(code.co_filename)
+        if specname == hook_name and not (real.startswith(STDLIB) and "-packages" + _sep not in real):
+            return None
+        func, owner = _getattr(fn, "__func__", None), _getattr(fn, "__self__", None)
+        if func is not None and owner is _getattr(impl, "plugin", None):
+            # a method the plugin's class body binds under another name as well (pytest's
+            # Session: `pytest_collectreport = pytest_runtest_logreport`)
+            for klass in _getattr(_type(owner), "__mro__", ()):
+                if _any(v is func for v in _list(klass.__dict__.values())):
+                    f = _getattr(sys.modules.get(_getattr(klass, "__module__", "") or ""), "__file__", None)
+                    if _isinstance(f, _str) and real_of(f) == real:
+                        return None
+        return "%s.%s (%s), a function that is no %s hook" % (
+            _getattr(fn, "__module__", "?"), code.co_name, code.co_filename, hook_name)
+
     def hook_impls(hook_caller):
         get = _getattr(hook_caller, "get_hookimpls", None)
         if get is not None:
@@ -2022,8 +2069,12 @@ def _install(write, manifest, runner="pytest", sealed=()):
             if rel is None or rel not in PATCHED:
                 # not a file the patch changes: brought by it all the same when the file did
                 # not exist before the run (written by library code, or a made-up name a
-                # compile gave code: `/opt/x/_peek.py`), else installed or unchanged code
-                return (rel or name) if made_during_run(name) else None
+                # compile gave code: `/opt/x/_peek.py`), or, outside the repository, when no
+                # module was loaded from it and it is not installed (a compile gave code the
+                # name of a directory, `/`), else installed or unchanged code
+                if made_during_run(name):
+                    return rel or name
+                return name if rel is None and not loaded_or_installed(real) else None
             return None if INTROSPECTS is not None and rel in INTROSPECTS else rel
         started = thread_starter(bottom)
         return started[2] if started is not None else None
@@ -3929,7 +3980,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
                     fn = _getattr(impl, "function", None)
                     if _id(fn) in ok_callables:
                         continue  # verified once: code already loaded does not change
-                    why = callable_verdict(fn, _getattr(impl, "plugin", None))
+                    why = callable_verdict(fn, _getattr(impl, "plugin", None)) or borrowed_hook(impl, hook_name)
                     if why is not None:
                         report_tampered("hook %s from %s" % (hook_name, why))
                         keep.append(fn)  # its id stays its own (impl_seen compares ids)
