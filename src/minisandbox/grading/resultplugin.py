@@ -1098,6 +1098,115 @@ def _install(write, manifest, runner="pytest", sealed=()):
 
     method_raised_watch = [False]  # wrap_call_test_method wrapped TestCase in pytest mode
 
+    # ------------------------------------------------------------------ parametrize marks
+    # The values a graded test file's `parametrize` marks give, as the marks were stored
+    # (pytest's `store_mark`, wrapped before the snapshot): (real file, qualified name) ->
+    # {argname: {id(value): value}}, or None for an argname whose values are not a list or
+    # tuple (a range, an array: pytest makes new objects of them). Library code that
+    # rewrote the marks of the half-imported test module (from a gc callback, no event)
+    # made each expected value the bug's answer and was resolved: a collected test's
+    # parameter must be one of the objects its marks gave (`params_rewritten_check`).
+    mark_values = {}
+
+    def wrap_store_mark():
+        structures = sys.modules.get("_pytest.mark.structures")
+        orig_store = _getattr(structures, "store_mark", None)
+        if not _isinstance(orig_store, types.FunctionType) or not GRADED:
+            return
+
+        def store_mark(obj, mark, *args, **kwargs):
+            if _getattr(mark, "name", None) == "parametrize":
+                with Busy():
+                    try:
+                        note_mark_values(obj, mark)
+                    except Exception:
+                        pass
+            return orig_store(obj, mark, *args, **kwargs)
+
+        store_mark.__name__, store_mark.__qualname__ = "store_mark", "store_mark"
+        structures.store_mark = seal(store_mark)
+
+    def graded_place(obj):
+        """(real file, qualified name) of a function (the end of its `__wrapped__` chain) or
+        class of a graded test file, or None."""
+        for _ in _range(16):
+            inner = _getattr(obj, "__wrapped__", None) if _type(obj) is types.FunctionType else None
+            if inner is None:
+                break
+            obj = inner
+        code = _getattr(obj, "__code__", None)
+        if _type(code) is types.CodeType:
+            real = real_of(code.co_filename)
+        else:
+            f = _getattr(sys.modules.get(_getattr(obj, "__module__", None) or ""), "__file__", None)
+            real = real_of(f) if _isinstance(f, _str) else None
+        if real is None or rel_to_root(real) not in GRADED:
+            return None
+        return real, _getattr(obj, "__qualname__", None)
+
+    def note_mark_values(obj, mark):
+        place = graded_place(obj)
+        if place is None:
+            return
+        args, kwargs = _tuple(mark.args), _dict(mark.kwargs)
+        names = args[0] if args else kwargs.get("argnames")
+        values = args[1] if _len(args) > 1 else kwargs.get("argvalues")
+        whole = False  # one name in a string: each value is the parameter itself (pytest's force_tuple)
+        if _isinstance(names, _str):
+            names = [n.strip() for n in names.split(",") if n.strip()]
+            whole = _len(names) == 1
+        if not _isinstance(names, (_list, _tuple)):
+            return
+        got = mark_values.setdefault(place, {})
+        if not _isinstance(values, (_list, _tuple)) or not values:  # (none: pytest's NOTSET stand-in)
+            for name in names:
+                got[name] = None  # not checked
+            return
+        seen = [{} for _ in names]
+        for value in values:
+            inner = _getattr(value, "values", None) if _type(value).__name__ == "ParameterSet" else None
+            row = inner if _isinstance(inner, _tuple) else value
+            if whole and inner is None:
+                row = (row,)
+            if not _isinstance(row, (_list, _tuple)):
+                continue
+            for i, v in _zip(_range(_len(names)), row):
+                seen[i][_id(v)] = v
+        for name, ids in _zip(names, seen):
+            if name in got and got[name] is None:
+                continue
+            got.setdefault(name, {}).update(ids)
+
+    def equal_to_one(value, ids):
+        """Is `value` (a str, bytes or number: a plugin may rebuild one) equal to one of the
+        values in `ids` of its own type?"""
+        if _type(value) not in (_str, bytes, _int, float, bool):
+            return False
+        return _any(_type(v) is _type(value) and v == value for v in ids.values())
+
+    def params_rewritten_check(items):
+        """Each collected test's parameters that its graded marks give must be among the
+        objects those marks held when stored (`mark_values`)."""
+        if not mark_values:
+            return
+        for item in items:
+            params = _getattr(_getattr(item, "callspec", None), "params", None)
+            if not _isinstance(params, _dict) or not params:
+                continue
+            merged = {}
+            for obj in (_getattr(item, "function", None), _getattr(item, "cls", None)):
+                place = graded_place(obj) if obj is not None else None
+                for name, ids in (mark_values.get(place) or {}).items() if place else ():
+                    if ids is None or merged.get(name, 0) is None:
+                        merged[name] = None
+                    else:
+                        merged.setdefault(name, {}).update(ids)
+            for name, value in _list(params.items()):
+                ids = merged.get(name)
+                if ids is not None and ids.get(_id(value)) is not value and not equal_to_one(value, ids):
+                    report_tampered("test %s: its parameter %s is no value its parametrize mark gave when the "
+                                    "test file stored it" % (item.nodeid, name))
+
     def wrap_unittest_in_pytest():
         """pytest runs a `unittest.TestCase` test's `setUp` and method inside its call
         phase, after the check before the body: the same check right before the test
@@ -1318,6 +1427,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
         unittest_outcomes = wrap_unittest()
     elif not SYMPY:
         wrap_unittest_in_pytest()
+        wrap_store_mark()
     test_file_codes = _set()  # code of the graded test files run through the wrapped exec
     sympy_exec = wrap_sympy() if SYMPY else None  # the same: builtins.exec is the wrapper from here on
 
@@ -4385,6 +4495,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
         if config is state["config"]:
             state["collected"] = _len(items)
             forget_graded_lines()
+            if CHECKS:
+                params_rewritten_check(items)
 
     def pytest_sessionfinish(session, exitstatus):
         if session.config is not state["config"]:
