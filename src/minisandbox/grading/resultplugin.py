@@ -2330,7 +2330,13 @@ def _install(write, manifest, runner="pytest", sealed=()):
         here = here if here.startswith("<") else real_of(here)
         if event == "code.__new__":
             if why in ("an installed file's name", "a repository module's name"):
-                return  # (cloudpickle rebuilds functions by value under their own file names)
+                # cloudpickle rebuilds functions by value under their own file names, for
+                # itself; the patch's own call (`code.replace(co_filename=...)`) is judged
+                rel = brought_by_patch(caller, (), [])
+                if rel is not None:
+                    report_tampered("%s makes code under %s (%s), which then passes for that file's code"
+                                    % (rel, why, filename))
+                return
         elif caller.f_code.co_name == "parse" and here == STDLIB + "ast.py":
             return  # a syntax tree, no code
         elif why in ("an installed file's name", "a repository module's name") and same_source(args[0], filename):
@@ -2339,6 +2345,21 @@ def _install(write, manifest, runner="pytest", sealed=()):
         if rel is not None:
             report_tampered("%s compiles code under %s (%s), which then passes for that file's code"
                             % (rel, why, filename))
+
+    INSTALLED_MARKS = _tuple(m.encode("utf-8", "surrogateescape") for m in
+                             (STDLIB,) + RUNNER_DIRS + ("-packages" + _sep,))
+
+    def marshal_loaded(args):
+        """Code unmarshalled by the patch's own call (importlib's loading of a pyc is not:
+        its frames come first) whose data names an installed file: code under an installed
+        name passes for that file's code (a frame walk so made was resolved)."""
+        data = args[0] if args else None
+        if _type(data) is not bytes or not _any(m in data for m in INSTALLED_MARKS):
+            return
+        rel = brought_by_patch(_frame(2), (), [])  # (the caller of marshal.loads; 1 is the audit hook)
+        if rel is not None:
+            report_tampered("%s unmarshals code under an installed file's name, which then passes for that "
+                            "file's code" % rel)
 
     def hook_added():
         """An audit hook of library code sees every event (the running test's id in
@@ -3153,6 +3174,13 @@ def _install(write, manifest, runner="pytest", sealed=()):
             with Busy():
                 try:
                     compiled_under(args, event)
+                except Exception:
+                    pass
+            return
+        if event == "marshal.loads" and not mine and PATCHED:
+            with Busy():
+                try:
+                    marshal_loaded(args)
                 except Exception:
                     pass
             return
