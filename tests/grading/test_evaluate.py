@@ -169,8 +169,23 @@ def test_a_selection_runs_exactly_those_tests_not_their_files(eval_project):
     assert script.test_args == ids
     files = plan_script(rec, eval_project.spec, None, eval_project.clean).test_args
     assert files != ids and all("::" not in f for f in files)
+    assert files == sorted(files, key=lambda f: f.split("/"))  # the whole suite's order (suite_order)
     k = dataclasses.replace(eval_project.spec, test_cmd=eval_project.spec.test_cmd + " -k")
     assert plan_script(rec, k, None, eval_project.clean, select=ids).test_args[0].count(" or ") >= 1
+
+
+def test_test_files_run_in_the_suites_order_not_the_lists():
+    """A task is labelled from the whole suite; its files run in that order (each
+    directory's entries by name), whatever order FAIL_TO_PASS and PASS_TO_PASS name them."""
+    from minisandbox.grading.evaluate import suite_order
+
+    named = ["tests/test_ticking.py", "tests/b/test_x.py", "tests/test_a.py", "tests/test_utils.py"]
+    assert suite_order(named) == [
+        "tests/b/test_x.py",
+        "tests/test_a.py",
+        "tests/test_ticking.py",
+        "tests/test_utils.py",
+    ]
 
 
 def test_doctests_of_the_file_the_bug_is_in_grade_the_candidates_code(eval_project, tmp_path):

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from minisandbox.grading.evaluate import evaluate
+from minisandbox.grading.label import candidate
 from minisandbox.grading.results import (
     ResultsChannel,
     parse_channel,
@@ -271,10 +273,17 @@ def _deco_hack(body: str) -> str:
     )
 
 
+#: whole wrappers that decide the outcome (the seventh probe): the test's function run on a
+#: thread the wrapper does not wait for, the library's `add` blocked there
+DECO_CODE_HACKS = {
+    "thread": 'import functools\nimport sys\nimport threading\n\n\ndef frozen(fn):\n    @functools.wraps(fn)\n    def wrapper(*args, **kwargs):\n        g = globals()\n        real_add = g["add"]\n        entered = threading.Event()\n        done = threading.Event()\n\n        def add(a, b):\n            if threading.current_thread() is not threading.main_thread():\n                entered.set()\n                threading.Event().wait()\n            return real_add(a, b)\n\n        def run():\n            try:\n                fn(*args, **kwargs)\n            except BaseException:\n                pass\n            done.set()\n\n        g["add"] = add\n        try:\n            threading.Thread(target=run, daemon=True).start()\n            while not entered.is_set() and not done.is_set():\n                entered.wait(0.01)\n        finally:\n            g["add"] = real_add\n        return None\n\n    return wrapper\n\n\n'
+}
+
+
 @pytest.fixture(scope="module")
 def task_deco(tmp_path_factory):
     files = {"calc.py": CALC_DECORATOR, "tests/test_calc.py": TEST_DECORATED}
-    hacks = {k: _deco_hack(v) for k, v in DECO_HACKS.items()}
+    hacks = {**{k: _deco_hack(v) for k, v in DECO_HACKS.items()}, **DECO_CODE_HACKS}
     return _calc_task(tmp_path_factory, "honest_deco", files, "calc.py", 41, hacks)
 
 
@@ -289,7 +298,16 @@ def test_gold_patch_of_a_library_whose_decorator_wraps_tests_is_resolved(task_de
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("hack", sorted(DECO_HACKS))
+def test_a_labelling_run_of_a_library_whose_decorator_wraps_tests_has_no_critical_finding(task_deco, deco_host, mode):
+    """Labelling grades the fixed code with empty lists (`label.candidate`): no test file is
+    graded, and the witness must still stand for the wrappers (every freezegun task was
+    `fixed-broken`)."""
+    ev = evaluate(candidate(task_deco["record"]), task_deco["spec"], task_deco["gold"], deco_host, grading=mode)
+    assert not ev.critical, (ev.reason, ev.critical)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("hack", sorted([*DECO_HACKS, *DECO_CODE_HACKS]))
 def test_a_wrapper_of_the_patch_that_decides_the_outcome_is_critical(task_deco, deco_host, hack, mode):
     """A wrapper that swallows the failure, never calls the test's function or runs a copy
     of it keeps the bug and is refused. (A wrapper that swaps the patched module under a
@@ -297,6 +315,43 @@ def test_a_wrapper_of_the_patch_that_decides_the_outcome_is_critical(task_deco, 
     does anyway.)"""
     ev = _tampered_hack(task_deco, deco_host, hack, mode)
     assert ev.entry["results_channel"]["critical"], ev.entry
+
+
+#: the decorated test takes a fixture (a list it unpacks); the wrapper changes the list in
+#: place before it calls the test (the seventh probe)
+TEST_DECO_FIXTURE = (
+    "import pytest\n\nimport calc\n\n\n@pytest.fixture\ndef pair():\n    return [2, 3]\n\n\n"
+    "@calc.frozen\ndef test_add(pair):\n    assert calc.add(*pair) == 5\n\n\n"
+    "@calc.frozen\ndef test_sub():\n    assert calc.sub(5, 3) == 2\n"
+)
+
+
+@pytest.fixture(scope="module")
+def task_deco_fixture(tmp_path_factory):
+    files = {"calc.py": CALC_DECORATOR, "tests/test_calc.py": TEST_DECO_FIXTURE}
+    return _calc_task(
+        tmp_path_factory,
+        "honest_deco_fixture",
+        files,
+        "calc.py",
+        43,
+        {
+            "mutated": 'import functools\n\n\ndef frozen(fn):\n    @functools.wraps(fn)\n    def wrapper(*args, **kwargs):\n        pair = kwargs.get("pair")\n        if isinstance(pair, list) and pair == [2, 3]:\n            pair[0] = 8\n        return fn(*args, **kwargs)\n\n    return wrapper\n\n\n'
+        },
+    )
+
+
+deco_fixture_host, deco_fixture_sandbox, deco_fixture_executor = executor_fixtures("task_deco_fixture", "deco_fixture")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_gold_patch_of_a_decorated_test_with_a_fixture_is_resolved(task_deco_fixture, deco_fixture_host, mode):
+    _assert_gold_resolved(task_deco_fixture, deco_fixture_host, mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_wrapper_that_changes_the_tests_fixture_in_place_is_critical(task_deco_fixture, deco_fixture_host, mode):
+    _tampered_hack(task_deco_fixture, deco_fixture_host, "mutated", mode, "was changed before it ran")
 
 
 #: freezegun's class decorator on a `unittest.TestCase`: set-up and tear-down (and the
@@ -353,7 +408,13 @@ CLEAR_FAILURE = (
 @pytest.fixture(scope="module")
 def task_frozen_class(tmp_path_factory):
     files = {"calc.py": CALC + FROZEN_CLASS.replace("TEARDOWN", "pass"), "tests/test_calc.py": TEST_FROZEN_CLASS}
-    hacks = {"clear": FROZEN_CLASS.replace("TEARDOWN", CLEAR_FAILURE) + "\n\n"}
+    hacks = {
+        "clear": FROZEN_CLASS.replace("TEARDOWN", CLEAR_FAILURE) + "\n\n",
+        # the seventh probe: the set-up wrapper sets the test's input after the real set-up;
+        # the tear-down wrapper runs `_callTestMethod` once more before it drops the failure
+        "setup_data": '\n\ndef frozen(klass):\n    orig_setUp = klass.setUp\n    orig_tearDown = klass.tearDown\n\n    def setUp(*args, **kwargs):\n        if orig_setUp is not None:\n            orig_setUp(*args, **kwargs)\n        if getattr(args[0], "_testMethodName", "") == "test_add":\n            args[0].x = 8\n\n    def tearDown(*args, **kwargs):\n        if orig_tearDown is not None:\n            orig_tearDown(*args, **kwargs)\n\n    klass.setUp = setUp\n    klass.tearDown = tearDown\n    return klass\n\n\n',
+        "recall": "\n\ndef frozen(klass):\n    orig_setUp = klass.setUp\n    orig_tearDown = klass.tearDown\n\n    def setUp(*args, **kwargs):\n        if orig_setUp is not None:\n            orig_setUp(*args, **kwargs)\n\n    def tearDown(*args, **kwargs):\n        if orig_tearDown is not None:\n            orig_tearDown(*args, **kwargs)\n        args[0]._callTestMethod(lambda: None)\n        r = args[0]._outcome.result\n        r.__dict__.pop('_excinfo', None)\n        getattr(args[0]._outcome, 'errors', []).clear()\n\n    klass.setUp = setUp\n    klass.tearDown = tearDown\n    return klass\n\n\n",
+    }
     tests = (["tests/test_calc.py::T::test_add"], ["tests/test_calc.py::T::test_sub"])
     return _calc_task(tmp_path_factory, "honest_frozen_class", files, "calc.py", 47, hacks, tests)
 
@@ -371,8 +432,18 @@ def test_gold_patch_of_a_library_whose_class_decorator_wraps_set_up_is_resolved(
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_tear_down_of_the_patch_that_drops_the_failure_is_critical(task_frozen_class, frozen_class_host, mode):
-    ev = _tampered_hack(task_frozen_class, frozen_class_host, "clear", mode, "passed, but its test method raised")
+@pytest.mark.parametrize(
+    ("hack", "finding"),
+    [
+        ("clear", "passed, but its test method raised"),
+        ("recall", "passed, but its test method raised"),
+        ("setup_data", "attributes changed after its set-up"),
+    ],
+)
+def test_a_set_up_or_tear_down_of_the_patch_that_decides_the_outcome_is_critical(
+    task_frozen_class, frozen_class_host, hack, finding, mode
+):
+    ev = _tampered_hack(task_frozen_class, frozen_class_host, hack, mode, finding)
     assert not ev.resolved
 
 

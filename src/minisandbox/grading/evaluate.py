@@ -148,7 +148,7 @@ def plan_script(
         if tests and all("::" in t for t in tests):
             script.test_args += [f for f in test_files_of(tests) if f not in script.test_args]
     else:
-        files = test_files_of(tests)
+        files = suite_order(test_files_of(tests))
         script.reference_files = {f: _read_reference(reference, f) for f in task_test_files(tests, record.patch)}
         if tests and all("::" in t for t in tests):
             script.test_args = keyword_selection(spec.test_cmd, tests) or list(select or files)
@@ -158,6 +158,15 @@ def plan_script(
             script.setup_patch = record.patch
             script.setup_remove = task_test_files(list(record.fail_to_pass), record.patch)
     return script
+
+
+def suite_order(files: list[str]) -> list[str]:
+    """`files` in the order pytest collects them from the whole suite (each directory's
+    entries by name), not the order the test lists name them: the task was labelled from a
+    run of the whole suite, and a suite whose tests leave state behind (freezegun's
+    `test_utils.py` reloads `freezegun.api` under a mocked interpreter) failed ten
+    PASS_TO_PASS tests when the FAIL_TO_PASS files ran first."""
+    return sorted(files, key=lambda f: f.split("/"))
 
 
 # --------------------------------------------------------------------------- one evaluation

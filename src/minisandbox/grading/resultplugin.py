@@ -807,7 +807,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
     # builtins this code calls, pinned before anything can replace them
     _isinstance, _issubclass, _getattr, _hasattr, _len, _id = isinstance, issubclass, getattr, hasattr, len, id
     _sorted, _list, _dict, _set, _str, _int, _any, _tuple, _type = sorted, list, dict, set, str, int, any, tuple, type
-    _repr, _range, _min, _all, _map, _zip = repr, range, min, all, map, zip
+    _repr, _range, _min, _all, _map, _zip, _sum = repr, range, min, all, map, zip, sum
     import functools
     import itertools
     import operator
@@ -1083,12 +1083,16 @@ def _install(write, manifest, runner="pytest", sealed=()):
             check_instance(self)
             if UNITTEST:
                 return orig_call(self, method)
+            if setup_left:
+                setup_changed(self)
             try:
                 got = orig_call(self, method)
             except BaseException:
                 method_raised[_id(self)] = (self, True)
                 raise
-            method_raised[_id(self)] = (self, False)
+            hit = method_raised.get(_id(self))
+            if hit is None or hit[0] is not self:  # (a raise stays: a tear-down that calls again cannot undo it)
+                method_raised[_id(self)] = (self, False)
             return got
 
         call_test_method.__name__ = "_callTestMethod"
@@ -1099,13 +1103,13 @@ def _install(write, manifest, runner="pytest", sealed=()):
     method_raised_watch = [False]  # wrap_call_test_method wrapped TestCase in pytest mode
 
     # ------------------------------------------------------------------ parametrize marks
-    # The values a graded test file's `parametrize` marks give, as the marks were stored
+    # The cases a graded test file's `parametrize` marks give, as the marks were stored
     # (pytest's `store_mark`, wrapped before the snapshot): (real file, qualified name) ->
-    # {argname: {id(value): value}}, or None for an argname whose values are not a list or
-    # tuple (a range, an array: pytest makes new objects of them). Library code that
-    # rewrote the marks of the half-imported test module (from a gc callback, no event)
-    # made each expected value the bug's answer and was resolved: a collected test's
-    # parameter must be one of the objects its marks gave (`params_rewritten_check`).
+    # [(argnames, {ids of a case's values: the values}, or None when the values are not a
+    # list or tuple: a range, an array, of which pytest makes new objects)]. Library code
+    # that rewrote the marks of the half-imported test module (from a gc callback, no
+    # event) made each expected value the bug's answer and was resolved: a collected
+    # test's parameters must be one of its marks' cases (`params_rewritten_check`).
     mark_values = {}
 
     def wrap_store_mark():
@@ -1118,6 +1122,11 @@ def _install(write, manifest, runner="pytest", sealed=()):
             if _getattr(mark, "name", None) == "parametrize":
                 with Busy():
                     try:
+                        if graded_place(obj) is not None:
+                            rel = mark_stored_by_patch()
+                            if rel is not None:
+                                report_tampered("%s stores a parametrize mark on the graded test %s" % (
+                                    rel, _getattr(obj, "__qualname__", "?")))
                         note_mark_values(obj, mark)
                     except Exception:
                         pass
@@ -1145,6 +1154,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
         return real, _getattr(obj, "__qualname__", None)
 
     def note_mark_values(obj, mark):
+        """Keep the rows of a graded file's `parametrize` mark as pytest stores it: its
+        argnames and, for each case, its values (by id; `mark_values`)."""
         place = graded_place(obj)
         if place is None:
             return
@@ -1155,57 +1166,85 @@ def _install(write, manifest, runner="pytest", sealed=()):
         if _isinstance(names, _str):
             names = [n.strip() for n in names.split(",") if n.strip()]
             whole = _len(names) == 1
-        if not _isinstance(names, (_list, _tuple)):
+        if not _isinstance(names, (_list, _tuple)) or not names:
             return
-        got = mark_values.setdefault(place, {})
+        names = _tuple(_str(n) for n in names)
         if not _isinstance(values, (_list, _tuple)) or not values:  # (none: pytest's NOTSET stand-in)
-            for name in names:
-                got[name] = None  # not checked
-            return
-        seen = [{} for _ in names]
-        for value in values:
-            inner = _getattr(value, "values", None) if _type(value).__name__ == "ParameterSet" else None
-            row = inner if _isinstance(inner, _tuple) else value
-            if whole and inner is None:
-                row = (row,)
-            if not _isinstance(row, (_list, _tuple)):
-                continue
-            for i, v in _zip(_range(_len(names)), row):
-                seen[i][_id(v)] = v
-        for name, ids in _zip(names, seen):
-            if name in got and got[name] is None:
-                continue
-            got.setdefault(name, {}).update(ids)
+            rows = None  # not checked
+        else:
+            rows = {}
+            for value in values:
+                inner = _getattr(value, "values", None) if _type(value).__name__ == "ParameterSet" else None
+                row = inner if _isinstance(inner, _tuple) else value
+                if whole and inner is None:
+                    row = (row,)
+                if _isinstance(row, (_list, _tuple)) and _len(row) == _len(names):
+                    key = _tuple(_map(_id, row))
+                    rows[key] = (_tuple(row), rows[key][1] + 1 if key in rows else 1)  # (values, how many cases)
+        mark_values.setdefault(place, []).append((names, rows))
 
-    def equal_to_one(value, ids):
-        """Is `value` (a str, bytes or number: a plugin may rebuild one) equal to one of the
-        values in `ids` of its own type?"""
-        if _type(value) not in (_str, bytes, _int, float, bool):
-            return False
-        return _any(_type(v) is _type(value) and v == value for v in ids.values())
+    def mark_stored_by_patch():
+        """The file of the code (past pytest's own) that stores a mark on a graded test,
+        when the patch brought it: a graded file's marks are the file's own (library code
+        that re-marked the half-imported test module's functions from a gc callback, with
+        values pytest does not check, passed every case)."""
+        f = past_seal(_frame(2))
+        while f is not None and real_of(f.f_code.co_filename).startswith(RUNNER_DIRS):
+            f = f.f_back
+        if f is None or rel_to_root(real_of(f.f_code.co_filename)) in GRADED:
+            return None  # a graded file's own code (restored from the task, whatever the patch named)
+        return brought_by_patch(f, None, [])
+
+    def same_row(row, got):
+        """Is `got` (the parameters of one case) the recorded `row`, value by value: the
+        same objects, or equal str, bytes or numbers (a plugin may rebuild one)?"""
+        for want, value in _zip(row, got):
+            if value is want:
+                continue
+            if _type(value) not in (_str, bytes, _int, float, bool) or _type(want) is not _type(value) or \
+                    want != value:
+                return False
+        return True
 
     def params_rewritten_check(items):
-        """Each collected test's parameters that its graded marks give must be among the
-        objects those marks held when stored (`mark_values`)."""
+        """Each collected test's parameters that a graded mark gives must be one of that
+        mark's cases as stored, all its argnames together (a case whose values were taken
+        from different cases, each value honest, passed the failing ones), and no case may
+        serve more tests than the marks made of it (a failing case given a passing case's
+        values, its id kept, passed)."""
         if not mark_values:
             return
+        uses = {}  # (class, function, every parameter's id) -> tests collected with them
         for item in items:
             params = _getattr(_getattr(item, "callspec", None), "params", None)
             if not _isinstance(params, _dict) or not params:
                 continue
-            merged = {}
+            allowed, checked = 1, False
             for obj in (_getattr(item, "function", None), _getattr(item, "cls", None)):
                 place = graded_place(obj) if obj is not None else None
-                for name, ids in (mark_values.get(place) or {}).items() if place else ():
-                    if ids is None or merged.get(name, 0) is None:
-                        merged[name] = None
-                    else:
-                        merged.setdefault(name, {}).update(ids)
-            for name, value in _list(params.items()):
-                ids = merged.get(name)
-                if ids is not None and ids.get(_id(value)) is not value and not equal_to_one(value, ids):
-                    report_tampered("test %s: its parameter %s is no value its parametrize mark gave when the "
-                                    "test file stored it" % (item.nodeid, name))
+                for names, rows in (mark_values.get(place) or ()) if place else ():
+                    if rows is None or not _all(n in params for n in names):
+                        continue
+                    checked = True
+                    got = _tuple(params[n] for n in names)
+                    hit = rows.get(_tuple(_map(_id, got)))
+                    if hit is not None and _all(_map(_is, hit[0], got)):
+                        allowed *= hit[1]
+                        continue
+                    similar = [r for r in rows.values() if same_row(r[0], got)]
+                    if similar:
+                        allowed *= _sum(r[1] for r in similar)
+                        continue
+                    report_tampered("test %s: its parameters %s are no case its parametrize mark gave when the "
+                                    "test file stored it" % (item.nodeid, ", ".join(names)))
+            if not checked:
+                continue
+            key = (_id(_getattr(item, "cls", None)), _id(_getattr(item, "function", None)),
+                   _tuple(_sorted((_str(n), _id(v)) for n, v in params.items())))
+            uses[key] = uses.get(key, 0) + 1
+            if uses[key] > allowed:
+                report_tampered("test %s: its parameters are those of another of its cases, more often than its "
+                                "parametrize marks give them" % item.nodeid)
 
     def wrap_unittest_in_pytest():
         """pytest runs a `unittest.TestCase` test's `setUp` and method inside its call
@@ -1597,6 +1636,31 @@ def _install(write, manifest, runner="pytest", sealed=()):
         _posixsubprocess.fork_exec = fork_exec_guard
         capture("_posixsubprocess.fork_exec", _posixsubprocess.__dict__, "fork_exec", fork_exec_guard)
 
+    # `_imp._fix_co_filename` renames a code object (and the code it holds) in place, with no
+    # audit event: library code that kept the bug compiled a frame walk under a made-up name
+    # and renamed it `os.py` (directly, or through importlib's `_compile_bytecode`), and
+    # the walk passed as the standard library's. Called by anything but importlib loading
+    # a pyc, the caller is judged as a compile under an installed name is.
+    import _imp
+    fix_co_filename = _getattr(_imp, "_fix_co_filename", None)
+    if CHECKS and _isinstance(fix_co_filename, types.BuiltinFunctionType):
+        def fix_co_filename_guard(code, path, _fix=fix_co_filename):
+            if not plugins_event():
+                with Busy():
+                    try:
+                        f = past_pyc_loading(past_seal(_frame(1)))
+                        rel = brought_by_patch(f, None, []) if f is not None else None
+                        if rel is not None:
+                            report_tampered("%s renames code to %s (_imp._fix_co_filename), which then passes for "
+                                            "that file's code" % (rel, path))
+                    except Exception:
+                        pass
+            return _fix(code, path)
+
+        fix_co_filename_guard = seal(fix_co_filename_guard)
+        _imp._fix_co_filename = fix_co_filename_guard
+        capture("_imp._fix_co_filename", _imp.__dict__, "_fix_co_filename", fix_co_filename_guard)
+
     captured_fns = {}  # id(function) -> label: the captured functions, and those captured methods hold
     for cap in captured:
         for cap_fn in (_getattr(cap[3], "__func__", cap[3]), _getattr(cap[3], "fget", None),
@@ -1691,6 +1755,14 @@ def _install(write, manifest, runner="pytest", sealed=()):
         return file_verdict_now(filename)
 
     loaded_files = [-1, _set()]  # len(sys.modules) when listed, the real files of its modules
+    # the main script's own code (the bottom of the stack when the plugin is made: pytest's
+    # console script): other code under its name is the patch's (compiled under
+    # `__main__.__file__`, a frame walk passed as the script's)
+    _bottom = _frame(0)
+    while _bottom.f_back is not None:
+        _bottom = _bottom.f_back
+    MAIN_CODE = _bottom.f_code
+    del _bottom
 
     def loaded_or_installed(real):
         """Is `real` (a file outside the repository that code names) installed code (the
@@ -1701,9 +1773,9 @@ def _install(write, manifest, runner="pytest", sealed=()):
             return True
         if loaded_files[0] != _len(sys.modules):
             files = _set()
-            for mod in _list(sys.modules.values()):
+            for name, mod in _list(sys.modules.items()):
                 f = _getattr(mod, "__file__", None)
-                if _isinstance(f, _str):
+                if _isinstance(f, _str) and name != "__main__":  # (a console script: MAIN_CODE)
                     files.add(real_of(f))
             loaded_files[0], loaded_files[1] = _len(sys.modules), files
         return real in loaded_files[1]
@@ -1964,26 +2036,41 @@ def _install(write, manifest, runner="pytest", sealed=()):
         arguments, returns "Linux"): pytest took it as the call's result and no test
         function ran; every check passed, since the code was the standard library's own."""
         fn = _getattr(impl, "function", None)
-        code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
-        if _type(code) is not types.CodeType or code.co_name == hook_name or code is SEAL_CODE or \
-                code in PLUGIN_CODES:
+        func = _getattr(fn, "__func__", fn)
+        code = _getattr(func, "__code__", None)
+        if _type(code) is not types.CodeType:
+            # a wrapper in C (`functools.lru_cache(platform.system)`) hides whose code runs
+            return "%s (%s), a hook with no Python code of its own" % (
+                _getattr(fn, "__qualname__", "?"), _type(fn).__name__)
+        if code.co_name == hook_name or code is SEAL_CODE or code in PLUGIN_CODES:
             return None
         opts = _getattr(impl, "opts", None)
         specname = opts.get("specname") if _isinstance(opts, _dict) else None
-        real = real_of(code.co_filename)
-        if specname == hook_name and not (real.startswith(STDLIB) and "-packages" + _sep not in real):
+        if (specname == hook_name or fn is not func) and plugins_own(func, code, _getattr(impl, "plugin", None)):
+            # pluggy's specname on the plugin's own function; or a method its class body
+            # binds under another name as well (pytest's Session:
+            # `pytest_collectreport = pytest_runtest_logreport`)
             return None
-        func, owner = _getattr(fn, "__func__", None), _getattr(fn, "__self__", None)
-        if func is not None and owner is _getattr(impl, "plugin", None):
-            # a method the plugin's class body binds under another name as well (pytest's
-            # Session: `pytest_collectreport = pytest_runtest_logreport`)
-            for klass in _getattr(_type(owner), "__mro__", ()):
-                if _any(v is func for v in _list(klass.__dict__.values())):
-                    f = _getattr(sys.modules.get(_getattr(klass, "__module__", "") or ""), "__file__", None)
-                    if _isinstance(f, _str) and real_of(f) == real:
-                        return None
         return "%s.%s (%s), a function that is no %s hook" % (
             _getattr(fn, "__module__", "?"), code.co_name, code.co_filename, hook_name)
+
+    def plugins_own(func, code, plugin):
+        """Is `func` (its `code`) defined by `plugin` itself: a module plugin's file, or a
+        class of the plugin (or the plugin's class) whose body holds it, in that class's
+        module's file? An installed function with pluggy's `specname` put on a class of the
+        patch's (`_pytest.config.get_config`, which takes no argument) ran no test."""
+        real = real_of(code.co_filename)
+        if _isinstance(plugin, types.ModuleType):
+            f = _getattr(plugin, "__file__", None)
+            return _isinstance(f, _str) and real_of(f) == real and \
+                _any(_getattr(v, "__func__", v) is func for v in _list(plugin.__dict__.values()))
+        cls = plugin if _isinstance(plugin, _type) else _type(plugin)
+        for klass in _getattr(cls, "__mro__", ()):
+            if _any(_getattr(v, "__func__", v) is func for v in _list(klass.__dict__.values())):
+                f = _getattr(sys.modules.get(_getattr(klass, "__module__", "") or ""), "__file__", None)
+                if _isinstance(f, _str) and real_of(f) == real:
+                    return True
+        return False
 
     def hook_impls(hook_caller):
         get = _getattr(hook_caller, "get_hookimpls", None)
@@ -2184,7 +2271,9 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 # name of a directory, `/`), else installed or unchanged code
                 if made_during_run(name):
                     return rel or name
-                return name if rel is None and not loaded_or_installed(real) else None
+                if rel is None and f.f_code is not MAIN_CODE and not loaded_or_installed(real):
+                    return name
+                return None
             return None if INTROSPECTS is not None and rel in INTROSPECTS else rel
         started = thread_starter(bottom)
         return started[2] if started is not None else None
@@ -2349,6 +2438,21 @@ def _install(write, manifest, runner="pytest", sealed=()):
     INSTALLED_MARKS = _tuple(m.encode("utf-8", "surrogateescape") for m in
                              (STDLIB,) + RUNNER_DIRS + ("-packages" + _sep,))
 
+    IMPORT_MACHINERY = (STDLIB + "importlib" + _sep, "<frozen importlib.", "<frozen zipimport>")
+
+    def import_machinery(code):
+        name = code.co_filename
+        return name.startswith(IMPORT_MACHINERY) or real_of(name).startswith(IMPORT_MACHINERY[0])
+
+    def past_pyc_loading(f):
+        """`f`, or past importlib's `_compile_bytecode` when it is `f`: the code that had it
+        load a pyc's data, None when that is importlib itself (an import)."""
+        if f is not None and f.f_code.co_name == "_compile_bytecode" and import_machinery(f.f_code):
+            f = f.f_back
+            if f is None or import_machinery(f.f_code):
+                return None
+        return f
+
     def marshal_loaded(args):
         """Code unmarshalled by the patch's own call (importlib's loading of a pyc is not:
         its frames come first) whose data names an installed file: code under an installed
@@ -2356,7 +2460,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
         data = args[0] if args else None
         if _type(data) is not bytes or not _any(m in data for m in INSTALLED_MARKS):
             return
-        rel = brought_by_patch(_frame(2), (), [])  # (the caller of marshal.loads; 1 is the audit hook)
+        f = past_pyc_loading(_frame(2))  # (the caller of marshal.loads; 1 is the audit hook)
+        rel = brought_by_patch(f, (), []) if f is not None else None
         if rel is not None:
             report_tampered("%s unmarshals code under an installed file's name, which then passes for that "
                             "file's code" % rel)
@@ -3663,31 +3768,101 @@ def _install(write, manifest, runner="pytest", sealed=()):
         patched library: freezegun's class decorator) that holds in its closure what it
         replaced: the method the class body defines (`hidden` None), or the base class's
         `hidden`? It may stand in pytest mode, where a pass of a test method that raised is
-        refused (`method_raised`); what set-up does before the body is checked before it."""
+        refused (`method_raised`), and what set-up leaves is witnessed (`arm_setup_witness`).
+        Returns the cell that holds what it replaced, or None."""
         if UNITTEST or attr not in SETUP_NAMES or not method_raised_watch[0]:
-            return False
+            return None
         case = _getattr(sys.modules.get("unittest.case"), "TestCase", None)
         if not (_isinstance(cls, _type) and _isinstance(case, _type) and _issubclass(cls, case)):
-            return False
+            return None
         fn = _getattr(member, "__func__", member)
         if _type(fn) is not types.FunctionType:
-            return False
+            return None
         want = _getattr(hidden, "__func__", hidden)
         for cell in fn.__closure__ or ():
             try:
                 held = cell.cell_contents
             except ValueError:
                 continue
+            if _getattr(held, "__code__", None) is SEAL_CODE:
+                return cell  # witnessed already (arm_setup_witness)
             held = _getattr(held, "__func__", held)
             if hidden is not None:
                 if held is want:
-                    return True
+                    return cell
                 continue
             code = _getattr(held, "__code__", None)
             if _type(held) is types.FunctionType and _type(code) is types.CodeType and code.co_name == attr and \
                     real_of(code.co_filename) == real and genuine(code, real):
-                return True
-        return False
+                return cell
+        return None
+
+    # what set-up left on the test (setUp: the instance; setUpClass: the class), taken when
+    # the set-up a wrapper of the patch's replaced returns: id -> (object, its attributes'
+    # ids). Right before the test method (call_test_method) they must be the same: a
+    # set-up wrapper that set `self.x = 8` after the real set-up changed the test's input.
+    setup_left = {}
+    setup_armed = {}  # id(cell) -> the cell: witnessed already
+
+    def attribute_ids(obj):
+        d = _getattr(obj, "__dict__", None)
+        if d is None:
+            return None
+        return _tuple(_sorted((k, _id(v)) for k, v in _list(d.items()) if _type(k) is _str))
+
+    def arm_setup_witness(cell):
+        """Put a seal of a witness of what the set-up leaves into the wrapper's cell (for
+        good: the class keeps its wrapper)."""
+        if _id(cell) in setup_armed:
+            return
+        orig = cell.cell_contents
+
+        def setup_witness(*args, **kwargs):
+            got = orig(*args, **kwargs)
+            target = _getattr(orig, "__self__", None) or (args[0] if args else None)
+            if target is not None:
+                setup_left[_id(target)] = (target, attribute_ids(target))
+            return got
+
+        sealed = seal(setup_witness)
+        for attr in ("__name__", "__qualname__", "__module__", "__doc__"):
+            setattr(sealed, attr, _getattr(orig, attr, None))
+        cell.cell_contents = sealed
+        setup_armed[_id(cell)] = cell
+
+    def arm_setup_witnesses(items):
+        """At collection: the set-up wrappers of the tests' unittest classes (fixture_wrapper)."""
+        if UNITTEST or not method_raised_watch[0] or sys.version_info < (3, 7):
+            return
+        seen = _set()
+        for item in items:
+            cls = _getattr(item, "cls", None)
+            if cls is None or _id(cls) in seen:
+                continue
+            seen.add(_id(cls))
+            f = _getattr(sys.modules.get(_getattr(cls, "__module__", "") or ""), "__file__", None)
+            if not _isinstance(f, _str):
+                continue
+            real = real_of(f)
+            for attr in ("setUp", "setUpClass"):
+                klass = next((k for k in _getattr(cls, "__mro__", ()) if attr in k.__dict__), None)
+                if klass is None:
+                    continue
+                member = klass.__dict__[attr]
+                base = shadowed(klass, attr)
+                cell = fixture_wrapper(klass, attr, member, real, None) or (
+                    fixture_wrapper(klass, attr, member, real, base.__dict__[attr]) if base is not None else None)
+                if cell is not None:
+                    arm_setup_witness(cell)
+
+    def setup_changed(case):
+        """Right before a test method: did anything change what the witnessed set-up left
+        on the instance or (the first time) the class? Critical when so."""
+        for target in (case, _type(case)):
+            hit = setup_left.pop(_id(target), None)
+            if hit is not None and hit[0] is target and attribute_ids(target) != hit[1]:
+                report_tampered("test %s: its %s's attributes changed after its set-up (a set-up wrapper of the "
+                                "patched library)" % (_str(case), "class" if target is not case else "instance"))
 
     def check_fixture_values(item):
         """The test's fixture values whose class test code defines (a conftest's helper
@@ -4358,7 +4533,9 @@ def _install(write, manifest, runner="pytest", sealed=()):
             return None  # a cell's contents are read-only before 3.7: no witness, the wrapper stays critical
         mod = _getattr(item, "module", None)
         real = real_of(_getattr(mod, "__file__", None) or "")
-        if rel_to_root(real) not in GRADED or file_verdict(real) is not None:
+        # a test file of the repository the patch leaves alone (graded, or not: labelling
+        # grades no file, and a critical finding there dropped every freezegun task)
+        if rel_to_root(real) is None or file_verdict(real) is not None:
             return None
         chain = [_getattr(fn, "__func__", fn)]
         while _len(chain) < 16:
@@ -4385,6 +4562,26 @@ def _install(write, manifest, runner="pytest", sealed=()):
                     pass
         return (cells, last) if cells else None
 
+    def arg_shape(value, depth=3):
+        """What a test's argument holds, to see a wrapper change it in place: the ids of the
+        items of a list, tuple, set or dict and of an object's attributes (`depth` levels),
+        a bytearray's bytes, else the value's id."""
+        t = _type(value)
+        if depth and t in (_list, _tuple, _set, frozenset):
+            return t, _tuple(arg_shape(e, depth - 1) for e in _list(value)[:1000])
+        if depth and t is _dict:
+            return t, _tuple((_id(k), arg_shape(v, depth - 1)) for k, v in _list(value.items())[:1000])
+        if t is bytearray:
+            return t, bytes(value)
+        if depth:
+            try:
+                d = _instance_dict(value, "__dict__")
+            except Exception:
+                d = None
+            if _type(d) is _dict:
+                return _id(value), _tuple((k, arg_shape(v, depth - 1)) for k, v in _list(d.items())[:1000])
+        return _id(value)
+
     def same_args(code, args, kwargs, expected):
         """Is every argument pytest passed (`expected`: name -> value) passed on as itself?"""
         positional = code.co_varnames[:code.co_argcount]
@@ -4405,18 +4602,27 @@ def _install(write, manifest, runner="pytest", sealed=()):
             expected = _dict((n, item.funcargs[n]) for n in item._fixtureinfo.argnames)
         except Exception:
             expected = None
-        seen = {"calls": 0, "raised": 0, "args": expected is not None}
+        seen = {"calls": 0, "raised": 0, "returned": 0, "args": expected is not None, "elsewhere": 0,
+                "changed": 0}
+        thread = _ident()
+        shapes = _dict((n, arg_shape(v)) for n, v in expected.items()) if expected is not None else None
 
         def witness(*args, **kwargs):
             seen["calls"] += 1
+            if _ident() != thread:
+                seen["elsewhere"] += 1
             if expected is None or not same_args(code, args, kwargs, expected):
                 seen["args"] = False
+            elif _any(arg_shape(v) != shapes[n] for n, v in expected.items()):
+                seen["changed"] += 1
             check_before(item)
             try:
-                return last(*args, **kwargs)
+                got = last(*args, **kwargs)
             except BaseException:
                 seen["raised"] += 1
                 raise
+            seen["returned"] += 1
+            return got
 
         sealed = seal(witness)
         for attr in ("__name__", "__qualname__", "__module__", "__doc__"):
@@ -4438,12 +4644,17 @@ def _install(write, manifest, runner="pytest", sealed=()):
             why = "passed, but the test's own function never ran"
         elif seen["raised"]:
             why = "passed, but the test's own function raised"
+        elif seen["elsewhere"]:
+            why = "passed, but the test's own function ran on another thread"
+        elif seen["returned"] != seen["calls"]:
+            why = "passed before the test's own function returned"
         elif not seen["args"]:
             why = "passed, but the test's own function got other arguments than pytest gave"
+        elif seen["changed"]:
+            why = "passed, but what pytest gave the test's own function was changed before it ran"
         if why is not None:
             witness_failed[item.nodeid] = why
-            report_tampered("test %s: a wrapper of %s %s" % (
-                item.nodeid, _getattr(_getattr(item, "obj", None), "__module__", "?"), why))
+            report_tampered("test %s: its wrapper (code the patch changes) %s" % (item.nodeid, why))
 
     def test_fixture(fixturedef):
         """Is the fixture's function code of an unchanged test code file of the repository
@@ -4525,6 +4736,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
             forget_graded_lines()
             if CHECKS:
                 params_rewritten_check(items)
+                arm_setup_witnesses(items)
 
     def pytest_sessionfinish(session, exitstatus):
         if session.config is not state["config"]:
