@@ -135,62 +135,44 @@ def test_walk():
 )
 
 
-def _base_env(channel: ResultsChannel, seen: Path) -> dict[str, str]:
-    return {
-        "PATH": os.environ["PATH"],
-        SOCKET_VAR: channel.socket_path(),
-        "SEEN": str(seen),
-        "MINISANDBOX_HAD_PYTHONPATH": "",
-        "MINISANDBOX_HAD_PYTHONWARNINGS": "",
-    }
-
-
-def _found(seen: Path, proc: subprocess.CompletedProcess) -> list[str]:
-    assert seen.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
+def _closures_found(cmd: list[str], cwd: Path, manifest: dict, env: dict[str, str], seen: Path) -> list[str]:
+    """Run `cmd` (a test run in one of the plugin's modes, whose test walks) with a results
+    channel, and return what the walk found."""
+    with ResultsChannel(manifest) as ch:
+        base = {
+            "PATH": os.environ["PATH"],
+            SOCKET_VAR: ch.socket_path(),
+            "SEEN": str(seen),
+            "MINISANDBOX_HAD_PYTHONPATH": "",
+            "MINISANDBOX_HAD_PYTHONWARNINGS": "",
+        }
+        proc = subprocess.run(cmd, cwd=cwd, env={**base, **env}, capture_output=True, text=True)
+        channel = parse_channel(ch.collect(), ch.nonce)
+    out = proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert channel.present, (channel.summary(), out)
+    assert seen.is_file(), out
     return json.loads(seen.read_text())
 
 
 def test_no_plugin_closure_is_reachable_under_pytest(tmp_path):
     (tmp_path / "test_walk.py").write_text(PYTEST_TEST)
-    seen = tmp_path / "seen.json"
-    with ResultsChannel({"root": str(tmp_path)}) as ch:
-        env = {
-            **_base_env(ch, seen),
-            "PYTHONPATH": str(plugin_dir()),
-            "PYTEST_ADDOPTS": f"-p {RESULTS_PLUGIN}",
-            "MINISANDBOX_HAD_PYTEST_ADDOPTS": "",
-            "PYTHONWARNINGS": UNITTEST_WARNOPTION,
-            RUNNER_VAR: "pytest",
-        }
-        proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_walk.py"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        channel = parse_channel(ch.collect(), ch.nonce)
-    assert channel.present, (channel.summary(), proc.stdout[-2000:])
-    found = _found(seen, proc)
+    env = {
+        "PYTHONPATH": str(plugin_dir()),
+        "PYTEST_ADDOPTS": f"-p {RESULTS_PLUGIN}",
+        "MINISANDBOX_HAD_PYTEST_ADDOPTS": "",
+        "PYTHONWARNINGS": UNITTEST_WARNOPTION,
+        RUNNER_VAR: "pytest",
+    }
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_walk.py"]
+    found = _closures_found(cmd, tmp_path, {"root": str(tmp_path)}, env, tmp_path / "seen.json")
     assert found == [], found
 
 
 def test_no_plugin_closure_is_reachable_under_unittest(tmp_path):
     (tmp_path / "test_walk.py").write_text(UNITTEST_TEST)
-    seen = tmp_path / "seen.json"
-    with ResultsChannel({"root": str(tmp_path)}) as ch:
-        env = {
-            **_base_env(ch, seen),
-            "PYTHONPATH": str(plugin_dir()),
-            "PYTHONWARNINGS": UNITTEST_WARNOPTION,
-            RUNNER_VAR: "unittest",
-        }
-        proc = subprocess.run(
-            [sys.executable, "-m", "unittest", "-v", "test_walk"], cwd=tmp_path, env=env, capture_output=True, text=True
-        )
-        channel = parse_channel(ch.collect(), ch.nonce)
-    assert channel.present, (channel.summary(), proc.stderr[-2000:])
-    found = _found(seen, proc)
+    env = {"PYTHONPATH": str(plugin_dir()), "PYTHONWARNINGS": UNITTEST_WARNOPTION, RUNNER_VAR: "unittest"}
+    cmd = [sys.executable, "-m", "unittest", "-v", "test_walk"]
+    found = _closures_found(cmd, tmp_path, {"root": str(tmp_path)}, env, tmp_path / "seen.json")
     assert found == [], found
 
 
@@ -198,24 +180,14 @@ def test_no_plugin_closure_is_reachable_under_sympys_runner(tmp_path):
     repo = tmp_path / "repo"
     make_sympy_repo(repo)
     (repo / TEST_FILE).write_text(TESTS_NEW + SYMPY_TEST_ADD)
-    seen = tmp_path / "seen.json"
     digest = hashlib.sha256((repo / TEST_FILE).read_bytes()).hexdigest()
-    with ResultsChannel({"root": str(repo), "files": {TEST_FILE: digest}}) as ch:
-        env = {
-            **_base_env(ch, seen),
-            "PYTHONPATH": str(plugin_dir() / SYMPY_STARTUP),
-            "PYTHONWARNINGS": "ignore::UserWarning,ignore::SyntaxWarning",
-            "PYTHONHASHSEED": "7",
-            RUNNER_VAR: "sympy",
-        }
-        proc = subprocess.run(
-            [sys.executable, "bin/test", "-C", "--verbose", TEST_FILE],
-            cwd=repo,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        channel = parse_channel(ch.collect(), ch.nonce)
-    assert channel.present, (channel.summary(), proc.stdout[-2000:])
-    found = _found(seen, proc)
+    env = {
+        "PYTHONPATH": str(plugin_dir() / SYMPY_STARTUP),
+        "PYTHONWARNINGS": "ignore::UserWarning,ignore::SyntaxWarning",
+        "PYTHONHASHSEED": "7",
+        RUNNER_VAR: "sympy",
+    }
+    cmd = [sys.executable, "bin/test", "-C", "--verbose", TEST_FILE]
+    manifest = {"root": str(repo), "files": {TEST_FILE: digest}}
+    found = _closures_found(cmd, repo, manifest, env, tmp_path / "seen.json")
     assert found == [], found
