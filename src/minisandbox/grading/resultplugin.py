@@ -1764,12 +1764,17 @@ def _install(write, manifest, runner="pytest", sealed=()):
     MAIN_CODE = _bottom.f_code
     del _bottom
 
+    def installed(real):
+        """Is the real path `real` installed code: the standard library, the runner's, a
+        `*-packages` directory?"""
+        return real.startswith(STDLIB) or real.startswith(RUNNER_DIRS) or "-packages" + _sep in real
+
     def loaded_or_installed(real):
-        """Is `real` (a file outside the repository that code names) installed code (the
-        standard library, the runner's, a `*-packages` directory) or a loaded module's file?
-        Code compiled under another existing name (`/`, `/etc/hosts`) walked the frames and
-        read a seal's default as installed code would."""
-        if real.startswith(STDLIB) or real.startswith(RUNNER_DIRS) or "-packages" + _sep in real:
+        """Is `real` (a file outside the repository that code names) installed code
+        (`installed`) or a loaded module's file? Code compiled under another existing name
+        (`/`, `/etc/hosts`) walked the frames and read a seal's default as installed code
+        would."""
+        if installed(real):
             return True
         if loaded_files[0] != _len(sys.modules):
             files = _set()
@@ -2385,7 +2390,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
         real = real_of(filename)
         if real == ME:
             return "the results plugin's file name"
-        if real.startswith(STDLIB) or real.startswith(RUNNER_DIRS) or "-packages" + _sep in real:
+        if installed(real):
             return "an installed file's name"
         rel = rel_to_root(real) if real.endswith(".py") else None
         if rel is not None and rel not in PATCHED:
