@@ -689,7 +689,7 @@ def _open_channel(restore=_RESTORE):
     return fd, nonce, key, manifest
 
 
-def _seal(fn, _getattr=getattr, _isinstance=isinstance, _str=str, _setattr=setattr):
+def _seal(fn, like=None, _getattr=getattr, _isinstance=isinstance, _str=str, _setattr=setattr):
     """`fn` behind a function with no closure, which holds it as a keyword-only default:
     what the plugin puts where other code can reach it (a guard in a module, a gc
     callback, a hook on the plugin object, unittest's and SymPy's wrappers). Why: a
@@ -699,11 +699,13 @@ def _seal(fn, _getattr=getattr, _isinstance=isinstance, _str=str, _setattr=setat
     `status_of` for one that said PASSED, and library code that walked
     `unittest.TestCase._callTestMethod`'s cells silenced every finding; both were resolved.
     A default is read through `__kwdefaults__`, which raises an event. (The builtins it
-    uses are bound when this module loads: SymPy's tests are sealed while patch code runs.)"""
+    uses are bound when this module loads: SymPy's tests are sealed while patch code runs.)
+    `like`: the function whose names the seal takes (default `fn`'s): a witness put where
+    the test's own function was."""
     def sealed(*args, _sealed=fn, **kwargs):
         return _sealed(*args, **kwargs)
     for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
-        value = _getattr(fn, attr, None)
+        value = _getattr(fn if like is None else like, attr, None)
         if _isinstance(value, _str):
             _setattr(sealed, attr, value)
     return sealed
@@ -851,10 +853,10 @@ def _install(write, manifest, runner="pytest", sealed=()):
     #: cells raise no audit event); code the patch brought that reads their defaults is caught
     GUARDS = _dict((_id(g), g) for g in sealed)  # id -> guard (a dictionary: a seal per SymPy test)
 
-    def seal(fn):
+    def seal(fn, like=None):
         """`fn` sealed (`_seal`), and a guard (GUARDS): code the patch brought that reads
         a seal's default is critical."""
-        sealed = _seal(fn)
+        sealed = _seal(fn, like)
         GUARDS[_id(sealed)] = sealed
         return sealed
 
@@ -2034,9 +2036,10 @@ def _install(write, manifest, runner="pytest", sealed=()):
         return file_verdict(f)
 
     def borrowed_hook(impl, hook_name):
-        """Why a hook implementation is a function defined for something else, or None: its
-        code must be named as the hook (`def pytest_pyfunc_call`), or as pluggy's `specname`
-        option says outside the standard library (which defines no hooks). Library code
+        """Why a hook implementation is a function defined for something else, or None: it
+        must have Python code of its own, named as the hook (`def pytest_pyfunc_call`), or
+        be a function its plugin defines (`plugins_own`) under pluggy's `specname` or
+        another name of its class body. Library code
         registered an object whose `pytest_pyfunc_call` was `platform.system` (no
         arguments, returns "Linux"): pytest took it as the call's result and no test
         function ran; every check passed, since the code was the standard library's own."""
@@ -3829,9 +3832,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 setup_left[_id(target)] = (target, attribute_ids(target))
             return got
 
-        sealed = seal(setup_witness)
-        for attr in ("__name__", "__qualname__", "__module__", "__doc__"):
-            setattr(sealed, attr, _getattr(orig, attr, None))
+        sealed = seal(setup_witness, orig)
         cell.cell_contents = sealed
         setup_armed[_id(cell)] = cell
 
@@ -4629,9 +4630,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
             seen["returned"] += 1
             return got
 
-        sealed = seal(witness)
-        for attr in ("__name__", "__qualname__", "__module__", "__doc__"):
-            setattr(sealed, attr, _getattr(last, attr, None))
+        sealed = seal(witness, last)
         for cell in cells:
             cell.cell_contents = sealed
         return cells, last, sealed, seen
