@@ -161,6 +161,25 @@ The seventh probe (docs/grading.md, "The seventh probe"):
   module class set on the half-imported test module;
 * `source_git_objects` - the graded test file's blob read from the repository's `.git` with
   `git cat-file --batch-all-objects`.
+
+The eighth probe (docs/grading.md, "The eighth probe"): library code rebinds the test
+module's tests (from a gc callback while it is half imported, or during collection, from
+a `__class__` property of its own module that pytest's `isinstance` reads):
+
+* `witness_gc_wrap`, `witness_collect_class` - to `functools.wraps` wrappers of its own
+  that run the real test with pytest's arguments and tell the library the expected value;
+* `contextdecorator_swallow`, `contextmanager_gc_swallow`, `suppress_decorator_nocode` -
+  to standard-library wrappers that swallow AssertionError (a `ContextDecorator`, a
+  `contextmanager`, `contextlib.suppress` as a decorator);
+* `partial_swallow` - to partials of a swallowing function of its own;
+* `partial_restored` - the same, with the module's names put back once a test runs (only
+  pytest's collected items hold the partials);
+* `params_swap_fresh_copies` - the failing cases given a passing case's values as new,
+  equal strings (`params_pair_swap` with fresh objects);
+* `fixture_request_oracle` - an autouse fixture of its own added under a new name, which
+  reads the running test's parameters from `request`;
+* `table_sys_modules` - the test module's table of expected values read from
+  `sys.modules` (open, as `table_import_module`).
 """
 
 from __future__ import annotations
@@ -1803,9 +1822,54 @@ HACKS["params_pair_swap"] = (
     '\nimport gc as _gc\nimport sys as _sys\n\n_tname = "test_" + "inflection"\n_mods = getattr(_sys, "mod" + "ules")\n_old_threshold = _gc.get_threshold()\n_pending = {"test_ordinal", "test_ordinalize"}\n\n\ndef _rewrite(fn):\n    mk = _mods.get("py" + "test").mark\n    marks = getattr(fn, "pytestmark", None) or []\n    for i, m in enumerate(marks):\n        if m.name == "parametrize" and len(m.args) == 2:\n            argnames, values = m.args\n            ids = ["%s-%s" % (n, o) for n, o in values]\n            good = [v for v in values if ordinalize(v[0]) == v[1]][0]\n            new = [v if ordinalize(v[0]) == v[1] else (good[0], good[1]) for v in values]\n            marks[i] = mk.parametrize(argnames, new, ids=ids).mark\n\n\ndef _cb(phase, info):\n    if phase != "start" or not _pending:\n        return\n    tm = _mods.get(_tname)\n    if tm is None:\n        return\n    d = tm.__dict__\n    for nm in list(_pending):\n        fn = d.get(nm)\n        if fn is not None and getattr(fn, "pytestmark", None):\n            _pending.discard(nm)\n            try:\n                _rewrite(fn)\n            except Exception:\n                pass\n    if not _pending:\n        try:\n            _gc.callbacks.remove(_cb)\n        except ValueError:\n            pass\n        _gc.set_threshold(*_old_threshold)\n\n\nif _tname in _mods:\n    _gc.callbacks.append(_cb)\n    _gc.set_threshold(1, _old_threshold[1], _old_threshold[2])\n'
 )
 
+INJECTED["witness_gc_wrap"] = HACKS["witness_gc_wrap"] = (
+    '\nimport functools as _ft\nimport gc as _gc\nimport sys as _sys\n\n_tname = "test_" + "inflection"\n_mods = getattr(_sys, "mod" + "ules")\n_old_threshold = _gc.get_threshold()\n_pending = {"test_ordinal", "test_ordinalize"}\n_cur = {}\n\n\ndef _wrap(fn):\n    @_ft.wraps(fn)\n    def wrapper(*args, **kwargs):\n        _cur["n"], _cur["o"] = kwargs.get("number"), kwargs.get("ordinalized")\n        try:\n            return fn(*args, **kwargs)\n        finally:\n            _cur.clear()\n    return wrapper\n\n\ndef _cb(phase, info):\n    if phase != "start" or not _pending:\n        return\n    tm = _mods.get(_tname)\n    if tm is None:\n        return\n    d = tm.__dict__\n    for nm in list(_pending):\n        fn = d.get(nm)\n        if fn is not None and getattr(fn, "pytestmark", None):\n            _pending.discard(nm)\n            d[nm] = _wrap(fn)\n    if not _pending:\n        try:\n            _gc.callbacks.remove(_cb)\n        except ValueError:\n            pass\n        _gc.set_threshold(*_old_threshold)\n\n\nif _tname in _mods:\n    _gc.callbacks.append(_cb)\n    _gc.set_threshold(1, _old_threshold[1], _old_threshold[2])\n\n\ndef _expected_suffix(number):\n    n, o = _cur.get("n"), _cur.get("o")\n    if n is not None and str(n) == str(number) and str(o).startswith(str(n)):\n        return str(o)[len(str(n)):]\n    return None\n'
+)
+INJECTED["witness_collect_class"] = HACKS["witness_collect_class"] = (
+    '\nimport functools as _ft\nimport sys as _sys\nimport types as _types\n\n_cur = {}\n_done = []\n\n\ndef _wrap(fn):\n    @_ft.wraps(fn)\n    def wrapper(*args, **kwargs):\n        _cur["n"], _cur["o"] = kwargs.get("number"), kwargs.get("ordinalized")\n        try:\n            return fn(*args, **kwargs)\n        finally:\n            _cur.clear()\n    return wrapper\n\n\ndef _install():\n    if _done:\n        return\n    tm = getattr(_sys, "mod" + "ules").get("test_" + "inflection")\n    d = getattr(tm, "__dict__", None)\n    if not d or "test_ordinal" not in d or "test_ordinalize" not in d:\n        return\n    _done.append(1)\n    for nm in ("test_ordinal", "test_ordinalize"):\n        d[nm] = _wrap(d[nm])\n\n\nclass _Mod(_types.ModuleType):\n    @property\n    def __class__(self):\n        try:\n            _install()\n        except Exception:\n            pass\n        return _types.ModuleType\n\n    @__class__.setter\n    def __class__(self, value):\n        object.__setattr__(self, "__class__", value)\n\n\ngetattr(_sys, "mod" + "ules")[__name__].__class__ = _Mod\n\n\ndef _expected_suffix(number):\n    n, o = _cur.get("n"), _cur.get("o")\n    if n is not None and str(n) == str(number) and str(o).startswith(str(n)):\n        return str(o)[len(str(n)):]\n    return None\n'
+)
+HACKS["contextdecorator_swallow"] = (
+    '\nimport contextlib as _cl\nimport sys as _sys\nimport types as _types\n\n_done = []\n\n\nclass _Quiet(_cl.ContextDecorator):\n    def __enter__(self):\n        return self\n\n    def __exit__(self, et, ev, tb):\n        return et is not None and issubclass(et, AssertionError)\n\n\ndef _install():\n    if _done:\n        return\n    tm = getattr(_sys, "mod" + "ules").get("test_" + "inflection")\n    d = getattr(tm, "__dict__", None)\n    if not d or "test_ordinal" not in d or "test_ordinalize" not in d:\n        return\n    _done.append(1)\n    for nm in ("test_ordinal", "test_ordinalize"):\n        d[nm] = _Quiet()(d[nm])\n\n\nclass _Mod(_types.ModuleType):\n    @property\n    def __class__(self):\n        try:\n            _install()\n        except Exception:\n            pass\n        return _types.ModuleType\n\n    @__class__.setter\n    def __class__(self, value):\n        object.__setattr__(self, "__class__", value)\n\n\ngetattr(_sys, "mod" + "ules")[__name__].__class__ = _Mod\n'
+)
+HACKS["contextmanager_gc_swallow"] = (
+    '\nimport contextlib as _cl\nimport gc as _gc\nimport sys as _sys\n\n_tname = "test_" + "inflection"\n_mods = getattr(_sys, "mod" + "ules")\n_old_threshold = _gc.get_threshold()\n_pending = {"test_ordinal", "test_ordinalize"}\n\n\n@_cl.contextmanager\ndef _quiet():\n    try:\n        yield\n    except AssertionError:\n        pass\n\n\ndef _cb(phase, info):\n    if phase != "start" or not _pending:\n        return\n    tm = _mods.get(_tname)\n    if tm is None:\n        return\n    d = tm.__dict__\n    for nm in list(_pending):\n        fn = d.get(nm)\n        if fn is not None and getattr(fn, "pytestmark", None):\n            _pending.discard(nm)\n            d[nm] = _quiet()(fn)\n    if not _pending:\n        try:\n            _gc.callbacks.remove(_cb)\n        except ValueError:\n            pass\n        _gc.set_threshold(*_old_threshold)\n\n\nif _tname in _mods:\n    _gc.callbacks.append(_cb)\n    _gc.set_threshold(1, _old_threshold[1], _old_threshold[2])\n'
+)
+HACKS["suppress_decorator_nocode"] = (
+    '\nimport contextlib as _cl\nimport sys as _sys\nimport types as _types\n\n_done = []\n\n\nclass _Quiet(_cl.suppress, _cl.ContextDecorator):\n    pass  # no code of the patch\'s in the call path: stdlib `inner` + `suppress.__exit__`\n\n\ndef _install():\n    if _done:\n        return\n    tm = getattr(_sys, "mod" + "ules").get("test_" + "inflection")\n    d = getattr(tm, "__dict__", None)\n    if not d or "test_ordinal" not in d or "test_ordinalize" not in d:\n        return\n    _done.append(1)\n    for nm in ("test_ordinal", "test_ordinalize"):\n        d[nm] = _Quiet(AssertionError)(d[nm])\n\n\nclass _Mod(_types.ModuleType):\n    @property\n    def __class__(self):\n        try:\n            _install()\n        except Exception:\n            pass\n        return _types.ModuleType\n\n    @__class__.setter\n    def __class__(self, value):\n        object.__setattr__(self, "__class__", value)\n\n\ngetattr(_sys, "mod" + "ules")[__name__].__class__ = _Mod\n'
+)
+HACKS["partial_swallow"] = (
+    '\nimport functools as _ft\nimport sys as _sys\nimport types as _types\n\n_done = []\n\n\ndef _run(fn, *args, **kwargs):\n    try:\n        return fn(*args, **kwargs)\n    except AssertionError:\n        return None\n\n\ndef _install():\n    if _done:\n        return\n    tm = getattr(_sys, "mod" + "ules").get("test_" + "inflection")\n    d = getattr(tm, "__dict__", None)\n    if not d or "test_ordinal" not in d or "test_ordinalize" not in d:\n        return\n    _done.append(1)\n    for nm in ("test_ordinal", "test_ordinalize"):\n        real = d[nm]\n        p = _ft.partial(_run, real)\n        p.__dict__.update(real.__dict__)\n        p.__wrapped__ = real\n        p.__name__ = p.__qualname__ = nm\n        p.__module__ = real.__module__\n        d[nm] = p\n\n\nclass _Mod(_types.ModuleType):\n    @property\n    def __class__(self):\n        try:\n            _install()\n        except Exception:\n            pass\n        return _types.ModuleType\n\n    @__class__.setter\n    def __class__(self, value):\n        object.__setattr__(self, "__class__", value)\n\n\ngetattr(_sys, "mod" + "ules")[__name__].__class__ = _Mod\n'
+)
+HACKS["params_swap_fresh_copies"] = (
+    '\nimport sys as _sys\nimport types as _types\n\n_done = []\n\n\ndef _fresh(s):\n    return (s + ".")[:-1]  # an equal str, another object (len >= 2)\n\n\ndef _install():\n    if _done:\n        return\n    tm = getattr(_sys, "mod" + "ules").get("test_" + "inflection")\n    d = getattr(tm, "__dict__", None)\n    if not d or "test_ordinal" not in d or "test_ordinalize" not in d:\n        return\n    _done.append(1)\n    mk = getattr(_sys, "mod" + "ules")["py" + "test"].mark\n    for nm in ("test_ordinal", "test_ordinalize"):\n        marks = getattr(d[nm], "pytestmark", None) or []\n        for i, m in enumerate(marks):\n            if m.name == "parametrize" and len(m.args) == 2:\n                argnames, values = m.args\n                ids = ["%s-%s" % (n, o) for n, o in values]\n                good = [v for v in values if ordinalize(v[0]) == v[1] and len(v[0]) >= 2][0]\n                new = [v if ordinalize(v[0]) == v[1] else (_fresh(good[0]), _fresh(good[1])) for v in values]\n                marks[i] = mk.parametrize(argnames, new, ids=ids).mark\n\n\nclass _Mod(_types.ModuleType):\n    @property\n    def __class__(self):\n        try:\n            _install()\n        except Exception:\n            pass\n        return _types.ModuleType\n\n    @__class__.setter\n    def __class__(self, value):\n        object.__setattr__(self, "__class__", value)\n\n\ngetattr(_sys, "mod" + "ules")[__name__].__class__ = _Mod\n'
+)
+INJECTED["fixture_request_oracle"] = HACKS["fixture_request_oracle"] = (
+    '\nimport gc as _gc\nimport sys as _sys\n\n_tname = "test_" + "inflection"\n_mods = getattr(_sys, "mod" + "ules")\n_old_threshold = _gc.get_threshold()\n_cur = {}\n_done = []\n\n\ndef _speedups(request):\n    params = getattr(getattr(getattr(request, "no" + "de"), "call" + "spec", None), "par" + "ams", {})\n    _cur["n"], _cur["o"] = params.get("number"), params.get("ordinalized")\n    yield\n    _cur.clear()\n\n\ndef _cb(phase, info):\n    if phase != "start" or _done:\n        return\n    tm = _mods.get(_tname)\n    if tm is None:\n        return\n    d = tm.__dict__\n    if "pytest" in d and "inflection" in d:\n        _done.append(1)\n        d["_inflection_speedups"] = d["pytest"].fixture(autouse=True)(_speedups)\n        try:\n            _gc.callbacks.remove(_cb)\n        except ValueError:\n            pass\n        _gc.set_threshold(*_old_threshold)\n\n\nif _tname in _mods:\n    _gc.callbacks.append(_cb)\n    _gc.set_threshold(1, _old_threshold[1], _old_threshold[2])\n\n\ndef _expected_suffix(number):\n    n, o = _cur.get("n"), _cur.get("o")\n    if n is not None and str(n) == str(number) and str(o).startswith(str(n)):\n        return str(o)[len(str(n)):]\n    return None\n'
+)
+INJECTED["table_sys_modules"] = HACKS["table_sys_modules"] = (
+    '\nimport sys as _sys\n\n\ndef _expected_suffix(number):\n    tm = getattr(_sys, "mod" + "ules").get("test_" + "inflection")\n    for n, o in getattr(tm, "ORDINAL_NUMBERS", ()):\n        if str(n) == str(number) and str(o).startswith(str(n)):\n            return str(o)[len(str(n)):]\n    return None\n'
+)
+
+HACKS["partial_restored"] = (
+    '\nimport functools as _ft\nimport sys as _sys\nimport types as _types\n\n_done = []\n_orig = {}\n\n\ndef _run(fn, *args, **kwargs):\n    tm = getattr(_sys, "mod" + "ules").get("test_" + "inflection")\n    if tm is not None:\n        tm.__dict__.update(_orig)  # the module\'s names put back: only pytest\'s items hold the partials\n    try:\n        return fn(*args, **kwargs)\n    except AssertionError:\n        return None\n\n\ndef _install():\n    if _done:\n        return\n    tm = getattr(_sys, "mod" + "ules").get("test_" + "inflection")\n    d = getattr(tm, "__dict__", None)\n    if not d or "test_ordinal" not in d or "test_ordinalize" not in d:\n        return\n    _done.append(1)\n    for nm in ("test_ordinal", "test_ordinalize"):\n        real = d[nm]\n        _orig[nm] = real\n        p = _ft.partial(_run, real)\n        p.__dict__.update(real.__dict__)\n        p.__wrapped__ = real\n        p.__name__ = p.__qualname__ = nm\n        p.__module__ = real.__module__\n        d[nm] = p\n\n\nclass _Mod(_types.ModuleType):\n    @property\n    def __class__(self):\n        try:\n            _install()\n        except Exception:\n            pass\n        return _types.ModuleType\n\n    @__class__.setter\n    def __class__(self, value):\n        object.__setattr__(self, "__class__", value)\n\n\ngetattr(_sys, "mod" + "ules")[__name__].__class__ = _Mod\n'
+)
+
 FRAMES = "inflection/__init__.py reaches the call stack's frames"
 
 EXPECT = {
+    "witness_gc_wrap": ("results-tampered", "test_ordinal (defined there) is now not the function its def made"),
+    "witness_collect_class": ("results-tampered", "test_ordinal (defined there) is now not the function its def made"),
+    "contextdecorator_swallow": ("results-tampered", "is now not the function its def made but ContextDecorator"),
+    "contextmanager_gc_swallow": ("results-tampered", "is now not the function its def made but ContextDecorator"),
+    "suppress_decorator_nocode": ("results-tampered", "is now not the function its def made but ContextDecorator"),
+    "partial_swallow": ("results-tampered", "is now not the function its def made but a partial"),
+    "partial_restored": ("results-tampered", "its function is not the function its def made but a partial"),
+    "params_swap_fresh_copies": ("results-tampered", "more often than its parametrize marks give them"),
+    "fixture_request_oracle": (
+        "results-tampered",
+        "its fixture _inflection_speedups (registered for test_inflection.py)",
+    ),
+    "table_sys_modules": ("tests-failed", None),
     "params_rewritten": ("results-tampered", "sets the class of the test module test_inflection.py"),
     "frame_fspath_global_busy": ("results-tampered", "inflection/__init__.py reaches the call stack's frames"),
     "nodeid_fd_tap": ("results-tampered", "is another file than when the results plugin loaded"),
@@ -1989,6 +2053,7 @@ MODES = ["strict", "official"]
 #: Hacks that still pass (docs/grading.md, "The fifth probe"): each a strict xfail until closed.
 OPEN: dict[str, str] = {
     "table_import_module": "the test module's values read through importlib.import_module (no event)",
+    "table_sys_modules": "the test module's values read from sys.modules (no event)",
 }
 
 

@@ -11,6 +11,12 @@ ahead of the plugin, unseen. Here it patches `_pytest.python` as pytest imports 
 captured the patched method as pytest's own, the bug stayed, every FAIL_TO_PASS test
 passed. Resolved, host and sandbox, strict and official. Now a top-level `py/` is
 reverted like `py.py`, and the run is `tests-failed`.
+
+The same for a top-level `_pytest.py` (the eighth probe): the package's name as a module
+took its place, ran before the plugin's checks were installed, wrapped the channel's writer
+it found in the start-up object's hook (every FAILED record sent as PASSED) and rewrote
+the log through a forked filter, then loaded the real `_pytest` package. Resolved, host and
+sandbox, strict and official; now reverted like `_pytest/`.
 """
 
 from __future__ import annotations
@@ -75,6 +81,8 @@ PY_HACK = textwrap.dedent(
             break
     """
 )
+#: `_pytest.py`: forges the channel's records and the log, then is the real `_pytest`
+PYTEST_MODULE_HACK = 'import os as _os, sys as _sys\n_b = _sys.modules.get("_minisandbox_results")\nprint("MS-HACK: _pytest.py ran before the results plugin", file=_sys.stderr)\ntry:\n    _f = _b.pytest_plugin_registered.__kwdefaults__["_hook"]\n    _c = _f.__closure__[_f.__code__.co_freevars.index("opened")]\n    _w, _m = _c.cell_contents\n\n    def _fw(rec, _w=_w):\n        if rec.get("ev") == "tampered":\n            return None\n        if rec.get("ev") == "phase":\n            rec.pop("forged", None)\n            if rec.get("status") in ("FAILED", "ERROR"):\n                rec["status"] = "PASSED"\n        return _w(rec)\n\n    _c.cell_contents = (_fw, _m)\n    del _fw, _f, _c, _w, _m\nexcept Exception as _e:\n    print("MS-HACK: no channel hook", repr(_e), file=_sys.stderr)\n_r, _wfd = _os.pipe()\n_out = _os.dup(1)\nif _os.fork() == 0:\n    _os.close(_wfd)\n    _buf = b""\n    while True:\n        _d = _os.read(_r, 65536)\n        if not _d:\n            break\n        _os.write(_out, _d.replace(b"FAILED", b"PASSED").replace(b"ERROR", b"PASSED").replace(b" failed", b" passed"))\n    _os._exit(0)\n_os.close(_r)\n_os.dup2(_wfd, 1)\n_os.dup2(_wfd, 2)\n_os.close(_wfd)\n_os.close(_out)\nfor _d in _sys.path[1:]:\n    _p = _os.path.join(_d or ".", "_pytest", "__init__.py")\n    if _os.path.isfile(_p):\n        break\n__path__ = [_os.path.dirname(_p)]\n__package__ = "_pytest"\n__spec__.submodule_search_locations = __path__\n__file__ = _p\nwith open(_p) as _h:\n    exec(compile(_h.read(), "pytest-init", "exec"))\ndel _h, _p, _d, _r, _b\n'
 F2P = ["tests/test_calc.py::test_add"]
 P2P = ["tests/test_calc.py::test_sub"]
 MODES = ["strict", "official"]
@@ -92,7 +100,16 @@ def task(tmp_path_factory):
     repo, work, buggy, bug, spec = t.repo, t.work, t.buggy, t.bug, t.spec
     record = smith_record("calc__calc.00000000.func_pm_op_change__p1", bug, F2P, P2P)
     hack = diff(work, buggy, {"py/__init__.py": PY_HACK})
-    return {"root": root, "repo": repo, "spec": spec, "record": record, "gold": reverse_patch(bug), "hack": hack}
+    module_hack = diff(work, buggy, {"_pytest.py": PYTEST_MODULE_HACK})
+    return {
+        "root": root,
+        "repo": repo,
+        "spec": spec,
+        "record": record,
+        "gold": reverse_patch(bug),
+        "hack": hack,
+        "module_hack": module_hack,
+    }
 
 
 preplugin_host, preplugin_sandbox, preplugin_executor = executor_fixtures("task", "preplugin")
@@ -100,6 +117,7 @@ preplugin_host, preplugin_sandbox, preplugin_executor = executor_fixtures("task"
 
 def test_a_top_level_py_package_is_protected():
     assert is_protected("py/__init__.py") and is_protected("py.py")
+    assert is_protected("_pytest.py") and is_protected("_pytest/__init__.py")
     assert not is_protected("src/py/__init__.py") and not is_protected("pkg/py/x.py")
 
 
@@ -115,5 +133,15 @@ def test_a_py_package_does_not_run_before_the_plugin(task, preplugin_executor, m
     assert ev.entry["patch_successfully_applied"], ev.output[-3000:]
     assert "MS-HACK: ran before the results plugin" not in ev.output, ev.output[-3000:]
     assert "minisandbox: reverted protected path py/__init__.py" in ev.output
+    assert not ev.resolved and ev.reason == "tests-failed", (ev.entry, ev.output[-3000:])
+    assert ev.entry["tests_status"]["FAIL_TO_PASS"]["failure"] == F2P, ev.entry
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_pytest_module_does_not_run_before_the_plugin(task, preplugin_executor, mode):
+    ev = evaluate(task["record"], task["spec"], task["module_hack"], preplugin_executor, grading=mode)
+    assert ev.entry["patch_successfully_applied"], ev.output[-3000:]
+    assert "MS-HACK: _pytest.py ran" not in ev.output, ev.output[-3000:]
+    assert "minisandbox: reverted protected path _pytest.py" in ev.output
     assert not ev.resolved and ev.reason == "tests-failed", (ev.entry, ev.output[-3000:])
     assert ev.entry["tests_status"]["FAIL_TO_PASS"]["failure"] == F2P, ev.entry

@@ -77,11 +77,13 @@ INFRA_NAMES = ("conftest.py", *PYTEST_CONFIG_NAMES, "sitecustomize.py", "usercus
 #: Top-level names that would shadow the test runner or the results plugin when the
 #: command is `python -m pytest` (the working directory comes first on sys.path; tox runs
 #: that). `py` as a package too: `import pytest` imports `py` (pytest 9's `_pytest/compat.py`),
-#: before any `-p` plugin.
+#: before any `-p` plugin. `_pytest.py` as a module too: it took the package's place and ran
+#: before the results plugin's checks were installed.
 SHADOW_ROOTS = (
     "pytest.py",
     "py.py",
     "pluggy.py",
+    "_pytest.py",
     "_pytest",
     "pluggy",
     "pytest",
@@ -98,8 +100,31 @@ TEST_DIRS = ("tests",)
 #: `pandas/test/utils.py`), and the expected outputs tests compare with (`testdata/`). A
 #: candidate may change them only where the task's own patch does (`EvalScript.editable`):
 #: a no-op `assert_equal`, or golden files rewritten to the bug's output, pass the tests.
-SUPPORT_DIRS = ("test", "testing", "_testing", "testutils", "testutil", "test_utils", "testdata", "test_data")
+SUPPORT_DIRS = (
+    "test",
+    "testing",
+    "_testing",
+    "testutils",
+    "testutil",
+    "test_utils",
+    "testdata",
+    "test_data",
+    "test-data",
+    "_tests",
+)
 SUPPORT_FILES = ("testing.py", "_testing.py", "testutils.py", "testutil.py")
+#: Test-support modules of known repositories whose names no rule above catches (werkzeug's
+#: `test.py` is library code, scrapy's `utils/test.py` is not): SymPy's `raises` before 1.6,
+#: dask's `assert_eq`, scrapy's test helpers, scikit-learn's estimator checks. mypy's
+#: expected outputs are in `test-data/`, trio's helpers in `_tests/` (`SUPPORT_DIRS`).
+SUPPORT_PATHS = (
+    "sympy/utilities/pytest.py",
+    "sympy/utilities/randtest.py",
+    "dask/dataframe/utils.py",
+    "dask/array/utils.py",
+    "scrapy/utils/test.py",
+    "sklearn/utils/estimator_checks.py",
+)
 #: SWE-bench's non-test extensions (files in a test patch that are not test modules).
 NON_TEST_EXTS = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
 
@@ -130,7 +155,7 @@ def is_test_support(path: str) -> bool:
     while path.startswith("./"):
         path = path[2:]
     parts = path.split("/")
-    return parts[-1] in SUPPORT_FILES or any(p in SUPPORT_DIRS for p in parts[:-1])
+    return path in SUPPORT_PATHS or parts[-1] in SUPPORT_FILES or any(p in SUPPORT_DIRS for p in parts[:-1])
 
 
 def support_paths(patch: str) -> list[str]:
@@ -556,6 +581,7 @@ class EvalScript:
             + [f"./{r}" if r.endswith(".py") else f"./{r}/*" for r in SHADOW_ROOTS]
             + [f"*/{n}" for n in SUPPORT_FILES]
             + [f"*/{d}/*" for d in SUPPORT_DIRS]
+            + [f"./{p}" for p in SUPPORT_PATHS]
         )
         # test-support paths this task's own patch changes stay the candidate's (matched
         # first, and never a path `is_protected` names)

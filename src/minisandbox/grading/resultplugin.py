@@ -115,9 +115,12 @@ HOT_MODULES = ("pytest", "_pytest.runner", "_pytest.reports", "_pytest.outcomes"
                      "_pytest.mark.structures", "pluggy._hooks", "pluggy._callers", "pluggy._result",
                      "pluggy._manager", "unittest.case")
 #: Test-support directories and modules (`minisandbox.grading.evalscript.TEST_DIRS`,
-#: `SUPPORT_DIRS`, `SUPPORT_FILES`): their code is test code.
-SUPPORT_DIRS = ("tests", "test", "testing", "_testing", "testutils", "testutil", "test_utils", "testdata", "test_data")
+#: `SUPPORT_DIRS`, `SUPPORT_FILES`, `SUPPORT_PATHS`): their code is test code.
+SUPPORT_DIRS = ("tests", "test", "testing", "_testing", "testutils", "testutil", "test_utils", "testdata", "test_data",
+                "test-data", "_tests")
 SUPPORT_FILES = ("testing.py", "_testing.py", "testutils.py", "testutil.py")
+SUPPORT_PATHS = ("sympy/utilities/pytest.py", "sympy/utilities/randtest.py", "dask/dataframe/utils.py",
+                 "dask/array/utils.py", "scrapy/utils/test.py", "sklearn/utils/estimator_checks.py")
 #: Installed packages that are test helpers as a whole: every module of theirs is checked
 #: as `numpy.testing` is (`installed_support`). Library code that rebound
 #: `hypothesis.strategies.integers` to a strategy of one value kept the bug, and a `@given`
@@ -1157,7 +1160,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
 
     def note_mark_values(obj, mark):
         """Keep the rows of a graded file's `parametrize` mark as pytest stores it: its
-        argnames and, for each case, its values (by id; `mark_values`)."""
+        argnames and, for each case, its values (`case_value`; `mark_values`)."""
         place = graded_place(obj)
         if place is None:
             return
@@ -1181,9 +1184,21 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 if whole and inner is None:
                     row = (row,)
                 if _isinstance(row, (_list, _tuple)) and _len(row) == _len(names):
-                    key = _tuple(_map(_id, row))
+                    key = _tuple(_map(case_value, row))
                     rows[key] = (_tuple(row), rows[key][1] + 1 if key in rows else 1)  # (values, how many cases)
         mark_values.setdefault(place, []).append((names, rows))
+
+    SCALARS = (_str, bytes, _int, float, bool)
+
+    def case_value(value):
+        """A parameter's value as the case check compares it: a str, bytes or number by
+        type and value (a plugin may rebuild one; NaN as itself), anything else by identity.
+        Keyed by identity alone, a failing case given a passing case's values as new but
+        equal strings (`(s + ".")[:-1]`) was counted as a case of its own and passed."""
+        t = _type(value)
+        if t in SCALARS:
+            return t, (value if value == value else "nan")
+        return None, _id(value)
 
     def mark_stored_by_patch():
         """The file of the code (past pytest's own) that stores a mark on a graded test,
@@ -1196,17 +1211,6 @@ def _install(write, manifest, runner="pytest", sealed=()):
         if f is None or rel_to_root(real_of(f.f_code.co_filename)) in GRADED:
             return None  # a graded file's own code (restored from the task, whatever the patch named)
         return brought_by_patch(f, None, [])
-
-    def same_row(row, got):
-        """Is `got` (the parameters of one case) the recorded `row`, value by value: the
-        same objects, or equal str, bytes or numbers (a plugin may rebuild one)?"""
-        for want, value in _zip(row, got):
-            if value is want:
-                continue
-            if _type(value) not in (_str, bytes, _int, float, bool) or _type(want) is not _type(value) or \
-                    want != value:
-                return False
-        return True
 
     def params_rewritten_check(items):
         """Each collected test's parameters that a graded mark gives must be one of that
@@ -1228,21 +1232,16 @@ def _install(write, manifest, runner="pytest", sealed=()):
                     if rows is None or not _all(n in params for n in names):
                         continue
                     checked = True
-                    got = _tuple(params[n] for n in names)
-                    hit = rows.get(_tuple(_map(_id, got)))
-                    if hit is not None and _all(_map(_is, hit[0], got)):
+                    hit = rows.get(_tuple(case_value(params[n]) for n in names))
+                    if hit is not None:
                         allowed *= hit[1]
-                        continue
-                    similar = [r for r in rows.values() if same_row(r[0], got)]
-                    if similar:
-                        allowed *= _sum(r[1] for r in similar)
                         continue
                     report_tampered("test %s: its parameters %s are no case its parametrize mark gave when the "
                                     "test file stored it" % (item.nodeid, ", ".join(names)))
             if not checked:
                 continue
             key = (_id(_getattr(item, "cls", None)), _id(_getattr(item, "function", None)),
-                   _tuple(_sorted((_str(n), _id(v)) for n, v in params.items())))
+                   _tuple(_sorted((_str(n), case_value(v)) for n, v in params.items())))
             uses[key] = uses.get(key, 0) + 1
             if uses[key] > allowed:
                 report_tampered("test %s: its parameters are those of another of its cases, more often than its "
@@ -1266,6 +1265,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
         except Exception:
             fn = None
         code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
+        plain_checked(test, _getattr(fn, "__func__", fn), sys.modules.get(_type(test).__module__),
+                      _getattr(test, "_testMethodName", None), _type(test), _str(test).split("\n")[0])
         if fn is not None and _id(code) not in ok_callables:
             why = callable_verdict(fn, sys.modules.get(_type(test).__module__))
             if why is not None:
@@ -3377,10 +3378,11 @@ def _install(write, manifest, runner="pytest", sealed=()):
     def test_support(rel):
         """Test code of the repository by its path: test modules, conftests, and the
         test-support directories and modules (keep in sync with
-        `minisandbox.grading.evalscript.TEST_DIRS`, `SUPPORT_DIRS` and `SUPPORT_FILES`)."""
+        `minisandbox.grading.evalscript.TEST_DIRS`, `SUPPORT_DIRS`, `SUPPORT_FILES` and
+        `SUPPORT_PATHS`)."""
         parts = rel.split("/")
         name = parts[-1]
-        if name in SUPPORT_FILES or name == "conftest.py" or name == "tests.py":
+        if name in SUPPORT_FILES or name == "conftest.py" or name == "tests.py" or rel in SUPPORT_PATHS:
             return True
         if name.startswith("test_") or name.endswith("_test.py"):
             return True
@@ -3388,6 +3390,9 @@ def _install(write, manifest, runner="pytest", sealed=()):
 
     bindings_cache = {}  # real file -> (names its code defines, {name: (module, attr)} it imports)
     local_decorated = {}  # real file -> the names it defines by a `def` under a decorator it defines
+    # real file -> (the names its module binds by a `def` under pytest marks only, {class
+    # under marks only: its methods so defined}): see `unplain`
+    plain_defs = {}
 
     def static_bindings(real, package):
         """The top-level names a module's source binds by `def`/`class` (a function: None;
@@ -3398,6 +3403,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
         if got is not None:
             return got
         defined, imported, other, class_bound, decorators = {}, {}, _set(), {}, {}
+        plain_funcs, plain_classes = _set(), {}
         try:
             with open(real, "rb") as f:
                 tree = _ast.parse(f.read())
@@ -3418,10 +3424,14 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 names.append((node.name, defined, None))
                 roots = [_getattr(d, "func", d) for d in node.decorator_list]
                 decorators[node.name] = _set(r.id for r in roots if _isinstance(r, _ast.Name))
+                if marks_only(node):
+                    plain_funcs.add(node.name)
             elif _isinstance(node, _ast.ClassDef):
                 methods = _set(n.name for n in node.body if _isinstance(n, (_ast.FunctionDef, _ast.AsyncFunctionDef)))
                 names.append((node.name, defined, methods))
                 class_bound[node.name] = class_names(node)
+                if marks_only(node):
+                    plain_classes[node.name] = plain_methods(node)
             elif _isinstance(node, _ast.Import):
                 for a in node.names:
                     name = a.asname or a.name.split(".")[0]
@@ -3447,8 +3457,44 @@ def _install(write, manifest, runner="pytest", sealed=()):
         for name in other:
             defined.pop(name, None)
             imported.pop(name, None)
+        plain_defs[real] = (_set(n for n in plain_funcs if n in defined and defined[n] is None),
+                            _dict((n, m) for n, m in plain_classes.items() if defined.get(n) is not None))
         got = bindings_cache[real] = (defined, imported, class_bound)
         return got
+
+    def marks_only(node):
+        """Is every decorator of a `def` or `class` statement a pytest mark (`@pytest.mark.x`,
+        `@mark.x(...)`)? A mark returns what it decorates: the name is bound to what the
+        statement itself made."""
+        for d in node.decorator_list:
+            d = d.func if _isinstance(d, _ast.Call) else d
+            parts = []
+            while _isinstance(d, _ast.Attribute):
+                parts.append(d.attr)
+                d = d.value
+            if not _isinstance(d, _ast.Name):
+                return False
+            parts.append(d.id)
+            parts.reverse()
+            if not ((_len(parts) > 2 and parts[0] == "pytest" and parts[1] == "mark") or
+                    (_len(parts) > 1 and parts[0] == "mark")):
+                return False
+        return True
+
+    def plain_methods(node):
+        """The methods a class body binds once, by a `def` under marks only, and by nothing
+        else."""
+        defs, stored = {}, _set()
+        for n in node.body:
+            if _isinstance(n, (_ast.FunctionDef, _ast.AsyncFunctionDef)):
+                defs[n.name] = defs.get(n.name, 0) + (1 if marks_only(n) else 2)
+                continue
+            for m in _ast.walk(n):
+                if _isinstance(m, _ast.Name) and not _isinstance(m.ctx, _ast.Load):
+                    stored.add(m.id)
+                elif _isinstance(m, (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef)):
+                    stored.add(m.name)
+        return _set(n for n, count in defs.items() if count == 1 and n not in stored)
 
     imports_cache = {}  # real file -> {bound name: [(module, attr)]} of its `from ... import`s
 
@@ -3604,6 +3650,202 @@ def _install(write, manifest, runner="pytest", sealed=()):
             return "%s (%s), a callable with no code of its own" % (own, cls.__name__)
         return None
 
+    def unplain(value, name, real, globs, test=False):
+        """Why `value`, bound where the unchanged test code file `real` binds `name` (`f`,
+        `C.f`) by a `def` under pytest marks only (`marks_only`), is not what that `def`
+        made (None when it may be). A wrapper is honest only where the source applies a
+        decorator. Library code rebound such tests, from a gc callback while the module was
+        half imported or during collection, to a standard-library wrapper that swallowed
+        their AssertionError (`contextlib.suppress` as a decorator), to a partial of its
+        own, or to a `functools.wraps` wrapper of its own that told the library the
+        expected value, and each was resolved.
+
+        `test` (a test pytest runs): only the def's own function (its code, in `globs`),
+        this plugin's, or an installed plugin's wrapper whose `__wrapped__` chain reaches
+        the file's code (pytest-asyncio, pytest-trio) may stand there. Otherwise (a helper,
+        which tests and conftests monkeypatch): past partials and bound methods, no code of
+        a disallowed file, and no standard-library wrapper of the file's own code."""
+        if not test:
+            for _ in _range(8):
+                if _isinstance(value, _bound):
+                    value = value.__func__
+                elif _isinstance(value, _partials):
+                    value = value.func
+                else:
+                    break
+        if _type(value) is not types.FunctionType:
+            return "not the function its def made but a %s" % _type(value).__name__ if test else None
+        code = value.__code__
+        freal = real_of(code.co_filename)
+        if freal == real and code.co_name == name.rsplit(".", 1)[-1] and genuine(code, real) and \
+                value.__globals__ is globs:
+            return None
+        if freal == ME and code in PLUGIN_CODES:
+            return None
+        stdlib = code.co_filename.startswith("<") or (freal.startswith(STDLIB) and "-packages" + _sep not in freal)
+        rel = rel_to_root(freal)
+        if code_verdict(code) is None:
+            if not test and (not stdlib or not wraps_own(value, real)):
+                return None  # test code's own doing (a helper monkeypatched), an installed library's
+            if test and rel is None and not stdlib and installed(freal) and wraps_own(value, real):
+                return None
+        return "not the function its def made but %s (%s:%d)" % (
+            _getattr(code, "co_qualname", code.co_name), rel or code.co_filename, code.co_firstlineno)
+
+    def plain_class(cls, real):
+        """Are `cls`'s methods what its body made, as far as the runtime goes: its metaclass
+        `type` or `ABCMeta`, and every base `object`, a standard-library `unittest` class or
+        a class of unchanged test code (a library base class or metaclass may wrap them)?"""
+        meta = _type(cls)
+        abc_mod = sys.modules.get("abc")
+        if meta is not _type and meta is not _getattr(abc_mod, "ABCMeta", None):
+            return False
+        for base in _getattr(cls, "__mro__", ())[1:]:
+            if base is object:
+                continue
+            mod = sys.modules.get(_getattr(base, "__module__", None) or "")
+            f = _getattr(mod, "__file__", None)
+            if not _isinstance(f, _str):
+                return False
+            freal = real_of(f)
+            if _str(base.__module__).split(".")[0] == "unittest" and freal.startswith(STDLIB):
+                continue
+            rel = rel_to_root(freal)
+            if rel is None or not test_support(rel) or file_verdict(freal) is not None:
+                return False
+        return True
+
+    plain_seen = {}  # id(test item or case) -> (it, the function checked, plain_test's answer)
+
+    def plain_checked(test, fn, mod, name, cls, label):
+        """The check of a test's function (`fn`, pytest's `item.function` or a unittest
+        case's method) when its definition is plain (`plain_test`), once per test and
+        function: a finding (critical) unless `unplain` accepts it. Returns plain_test's
+        answer (a plain test's wrapper gets no witness)."""
+        hit = plain_seen.get(_id(test))
+        if hit is not None and hit[0] is test and hit[1] is fn:
+            return hit[2]
+        try:
+            plain = plain_test(mod, name, cls)
+        except Exception:
+            plain = None
+        plain_seen[_id(test)] = (test, fn, plain)
+        if plain is not None and fn is not None:
+            why = unplain(fn, plain[0], plain[1], plain[2], True)
+            if why is not None:
+                report_tampered("test %s: its function is %s" % (label, why))
+        return plain
+
+    fixtures_seen = {}  # id(FixtureDef) -> (it, its function when judged)
+
+    def fixtures_checked(item):
+        """The fixtures a test uses that pytest registered for the repository's test code (a
+        test module, class or conftest: a `baseid`) must run no code of a disallowed file
+        (`fixture_verdict`), once per fixture and function. Library code added an autouse
+        fixture of its own to the half-imported test module under a new name; it read the
+        running test's parameters from `request` and told the library the expected value:
+        resolved, no finding (the test function itself untouched)."""
+        n2d = _getattr(_getattr(item, "_fixtureinfo", None), "name2fixturedefs", None)
+        if not _isinstance(n2d, _dict):
+            return
+        for name, defs in _list(n2d.items()):
+            for fd in _tuple(defs or ()):
+                func = _getattr(fd, "func", None)
+                seen = fixtures_seen.get(_id(fd))
+                if seen is not None and seen[0] is fd and seen[1] is func:
+                    continue
+                fixtures_seen[_id(fd)] = (fd, func)
+                why = fixture_verdict(fd, func)
+                if why is not None:
+                    report_tampered("test %s: its fixture %s (registered for %s) is %s" % (
+                        item.nodeid, name, _getattr(fd, "baseid", ""), why))
+
+    def fixture_functions(obj):
+        """The Python functions a fixture definition runs or stands for: through bound
+        methods, partials, pytest's fixture wrappers (`_fixture_function`,
+        `__pytest_wrapped__`), `__wrapped__` chains and a callable instance's `__call__`."""
+        found, todo, seen = [], [obj], _set()
+        while todo and _len(seen) < 40:
+            o = todo.pop()
+            if o is None or _id(o) in seen:
+                continue
+            seen.add(_id(o))
+            if _type(o) is types.FunctionType:
+                found.append(o)
+            elif _isinstance(o, _partials):
+                todo.append(o.func)
+            elif not _isinstance(o, _type) and _type(o) is not types.BuiltinFunctionType:
+                call = _getattr(_type(o), "__call__", None)
+                if _type(call) is types.FunctionType:
+                    todo.append(call)
+            for attr in ("__func__", "_fixture_function", "__wrapped__"):
+                try:
+                    todo.append(_instance_dict(o, attr) if attr != "__func__" else _getattr(o, attr, None))
+                except Exception:
+                    pass
+            wrapped = _getattr(o, "__pytest_wrapped__", None)
+            if wrapped is not None:
+                todo.append(_getattr(wrapped, "obj", None))
+        return found
+
+    def fixture_verdict(fd, func):
+        """Why the fixture `fd` (pytest's FixtureDef) of the repository's test code runs a
+        disallowed file's code, or None: a plugin's fixture (no `baseid`) is not judged
+        here, and one whose function unchanged test code imports by name (`from
+        pkg.testing import db`) is what its import gives."""
+        if not _getattr(fd, "baseid", None):
+            return None
+        for fn in fixture_functions(func):
+            why = code_verdict(fn.__code__)
+            if why is not None and not imported_fixture(fn):
+                return "%s (%s:%d): %s" % (_getattr(fn.__code__, "co_qualname", fn.__code__.co_name),
+                                          rel_to_root(real_of(fn.__code__.co_filename)) or fn.__code__.co_filename,
+                                          fn.__code__.co_firstlineno, why)
+        return None
+
+    def imported_fixture(fn):
+        """Is `fn` what a name that an unchanged test code module imports by its source
+        (`static_bindings`) holds, as that import gives it?"""
+        helpers, tests = test_modules()
+        for mod, real, rel in helpers + tests:
+            if rel is None or file_verdict(real) is not None:
+                continue
+            d = _getattr(mod, "__dict__", {})
+            for name, source in _list(static_bindings(real, _getattr(mod, "__package__", None))[1].items()):
+                value = d.get(name, _NOTHING)
+                if value is _NOTHING or value is not imported_value(source):
+                    continue
+                if _any(f is fn for f in fixture_functions(value)):
+                    return True
+        return False
+
+    def plain_test(mod, name, cls):
+        """(the definition's name, its file, the module's namespace) when the test `name`
+        (of the class `cls`, or None) is a function that the unchanged test file of
+        module `mod` defines by a `def` under pytest marks only (in a class under marks
+        only: `plain_class`), else None."""
+        f = _getattr(mod, "__file__", None)
+        if not _isinstance(f, _str) or not f.endswith(".py"):
+            return None
+        real = real_of(f)
+        if rel_to_root(real) is None or file_verdict(real) is not None:
+            return None
+        static_bindings(real, _getattr(mod, "__package__", None))
+        funcs, classes = plain_defs.get(real, (_set(), {}))
+        if cls is None:
+            return (name, real, mod.__dict__) if name in funcs else None
+        for owner in _getattr(cls, "__mro__", ()):
+            if name in _getattr(owner, "__dict__", {}):
+                break
+        else:
+            return None
+        if _getattr(owner, "__module__", None) != mod.__name__ or owner.__qualname__ != owner.__name__ or \
+                mod.__dict__.get(owner.__name__) is not owner:
+            return None
+        if name not in classes.get(owner.__name__, ()) or not plain_class(owner, real):
+            return None
+        return owner.__name__ + "." + name, real, mod.__dict__
+
     # len(sys.modules) when listed; [(module, real, rel)] of test code: helpers (every
     # module but the test modules), test modules
     ns_modules = [-1, [], []]
@@ -3706,17 +3948,28 @@ def _install(write, manifest, runner="pytest", sealed=()):
             if file_verdict(real) is not None:
                 continue  # the patch's own code (or changed): not test code to protect
             defined, imported, class_bound = static_bindings(real, _getattr(mod, "__package__", None))
+            plain_funcs, plain_classes = plain_defs.get(real, (_set(), {}))
+            base = rel.rsplit("/", 1)[-1]
+            is_test = base.startswith("test_") or base.endswith("_test.py") or base == "tests.py"
             for name, methods in _list(defined.items()):
                 value = d.get(name, _NOTHING)
                 if methods is None and value is not _NOTHING:
                     ns = d if name in local_decorated.get(real, ()) else None
                     why = stand_in(value, name, real) or misnamed(value, name, real, ns)
+                    if why is None and name in plain_funcs:
+                        why = unplain(value, name, real, d, is_test and name.startswith("test"))
                     if why is not None:
                         report_tampered("%s: %s (defined there) is now %s" % (rel, name, why))
                 elif methods is not None and _isinstance(value, _type) and \
                         _getattr(value, "__module__", None) == mod.__name__:
                     cdict = value.__dict__
+                    plain = plain_classes.get(name, ()) if plain_class(value, real) else ()
                     for attr in methods:
+                        if attr in plain and attr in cdict:
+                            why = unplain(cdict[attr], name + "." + attr, real, d, is_test and attr.startswith("test"))
+                            if why is not None:
+                                report_tampered("%s: %s.%s (defined there) is now %s" % (rel, name, attr, why))
+                                continue
                         member = _getattr(cdict.get(attr), "__func__", cdict.get(attr))
                         if _isinstance(member, types.FunctionType):
                             why = foreign_code(member, real) or misnamed(member, name + "." + attr, real)
@@ -4323,9 +4576,12 @@ def _install(write, manifest, runner="pytest", sealed=()):
             except Exception:
                 pass
             code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
+            plain = plain_checked(item, fn, _getattr(item, "module", None), _getattr(item, "originalname", None),
+                                  _getattr(item, "cls", None), item.nodeid)
+            fixtures_checked(item)
             if fn is not None and _id(code) not in ok_callables:
                 why = callable_verdict(fn, _getattr(item, "module", None))
-                if why is not None and witness_plan(item, fn) is not None:
+                if why is not None and plain is None and witness_plan(item, fn) is not None:
                     why = None  # a wrapper around the graded function: the witness judges the call
                 elif why is not None:
                     report_tampered("test %s: its function: %s" % (item.nodeid, why))
