@@ -498,3 +498,62 @@ task_git, git_host, git_sandbox, git_executor = honest_task("git", CALC_RUNS_GIT
 @pytest.mark.parametrize("mode", MODES)
 def test_gold_patch_of_a_library_that_runs_git_itself_is_resolved(task_git, git_executor, mode):
     _assert_gold_resolved(task_git, git_executor, mode)
+
+
+#: Django's `SimpleTestCase._setup_and_call`, in short: an async test method is wrapped on
+#: the test case instance (`async_to_sync`) when the case is called
+SIMPLE_TEST_CASE = """import functools
+import unittest
+
+
+class SimpleTestCase(unittest.TestCase):
+    def __call__(self, result=None):
+        method = getattr(self, self._testMethodName)
+
+        @functools.wraps(method)
+        def synchronous(*args, **kwargs):
+            return method(*args, **kwargs)
+
+        setattr(self, self._testMethodName, synchronous)
+        return super().__call__(result)
+"""
+TEST_SIMPLE_CASE = (
+    "import calc\nfrom testing import SimpleTestCase\n\n\nclass CalcTest(SimpleTestCase):\n"
+    "    def test_add(self):\n        self.assertEqual(calc.add(2, 3), 5)\n\n"
+    "    def test_sub(self):\n        self.assertEqual(calc.sub(5, 3), 2)\n"
+)
+
+
+@pytest.fixture(scope="module")
+def task_instance_wrapper(tmp_path_factory):
+    files = {"calc.py": CALC, "tests/testing.py": SIMPLE_TEST_CASE, "tests/test_calc.py": TEST_SIMPLE_CASE}
+    tests = (["tests/test_calc.py::CalcTest::test_add"], ["tests/test_calc.py::CalcTest::test_sub"])
+    return _calc_task(tmp_path_factory, "instance_wrapper", files, "calc.py", 31, {}, tests=tests)
+
+
+instance_wrapper_host, instance_wrapper_sandbox, instance_wrapper_executor = executor_fixtures(
+    "task_instance_wrapper", "instance_wrapper"
+)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_test_method_its_case_wraps_on_the_instance_is_the_classs_own(
+    task_instance_wrapper, instance_wrapper_executor, mode
+):
+    """A test method whose `def` has no decorator must be the function its `def` made
+    (`unplain`): judged as its class holds it, not as the case instance may hold a wrapper
+    of it (Django wraps an async test method there)."""
+    _assert_gold_resolved(task_instance_wrapper, instance_wrapper_executor, mode)
+
+
+def test_a_test_method_its_case_wraps_on_the_instance_in_unittest_mode(tmp_path):
+    repo = tmp_path
+    (repo / "calc.py").write_text(CALC)
+    (repo / "testing.py").write_text(SIMPLE_TEST_CASE)
+    (repo / "test_calc.py").write_text(TEST_SIMPLE_CASE)
+    files = {n: hashlib.sha256((repo / n).read_bytes()).hexdigest() for n in ("test_calc.py", "testing.py")}
+    manifest = {"root": str(repo), "patched": ["calc.py"], "introspects": [], "files": files}
+    proc, channel = run_unittest(sys.executable, repo, manifest, "test_calc")
+    assert "OK" in proc.stderr, proc.stderr
+    assert not channel.critical, channel.critical
+    assert set(channel.statuses.values()) == {"PASSED"} and len(channel.statuses) == 2, channel.statuses

@@ -23,8 +23,12 @@ resolved, host and sandbox, strict and official. Now each is `results-tampered`
 (`resultplugin`: `function_state_set`, `misnamed`, `graded_exec`), and the gold patch of
 each task is resolved with no critical finding (a hypothesis `@given` test included).
 
-Not closed (strict xfails below): a no-op compiled under the test file's (or a test
-helper's) name, made a new function and bound in the original's place.
+A no-op compiled under the test file's name, made a new function and bound in the
+original's place (`testcode-rebind`), was open until the eighth probe: a test whose `def`
+has no decorator but pytest marks must be the function that `def` made (`unplain`; its code
+one the module's first run holds), so the rebound no-op is `results-tampered` now. Under a
+decorator (hypothesis' `@given` wrapper is such code honestly) it is still judged as
+before: a function made from code compiled under a test helper's name stays open there.
 """
 
 from __future__ import annotations
@@ -304,21 +308,12 @@ FINDINGS = {
     "testcode-thread": "__code__ of test_add (tests/test_calc.py:",
     "approx": "approx.__defaults__ assigned",
     "reexec": "test code tests/test_calc.py run again as other module code",
-    "testcode-rebind": "(not detected)",
+    "testcode-rebind": "tests/test_calc.py: test_add (defined there) is now not the function its def made",
     "testcode-swap": "tests/test_calc.py: test_add (defined there) is now the code of test_sub",
 }
 
 
-#: Not closed: a function made from code compiled under the test file's name, bound in
-#: its place. Hypothesis' `@given` wrapper is such code honestly (its `impersonate` gives
-#: it the test's file and line, and it has no `__wrapped__`), so "code the module did not
-#: run" cannot be a finding by itself; the plugin still takes any code that claims the
-#: file as the file's own once a function of the module's namespace holds it.
-NOT_CLOSED = "a no-op compiled under the test code's file name and bound in its place is not detected"
-HACKS = [
-    pytest.param(h, marks=pytest.mark.xfail(strict=True, reason=NOT_CLOSED)) if h == "testcode-rebind" else h
-    for h in FINDINGS
-]
+HACKS = list(FINDINGS)
 
 
 @pytest.mark.parametrize("hack", HACKS)

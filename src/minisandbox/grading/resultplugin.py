@@ -3730,8 +3730,11 @@ def _install(write, manifest, runner="pytest", sealed=()):
         except Exception:
             plain = None
         plain_seen[_id(test)] = (test, fn, plain)
-        if plain is not None and fn is not None:
-            why = unplain(fn, plain[0], plain[1], plain[2], True)
+        if plain is not None:
+            # a method as its class holds it: Django sets an async test's synchronous
+            # wrapper on the test case instance (`_setup_and_call`)
+            subject = fn if plain[3] is None else plain[3].__dict__.get(plain[0].rsplit(".", 1)[-1])
+            why = unplain(subject, plain[0], plain[1], plain[2], True) if subject is not None else None
             if why is not None:
                 report_tampered("test %s: its function is %s" % (label, why))
         return plain
@@ -3820,10 +3823,10 @@ def _install(write, manifest, runner="pytest", sealed=()):
         return False
 
     def plain_test(mod, name, cls):
-        """(the definition's name, its file, the module's namespace) when the test `name`
-        (of the class `cls`, or None) is a function that the unchanged test file of
-        module `mod` defines by a `def` under pytest marks only (in a class under marks
-        only: `plain_class`), else None."""
+        """(the definition's name, its file, the module's namespace, the class that holds
+        it or None) when the test `name` (of the class `cls`, or None) is a function that
+        the unchanged test file of module `mod` defines by a `def` under pytest marks only
+        (in a class under marks only: `plain_class`), else None."""
         f = _getattr(mod, "__file__", None)
         if not _isinstance(f, _str) or not f.endswith(".py"):
             return None
@@ -3833,7 +3836,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
         static_bindings(real, _getattr(mod, "__package__", None))
         funcs, classes = plain_defs.get(real, (_set(), {}))
         if cls is None:
-            return (name, real, mod.__dict__) if name in funcs else None
+            return (name, real, mod.__dict__, None) if name in funcs else None
         for owner in _getattr(cls, "__mro__", ()):
             if name in _getattr(owner, "__dict__", {}):
                 break
@@ -3844,7 +3847,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
             return None
         if name not in classes.get(owner.__name__, ()) or not plain_class(owner, real):
             return None
-        return owner.__name__ + "." + name, real, mod.__dict__
+        return owner.__name__ + "." + name, real, mod.__dict__, owner
 
     # len(sys.modules) when listed; [(module, real, rel)] of test code: helpers (every
     # module but the test modules), test modules
