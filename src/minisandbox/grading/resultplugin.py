@@ -1267,6 +1267,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
         code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
         plain_checked(test, _getattr(fn, "__func__", fn), sys.modules.get(_type(test).__module__),
                       _getattr(test, "_testMethodName", None), _type(test), _str(test).split("\n")[0])
+        wrapped_checked(test, _getattr(fn, "__func__", fn), sys.modules.get(_type(test).__module__),
+                        _getattr(test, "_testMethodName", None), _type(test), _str(test).split("\n")[0])
         if fn is not None and _id(code) not in ok_callables:
             why = callable_verdict(fn, sys.modules.get(_type(test).__module__))
             if why is not None:
@@ -3393,6 +3395,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
     # real file -> (the names its module binds by a `def` under pytest marks only, {class
     # under marks only: its methods so defined}): see `unplain`
     plain_defs = {}
+    def_roots = {}  # real file -> {"f" or "C.f": the names its decorators start from}
 
     def static_bindings(real, package):
         """The top-level names a module's source binds by `def`/`class` (a function: None;
@@ -3404,6 +3407,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
             return got
         defined, imported, other, class_bound, decorators = {}, {}, _set(), {}, {}
         plain_funcs, plain_classes = _set(), {}
+        roots_of = def_roots[real] = {}
         try:
             with open(real, "rb") as f:
                 tree = _ast.parse(f.read())
@@ -3426,12 +3430,17 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 decorators[node.name] = _set(r.id for r in roots if _isinstance(r, _ast.Name))
                 if marks_only(node):
                     plain_funcs.add(node.name)
+                roots_of[node.name] = decorator_roots(node)
             elif _isinstance(node, _ast.ClassDef):
                 methods = _set(n.name for n in node.body if _isinstance(n, (_ast.FunctionDef, _ast.AsyncFunctionDef)))
                 names.append((node.name, defined, methods))
                 class_bound[node.name] = class_names(node)
                 if marks_only(node):
                     plain_classes[node.name] = plain_methods(node)
+                outer = decorator_roots(node)
+                for n in node.body:
+                    if _isinstance(n, (_ast.FunctionDef, _ast.AsyncFunctionDef)):
+                        roots_of[node.name + "." + n.name] = outer + decorator_roots(n)
             elif _isinstance(node, _ast.Import):
                 for a in node.names:
                     name = a.asname or a.name.split(".")[0]
@@ -3480,6 +3489,17 @@ def _install(write, manifest, runner="pytest", sealed=()):
                     (_len(parts) > 1 and parts[0] == "mark")):
                 return False
         return True
+
+    def decorator_roots(node):
+        """The names a `def` or `class` statement's decorators start from (`mock` of
+        `@mock.patch("x")`, `freeze_time` of `@freeze_time(...)`)."""
+        roots = []
+        for d in node.decorator_list:
+            while _isinstance(d, (_ast.Call, _ast.Attribute)):
+                d = d.func if _isinstance(d, _ast.Call) else d.value
+            if _isinstance(d, _ast.Name):
+                roots.append(d.id)
+        return roots
 
     def plain_methods(node):
         """The methods a class body binds once, by a `def` under marks only, and by nothing
@@ -3799,7 +3819,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
         if not _getattr(fd, "baseid", None):
             return None
         for fn in fixture_functions(func):
-            why = code_verdict(fn.__code__)
+            why = file_verdict(fn.__code__.co_filename)
             if why is not None and not imported_fixture(fn):
                 return "%s (%s:%d): %s" % (_getattr(fn.__code__, "co_qualname", fn.__code__.co_name),
                                           rel_to_root(real_of(fn.__code__.co_filename)) or fn.__code__.co_filename,
@@ -3821,6 +3841,105 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 if _any(f is fn for f in fixture_functions(value)):
                     return True
         return False
+
+    def hidden_logic(held):
+        """Why `held` (what a standard-library wrapper's closure holds) carries code of a
+        disallowed file (`file_verdict`: the code of a test file's function that the module
+        binds only as a decorator's product is not found by `code_verdict`), or None: such
+        a function, an object of a class such a file
+        defines, an object whose attributes hold such a function (contextlib's
+        `_GeneratorContextManager.func`), or whose class's `__enter__`, `__exit__` or
+        `__call__` is such code."""
+        if _type(held) is types.FunctionType:
+            why = file_verdict(held.__code__.co_filename)
+            return None if why is None else "%s (%s)" % (held.__code__.co_name, why)
+        cls = _type(held)
+        mod = sys.modules.get(_getattr(cls, "__module__", None) or "")
+        f = _getattr(mod, "__file__", None)
+        if _isinstance(f, _str) and file_verdict(f) is not None:
+            return "an object of the class %s (%s)" % (_getattr(cls, "__qualname__", "?"), file_verdict(f))
+        try:
+            attrs = _instance_dict(held, "__dict__")
+        except Exception:
+            attrs = None
+        members = _list(attrs.values()) if _type(attrs) is _dict else []
+        members += [_getattr(cls, n, None) for n in ("__enter__", "__exit__", "__call__")]
+        for m in members:
+            if _type(m) is types.FunctionType and file_verdict(m.__code__.co_filename) is not None:
+                return "%s (%s)" % (m.__code__.co_name, file_verdict(m.__code__.co_filename))
+        return None
+
+    def stdlib_wrapped(value):
+        """Why `value`, the function a test runs, is a standard-library wrapper (along its
+        `__wrapped__` chain) whose closure holds code of a disallowed file (`hidden_logic`),
+        or None. Library code wrapped tests in a `contextlib.ContextDecorator` of its own
+        whose `__exit__` swallowed AssertionError, in a `contextmanager` of its own, or in
+        `contextlib.suppress` as a decorator of a class of its own: the code that decides
+        is the patch's, the function that runs is `contextlib`'s `inner`."""
+        fn, depth = value, 0
+        while fn is not None and depth < 20:
+            f = _getattr(fn, "__func__", fn)
+            if _type(f) is types.FunctionType:
+                freal = real_of(f.__code__.co_filename)
+                if freal.startswith(STDLIB) and "-packages" + _sep not in freal:
+                    for cell in f.__closure__ or ():
+                        try:
+                            held = cell.cell_contents
+                        except ValueError:
+                            continue
+                        why = hidden_logic(held)
+                        if why is not None:
+                            return "a wrapper of the standard library (%s) holding %s" % (
+                                f.__code__.co_qualname if _hasattr(f.__code__, "co_qualname") else f.__code__.co_name,
+                                why)
+            fn, depth = _getattr(fn, "__wrapped__", None), depth + 1
+        return None
+
+    def decorated_by_patch(mod, name, cls):
+        """Does the source decorate the test `name` (of class `cls`) with something a
+        disallowed file defines (freezegun's `@freeze_time` when the patch changes
+        freezegun: the library's own decorator, judged by the witness)?"""
+        f = _getattr(mod, "__file__", None)
+        if not _isinstance(f, _str):
+            return False
+        real = real_of(f)
+        static_bindings(real, _getattr(mod, "__package__", None))
+        key = name if cls is None else "%s.%s" % (_getattr(cls, "__name__", ""), name)
+        d = _getattr(mod, "__dict__", {})
+        for root in def_roots.get(real, {}).get(key, ()):
+            obj = d.get(root, _NOTHING)
+            if obj is _NOTHING:
+                continue
+            code = _getattr(_getattr(obj, "__func__", obj), "__code__", None)
+            where = _getattr(obj, "__file__", None) if _isinstance(obj, types.ModuleType) else None
+            if where is None and _type(code) is types.CodeType:
+                where = code.co_filename
+            if where is None:
+                owner = sys.modules.get(_getattr(obj if _isinstance(obj, _type) else _type(obj), "__module__", None) or "")
+                where = _getattr(owner, "__file__", None)
+            if _isinstance(where, _str) and file_verdict(where) is not None:
+                return True
+        return False
+
+    wrapped_seen = {}  # id(test) -> (it, its function when judged)
+
+    def wrapped_checked(test, fn, mod, name, cls, label):
+        """`stdlib_wrapped` for the function a test runs, once per test and function,
+        unless the source decorates it with the patch's own decorator."""
+        hit = wrapped_seen.get(_id(test))
+        if hit is not None and hit[0] is test and hit[1] is fn:
+            return
+        wrapped_seen[_id(test)] = (test, fn)
+        if fn is None:
+            return
+        try:
+            why = stdlib_wrapped(fn)
+            if why is not None and decorated_by_patch(mod, name, cls):
+                why = None
+        except Exception:
+            why = None
+        if why is not None:
+            report_tampered("test %s: its function is %s" % (label, why))
 
     def plain_test(mod, name, cls):
         """(the definition's name, its file, the module's namespace, the class that holds
@@ -4581,6 +4700,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
             code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
             plain = plain_checked(item, fn, _getattr(item, "module", None), _getattr(item, "originalname", None),
                                   _getattr(item, "cls", None), item.nodeid)
+            wrapped_checked(item, fn, _getattr(item, "module", None), _getattr(item, "originalname", None),
+                            _getattr(item, "cls", None), item.nodeid)
             fixtures_checked(item)
             if fn is not None and _id(code) not in ok_callables:
                 why = callable_verdict(fn, _getattr(item, "module", None))
