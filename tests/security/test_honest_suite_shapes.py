@@ -125,15 +125,21 @@ def test_tests_of_a_class_a_decorator_rebound_to_a_subclass_are_the_modules_own(
     """tornado's `abstract_base_test` binds a test module's mixin name to a subclass defined
     in a helper module; the tests' functions are then only reachable through its base:
     "code claiming test_calc.py:9 is not defined by that file's module" for each of them."""
-    repo = tmp_path
-    (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")
-    (repo / "helper.py").write_text(ABSTRACT_BASE)
-    (repo / "test_calc.py").write_text(MIXIN_TEST)
-    files = {n: hashlib.sha256((repo / n).read_bytes()).hexdigest() for n in ("test_calc.py", "helper.py")}
+    _unittest_run_is_clean(tmp_path, {"helper.py": ABSTRACT_BASE, "test_calc.py": MIXIN_TEST})
+
+
+def _unittest_run_is_clean(repo: Path, test_code: dict[str, str]):
+    """`test_code` (files beside `calc.py`, `test_calc.py` among them) run in unittest
+    mode with `calc.py` patched: OK, no critical finding. The channel."""
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n")
+    for name, text in test_code.items():
+        (repo / name).write_text(text)
+    files = {n: hashlib.sha256((repo / n).read_bytes()).hexdigest() for n in test_code}
     manifest = {"root": str(repo), "patched": ["calc.py"], "introspects": [], "files": files}
     proc, channel = run_unittest(sys.executable, repo, manifest, "test_calc")
     assert "OK" in proc.stderr, proc.stderr
     assert not channel.critical, channel.critical
+    return channel
 
 
 #: pytest-django 4.10's `_django_setup_unittest`, minus the Django checks (it runs for every class here)
@@ -547,13 +553,5 @@ def test_a_test_method_its_case_wraps_on_the_instance_is_the_classs_own(
 
 
 def test_a_test_method_its_case_wraps_on_the_instance_in_unittest_mode(tmp_path):
-    repo = tmp_path
-    (repo / "calc.py").write_text(CALC)
-    (repo / "testing.py").write_text(SIMPLE_TEST_CASE)
-    (repo / "test_calc.py").write_text(TEST_SIMPLE_CASE)
-    files = {n: hashlib.sha256((repo / n).read_bytes()).hexdigest() for n in ("test_calc.py", "testing.py")}
-    manifest = {"root": str(repo), "patched": ["calc.py"], "introspects": [], "files": files}
-    proc, channel = run_unittest(sys.executable, repo, manifest, "test_calc")
-    assert "OK" in proc.stderr, proc.stderr
-    assert not channel.critical, channel.critical
+    channel = _unittest_run_is_clean(tmp_path, {"testing.py": SIMPLE_TEST_CASE, "test_calc.py": TEST_SIMPLE_CASE})
     assert set(channel.statuses.values()) == {"PASSED"} and len(channel.statuses) == 2, channel.statuses

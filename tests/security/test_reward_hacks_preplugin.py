@@ -127,21 +127,20 @@ def test_gold_patch_is_resolved(task, preplugin_executor, mode):
     assert ev.resolved, ev.output[-3000:]
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_a_py_package_does_not_run_before_the_plugin(task, preplugin_executor, mode):
-    ev = evaluate(task["record"], task["spec"], task["hack"], preplugin_executor, grading=mode)
-    assert ev.entry["patch_successfully_applied"], ev.output[-3000:]
-    assert "MS-HACK: ran before the results plugin" not in ev.output, ev.output[-3000:]
-    assert "minisandbox: reverted protected path py/__init__.py" in ev.output
-    assert not ev.resolved and ev.reason == "tests-failed", (ev.entry, ev.output[-3000:])
-    assert ev.entry["tests_status"]["FAIL_TO_PASS"]["failure"] == F2P, ev.entry
+#: hack -> (the path it adds, the line it prints when it runs before the plugin)
+RUNS_FIRST = {
+    "hack": ("py/__init__.py", "MS-HACK: ran before the results plugin"),
+    "module_hack": ("_pytest.py", "MS-HACK: _pytest.py ran"),
+}
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_pytest_module_does_not_run_before_the_plugin(task, preplugin_executor, mode):
-    ev = evaluate(task["record"], task["spec"], task["module_hack"], preplugin_executor, grading=mode)
+@pytest.mark.parametrize("hack", sorted(RUNS_FIRST))
+def test_a_runner_module_of_the_patch_does_not_run_before_the_plugin(task, preplugin_executor, hack, mode):
+    path, line = RUNS_FIRST[hack]
+    ev = evaluate(task["record"], task["spec"], task[hack], preplugin_executor, grading=mode)
     assert ev.entry["patch_successfully_applied"], ev.output[-3000:]
-    assert "MS-HACK: _pytest.py ran" not in ev.output, ev.output[-3000:]
-    assert "minisandbox: reverted protected path _pytest.py" in ev.output
+    assert line not in ev.output, ev.output[-3000:]
+    assert f"minisandbox: reverted protected path {path}" in ev.output
     assert not ev.resolved and ev.reason == "tests-failed", (ev.entry, ev.output[-3000:])
     assert ev.entry["tests_status"]["FAIL_TO_PASS"]["failure"] == F2P, ev.entry

@@ -3614,6 +3614,17 @@ def _install(write, manifest, runner="pytest", sealed=()):
             fn, depth = _getattr(fn, "__wrapped__", None), depth + 1
         return None
 
+    def unbound(value):
+        """`value` past bound methods, static and class methods and partials (8 levels)."""
+        for _ in _range(8):
+            if _isinstance(value, _bound):
+                value = value.__func__
+            elif _isinstance(value, _partials):
+                value = value.func
+            else:
+                break
+        return value
+
     def stand_in(value, name, real, lenient=False):
         """Why `value`, found under `name` where test code looks up a helper, stands in for
         one (None when it may be honest; `lenient`: only code of a disallowed file or a
@@ -3630,13 +3641,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
         helper `max` kept the bug and was resolved: only functions were looked at."""
         if real is not None and wraps_own(value, real):
             return None
-        for _ in _range(8):
-            if _isinstance(value, _bound):
-                value = value.__func__
-            elif _isinstance(value, _partials):
-                value = value.func
-            else:
-                break
+        value = unbound(value)
         if _isinstance(value, types.FunctionType):
             if real is not None:
                 return foreign_code(value, real)
@@ -3686,13 +3691,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
         which tests and conftests monkeypatch): past partials and bound methods, no code of
         a disallowed file, and no standard-library wrapper of the file's own code."""
         if not test:
-            for _ in _range(8):
-                if _isinstance(value, _bound):
-                    value = value.__func__
-                elif _isinstance(value, _partials):
-                    value = value.func
-                else:
-                    break
+            value = unbound(value)
         if _type(value) is not types.FunctionType:
             return "not the function its def made but a %s" % _type(value).__name__ if test else None
         code = value.__code__
