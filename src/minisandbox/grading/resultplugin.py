@@ -3686,8 +3686,11 @@ def _install(write, manifest, runner="pytest", sealed=()):
         expected value, and each was resolved.
 
         `test` (a test pytest runs): only the def's own function (its code, in `globs`),
-        this plugin's, or an installed plugin's wrapper whose `__wrapped__` chain reaches
-        the file's code (pytest-asyncio, pytest-trio) may stand there. Otherwise (a helper,
+        this plugin's, or a wrapper of an installed pytest11 plugin (`installed_plugin_function`)
+        whose `__wrapped__` chain reaches the file's code and whose closure holds it
+        (pytest-asyncio's `wrap_in_sync`, pytest-trio's runner) may stand there: a no-op
+        nested in `_pytest.skipping`, made a function and given the test's `__wrapped__`,
+        passed for an installed wrapper. Otherwise (a helper,
         which tests and conftests monkeypatch): past partials and bound methods, no code of
         a disallowed file, and no standard-library wrapper of the file's own code."""
         if not test:
@@ -3706,10 +3709,23 @@ def _install(write, manifest, runner="pytest", sealed=()):
         if code_verdict(code) is None:
             if not test and (not stdlib or not wraps_own(value, real)):
                 return None  # test code's own doing (a helper monkeypatched), an installed library's
-            if test and rel is None and not stdlib and installed(freal) and wraps_own(value, real):
+            if test and rel is None and not stdlib and wraps_own(value, real) and holds_own(value, real) and \
+                    installed_plugin_function(value):
                 return None
         return "not the function its def made but %s (%s:%d)" % (
             _getattr(code, "co_qualname", code.co_name), rel or code.co_filename, code.co_firstlineno)
+
+    def holds_own(fn, real):
+        """Does the closure of `fn` hold a function whose code, or whose `__wrapped__`
+        chain's, is the file `real`'s (the wrapper refers to what it wraps)?"""
+        for cell in _getattr(fn, "__closure__", None) or ():
+            try:
+                held = cell.cell_contents
+            except ValueError:
+                continue
+            if wraps_own(held, real):
+                return True
+        return False
 
     def plain_class(cls, real):
         """Are `cls`'s methods what its body made, as far as the runtime goes: its metaclass
@@ -3734,26 +3750,31 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 return False
         return True
 
-    plain_seen = {}  # id(test item or case) -> (it, the function checked, plain_test's answer)
+    plain_seen = {}  # id(test item or case) -> (it, the function checked, plain_test's answer, what is called)
 
-    def plain_checked(test, fn, mod, name, cls, label):
+    def plain_checked(test, fn, mod, name, cls, label, obj=None):
         """The check of a test's function (`fn`, pytest's `item.function` or a unittest
         case's method) when its definition is plain (`plain_test`), once per test and
-        function: a finding (critical) unless `unplain` accepts it. Returns plain_test's
-        answer (a plain test's wrapper gets no witness)."""
+        function: a finding (critical) unless `unplain` accepts it; and of `obj`, what
+        pytest calls (`item.obj`: `item.function` is its `__func__`, so an object of the
+        patch's whose `__func__` was the test and whose `__call__` swallowed the failure
+        passed). Returns plain_test's answer (a plain test's wrapper gets no witness)."""
         hit = plain_seen.get(_id(test))
-        if hit is not None and hit[0] is test and hit[1] is fn:
+        if hit is not None and hit[0] is test and hit[1] is fn and hit[3] is obj:
             return hit[2]
         try:
             plain = plain_test(mod, name, cls)
         except Exception:
             plain = None
-        plain_seen[_id(test)] = (test, fn, plain)
+        plain_seen[_id(test)] = (test, fn, plain, obj)
         if plain is not None:
             # a method as its class holds it: Django sets an async test's synchronous
             # wrapper on the test case instance (`_setup_and_call`)
             subject = fn if plain[3] is None else plain[3].__dict__.get(plain[0].rsplit(".", 1)[-1])
             why = unplain(subject, plain[0], plain[1], plain[2], True) if subject is not None else None
+            called = obj.__func__ if _type(obj) is types.MethodType else obj
+            if why is None and called is not None and called is not subject:
+                why = unplain(called, plain[0], plain[1], plain[2], True)
             if why is not None:
                 report_tampered("test %s: its function is %s" % (label, why))
         return plain
@@ -3783,8 +3804,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
                         item.nodeid, name, _getattr(fd, "baseid", ""), why))
 
     def fixture_functions(obj):
-        """The Python functions a fixture definition runs or stands for: through bound
-        methods, partials, pytest's fixture wrappers (`_fixture_function`,
+        """The Python functions (and classes) a fixture definition runs or stands for:
+        through bound methods, partials, pytest's fixture wrappers (`_fixture_function`,
         `__pytest_wrapped__`), `__wrapped__` chains and a callable instance's `__call__`."""
         found, todo, seen = [], [obj], _set()
         while todo and _len(seen) < 40:
@@ -3796,7 +3817,9 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 found.append(o)
             elif _isinstance(o, _partials):
                 todo.append(o.func)
-            elif not _isinstance(o, _type) and _type(o) is not types.BuiltinFunctionType:
+            elif _isinstance(o, _type):
+                found.append(o)  # a class pytest calls: its own code (hidden_logic)
+            elif _type(o) is not types.BuiltinFunctionType:
                 call = _getattr(_type(o), "__call__", None)
                 if _type(call) is types.FunctionType:
                     todo.append(call)
@@ -3818,11 +3841,19 @@ def _install(write, manifest, runner="pytest", sealed=()):
         if not _getattr(fd, "baseid", None):
             return None
         for fn in fixture_functions(func):
+            if _isinstance(fn, _type):
+                why = hidden_logic(fn)
+                if why is not None and not imported_fixture(fn):
+                    return why
+                continue
             why = file_verdict(fn.__code__.co_filename)
             if why is not None and not imported_fixture(fn):
                 return "%s (%s:%d): %s" % (_getattr(fn.__code__, "co_qualname", fn.__code__.co_name),
                                           rel_to_root(real_of(fn.__code__.co_filename)) or fn.__code__.co_filename,
                                           fn.__code__.co_firstlineno, why)
+            why = stdlib_closure(fn)
+            if why is not None:
+                return why
         return None
 
     def imported_fixture(fn):
@@ -3842,31 +3873,49 @@ def _install(write, manifest, runner="pytest", sealed=()):
         return False
 
     def hidden_logic(held):
-        """Why `held` (what a standard-library wrapper's closure holds) carries code of a
-        disallowed file (`file_verdict`: the code of a test file's function that the module
-        binds only as a decorator's product is not found by `code_verdict`), or None: such
-        a function, an object of a class such a file
-        defines, an object whose attributes hold such a function (contextlib's
-        `_GeneratorContextManager.func`), or whose class's `__enter__`, `__exit__` or
-        `__call__` is such code."""
-        if _type(held) is types.FunctionType:
-            why = file_verdict(held.__code__.co_filename)
-            return None if why is None else "%s (%s)" % (held.__code__.co_name, why)
-        cls = _type(held)
-        mod = sys.modules.get(_getattr(cls, "__module__", None) or "")
-        f = _getattr(mod, "__file__", None)
-        if _isinstance(f, _str) and file_verdict(f) is not None:
-            return "an object of the class %s (%s)" % (_getattr(cls, "__qualname__", "?"), file_verdict(f))
-        try:
-            attrs = _instance_dict(held, "__dict__")
-        except Exception:
-            attrs = None
-        members = _list(attrs.values()) if _type(attrs) is _dict else []
-        members += [_getattr(cls, n, None) for n in ("__enter__", "__exit__", "__call__")]
+        """Why `held` (what a standard-library wrapper's closure holds, or a fixture's
+        callable) carries code of a disallowed file (`file_verdict`: the code of a test
+        file's function that the module binds only as a decorator's product is not found
+        by `code_verdict`), or None: such a function (past partials and bound methods), a
+        generator running such code, a class such a file defines or whose `__init__`,
+        `__new__`, `__enter__`, `__exit__` or `__call__` is such code (a class's
+        `__module__` may name any module), an object of such a class, or an object whose
+        attributes hold such a function (contextlib's `_GeneratorContextManager.func`, a
+        partial there; a bound method of the patch's object as `__exit__`)."""
+        why = code_of_patch(held)
+        if why is not None:
+            return why
+        cls = held if _isinstance(held, _type) else _type(held)
+        if cls.__module__ != "builtins":
+            mod = sys.modules.get(_getattr(cls, "__module__", None) or "")
+            f = _getattr(mod, "__file__", None)
+            if _isinstance(f, _str) and file_verdict(f) is not None:
+                return "the class %s (%s)" % (_getattr(cls, "__qualname__", "?"), file_verdict(f))
+        members = [_getattr(cls, n, None) for n in ("__init__", "__new__", "__enter__", "__exit__", "__call__")]
+        if not _isinstance(held, _type):
+            try:
+                attrs = _instance_dict(held, "__dict__")
+            except Exception:
+                attrs = None
+            if _type(attrs) is _dict:
+                members += _list(attrs.values())
         for m in members:
-            if _type(m) is types.FunctionType and file_verdict(m.__code__.co_filename) is not None:
-                return "%s (%s)" % (m.__code__.co_name, file_verdict(m.__code__.co_filename))
+            why = code_of_patch(m)
+            if why is not None:
+                return why
         return None
+
+    def code_of_patch(value):
+        """Why `value` (past partials and bound methods) is a function, or a generator,
+        running code of a disallowed file (`file_verdict`), else None."""
+        value = unbound(value)
+        code = value.__code__ if _type(value) is types.FunctionType else None
+        if code is None and _type(value) is types.GeneratorType:
+            code = value.gi_code
+        if code is None:
+            return None
+        why = file_verdict(code.co_filename)
+        return None if why is None else "%s (%s)" % (code.co_name, why)
 
     def stdlib_wrapped(value):
         """Why `value`, the function a test runs, is a standard-library wrapper (along its
@@ -3877,21 +3926,29 @@ def _install(write, manifest, runner="pytest", sealed=()):
         is the patch's, the function that runs is `contextlib`'s `inner`."""
         fn, depth = value, 0
         while fn is not None and depth < 20:
-            f = _getattr(fn, "__func__", fn)
-            if _type(f) is types.FunctionType:
-                freal = real_of(f.__code__.co_filename)
-                if freal.startswith(STDLIB) and "-packages" + _sep not in freal:
-                    for cell in f.__closure__ or ():
-                        try:
-                            held = cell.cell_contents
-                        except ValueError:
-                            continue
-                        why = hidden_logic(held)
-                        if why is not None:
-                            return "a wrapper of the standard library (%s) holding %s" % (
-                                f.__code__.co_qualname if _hasattr(f.__code__, "co_qualname") else f.__code__.co_name,
-                                why)
+            why = stdlib_closure(unbound(fn))
+            if why is not None:
+                return why
             fn, depth = _getattr(fn, "__wrapped__", None), depth + 1
+        return None
+
+    def stdlib_closure(f):
+        """Why `f`, when a function of the standard library, holds code of a disallowed
+        file in its closure (`hidden_logic`), else None."""
+        if _type(f) is not types.FunctionType:
+            return None
+        freal = real_of(f.__code__.co_filename)
+        if not freal.startswith(STDLIB) or "-packages" + _sep in freal:
+            return None
+        for cell in f.__closure__ or ():
+            try:
+                held = cell.cell_contents
+            except ValueError:
+                continue
+            why = hidden_logic(held)
+            if why is not None:
+                return "a wrapper of the standard library (%s) holding %s" % (
+                    _getattr(f.__code__, "co_qualname", f.__code__.co_name), why)
         return None
 
     def decorated_by_patch(mod, name, cls):
@@ -4698,7 +4755,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 pass
             code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
             plain = plain_checked(item, fn, _getattr(item, "module", None), _getattr(item, "originalname", None),
-                                  _getattr(item, "cls", None), item.nodeid)
+                                  _getattr(item, "cls", None), item.nodeid, _getattr(item, "obj", None))
             wrapped_checked(item, fn, _getattr(item, "module", None), _getattr(item, "originalname", None),
                             _getattr(item, "cls", None), item.nodeid)
             fixtures_checked(item)
