@@ -1087,6 +1087,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
             check_before()
             check_instance(self)
             if UNITTEST:
+                method_checked(self)
                 return orig_call(self, method)
             if setup_left:
                 setup_changed(self)
@@ -3810,7 +3811,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
         found, todo, seen = [], [obj], _set()
         while todo and _len(seen) < 40:
             o = todo.pop()
-            if o is None or _id(o) in seen:
+            if o is None or _id(o) in seen or _isinstance(o, types.ModuleType):
                 continue
             seen.add(_id(o))
             if _type(o) is types.FunctionType:
@@ -3840,7 +3841,10 @@ def _install(write, manifest, runner="pytest", sealed=()):
         pkg.testing import db`) is what its import gives."""
         if not _getattr(fd, "baseid", None):
             return None
-        for fn in fixture_functions(func):
+        found = fixture_functions(func)
+        if not found:
+            return no_code(func) or "a callable with no code of its own (%s)" % _type(func).__name__
+        for fn in found:
             if _isinstance(fn, _type):
                 why = hidden_logic(fn)
                 if why is not None and not imported_fixture(fn):
@@ -3866,13 +3870,13 @@ def _install(write, manifest, runner="pytest", sealed=()):
             d = _getattr(mod, "__dict__", {})
             for name, source in _list(static_bindings(real, _getattr(mod, "__package__", None))[1].items()):
                 value = d.get(name, _NOTHING)
-                if value is _NOTHING or value is not imported_value(source):
+                if value is _NOTHING or value is not imported_value(source) or _isinstance(value, types.ModuleType):
                     continue
                 if _any(f is fn for f in fixture_functions(value)):
                     return True
         return False
 
-    def hidden_logic(held):
+    def hidden_logic(held, depth=0):
         """Why `held` (what a standard-library wrapper's closure holds, or a fixture's
         callable) carries code of a disallowed file (`file_verdict`: the code of a test
         file's function that the module binds only as a decorator's product is not found
@@ -3886,6 +3890,9 @@ def _install(write, manifest, runner="pytest", sealed=()):
         if why is not None:
             return why
         cls = held if _isinstance(held, _type) else _type(held)
+        why = forged_class(cls)
+        if why is not None:
+            return why
         if cls.__module__ != "builtins":
             mod = sys.modules.get(_getattr(cls, "__module__", None) or "")
             f = _getattr(mod, "__file__", None)
@@ -3901,9 +3908,36 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 members += _list(attrs.values())
         for m in members:
             why = code_of_patch(m)
+            if why is None and depth < 3:
+                why = stdlib_closure(unbound(m), depth + 1)
             if why is not None:
                 return why
         return None
+
+    HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by Python code
+
+    def forged_class(cls):
+        """Why `cls`, a class made by Python code, names a standard-library module that does
+        not hold it (`type("_Quiet", (ContextDecorator,), {"__module__": "contextlib",
+        ...})`, its members all the standard library's, its `__exit__` a context manager
+        that is always true), else None. mock's per-instance subclasses are mock's."""
+        if not (_getattr(cls, "__flags__", 0) & HEAPTYPE):
+            return None
+        modname = _getattr(cls, "__module__", None)
+        mod = sys.modules.get(modname or "")
+        f = _getattr(mod, "__file__", None)
+        if not _isinstance(f, _str) or not real_of(f).startswith(STDLIB) or "-packages" + _sep in real_of(f):
+            return None
+        mock = sys.modules.get("unittest.mock")
+        base = _getattr(mock, "NonCallableMock", None) if mock is not None else None
+        if _isinstance(base, _type) and _issubclass(cls, base):
+            return None
+        found = mod
+        for part in _str(_getattr(cls, "__qualname__", "")).split("."):
+            found = _getattr(found, part, None)
+        if found is cls:
+            return None
+        return "the class %s.%s, which that module does not define" % (modname, cls.__qualname__)
 
     def code_of_patch(value):
         """Why `value` (past partials and bound methods) is a function, or a generator,
@@ -3932,9 +3966,9 @@ def _install(write, manifest, runner="pytest", sealed=()):
             fn, depth = _getattr(fn, "__wrapped__", None), depth + 1
         return None
 
-    def stdlib_closure(f):
+    def stdlib_closure(f, depth=0):
         """Why `f`, when a function of the standard library, holds code of a disallowed
-        file in its closure (`hidden_logic`), else None."""
+        file in its closure (`hidden_logic`, `depth` levels of closures in), else None."""
         if _type(f) is not types.FunctionType:
             return None
         freal = real_of(f.__code__.co_filename)
@@ -3945,25 +3979,27 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 held = cell.cell_contents
             except ValueError:
                 continue
-            why = hidden_logic(held)
+            why = hidden_logic(held, depth)
             if why is not None:
                 return "a wrapper of the standard library (%s) holding %s" % (
                     _getattr(f.__code__, "co_qualname", f.__code__.co_name), why)
         return None
 
     def decorated_by_patch(mod, name, cls):
-        """Does the source decorate the test `name` (of class `cls`) with something a
-        disallowed file defines (freezegun's `@freeze_time` when the patch changes
-        freezegun: the library's own decorator, judged by the witness)?"""
+        """Does the source decorate the test `name` (of class `cls`) with something it
+        imports from a disallowed file (freezegun's `@freeze_time` when the patch changes
+        freezegun: the library's own decorator, judged by the witness)? The decorator's
+        name is resolved through the source's own import (`static_bindings`), as that
+        import gives it: library code rebound the test module's `mock` to its own module
+        and the wrapper rule was skipped."""
         f = _getattr(mod, "__file__", None)
         if not _isinstance(f, _str):
             return False
         real = real_of(f)
-        static_bindings(real, _getattr(mod, "__package__", None))
+        imported = static_bindings(real, _getattr(mod, "__package__", None))[1]
         key = name if cls is None else "%s.%s" % (_getattr(cls, "__name__", ""), name)
-        d = _getattr(mod, "__dict__", {})
         for root in def_roots.get(real, {}).get(key, ()):
-            obj = d.get(root, _NOTHING)
+            obj = imported_value(imported[root]) if root in imported else _NOTHING
             if obj is _NOTHING:
                 continue
             code = _getattr(_getattr(obj, "__func__", obj), "__code__", None)
@@ -3977,25 +4013,82 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 return True
         return False
 
-    wrapped_seen = {}  # id(test) -> (it, its function when judged)
+    wrapped_seen = {}  # id(test) -> (it, its function and what pytest calls, when judged)
 
-    def wrapped_checked(test, fn, mod, name, cls, label):
-        """`stdlib_wrapped` for the function a test runs, once per test and function,
-        unless the source decorates it with the patch's own decorator."""
+    def wrapped_checked(test, fn, mod, name, cls, label, obj=None):
+        """The function a test runs (`fn`) and what pytest calls (`obj`, `item.obj`), once
+        per test and function, unless the source decorates the test with the patch's own
+        decorator: no standard-library wrapper holding the patch's code (`stdlib_wrapped`),
+        no function of a disallowed file along the `__wrapped__` chain (`lru_cache` of the
+        patch's function, named as the test), no object of the patch's standing for it
+        (whose `__func__` is the test and whose `__call__` swallows), and no callable of
+        the standard library with no code of its own."""
+        called = obj.__func__ if _type(obj) is types.MethodType else obj
         hit = wrapped_seen.get(_id(test))
-        if hit is not None and hit[0] is test and hit[1] is fn:
+        if hit is not None and hit[0] is test and hit[1] is fn and hit[2] is called:
             return
-        wrapped_seen[_id(test)] = (test, fn)
-        if fn is None:
-            return
+        wrapped_seen[_id(test)] = (test, fn, called)
+        why = None
         try:
-            why = stdlib_wrapped(fn)
-            if why is not None and decorated_by_patch(mod, name, cls):
+            for value in (fn, called) if called is not None and called is not fn else (fn,):
+                why = value is not None and (stdlib_wrapped(value) or chain_of_patch(value) or no_code(value))
+                if why:
+                    break
+            if why and decorated_by_patch(mod, name, cls):
                 why = None
         except Exception:
             why = None
-        if why is not None:
+        if why:
             report_tampered("test %s: its function is %s" % (label, why))
+
+    def chain_of_patch(value):
+        """Why an element of `value`'s `__wrapped__` chain (past bound methods) is code of a
+        disallowed file, or an object whose class's own code is (`hidden_logic`), else None."""
+        fn, depth = value, 0
+        while fn is not None and depth < 20:
+            f = unbound(fn)
+            why = code_of_patch(f)
+            if why is None and _type(f) is not types.FunctionType and not _isinstance(f, (_type, types.ModuleType)):
+                why = hidden_logic(f)
+            if why is not None:
+                return "wrapped in %s" % why
+            fn, depth = _getattr(fn, "__wrapped__", None), depth + 1
+        return None
+
+    def no_code(value):
+        """Why `value`, standing for a test or a fixture's function, is a callable with no
+        Python code of its own that the standard library or the interpreter implements
+        (a `functools.lru_cache` wrapper, a partial), else None."""
+        if _isinstance(value, (types.FunctionType, types.MethodType, _type)):
+            return None
+        cls = _type(value)
+        if _type(_getattr(cls, "__call__", None)) is types.FunctionType:
+            return None  # a class of Python code: judged by its code
+        mod = sys.modules.get(_getattr(cls, "__module__", None) or "")
+        f = _getattr(mod, "__file__", None)
+        if mod is None or not _isinstance(f, _str) or (real_of(f).startswith(STDLIB) and "-packages" + _sep not in real_of(f)):
+            return "a %s.%s (a callable with no code of its own)" % (cls.__module__, cls.__qualname__)
+        return None
+
+    def method_checked(test):
+        """unittest mode, right before a test method: `plain_checked` and `wrapped_checked`
+        for the method as its class holds it (library code, a runner the patch changes,
+        bound a function of its own there that put the real method back when called and
+        swallowed its failure: the checks after the test saw the real one)."""
+        name = _getattr(test, "_testMethodName", None)
+        cls = _type(test)
+        member = None
+        for owner in _getattr(cls, "__mro__", ()):
+            if name in _getattr(owner, "__dict__", {}):
+                member = owner.__dict__[name]
+                break
+        if member is None:
+            return
+        mod = sys.modules.get(cls.__module__)
+        label = _str(test).split("\n")[0]
+        member = _getattr(member, "__func__", member)
+        plain_checked(test, member, mod, name, cls, label)
+        wrapped_checked(test, member, mod, name, cls, label)
 
     def plain_test(mod, name, cls):
         """(the definition's name, its file, the module's namespace, the class that holds
@@ -4169,6 +4262,13 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 want = _getattr(src, "__dict__", {}).get(attr, sys.modules.get(source + "." + attr, _NOTHING))
                 if want is _NOTHING or value is want or (_isinstance(value, _type) and _isinstance(want, _type)):
                     continue  # (a class imported again: a module reloaded)
+                vf = _getattr(value, "__file__", None) if _isinstance(value, types.ModuleType) else None
+                if _isinstance(vf, _str) and file_verdict(vf) is not None:
+                    # a module the patch changes in an imported name's place (its decorator
+                    # root then resolved to the patch: `decorated_by_patch`)
+                    report_tampered("%s: %s is not %s.%s but the module %s" % (
+                        rel, name, source, attr, _getattr(value, "__name__", "?")))
+                    continue
                 why = stand_in(value, attr, real)
                 if why is not None:
                     report_tampered("%s: %s is not %s.%s but %s" % (rel, name, source, attr, why))
@@ -4757,7 +4857,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
             plain = plain_checked(item, fn, _getattr(item, "module", None), _getattr(item, "originalname", None),
                                   _getattr(item, "cls", None), item.nodeid, _getattr(item, "obj", None))
             wrapped_checked(item, fn, _getattr(item, "module", None), _getattr(item, "originalname", None),
-                            _getattr(item, "cls", None), item.nodeid)
+                            _getattr(item, "cls", None), item.nodeid, _getattr(item, "obj", None))
             fixtures_checked(item)
             if fn is not None and _id(code) not in ok_callables:
                 why = callable_verdict(fn, _getattr(item, "module", None))
