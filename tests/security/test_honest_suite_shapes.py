@@ -555,3 +555,28 @@ def test_a_test_method_its_case_wraps_on_the_instance_is_the_classs_own(
 def test_a_test_method_its_case_wraps_on_the_instance_in_unittest_mode(tmp_path):
     channel = _unittest_run_is_clean(tmp_path, {"testing.py": SIMPLE_TEST_CASE, "test_calc.py": TEST_SIMPLE_CASE})
     assert set(channel.statuses.values()) == {"PASSED"} and len(channel.statuses) == 2, channel.statuses
+
+
+@pytest.fixture(scope="module")
+def task_deco_package(tmp_path_factory):
+    """`@calc.frozen` where `calc` is a package whose `api.py` (the bug's file) defines the
+    decorator: the decorator's name resolves to the package's unchanged `__init__.py`."""
+    files = {
+        "calc/__init__.py": "from calc.api import add, frozen, sub  # noqa: F401\n",
+        "calc/api.py": CALC_DECORATOR,
+        "tests/test_calc.py": TEST_DECORATED,
+    }
+    return _calc_task(tmp_path_factory, "honest_deco_package", files, "calc/api.py", 32, {})
+
+
+deco_package_host, deco_package_sandbox, deco_package_executor = executor_fixtures("task_deco_package", "deco_package")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_gold_patch_of_a_package_whose_decorator_wraps_tests_is_resolved(
+    task_deco_package, deco_package_executor, mode
+):
+    """The patch's own decorator, named through its package (`@freezegun.freeze_time`, the
+    wrapper in the changed `api.py`): judged by the witness, not refused as a wrapper of the
+    patch's code around the test (`decorated_by_patch`, `patched_package`)."""
+    _assert_gold_resolved(task_deco_package, deco_package_executor, mode)

@@ -4004,6 +4004,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 continue
             code = _getattr(_getattr(obj, "__func__", obj), "__code__", None)
             where = _getattr(obj, "__file__", None) if _isinstance(obj, types.ModuleType) else None
+            if where is not None and patched_package(where):
+                return True  # `@freezegun.freeze_time`: a package the patch changes (its api.py)
             if where is None and _type(code) is types.CodeType:
                 where = code.co_filename
             if where is None:
@@ -4012,6 +4014,13 @@ def _install(write, manifest, runner="pytest", sealed=()):
             if _isinstance(where, _str) and file_verdict(where) is not None:
                 return True
         return False
+
+    def patched_package(init):
+        """Is `init` a package's `__init__.py` under which the patch changes a file?"""
+        if not _isinstance(init, _str) or _os_basename(init) != "__init__.py":
+            return False
+        rel = rel_to_root(real_of(_dirname(init)))
+        return rel is not None and _any(p.startswith(rel + "/") for p in PATCHED)
 
     wrapped_seen = {}  # id(test) -> (it, its function and what pytest calls, when judged)
 
