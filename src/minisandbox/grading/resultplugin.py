@@ -3952,17 +3952,26 @@ def _install(write, manifest, runner="pytest", sealed=()):
         return None if why is None else "%s (%s)" % (code.co_name, why)
 
     def stdlib_wrapped(value):
-        """Why `value`, the function a test runs, is a standard-library wrapper (along its
-        `__wrapped__` chain) whose closure holds code of a disallowed file (`hidden_logic`),
-        or None. Library code wrapped tests in a `contextlib.ContextDecorator` of its own
-        whose `__exit__` swallowed AssertionError, in a `contextmanager` of its own, or in
-        `contextlib.suppress` as a decorator of a class of its own: the code that decides
-        is the patch's, the function that runs is `contextlib`'s `inner`."""
+        """Why an element of `value`'s `__wrapped__` chain (past bound methods and partials),
+        the function a test runs, carries code of a disallowed file, else None: a function
+        of the standard library whose closure holds it (`stdlib_closure`: library code
+        wrapped tests in a `contextlib.ContextDecorator` of its own whose `__exit__`
+        swallowed AssertionError, in a `contextmanager` of its own, or in
+        `contextlib.suppress` as a decorator of a class of its own, and the function that
+        ran was `contextlib`'s `inner`), a function of such a file (`lru_cache` of the
+        patch's function, named as the test), or an object whose class's own code is
+        (`hidden_logic`). One walk of the chain."""
         fn, depth = value, 0
         while fn is not None and depth < 20:
-            why = stdlib_closure(unbound(fn))
+            f = unbound(fn)
+            why = stdlib_closure(f)
             if why is not None:
                 return why
+            why = code_of_patch(f)
+            if why is None and _type(f) is not types.FunctionType and not _isinstance(f, (_type, types.ModuleType)):
+                why = hidden_logic(f)
+            if why is not None:
+                return "wrapped in %s" % why
             fn, depth = _getattr(fn, "__wrapped__", None), depth + 1
         return None
 
@@ -4027,11 +4036,10 @@ def _install(write, manifest, runner="pytest", sealed=()):
     def wrapped_checked(test, fn, mod, name, cls, label, obj=None):
         """The function a test runs (`fn`) and what pytest calls (`obj`, `item.obj`), once
         per test and function, unless the source decorates the test with the patch's own
-        decorator: no standard-library wrapper holding the patch's code (`stdlib_wrapped`),
-        no function of a disallowed file along the `__wrapped__` chain (`lru_cache` of the
-        patch's function, named as the test), no object of the patch's standing for it
-        (whose `__func__` is the test and whose `__call__` swallows), and no callable of
-        the standard library with no code of its own."""
+        decorator: nothing of a disallowed file along the `__wrapped__` chain
+        (`stdlib_wrapped`; an object of the patch's whose `__func__` is the test and whose
+        `__call__` swallows stands for it as `item.obj`), and no callable of the standard
+        library with no code of its own (`no_code`)."""
         called = obj.__func__ if _type(obj) is types.MethodType else obj
         hit = wrapped_seen.get(_id(test))
         if hit is not None and hit[0] is test and hit[1] is fn and hit[2] is called:
@@ -4040,7 +4048,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
         why = None
         try:
             for value in (fn, called) if called is not None and called is not fn else (fn,):
-                why = value is not None and (stdlib_wrapped(value) or chain_of_patch(value) or no_code(value))
+                why = value is not None and (stdlib_wrapped(value) or no_code(value))
                 if why:
                     break
             if why and decorated_by_patch(mod, name, cls):
@@ -4049,20 +4057,6 @@ def _install(write, manifest, runner="pytest", sealed=()):
             why = None
         if why:
             report_tampered("test %s: its function is %s" % (label, why))
-
-    def chain_of_patch(value):
-        """Why an element of `value`'s `__wrapped__` chain (past bound methods) is code of a
-        disallowed file, or an object whose class's own code is (`hidden_logic`), else None."""
-        fn, depth = value, 0
-        while fn is not None and depth < 20:
-            f = unbound(fn)
-            why = code_of_patch(f)
-            if why is None and _type(f) is not types.FunctionType and not _isinstance(f, (_type, types.ModuleType)):
-                why = hidden_logic(f)
-            if why is not None:
-                return "wrapped in %s" % why
-            fn, depth = _getattr(fn, "__wrapped__", None), depth + 1
-        return None
 
     def no_code(value):
         """Why `value`, standing for a test or a fixture's function, is a callable with no
