@@ -94,10 +94,9 @@ TRIGGER = textwrap.dedent(
 
     """
 )
-HACKS = {
-    "context_decorator": TRIGGER
-    + textwrap.dedent(
-        """\
+#: a ContextDecorator of the patch's whose `__exit__` swallows AssertionError
+QUIET = textwrap.dedent(
+    """\
         class _Quiet(_cl.ContextDecorator):
             def __enter__(self):
                 return self
@@ -106,6 +105,13 @@ HACKS = {
                 return kind is not None and issubclass(kind, AssertionError)
 
 
+    """
+)
+HACKS = {
+    "context_decorator": TRIGGER
+    + QUIET
+    + textwrap.dedent(
+        """\
         def _wrap(fn):
             return _Quiet()(fn)
 
@@ -180,16 +186,9 @@ HACKS = {
     ),
     # the tenth probe
     "mock_rebind": TRIGGER
+    + QUIET
     + textwrap.dedent(
         """\
-        class _Quiet(_cl.ContextDecorator):
-            def __enter__(self):
-                return self
-
-            def __exit__(self, kind, value, tb):
-                return kind is not None and issubclass(kind, AssertionError)
-
-
         def _wrap(fn):
             tm = getattr(_sys, "mod" + "ules").get("test_calc")
             tm.__dict__["mock"] = getattr(_sys, "mod" + "ules")[__name__]
