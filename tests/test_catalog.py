@@ -831,3 +831,23 @@ def test_a_misspelled_log_parser_names_the_file_spec_field_and_the_choices(tmp_p
     msg = one_line_error(exc)
     assert msg.startswith(f"{path} (spec #1): spec 'a__b.12345678': log_parser 'pytset' is not one of pytest, ")
     assert "(log parsers: minisandbox.logformats)" in msg and "\n" not in str(exc.value)
+
+
+def test_pinned_major_reads_the_specs_pin() -> None:
+    """The pytest a spec pins decides the suite's collection order in grading
+    (`minisandbox.grading.evaluate.suite_order`)."""
+    from minisandbox.catalog import EnvSpec
+
+    spec = EnvSpec.from_dict(
+        {
+            "name": "o__r.1",
+            "kind": "swesmith",
+            "source": "https://x/o/r",
+            "commit": "1" * 40,
+            "python": "3.11",
+            "requirements": ["Pytest == 7.4.4", "pluggy==1.5.0", "pytest-cov==5.0"],
+        }
+    )
+    assert spec.pinned_major("pytest") == 7
+    assert spec.pinned_major("pluggy") == 1
+    assert spec.pinned_major("hypothesis") is None

@@ -119,6 +119,18 @@ class EnvSpec:
             d[k] = list(d[k])
         return d
 
+    def pinned_major(self, package: str) -> int | None:
+        """The major version the spec pins `package` to (`package==X.Y...` among its
+        requirements), or None when it pins none: SWE-smith profiles pin every package
+        (their official images' exports), most SWE-bench specs leave pytest to the resolver."""
+        prefix = f"{package.lower()}=="
+        for req in self.requirements:
+            text = req.replace(" ", "").lower()
+            if text.startswith(prefix):
+                head = text[len(prefix) :].split(".", 1)[0]
+                return int(head) if head.isdigit() else None
+        return None
+
     def with_commit(self, commit: str) -> EnvSpec:
         return replace(self, commit=commit)
 

@@ -186,6 +186,29 @@ def test_test_files_run_in_the_suites_order_not_the_lists():
         "tests/test_ticking.py",
         "tests/test_utils.py",
     ]
+    # pytest 7 and older took a directory's files before its subdirectories ("files and
+    # directories are now collected in alphabetical order jointly" is pytest 8's change)
+    assert suite_order(named, files_first=True) == [
+        "tests/test_a.py",
+        "tests/test_ticking.py",
+        "tests/test_utils.py",
+        "tests/b/test_x.py",
+    ]
+
+
+def test_the_suites_order_follows_the_pytest_the_spec_pins(eval_project):
+    """A profile pinning pytest 7 runs its task's files in pytest 7's collection order."""
+    rec = eval_project.swesmith._replace(
+        fail_to_pass=["tests/a/test_deep.py::test_a"],
+        pass_to_pass=["tests/test_top.py::test_b"],
+    )
+    order = {}
+    for pin in ("pytest==7.4.4", "pytest==8.3.3"):
+        others = tuple(r for r in eval_project.spec.requirements if not r.lower().startswith("pytest=="))
+        spec = dataclasses.replace(eval_project.spec, requirements=(*others, pin))
+        order[pin] = plan_script(rec, spec, None, eval_project.clean, select=None).test_args
+    assert order["pytest==7.4.4"] == ["tests/test_top.py", "tests/a/test_deep.py"]
+    assert order["pytest==8.3.3"] == ["tests/a/test_deep.py", "tests/test_top.py"]
 
 
 def test_doctests_of_the_file_the_bug_is_in_grade_the_candidates_code(eval_project, tmp_path):

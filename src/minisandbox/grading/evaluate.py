@@ -148,7 +148,7 @@ def plan_script(
         if tests and all("::" in t for t in tests):
             script.test_args += [f for f in test_files_of(tests) if f not in script.test_args]
     else:
-        files = suite_order(test_files_of(tests))
+        files = suite_order(test_files_of(tests), files_first=(spec.pinned_major("pytest") or 8) < 8)
         script.reference_files = {f: _read_reference(reference, f) for f in task_test_files(tests, record.patch)}
         if tests and all("::" in t for t in tests):
             script.test_args = keyword_selection(spec.test_cmd, tests) or list(select or files)
@@ -160,12 +160,16 @@ def plan_script(
     return script
 
 
-def suite_order(files: list[str]) -> list[str]:
-    """`files` in the order pytest collects them from the whole suite (each directory's
-    entries by name), not the order the test lists name them: the task was labelled from a
-    run of the whole suite, and a suite whose tests leave state behind (freezegun's
-    `test_utils.py` reloads `freezegun.api` under a mocked interpreter) failed ten
-    PASS_TO_PASS tests when the FAIL_TO_PASS files ran first."""
+def suite_order(files: list[str], *, files_first: bool = False) -> list[str]:
+    """`files` in the order pytest collects them from the whole suite, not the order the
+    test lists name them: the task was labelled from a run of the whole suite, and a suite
+    whose tests leave state behind (freezegun's `test_utils.py` reloads `freezegun.api`
+    under a mocked interpreter) failed ten PASS_TO_PASS tests when the FAIL_TO_PASS files
+    ran first. pytest 8 takes each directory's entries by name, files and subdirectories
+    alike; pytest 7 and older (`files_first`) take a directory's files, then descend into
+    its subdirectories."""
+    if files_first:
+        return sorted(files, key=lambda f: [(1, d) for d in f.split("/")[:-1]] + [(0, f.rsplit("/", 1)[-1])])
     return sorted(files, key=lambda f: f.split("/"))
 
 
