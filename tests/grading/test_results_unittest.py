@@ -26,7 +26,15 @@ from minisandbox.grading.results import (
 )
 
 MODULE = '''\
-import doctest, os, platform, subprocess, sys, unittest
+import doctest, functools, os, platform, subprocess, sys, unittest
+
+
+def logged(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def square(x):
@@ -38,8 +46,13 @@ def square(x):
     return x * x
 
 
+def check_square():
+    assert square(2) == 4
+
+
 def load_tests(loader, tests, ignore):
     tests.addTests(doctest.DocTestSuite(sys.modules[__name__]))
+    tests.addTest(unittest.FunctionTestCase(check_square))  # a test function of the repository's
     return tests
 
 
@@ -71,6 +84,17 @@ class T(unittest.TestCase):
         """platform.uname_result, made when platform is first imported (after the plugin's
         start-up) and holding a cached property, is the standard library's."""
         self.assertEqual(len(platform.uname()), 5)
+
+    @logged
+    def test_wrapped(self):
+        """A decorated test's id has its own docstring line (through `__wrapped__`)."""
+
+    def test_runs_a_test_of_its_own(self):
+        """A test of a test runner (Django's test_runner tests run suites inside tests):
+        the inner run is the outer test's business, recorded as nothing."""
+        result = unittest.TestResult()
+        unittest.FunctionTestCase(lambda: None, description="inner").run(result)
+        self.assertTrue(result.wasSuccessful() and result.testsRun == 1)
 
     def test_environment(self):
         """What the test process and a child of it see."""
@@ -122,7 +146,11 @@ def test_channel_has_what_unittest_reported_with_the_logs_ids(tmp_path):
     assert chan["test_xfail (test_mod.T.test_xfail)"] == "XFAIL"
     assert chan["test_subtests (test_mod.T.test_subtests)"] == "FAILED"
     assert chan["Doctest: test_mod.square"] == "PASSED"
-    assert channel.collected == 9
+    assert chan["unittest.case.FunctionTestCase (check_square)"] == "PASSED"
+    assert chan["A test of a test runner (Django's test_runner tests run suites inside tests):"] == "PASSED"
+    assert not any("inner" in test_id for test_id in channel.statuses), channel.statuses
+    assert chan["A decorated test's id has its own docstring line (through `__wrapped__`)."] == "PASSED"
+    assert channel.collected == 12
 
 
 def test_the_process_and_its_children_do_not_keep_the_start_up_option(tmp_path):
@@ -155,6 +183,9 @@ def test_merge_fails_what_the_channel_did_not_see_pass():
     assert merged["Doc of b."] == "PASSED"  # docstring ids as the log parser makes them
     assert merged["test_c (m.C.test_c)"] == "FAILED"  # printed, never run
     assert merged["--version is equivalent to version"] == "PASSED"
+    # a FAIL_TO_PASS test is never passed by a printed line alone: a patch can print it
+    confirmed = merge(log, channel, "django", confirm={"--version is equivalent to version"})
+    assert confirmed["--version is equivalent to version"] == "FAILED"
 
 
 def test_the_plugin_directory_goes_with_the_process_that_made_it(tmp_path) -> None:

@@ -251,7 +251,7 @@ def make_report(
         kept only for tests marked xfail at the graded state."""
         status_map = get_parser(log_parser)(test_output) if test_output else {}
         if use_channel and channel is not None:
-            status_map = merge(status_map, channel, log_parser)
+            status_map = merge(status_map, channel, log_parser, confirm=frozenset(fail_to_pass))
         entry["suspicious"] += _unmarked_xfail(status_map, xfail_marked, noted)
         return status_map
 

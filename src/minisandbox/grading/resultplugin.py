@@ -966,6 +966,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
         and fails. Returns (the proxy class, the code objects of unittest.case)."""
         case = unittest.case
         TC = case.TestCase
+        function_case[0] = _getattr(case, "FunctionTestCase", None)
         orig_run = TC.__dict__["run"]
         tc_str, tc_short = TC.__dict__["__str__"], TC.__dict__["shortDescription"]
         fail_exc = TC.failureException
@@ -992,30 +993,56 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 keep.append(cls)
             desc = _str(test)
             if d_fn is tc_short:
-                doc = _getattr(_getattr(test, _getattr(test, "_testMethodName", ""), None), "__doc__", None)
+                doc = source_doc(_getattr(test, _getattr(test, "_testMethodName", ""), None))
                 doc = doc.strip().split("\n")[0].strip() if _isinstance(doc, _str) and doc.strip() else None
             else:
                 doc = test.shortDescription()
             return desc + "\n" + doc if doc else desc
 
+        def source_doc(method):
+            """The docstring of a test method as its source wrote it: that of the code of
+            the function the method wraps (`__wrapped__`, to the end) when that code is the
+            repository's, else its `__doc__`. Library code set a passing test's `__doc__`
+            to a failing test's id and the failing test's to another name, and the pass
+            stood for the failing test (the eleventh probe): a `__doc__` is anybody's to
+            set, a code object's constants are not."""
+            fn = _getattr(method, "__func__", method)
+            inner = fn
+            for _ in _range(32):
+                nxt = _getattr(inner, "__wrapped__", None) if _isinstance(inner, types.FunctionType) else None
+                if nxt is None:
+                    break
+                inner = _getattr(nxt, "__func__", nxt)
+            code = _getattr(inner, "__code__", None)
+            if _type(code) is not types.CodeType or rel_to_root(real_of(code.co_filename)) is None:
+                return _getattr(fn, "__doc__", None)
+            return code_docstring(code)
+
+        #: the test whose run is being recorded and its id as that run began ([test, id]),
+        #: or [None, None]: one at a time, whatever the thread
+        running = [None, None]
+
         def note(test, status, how):
             """One outcome of `test`; a pass reported by code other than unittest.case's
-            counts as a failure."""
+            counts as a failure. Only the running test's outcomes are written: a result
+            object handed to another test (a `TestCase.run` inside the test) records nothing."""
+            if test is not running[0]:
+                return
             caller = past_seal(_frame(2)).f_code  # (the recorder's methods are seals)
             record = {"ev": "phase", "when": "call", "status": status, "report": how}
             if caller not in codes:
                 record["status"] = "FAILED"
                 record["forged"] = "%s called by %s, not by unittest" % (how, caller.co_filename)
-            write_for(test, record)
+            record["id"] = running[1]
+            write(record)
 
-        def write_for(test, record):
-            """`record` with the test's id (describe), or a finding when none can be made."""
+        def id_of(test):
+            """The test's id (describe), or None and a finding when none can be made."""
             try:
-                record["id"] = describe(test)
+                return describe(test)
             except Exception as exc:  # noqa: BLE001  (an id that cannot be made: no record)
                 report_tampered("a test's id cannot be made: %s" % _repr(exc))
-                return
-            write(record)
+                return None
 
         def err_status(test, err):
             etype = err[0] if _isinstance(err, _tuple) and err else None
@@ -1044,18 +1071,33 @@ def _install(write, manifest, runner="pytest", sealed=()):
         Recorder = _type("MinisandboxRecorder", (object,), members)
 
         def run(self, result=None):
-            if result is None or _type(result) is Recorder:
+            # A run inside another test's run (library code running a test of its own
+            # making, e.g. `FunctionTestCase(int, description=<a listed id>)`, while the
+            # failing test runs) is that test's business: not recorded. So is a run
+            # with no result object, or with the recorder itself.
+            if result is None or _type(result) is Recorder or running[0] is not None:
+                return orig_run(self, result)
+            test_id = id_of(self)
+            if test_id is None:
                 return orig_run(self, result)
             rec = object.__new__(Recorder)
             object.__setattr__(rec, "_ms_result", result)
             state["collected"] += 1
-            check_before()
+            running[0], running[1] = self, test_id
             try:
+                check_before()
                 got = orig_run(self, rec)
             finally:
+                running[0] = running[1] = None
                 after_test(self)
+            # Every record of the run carries the id the test had when its run began:
+            # library code that renamed the test while it ran (its method's `__doc__`)
+            # could otherwise move the failure to a name nobody grades.
+            now = id_of(self)
+            if now is not None and now != test_id:
+                report_tampered("test %s: its id changed while it ran, to %s" % (_repr(test_id), _repr(now)))
             # the test ran to its end (results.parse_channel fails a test without this record)
-            write_for(self, {"ev": "phase", "when": "teardown", "status": None, "report": None})
+            write({"ev": "phase", "when": "teardown", "status": None, "report": None, "id": test_id})
             return result if got is rec else got
 
         run.__name__, run.__qualname__, run.__doc__ = "run", "TestCase.run", orig_run.__doc__
@@ -1255,12 +1297,34 @@ def _install(write, manifest, runner="pytest", sealed=()):
         code = wrap_call_test_method(_getattr(sys.modules.get("unittest.case"), "TestCase", None))
         method_raised_watch[0] = code is not None
 
+    function_case = [None]  # unittest.case.FunctionTestCase, as wrap_unittest found it
+
+    def _with_doc():
+        """d"""
+
+    def _without_doc():
+        pass
+
+    #: CO_HAS_DOCSTRING (3.14), found by comparing two functions' flags: 0 before 3.14
+    DOC_FLAG = _with_doc.__code__.co_flags & ~_without_doc.__code__.co_flags if sys.version_info >= (3, 14) else 0
+
+    def code_docstring(code):
+        """The docstring compiled into a function's code: its first constant when that is
+        a str (CPython 3.6-3.13 put the docstring, or None, first), or, from 3.14, when
+        the code is flagged as having one."""
+        consts = code.co_consts
+        if not consts or not _isinstance(consts[0], _str) or (DOC_FLAG and not code.co_flags & DOC_FLAG):
+            return None
+        return consts[0]
+
     def after_test(test):
         """The end-of-test check (outcome path: everything captured) and the test
         method's origin."""
         if not CHECKS:
             return
         check(None, False)
+        if function_case[0] is not None and _isinstance(test, function_case[0]):
+            function_case_checked(test)
         try:
             fn = _getattr(test, test._testMethodName, None)
         except Exception:
@@ -1276,6 +1340,22 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 report_tampered("test %s: its function: %s" % (_str(test).split("\n")[0], why))
             elif code is not None:
                 ok_callables[_id(code)] = code
+
+    def function_case_checked(test):
+        """A `unittest.FunctionTestCase` runs `_testFunc`, not a method: that function must
+        be repository code the patch does not change. Library code ran
+        `FunctionTestCase(int, description=<a listed test's id>)` as a test of its own,
+        and its pass stood for the listed test (`int`'s code is nobody's, and the
+        method that ran, `FunctionTestCase.runTest`, is unittest's)."""
+        func = _getattr(test, "_testFunc", None)
+        code = _getattr(_getattr(func, "__func__", func), "__code__", None)
+        label = _str(test).split("\n")[0]
+        if _type(code) is not types.CodeType or rel_to_root(real_of(code.co_filename)) is None:
+            why = "a %s, no function of the repository's" % (_type(func).__name__,)
+        else:
+            why = callable_verdict(func, sys.modules.get(_getattr(func, "__module__", "") or ""))
+        if why is not None:
+            report_tampered("test %s: its function: %s" % (label, why))
 
     # ------------------------------------------------------------------ SymPy's bin/test
     def wrap_sympy():

@@ -27,7 +27,7 @@ import shutil
 import socket
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -378,7 +378,8 @@ _UNITTEST_WORDS = {
 }
 _UNITTEST_HEADERS = {"FAILED": "FAIL", "ERROR": "ERROR"}
 #: Ids the Django parser takes from text that is not a result line (SWE-bench's rule for
-#: a test that prints argparse's message): the channel cannot confirm them, the log decides.
+#: a test that prints argparse's message): the channel cannot confirm them, the log decides,
+#: except for a test that must turn from failing to passing (`merge`'s `confirm`).
 LOG_ONLY_IDS = frozenset({"--version is equivalent to version"})
 
 
@@ -413,15 +414,17 @@ def channel_status_map(ch: Channel, log_parser: str) -> StatusMap:
     return get_parser(log_parser)("\n".join(lines))
 
 
-def merge(log_map: Mapping[str, str], ch: Channel, log_parser: str) -> StatusMap:
+def merge(log_map: Mapping[str, str], ch: Channel, log_parser: str, confirm: Collection[str] = ()) -> StatusMap:
     """Per test the worse of the log's and the channel's status; a test the log lists and
     the channel does not failed (the run ended before the plugin saw it, or the line was
-    printed by something other than pytest)."""
+    printed by something other than pytest). `confirm` (the FAIL_TO_PASS tests): ids the
+    log alone never passes, LOG_ONLY_IDS included: any code can print a line, and a
+    listed test that the log alone decided passed for a `print` in the patch."""
     chan = channel_status_map(ch, log_parser)
     out: StatusMap = {}
     for test_id, status in log_map.items():
         record(out, test_id, status)
-        if test_id not in LOG_ONLY_IDS:
+        if test_id not in LOG_ONLY_IDS or test_id in confirm:
             record(out, test_id, chan.get(test_id, "FAILED"))
     for test_id, status in chan.items():
         record(out, test_id, status)
