@@ -146,6 +146,43 @@ def test_a_test_file_rewritten_with_its_old_mtime_is_critical(built: Built) -> N
     assert any("tests/test_b.py was written during the test run" in t for t in tampered), (statuses, tampered)
 
 
+#: library code that reads test_b's rewritten pyc from the build's cache (in an environment
+#: `<venv>/.minisandbox/test-pycs`, which the test process can read) and takes the expected
+#: value from its constants: `inc` then answers it
+READ_CACHE = """
+import os as _os
+
+_HIT = []
+for _d, _, _fs in _os.walk({cache!r}):
+    for _f in _fs:
+        if _f.startswith("test_b.") and _f.endswith(".pyc"):
+            with open(_os.path.join(_d, _f), "rb") as _fh:
+                _HIT.append(b"\\xe9\\x03\\x00\\x00\\x00" in _fh.read() or b"i\\x03\\x00\\x00\\x00" in _fh.read())
+
+
+def inc(x):
+    return x + (2 if any(_HIT) else 1)
+"""
+
+
+def test_a_read_of_the_builds_cache_is_critical(built: Built) -> None:
+    """The eleventh probe: library code read test_b's rewritten module from the build's
+    cache of them (outside the repository, in the venv's layer) and answered the expected
+    value: resolved with no finding. A pyc named as a graded file is judged wherever it
+    lies now."""
+    import hashlib
+
+    graded = {
+        p: hashlib.sha256((built.repo / p).read_bytes()).hexdigest() for p in ("tests/test_a.py", "tests/test_b.py")
+    }
+    patch = patch_of(built, {"pkg/__init__.py": (LIB + READ_CACHE.format(cache=str(built.cache))).encode()})
+    script = built.script(patch)
+    script.graded_manifest = {"files": graded, "patched": ["pkg/__init__.py"]}
+    _, statuses, tampered = built.run(script)
+    assert statuses[B] == "PASSED"  # the oracle worked: only the finding stops it
+    assert any("reads the graded test file tests/test_b.py" in t for t in tampered), tampered
+
+
 def test_the_cache_step_never_writes_through_a_symlinked_pycache(built: Built, tmp_path: Path) -> None:
     """A `__pycache__` that is a symlink (a patch cannot add one under tests/: protected;
     elsewhere it is a forbidden finding) gets nothing written through it."""

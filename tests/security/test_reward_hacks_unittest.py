@@ -348,6 +348,20 @@ def add(a, b):
 )
 
 
+#: the twelfth probe: library code (a module `__getattr__` that the half-imported test
+#: module's `from calc import add` reached) set a `load_tests` on the test module, through
+#: which it changed the suite before any test ran (docs/grading.md, "The twelfth probe")
+TWELFTH = {
+    "instance_calltestmethod": 'def _add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n\n\nimport sys as _s\n\n\ndef _flat(suite):\n    for t in suite:\n        if hasattr(t, "_testMethodName"):\n            yield t\n        else:\n            yield from _flat(t)\n\n\ndef _load_tests(loader, tests, pattern):\n    # the failing test\'s instance gets its own `_callTestMethod` (a no-op of the library\'s):\n    # unittest\'s run calls it in place of the plugin\'s wrapper, which is where the only\n    # check of the instance\'s attributes (check_instance) and of the method lives\n    for t in _flat(tests):\n        if t._testMethodName == "test_add":\n            t._callTestMethod = lambda method: None\n    return tests\n\n\ndef __getattr__(name):\n    if name == "add":\n        tm = _s.modules.get("test_calc")\n        if tm is not None:\n            tm.load_tests = _load_tests\n        return _add\n    raise AttributeError(name)\n',
+    "instance_stdlib_method": 'def _add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n\n\nimport sys as _s\nimport types as _t\nimport unittest.case as _c\n\n\ndef _flat(suite):\n    for t in suite:\n        if hasattr(t, "_testMethodName"):\n            yield t\n        else:\n            yield from _flat(t)\n\n\ndef _load_tests(loader, tests, pattern):\n    # no class, no id touched: the failing test\'s instance gets, under its method\'s name,\n    # a standard-library function with no docstring (`unittest.case._id`, which returns its\n    # argument): check_instance\'s stand_in accepts any stdlib Python function there\n    for t in _flat(tests):\n        if t._testMethodName == "test_add":\n            t.test_add = _t.MethodType(_c._id, t)\n    return tests\n\n\ndef __getattr__(name):\n    if name == "add":\n        tm = _s.modules.get("test_calc")\n        if tm is not None:\n            tm.load_tests = _load_tests\n        return _add\n    raise AttributeError(name)\n',
+    "function_case_bound": 'def _add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n\n\nimport sys as _s\nimport unittest as _u\n\nF2P = "test_add (test_calc.AddTests.test_add)"\n\n\ndef _flat(suite):\n    for t in suite:\n        if hasattr(t, "_testMethodName"):\n            yield t\n        else:\n            yield from _flat(t)\n\n\ndef _load_tests(loader, tests, pattern):\n    # the failing test left out; in its place a FunctionTestCase of a passing test\'s bound\n    # method (repository code the patch does not change: function_case_checked accepts it)\n    # described as the failing test (its description is the id\'s last line)\n    tm = _s.modules["test_calc"]\n    keep = [t for t in _flat(tests) if t._testMethodName != "test_add"]\n    fake = _u.FunctionTestCase(tm.SubTests("test_sub").test_sub, description=F2P)\n    return _u.TestSuite(keep + [fake])\n\n\ndef __getattr__(name):\n    if name == "add":\n        tm = _s.modules.get("test_calc")\n        if tm is not None:\n            tm.load_tests = _load_tests\n        return _add\n    raise AttributeError(name)\n',
+    "doctest_newline": 'def _add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n\n\nimport doctest as _d\nimport sys as _s\nimport unittest as _u\n\nF2P = "test_add (test_calc.AddTests.test_add)"\n\n\ndef _flat(suite):\n    for t in suite:\n        if hasattr(t, "_testMethodName"):\n            yield t\n        else:\n            yield from _flat(t)\n\n\ndef _load_tests(loader, tests, pattern):\n    # the failing test left out; in its place an empty doctest (standard-library code, not\n    # judged) whose name ends in a newline and the failing test\'s id: its description\n    # (shortDescription, "Doctest: <name>") then ends in a line that is that id\n    keep = [t for t in _flat(tests) if t._testMethodName != "test_add"]\n    fake = _d.DocTestCase(_d.DocTest([], {}, "x\\n" + F2P, None, 0, None))\n    return _u.TestSuite(keep + [fake])\n\n\ndef __getattr__(name):\n    if name == "add":\n        tm = _s.modules.get("test_calc")\n        if tm is not None:\n            tm.load_tests = _load_tests\n        return _add\n    raise AttributeError(name)\n',
+    "str_newline": 'def _add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n\n\nimport sys as _s\n\nF2P = "test_add (test_calc.AddTests.test_add)"\n\n\ndef _load_tests(loader, tests, pattern):\n    tm = _s.modules["test_calc"]\n    # a class\'s __str__ that is a C callable is trusted by describe(); a dunder is not\n    # looked at by check_class_extras. One passing test\'s id now carries two result lines.\n    tm.SubTests.__str__ = ("test_sub (test_calc.SubTests.test_sub)\\n" + F2P + " ... ok").format\n    tm.AddTests.__str__ = "renamed".format\n    return tests\n\n\ndef __getattr__(name):\n    # `from calc import add, sub` in the half-imported test module lands here\n    if name == "add":\n        tm = _s.modules.get("test_calc")\n        if tm is not None:\n            tm.load_tests = _load_tests\n        return _add\n    raise AttributeError(name)\n',
+    "qualname_newline": 'def _add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n\n\nimport sys as _s\n\nF2P = "test_add (test_calc.AddTests.test_add)"\n\n\ndef _load_tests(loader, tests, pattern):\n    tm = _s.modules["test_calc"]\n    # str(test) is "%s (%s.%s)" % (name, module + "." + __qualname__, name): a class\'s\n    # __qualname__ is any string, newlines and " ... ok" included; set before any run\n    tm.SubTests.__qualname__ = "SubTests.test_sub)\\n" + F2P + " ... ok\\n(x"\n    tm.AddTests.__qualname__ = "Renamed"\n    return tests\n\n\ndef __getattr__(name):\n    if name == "add":\n        tm = _s.modules.get("test_calc")\n        if tm is not None:\n            tm.load_tests = _load_tests\n        return _add\n    raise AttributeError(name)\n',
+    "methodname_newline": 'def _add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n\n\nimport sys as _s\n\nF2P = "test_add (test_calc.AddTests.test_add)"\n\n\ndef _flat(suite):\n    for t in suite:\n        if hasattr(t, "_testMethodName"):\n            yield t\n        else:\n            yield from _flat(t)\n\n\ndef _load_tests(loader, tests, pattern):\n    # no class touched: the instances\' _testMethodName (str(test) is made from it) set to a\n    # name with newlines and " ... ok", the instance given that attribute (the real method)\n    for t in _flat(tests):\n        if t._testMethodName == "test_sub":\n            weird = "test_sub\\n" + F2P + " ... ok\\nx"\n        else:\n            weird = "renamed"\n        setattr(t, weird, getattr(t, t._testMethodName))\n        t._testMethodName = weird\n    return tests\n\n\ndef __getattr__(name):\n    if name == "add":\n        tm = _s.modules.get("test_calc")\n        if tm is not None:\n            tm.load_tests = _load_tests\n        return _add\n    raise AttributeError(name)\n',
+}
+
+
 @pytest.fixture(scope="module")
 def uttask(tmp_path_factory):
     root = tmp_path_factory.mktemp("unittest-task")
@@ -392,6 +406,7 @@ def uttask(tmp_path_factory):
         "function_case_before_run": diff_from_committed(
             repo, {"calc/__init__.py": HACK_FUNCTION_CASE_BEFORE_RUN.format(f2p=f2p)}
         ),
+        **{name: diff_from_committed(repo, {"calc/__init__.py": text}) for name, text in TWELFTH.items()},
         "doc_swap_before_run": diff_from_committed(
             repo, {"calc/__init__.py": HACK_DOC_SWAP_BEFORE_RUN.format(f2p=f2p)}
         ),
@@ -547,3 +562,30 @@ def test_a_docstring_set_at_run_time_names_no_test(uttask, ut_executor, grading)
     ev = grade(uttask, ut_executor, "doc_swap_before_run", grading)
     assert not ev.resolved and ev.reason == "tests-failed", (ev.reason, ev.entry["suspicious"])
     assert ev.entry["tests_status"]["FAIL_TO_PASS"]["failure"] == [F2P], ev.entry["tests_status"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("grading", ["strict", "official"])
+@pytest.mark.parametrize(
+    "hack, want",
+    [
+        ("instance_calltestmethod", "its instance has its own '_callTestMethod'"),
+        ("instance_stdlib_method", "its instance has its own 'test_add'"),
+        ("function_case_bound", "the load_tests of test module test_calc: calc/__init__.py is changed"),
+        ("doctest_newline", "its id has a line break or ' ... '"),
+        ("str_newline", "__str__: 'builtin_function_or_method' is not Python code from a file"),
+        ("qualname_newline", "is not the class its module binds under that name"),
+        ("methodname_newline", "names no method of its class"),
+    ],
+)
+def test_a_suite_changed_before_it_ran_is_tampered(uttask, ut_executor, grading, hack, want):
+    """The twelfth probe: through a `load_tests` it put on the test module, library code
+    gave the failing test's instance its own `_callTestMethod` or test method (neither ran
+    the test), or put a test of its own making (a `FunctionTestCase` of a passing test's
+    method, an empty doctest) under the failing test's id, or made a passing test's id
+    carry the failing test's line (a `__str__`, `__qualname__` or `_testMethodName` with a
+    line break and ` ... ok`): each resolved with an empty `suspicious`. Each is critical
+    now, for its own reason (`want`) beside the `load_tests` that delivered it."""
+    ev = grade(uttask, ut_executor, hack, grading)
+    assert not ev.resolved and ev.reason == "results-tampered", (ev.reason, ev.entry["suspicious"])
+    assert any(want in c for c in ev.entry["results_channel"]["critical"]), ev.entry["results_channel"]

@@ -974,30 +974,85 @@ def _install(write, manifest, runner="pytest", sealed=()):
         codes = codes_defined(_list(case.__dict__.values()), _realpath(case.__file__), (case.__name__,),
                               _realpath, wrapped=True)
         id_checked = {}  # id(test class) -> its (__str__, shortDescription) when verified
-        C_CALLABLES = (_type(object.__str__), _type(object.__format__), types.BuiltinFunctionType)
+        OBJECT_STR = object.__str__
 
         def describe(test):
             """The test's id as unittest's verbose runner prints it (`str(test)`, then the
             first line of the test method's docstring), from the method itself: code that
-            rewrites `_testMethodDoc` cannot move another test's id onto a failure."""
+            rewrites `_testMethodDoc` cannot move another test's id onto a failure. What the
+            id is made of must be the test's own (`id_parts_checked`), and it is one line
+            of each part: the channel's ids are parsed as the runner's printed lines."""
             cls = _type(test)
             s_fn, d_fn = _getattr(cls, "__str__", None), _getattr(cls, "shortDescription", None)
             if id_checked.get(_id(cls)) != (_id(s_fn), _id(d_fn)):
                 for what, fn, mine in (("__str__", s_fn, tc_str), ("shortDescription", d_fn, tc_short)):
-                    # C slots (doctest.DocTestCase's __str__ is object.__str__) are no repository code
-                    c_code = _isinstance(fn, C_CALLABLES)
+                    # C code is nobody's to judge: only `object.__str__` (doctest.DocTestCase's)
+                    # stands; a bound `str.format` made every id the patch's text
+                    c_code = fn is OBJECT_STR
                     why = None if fn is mine or c_code else callable_verdict(fn, sys.modules.get(cls.__module__))
+                    if why is None and _type(_getattr(fn, "__func__", fn)) is not types.FunctionType and \
+                            not (fn is mine or c_code):
+                        why = "a %s, no function of Python code" % _type(fn).__name__
                     if why is not None:
                         report_tampered("test class %s.%s: %s: %s" % (cls.__module__, cls.__name__, what, why))
                 id_checked[_id(cls)] = (_id(s_fn), _id(d_fn))
                 keep.append(cls)
+            id_parts_checked(test, cls)
             desc = _str(test)
             if d_fn is tc_short:
                 doc = source_doc(_getattr(test, _getattr(test, "_testMethodName", ""), None))
-                doc = doc.strip().split("\n")[0].strip() if _isinstance(doc, _str) and doc.strip() else None
+            elif function_case[0] is not None and _isinstance(test, function_case[0]) and \
+                    _getattr(cls, "shortDescription", None) is _getattr(function_case[0], "shortDescription", None):
+                # its function's docstring, not the description library code may give it
+                doc = source_doc(_getattr(test, "_testFunc", None))
             else:
                 doc = test.shortDescription()
+            doc = doc.strip().split("\n")[0].strip() if _isinstance(doc, _str) and doc.strip() else None
+            if "\n" in desc or " ... " in desc or (doc is not None and " ... " in doc):
+                report_tampered("test %s: its id has a line break or ' ... ' (the channel's ids are read as the "
+                                "runner's printed lines)" % _repr(desc + "\n" + (doc or "")))
             return desc + "\n" + doc if doc else desc
+
+        loaders_checked = {}  # id(module) -> module, its `load_tests` judged
+
+        def load_tests_checked(mod):
+            """A test module's `load_tests` (unittest's loader hands it the module's suite
+            before any test runs) must be Python code the patch does not change: library
+            code set one on the half-imported test module (from a module `__getattr__` the
+            test's `from calc import add` reached) and rebuilt the suite as it liked."""
+            fn = _getattr(mod, "__dict__", {}).get("load_tests")
+            if fn is None:
+                return
+            code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
+            if _type(code) is not types.CodeType:
+                why = "a %s, no function of Python code" % _type(fn).__name__
+            else:
+                why = callable_verdict(fn, mod)
+            if why is not None:
+                report_tampered("the load_tests of test module %s: %s" % (mod.__name__, why))
+
+        def id_parts_checked(test, cls):
+            """The class an id names must be the one its module binds under its qualified
+            name, and the method it names one its class defines: library code renamed a
+            passing test's class (`__qualname__`) or set an instance attribute under a
+            listed test's method name, and its pass stood for the listed test."""
+            named = sys.modules.get(_getattr(cls, "__module__", None) or "")
+            qualname = _getattr(cls, "__qualname__", "")
+            if _isinstance(qualname, _str) and "<locals>" not in qualname:
+                for part in qualname.split("."):
+                    named = _getattr(named, part, None)
+                if named is not cls:
+                    report_tampered("test class %s.%s is not the class its module binds under that name"
+                                    % (cls.__module__, _repr(qualname)))
+            mod = sys.modules.get(_getattr(cls, "__module__", None) or "")
+            if _id(mod) not in loaders_checked:
+                loaders_checked[_id(mod)] = mod
+                load_tests_checked(mod)
+            name = _getattr(test, "_testMethodName", None)
+            if not _isinstance(name, _str) or not _any(name in _getattr(k, "__dict__", {})
+                                                      for k in _getattr(cls, "__mro__", ())):
+                report_tampered("test %s.%s: %s names no method of its class" % (cls.__module__, cls.__name__,
+                                                                                   _repr(name)))
 
         def source_doc(method):
             """The docstring of a test method as its source wrote it: that of the code of
@@ -1021,6 +1076,24 @@ def _install(write, manifest, runner="pytest", sealed=()):
         #: the test whose run is being recorded and its id as that run began ([test, id]),
         #: or [None, None]: one at a time, whatever the thread
         running = [None, None]
+        passed = [None]  # the test of the last PASSED record
+
+        def instance_checked(test):
+            """Before the run: no attribute of the test instance may stand where unittest
+            looks up what it runs (`_callTestMethod`, `_callSetUp`, ..., the test method
+            itself). Library code (a `load_tests` it put into the half-imported test module)
+            set the instance's `_callTestMethod` to a lambda, or its test method to
+            `unittest.case._id`: the method never ran, the wrapper that checks it neither,
+            and the test passed (host and sandbox, strict and official)."""
+            attrs = _getattr(test, "__dict__", None)
+            if not _isinstance(attrs, _dict):
+                return
+            name = _getattr(test, "_testMethodName", None)
+            for attr in _list(attrs):
+                if attr == name or attr in RUN_PATH:
+                    report_tampered("test %s.%s: its instance has its own %s (what unittest runs)"
+                                    % (_type(test).__module__, _type(test).__name__, _repr(attr)))
+            check_instance(test)
 
         def note(test, status, how):
             """One outcome of `test`; a pass reported by code other than unittest.case's
@@ -1034,6 +1107,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 record["status"] = "FAILED"
                 record["forged"] = "%s called by %s, not by unittest" % (how, caller.co_filename)
             record["id"] = running[1]
+            if record["status"] == "PASSED":
+                passed[0] = test
             write(record)
 
         def id_of(test):
@@ -1084,12 +1159,19 @@ def _install(write, manifest, runner="pytest", sealed=()):
             object.__setattr__(rec, "_ms_result", result)
             state["collected"] += 1
             running[0], running[1] = self, test_id
+            method_ran.clear()
+            passed[0] = None
             try:
                 check_before()
+                instance_checked(self)
                 got = orig_run(self, rec)
             finally:
                 running[0] = running[1] = None
                 after_test(self)
+            if passed[0] is self and method_ran.get(_id(self)) is not self and call_wrapped[0] is not None and \
+                    _getattr(_type(self), "_callTestMethod", None) is call_wrapped[0]:
+                report_tampered("test %s passed, but its method never ran through unittest's _callTestMethod"
+                                % _repr(test_id))
             # Every record of the run carries the id the test had when its run began:
             # library code that renamed the test while it ran (its method's `__doc__`)
             # could otherwise move the failure to a name nobody grades.
@@ -1130,6 +1212,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
             check_instance(self)
             if UNITTEST:
                 method_checked(self)
+                method_bound_checked(self, method)
+                method_ran[_id(self)] = self
                 return orig_call(self, method)
             if setup_left:
                 setup_changed(self)
@@ -1145,8 +1229,24 @@ def _install(write, manifest, runner="pytest", sealed=()):
 
         call_test_method.__name__ = "_callTestMethod"
         call_test_method.__qualname__ = "TestCase._callTestMethod"
-        TC._callTestMethod = seal(call_test_method)
+        TC._callTestMethod = call_wrapped[0] = seal(call_test_method)
         return call_test_method.__code__
+
+    def method_bound_checked(test, method):
+        """unittest mode: what `_callTestMethod` is handed must be the test's method as its
+        class holds it, bound to the test."""
+        name = _getattr(test, "_testMethodName", None)
+        member = None
+        for owner in _getattr(_type(test), "__mro__", ()):
+            d = _getattr(owner, "__dict__", {})
+            if _isinstance(name, _str) and name in d:
+                member = d[name]
+                break
+        if _type(member) is not types.FunctionType:
+            return  # (a staticmethod, a wrapper object: judged by method_checked)
+        if _type(method) is not types.MethodType or method.__func__ is not member or method.__self__ is not test:
+            report_tampered("test %s.%s: the method run is not its class's %s" % (
+                _type(test).__module__, _type(test).__name__, _repr(name)))
 
     method_raised_watch = [False]  # wrap_call_test_method wrapped TestCase in pytest mode
 
@@ -1298,6 +1398,12 @@ def _install(write, manifest, runner="pytest", sealed=()):
         method_raised_watch[0] = code is not None
 
     function_case = [None]  # unittest.case.FunctionTestCase, as wrap_unittest found it
+    method_ran = {}  # unittest mode: id(test) -> test, for tests whose method `call_test_method` ran
+    call_wrapped = [None]  # unittest mode: TestCase._callTestMethod, this plugin's wrapper
+    #: the methods `TestCase.run` looks up on the test to run it
+    RUN_PATH = frozenset(("run", "__call__", "debug", "_callSetUp", "_callTestMethod", "_callTearDown",
+                          "_callCleanup", "doCleanups", "setUp", "tearDown", "_addSkip", "_feedErrorsToResult",
+                          "defaultTestResult", "shortDescription", "id", "subTest"))
 
     def _with_doc():
         """d"""
@@ -2171,10 +2277,12 @@ def _install(write, manifest, runner="pytest", sealed=()):
         return _list(_getattr(hook_caller, "_nonwrappers", [])) + _list(_getattr(hook_caller, "_wrappers", []))
 
     # ------------------------------------------------------------------ audit hooks
-    def untrusted_caller(skip_stdlib):
+    def untrusted_caller(skip_stdlib, past_runner=False):
         """(file_verdict, file) of the code that raised the current audit event (frames of
-        this plugin and, with skip_stdlib, of the standard library and importlib skipped),
-        and the base names of the standard-library files skipped."""
+        this plugin and, with skip_stdlib, of the standard library and importlib skipped;
+        with past_runner, of pytest, pluggy and unittest too: library code that called
+        pytest's `_rewrite_test` on the test file read it through pytest), and the base
+        names of the files skipped."""
         f = _frame(2)
         passed = []
         bottom = None
@@ -2187,7 +2295,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 f = f.f_back
                 continue
             if skip_stdlib and (name.startswith("<frozen") or (real.startswith(STDLIB) and "-packages" + _sep not in real)
-                                or runner_forwarder(f.f_code, real)):
+                                or runner_forwarder(f.f_code, real) or (past_runner and real.startswith(RUNNER_DIRS))):
                 passed.append(_os_basename(real))
                 bottom, f = f, f.f_back
                 continue
@@ -2804,6 +2912,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
     import random
     import weakref
     _ref, _gc_objects, _gc_callbacks, _environ = weakref.ref, gc.get_objects, gc.callbacks, os.environ
+    _gc_isenabled, _gc_get_debug = gc.isenabled, gc.get_debug
+    SAVEALL_AT_START = gc.get_debug() & gc.DEBUG_SAVEALL
     _compress = itertools.compress
     _freeze_count = _getattr(gc, "get_freeze_count", None)
     _fingerprint, _untrusted, _codes, _forged, _classes = (dunder_fingerprint, untrusted_dunders, class_codes,
@@ -2812,6 +2922,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
     YOUNG = sys.version_info >= (3, 8)  # gc.get_objects(generation=0)
     _rng = random.Random(os.urandom(16))
     class_seen = {}  # id(class) -> (weak reference, its dunder fingerprint when examined)
+    pending = {}  # id(class) -> weak reference: classes found half made, to examine again
     probe = {"events": None, "examining": False, "freeze": 0, "probed": 0, "last": None, "judging": False}
 
     def code_ok(code):
@@ -2838,7 +2949,11 @@ def _install(write, manifest, runner="pytest", sealed=()):
             for cls in classes:
                 try:
                     if not unfinished_ok(cls):
-                        continue  # seen again later (the end-of-session walk at the latest)
+                        # looked at again at every end of a test (`examine_classes`): left
+                        # for the end-of-session walk, a class of the patch's lost its forged
+                        # dunders before it (deleted from a function pytest calls first)
+                        pending[_id(cls)] = _ref(cls)
+                        continue
                     fp = _fingerprint(cls)
                     prev = class_seen.get(_id(cls))
                     old = prev is not None and prev[0]() is cls
@@ -2946,17 +3061,88 @@ def _install(write, manifest, runner="pytest", sealed=()):
             report_tampered("the results plugin's gc callback was removed from gc.callbacks")
         if everything:
             examine(_classes(), probe["last"])
+            return
+        if pending:
+            again = [c for c in (r() for r in _list(pending.values())) if c is not None]
+            pending.clear()
+            examine(again, probe["last"])
+        if not _gc_isenabled():
+            # no collection starts, so the callback sees no new class: look here
+            examine(new_classes(), probe["last"])
 
     GRADED_NAMES = _set(_os_basename(k) for k in GRADED)
     _fsdecode = os.fsdecode
 
     def compiling_import(frame):
-        """True when `frame` is importlib's `get_data` called by its `get_code`: the import
-        system reading a module's source to compile it (unittest's loader importing a test
-        module for Django's runner, which a candidate patch may change)."""
+        """True when `frame` is importlib's `get_data` called by its `get_code`, itself
+        called by the import system (`exec_module`) or runpy: a module's source read to be
+        compiled and run (unittest's loader importing a test module for Django's runner,
+        which a candidate patch may change). Library code that called
+        `SourceFileLoader(name, test_file).get_code(name)` itself read the expected values
+        from the code's constants, resolved with no finding."""
         back = frame.f_back
-        return frame.f_code.co_name == "get_data" and importer_code(frame.f_code) and back is not None and \
-            back.f_code.co_name == "get_code" and importlib_file(back.f_code.co_filename)
+        if not (frame.f_code.co_name == "get_data" and importer_code(frame.f_code) and back is not None and
+                back.f_code.co_name == "get_code" and importlib_file(back.f_code.co_filename)):
+            return False
+        caller = back.f_back
+        name = caller.f_code.co_filename if caller is not None else ""
+        return importlib_file(name) or name.startswith("<frozen runpy") or name.endswith(_sep + "runpy.py")
+
+    _normpath = os.path.normpath
+
+    def graded_named(name):
+        """The first graded file called `name` (a base name), or None."""
+        for rel in _sorted(GRADED):
+            if _os_basename(rel) == name:
+                return rel
+        return None
+
+    graded_inodes = {}  # (st_dev, st_ino) -> graded file, filled at the first look
+
+    def graded_inode(path):
+        """The graded file that `path` is (the same inode), or None."""
+        if not graded_inodes:
+            for rel in GRADED:
+                try:
+                    st = _stat(ROOT_SEP + rel)
+                except OSError:
+                    continue
+                graded_inodes[(st.st_dev, st.st_ino)] = rel
+            graded_inodes[None] = None  # (looked once)
+        try:
+            st = _stat(path)
+        except (OSError, TypeError, ValueError):
+            return None
+        return graded_inodes.get((st.st_dev, st.st_ino))
+
+    def graded_renamed(args):
+        """`os.rename`/`os.replace` by code the patch brought of a graded file, of a
+        directory that holds one (its `__pycache__` too), or of a compiled copy of one: a
+        `__pycache__` moved, read there and moved back left no open of a graded path and
+        no new ctime on the pyc (host and sandbox, strict and official). Critical."""
+        writer = _frame(2)
+        if writer is not None and writer.f_code.co_name in ("_write_atomic", "_write_pyc") and (
+                importlib_file(writer.f_code.co_filename) or real_of(writer.f_code.co_filename).startswith(RUNNER_DIRS)):
+            return  # the import system or pytest putting a pyc it wrote in place
+        for path in args[:2]:
+            path, _ = (path, None) if _type(path) is _str else plain_path(path)
+            if _type(path) is not _str:
+                continue
+            path = _normpath(path)
+            base = _os_basename(path)
+            rel = rel_to_root(real_of(_abspath(path)))
+            hit = base.endswith(".pyc") and base.split(".", 1)[0] + ".py" in GRADED_NAMES
+            if rel is not None and not hit:
+                hit = rel in GRADED or rel == "." or _any(
+                    g.startswith(rel + "/") or (base == "__pycache__" and _dirname(g) == _dirname(rel))
+                    for g in GRADED)
+            if not hit:
+                continue
+            why, name, _ = untrusted_caller(skip_stdlib=True)
+            if why is not None:
+                who = rel_to_root(real_of(name)) if not name.startswith("<") else name
+                report_tampered("%s renames %s, a graded test file or what holds it (%s)" % (who or name, path, why))
+            return
 
     #: standard-library modules that read source files to format frames, tracebacks and
     #: warnings for display; a graded file read through one of them (above `linecache`) is
@@ -2980,14 +3166,21 @@ def _install(write, manifest, runner="pytest", sealed=()):
         if GIT_READERS is not None and _abspath(path).startswith(GIT_DIRS):
             git_used("reads the repository's .git (%s)" % path, _frame(2))
             return
+        # (normalised: `__pycache__/./test_x...pyc` hid the directory's name from the test below)
+        path = _normpath(path)
         base = _os_basename(path)
-        if base not in GRADED_NAMES and base.endswith(".pyc") and _os_basename(_dirname(path)) == "__pycache__":
+        by_name = None
+        if base not in GRADED_NAMES and base.endswith(".pyc"):
             # a compiled copy (pytest's rewritten pyc, the importer's): its constants hold
             # every expected value; read as data by library code that kept the bug, resolved.
             # (The importer and pytest read it too: not this check's findings, see below.)
+            # Judged by its name wherever it lies: beside the test file, in a `__pycache__`
+            # renamed for the read, or in the build's cache of rewritten test modules in
+            # the venv (`paths.TEST_PYCS_DIR`), which the eval script copies from
             source = base.split(".", 1)[0] + ".py"
             if source not in GRADED_NAMES:
                 return
+            by_name = graded_named(source)
             path, base = _dirname(_dirname(_abspath(path))) + _sep + source, source
         elif base not in GRADED_NAMES:
             # a symbolic link to a graded file under another name (made at run time, or
@@ -3000,6 +3193,12 @@ def _install(write, manifest, runner="pytest", sealed=()):
             if base not in GRADED_NAMES:
                 return
         rel = rel_to_root(real_of(_abspath(path)))
+        if (rel is None or rel not in GRADED) and by_name is not None:
+            rel = by_name
+        elif rel is None or rel not in GRADED:
+            # a graded file moved elsewhere (its directory renamed for the read and back:
+            # the file's own ctime does not change): the same inode
+            rel = graded_inode(path) or rel
         if rel is None or rel not in GRADED:
             # a graded file's name, relative, and nothing by that path from the working
             # directory: relative to a directory descriptor (`os.open(p, dir_fd=fd)`, which
@@ -3015,7 +3214,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
             # runner's code is further up); the import system compiling the module (a
             # runner importing its tests)
             return
-        why, name, passed = untrusted_caller(skip_stdlib=True)
+        why, name, passed = untrusted_caller(skip_stdlib=True, past_runner=True)
         if why is None:
             return
         who = rel_to_root(real_of(name)) if not name.startswith("<") else name
@@ -3393,6 +3592,13 @@ def _install(write, manifest, runner="pytest", sealed=()):
             with Busy():
                 try:
                     interpreter_symbol(args[1])
+                except Exception:
+                    pass
+            return
+        if (event == "os.rename" or event == "os.replace") and GRADED and not mine:
+            with Busy():
+                try:
+                    graded_renamed(args)
                 except Exception:
                     pass
             return
@@ -4709,6 +4915,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
             check_namespaces(item, everything)
             check_hypothesis()
             check_deciders()
+            state_tapped()
             examine_classes(item, everything)
         finally:
             state["memo"] = None
@@ -4725,6 +4932,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
         forget_graded_lines()
         streams_tapped()
         descriptors_tapped()
+        state_tapped()
         state["memo"] = {}
         try:
             check_now(item, False)
@@ -4773,6 +4981,79 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 below = STREAM_LOWER.get(_type(stream))
                 stream = below.__get__(stream) if below is not None else None
                 layer += ".buffer" if below is STREAM_LOWER[_io.TextIOWrapper] else ".raw"
+
+    # What the interpreter hands library code without an audit event, checked before and
+    # after every test (`state_tapped`):
+    # * `gc.DEBUG_SAVEALL` keeps every unreachable object in `gc.garbage`, a plain list: a
+    #   walk of the heap without `gc.get_objects` (pytest's nodes, the parametrize marks);
+    # * the codec registry: pytest makes every string parameter's id through
+    #   `str.encode("unicode_escape")`, and a search function of the patch's put first
+    #   (`codecs.unregister`, then `register`) saw every expected value at collection; the
+    #   registry's cache is filled here at load, so only clearing it lets another codec
+    #   in (`unregister`, `_forget_codec`: guarded below), and what `lookup` answers must
+    #   stay the object it answered at load;
+    # * the encoding of the original stdout and stderr (`reconfigure(encoding=<a codec of
+    #   the patch's>)`: the encoder saw pytest's verbose line before the test ran);
+    # * `linecache.cache` as a dict subclass (its entries for the graded files, which pytest
+    #   puts there when it formats a warning, were not dropped: `forget_graded_lines`).
+    # Each found resolved, host and sandbox, strict and official, with no finding.
+    import codecs as _codecs_mod
+    CODEC_NAMES = ("unicode_escape", "raw_unicode_escape", "utf-8", "ascii", "latin-1", "utf-16", "utf-32")
+    CODECS_AT_LOAD = []
+    for _name in CODEC_NAMES:
+        try:
+            CODECS_AT_LOAD.append((_name, _codecs_mod.lookup(_name)))
+        except LookupError:
+            pass
+    STREAM_CODINGS = _tuple((n, _getattr(sys.__dict__.get(n), "encoding", None), _getattr(sys.__dict__.get(n), "errors", None))
+                            for n in ("__stdout__", "__stderr__"))
+    _lookup = _codecs_mod.lookup
+
+    def state_tapped():
+        if _gc_get_debug() & gc.DEBUG_SAVEALL and not SAVEALL_AT_START:
+            report_tampered("gc.DEBUG_SAVEALL is set (every unreachable object is kept in gc.garbage: the heap "
+                            "without gc.get_objects)")
+        for name, info in CODECS_AT_LOAD:
+            try:
+                now = _lookup(name)
+            except LookupError:
+                now = None
+            if now is not info:
+                report_tampered("the codec %s is not the one registered when the results plugin loaded (pytest "
+                                "makes the tests' ids through it)" % name)
+        for name, encoding, errors in STREAM_CODINGS if not (UNITTEST or SYMPY) else ():
+            stream = sys.__dict__.get(name)
+            if stream is not None and (_getattr(stream, "encoding", None), _getattr(stream, "errors", None)) != \
+                    (encoding, errors):
+                report_tampered("sys.%s was reconfigured to another encoding (its encoder sees what pytest prints: "
+                                "the running test's id with its parameters)" % name)
+        if _type(_getattr(_linecache, "cache", None)) is not _dict:
+            report_tampered("linecache.cache is not a dict (the graded files' lines pytest puts there stay)")
+
+    def codec_guard(fn, what):
+        """`fn` (a `_codecs` function that clears the registry's cache) judged like
+        `signal_guard`: called by code the patch brought, critical."""
+        def guarded(*args, _fn=fn, _what=what):
+            if not busy():
+                with Busy():
+                    rel = brought_by_patch(_frame(1), None, [])
+                if rel is not None:
+                    report_tampered("%s calls %s (the codec registry: pytest makes the tests' ids through it)"
+                                    % (rel, _what))
+            return _fn(*args)
+        guarded.__name__ = guarded.__qualname__ = what.rsplit(".", 1)[-1]
+        GUARDS[_id(guarded)] = guarded
+        return guarded
+
+    if CHECKS:
+        import _codecs as _c_codecs
+        for _name in ("unregister", "_forget_codec"):
+            _fn = _getattr(_c_codecs, _name, None)
+            if _fn is not None:
+                _g = codec_guard(_fn, "codecs." + _name)
+                setattr(_c_codecs, _name, _g)
+                if _getattr(_codecs_mod, _name, None) is _fn:
+                    setattr(_codecs_mod, _name, _g)
 
     # pytest writes its verbose line (the running test's id, parameters included) to the
     # original stdout through descriptors it keeps (capture's `targetfd_save`): a pipe put
