@@ -272,10 +272,9 @@ HACK_QUALNAME_WHILE_RUNNING = HACK_RENAMED_WHILE_RUNNING.replace(
     'c.__dict__["test_add"].__doc__ = "renamed"', 'c.__qualname__ = "Renamed"'
 )
 
-#: the same before any test ran: from a gc callback while the test module is half imported,
-#: the failing test renamed before the loader made its instance (so the runner prints the
-#: new name too), and the test of the library's own making run at once, no test running
-HACK_FUNCTION_CASE_BEFORE_RUN = (
+#: library code run once from a gc callback while the test module is half imported (its
+#: test classes made, no test run yet), doing `{body}` there; the failing test then skipped
+GC_BEFORE_RUN = (
     CALC_BUG.replace("def add(a, b):\n", "def _add(a, b):\n", 1)
     + """
 import gc as _gc
@@ -294,9 +293,7 @@ def _cb(phase, info):
     _done.append(1)
     _gc.callbacks.remove(_cb)
     _gc.set_threshold(*_old)
-    cls.__dict__["test_add"].__doc__ = "renamed"
-    _u.FunctionTestCase(int, description={f2p!r}).run(_u.TestResult())
-    _s.stderr.write({f2p!r} + " ... ok\\n")
+{body}
 
 
 _gc.callbacks.append(_cb)
@@ -308,43 +305,26 @@ def add(a, b):
 """
 )
 
+#: the same before any test ran: the failing test renamed before the loader made its
+#: instance (so the runner prints the new name too), and the test of the library's own
+#: making run at once, no test running
+HACK_FUNCTION_CASE_BEFORE_RUN = GC_BEFORE_RUN.replace(
+    "{body}",
+    """    cls.__dict__["test_add"].__doc__ = "renamed"
+    _u.FunctionTestCase(int, description={f2p!r}).run(_u.TestResult())
+    _s.stderr.write({f2p!r} + " ... ok\\n")""",
+)
 
 #: the same through a passing test: before any test ran, a passing test run once with its
 #: method's `__doc__` set to the failing test's id (the id's docstring line), its docstring
 #: put back, and the failing test renamed and skipped
-HACK_DOC_SWAP_BEFORE_RUN = (
-    CALC_BUG.replace("def add(a, b):\n", "def _add(a, b):\n", 1)
-    + """
-import gc as _gc
-import sys as _s
-import unittest as _u
-
-_done = []
-_old = _gc.get_threshold()
-
-
-def _cb(phase, info):
-    tm = _s.modules.get("test_calc")
-    cls = getattr(tm, "AddTests", None) if tm is not None else None
-    if _done or phase != "start" or cls is None:
-        return
-    _done.append(1)
-    _gc.callbacks.remove(_cb)
-    _gc.set_threshold(*_old)
-    fn = tm.SubTests.__dict__["test_sub"]
+HACK_DOC_SWAP_BEFORE_RUN = GC_BEFORE_RUN.replace(
+    "{body}",
+    """    fn = tm.SubTests.__dict__["test_sub"]
     doc, fn.__doc__ = fn.__doc__, {f2p!r}
     tm.SubTests("test_sub").run(_u.TestResult())
     fn.__doc__ = doc
-    cls.__dict__["test_add"].__doc__ = "renamed"
-
-
-_gc.callbacks.append(_cb)
-_gc.set_threshold(1, _old[1], _old[2])
-
-
-def add(a, b):
-    raise _u.SkipTest("n/a")
-"""
+    cls.__dict__["test_add"].__doc__ = 'renamed'""",
 )
 
 
