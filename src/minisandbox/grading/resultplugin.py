@@ -967,6 +967,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
         case = unittest.case
         TC = case.TestCase
         function_case[0] = _getattr(case, "FunctionTestCase", None)
+        should_stop[0] = _getattr(case, "_ShouldStop", None)
+        wrap_sub_test(TC)
         orig_run = TC.__dict__["run"]
         tc_str, tc_short = TC.__dict__["__str__"], TC.__dict__["shortDescription"]
         fail_exc = TC.failureException
@@ -1008,10 +1010,16 @@ def _install(write, manifest, runner="pytest", sealed=()):
             else:
                 doc = test.shortDescription()
             doc = doc.strip().split("\n")[0].strip() if _isinstance(doc, _str) and doc.strip() else None
-            if "\n" in desc or " ... " in desc or (doc is not None and " ... " in doc):
-                report_tampered("test %s: its id has a line break or ' ... ' (the channel's ids are read as the "
-                                "runner's printed lines)" % _repr(desc + "\n" + (doc or "")))
+            if unprintable(desc) or " ... " in desc or (doc is not None and (unprintable(doc) or " ... " in doc)):
+                report_tampered("test %s: its id has a line break, a control character or ' ... ' (the channel's "
+                                "ids are read as the runner's printed lines)" % _repr(desc + "\n" + (doc or "")))
             return desc + "\n" + doc if doc else desc
+
+        #: what splits a printed line (`str.splitlines`) or what the log parser drops
+        LINE_BREAKING = frozenset(_list(_map(chr, _range(32))) + ["\x7f", "\x85", "\u2028", "\u2029"])
+
+        def unprintable(text):
+            return _any(_map(LINE_BREAKING.__contains__, text))
 
         loaders_checked = {}  # id(module) -> module, its `load_tests` judged
 
@@ -1020,22 +1028,30 @@ def _install(write, manifest, runner="pytest", sealed=()):
             before any test runs) must be Python code the patch does not change: library
             code set one on the half-imported test module (from a module `__getattr__` the
             test's `from calc import add` reached) and rebuilt the suite as it liked."""
-            fn = _getattr(mod, "__dict__", {}).get("load_tests")
-            if fn is None:
-                return
-            code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
-            if _type(code) is not types.CodeType:
-                why = "a %s, no function of Python code" % _type(fn).__name__
-            else:
-                why = callable_verdict(fn, mod)
-            if why is not None:
-                report_tampered("the load_tests of test module %s: %s" % (mod.__name__, why))
+            for hook in ("load_tests", "__dir__", "__getattr__"):  # (the loader reads `dir(module)`)
+                fn = _getattr(mod, "__dict__", {}).get(hook)
+                if fn is None:
+                    continue
+                code = _getattr(_getattr(fn, "__func__", fn), "__code__", None)
+                if _type(code) is not types.CodeType:
+                    why = "a %s, no function of Python code" % _type(fn).__name__
+                else:
+                    why = callable_verdict(fn, mod)
+                if why is not None:
+                    report_tampered("the %s of test module %s: %s" % (hook, mod.__name__, why))
 
         def id_parts_checked(test, cls):
             """The class an id names must be the one its module binds under its qualified
             name, and the method it names one its class defines: library code renamed a
             passing test's class (`__qualname__`) or set an instance attribute under a
             listed test's method name, and its pass stood for the listed test."""
+            for what, value in (("__module__", _getattr(cls, "__module__", None)),
+                                ("__qualname__", _getattr(cls, "__qualname__", None)),
+                                ("_testMethodName", _getattr(test, "_testMethodName", None))):
+                if _type(value) is not _str:
+                    # a str subclass prints as it likes (`%s` calls its `__str__`)
+                    report_tampered("test %s: its %s is a %s, not a str" % (_repr(cls.__name__), what,
+                                                                          _type(value).__name__))
             named = sys.modules.get(_getattr(cls, "__module__", None) or "")
             qualname = _getattr(cls, "__qualname__", "")
             if _isinstance(qualname, _str) and "<locals>" not in qualname:
@@ -1078,6 +1094,18 @@ def _install(write, manifest, runner="pytest", sealed=()):
         running = [None, None]
         passed = [None]  # the test of the last PASSED record
 
+        def own_call_test_method(test):
+            """True when the test's class runs its method through a `_callTestMethod` of its
+            own that may not call unittest's (`IsolatedAsyncioTestCase`'s, a repository's
+            override of that name, not the patch's): then the plugin's wrapper need not
+            have run. Any other `_callTestMethod` found on the class must be the wrapper."""
+            fn = _getattr(_type(test), "_callTestMethod", None)
+            if fn is call_wrapped[0]:
+                return False
+            func = _getattr(fn, "__func__", fn)
+            return _type(func) is types.FunctionType and func.__name__ == "_callTestMethod" and \
+                callable_verdict(func, sys.modules.get(_getattr(func, "__module__", "") or "")) is None
+
         def instance_checked(test):
             """Before the run: no attribute of the test instance may stand where unittest
             looks up what it runs (`_callTestMethod`, `_callSetUp`, ..., the test method
@@ -1090,6 +1118,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 return
             name = _getattr(test, "_testMethodName", None)
             for attr in _list(attrs):
+                if attr == name and wrapper_of_member(test, attrs[attr]):
+                    continue  # Django's `SimpleTestCase.__call__` wraps an async test method there
                 if attr == name or attr in RUN_PATH:
                     report_tampered("test %s.%s: its instance has its own %s (what unittest runs)"
                                     % (_type(test).__module__, _type(test).__name__, _repr(attr)))
@@ -1169,9 +1199,12 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 running[0] = running[1] = None
                 after_test(self)
             if passed[0] is self and method_ran.get(_id(self)) is not self and call_wrapped[0] is not None and \
-                    _getattr(_type(self), "_callTestMethod", None) is call_wrapped[0]:
+                    not own_call_test_method(self):
                 report_tampered("test %s passed, but its method never ran through unittest's _callTestMethod"
                                 % _repr(test_id))
+            if raised_stop.pop(_id(self), None) is self:
+                report_tampered("test %s: unittest's _ShouldStop reached its end (unittest swallows it: the test "
+                                "passes whatever it asserted)" % _repr(test_id))
             # Every record of the run carries the id the test had when its run began:
             # library code that renamed the test while it ran (its method's `__doc__`)
             # could otherwise move the failure to a name nobody grades.
@@ -1213,8 +1246,14 @@ def _install(write, manifest, runner="pytest", sealed=()):
             if UNITTEST:
                 method_checked(self)
                 method_bound_checked(self, method)
+                type_equality_checked(self)
                 method_ran[_id(self)] = self
-                return orig_call(self, method)
+                try:
+                    return orig_call(self, method)
+                except BaseException as exc:
+                    if should_stop[0] is not None and _isinstance(exc, should_stop[0]):
+                        raised_stop[_id(self)] = self
+                    raise
             if setup_left:
                 setup_changed(self)
             try:
@@ -1232,6 +1271,85 @@ def _install(write, manifest, runner="pytest", sealed=()):
         TC._callTestMethod = call_wrapped[0] = seal(call_test_method)
         return call_test_method.__code__
 
+    def wrap_sub_test(TC):
+        """unittest mode: a `_ShouldStop` that leaves a subTest's block is noted (see
+        `should_stop`), put in place before the snapshot."""
+        orig = TC.__dict__.get("subTest")
+        if orig is None or should_stop[0] is None:
+            return
+        import contextlib
+
+        sentinel = _getattr(case_module(), "_subtest_msg_sentinel", None)
+
+        @contextlib.contextmanager
+        def subTest(self, msg=sentinel, **params):
+            with orig(self, msg, **params) if sentinel is not None else orig(self, **params):
+                try:
+                    yield
+                except BaseException as exc:
+                    if _isinstance(exc, should_stop[0]):
+                        raised_stop[_id(self)] = self
+                    raise
+
+        subTest.__qualname__ = "TestCase.subTest"
+        subTest.__doc__ = orig.__doc__
+        TC.subTest = subTest
+
+    def case_module():
+        return sys.modules.get("unittest.case")
+
+    #: what `TestCase.__init__` maps types to for assertEqual (names of its methods)
+    TYPE_EQUALITY = {dict: "assertDictEqual", list: "assertListEqual", tuple: "assertTupleEqual",
+                     set: "assertSetEqual", frozenset: "assertSetEqual", _str: "assertMultiLineEqual"}
+
+    def type_equality_checked(test):
+        """unittest mode, before the method: `assertEqual` dispatches by the operands' type
+        through the instance's `_type_equality_funcs`, a name or a function each. The
+        runner (repository code the patch may change) mapped `int` to "assertIsNot" for the
+        failing test: no code of the patch's on the outcome path, resolved. The standard
+        entries must be unittest's, any other a function of test code."""
+        funcs = _getattr(test, "__dict__", {}).get("_type_equality_funcs")
+        if not _isinstance(funcs, _dict):
+            return
+        mod = sys.modules.get(_getattr(_type(test), "__module__", None) or "")
+        f = _getattr(mod, "__file__", None)
+        real = real_of(f) if _isinstance(f, _str) else None
+        for key, value in _list(funcs.items()):
+            want = TYPE_EQUALITY.get(key)
+            if want is not None:
+                why = None if value == want else "%r, not %r" % (value, want)
+            elif _isinstance(value, _str):
+                why = "the method name %r" % (value,)
+            else:
+                why = stand_in(value, "assertEqual", real) if real is not None else None
+            if why is not None:
+                report_tampered("test %s.%s: assertEqual of %s runs %s" % (
+                    _type(test).__module__, _type(test).__name__, _getattr(key, "__name__", "?"), why))
+
+    def class_member(test, name):
+        for owner in _getattr(_type(test), "__mro__", ()):
+            d = _getattr(owner, "__dict__", {})
+            if _isinstance(name, _str) and name in d:
+                return d[name]
+        return None
+
+    def wrapper_of_member(test, value):
+        """True when `value`, found on the test instance under its method's name, wraps the
+        method its class defines (its `__wrapped__` chain reaches it: Django's
+        `SimpleTestCase.__call__` puts `async_to_sync(method)` there) and is no stand-in
+        of the patch's own (`stand_in`)."""
+        member = class_member(test, _getattr(test, "_testMethodName", None))
+        if _type(member) is not types.FunctionType:
+            return False
+        fn, depth = value, 0
+        while fn is not None and depth < 20:
+            if _getattr(fn, "__func__", fn) is member:
+                mod = sys.modules.get(_getattr(_type(test), "__module__", None) or "")
+                f = _getattr(mod, "__file__", None)
+                return stand_in(value, member.__name__, real_of(f) if _isinstance(f, _str) else None) is None
+            fn, depth = _getattr(fn, "__wrapped__", None), depth + 1
+        return False
+
     def method_bound_checked(test, method):
         """unittest mode: what `_callTestMethod` is handed must be the test's method as its
         class holds it, bound to the test."""
@@ -1244,7 +1362,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 break
         if _type(member) is not types.FunctionType:
             return  # (a staticmethod, a wrapper object: judged by method_checked)
-        if _type(method) is not types.MethodType or method.__func__ is not member or method.__self__ is not test:
+        if (_type(method) is not types.MethodType or method.__func__ is not member or method.__self__ is not test) \
+                and not wrapper_of_member(test, method):
             report_tampered("test %s.%s: the method run is not its class's %s" % (
                 _type(test).__module__, _type(test).__name__, _repr(name)))
 
@@ -1398,6 +1517,11 @@ def _install(write, manifest, runner="pytest", sealed=()):
         method_raised_watch[0] = code is not None
 
     function_case = [None]  # unittest.case.FunctionTestCase, as wrap_unittest found it
+    #: unittest.case._ShouldStop, which `_Outcome.testPartExecutor` swallows (the test
+    #: passes): raised by library code from the test method or a subTest's block, the bug
+    #: kept was resolved. Only unittest raises it, under `failfast`, which grading never sets.
+    should_stop = [None]
+    raised_stop = {}  # id(test) -> test, when _ShouldStop left its method or one of its subTests
     method_ran = {}  # unittest mode: id(test) -> test, for tests whose method `call_test_method` ran
     call_wrapped = [None]  # unittest mode: TestCase._callTestMethod, this plugin's wrapper
     #: the methods `TestCase.run` looks up on the test to run it
@@ -3040,7 +3164,13 @@ def _install(write, manifest, runner="pytest", sealed=()):
             found.extend(_classes())
         return found
 
+    gc_running = {}  # thread id -> True between a collection's start and stop (graded_open)
+
     def on_gc(phase, info):
+        if phase == "start":
+            gc_running[_ident()] = True
+        else:
+            gc_running.pop(_ident(), None)
         if phase != "start" or busy() or probe["examining"] or probe["events"] is not None:
             return
         try:
@@ -3090,6 +3220,32 @@ def _install(write, manifest, runner="pytest", sealed=()):
 
     _normpath = os.path.normpath
 
+    def graded_rel(path):
+        """The graded file (repo-relative) that an open of `path` reads, or None: by the
+        file the path reaches (its inode: a symbolic link on the way, `..` after one, a
+        directory renamed for the read and back), by its name (a compiled copy of a graded
+        file, wherever it lies: beside it, in a renamed `__pycache__`, in the build's cache
+        of rewritten test modules in the venv, `paths.TEST_PYCS_DIR`), or, for a relative
+        graded name that nothing by that path from the working directory is, by that name
+        (relative to a directory descriptor: `os.open(name, dir_fd=fd)`, whose directory
+        the event does not carry)."""
+        rel = graded_inode(path)
+        if rel is not None:
+            return rel
+        base = _os_basename(_normpath(path))
+        names = (base, _os_basename(_realpath(path))) if _islink(path) else (base,)
+        for name in names:
+            if name not in GRADED_NAMES and name.endswith(".pyc"):
+                # a compiled copy (pytest's rewritten pyc, the importer's): its constants hold
+                # every expected value (the importer and pytest read it too: not findings)
+                source = name.split(".", 1)[0] + ".py"
+                if source in GRADED_NAMES:
+                    beside = rel_to_root(_dirname(_dirname(_realpath(path))) + _sep + source)
+                    return beside if beside in GRADED else graded_named(source)
+        if base in GRADED_NAMES and not path.startswith(_sep) and not _exists(_abspath(path)):
+            return "%s (by name, relative to another directory)" % base
+        return None
+
     def graded_named(name):
         """The first graded file called `name` (a base name), or None."""
         for rel in _sorted(GRADED):
@@ -3100,7 +3256,10 @@ def _install(write, manifest, runner="pytest", sealed=()):
     graded_inodes = {}  # (st_dev, st_ino) -> graded file, filled at the first look
 
     def graded_inode(path):
-        """The graded file that `path` is (the same inode), or None."""
+        """The graded file that `path` is (the same inode, as the kernel resolves the
+        path), or None."""
+        if not GRADED:
+            return None
         if not graded_inodes:
             for rel in GRADED:
                 try:
@@ -3166,48 +3325,17 @@ def _install(write, manifest, runner="pytest", sealed=()):
         if GIT_READERS is not None and _abspath(path).startswith(GIT_DIRS):
             git_used("reads the repository's .git (%s)" % path, _frame(2))
             return
-        # (normalised: `__pycache__/./test_x...pyc` hid the directory's name from the test below)
-        path = _normpath(path)
-        base = _os_basename(path)
-        by_name = None
-        if base not in GRADED_NAMES and base.endswith(".pyc"):
-            # a compiled copy (pytest's rewritten pyc, the importer's): its constants hold
-            # every expected value; read as data by library code that kept the bug, resolved.
-            # (The importer and pytest read it too: not this check's findings, see below.)
-            # Judged by its name wherever it lies: beside the test file, in a `__pycache__`
-            # renamed for the read, or in the build's cache of rewritten test modules in
-            # the venv (`paths.TEST_PYCS_DIR`), which the eval script copies from
-            source = base.split(".", 1)[0] + ".py"
-            if source not in GRADED_NAMES:
-                return
-            by_name = graded_named(source)
-            path, base = _dirname(_dirname(_abspath(path))) + _sep + source, source
-        elif base not in GRADED_NAMES:
-            # a symbolic link to a graded file under another name (made at run time, or
-            # added by the patch): library code that kept the bug read the test file as
-            # `<tmp>/data.txt` and was resolved with no finding
-            if not _islink(path):
-                return
-            path = _realpath(path)
-            base = _os_basename(path)
-            if base not in GRADED_NAMES:
-                return
-        rel = rel_to_root(real_of(_abspath(path)))
-        if (rel is None or rel not in GRADED) and by_name is not None:
-            rel = by_name
-        elif rel is None or rel not in GRADED:
-            # a graded file moved elsewhere (its directory renamed for the read and back:
-            # the file's own ctime does not change): the same inode
-            rel = graded_inode(path) or rel
-        if rel is None or rel not in GRADED:
-            # a graded file's name, relative, and nothing by that path from the working
-            # directory: relative to a directory descriptor (`os.open(p, dir_fd=fd)`, which
-            # the open event does not carry). Library code that kept the bug read the test
-            # file's expected values that way and was resolved (host and sandbox, strict
-            # and official); which graded file it was cannot be told, so its name stands
-            if path.startswith(_sep) or _exists(_abspath(path)):
-                return
-            rel = "%s (by name, relative to another directory)" % base
+        rel = graded_rel(path)
+        if rel is None:
+            return
+        if gc_running.get(_ident()):
+            # a finalizer or weakref callback that a collection ran: no code of anybody's
+            # need be on the stack (a class's `__del__` a `functools.partial` of
+            # `list.extend` over a lazy `map(linecache.getlines, ...)`: the walk below found
+            # only the standard library over pytest's frames, resolved)
+            report_tampered("the graded test file %s is read during a garbage collection (by a finalizer or a "
+                            "weakref callback)" % rel)
+            return
         opener = _frame(2)
         if opener.f_code in PLUGIN_CODES or compiling_import(opener):
             # this plugin hashing the file for its checks (called from a test's end, the
@@ -4583,11 +4711,25 @@ def _install(write, manifest, runner="pytest", sealed=()):
             hidden = base.__dict__[attr]
             if not _isinstance(_getattr(hidden, "__func__", hidden), types.FunctionType):
                 continue  # hides no method: data the class machinery sets (an Enum's `_member_type_`)
-            why = stand_in(member, attr, real)
+            why = stand_in(member, attr, real) or misnamed_foreign(member, attr)
             if why is not None and fixture_wrapper(cls, attr, member, real, hidden):
                 why = None
             if why is not None:
                 report_tampered("%s.%s (hides %s.%s) is now %s" % (label, attr, base.__qualname__, attr, why))
+
+    def misnamed_foreign(member, attr):
+        """A function of the standard library or of an installed package, set on a test
+        class under a name that is not its own (`AddTests.assertEqual =
+        TestCase.assertIsNotNone`, `AddTests._callTestMethod = TestCase.assertTrue`, from a
+        gc callback): a weaker check, or none, stands where the test looks one up; no code
+        of the patch's anywhere."""
+        fn = unbound(member)
+        if _type(fn) is not types.FunctionType or fn.__name__ == attr:
+            return None
+        filename = fn.__code__.co_filename
+        if filename.startswith("<") or rel_to_root(real_of(filename)) is not None:
+            return None
+        return "%s (%s, under another name)" % (fn.__qualname__, _os_basename(filename))
 
     SETUP_NAMES = frozenset(("setUp", "tearDown", "setUpClass", "tearDownClass"))
 
@@ -5044,6 +5186,40 @@ def _install(write, manifest, runner="pytest", sealed=()):
         guarded.__name__ = guarded.__qualname__ = what.rsplit(".", 1)[-1]
         GUARDS[_id(guarded)] = guarded
         return guarded
+
+    # `os.open(name, flags, dir_fd=fd)`: the open event carries `name` alone, relative to a
+    # directory the check cannot see; a symbolic link there to the test file was read so
+    # (resolved). The guard judges the path the descriptor's directory gives.
+    _readlink, _fsdecode_name = os.readlink, os.fsdecode
+
+    def dir_fd_path(path, dir_fd):
+        """The path `os.open(path, dir_fd=dir_fd)` opens, when a graded file may be read."""
+        if not GRADED or busy() or _type(dir_fd) is not _int:
+            return None
+        try:
+            return _readlink("/proc/self/fd/%d" % dir_fd) + _sep + _fsdecode_name(path)
+        except (OSError, TypeError, ValueError):
+            return None
+
+    if CHECKS:
+        import posix as _posix
+        _os_open = _posix.open
+
+        def open_guard(path, flags, mode=0o777, *, dir_fd=None, _open=_os_open, _full=dir_fd_path):
+            full = _full(path, dir_fd) if dir_fd is not None else None
+            if full is not None:
+                with Busy():  # (graded_open's frames: this guard is its caller's stand-in)
+                    try:
+                        graded_open([full])
+                    except Exception:
+                        pass
+            return _open(path, flags, mode, dir_fd=dir_fd)
+
+        open_guard.__name__ = open_guard.__qualname__ = "open"
+        GUARDS[_id(open_guard)] = open_guard
+        _posix.open = open_guard
+        if os.open is _os_open:
+            os.open = open_guard
 
     if CHECKS:
         import _codecs as _c_codecs
