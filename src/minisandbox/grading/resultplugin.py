@@ -3171,16 +3171,17 @@ def _install(write, manifest, runner="pytest", sealed=()):
     gc_running = {}  # thread id -> True between a collection's start and stop (graded_open)
 
     def on_gc(phase, info):
-        if phase == "start":
-            gc_running[_ident()] = True
-        else:
+        if phase != "start":
             gc_running.pop(_ident(), None)
-        if phase != "start" or busy() or probe["examining"] or probe["events"] is not None:
             return
-        try:
-            examine(new_classes())
-        except Exception:
-            pass
+        if not (busy() or probe["examining"] or probe["events"] is not None):
+            try:
+                examine(new_classes())
+            except Exception:
+                pass
+        # (set after the probe above, whose comparisons run library and test code: a test
+        # module it imports is read then, no finalizer's doing)
+        gc_running[_ident()] = True
 
     sealed_on_gc = seal(on_gc)
 
