@@ -969,6 +969,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
         function_case[0] = _getattr(case, "FunctionTestCase", None)
         should_stop[0] = _getattr(case, "_ShouldStop", None)
         wrap_sub_test(TC)
+        seal_part_executor(case)
         orig_run = TC.__dict__["run"]
         tc_str, tc_short = TC.__dict__["__str__"], TC.__dict__["shortDescription"]
         fail_exc = TC.failureException
@@ -1297,6 +1298,24 @@ def _install(write, manifest, runner="pytest", sealed=()):
 
     def case_module():
         return sys.modules.get("unittest.case")
+
+    def seal_part_executor(case):
+        """unittest mode: `_Outcome.testPartExecutor` decides a test part's outcome from the
+        exception it catches, looking `_ShouldStop` and `SkipTest` up in unittest.case's
+        globals when the exception arrives. Library code set `unittest.case._ShouldStop =
+        AssertionError` for the test's body only (put back from a `__del__` before any
+        check): the failure was swallowed. The executor runs here on a copy of those
+        globals taken at load (put in place before the snapshot)."""
+        outcome = _getattr(case, "_Outcome", None)
+        orig = _getattr(outcome, "__dict__", {}).get("testPartExecutor")
+        inner = _getattr(orig, "__wrapped__", None)
+        if _type(inner) is not types.FunctionType:
+            return
+        import contextlib
+        frozen = _dict(case.__dict__)
+        fn = types.FunctionType(inner.__code__, frozen, inner.__name__, inner.__defaults__, inner.__closure__)
+        fn.__qualname__, fn.__doc__, fn.__kwdefaults__ = inner.__qualname__, inner.__doc__, inner.__kwdefaults__
+        outcome.testPartExecutor = contextlib.contextmanager(fn)
 
     #: what `TestCase.__init__` maps types to for assertEqual (names of its methods)
     TYPE_EQUALITY = {dict: "assertDictEqual", list: "assertListEqual", tuple: "assertTupleEqual",
@@ -3170,7 +3189,22 @@ def _install(write, manifest, runner="pytest", sealed=()):
 
     gc_running = {}  # thread id -> True between a collection's start and stop (graded_open)
 
+    def foreign_gc_callbacks():
+        """A gc callback that is no Python function (a `functools.partial` of `getattr` on
+        an object whose property is a `partial` of C functions): put before the plugin's,
+        it ran at a collection's start before `gc_running` was set, or after it at the
+        stop, and read the test file with no code of anybody's on the stack. Critical."""
+        for cb in _list(_gc_callbacks):
+            if cb is sealed_on_gc:
+                continue
+            fn = _getattr(cb, "__func__", cb)
+            if _type(fn) is not types.FunctionType:
+                report_tampered("a gc callback with no Python code of its own (%s): what it runs at a collection "
+                                "has no code of anybody's on the stack" % _type(cb).__name__)
+
     def on_gc(phase, info):
+        if _len(_gc_callbacks) > 1:
+            foreign_gc_callbacks()
         if phase != "start":
             gc_running.pop(_ident(), None)
             return
@@ -3194,6 +3228,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
             probe["last"] = item.nodeid
         if YOUNG and not _any(_map(_is, _list(_gc_callbacks), _repeat(sealed_on_gc))):
             report_tampered("the results plugin's gc callback was removed from gc.callbacks")
+        if _len(_gc_callbacks) > 1:
+            foreign_gc_callbacks()
         if everything:
             examine(_classes(), probe["last"])
             return
@@ -5198,7 +5234,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
     _readlink, _fsdecode_name = os.readlink, os.fsdecode
 
     def dir_fd_path(path, dir_fd):
-        """The path `os.open(path, dir_fd=dir_fd)` opens, when a graded file may be read."""
+        """The path `os.open(path, dir_fd=dir_fd)` opens (`dir_fd` an int: the guard
+        passes the same int on), when a graded file may be read."""
         if not GRADED or busy() or _type(dir_fd) is not _int:
             return None
         try:
@@ -5210,7 +5247,10 @@ def _install(write, manifest, runner="pytest", sealed=()):
         import posix as _posix
         _os_open = _posix.open
 
-        def open_guard(path, flags, mode=0o777, *, dir_fd=None, _open=_os_open, _full=dir_fd_path):
+        def open_guard(path, flags, mode=0o777, *, dir_fd=None, _open=_os_open, _full=dir_fd_path,
+                       _index=operator.index):
+            if dir_fd is not None:
+                dir_fd = _index(dir_fd)  # (an int subclass passed the type test before)
             full = _full(path, dir_fd) if dir_fd is not None else None
             if full is not None:
                 with Busy():  # (graded_open's frames: this guard is its caller's stand-in)
@@ -5225,6 +5265,30 @@ def _install(write, manifest, runner="pytest", sealed=()):
         _posix.open = open_guard
         if os.open is _os_open:
             os.open = open_guard
+
+        import _imp as _c_imp
+        _create_builtin = _c_imp.create_builtin
+
+        def create_builtin_guard(spec, _create=_create_builtin):
+            """A second copy of a builtin module (`posix`, `_codecs`: multi-phase init) has
+            none of this plugin's guards: made by anything but the import system, critical.
+            Library code opened the test file through a fresh `posix.open` that way."""
+            if busy():
+                return _create(spec)
+            with Busy():  # (its own frame look is no finding)
+                caller = _frame(1)
+                # (the import system's own call: `BuiltinImporter.create_module`, through
+                # `_call_with_frames_removed`)
+                if not (caller is not None and importlib_file(caller.f_code.co_filename)):
+                    rel = brought_by_patch(caller, None, [])
+                    what = rel or (caller.f_code.co_filename if caller is not None else "?")
+                    report_tampered("%s makes a second copy of a builtin module (_imp.create_builtin): it has "
+                                    "none of the results plugin's guards" % what)
+            return _create(spec)
+
+        create_builtin_guard.__name__ = create_builtin_guard.__qualname__ = "create_builtin"
+        GUARDS[_id(create_builtin_guard)] = create_builtin_guard
+        _c_imp.create_builtin = create_builtin_guard
 
     if CHECKS:
         import _codecs as _c_codecs
