@@ -1294,7 +1294,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
 
         subTest.__qualname__ = "TestCase.subTest"
         subTest.__doc__ = orig.__doc__
-        TC.subTest = subTest
+        TC.subTest = seal(subTest)  # (no closure where others reach it)
 
     def case_module():
         return sys.modules.get("unittest.case")
@@ -3349,7 +3349,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
     #: reported, not critical
     FORMATTERS = ("traceback.py", "inspect.py", "warnings.py", "doctest.py", "pdb.py", "bdb.py")
 
-    def graded_open(args, verb="reads"):
+    def graded_open(args, verb="reads", opener=None):
         """Code from a disallowed file that opens a graded test file or conftest (or makes a
         hard link to one: `verb` "links") reads the answers the tests expect (a lookup
         table): critical, unless the read goes through a formatter (`FORMATTERS`: a
@@ -3377,7 +3377,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
             report_tampered("the graded test file %s is read during a garbage collection (by a finalizer or a "
                             "weakref callback)" % rel)
             return
-        opener = _frame(2)
+        opener = opener or _frame(2)
         if opener.f_code in PLUGIN_CODES or compiling_import(opener):
             # this plugin hashing the file for its checks (called from a test's end, the
             # runner's code is further up); the import system compiling the module (a
@@ -5219,7 +5219,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
         def guarded(*args, _fn=fn, _what=what):
             if not busy():
                 with Busy():
-                    rel = brought_by_patch(_frame(1), None, [])
+                    rel = brought_by_patch(past_seal(_frame(1)), None, [])
                 if rel is not None:
                     report_tampered("%s calls %s (the codec registry: pytest makes the tests' ids through it)"
                                     % (rel, _what))
@@ -5253,18 +5253,18 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 dir_fd = _index(dir_fd)  # (an int subclass passed the type test before)
             full = _full(path, dir_fd) if dir_fd is not None else None
             if full is not None:
-                with Busy():  # (graded_open's frames: this guard is its caller's stand-in)
+                with Busy():
                     try:
-                        graded_open([full])
+                        graded_open([full], opener=past_seal(_frame(1)))
                     except Exception:
                         pass
             return _open(path, flags, mode, dir_fd=dir_fd)
 
         open_guard.__name__ = open_guard.__qualname__ = "open"
-        GUARDS[_id(open_guard)] = open_guard
-        _posix.open = open_guard
+        sealed_open = seal(open_guard)  # (no closure where others reach it)
+        _posix.open = sealed_open
         if os.open is _os_open:
-            os.open = open_guard
+            os.open = sealed_open
 
         import _imp as _c_imp
         _create_builtin = _c_imp.create_builtin
@@ -5276,7 +5276,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
             if busy():
                 return _create(spec)
             with Busy():  # (its own frame look is no finding)
-                caller = _frame(1)
+                caller = past_seal(_frame(1))
                 # (the import system's own call: `BuiltinImporter.create_module`, through
                 # `_call_with_frames_removed`)
                 if not (caller is not None and importlib_file(caller.f_code.co_filename)):
@@ -5287,15 +5287,14 @@ def _install(write, manifest, runner="pytest", sealed=()):
             return _create(spec)
 
         create_builtin_guard.__name__ = create_builtin_guard.__qualname__ = "create_builtin"
-        GUARDS[_id(create_builtin_guard)] = create_builtin_guard
-        _c_imp.create_builtin = create_builtin_guard
+        _c_imp.create_builtin = seal(create_builtin_guard)  # (no closure where others reach it)
 
     if CHECKS:
         import _codecs as _c_codecs
         for _name in ("unregister", "_forget_codec"):
             _fn = _getattr(_c_codecs, _name, None)
             if _fn is not None:
-                _g = codec_guard(_fn, "codecs." + _name)
+                _g = seal(codec_guard(_fn, "codecs." + _name))  # (no closure where others reach it)
                 setattr(_c_codecs, _name, _g)
                 if _getattr(_codecs_mod, _name, None) is _fn:
                     setattr(_codecs_mod, _name, _g)
