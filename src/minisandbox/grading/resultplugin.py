@@ -2446,6 +2446,10 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 # a `.pth` line that `site` runs at start-up (setuptools' `*-nspkg.pth` calls
                 # `sys._getframe`: "seen" in every run of tornado's suite, no candidate code)
                 return None, None, passed
+            if past_runner and name == "<string>" and f.f_back is None and f.f_code.co_name == "<module>":
+                # the bottom of the main thread: the test command's own `python -c` program
+                # that called pytest (`sys.exit(pytest.main())`), no code of the patch's
+                return None, None, passed
             return file_verdict(name), name, passed
         # nothing but the standard library on this thread: the code that started it answers
         # (a pool's worker thread running `Path.read_text` for library code that kept the bug)
