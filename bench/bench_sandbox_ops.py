@@ -15,7 +15,9 @@ creation median. Targets (ratios to the bwrap one-shot): creation <= 0.5, `execu
 <= 0.25, close <= 0.5; scale: all ready within 2x, no failure. Each of the N sandboxes is
 created and runs its payload, so the scale is also compared with N x the median of the same
 work done one sandbox at a time ("create + run true"): the cost of running them at once
-rather than one after another.
+rather than one after another, and with N bubblewrap one-shots started the same way (N
+threads, each running one to its exit) in the same run: the C reference's own burst, with
+the machine's CPU seconds (user + system, from /proc/stat) each burst took.
 
 Run it on two source trees in alternation (`--src` of each, e.g. a `git worktree` of the
 commit before) and compare the medians: the machine's load changes between runs, so
@@ -109,6 +111,30 @@ def memory(Sandbox, Layer, repo: Path, k: int = 8) -> dict:
     }
 
 
+def machine_cpu_s() -> float:
+    """CPU seconds (user + nice + system + interrupts) all cores have spent since boot: the
+    difference around a burst is what the burst cost the machine, every process and the
+    kernel's deferred work included."""
+    with open("/proc/stat") as fh:
+        ticks = [int(x) for x in fh.readline().split()[1:8]]
+    user, nice, system, _idle, _iowait, irq, softirq = ticks
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def bwrap_burst(argv: list[str], n: int) -> dict:
+    """`n` bubblewrap one-shots started at once by `n` threads of this process (each runs
+    one to its exit), as `scale` starts its sandboxes: time until all have exited."""
+    c0, t0 = machine_cpu_s(), time.perf_counter()
+    with ThreadPoolExecutor(n) as pool:
+        codes = list(pool.map(lambda _i: subprocess.run(argv).returncode, range(n)))
+    return {
+        "n": n,
+        "all_done_s": time.perf_counter() - t0,
+        "machine_cpu_s": machine_cpu_s() - c0,
+        "failures": sum(code != 0 for code in codes),
+    }
+
+
 def scale(Sandbox, Layer, repo: Path, n: int) -> dict:
     """`n` sandboxes created at once by `n` threads of this process, each running `true`:
     time until all are ready, failures, then all closed."""
@@ -118,6 +144,7 @@ def scale(Sandbox, Layer, repo: Path, n: int) -> dict:
         res = sb.run(["true"], _mark=False, timeout=300)
         return sb, res.returncode == 0
 
+    c0 = machine_cpu_s()
     t0 = time.perf_counter()
     boxes, failures, errors = [], 0, []
     with ThreadPoolExecutor(n) as pool:
@@ -130,12 +157,14 @@ def scale(Sandbox, Layer, repo: Path, n: int) -> dict:
                 failures += 1
                 errors.append(str(exc)[:200])
     ready = time.perf_counter() - t0
+    ready_cpu = machine_cpu_s() - c0
     t1 = time.perf_counter()
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda b: b.close(), boxes))
     return {
         "n": n,
         "all_ready_s": ready,
+        "machine_cpu_s": ready_cpu,
         "failures": failures,
         "close_all_s": time.perf_counter() - t1,
         "errors": errors[:3],
@@ -250,6 +279,9 @@ def main() -> None:
                     samples[k].append(v)
         mem = memory(Sandbox, Layer, repo)
         sc = scale(Sandbox, Layer, repo, args.scale) if args.scale else None
+        if sc and bwrap:
+            time.sleep(1)  # (the closed sandboxes' namespaces are torn down by the kernel meanwhile)
+            sc["bwrap"] = bwrap_burst(bwrap_argv, args.scale)
     medians = {k: statistics.median(v) * 1000 for k, v in samples.items() if v}
     cpu_medians = {k: statistics.median(v) * 1000 for k, v in cpu.items() if v}
     base = medians.get("baseline: bwrap one-shot true")
@@ -292,8 +324,16 @@ def main() -> None:
             f"(target <= 2 x {sc['n']} x create median = {budget:.2f} s: "
             f"{'meets' if sc['all_ready_s'] <= budget and not sc['failures'] else 'MISSES'}; "
             f"{sc['all_ready_s'] / sequential:.2f}x {sc['n']} x the create + run true median, {sequential:.2f} s), "
-            f"{sc['failures']} failures, closed in {sc['close_all_s']:.2f} s"
+            f"{sc['failures']} failures, closed in {sc['close_all_s']:.2f} s; "
+            f"{sc['machine_cpu_s']:.2f} s of the machine's CPU"
         )
+        bw = sc.get("bwrap")
+        if bw:
+            print(
+                f"  baseline: {bw['n']} bwrap one-shots at once (threads): all exited in {bw['all_done_s']:.2f} s "
+                f"({sc['all_ready_s'] / bw['all_done_s']:.2f}x; target {budget / bw['all_done_s']:.2f}x), "
+                f"{bw['failures']} failures, {bw['machine_cpu_s']:.2f} s of the machine's CPU"
+            )
         for e in sc["errors"]:
             print("  error:", e)
     if args.json:

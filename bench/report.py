@@ -237,6 +237,13 @@ def ops_section(ops: dict) -> list[str]:
             f"{sc['all_ready_s']:.2f} s against {sc['target_s']:.2f} s (2 x {sc['n']} x the creation "
             f"median), {sc['failures']} failures, all closed in {sc['close_all_s']:.2f} s.",
         ]
+        bw = sc.get("bwrap")
+        if bw:
+            out.append(
+                f"The same number of bubblewrap one-shots started the same way: all exited in "
+                f"{bw['all_done_s']:.2f} s ({bw['failures']} failures; the burst took "
+                f"{sc['all_ready_s'] / bw['all_done_s']:.2f}x that, its target {sc['target_s'] / bw['all_done_s']:.2f}x)."
+            )
     return out
 
 
