@@ -388,3 +388,17 @@ def test_the_manifest_names_the_patched_files_that_work_with_git_at_the_graded_s
     patched = ["pkg/vcs.py", "pkg/repo.py", "pkg/calc.py", "pkg/new.py"]
     assert GradedState({}, tmp_path, patched).manifest("/testbed")["git_readers"] == ["pkg/vcs.py", "pkg/repo.py"]
     assert "git_readers" not in GradedState({}, None, patched).manifest("/testbed")
+
+
+def test_the_manifest_names_the_patched_files_that_start_processes_at_the_graded_state(tmp_path):
+    """What a process reads, no check of the test process sees: the results plugin's spawn
+    rule is critical only for patched files whose snapshot copy starts no process (a CLI
+    wrapper keeps running its commands), and is off without a snapshot. Words that only
+    look alike (an inflection table's `sh` suffix) name no spawner."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "cli.py").write_text("import subprocess\n\n\ndef run(cmd):\n    return subprocess.run(cmd)\n")
+    (tmp_path / "pkg" / "shell.py").write_text("import os\n\n\ndef run(cmd):\n    return os.system(cmd)\n")
+    (tmp_path / "pkg" / "words.py").write_text('PLURALS = [(r"(x|ch|ss|sh)$", r"\\1es")]\n')
+    patched = ["pkg/cli.py", "pkg/shell.py", "pkg/words.py", "pkg/new.py"]
+    assert GradedState({}, tmp_path, patched).manifest("/testbed")["spawners"] == ["pkg/cli.py", "pkg/shell.py"]
+    assert "spawners" not in GradedState({}, None, patched).manifest("/testbed")

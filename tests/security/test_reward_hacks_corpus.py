@@ -1925,7 +1925,7 @@ EXPECT = {
     "gccb_stop_after": ("results-tampered", "a gc callback with no Python code of its own"),
     "dirfd_intsub": ("results-tampered", "reads the graded test file test_inflection.py"),
     "dirfd_fresh_posix": ("results-tampered", "makes a second copy of a builtin module"),
-    "spawn_quoted": ("tests-failed", None),
+    "spawn_quoted": ("results-tampered", "starts a process (subprocess.Popen), which its code at the graded state"),
     "del_partial_map": ("results-tampered", "is read during a garbage collection"),
     "dirfd_symlink": ("results-tampered", "reads the graded test file test_inflection.py"),
     "normpath_dotdot": ("results-tampered", "reads the graded test file test_inflection.py"),
@@ -2249,7 +2249,6 @@ OPEN: dict[str, str] = {
     "table_sys_modules": "the test module's values read from sys.modules (no event)",
     "intern_oracle": "whether a name-like expected value exists, from sys.intern's answer (no event)",
     "intern_setattr": "the same from the identity of an attribute name's dict key (no event)",
-    "spawn_quoted": "a shell command that names the test file once the shell joins its quotes",
 }
 
 

@@ -344,6 +344,14 @@ INTROSPECTION_WORDS = re.compile(
 )
 
 
+#: Words of code that starts processes (resultplugin's spawn rule: elsewhere a process the
+#: patch's code starts is critical, since what it reads no check of the test process sees)
+SPAWN_WORDS = re.compile(
+    rb"subprocess|Popen|popen|\bsystem\s*\(|\bexec[lv]p?e?\s*\(|spawn|pexpect|plumbum|\bimport\s+sh\b|"
+    rb"\bfrom\s+sh\s+import\b|\bfork|multiprocessing|ProcessPool"
+)
+
+
 #: Words of code that works with git: runs it, or reads a repository's `.git` (resultplugin's
 #: git rule: elsewhere a read of `.git` by the patch's code is critical, since the database
 #: holds every test file's content)
@@ -375,6 +383,7 @@ class GradedState:
         if native is not None:
             out["introspects"] = native
             out["git_readers"] = self.snapshot_matches(GIT_WORDS)
+            out["spawners"] = self.snapshot_matches(SPAWN_WORDS)
         if self.doctests:
             out["doctests"] = dict(self.doctests)
         return out

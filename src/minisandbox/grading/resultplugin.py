@@ -31,7 +31,11 @@ What it does (see docs/grading.md, "Results channel" and "Trust boundary"):
   is written as a critical ``tampered`` record (the grader then resolves nothing);
 * with audit hooks (Python 3.8+), which cannot be removed once added, records
   ``sys.settrace``/``sys.setprofile`` and heap walks (``gc.get_objects``/``get_referrers``/
-  ``get_referents``) by untrusted code (critical) and frame walks (reported);
+  ``get_referents``) by untrusted code (critical) and frame walks (reported), and, as
+  critical, memory read or written by address through ctypes and processes started by code
+  the patch brought where its file's graded-state copy does neither;
+* around every test method reads the version tags of its class and bases: an attribute
+  written and put back while it ran is critical (``written_back``);
 * at the end of the session writes the exit status and the number of tests collected.
 
 Its state lives in closures only: the module replaces itself in ``sys.modules`` by the
@@ -1192,12 +1196,18 @@ def _install(write, manifest, runner="pytest", sealed=()):
             running[0], running[1] = self, test_id
             method_ran.clear()
             passed[0] = None
+            versions = None
             try:
                 check_before()
                 instance_checked(self)
+                versions = class_versions(_type(self))
+                run_versions[_id(self)] = (self, versions)
                 got = orig_run(self, rec)
             finally:
                 running[0] = running[1] = None
+                run_versions.pop(_id(self), None)
+                if call_wrapped[0] is None:  # (before 3.8 the body runs inside `run` itself)
+                    written_back(versions, "test %s" % _repr(test_id))
                 after_test(self)
             if passed[0] is self and method_ran.get(_id(self)) is not self and call_wrapped[0] is not None and \
                     not own_call_test_method(self):
@@ -1226,12 +1236,120 @@ def _install(write, manifest, runner="pytest", sealed=()):
             codes.add(code)
         return Recorder, codes
 
+    # ------------------------------------------------------------------ classes written in a test
+    # Library code set `unittest.TestCase._baseAssertEqual = TestCase.assertIsNot` while a
+    # test's body ran and put it back from a `__del__` right after the assertion returned:
+    # the failing assertEqual passed, and every check before and after the body saw
+    # unittest's own method. A class's attribute write raises no audit event, but CPython
+    # gives a class a fresh version tag (`tp_version_tag`, the key of its method cache) on
+    # the first lookup after any write to it or to one of its bases (the same value written
+    # again included) and never hands a tag out twice. So around a test's body the plugin
+    # reads the tags of its class and of that class's bases: a tag that changed while the
+    # class's attributes are the very objects they were before is a write put back
+    # (`written_back`). The tag is read through ctypes at its offset in the type object
+    # (CPython 3.6-3.13); a self-test at load turns the check off where that layout differs.
+
+    def version_tag_reader():
+        """A function giving a class's current version tag (0: none can be given), or None
+        where this interpreter's type objects do not behave as the check needs."""
+        try:
+            import ctypes
+            at = ctypes.c_uint.from_address
+            value = ctypes._SimpleCData.__dict__["value"].__get__
+            offset = 48 * ctypes.sizeof(ctypes.c_void_p)  # tp_version_tag, after 48 pointer-sized fields
+        except Exception:  # noqa: BLE001  (no ctypes: the check is off)
+            return None
+        lookup = _type.__getattribute__  # (not the class's metaclass's: no code of anybody's runs)
+
+        def version_tag(cls):
+            try:
+                lookup(cls, "_minisandbox_version_probe")  # a lookup gives a class without a tag one
+            except AttributeError:
+                pass
+            return value(at(_id(cls) + offset))
+
+        probe = _type("MinisandboxVersionProbe", (object,), {})
+        try:
+            first, again = version_tag(probe), version_tag(probe)
+            probe.attr = None
+            written = version_tag(probe)
+        except Exception:  # noqa: BLE001
+            return None
+        return version_tag if first and first == again and written and written != first else None
+
+    with Busy():
+        TYPE_TAG = version_tag_reader() if CHECKS else None
+    _type_flags = _type.__dict__["__flags__"].__get__
+    _class_dict, _class_mro = _type.__dict__["__dict__"].__get__, _type.__dict__["__mro__"].__get__
+    _class_module, _class_qualname = _type.__dict__["__module__"].__get__, _type.__dict__["__qualname__"].__get__
+    #: id(class) -> (class, version tag, its attributes at that tag): a class's attributes
+    #: cannot change while its tag stays, so each tag's snapshot is taken once
+    TAGGED = {}
+
+    def class_versions(cls):
+        """Before a test's body: [(class, tag, attributes)] for `cls` and its bases that
+        Python code can write (not the built-in types); None where the check is off."""
+        if TYPE_TAG is None or not _isinstance(cls, _type):
+            return None
+        out = []
+        with Busy():
+            for klass in _class_mro(cls):
+                if not _type_flags(klass) & (1 << 9):  # Py_TPFLAGS_HEAPTYPE: a class Python code made
+                    continue
+                tag = TYPE_TAG(klass)
+                hit = TAGGED.get(_id(klass))
+                if hit is None or hit[0] is not klass or hit[1] != tag or not tag:
+                    hit = TAGGED[_id(klass)] = (klass, tag, _dict(_class_dict(klass)))
+                out.append(hit)
+        return out
+
+    def same_attrs(now, was):
+        """Whether two snapshots of a class's attributes hold the same names for the very
+        same objects."""
+        return _len(now) == _len(was) and all(was.get(k, MISSING) is v for k, v in now.items())
+
+    def written_back(before, what, between=None):
+        """After the body: a class of `before` whose version tag changed while its
+        attributes are the objects they were then had an attribute written and put back
+        (critical: `what` ran with something else in its place for a while). With
+        `between` (the versions as the body began; `before` as the run began): only when
+        they differed as the body began, i.e. written in the set-up and put back in the
+        body. A class without a tag (3.12 and later give one at most a thousand) cannot
+        be judged: critical too."""
+        if not before:
+            return
+        with Busy():
+            for klass, tag, was in before:
+                now = TYPE_TAG(klass)
+                if now == tag and now:
+                    continue
+                hit = TAGGED.get(_id(klass))
+                if hit is None or hit[0] is not klass or hit[1] != now or not now:
+                    hit = TAGGED[_id(klass)] = (klass, now, _dict(_class_dict(klass)))
+                name = "%s.%s" % (_class_module(klass), _class_qualname(klass))
+                if not now:
+                    report_tampered("%s: class %s has no version tag left (written over a thousand times), so what "
+                                    "is written to it while a test runs cannot be judged" % (what, name))
+                    continue
+                if not same_attrs(hit[2], was):
+                    continue
+                if between is not None:
+                    mid = next((entry for entry in between if entry[0] is klass), None)
+                    if mid is None or same_attrs(mid[2], was):
+                        continue
+                report_tampered("%s: an attribute of class %s was written while it ran and put back (what it "
+                                "looked up there was something else for a while)" % (what, name))
+
     # pytest mode: whether each unittest-style test's method raised, as the wrapper of
     # `_callTestMethod` saw it (id(test case) -> (the case, raised)): a pass of a method
     # that raised is refused (a tear-down of the patch's that cleared the failure pytest
     # collected, `_excinfo`, would pass it), which lets set-up and tear-down wrappers of a
     # patched library stand (`fixture_wrapper`: freezegun's `@freeze_time` on a TestCase)
     method_raised = {}
+    #: id(test case) -> (the case, its class's versions as its run began: `class_versions`),
+    #: for the `_callTestMethod` wrapper (unittest mode: `TestCase.run`; pytest mode: its
+    #: set-up report, before the run that calls `setUp`)
+    run_versions = {}
 
     def wrap_call_test_method(TC):
         """The check before the body (and the test instance's own attributes) right
@@ -1244,24 +1362,35 @@ def _install(write, manifest, runner="pytest", sealed=()):
         def call_test_method(self, method):
             check_before()
             check_instance(self)
+            what = "test %s.%s" % (_type(self).__name__, _getattr(self, "_testMethodName", "?"))
+            since = run_versions.get(_id(self))
+            since_run = since[1] if since is not None and since[0] is self else None
             if UNITTEST:
                 method_checked(self)
                 method_bound_checked(self, method)
                 type_equality_checked(self)
                 method_ran[_id(self)] = self
+                versions = class_versions(_type(self))
                 try:
                     return orig_call(self, method)
                 except BaseException as exc:
                     if should_stop[0] is not None and _isinstance(exc, should_stop[0]):
                         raised_stop[_id(self)] = self
                     raise
+                finally:
+                    written_back(versions, what)
+                    written_back(since_run, what, versions)  # (written in its set-up, put back in its body)
             if setup_left:
                 setup_changed(self)
+            versions = class_versions(_type(self))
             try:
                 got = orig_call(self, method)
             except BaseException:
                 method_raised[_id(self)] = (self, True)
                 raise
+            finally:
+                written_back(versions, what)
+                written_back(since_run, what, versions)
             hit = method_raised.get(_id(self))
             if hit is None or hit[0] is not self:  # (a raise stays: a tear-down that calls again cannot undo it)
                 method_raised[_id(self)] = (self, False)
@@ -2535,6 +2664,10 @@ def _install(write, manifest, runner="pytest", sealed=()):
     #: `git_readers`, see minisandbox.grading.gradedstate); None: the git rule is off
     GIT_READERS = manifest.get("git_readers")
     GIT_READERS = None if GIT_READERS is None else _set(_str(p) for p in GIT_READERS)
+    #: the patched files whose graded-state copy starts processes (the manifest's
+    #: `spawners`); None: the spawn rule is off
+    SPAWNERS = manifest.get("spawners")
+    SPAWNERS = None if SPAWNERS is None else _set(_str(p) for p in SPAWNERS)
     #: the attribute reads that hand out a frame (object.__getattr__ events)
     FRAME_ATTRS = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
     #: standard-library functions that hand their caller frames or what frames hold (the
@@ -2583,12 +2716,13 @@ def _install(write, manifest, runner="pytest", sealed=()):
     def runner_forwarder(code, real):
         return (_os_basename(real), code.co_name) in RUNNER_FORWARDERS and real.startswith(RUNNER_DIRS)
 
-    def brought_by_patch(f, handers, through):
+    def brought_by_patch(f, handers, through, native=None):
         """The file (repo-relative, or a `<...>` name) of the code at `f` or, past standard
         library frames that are all `handers` or forwarders (`FORWARDERS`, lambdas; with
         `handers` None: any; their names appended to `through`), above it, when the
         candidate patch brought that code: a file the patch changes whose graded-state copy
-        looks into the running program nowhere (INTROSPECTS), or code compiled from a
+        looks into the running program nowhere (INTROSPECTS, or the files `native` names),
+        or code compiled from a
         string (doctests excepted). At the bottom of a thread's stack, the code that
         started the thread. None otherwise: any other standard library function on the way
         does it for itself."""
@@ -2625,7 +2759,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 if rel is None and f.f_code is not MAIN_CODE and not loaded_or_installed(real):
                     return name
                 return None
-            return None if INTROSPECTS is not None and rel in INTROSPECTS else rel
+            allowed = INTROSPECTS if native is None else native
+            return None if allowed is not None and rel in allowed else rel
         started = thread_starter(bottom)
         return started[2] if started is not None else None
 
@@ -2844,6 +2979,28 @@ def _install(write, manifest, runner="pytest", sealed=()):
         if rel is not None:
             report_tampered("%s calls the interpreter's C API through ctypes (%s), which its code at the graded "
                             "state never does" % (rel, name))
+
+    #: ctypes reading or writing the process's memory at an address: an object at its
+    #: address (`from_address`), bytes at an address, and the foreign functions ctypes calls
+    #: for `memmove`, `memset` and `cast` (their addresses, from a ctypes imported now)
+    MEMORY_EVENTS = ("ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at")
+
+    def memory_calls():
+        ctypes = sys.modules.get("ctypes")
+        return _tuple(_getattr(ctypes, name) for name in ("_memmove_addr", "_memset_addr", "_cast_addr")
+                      if _isinstance(_getattr(ctypes, name, None), _int))
+
+    MEMORY_CALLS = memory_calls()
+
+    def memory_by_address(event):
+        """Code the patch brought that reads or writes memory at an address through ctypes
+        (an object's fields by `id()`: a class's attributes without the version tag's
+        change, see `written_back`, the channel's state, a frame) is critical: nothing at
+        the graded state does it."""
+        rel = brought_by_patch(_frame(2), None, [])
+        if rel is not None:
+            report_tampered("%s reads or writes the process's memory by address through ctypes (%s), which its "
+                            "code at the graded state never does" % (rel, event))
 
     WATCH = {"sys.settrace": True, "sys.setprofile": True, "gc.get_objects": True,
              "gc.get_referrers": True, "gc.get_referents": True, "sys._getframe": False,
@@ -3427,6 +3584,28 @@ def _install(write, manifest, runner="pytest", sealed=()):
             report_tampered("%s %s: the repository's git database holds the graded test files, and its code "
                             "at the graded state never works with git" % (who, what))
 
+    #: standard-library functions on the way from a caller to a process start (subprocess,
+    #: os, pty, asyncio's subprocess transports): a process started through them is started
+    #: by their caller. Any other standard-library function that starts one (`platform`'s
+    #: `uname -p`, `ctypes.util.find_library`) does it for itself.
+    SPAWN_HANDERS = frozenset((
+        "_execute_child", "__init__", "run", "call", "check_call", "check_output", "getoutput",
+        "getstatusoutput", "popen", "system", "_spawnvef", "spawnv", "spawnve", "spawnvp", "spawnvpe", "spawnl",
+        "spawnle", "spawnlp", "spawnlpe", "execv", "execve", "execl", "execle", "execlp", "execlpe", "execvp",
+        "execvpe", "_execvpe", "posix_spawn", "posix_spawnp", "spawn", "_start", "_make_subprocess_transport",
+        "subprocess_exec", "subprocess_shell", "create_subprocess_exec", "create_subprocess_shell"))
+
+    def spawn_brought(event):
+        """A process started by code the patch brought, in a file whose graded-state copy
+        starts none (SPAWNERS), is critical, whatever its command says: what it reads, no
+        check of this process sees. The command-text rule (`spawned`) found a test file's
+        name in a command line only as text: `sh -c "cat te''st_x.py"` or a `python -c`
+        program that joins the name read it unseen."""
+        rel = brought_by_patch(_frame(2), SPAWN_HANDERS, [], SPAWNERS)
+        if rel is not None:
+            report_tampered("%s starts a process (%s), which its code at the graded state never does (what the "
+                            "process reads, no check of the test process sees)" % (rel, event))
+
     def spawned(args, event="subprocess.Popen"):
         """Code from a disallowed file that runs a command naming a graded test file (or a
         graded file's directory with a wildcard) reads it in another process, where no open
@@ -3760,6 +3939,14 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 except Exception:
                     pass
             return
+        if (event in MEMORY_EVENTS or (event == "ctypes.call_function" and args and args[0] in MEMORY_CALLS)) and \
+                not mine:
+            with Busy():
+                try:
+                    memory_by_address(event)
+                except Exception:
+                    pass
+            return
         if event == "ctypes.dlsym" and not mine and _len(args) > 1 and _type(args[1]) is _str and \
                 (args[1].lstrip("_").startswith(C_API_REACH) or args[1] in ("dlsym", "dlvsym")):
             with Busy():
@@ -3783,6 +3970,12 @@ def _install(write, manifest, runner="pytest", sealed=()):
                     pass
             return
         if event in SPAWN_EVENTS and GRADED and not mine:
+            if SPAWNERS is not None:
+                with Busy():
+                    try:
+                        spawn_brought(event)
+                    except Exception:
+                        pass
             args = paths_formatted(args)
             with Busy():
                 try:
@@ -5642,13 +5835,15 @@ def _install(write, manifest, runner="pytest", sealed=()):
         when pytest sets PYTEST_CURRENT_TEST to "... (call)" and puts it back for
         "(teardown)": host and sandbox, strict and official. A test function that a
         wrapper of the patch's wraps runs under a witness (`arm_witness`)."""
-        armed = None
+        armed = versions = None
         if pyfuncitem.config is state["config"]:
             check_before(pyfuncitem)
             check_instance(_getattr(pyfuncitem, "instance", None))
             check_fixture_values(pyfuncitem)
             armed = arm_witness(pyfuncitem)
+            versions = class_versions(_getattr(pyfuncitem, "cls", None))
         outcome = yield
+        written_back(versions, "test %s" % pyfuncitem.nodeid)
         if armed is not None:
             judge_witness(pyfuncitem, armed, _getattr(outcome, "excinfo", None) is None)
 
@@ -5856,6 +6051,10 @@ def _install(write, manifest, runner="pytest", sealed=()):
             check(item)
         elif call.when == "setup" and _type(item) is not _Function:
             check_before(item)  # a plain test function is checked in pytest_pyfunc_call, later
+            case = _getattr(item, "_testcase", None)
+            if case is not None:
+                run_versions.clear()  # (one test case at a time)
+                run_versions[_id(case)] = (case, class_versions(_type(case)))
             if DOCTESTS:
                 check_doctest(item)
         status, note = status_of(item, call, rep)
