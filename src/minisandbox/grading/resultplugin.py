@@ -2981,26 +2981,44 @@ def _install(write, manifest, runner="pytest", sealed=()):
                             "state never does" % (rel, name))
 
     #: ctypes reading or writing the process's memory at an address: an object at its
-    #: address (`from_address`), bytes at an address, and the foreign functions ctypes calls
-    #: for `memmove`, `memset` and `cast` (their addresses, from a ctypes imported now)
+    #: address (`from_address`), bytes at an address. (Its pointers, `cast` and `memmove`
+    #: raise no audit event at all: not seen.)
     MEMORY_EVENTS = ("ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at")
-
-    def memory_calls():
-        ctypes = sys.modules.get("ctypes")
-        return _tuple(_getattr(ctypes, name) for name in ("_memmove_addr", "_memset_addr", "_cast_addr")
-                      if _isinstance(_getattr(ctypes, name, None), _int))
-
-    MEMORY_CALLS = memory_calls()
+    #: libc functions that copy memory or another process's, looked up through ctypes
+    MEMORY_SYMBOLS = ("memmove", "memcpy", "memset", "process_vm_readv", "process_vm_writev")
 
     def memory_by_address(event):
         """Code the patch brought that reads or writes memory at an address through ctypes
-        (an object's fields by `id()`: a class's attributes without the version tag's
-        change, see `written_back`, the channel's state, a frame) is critical: nothing at
-        the graded state does it."""
+        or `/proc/<pid>/mem` (an object's fields by `id()`: a class's attributes without
+        the version tag's change, see `written_back`, a frame's locals) is critical:
+        nothing at the graded state does it."""
         rel = brought_by_patch(_frame(2), None, [])
         if rel is not None:
-            report_tampered("%s reads or writes the process's memory by address through ctypes (%s), which its "
-                            "code at the graded state never does" % (rel, event))
+            report_tampered("%s reads or writes the process's memory by address (%s), which its code at the "
+                            "graded state never does" % (rel, event))
+
+    PROC_DEV = []  # procfs's device number, once asked
+
+    def proc_mem_opened(args):
+        """An open that reaches a process's `mem` file (`/proc/self/mem`, a link to it):
+        `memory_by_address`."""
+        path = args[0] if args else None
+        if _type(path) is not _str:
+            return
+        try:
+            dev = _stat(path).st_dev
+            if not PROC_DEV:
+                PROC_DEV.append(_stat("/proc").st_dev)
+        except (OSError, ValueError):
+            return
+        if dev != PROC_DEV[0]:
+            return
+        parts = _realpath(path).split("/")
+        if parts[-1] == "mem" and _len(parts) in (4, 6) and parts[1] == "proc":
+            rel = brought_by_patch(_frame(2), None, [])
+            if rel is not None:
+                report_tampered("%s reads or writes the process's memory by address (opens %s), which its code at "
+                                "the graded state never does" % (rel, path))
 
     WATCH = {"sys.settrace": True, "sys.setprofile": True, "gc.get_objects": True,
              "gc.get_referrers": True, "gc.get_referents": True, "sys._getframe": False,
@@ -3884,6 +3902,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
                         if event == "open":
                             pyc_open(args)
                             graded_open(args)
+                            proc_mem_opened(args)
                         else:
                             verified = pyc_pending and pyc_exec(args)
                             try:
@@ -3939,8 +3958,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 except Exception:
                     pass
             return
-        if (event in MEMORY_EVENTS or (event == "ctypes.call_function" and args and args[0] in MEMORY_CALLS)) and \
-                not mine:
+        if (event in MEMORY_EVENTS or (event == "ctypes.dlsym" and _len(args) > 1 and args[1] in MEMORY_SYMBOLS)) \
+                and not mine:
             with Busy():
                 try:
                     memory_by_address(event)
