@@ -206,3 +206,61 @@ def test_the_plugin_directory_goes_with_the_process_that_made_it(tmp_path) -> No
     assert there_after_the_fork == "True"
     assert Path(made).name.startswith("minisandbox-results-")
     assert not Path(made).exists()
+
+
+#: a test whose body swaps TestCase's `_baseAssertEqual` for `assertIsNot` and puts it back
+#: from a `__del__` right after assertEqual returned (the failing comparison passes), and an
+#: honest test that writes its class's attribute in the body and puts the same object back
+#: in a cleanup (Django's `DatabaseAliasTests` does so with `databases`)
+SWAPPED = """\
+import unittest
+
+_TC = unittest.TestCase
+_ORIG = _TC.__dict__["_baseAssertEqual"]
+
+
+class _Sum(int):
+    def __del__(self):
+        _TC._baseAssertEqual = _ORIG
+
+
+def add(a, b):
+    _TC._baseAssertEqual = _TC.assertIsNot
+    return _Sum(a - b)
+
+
+class T(unittest.TestCase):
+    databases = frozenset({"default"})
+
+    def test_swapped(self):
+        self.assertEqual(add(2, 3), 5)
+
+    def test_put_back_in_a_cleanup(self):
+        self.addCleanup(setattr, self.__class__, "databases", self.databases)
+        self.__class__.databases = {"other"}
+        self.assertEqual(self.databases, {"other"})
+"""
+
+
+@pytest.mark.parametrize("version", ["3.6", "3.11"])
+def test_a_class_attribute_put_back_within_the_body_is_critical(tmp_path, version):
+    """`written_back`, on an interpreter with `_callTestMethod` (3.11) and on one without
+    (3.6: the window is the part of `run` that runs the method): the swap put back within
+    the body is critical, the honest write put back by a cleanup after the body is not."""
+    pythons = sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python{version}"))
+    if not pythons:
+        pytest.skip(f"no CPython {version} here")
+    (tmp_path / "test_swapped.py").write_text(SWAPPED)
+    with ResultsChannel({"root": str(tmp_path)}) as ch:
+        proc = subprocess.run(
+            [str(pythons[-1]), "-m", "unittest", "-v", "test_swapped"],
+            cwd=tmp_path,
+            env=unittest_env(ch),
+            capture_output=True,
+            text=True,
+        )
+        channel = parse_channel(ch.collect(), ch.nonce)
+    assert "test_swapped" in proc.stderr and channel.present and channel.complete, (proc.stderr, channel.summary())
+    found = [c for c in channel.critical if "was written while it ran and put back" in c]
+    assert len(found) == 1 and found[0].startswith("test T.test_swapped: an attribute of class "), channel.critical
+    assert "unittest.case.TestCase" in found[0]

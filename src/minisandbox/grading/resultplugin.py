@@ -1196,18 +1196,14 @@ def _install(write, manifest, runner="pytest", sealed=()):
             running[0], running[1] = self, test_id
             method_ran.clear()
             passed[0] = None
-            versions = None
             try:
                 check_before()
                 instance_checked(self)
-                versions = class_versions(_type(self))
-                run_versions[_id(self)] = (self, versions)
+                run_versions[_id(self)] = (self, class_versions(_type(self)))
                 got = orig_run(self, rec)
             finally:
                 running[0] = running[1] = None
                 run_versions.pop(_id(self), None)
-                if call_wrapped[0] is None:  # (before 3.8 the body runs inside `run` itself)
-                    written_back(versions, "test %s" % _repr(test_id))
                 after_test(self)
             if passed[0] is self and method_ran.get(_id(self)) is not self and call_wrapped[0] is not None and \
                     not own_call_test_method(self):
@@ -1318,6 +1314,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
         be judged: critical too."""
         if not before:
             return
+        put_back = None  # the base furthest up whose write was put back (a write to a class
+        # gives its subclasses new tags too: the base is the one written)
         with Busy():
             for klass, tag, was in before:
                 now = TYPE_TAG(klass)
@@ -1337,8 +1335,10 @@ def _install(write, manifest, runner="pytest", sealed=()):
                     mid = next((entry for entry in between if entry[0] is klass), None)
                     if mid is None or same_attrs(mid[2], was):
                         continue
-                report_tampered("%s: an attribute of class %s was written while it ran and put back (what it "
-                                "looked up there was something else for a while)" % (what, name))
+                put_back = name
+        if put_back is not None:
+            report_tampered("%s: an attribute of class %s was written while it ran and put back (what it looked up "
+                            "there was something else for a while)" % (what, put_back))
 
     # pytest mode: whether each unittest-style test's method raised, as the wrapper of
     # `_callTestMethod` saw it (id(test case) -> (the case, raised)): a pass of a method
@@ -1444,7 +1444,30 @@ def _install(write, manifest, runner="pytest", sealed=()):
         frozen = _dict(case.__dict__)
         fn = types.FunctionType(inner.__code__, frozen, inner.__name__, inner.__defaults__, inner.__closure__)
         fn.__qualname__, fn.__doc__, fn.__kwdefaults__ = inner.__qualname__, inner.__doc__, inner.__kwdefaults__
-        outcome.testPartExecutor = contextlib.contextmanager(fn)
+        frozen_executor = contextlib.contextmanager(fn)
+        if "_callTestMethod" in case.TestCase.__dict__:
+            outcome.testPartExecutor = frozen_executor
+            return
+
+        # before 3.8 the test method runs in `run` itself, in the part marked `isTest`: that
+        # part is the body's window of `written_back` (as `_callTestMethod`'s is from 3.8)
+        def body_part(self, test_case, isTest=False):
+            if not isTest:
+                with frozen_executor(self, test_case, isTest):
+                    yield
+                return
+            versions = class_versions(_type(test_case))
+            since = run_versions.get(_id(test_case))
+            what = "test %s.%s" % (_type(test_case).__name__, _getattr(test_case, "_testMethodName", "?"))
+            try:
+                with frozen_executor(self, test_case, isTest):
+                    yield
+            finally:
+                written_back(versions, what)
+                written_back(since[1] if since is not None and since[0] is test_case else None, what, versions)
+
+        body_part.__qualname__ = inner.__qualname__
+        outcome.testPartExecutor = contextlib.contextmanager(seal(body_part))
 
     #: what `TestCase.__init__` maps types to for assertEqual (names of its methods)
     TYPE_EQUALITY = {dict: "assertDictEqual", list: "assertListEqual", tuple: "assertTupleEqual",
