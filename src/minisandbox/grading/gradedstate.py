@@ -352,6 +352,11 @@ SPAWN_WORDS = re.compile(
 )
 
 
+#: Words of code that calls native code through ctypes or cffi (resultplugin's native rule:
+#: elsewhere a ctypes look-up or memory read by address from the patch's code is critical)
+NATIVE_WORDS = re.compile(rb"ctypes|cffi|\bCDLL\b|\bcdll\b|\bPyDLL\b|\bpydll\b|\bdlopen\b")
+
+
 #: Words of code that works with git: runs it, or reads a repository's `.git` (resultplugin's
 #: git rule: elsewhere a read of `.git` by the patch's code is critical, since the database
 #: holds every test file's content)
@@ -384,6 +389,7 @@ class GradedState:
             out["introspects"] = native
             out["git_readers"] = self.snapshot_matches(GIT_WORDS)
             out["spawners"] = self.snapshot_matches(SPAWN_WORDS)
+            out["native_callers"] = self.snapshot_matches(NATIVE_WORDS)
         if self.doctests:
             out["doctests"] = dict(self.doctests)
         return out

@@ -1199,6 +1199,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
             try:
                 check_before()
                 instance_checked(self)
+                unittest_classes_checked("before test %s" % _repr(test_id))
                 run_versions[_id(self)] = (self, class_versions(_type(self)))
                 got = orig_run(self, rec)
             finally:
@@ -1245,16 +1246,29 @@ def _install(write, manifest, runner="pytest", sealed=()):
     # (`written_back`). The tag is read through ctypes at its offset in the type object
     # (CPython 3.6-3.13); a self-test at load turns the check off where that layout differs.
 
+    # The readers use `_ctypes` itself, not the `ctypes` package: a patch's `import ctypes`
+    # then still raises an import event where no other module imported it (`native_imported`).
+    import struct
+    POINTER_SIZE = struct.calcsize("P")
+
+    def native_type(code):
+        """A ctypes scalar type (`I`: unsigned int, `Q`: uint64) made from `_ctypes`."""
+        import _ctypes
+        return _type("minisandbox_" + code, (_ctypes._SimpleCData,), {"_type_": code})
+
+    def native_value(obj):
+        import _ctypes
+        return _ctypes._SimpleCData.__dict__["value"].__get__(obj)
+
     def version_tag_reader():
         """A function giving a class's current version tag (0: none can be given), or None
         where this interpreter's type objects do not behave as the check needs."""
         try:
-            import ctypes
-            at = ctypes.c_uint.from_address
-            value = ctypes._SimpleCData.__dict__["value"].__get__
-            offset = 48 * ctypes.sizeof(ctypes.c_void_p)  # tp_version_tag, after 48 pointer-sized fields
+            at = native_type("I").from_address
+            offset = 48 * POINTER_SIZE  # tp_version_tag, after 48 pointer-sized fields
         except Exception:  # noqa: BLE001  (no ctypes: the check is off)
             return None
+        value = native_value
         lookup = _type.__getattribute__  # (not the class's metaclass's: no code of anybody's runs)
 
         def version_tag(cls):
@@ -1273,8 +1287,31 @@ def _install(write, manifest, runner="pytest", sealed=()):
             return None
         return version_tag if first and first == again and written and written != first else None
 
+    def dict_version_reader():
+        """A function giving a dict's version (`ma_version_tag`, PEP 509: changed by every
+        write that changes a value, 3.6-3.13), or None where dicts do not behave so."""
+        try:
+            at = native_type("Q").from_address
+            offset = 3 * POINTER_SIZE  # after the refcount, the type and ma_used
+        except Exception:  # noqa: BLE001
+            return None
+        value = native_value
+
+        def dict_version(d):
+            return value(at(_id(d) + offset))
+
+        probe = {"attr": None}
+        try:
+            first, again = dict_version(probe), dict_version(probe)
+            probe["attr"] = probe
+            written = dict_version(probe)
+        except Exception:  # noqa: BLE001
+            return None
+        return dict_version if first == again and written != first else None
+
     with Busy():
         TYPE_TAG = version_tag_reader() if CHECKS else None
+        DICT_VERSION = dict_version_reader() if TYPE_TAG is not None else None
     _type_flags = _type.__dict__["__flags__"].__get__
     _class_dict, _class_mro = _type.__dict__["__dict__"].__get__, _type.__dict__["__mro__"].__get__
     _class_module, _class_qualname = _type.__dict__["__module__"].__get__, _type.__dict__["__qualname__"].__get__
@@ -1304,7 +1341,96 @@ def _install(write, manifest, runner="pytest", sealed=()):
         same objects."""
         return _len(now) == _len(was) and all(was.get(k, MISSING) is v for k, v in now.items())
 
-    def written_back(before, what, between=None):
+    #: unittest.TestCase's attribute names a test may set on its own class, whatever
+    #: the window (data its messages read; unittest's own bookkeeping)
+    BENIGN_CASE_NAMES = frozenset(("maxDiff", "longMessage", "_classSetupFailed", "_class_cleanups",
+                                   "tearDown_exceptions", "__slotnames__"))
+
+    def unittest_names_changed(now, was):
+        """The names unittest's TestCase defines (its methods, `failureException`...) whose
+        value differs between two snapshots of a class's attributes, sorted. A test's body
+        set `AddTests._baseAssertEqual = TestCase.assertIsNot` on its own class and the
+        runner's `addSuccess` deleted it after the body: the failing assertEqual passed."""
+        names = case_names()
+        return _sorted(k for k in _set(now) | _set(was)
+                       if k in names and k not in BENIGN_CASE_NAMES and now.get(k, MISSING) is not was.get(k, MISSING))
+
+    def case_names():
+        """Every attribute name of unittest.case.TestCase and its bases (once)."""
+        if not CASE_NAMES:
+            case = _getattr(sys.modules.get("unittest.case"), "TestCase", None)
+            CASE_NAMES.update(k for klass in (_class_mro(case) if case is not None else ()) for k in _class_dict(klass)
+                              if not (k.startswith("__") and k.endswith("__")))
+        return CASE_NAMES
+
+    CASE_NAMES = _set()
+
+    def case_names_written(before, after, what):
+        """Before the body: the names unittest's TestCase defines that the set-up (a
+        runner's `startTest`, `setUp`'s library calls) changed on the test's class or its
+        bases are critical, whatever puts them back later (after the body, where no window
+        sees it)."""
+        if not before or not after:
+            return
+        for (klass, tag, was), (same, now_tag, now) in _zip(before, after):
+            if same is not klass or now_tag == tag:
+                continue
+            changed = unittest_names_changed(now, was)
+            if changed:
+                report_tampered("%s: its set-up changed %s of class %s.%s, which unittest's TestCase defines (what "
+                                "runs the test and its assertions)" % (what, ", ".join(changed), _class_module(klass),
+                                                                       _class_qualname(klass)))
+
+    #: unittest's own classes as last seen ([(class, tag, attributes)] of each: `class_versions`)
+    unittest_seen = []
+
+    def unittest_classes_checked(what):
+        """As a test begins: unittest's own classes (TestCase, the suites, the loader, the
+        results and the runner) written and put back since the last look are critical. A
+        patch swapped `TestCase.addTypeEqualityFunc` at import for a spy that kept each
+        test instance (and put itself back as it was called): with the instance it swapped
+        the instance's assertion table, or its class, for the body only."""
+        if TYPE_TAG is None:
+            return
+        if what is None:  # at load, before any test module is imported
+            for name, attr in UNITTEST_CLASSES:
+                klass = _getattr(sys.modules.get(name), attr, None)
+                if _isinstance(klass, _type):
+                    unittest_seen.append(class_versions(klass))
+            return
+        for i, versions in _list(enumerate(unittest_seen)):
+            # (what stays changed is judged by who changed it: the captured objects' check)
+            written_back(versions, what, names=False, explained=True)
+            unittest_seen[i] = class_versions(versions[0][0]) if versions else versions
+
+    UNITTEST_CLASSES = (("unittest.case", "TestCase"), ("unittest.case", "FunctionTestCase"),
+                        ("unittest.case", "_Outcome"), ("unittest.suite", "TestSuite"),
+                        ("unittest.loader", "TestLoader"), ("unittest.result", "TestResult"),
+                        ("unittest.runner", "TextTestResult"), ("unittest.runner", "TextTestRunner"))
+
+    def table_versions(test):
+        """Before the body: the test instance's assertEqual table (`_type_equality_funcs`)
+        with its dict version and entries, or None."""
+        funcs = _getattr(test, "__dict__", {}).get("_type_equality_funcs")
+        if DICT_VERSION is None or _type(funcs) is not _dict:
+            return None
+        with Busy():
+            return funcs, DICT_VERSION(funcs), _dict(funcs)
+
+    def table_written_back(before, what):
+        """After the body: the assertEqual table written and put back while it ran is
+        critical (the body's library call mapped `int` to a function that passes and takes
+        itself out again when called: `type_equality_checked` before the body saw unittest's
+        table)."""
+        if before is None:
+            return
+        funcs, version, was = before
+        with Busy():
+            if DICT_VERSION(funcs) != version and same_attrs(funcs, was):
+                report_tampered("%s: its assertEqual table (_type_equality_funcs) was written while it ran and put "
+                                "back" % what)
+
+    def written_back(before, what, between=None, names=True, explained=False):
         """After the body: a class of `before` whose version tag changed while its
         attributes are the objects they were then had an attribute written and put back
         (critical: `what` ran with something else in its place for a while). With
@@ -1316,8 +1442,10 @@ def _install(write, manifest, runner="pytest", sealed=()):
             return
         put_back = None  # the base furthest up whose write was put back (a write to a class
         # gives its subclasses new tags too: the base is the one written)
+        kept = []  # classes written and not put back: with `explained`, their subclasses' new
+        # tags are theirs (the plugin's own wrappers of TestCase, put in place after load)
         with Busy():
-            for klass, tag, was in before:
+            for klass, tag, was in _list(reversed(before)) if explained else before:
                 now = TYPE_TAG(klass)
                 if now == tag and now:
                     continue
@@ -1330,12 +1458,20 @@ def _install(write, manifest, runner="pytest", sealed=()):
                                     "is written to it while a test runs cannot be judged" % (what, name))
                     continue
                 if not same_attrs(hit[2], was):
+                    kept.append(klass)
+                    if between is None and names:  # (the body's window: what it changed and left)
+                        changed = unittest_names_changed(hit[2], was)
+                        if changed:
+                            report_tampered("%s: it changed %s of class %s, which unittest's TestCase defines (what "
+                                            "runs the test and its assertions)" % (what, ", ".join(changed), name))
                     continue
                 if between is not None:
                     mid = next((entry for entry in between if entry[0] is klass), None)
                     if mid is None or same_attrs(mid[2], was):
                         continue
-                put_back = name
+                if explained and _any(_issubclass(klass, base) for base in kept):
+                    continue
+                put_back = name if put_back is None or not explained else put_back
         if put_back is not None:
             report_tampered("%s: an attribute of class %s was written while it ran and put back (what it looked up "
                             "there was something else for a while)" % (what, put_back))
@@ -1365,12 +1501,13 @@ def _install(write, manifest, runner="pytest", sealed=()):
             what = "test %s.%s" % (_type(self).__name__, _getattr(self, "_testMethodName", "?"))
             since = run_versions.get(_id(self))
             since_run = since[1] if since is not None and since[0] is self else None
+            type_equality_checked(self)
             if UNITTEST:
                 method_checked(self)
                 method_bound_checked(self, method)
-                type_equality_checked(self)
                 method_ran[_id(self)] = self
-                versions = class_versions(_type(self))
+                versions, table = class_versions(_type(self)), table_versions(self)
+                case_names_written(since_run, versions, what)
                 try:
                     return orig_call(self, method)
                 except BaseException as exc:
@@ -1380,9 +1517,11 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 finally:
                     written_back(versions, what)
                     written_back(since_run, what, versions)  # (written in its set-up, put back in its body)
+                    table_written_back(table, what)
             if setup_left:
                 setup_changed(self)
-            versions = class_versions(_type(self))
+            versions, table = class_versions(_type(self)), table_versions(self)
+            case_names_written(since_run, versions, what)
             try:
                 got = orig_call(self, method)
             except BaseException:
@@ -1391,6 +1530,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
             finally:
                 written_back(versions, what)
                 written_back(since_run, what, versions)
+                table_written_back(table, what)
             hit = method_raised.get(_id(self))
             if hit is None or hit[0] is not self:  # (a raise stays: a tear-down that calls again cannot undo it)
                 method_raised[_id(self)] = (self, False)
@@ -1456,15 +1596,18 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 with frozen_executor(self, test_case, isTest):
                     yield
                 return
-            versions = class_versions(_type(test_case))
+            versions, table = class_versions(_type(test_case)), table_versions(test_case)
             since = run_versions.get(_id(test_case))
+            since_run = since[1] if since is not None and since[0] is test_case else None
             what = "test %s.%s" % (_type(test_case).__name__, _getattr(test_case, "_testMethodName", "?"))
+            case_names_written(since_run, versions, what)
             try:
                 with frozen_executor(self, test_case, isTest):
                     yield
             finally:
                 written_back(versions, what)
-                written_back(since[1] if since is not None and since[0] is test_case else None, what, versions)
+                written_back(since_run, what, versions)
+                table_written_back(table, what)
 
         body_part.__qualname__ = inner.__qualname__
         outcome.testPartExecutor = contextlib.contextmanager(seal(body_part))
@@ -2691,6 +2834,10 @@ def _install(write, manifest, runner="pytest", sealed=()):
     #: `spawners`); None: the spawn rule is off
     SPAWNERS = manifest.get("spawners")
     SPAWNERS = None if SPAWNERS is None else _set(_str(p) for p in SPAWNERS)
+    #: the patched files whose graded-state copy calls native code through ctypes or cffi
+    #: (the manifest's `native_callers`); None: judged as INTROSPECTS says
+    NATIVE_CALLERS = manifest.get("native_callers")
+    NATIVE_CALLERS = None if NATIVE_CALLERS is None else _set(_str(p) for p in NATIVE_CALLERS)
     #: the attribute reads that hand out a frame (object.__getattr__ events)
     FRAME_ATTRS = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
     #: standard-library functions that hand their caller frames or what frames hold (the
@@ -2896,11 +3043,13 @@ def _install(write, manifest, runner="pytest", sealed=()):
             return "the results plugin's file name"
         if installed(real):
             return "an installed file's name"
-        rel = rel_to_root(real) if real.endswith(".py") else None
+        rel = rel_to_root(real)
         if rel is not None and rel not in PATCHED:
             # (a file the patch changes is not borrowed: code under its name is judged as the
-            # patch's anyway, and a library may compile a snippet under its own file name)
-            return "a repository module's name"
+            # patch's anyway, and a library may compile a snippet under its own file name).
+            # Any file: code compiled under `pyproject.toml` passed for an unchanged file's
+            # code, which every rule that asks whose code runs trusts
+            return "a repository module's name" if real.endswith(".py") else "a repository file's name"
         return None
 
     def same_source(source, filename):
@@ -2913,6 +3062,9 @@ def _install(write, manifest, runner="pytest", sealed=()):
         except OSError:
             return False
         return source == data if _type(source) is bytes else source.encode("utf-8", "replace") == data
+
+    #: what `borrowed_name` says of a name that is an existing file's
+    BORROWED_FILES = ("an installed file's name", "a repository module's name", "a repository file's name")
 
     def compiled_under(args, event):
         filename = args[1] if _len(args) > 1 else None
@@ -2927,7 +3079,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
         here = caller.f_code.co_filename
         here = here if here.startswith("<") else real_of(here)
         if event == "code.__new__":
-            if why in ("an installed file's name", "a repository module's name"):
+            if why in BORROWED_FILES:
                 # cloudpickle rebuilds functions by value under their own file names, for
                 # itself; the patch's own call (`code.replace(co_filename=...)`) is judged
                 rel = brought_by_patch(caller, (), [])
@@ -2937,7 +3089,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 return
         elif caller.f_code.co_name == "parse" and here == STDLIB + "ast.py":
             return  # a syntax tree, no code
-        elif why in ("an installed file's name", "a repository module's name") and same_source(args[0], filename):
+        elif why in BORROWED_FILES and same_source(args[0], filename):
             return
         rel = brought_by_patch(caller, None, [])
         if rel is not None:
@@ -3007,18 +3159,29 @@ def _install(write, manifest, runner="pytest", sealed=()):
     #: address (`from_address`), bytes at an address. (Its pointers, `cast` and `memmove`
     #: raise no audit event at all: not seen.)
     MEMORY_EVENTS = ("ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at")
-    #: libc functions that copy memory or another process's, looked up through ctypes
-    MEMORY_SYMBOLS = ("memmove", "memcpy", "memset", "process_vm_readv", "process_vm_writev")
-
     def memory_by_address(event):
         """Code the patch brought that reads or writes memory at an address through ctypes
         or `/proc/<pid>/mem` (an object's fields by `id()`: a class's attributes without
         the version tag's change, see `written_back`, a frame's locals) is critical:
         nothing at the graded state does it."""
-        rel = brought_by_patch(_frame(2), None, [])
+        rel = brought_by_patch(_frame(2), None, [], NATIVE_CALLERS)
         if rel is not None:
             report_tampered("%s reads or writes the process's memory by address (%s), which its code at the "
                             "graded state never does" % (rel, event))
+
+    #: modules that call C code (ctypes' pointers and `cast` read and write memory with no
+    #: audit event: their import by the patch's code is judged, where it is the first)
+    NATIVE_MODULES = frozenset(("ctypes", "_ctypes", "cffi", "_cffi_backend"))
+
+    def native_symbol(name):
+        """Code the patch brought that looks a C function up through ctypes (libc's `open`
+        and `read` read the test file with no audit event; `memmove` writes memory) is
+        critical where its file's graded-state copy calls no native code
+        (NATIVE_CALLERS)."""
+        rel = brought_by_patch(_frame(2), None, [], NATIVE_CALLERS)
+        if rel is not None:
+            report_tampered("%s calls C functions through ctypes (%s), which its code at the graded state never "
+                            "does (they read and write what no audit event reports)" % (rel, name))
 
     PROC_DEV = []  # procfs's device number, once asked
 
@@ -3625,24 +3788,28 @@ def _install(write, manifest, runner="pytest", sealed=()):
             report_tampered("%s %s: the repository's git database holds the graded test files, and its code "
                             "at the graded state never works with git" % (who, what))
 
-    #: standard-library functions on the way from a caller to a process start (subprocess,
-    #: os, pty, asyncio's subprocess transports): a process started through them is started
-    #: by their caller. Any other standard-library function that starts one (`platform`'s
-    #: `uname -p`, `ctypes.util.find_library`) does it for itself.
-    SPAWN_HANDERS = frozenset((
-        "_execute_child", "__init__", "run", "call", "check_call", "check_output", "getoutput",
-        "getstatusoutput", "popen", "system", "_spawnvef", "spawnv", "spawnve", "spawnvp", "spawnvpe", "spawnl",
-        "spawnle", "spawnlp", "spawnlpe", "execv", "execve", "execl", "execle", "execlp", "execlpe", "execvp",
-        "execvpe", "_execvpe", "posix_spawn", "posix_spawnp", "spawn", "_start", "_make_subprocess_transport",
-        "subprocess_exec", "subprocess_shell", "create_subprocess_exec", "create_subprocess_shell"))
+    #: standard-library modules that start fixed commands for themselves (`platform`'s
+    #: `uname -p`, `uuid`'s and `ctypes.util`'s look-ups): a process they start is theirs.
+    #: Through any other (subprocess, os, pty, asyncio, webbrowser...) the caller starts it.
+    SELF_SPAWNERS = _tuple(STDLIB + n for n in ("platform.py", "uuid.py", "ctypes" + _sep + "util.py"))
 
     def spawn_brought(event):
         """A process started by code the patch brought, in a file whose graded-state copy
         starts none (SPAWNERS), is critical, whatever its command says: what it reads, no
         check of this process sees. The command-text rule (`spawned`) found a test file's
-        name in a command line only as text: `sh -c "cat te''st_x.py"` or a `python -c`
-        program that joins the name read it unseen."""
-        rel = brought_by_patch(_frame(2), SPAWN_HANDERS, [], SPAWNERS)
+        name in a command line only as text: `sh -c "cat te''st_x.py"`, a `python -c`
+        program that joins the name, or `webbrowser.GenericBrowser([...]).open()` read it
+        unseen."""
+        f = g = _frame(2)
+        while g is not None:
+            name = g.f_code.co_filename
+            real = name if name.startswith("<") else real_of(name)
+            if real in SELF_SPAWNERS:
+                return
+            if not (name.startswith("<frozen") or (real.startswith(STDLIB) and "-packages" + _sep not in real)):
+                break
+            g = g.f_back
+        rel = brought_by_patch(f, None, [], SPAWNERS)
         if rel is not None:
             report_tampered("%s starts a process (%s), which its code at the graded state never does (what the "
                             "process reads, no check of the test process sees)" % (rel, event))
@@ -3795,6 +3962,10 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 except Exception:  # attribute access runs code (Django's lazy `settings` raises)
                     continue
         return False
+
+    #: unittest.TestCase once unittest is loaded (set where the plugin wraps it): an
+    #: instance's `__class__` assigned is critical (a lenient subclass for the body only)
+    test_case_type = [_getattr(sys.modules.get("unittest.case"), "TestCase", None)]
 
     def module_class_set(module):
         """A test module's class assigned (the `object.__setattr__` audit event): a module
@@ -3949,6 +4120,15 @@ def _install(write, manifest, runner="pytest", sealed=()):
                         module_class_set(args[0])
                     except Exception:
                         pass
+            elif _len(args) > 1 and args[1] == "__class__" and not mine and test_case_type[0] is not None and \
+                    _issubclass(_type(args[0]), test_case_type[0]):
+                with Busy():
+                    try:
+                        report_tampered("the class of test %s.%s is assigned while the run goes on (what it looks up "
+                                        "is another class's then)" % (_type(args[0]).__name__,
+                                                                      _getattr(args[0], "_testMethodName", "?")))
+                    except Exception:
+                        pass
             return
         if (event in THREAD_EVENTS or event in FORK_EVENTS) and not mine:
             with Busy():
@@ -3981,14 +4161,25 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 except Exception:
                     pass
             return
-        if (event in MEMORY_EVENTS or (event == "ctypes.dlsym" and _len(args) > 1 and args[1] in MEMORY_SYMBOLS)) \
-                and not mine:
+        if event == "import" and args and args[0] in NATIVE_MODULES and not mine and NATIVE_CALLERS is not None:
+            with Busy():
+                try:
+                    native_symbol("import %s" % args[0])
+                except Exception:
+                    pass
+        if event in MEMORY_EVENTS and not mine:
             with Busy():
                 try:
                     memory_by_address(event)
                 except Exception:
                     pass
             return
+        if (event == "ctypes.dlsym" or event == "ctypes.dlsym/handle") and not mine and NATIVE_CALLERS is not None:
+            with Busy():
+                try:
+                    native_symbol(_repr(args[1]) if _len(args) > 1 else event)
+                except Exception:
+                    pass
         if event == "ctypes.dlsym" and not mine and _len(args) > 1 and _type(args[1]) is _str and \
                 (args[1].lstrip("_").startswith(C_API_REACH) or args[1] in ("dlsym", "dlvsym")):
             with Busy():
@@ -6095,6 +6286,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
             check_before(item)  # a plain test function is checked in pytest_pyfunc_call, later
             case = _getattr(item, "_testcase", None)
             if case is not None:
+                unittest_classes_checked("before test %s" % item.nodeid)
                 run_versions.clear()  # (one test case at a time)
                 run_versions[_id(case)] = (case, class_versions(_type(case)))
             if DOCTESTS:
@@ -6150,6 +6342,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
             write({"ev": "end", "collected": state["collected"], "tampered": _sorted(state["reported"])})
 
         atexit.register(finish)
+        unittest_classes_checked(None)  # (after the plugin's own wrappers of unittest's classes)
         write(hello)
         return None
     # The hooks, sealed (see `seal`): pluggy passes a hook the arguments its signature
@@ -6193,6 +6386,7 @@ def _install(write, manifest, runner="pytest", sealed=()):
     plugin.pytest_sessionfinish = hookimpl(trylast=True)(sealed_sessionfinish)
     me = plugin
     hello["pytest"] = _getattr(pytest, "__version__", "?")
+    unittest_classes_checked(None)  # (after the plugin's own wrappers of unittest's classes)
     write(hello)
     if CHECKS:
         check_preloaded()
