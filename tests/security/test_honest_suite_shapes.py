@@ -559,6 +559,62 @@ def test_a_test_method_its_case_wraps_on_the_instance_in_unittest_mode(tmp_path)
     assert set(channel.statuses.values()) == {"PASSED"} and len(channel.statuses) == 2, channel.statuses
 
 
+#: asgiref's `AsyncToSync` in short (3.13 has no `__wrapped__`: it keeps the method as
+#: `awaitable`), installed (a `site-packages` directory), and Django's `SimpleTestCase.__call__`
+#: wrapping an async test method with it on the instance
+ASGIREF_SYNC = """import asyncio
+
+
+class AsyncToSync:
+    def __init__(self, awaitable):
+        self.awaitable = awaitable
+        try:
+            self.__self__ = self.awaitable.__self__
+        except AttributeError:
+            pass
+
+    def __call__(self, *args, **kwargs):
+        return asyncio.run(self.awaitable(*args, **kwargs))
+
+
+async_to_sync = AsyncToSync
+"""
+ASYNC_TEST_CASE = """import asyncio
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "site-packages"))
+from asgiref.sync import async_to_sync  # noqa: E402
+
+
+class SimpleTestCase(unittest.TestCase):
+    def __call__(self, result=None):
+        method = getattr(self, self._testMethodName)
+        if asyncio.iscoroutinefunction(method):
+            setattr(self, self._testMethodName, async_to_sync(method))
+        return super().__call__(result)
+"""
+TEST_ASYNC_CASE = (
+    "import calc\nfrom testing import SimpleTestCase\n\n\nclass CalcTest(SimpleTestCase):\n"
+    "    async def test_add(self):\n        self.assertEqual(calc.add(2, 3), 5)\n\n"
+    "    def test_sub(self):\n        self.assertEqual(calc.sub(5, 3), 2)\n"
+)
+
+
+def test_an_async_test_method_wrapped_by_asgiref_on_the_instance_in_unittest_mode(tmp_path):
+    """Django wraps an async test method on the case instance with asgiref's
+    `async_to_sync`, whose object has no `__wrapped__` (it keeps the method as `awaitable`):
+    every async test of Django's suite was critical twice ("its instance has its own
+    'test_x'", "the method run is not its class's") before `wrapper_of_member` followed an
+    installed asgiref's `awaitable`."""
+    (tmp_path / "lib" / "site-packages" / "asgiref").mkdir(parents=True)
+    (tmp_path / "lib" / "site-packages" / "asgiref" / "__init__.py").write_text("")
+    (tmp_path / "lib" / "site-packages" / "asgiref" / "sync.py").write_text(ASGIREF_SYNC)
+    channel = _unittest_run_is_clean(tmp_path, {"testing.py": ASYNC_TEST_CASE, "test_calc.py": TEST_ASYNC_CASE})
+    assert set(channel.statuses.values()) == {"PASSED"} and len(channel.statuses) == 2, channel.statuses
+
+
 @pytest.fixture(scope="module")
 def task_deco_package(tmp_path_factory):
     """`@calc.frozen` where `calc` is a package whose `api.py` (the bug's file) defines the

@@ -1403,8 +1403,9 @@ def _install(write, manifest, runner="pytest", sealed=()):
             written_back(versions, what, names=False, explained=True)
             unittest_seen[i] = class_versions(versions[0][0]) if versions else versions
 
-    UNITTEST_CLASSES = (("unittest.case", "TestCase"), ("unittest.case", "FunctionTestCase"),
-                        ("unittest.case", "_Outcome"), ("unittest.suite", "TestSuite"),
+    #: (not FunctionTestCase: a test class itself, on which unittest's suite writes
+    #: `_classSetupFailed = False` before each of its tests, the same value again)
+    UNITTEST_CLASSES = (("unittest.case", "TestCase"), ("unittest.case", "_Outcome"), ("unittest.suite", "TestSuite"),
                         ("unittest.loader", "TestLoader"), ("unittest.result", "TestResult"),
                         ("unittest.runner", "TextTestResult"), ("unittest.runner", "TextTestRunner"))
 
@@ -1649,7 +1650,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
 
     def wrapper_of_member(test, value):
         """True when `value`, found on the test instance under its method's name, wraps the
-        method its class defines (its `__wrapped__` chain reaches it: Django's
+        method its class defines (its `__wrapped__` chain reaches it, or the `awaitable` of
+        an installed asgiref's `AsyncToSync`, which has no `__wrapped__`: Django's
         `SimpleTestCase.__call__` puts `async_to_sync(method)` there) and is no stand-in
         of the patch's own (`stand_in`)."""
         member = class_member(test, _getattr(test, "_testMethodName", None))
@@ -1661,8 +1663,20 @@ def _install(write, manifest, runner="pytest", sealed=()):
                 mod = sys.modules.get(_getattr(_type(test), "__module__", None) or "")
                 f = _getattr(mod, "__file__", None)
                 return stand_in(value, member.__name__, real_of(f) if _isinstance(f, _str) else None) is None
-            fn, depth = _getattr(fn, "__wrapped__", None), depth + 1
+            nxt = _getattr(fn, "__wrapped__", None)
+            if nxt is None and async_to_sync(fn):
+                nxt = _getattr(fn, "awaitable", None)
+            fn, depth = nxt, depth + 1
         return False
+
+    def async_to_sync(obj):
+        """Whether `obj` is an `asgiref.sync.AsyncToSync` of an installed asgiref."""
+        cls = _type(obj)
+        if cls.__name__ != "AsyncToSync" or _class_module(cls) != "asgiref.sync":
+            return False
+        f = _getattr(sys.modules.get("asgiref.sync"), "__file__", None)
+        return _isinstance(f, _str) and installed(real_of(f)) and \
+            _getattr(sys.modules["asgiref.sync"], "AsyncToSync", None) is cls
 
     def method_bound_checked(test, method):
         """unittest mode: what `_callTestMethod` is handed must be the test's method as its
