@@ -615,6 +615,29 @@ def test_an_async_test_method_wrapped_by_asgiref_on_the_instance_in_unittest_mod
     assert set(channel.statuses.values()) == {"PASSED"} and len(channel.statuses) == 2, channel.statuses
 
 
+#: Django's `mark_expected_failures_and_skips`, in short: the database backend's skip list
+#: applied at set-up, `setattr(case, name, skip(reason)(method))`
+SKIP_LIST = """import unittest
+
+import test_calc
+
+setattr(test_calc.T, "test_sub", unittest.skip("not on this backend")(test_calc.T.test_sub))
+"""
+TEST_SKIPPED_BY_LIST = (
+    CALC_TEST
+    + "\n    def test_sub(self):\n        self.assertEqual(calc.sub(5, 3), 2)\n\n\n"
+    + ("import skips  # noqa: E402,F401\n")
+)
+
+
+def test_a_test_skipped_by_a_skip_list_at_set_up_in_unittest_mode(tmp_path):
+    """A skip wrapper of `unittest.skip` where the test's `def` was (Django's sqlite skip
+    lists): it only raises SkipTest, so it cannot pass a test; it was critical twice per
+    test ("not the function its def made but skip_wrapper")."""
+    channel = _unittest_run_is_clean(tmp_path, {"skips.py": SKIP_LIST, "test_calc.py": TEST_SKIPPED_BY_LIST})
+    assert sorted(channel.statuses.values()) == ["PASSED", "SKIPPED"], channel.statuses
+
+
 @pytest.fixture(scope="module")
 def task_deco_package(tmp_path_factory):
     """`@calc.frozen` where `calc` is a package whose `api.py` (the bug's file) defines the

@@ -4575,6 +4575,18 @@ def _install(write, manifest, runner="pytest", sealed=()):
             return "%s (%s), a callable with no code of its own" % (own, cls.__name__)
         return None
 
+    def skip_wrapper_code():
+        """The code of the wrapper `unittest.skip` puts in a test function's place (Django
+        applies its database backend's skip lists so, at set-up: 21 critical lines on its
+        suite before `unplain` let it stand)."""
+        skip = _getattr(sys.modules.get("unittest.case"), "skip", None)
+        try:
+            return _getattr(skip("minisandbox")(lambda: None), "__code__", None) if skip is not None else None
+        except Exception:  # noqa: BLE001
+            return None
+
+    SKIP_WRAPPER_CODE = skip_wrapper_code()
+
     def unplain(value, name, real, globs, test=False):
         """Why `value`, bound where the unchanged test code file `real` binds `name` (`f`,
         `C.f`) by a `def` under pytest marks only (`marks_only`), is not what that `def`
@@ -4604,6 +4616,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
             return None
         if freal == ME and code in PLUGIN_CODES:
             return None
+        if code is SKIP_WRAPPER_CODE:
+            return None  # unittest.skip's wrapper only raises SkipTest: a skip never passes
         stdlib = code.co_filename.startswith("<") or (freal.startswith(STDLIB) and "-packages" + _sep not in freal)
         rel = rel_to_root(freal)
         if code_verdict(code) is None:
