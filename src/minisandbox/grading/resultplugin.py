@@ -1247,18 +1247,20 @@ def _install(write, manifest, runner="pytest", sealed=()):
     # (CPython 3.6-3.13); a self-test at load turns the check off where that layout differs.
 
     # The readers use `_ctypes` itself, not the `ctypes` package: a patch's `import ctypes`
-    # then still raises an import event where no other module imported it (`native_imported`).
+    # then still raises an import event where no other module imported it (`NATIVE_MODULES`).
+    # Everything they use is bound here, at load: nothing is looked up in `sys.modules` later.
     import struct
     POINTER_SIZE = struct.calcsize("P")
+    try:
+        import _ctypes
+        _SimpleCData = _ctypes._SimpleCData
+        native_value = _SimpleCData.__dict__["value"].__get__
+    except Exception:  # noqa: BLE001  (no ctypes: the readers are off)
+        _SimpleCData = native_value = None
 
     def native_type(code):
         """A ctypes scalar type (`I`: unsigned int, `Q`: uint64) made from `_ctypes`."""
-        import _ctypes
-        return _type("minisandbox_" + code, (_ctypes._SimpleCData,), {"_type_": code})
-
-    def native_value(obj):
-        import _ctypes
-        return _ctypes._SimpleCData.__dict__["value"].__get__(obj)
+        return _type("minisandbox_" + code, (_SimpleCData,), {"_type_": code})
 
     def version_tag_reader():
         """A function giving a class's current version tag (0: none can be given), or None
