@@ -1262,58 +1262,46 @@ def _install(write, manifest, runner="pytest", sealed=()):
         """A ctypes scalar type (`I`: unsigned int, `Q`: uint64) made from `_ctypes`."""
         return _type("minisandbox_" + code, (_SimpleCData,), {"_type_": code})
 
-    def version_tag_reader():
-        """A function giving a class's current version tag (0: none can be given), or None
-        where this interpreter's type objects do not behave as the check needs."""
+    def field_reader(code, offset, probe, write, ready=None, nonzero=False):
+        """A function giving the unsigned field (`code`: `I` or `Q`) at `offset` in an object
+        (after `ready(obj)`), or None unless `probe`'s field reads the same twice and
+        changes when `write(probe)` runs (`nonzero`: and is never 0): the interpreter's
+        layout is the one the checks expect."""
         try:
-            at = native_type("I").from_address
-            offset = 48 * POINTER_SIZE  # tp_version_tag, after 48 pointer-sized fields
+            at = native_type(code).from_address
         except Exception:  # noqa: BLE001  (no ctypes: the check is off)
             return None
-        value = native_value
-        lookup = _type.__getattribute__  # (not the class's metaclass's: no code of anybody's runs)
 
-        def version_tag(cls):
-            try:
-                lookup(cls, "_minisandbox_version_probe")  # a lookup gives a class without a tag one
-            except AttributeError:
-                pass
-            return value(at(_id(cls) + offset))
+        def read(obj):
+            if ready is not None:
+                ready(obj)
+            return native_value(at(_id(obj) + offset))
 
-        probe = _type("MinisandboxVersionProbe", (object,), {})
         try:
-            first, again = version_tag(probe), version_tag(probe)
-            probe.attr = None
-            written = version_tag(probe)
+            first, again = read(probe), read(probe)
+            write(probe)
+            written = read(probe)
         except Exception:  # noqa: BLE001
             return None
-        return version_tag if first and first == again and written and written != first else None
+        return read if first == again and written != first and (not nonzero or (first and written)) else None
 
-    def dict_version_reader():
-        """A function giving a dict's version (`ma_version_tag`, PEP 509: changed by every
-        write that changes a value, 3.6-3.13), or None where dicts do not behave so."""
+    lookup = _type.__getattribute__  # (not the class's metaclass's: no code of anybody's runs)
+
+    def give_tag(cls):
+        """A lookup gives a class without a version tag one."""
         try:
-            at = native_type("Q").from_address
-            offset = 3 * POINTER_SIZE  # after the refcount, the type and ma_used
-        except Exception:  # noqa: BLE001
-            return None
-        value = native_value
-
-        def dict_version(d):
-            return value(at(_id(d) + offset))
-
-        probe = {"attr": None}
-        try:
-            first, again = dict_version(probe), dict_version(probe)
-            probe["attr"] = probe
-            written = dict_version(probe)
-        except Exception:  # noqa: BLE001
-            return None
-        return dict_version if first == again and written != first else None
+            lookup(cls, "_minisandbox_version_probe")
+        except AttributeError:
+            pass
 
     with Busy():
-        TYPE_TAG = version_tag_reader() if CHECKS else None
-        DICT_VERSION = dict_version_reader() if TYPE_TAG is not None else None
+        # a class's `tp_version_tag`, after 48 pointer-sized fields (0: none can be given);
+        # a dict's `ma_version_tag` (PEP 509: changed by every write that changes a value,
+        # 3.6-3.13), after the refcount, the type and `ma_used`
+        TYPE_TAG = field_reader("I", 48 * POINTER_SIZE, _type("MinisandboxVersionProbe", (object,), {}),
+                                lambda probe: setattr(probe, "attr", None), give_tag, True) if CHECKS else None
+        DICT_VERSION = field_reader("Q", 3 * POINTER_SIZE, {"attr": None}, lambda probe: probe.update(attr=probe)) \
+            if TYPE_TAG is not None else None
     _type_flags = _type.__dict__["__flags__"].__get__
     _class_dict, _class_mro = _type.__dict__["__dict__"].__get__, _type.__dict__["__mro__"].__get__
     _class_module, _class_qualname = _type.__dict__["__module__"].__get__, _type.__dict__["__qualname__"].__get__
@@ -3175,15 +3163,21 @@ def _install(write, manifest, runner="pytest", sealed=()):
     #: address (`from_address`), bytes at an address. (Its pointers, `cast` and `memmove`
     #: raise no audit event at all: not seen.)
     MEMORY_EVENTS = ("ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at")
+    def patch_did(f, native, what, *args):
+        """A critical finding, `what % (file, *args)`, when code the patch brought raised the
+        event at `f` (`brought_by_patch`, past any standard-library frame; `native`: the
+        patched files whose graded-state copy does it too)."""
+        rel = brought_by_patch(f, None, [], native)
+        if rel is not None:
+            report_tampered(what % ((rel,) + args))
+
     def memory_by_address(event):
         """Code the patch brought that reads or writes memory at an address through ctypes
         or `/proc/<pid>/mem` (an object's fields by `id()`: a class's attributes without
         the version tag's change, see `written_back`, a frame's locals) is critical:
         nothing at the graded state does it."""
-        rel = brought_by_patch(_frame(2), None, [], NATIVE_CALLERS)
-        if rel is not None:
-            report_tampered("%s reads or writes the process's memory by address (%s), which its code at the "
-                            "graded state never does" % (rel, event))
+        patch_did(_frame(2), NATIVE_CALLERS, "%s reads or writes the process's memory by address (%s), which its code "
+                  "at the graded state never does", event)
 
     #: modules that call C code (ctypes' pointers and `cast` read and write memory with no
     #: audit event: their import by the patch's code is judged, where it is the first)
@@ -3194,10 +3188,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
         and `read` read the test file with no audit event; `memmove` writes memory) is
         critical where its file's graded-state copy calls no native code
         (NATIVE_CALLERS)."""
-        rel = brought_by_patch(_frame(2), None, [], NATIVE_CALLERS)
-        if rel is not None:
-            report_tampered("%s calls C functions through ctypes (%s), which its code at the graded state never "
-                            "does (they read and write what no audit event reports)" % (rel, name))
+        patch_did(_frame(2), NATIVE_CALLERS, "%s calls C functions through ctypes (%s), which its code at the graded "
+                  "state never does (they read and write what no audit event reports)", name)
 
     PROC_DEV = []  # procfs's device number, once asked
 
@@ -3217,10 +3209,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
             return
         parts = _realpath(path).split("/")
         if parts[-1] == "mem" and _len(parts) in (4, 6) and parts[1] == "proc":
-            rel = brought_by_patch(_frame(2), None, [])
-            if rel is not None:
-                report_tampered("%s reads or writes the process's memory by address (opens %s), which its code at "
-                                "the graded state never does" % (rel, path))
+            patch_did(_frame(2), None, "%s reads or writes the process's memory by address (opens %s), which its code "
+                      "at the graded state never does", path)
 
     WATCH = {"sys.settrace": True, "sys.setprofile": True, "gc.get_objects": True,
              "gc.get_referrers": True, "gc.get_referents": True, "sys._getframe": False,
@@ -3825,10 +3815,8 @@ def _install(write, manifest, runner="pytest", sealed=()):
             if not (name.startswith("<frozen") or (real.startswith(STDLIB) and "-packages" + _sep not in real)):
                 break
             g = g.f_back
-        rel = brought_by_patch(f, None, [], SPAWNERS)
-        if rel is not None:
-            report_tampered("%s starts a process (%s), which its code at the graded state never does (what the "
-                            "process reads, no check of the test process sees)" % (rel, event))
+        patch_did(f, SPAWNERS, "%s starts a process (%s), which its code at the graded state never does (what the "
+                  "process reads, no check of the test process sees)", event)
 
     def spawned(args, event="subprocess.Popen"):
         """Code from a disallowed file that runs a command naming a graded test file (or a
